@@ -1,0 +1,29 @@
+# make demo: the tiny GRPO recipe on CPU, then its reward curve.  make test: the test suite.
+# Both create .venv from requirements-cpu.txt (plus this package, editable) when it is missing.
+SHELL := bash
+.SHELLFLAGS := -eo pipefail -c
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.hyrl-installed
+DEMO_DIR ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
+
+.PHONY: demo test venv clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): requirements-cpu.txt pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@echo "installing requirements-cpu.txt into $(VENV) (about a minute on a fresh machine)"
+	$(PY) -m pip install -q -r requirements-cpu.txt 2>&1 | { grep -v '^WARNING: Location' || true; }
+	$(PY) -m pip install -q --no-deps -e . 2>&1 | { grep -v '^WARNING: Location' || true; }
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/grpo.sh --run-dir $(DEMO_DIR)
+	$(PY) tools/plot_run.py $(DEMO_DIR) --out $(DEMO_DIR)/reward.png
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,5 @@
+import sys
+
+from hyrl.cli import main
+
+sys.exit(main())

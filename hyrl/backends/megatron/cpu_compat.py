@@ -1,0 +1,114 @@
+"""The one place that knows megatron-core 0.16.1 can run without CUDA.
+
+Every CPU-only workaround lives here (see ../shared/notes/megatron-core-on-cpu.md
+for how each was found). On a machine with CUDA, `apply()` does nothing and the
+rest of hyrl runs megatron-core untouched.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_applied = False
+
+
+def on_cpu() -> bool:
+    return not torch.cuda.is_available()
+
+
+def device() -> torch.device:
+    """The device parameters and batches live on for this process."""
+    if on_cpu():
+        return torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def distributed_backend() -> str:
+    return "gloo" if on_cpu() else "nccl"
+
+
+def default_token_dispatcher() -> str:
+    # alltoall builds a CUDA stream and passes split sizes as tensors, which gloo rejects.
+    return "allgather" if on_cpu() else "alltoall"
+
+
+def apply() -> None:
+    """Neutralise megatron-core's CUDA assumptions on a CPU-only machine (idempotent)."""
+    global _applied
+    if _applied or not on_cpu():
+        return
+    _applied = True
+
+    # Small float32 models hit denormals on these CPUs: steps slow down 30-100x without this.
+    torch.set_flush_denormal(True)
+
+    # Rotary embeddings place inv_freq with torch.cuda.current_device().
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
+
+    # The model-parallel RNG tracker swaps CUDA generator states; use the CPU generator.
+    from megatron.core.tensor_parallel import random as mp_random
+
+    def _get_rng_state(device="cuda", clone=False, graph_safe=False):
+        state = torch.get_rng_state()
+        return state.clone() if clone else state
+
+    def _set_rng_state(new_state, device=-1, graph_safe=False):
+        torch.set_rng_state(new_state)
+
+    mp_random._get_cuda_rng_state = _get_rng_state
+    mp_random._set_cuda_rng_state = _set_rng_state
+
+    # 0.16.1's router GEMM reads te_general_gemm, which is only defined when TE imports.
+    from megatron.core.transformer.moe import moe_utils
+
+    if not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
+
+
+def allow_sequence_parallel_torch_norm() -> None:
+    """Let the local spec's torch norms run under sequence parallelism (no Transformer Engine).
+
+    megatron's WrappedTorchNorm refuses sequence_parallel. The norm itself is correct on a
+    sequence shard; only its weight gradient must be summed across TP ranks, which happens when
+    the weight carries `sequence_parallel` (see `sequence_parallel_grads_need_tp_sum`). Needed
+    wherever the local spec runs with TP > 1: on CPU always, on GPU without TE.
+    """
+    from megatron.core.transformer import torch_norm
+
+    if getattr(torch_norm.WrappedTorchNorm, "_hyrl_patched", False):
+        return
+
+    def _new(cls, config, hidden_size, eps=1e-5, persist_layer_norm=False,
+             zero_centered_gamma=False, normalization="LayerNorm"):
+        norm_cls = torch.nn.RMSNorm if config.normalization == "RMSNorm" else torch.nn.LayerNorm
+        norm = norm_cls(normalized_shape=hidden_size, eps=eps)
+        for param in norm.parameters():
+            param.sequence_parallel = config.sequence_parallel
+        return norm
+
+    torch_norm.WrappedTorchNorm.__new__ = staticmethod(_new)
+    torch_norm.WrappedTorchNorm._hyrl_patched = True
+
+
+def seed_model_parallel_rng(seed: int) -> None:
+    """Seed megatron's named RNG streams (data-parallel, tensor-parallel, expert)."""
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel import random as mp_random
+
+    if not on_cpu():
+        mp_random.model_parallel_cuda_manual_seed(seed)
+        return
+    # Same seed layout as model_parallel_cuda_manual_seed, on CPU generators.
+    tp_rank = parallel_state.get_tensor_model_parallel_rank()
+    ep_rank = parallel_state.get_expert_model_parallel_rank()
+    etp_rank = parallel_state.get_expert_tensor_parallel_rank()
+    mp_random.initialize_rng_tracker(force_reset=True)
+    tracker = mp_random.get_cuda_rng_tracker()
+    streams = {
+        mp_random._DATA_PARALLEL_RNG_TRACKER_NAME: seed,
+        mp_random._MODEL_PARALLEL_RNG_TRACKER_NAME: seed + 2718 + tp_rank,
+        mp_random._EXPERT_PARALLEL_RNG_TRACKER_NAME: seed + 1024 + 100 * ep_rank + etp_rank,
+    }
+    tracker.set_states(
+        {name: torch.Generator().manual_seed(s).get_state() for name, s in streams.items()}
+    )

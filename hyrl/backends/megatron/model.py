@@ -1,0 +1,190 @@
+"""Process groups and the megatron-core GPTModel for a Qwen3-MoE architecture."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from hyrl.backends.megatron import cpu_compat
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+
+@dataclass(frozen=True)
+class ParallelLayout:
+    tensor_model_parallel_size: int = 1
+    pipeline_model_parallel_size: int = 1
+    expert_model_parallel_size: int = 1
+    expert_tensor_parallel_size: int = 1
+    sequence_parallel: bool = False
+
+    @classmethod
+    def from_flags(cls, flags) -> "ParallelLayout":
+        return cls(
+            tensor_model_parallel_size=flags.tensor_model_parallel_size,
+            pipeline_model_parallel_size=flags.pipeline_model_parallel_size,
+            expert_model_parallel_size=flags.expert_model_parallel_size,
+            expert_tensor_parallel_size=flags.expert_tensor_parallel_size,
+            sequence_parallel=flags.sequence_parallel,
+        )
+
+
+def init_distributed(layout: ParallelLayout, seed: int, timeout_s: int = 600) -> None:
+    """torch.distributed (gloo on CPU, nccl on GPU) and megatron's parallel_state."""
+    from megatron.core import parallel_state
+
+    cpu_compat.apply()
+    if not torch.distributed.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+        if not cpu_compat.on_cpu():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.distributed.init_process_group(
+            backend=cpu_compat.distributed_backend(),
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(
+            tensor_model_parallel_size=layout.tensor_model_parallel_size,
+            pipeline_model_parallel_size=layout.pipeline_model_parallel_size,
+            expert_model_parallel_size=layout.expert_model_parallel_size,
+            expert_tensor_parallel_size=layout.expert_tensor_parallel_size,
+        )
+    cpu_compat.seed_model_parallel_rng(seed)
+
+
+def destroy_distributed() -> None:
+    from megatron.core import parallel_state
+
+    if parallel_state.model_parallel_is_initialized():
+        parallel_state.destroy_model_parallel()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def use_transformer_engine(transformer_impl: str) -> bool:
+    """`auto` picks Transformer Engine when it imports (GPU clusters), the local spec otherwise."""
+    if transformer_impl == "local":
+        return False
+    try:
+        import transformer_engine  # noqa: F401
+
+        have_te = True
+    except Exception:  # ImportError, or a TE build that fails at import without CUDA libs
+        have_te = False
+    if transformer_impl == "transformer_engine" and not have_te:
+        raise RuntimeError("--transformer-impl transformer_engine: transformer_engine does not import")
+    return have_te
+
+
+def transformer_config(
+    arch: Qwen3MoeArch,
+    layout: ParallelLayout,
+    token_dispatcher: str = "auto",
+    params_dtype: torch.dtype = torch.float32,
+):
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    if token_dispatcher == "auto":
+        token_dispatcher = cpu_compat.default_token_dispatcher()
+    return TransformerConfig(
+        num_layers=arch.num_layers,
+        hidden_size=arch.hidden_size,
+        ffn_hidden_size=arch.ffn_hidden_size or arch.moe_ffn_hidden_size,
+        num_attention_heads=arch.num_attention_heads,
+        num_query_groups=arch.num_query_groups,
+        kv_channels=arch.kv_channels,
+        # Qwen3-MoE: softmax over all experts, top-k, renormalise (HF norm_topk_prob=True).
+        num_moe_experts=arch.num_experts,
+        moe_ffn_hidden_size=arch.moe_ffn_hidden_size,
+        moe_router_topk=arch.moe_router_topk,
+        moe_router_pre_softmax=False,
+        moe_router_load_balancing_type="none",
+        moe_aux_loss_coeff=0.0,
+        moe_token_dispatcher_type=token_dispatcher,
+        moe_grouped_gemm=False,
+        moe_router_dtype="fp32",
+        qk_layernorm=arch.qk_layernorm,
+        normalization=arch.normalization,
+        layernorm_epsilon=arch.norm_epsilon,
+        add_bias_linear=False,
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        bias_activation_fusion=False,
+        bias_dropout_fusion=False,
+        masked_softmax_fusion=False,
+        apply_rope_fusion=False,
+        persist_layer_norm=False,
+        gradient_accumulation_fusion=False,
+        tensor_model_parallel_size=layout.tensor_model_parallel_size,
+        pipeline_model_parallel_size=layout.pipeline_model_parallel_size,
+        expert_model_parallel_size=layout.expert_model_parallel_size,
+        expert_tensor_parallel_size=layout.expert_tensor_parallel_size,
+        sequence_parallel=layout.sequence_parallel,
+        use_cpu_initialization=cpu_compat.on_cpu(),
+        params_dtype=params_dtype,
+        pipeline_dtype=params_dtype,
+        bf16=params_dtype == torch.bfloat16,
+        init_method_std=0.02,
+    )
+
+
+def build_gpt_model(
+    arch: Qwen3MoeArch,
+    layout: ParallelLayout,
+    transformer_impl: str = "auto",
+    token_dispatcher: str = "auto",
+):
+    """A megatron-core GPTModel for this rank's shard (parallel_state must be initialised)."""
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import (
+        get_gpt_layer_local_spec,
+        get_gpt_layer_with_transformer_engine_spec,
+    )
+
+    config = transformer_config(arch, layout, token_dispatcher)
+    if use_transformer_engine(transformer_impl):
+        layer_spec = get_gpt_layer_with_transformer_engine_spec(
+            num_experts=arch.num_experts, moe_grouped_gemm=False, qk_layernorm=arch.qk_layernorm
+        )
+    else:
+        cpu_compat.allow_sequence_parallel_torch_norm()
+        layer_spec = get_gpt_layer_local_spec(
+            num_experts=arch.num_experts,
+            moe_grouped_gemm=False,
+            qk_layernorm=arch.qk_layernorm,
+            normalization=arch.normalization,
+        )
+    model = GPTModel(
+        config=config,
+        transformer_layer_spec=layer_spec,
+        vocab_size=arch.vocab_size,
+        max_sequence_length=arch.max_position_embeddings,
+        pre_process=True,
+        post_process=True,
+        parallel_output=True,  # logits stay vocab-parallel; log-probs are computed across TP
+        share_embeddings_and_output_weights=not arch.untie_embeddings_and_output_weights,
+        position_embedding_type="rope",
+        rotary_base=int(arch.rotary_base),
+    )
+    return model.to(cpu_compat.device())
+
+
+def causal_attention_mask(seq_len: int, device: torch.device) -> torch.Tensor:
+    """Megatron convention: True marks positions that may NOT be attended."""
+    return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), 1)[None, None]

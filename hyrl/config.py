@@ -1,0 +1,618 @@
+"""Run configuration for `hyrl train`: every flag declared once, parsed and validated up front.
+
+Each flag is one field of `RunConfig`; the command-line parser is generated from the fields
+(`--some-name` for field `some_name`). `parse_args` turns argv into a `RunConfig` and
+`validate` checks it against the world size. Both raise `ConfigError`, which names the flag,
+the offending value and what is allowed, before any process group or model exists.
+
+This module uses the standard library only (no torch, no megatron) so that it is quick to
+import and usable on a login node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "task", "run")
+
+GROUP_TITLES = {
+    "model": "model architecture",
+    "parallelism": "parallelism (Megatron layout)",
+    "batch": "batch sizes (the batch-size question: P prompts x G samples, B per optimizer step)",
+    "optimizer": "optimizer and learning-rate schedule",
+    "rollout": "rollout (generation)",
+    "algorithm": "algorithm (GRPO)",
+    "task": "task",
+    "run": "run",
+}
+
+HELP_HINT = "hyrl train --help lists all flags"
+
+# The arithmetic task's prompt ("a+b=" style, with BOS) is this many tokens long.
+ARITH_PROMPT_TOKENS = 5
+# Size of the tiny task's tokenizer vocabulary.
+TASK_VOCAB_SIZE = 16
+
+
+class ConfigError(ValueError):
+    """A flag value that cannot work: names the flag, the value and what is allowed."""
+
+    def __init__(self, flag: str, value: Any, problem: str, allowed: str):
+        self.flag = flag
+        self.value = value
+        self.problem = problem
+        self.allowed = allowed
+        where = flag if value is None else f"{flag}={value}"
+        super().__init__(f"{where}: {problem}; allowed: {allowed}")
+
+    def __reduce__(self):
+        # Keeps the error picklable (it may cross a process boundary).
+        return (type(self), (self.flag, self.value, self.problem, self.allowed))
+
+
+def flag_name(field_name: str) -> str:
+    """The command-line flag of a RunConfig field: `global_batch_size` -> `--global-batch-size`."""
+    return "--" + field_name.replace("_", "-")
+
+
+def _opt(default, help: str, group: str, choices: tuple | None = None):
+    metadata = {"help": help, "group": group}
+    if choices is not None:
+        metadata["choices"] = tuple(choices)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class RunConfig:
+    # --- model ---------------------------------------------------------------------------
+    num_layers: int = _opt(2, "number of transformer layers (count)", "model")
+    hidden_size: int = _opt(64, "model width (hidden units)", "model")
+    ffn_hidden_size: int = _opt(
+        128, "dense MLP inner size (units); unused by MoE layers, kept for Megatron parity", "model")
+    num_attention_heads: int = _opt(4, "number of query attention heads (count)", "model")
+    num_query_groups: int = _opt(2, "number of key/value heads for grouped-query attention (count)",
+                                 "model")
+    kv_channels: int = _opt(16, "size of one attention head (units per head)", "model")
+    num_experts: int = _opt(4, "routed experts per MoE layer (count)", "model")
+    moe_ffn_hidden_size: int = _opt(64, "inner size of one expert's MLP (units)", "model")
+    moe_router_topk: int = _opt(2, "experts each token is routed to (count)", "model")
+    qk_layernorm: bool = _opt(True, "normalise queries and keys per head before attention (on/off)",
+                              "model")
+    normalization: str = _opt("RMSNorm", "normalisation layer type (name)", "model",
+                              choices=("RMSNorm", "LayerNorm"))
+    norm_epsilon: float = _opt(1e-6, "epsilon added inside the normalisation (dimensionless)",
+                               "model")
+    rotary_base: float = _opt(1000000.0, "rotary position embedding base (theta, dimensionless)",
+                              "model")
+    vocab_size: int = _opt(16, "vocabulary size (tokens)", "model")
+    max_position_embeddings: int = _opt(64, "longest sequence the model handles (tokens)", "model")
+    untie_embeddings_and_output_weights: bool = _opt(
+        True, "use a separate output projection instead of the input embedding (on/off)", "model")
+    moe_token_dispatcher_type: str = _opt(
+        "auto", "MoE token dispatcher (name); auto = allgather on CPU, alltoall on GPU", "model",
+        choices=("auto", "allgather", "alltoall"))
+    transformer_impl: str = _opt(
+        "auto", "transformer layer implementation (name); auto picks transformer_engine when "
+        "available", "model", choices=("auto", "local", "transformer_engine"))
+
+    # --- parallelism ---------------------------------------------------------------------
+    tensor_model_parallel_size: int = _opt(1, "tensor-parallel size TP (ranks)", "parallelism")
+    pipeline_model_parallel_size: int = _opt(1, "pipeline-parallel size PP (ranks)", "parallelism")
+    expert_model_parallel_size: int = _opt(1, "expert-parallel size EP (ranks)", "parallelism")
+    expert_tensor_parallel_size: int = _opt(1, "tensor-parallel size inside each expert (ranks)",
+                                            "parallelism")
+    sequence_parallel: bool = _opt(
+        False, "shard activations along the sequence across TP ranks (on/off; needs TP > 1)",
+        "parallelism")
+
+    # --- batch ---------------------------------------------------------------------------
+    rollout_batch_size: int = _opt(16, "prompts per rollout step, P (prompts)", "batch")
+    n_samples_per_prompt: int = _opt(8, "responses sampled per prompt, G (responses)", "batch")
+    global_batch_size: int = _opt(128, "responses per optimizer step, B (responses)", "batch")
+    micro_batch_size: int = _opt(
+        16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch")
+
+    # --- optimizer -----------------------------------------------------------------------
+    lr: float = _opt(3e-4, "peak learning rate (per optimizer step)", "optimizer")
+    min_lr: float = _opt(0.0, "learning rate at the end of decay (per optimizer step)", "optimizer")
+    lr_warmup_steps: int = _opt(0, "linear warmup length (optimizer steps)", "optimizer")
+    lr_decay_style: str = _opt("constant", "learning-rate decay after warmup (name)", "optimizer",
+                               choices=("constant", "linear", "cosine"))
+    weight_decay: float = _opt(0.0, "decoupled weight decay coefficient (per optimizer step)",
+                               "optimizer")
+    adam_beta1: float = _opt(0.9, "Adam first-moment decay (dimensionless, in [0, 1))",
+                             "optimizer")
+    adam_beta2: float = _opt(0.999, "Adam second-moment decay (dimensionless, in [0, 1))",
+                             "optimizer")
+    adam_eps: float = _opt(1e-8, "Adam denominator epsilon (dimensionless)", "optimizer")
+    clip_grad: float = _opt(1.0, "clip the global gradient norm to this (L2 norm; 0 = no clipping)",
+                            "optimizer")
+
+    # --- rollout -------------------------------------------------------------------------
+    rollout_engine: str = _opt("hf", "generation engine (name)", "rollout", choices=("hf", "sglang"))
+    rollout_concurrency: int = _opt(64, "most sequences decoded at once (sequences)", "rollout")
+    rollout_max_response_len: int = _opt(4, "longest generated response (tokens)", "rollout")
+    rollout_temperature: float = _opt(1.0, "sampling temperature (dimensionless, > 0)", "rollout")
+    rollout_top_p: float = _opt(1.0, "nucleus sampling mass (probability, in (0, 1])", "rollout")
+
+    # --- algorithm (GRPO) ----------------------------------------------------------------
+    advantage_estimator: str = _opt("grpo", "advantage estimator (name)", "algorithm",
+                                    choices=("grpo",))
+    grpo_std_normalization: bool = _opt(
+        True, "divide group-relative advantages by the group's reward std (on/off)", "algorithm")
+    eps_clip: float = _opt(0.2, "PPO-style ratio clip, lower side (ratio offset)", "algorithm")
+    eps_clip_high: float | None = _opt(
+        None, "ratio clip, upper side (ratio offset); 'none' = same as --eps-clip", "algorithm")
+    kl_loss_coef: float = _opt(0.0, "weight of the KL-to-reference loss term (coefficient)",
+                               "algorithm")
+    kl_loss_type: str = _opt("low_var_kl", "KL estimator for the KL loss (name)", "algorithm",
+                             choices=("low_var_kl", "k1"))
+    entropy_coef: float = _opt(0.0, "weight of the entropy bonus (coefficient)", "algorithm")
+
+    # --- task ----------------------------------------------------------------------------
+    task: str = _opt("arith_mod10", "training task (name)", "task", choices=("arith_mod10",))
+    task_max_operand: int = _opt(9, "largest operand in the arithmetic prompts (integer, 1..9)",
+                                 "task")
+
+    # --- run -----------------------------------------------------------------------------
+    num_steps: int = _opt(1000, "training length (rollout steps)", "run")
+    run_dir: str = _opt("runs/latest", "directory for config.json and metrics.jsonl (path)", "run")
+    seed: int = _opt(1234, "random seed for weights, prompts and sampling (integer >= 0)", "run")
+    log_wandb: bool = _opt(False, "also log metrics to Weights & Biases (on/off)", "run")
+    wandb_project: str = _opt("hyrl", "Weights & Biases project (name)", "run")
+    progress: bool = _opt(True, "show a progress bar on rank 0 (on/off)", "run")
+
+    # --- derived values (not flags) ------------------------------------------------------
+    def data_parallel_size(self, world_size: int) -> int:
+        """Data-parallel size DP = world size // (TP * PP)."""
+        return world_size // (self.tensor_model_parallel_size * self.pipeline_model_parallel_size)
+
+    @property
+    def responses_per_rollout(self) -> int:
+        """P x G: responses generated per rollout step."""
+        return self.rollout_batch_size * self.n_samples_per_prompt
+
+    @property
+    def optimizer_steps_per_rollout(self) -> int:
+        """(P x G) // B: optimizer steps taken on each rollout's responses."""
+        return self.responses_per_rollout // self.global_batch_size
+
+    @property
+    def resolved_eps_clip_high(self) -> float:
+        """Upper ratio clip: --eps-clip-high when set, else --eps-clip."""
+        return self.eps_clip if self.eps_clip_high is None else self.eps_clip_high
+
+    def to_dict(self, world_size: int) -> dict:
+        """Every field plus the derived values; JSON-serialisable (for config.json and wandb)."""
+        out = dataclasses.asdict(self)
+        out["world_size"] = world_size
+        out["data_parallel_size"] = self.data_parallel_size(world_size)
+        out["responses_per_rollout"] = self.responses_per_rollout
+        out["optimizer_steps_per_rollout"] = self.optimizer_steps_per_rollout
+        return out
+
+
+# ------------------------------------------------------------------------------------------
+# Field types
+# ------------------------------------------------------------------------------------------
+
+_KINDS = {int: "int", float: "float", str: "str", bool: "bool", float | None: "optfloat"}
+_KIND_NAMES = {
+    "int": "an integer",
+    "float": "a finite number",
+    "optfloat": "a finite number or 'none'",
+    "str": "a string",
+    "bool": "true or false",
+}
+
+
+def _resolve_type(annotation):
+    # `from __future__ import annotations` leaves field types as strings.
+    if isinstance(annotation, str):
+        return {"int": int, "float": float, "str": str, "bool": bool,
+                "float | None": float | None}[annotation]
+    return annotation
+
+
+def _kind(f: dataclasses.Field) -> str:
+    return _KINDS[_resolve_type(f.type)]
+
+
+def _fields() -> tuple[dataclasses.Field, ...]:
+    return dataclasses.fields(RunConfig)
+
+
+# ------------------------------------------------------------------------------------------
+# Parser
+# ------------------------------------------------------------------------------------------
+
+
+class _Abort(Exception):
+    """Carries a ConfigError through argparse (which swallows ValueError from type functions)."""
+
+    def __init__(self, error: ConfigError):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _allowed_text(kind: str, choices: tuple | None) -> str:
+    if choices:
+        return "one of " + ", ".join(str(c) for c in choices)
+    return _KIND_NAMES[kind]
+
+
+def _converter(f: dataclasses.Field):
+    kind = _kind(f)
+    choices = f.metadata.get("choices")
+    flag = flag_name(f.name)
+
+    def convert(text: str):
+        try:
+            if kind == "int":
+                value = int(text)
+            elif kind in ("float", "optfloat"):
+                if kind == "optfloat" and text.strip().lower() == "none":
+                    return None
+                value = float(text)
+                if not math.isfinite(value):
+                    raise _Abort(ConfigError(flag, text, "not a finite number",
+                                             _allowed_text(kind, choices)))
+            else:
+                value = text
+        except ValueError:
+            raise _Abort(ConfigError(flag, text, "not an integer" if kind == "int" else
+                                     "not a number",
+                                     _allowed_text(kind, choices))) from None
+        if choices and value not in choices:
+            by_lower = {str(c).lower(): str(c) for c in choices}
+            close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1)
+            close = [by_lower[m] for m in close]
+            problem = "not a valid choice" + (f" (did you mean {close[0]}?)" if close else "")
+            raise _Abort(ConfigError(flag, text, problem, _allowed_text(kind, choices)))
+        return value
+
+    convert.__name__ = kind
+    return convert
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """An ArgumentParser that raises ConfigError instead of printing and exiting."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise ConfigError("command line", None, message, HELP_HINT)
+
+
+def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
+    """The `hyrl train` parser, generated from RunConfig's fields and grouped by concern."""
+    parser = _RaisingParser(
+        prog=prog,
+        description="Train a Mixture-of-Experts policy with GRPO on Megatron-core. "
+                    "Flags may repeat; the last one wins.",
+        allow_abbrev=False,
+        exit_on_error=False,
+    )
+    groups = {name: parser.add_argument_group(GROUP_TITLES[name]) for name in GROUPS}
+    for f in _fields():
+        kind = _kind(f)
+        group = groups[f.metadata["group"]]
+        default = f.default
+        help_text = f"{f.metadata['help']} (default: {'none' if default is None else default})"
+        if kind == "bool":
+            group.add_argument(flag_name(f.name), dest=f.name, default=default,
+                               action=argparse.BooleanOptionalAction, help=help_text)
+        else:
+            kwargs = {}
+            if "choices" in f.metadata:
+                kwargs["choices"] = f.metadata["choices"]
+            else:
+                kwargs["metavar"] = {"int": "INT", "float": "FLOAT", "optfloat": "FLOAT|none",
+                                     "str": "STR"}[kind]
+            group.add_argument(flag_name(f.name), dest=f.name, default=default,
+                               type=_converter(f), help=help_text, **kwargs)
+    return parser
+
+
+def _all_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+
+
+def _action_for(parser: argparse.ArgumentParser, option: str):
+    for action in parser._actions:
+        if option in action.option_strings:
+            return action
+    return None
+
+
+def _argument_error(parser: argparse.ArgumentParser, err: argparse.ArgumentError,
+                    argv: list[str]) -> ConfigError:
+    option = (err.argument_name or "").split("/")[0]
+    action = _action_for(parser, option)
+    if action is None:
+        return ConfigError(option or "command line", None, err.message, HELP_HINT)
+    if isinstance(action, argparse.BooleanOptionalAction):
+        given = next((a for a in argv if a.split("=", 1)[0] in action.option_strings
+                      and "=" in a), option)
+        flag, _, value = given.partition("=")
+        return ConfigError(flag, value or None, "a boolean flag takes no value",
+                           " or ".join(action.option_strings))
+    f = next(f for f in _fields() if f.name == action.dest)
+    return ConfigError(option, None, f"{err.message} (write {option}=VALUE for a value "
+                       "that starts with '-')", _allowed_text(_kind(f), f.metadata.get("choices")))
+
+
+def _unknown_error(parser: argparse.ArgumentParser, token: str, argv: list[str]) -> ConfigError:
+    if token.startswith("-") and token not in ("-", "--"):
+        flag, sep, value = token.partition("=")
+        close = difflib.get_close_matches(flag, _all_flags(parser), n=3, cutoff=0.6)
+        if close:
+            allowed = f"did you mean {' or '.join(close)}? ({HELP_HINT})"
+        else:
+            allowed = f"a known flag ({HELP_HINT})"
+        return ConfigError(flag, value if sep else None, "unknown flag", allowed)
+    problem = "stray argument not attached to any flag"
+    index = argv.index(token) if token in argv else -1
+    if index > 0:
+        previous = _action_for(parser, argv[index - 1])
+        if isinstance(previous, argparse.BooleanOptionalAction):
+            problem += (f" ({argv[index - 1]} is a boolean flag and takes no value; "
+                        f"use {' or '.join(previous.option_strings)})")
+    return ConfigError("<positional>", token, problem,
+                       f"flags only, as --name VALUE or --name=VALUE ({HELP_HINT})")
+
+
+def parse_args(argv: list[str]) -> RunConfig:
+    """argv (without the command) -> RunConfig. Raises ConfigError; does not validate."""
+    argv = list(argv)
+    parser = build_parser()
+    try:
+        namespace, extras = parser.parse_known_args(argv)
+    except _Abort as abort:
+        raise abort.error from None
+    except argparse.ArgumentError as err:
+        raise _argument_error(parser, err, argv) from None
+    if extras:
+        raise _unknown_error(parser, extras[0], argv)
+    return RunConfig(**vars(namespace))
+
+
+# ------------------------------------------------------------------------------------------
+# Validation
+# ------------------------------------------------------------------------------------------
+
+# Fields that count or size something: must be >= 1.
+_POSITIVE_INTS = (
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+    "kv_channels", "num_experts", "moe_ffn_hidden_size", "moe_router_topk", "vocab_size",
+    "max_position_embeddings",
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+    "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "micro_batch_size",
+    "rollout_concurrency", "rollout_max_response_len",
+    "task_max_operand", "num_steps",
+)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _fail(name: str, value: Any, problem: str, allowed: str):
+    raise ConfigError(flag_name(name), value, problem, allowed)
+
+
+def _check_types(cfg: RunConfig) -> None:
+    for f in _fields():
+        value = getattr(cfg, f.name)
+        kind = _kind(f)
+        if kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind == "bool":
+            ok = isinstance(value, bool)
+        elif kind == "str":
+            ok = isinstance(value, str)
+        else:
+            ok = (value is None and kind == "optfloat") or (
+                isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value))
+        if not ok:
+            _fail(f.name, value, f"wrong type ({type(value).__name__})",
+                  _allowed_text(kind, f.metadata.get("choices")))
+        choices = f.metadata.get("choices")
+        if choices and value not in choices:
+            _fail(f.name, value, "not a valid choice", _allowed_text(kind, choices))
+
+
+def _check_ranges(c: RunConfig) -> None:
+    for name in _POSITIVE_INTS:
+        if getattr(c, name) < 1:
+            _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1")
+    if c.seed < 0:
+        _fail("seed", c.seed, "must not be negative", "an integer >= 0")
+
+    # optimizer
+    if not c.lr > 0:
+        _fail("lr", c.lr, "the learning rate must be positive", "a number > 0")
+    if not 0 <= c.min_lr <= c.lr:
+        _fail("min_lr", c.min_lr, f"must lie between 0 and --lr={c.lr}", f"0 <= min_lr <= {c.lr}")
+    if c.lr_warmup_steps < 0:
+        _fail("lr_warmup_steps", c.lr_warmup_steps, "must not be negative", "an integer >= 0")
+    if not c.lr_warmup_steps < c.num_steps:
+        _fail("lr_warmup_steps", c.lr_warmup_steps,
+              f"warmup must end before the run does (--num-steps={c.num_steps})",
+              f"0 <= lr_warmup_steps < {c.num_steps}")
+    if not c.weight_decay >= 0:
+        _fail("weight_decay", c.weight_decay, "must not be negative", "a number >= 0")
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0 <= getattr(c, name) < 1:
+            _fail(name, getattr(c, name), "an Adam beta must lie in [0, 1)", "0 <= beta < 1")
+    if not c.adam_eps > 0:
+        _fail("adam_eps", c.adam_eps, "must be positive", "a number > 0")
+    if not c.clip_grad >= 0:
+        _fail("clip_grad", c.clip_grad, "must not be negative", "a number >= 0 (0 = no clipping)")
+
+    # model numerics
+    if not c.norm_epsilon > 0:
+        _fail("norm_epsilon", c.norm_epsilon, "must be positive", "a number > 0")
+    if not c.rotary_base > 0:
+        _fail("rotary_base", c.rotary_base, "must be positive", "a number > 0")
+
+    # algorithm
+    if not c.eps_clip > 0:
+        _fail("eps_clip", c.eps_clip, "the clip range must be positive", "a number > 0")
+    if c.eps_clip_high is not None and not c.eps_clip_high > 0:
+        _fail("eps_clip_high", c.eps_clip_high, "the clip range must be positive",
+              "a number > 0, or none (= --eps-clip)")
+    if not c.kl_loss_coef >= 0:
+        _fail("kl_loss_coef", c.kl_loss_coef, "must not be negative", "a number >= 0")
+    if not c.entropy_coef >= 0:
+        _fail("entropy_coef", c.entropy_coef, "must not be negative", "a number >= 0")
+
+    # rollout
+    if not c.rollout_temperature > 0:
+        _fail("rollout_temperature", c.rollout_temperature, "must be positive", "a number > 0")
+    if not 0 < c.rollout_top_p <= 1:
+        _fail("rollout_top_p", c.rollout_top_p, "must be a probability mass in (0, 1]",
+              "0 < top_p <= 1")
+
+
+def _check_parallelism(c: RunConfig, world_size: int) -> None:
+    tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
+    ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
+    if pp > 1:
+        _fail("pipeline_model_parallel_size", pp, "pipeline parallelism is not implemented yet",
+              "1")
+    if world_size % (tp * pp) != 0:
+        _fail("tensor_model_parallel_size", tp,
+              f"world size {world_size} is not divisible by TP x PP = {tp} x {pp} = {tp * pp}",
+              f"TP x PP dividing the world size {world_size}: TP in {_divisors(world_size)}")
+    if c.num_attention_heads % tp != 0:
+        _fail("tensor_model_parallel_size", tp,
+              f"{c.num_attention_heads} attention heads (--num-attention-heads) do not split "
+              f"evenly over TP={tp}",
+              f"a TP dividing {c.num_attention_heads}: {_divisors(c.num_attention_heads)}")
+    if c.num_query_groups % tp != 0:
+        _fail("tensor_model_parallel_size", tp,
+              f"{c.num_query_groups} query groups (--num-query-groups) do not split evenly "
+              f"over TP={tp}",
+              f"a TP dividing {c.num_query_groups}: {_divisors(c.num_query_groups)}")
+    if c.num_attention_heads % c.num_query_groups != 0:
+        _fail("num_query_groups", c.num_query_groups,
+              f"{c.num_attention_heads} attention heads do not split evenly into "
+              f"{c.num_query_groups} query groups",
+              f"a divisor of {c.num_attention_heads}: {_divisors(c.num_attention_heads)}")
+    if c.vocab_size % tp != 0:
+        _fail("vocab_size", c.vocab_size, f"the vocabulary does not split evenly over TP={tp}",
+              f"a multiple of {tp}")
+    if c.ffn_hidden_size % tp != 0:
+        _fail("ffn_hidden_size", c.ffn_hidden_size, f"does not split evenly over TP={tp}",
+              f"a multiple of {tp}")
+    if etp != 1:
+        _fail("expert_tensor_parallel_size", etp,
+              "expert tensor parallelism other than 1 is not supported yet", "1")
+    if c.moe_ffn_hidden_size % etp != 0:
+        _fail("moe_ffn_hidden_size", c.moe_ffn_hidden_size,
+              f"does not split evenly over expert TP={etp}", f"a multiple of {etp}")
+    if c.num_experts % ep != 0:
+        _fail("expert_model_parallel_size", ep,
+              f"{c.num_experts} experts (--num-experts) do not split evenly over EP={ep}",
+              f"an EP dividing {c.num_experts}: {_divisors(c.num_experts)}")
+    if c.moe_router_topk > c.num_experts:
+        _fail("moe_router_topk", c.moe_router_topk,
+              f"cannot route each token to more than the {c.num_experts} experts",
+              f"1 <= topk <= {c.num_experts}")
+    if (world_size // pp) % (ep * etp) != 0:
+        _fail("expert_model_parallel_size", ep,
+              f"world size {world_size} (per pipeline stage: {world_size // pp}) is not "
+              f"divisible by EP x expert TP = {ep} x {etp} = {ep * etp}",
+              f"an EP dividing {world_size // pp}")
+    if tp > 1 and c.num_experts > 0 and not c.sequence_parallel:
+        _fail("sequence_parallel", c.sequence_parallel,
+              f"Megatron requires sequence parallelism with MoE when TP > 1 (TP={tp})",
+              "add --sequence-parallel")
+    if c.sequence_parallel and tp == 1:
+        _fail("sequence_parallel", c.sequence_parallel,
+              "sequence parallelism needs tensor parallelism (TP=1 here)",
+              "--sequence-parallel only with --tensor-model-parallel-size > 1")
+
+
+def _check_batch(c: RunConfig, world_size: int) -> None:
+    p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
+    n = p * g
+    if n % b != 0:
+        _fail("global_batch_size", b,
+              f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of B={b}",
+              f"a divisor of {n}: {_divisors(n)}")
+    dp = c.data_parallel_size(world_size)
+    if b % dp != 0:
+        _fail("global_batch_size", b,
+              f"B={b} responses do not split evenly over data-parallel size {dp}",
+              f"a multiple of {dp} that divides {n}")
+    mbs = c.micro_batch_size
+    if b % (mbs * dp) != 0:
+        _fail("micro_batch_size", mbs,
+              f"micro batch {mbs} x data-parallel size {dp} = {mbs * dp} does not divide "
+              f"the global batch B={b}",
+              f"a divisor of B / DP = {b // dp}: {_divisors(b // dp)}")
+
+
+def _check_algorithm_rollout_task(c: RunConfig) -> None:
+    if c.advantage_estimator == "grpo" and c.n_samples_per_prompt < 2:
+        _fail("n_samples_per_prompt", c.n_samples_per_prompt,
+              "GRPO compares responses within a group, so it needs at least 2 per prompt",
+              "an integer >= 2")
+    if c.rollout_engine == "sglang":
+        _fail("rollout_engine", c.rollout_engine, "the SGLang engine is not implemented yet",
+              "hf")
+    if c.task == "arith_mod10":
+        if not 1 <= c.task_max_operand <= 9:
+            _fail("task_max_operand", c.task_max_operand,
+                  "the arith_mod10 tokenizer has single digits only", "1..9")
+        if c.max_position_embeddings < ARITH_PROMPT_TOKENS + c.rollout_max_response_len:
+            _fail("rollout_max_response_len", c.rollout_max_response_len,
+                  f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
+                  f"--max-position-embeddings={c.max_position_embeddings}",
+                  f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS}")
+    if c.vocab_size < TASK_VOCAB_SIZE:
+        _fail("vocab_size", c.vocab_size,
+              f"smaller than the task tokenizer's {TASK_VOCAB_SIZE} tokens",
+              f"an integer >= {TASK_VOCAB_SIZE}")
+
+
+def _check_run_dir(c: RunConfig) -> None:
+    if not c.run_dir:
+        _fail("run_dir", c.run_dir, "the run directory must be named", "a path")
+    if os.path.exists(c.run_dir) and not os.path.isdir(c.run_dir):
+        _fail("run_dir", c.run_dir, "exists and is not a directory",
+              "a new directory or an empty one")
+    if os.path.isfile(os.path.join(c.run_dir, "metrics.jsonl")):
+        _fail("run_dir", c.run_dir, "already holds a run; choose a new directory",
+              "a directory without metrics.jsonl (runs are never overwritten)")
+
+
+def validate(cfg: RunConfig, world_size: int) -> None:
+    """Raise ConfigError for the first problem found; run before any process group starts."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ConfigError("WORLD_SIZE", world_size, "the world size must be a positive integer",
+                          "an integer >= 1")
+    _check_types(cfg)
+    _check_ranges(cfg)
+    _check_parallelism(cfg, world_size)
+    _check_batch(cfg, world_size)
+    _check_algorithm_rollout_task(cfg)
+    _check_run_dir(cfg)
+
+
+def world_size_from_env() -> int:
+    """WORLD_SIZE as set by torchrun (1 when unset)."""
+    text = os.environ.get("WORLD_SIZE", "1")
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError("WORLD_SIZE", text, "not an integer", "an integer >= 1") from None

@@ -1,0 +1,25 @@
+"""Stage timers: `with timers("rollout"): ...` accumulates wall-clock seconds per stage."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+
+class StageTimers:
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+
+    def pop(self) -> dict[str, float]:
+        """`perf/<stage>_s` for everything timed since the last pop, then reset."""
+        out = {f"perf/{stage}_s": s for stage, s in self.seconds.items()}
+        self.seconds = {}
+        return out

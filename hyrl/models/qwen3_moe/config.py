@@ -1,0 +1,93 @@
+"""Qwen3-MoE architecture: one dataclass, the tiny CPU model and Qwen3-30B-A3B."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True)
+class Qwen3MoeArch:
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_query_groups: int  # key/value heads
+    kv_channels: int  # head dimension
+    num_experts: int
+    moe_ffn_hidden_size: int
+    moe_router_topk: int
+    vocab_size: int
+    ffn_hidden_size: int = 0  # dense MLP size; Qwen3-MoE has MoE in every layer
+    norm_epsilon: float = 1e-6
+    rotary_base: float = 1_000_000.0
+    max_position_embeddings: int = 40960
+    qk_layernorm: bool = True
+    normalization: str = "RMSNorm"
+    untie_embeddings_and_output_weights: bool = True
+
+    @classmethod
+    def from_flags(cls, flags) -> "Qwen3MoeArch":
+        """Read the architecture from any object whose attributes are named like the flags."""
+        return cls(**{f.name: getattr(flags, f.name) for f in fields(cls)})
+
+    def to_hf_config(self):
+        from transformers import Qwen3MoeConfig
+
+        return Qwen3MoeConfig(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            intermediate_size=self.ffn_hidden_size or self.moe_ffn_hidden_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_query_groups,
+            head_dim=self.kv_channels,
+            num_experts=self.num_experts,
+            num_experts_per_tok=self.moe_router_topk,
+            moe_intermediate_size=self.moe_ffn_hidden_size,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            rms_norm_eps=self.norm_epsilon,
+            rope_theta=self.rotary_base,
+            max_position_embeddings=self.max_position_embeddings,
+            tie_word_embeddings=not self.untie_embeddings_and_output_weights,
+            attention_bias=False,
+            router_aux_loss_coef=0.0,
+            output_router_logits=False,
+            pad_token_id=0,
+            eos_token_id=1,
+            bos_token_id=2,
+        )
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# The tiny model the CPU recipes train (125k parameters; ../shared/notes/tiny-task-spike.md).
+TINY = Qwen3MoeArch(
+    num_layers=2,
+    hidden_size=64,
+    ffn_hidden_size=128,
+    num_attention_heads=4,
+    num_query_groups=2,
+    kv_channels=16,
+    num_experts=4,
+    moe_ffn_hidden_size=64,
+    moe_router_topk=2,
+    vocab_size=16,
+    max_position_embeddings=64,
+)
+
+# Qwen3-30B-A3B (config.json of the released checkpoint).
+QWEN3_30B_A3B = Qwen3MoeArch(
+    num_layers=48,
+    hidden_size=2048,
+    ffn_hidden_size=6144,
+    num_attention_heads=32,
+    num_query_groups=4,
+    kv_channels=128,
+    num_experts=128,
+    moe_ffn_hidden_size=768,
+    moe_router_topk=8,
+    vocab_size=151936,
+    max_position_embeddings=40960,
+)

@@ -1,0 +1,119 @@
+"""The one HF <-> Megatron weight-name table for Qwen3-MoE.
+
+Used by weight sync (actor -> rollout engine) and by checkpoint conversion. It maps *full*
+(unsharded) tensors; splitting them over TP/EP ranks is the backend's job.
+
+Megatron names are the local-spec names with global expert ids
+(`decoder.layers.{i}.mlp.experts.local_experts.{e}`); `te_names=True` gives the
+Transformer Engine spec's names, which differ only where TE fuses the input norm into QKV.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+# One-to-one renames: (megatron name, HF name); "{i}" is the layer index.
+GLOBAL_RENAMES = (
+    ("embedding.word_embeddings.weight", "model.embed_tokens.weight"),
+    ("decoder.final_layernorm.weight", "model.norm.weight"),
+    ("output_layer.weight", "lm_head.weight"),
+)
+LAYER_RENAMES = (
+    ("decoder.layers.{i}.input_layernorm.weight", "model.layers.{i}.input_layernorm.weight"),
+    ("decoder.layers.{i}.self_attention.linear_proj.weight", "model.layers.{i}.self_attn.o_proj.weight"),
+    ("decoder.layers.{i}.self_attention.q_layernorm.weight", "model.layers.{i}.self_attn.q_norm.weight"),
+    ("decoder.layers.{i}.self_attention.k_layernorm.weight", "model.layers.{i}.self_attn.k_norm.weight"),
+    ("decoder.layers.{i}.pre_mlp_layernorm.weight", "model.layers.{i}.post_attention_layernorm.weight"),
+    ("decoder.layers.{i}.mlp.router.weight", "model.layers.{i}.mlp.gate.weight"),
+)
+# Composite tensors, handled by the functions below.
+QKV = "decoder.layers.{i}.self_attention.linear_qkv.weight"
+HF_QKV = ("model.layers.{i}.self_attn.q_proj.weight", "model.layers.{i}.self_attn.k_proj.weight",
+          "model.layers.{i}.self_attn.v_proj.weight")
+EXPERT_FC1 = "decoder.layers.{i}.mlp.experts.local_experts.{e}.linear_fc1.weight"  # [gate; up]
+EXPERT_FC2 = "decoder.layers.{i}.mlp.experts.local_experts.{e}.linear_fc2.weight"
+HF_GATE_UP = "model.layers.{i}.mlp.experts.gate_up_proj"  # [experts, 2 * ffn, hidden], [gate; up]
+HF_DOWN = "model.layers.{i}.mlp.experts.down_proj"  # [experts, hidden, ffn]
+
+# Transformer Engine spec: the input norm is fused into linear_qkv.
+TE_RENAMES = {".input_layernorm.weight": ".self_attention.linear_qkv.layer_norm_weight"}
+
+
+def to_te_name(name: str) -> str:
+    for local, te in TE_RENAMES.items():
+        if name.endswith(local):
+            return name[: -len(local)] + te
+    return name
+
+
+def from_te_name(name: str) -> str:
+    for local, te in TE_RENAMES.items():
+        if name.endswith(te):
+            return name[: -len(te)] + local
+    return name
+
+
+def _renames(arch: Qwen3MoeArch) -> list[tuple[str, str]]:
+    pairs = list(GLOBAL_RENAMES)
+    if not arch.untie_embeddings_and_output_weights:
+        pairs.remove(("output_layer.weight", "lm_head.weight"))
+    for i in range(arch.num_layers):
+        pairs += [(m.format(i=i), h.format(i=i)) for m, h in LAYER_RENAMES]
+    if not arch.qk_layernorm:
+        pairs = [(m, h) for m, h in pairs if not m.endswith(("q_layernorm.weight", "k_layernorm.weight"))]
+    return pairs
+
+
+def megatron_names(arch: Qwen3MoeArch, te_names: bool = False) -> list[str]:
+    """Every full-model Megatron parameter name the table covers, in a stable order."""
+    names = [m for m, _ in _renames(arch)]
+    for i in range(arch.num_layers):
+        names.append(QKV.format(i=i))
+        for e in range(arch.num_experts):
+            names += [EXPERT_FC1.format(i=i, e=e), EXPERT_FC2.format(i=i, e=e)]
+    return [to_te_name(n) for n in names] if te_names else names
+
+
+def _qkv_split_sizes(arch: Qwen3MoeArch) -> tuple[int, int, int]:
+    heads_per_group = arch.num_attention_heads // arch.num_query_groups
+    return heads_per_group * arch.kv_channels, arch.kv_channels, arch.kv_channels
+
+
+def megatron_to_hf(mcore: dict[str, torch.Tensor], arch: Qwen3MoeArch) -> dict[str, torch.Tensor]:
+    """Full Megatron state dict (local or TE names) -> HF Qwen3MoeForCausalLM state dict."""
+    mcore = {from_te_name(k): v for k, v in mcore.items()}
+    hf = {h: mcore[m] for m, h in _renames(arch)}
+    q_rows, k_rows, v_rows = _qkv_split_sizes(arch)
+    for i in range(arch.num_layers):
+        # Megatron interleaves per query group: [q_g (heads_per_group * d); k_g (d); v_g (d)].
+        qkv = mcore[QKV.format(i=i)].view(arch.num_query_groups, q_rows + k_rows + v_rows, -1)
+        q, k, v = torch.split(qkv, [q_rows, k_rows, v_rows], dim=1)
+        for name, part in zip(HF_QKV, (q, k, v)):
+            hf[name.format(i=i)] = part.reshape(-1, arch.hidden_size)
+        hf[HF_GATE_UP.format(i=i)] = torch.stack(
+            [mcore[EXPERT_FC1.format(i=i, e=e)] for e in range(arch.num_experts)])
+        hf[HF_DOWN.format(i=i)] = torch.stack(
+            [mcore[EXPERT_FC2.format(i=i, e=e)] for e in range(arch.num_experts)])
+    return hf
+
+
+def hf_to_megatron(hf: dict[str, torch.Tensor], arch: Qwen3MoeArch,
+                   te_names: bool = False) -> dict[str, torch.Tensor]:
+    """HF Qwen3MoeForCausalLM state dict -> full Megatron state dict."""
+    mcore = {m: hf[h] for m, h in _renames(arch)}
+    q_rows, k_rows, v_rows = _qkv_split_sizes(arch)
+    for i in range(arch.num_layers):
+        q, k, v = (hf[name.format(i=i)] for name in HF_QKV)
+        groups = arch.num_query_groups
+        qkv = torch.cat([q.view(groups, q_rows, -1), k.view(groups, k_rows, -1),
+                         v.view(groups, v_rows, -1)], dim=1)
+        mcore[QKV.format(i=i)] = qkv.reshape(-1, arch.hidden_size)
+        gate_up, down = hf[HF_GATE_UP.format(i=i)], hf[HF_DOWN.format(i=i)]
+        for e in range(arch.num_experts):
+            mcore[EXPERT_FC1.format(i=i, e=e)] = gate_up[e]
+            mcore[EXPERT_FC2.format(i=i, e=e)] = down[e]
+    if te_names:
+        mcore = {to_te_name(k): v for k, v in mcore.items()}
+    return mcore

@@ -1,0 +1,75 @@
+"""`--rollout-engine hf`: transformers generation on a Qwen3-MoE copy of the actor (CPU path).
+
+The engine owns its own HF model; after every optimizer step the actor's weights arrive through
+the HF<->Megatron mapping table (`update_weights`): the CPU form of weight sync, no shared tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+from hyrl.rollout.base import Generation, SamplingParams
+
+
+class HFRolloutEngine:
+    def __init__(self, arch: Qwen3MoeArch, concurrency: int, pad_id: int, eos_id: int,
+                 device: str | torch.device = "cpu"):
+        from transformers import Qwen3MoeForCausalLM
+
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.concurrency = concurrency
+        self.pad_id, self.eos_id = pad_id, eos_id
+        self.device = torch.device(device)
+        self.model = Qwen3MoeForCausalLM(arch.to_hf_config()).to(self.device).eval()
+        self.peak_in_flight = 0  # most sequences decoded at once since construction
+
+    @torch.no_grad()
+    def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(hf_state_dict, strict=True)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        generations: list[Generation] = []
+        for start in range(0, len(prompts), self.concurrency):
+            generations += self._generate_chunk(prompts[start : start + self.concurrency], params)
+        return generations
+
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        self.peak_in_flight = max(self.peak_in_flight, len(prompts))
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, prompt in enumerate(prompts):  # left padding: every prompt ends at column width-1
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            attention_mask[row, width - len(prompt) :] = 1
+        out = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention_mask.to(self.device),
+            do_sample=True,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=0,
+            max_new_tokens=params.max_new_tokens,
+            pad_token_id=self.pad_id,
+            eos_token_id=self.eos_id,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        new_tokens = out.sequences[:, width:].cpu()
+        # Raw logits per step -> log-probs of the sampling distribution softmax(logits / T).
+        logits = torch.stack(out.logits, dim=1).float().cpu() / params.temperature
+        log_probs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens[..., None])[..., 0]
+        generations = []
+        for row, prompt in enumerate(prompts):
+            tokens = new_tokens[row].tolist()
+            stop = tokens.index(self.eos_id) + 1 if self.eos_id in tokens else None
+            length = stop if stop is not None else len(tokens)
+            generations.append(Generation(
+                prompt_ids=list(prompt),
+                response_ids=tokens[:length],
+                response_log_probs=log_probs[row, :length].tolist(),
+                finish_reason="stop" if stop is not None else "length",
+            ))
+        return generations

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# GRPO on the built-in arithmetic task ("a+b=" -> (a+b) mod 10, then <eos>), tiny Qwen3-MoE, CPU.
+#   bash recipes/tiny/grpo.sh                                  # one rank
+#   NPROC=2 bash recipes/tiny/grpo.sh --tensor-model-parallel-size 2 --sequence-parallel
+#   NPROC=2 bash recipes/tiny/grpo.sh --expert-model-parallel-size 2
+# Extra arguments are appended last, so they override anything below.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+source "$HERE/model.sh"
+
+PARALLEL_ARGS=(
+  --tensor-model-parallel-size 1
+  --expert-model-parallel-size 1
+  --pipeline-model-parallel-size 1
+)
+# P prompts x G responses = 128 responses per rollout = one optimizer step (B = 128).
+BATCH_ARGS=(
+  --rollout-batch-size 16
+  --n-samples-per-prompt 8
+  --global-batch-size 128
+  --micro-batch-size 32
+)
+OPTIMIZER_ARGS=(
+  --lr 3e-4
+  --min-lr 0
+  --lr-warmup-steps 0
+  --lr-decay-style constant
+  --weight-decay 0.0
+  --adam-beta1 0.9
+  --adam-beta2 0.999
+  --clip-grad 1.0
+)
+ROLLOUT_ARGS=(
+  --rollout-engine hf
+  --rollout-concurrency 128
+  --rollout-max-response-len 4
+  --rollout-temperature 1.0
+)
+GRPO_ARGS=(
+  --advantage-estimator grpo
+  --eps-clip 0.2
+  --eps-clip-high 0.28
+  --kl-loss-coef 0.0
+  --entropy-coef 0.0
+)
+RUN_ARGS=(
+  --num-steps 600
+  --run-dir "runs/tiny-grpo-$(date +%Y%m%d-%H%M%S)"
+  --seed 1234
+)
+
+exec bash "$ROOT/launch/torchrun.sh" \
+  "${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
+  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" "$@"

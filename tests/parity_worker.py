@@ -1,0 +1,63 @@
+"""Run by torchrun from tests: load fixed HF weights into a sharded actor, report logits and one step.
+
+Usage: torchrun --nproc-per-node N tests/parity_worker.py OUT.json TP EP
+"""
+
+import json
+import sys
+
+import torch
+
+from hyrl.algorithms.batch import pack
+from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
+from hyrl.models.qwen3_moe.config import TINY
+
+
+def main(out_path: str, tp: int, ep: int) -> None:
+    from megatron.core import parallel_state
+
+    layout = ParallelLayout(tensor_model_parallel_size=tp, expert_model_parallel_size=ep,
+                            sequence_parallel=tp > 1)
+    init_distributed(layout, seed=7)
+    torch.manual_seed(0)
+    from transformers import Qwen3MoeForCausalLM
+
+    hf_model = Qwen3MoeForCausalLM(TINY.to_hf_config()).eval()  # same weights on every rank
+    actor = MegatronActor(TINY, layout, ActorSettings(micro_batch_size=2, clip_grad=0.0))
+    actor.load_hf_state_dict(hf_model.state_dict())
+
+    generator = torch.Generator().manual_seed(1)
+    world = torch.distributed.get_world_size()
+    prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(4 * world)]
+    responses = [torch.randint(0, 16, (1 + i % 3,), generator=generator).tolist() for i in range(4 * world)]
+    advantages = torch.linspace(-1, 1, 4 * world)
+    full = pack(prompts, responses, advantages, pad_id=0, pad_to_multiple_of=2)
+    dp_rank = parallel_state.get_data_parallel_rank()
+    dp_size = parallel_state.get_data_parallel_world_size()
+    per_rank = len(full) // dp_size
+    local = full.select(slice(dp_rank * per_rank, (dp_rank + 1) * per_rank))
+
+    with torch.no_grad():
+        hf_logits = hf_model(full.tokens).logits
+        hf_log_probs = torch.log_softmax(hf_logits, -1).gather(-1, full.targets[..., None])[..., 0]
+    log_probs, _ = actor.log_probs(local)
+    local.old_log_probs = log_probs
+    metrics = actor.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
+    after = actor.export_hf_state_dict()
+    mask = local.loss_mask > 0
+    hf_local = hf_log_probs[dp_rank * per_rank : (dp_rank + 1) * per_rank]
+    result = {
+        "max_logprob_diff_vs_hf": float((log_probs - hf_local)[mask].abs().max()),
+        "loss": metrics["actor/loss"],
+        "grad_norm": metrics["actor/grad_norm"],
+        "weights_after_step": {k: v.flatten()[:8].tolist() for k, v in sorted(after.items())},
+    }
+    if torch.distributed.get_rank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(result, f)
+    destroy_distributed()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,65 @@
+#!/usr/bin/env python
+"""Plot one run directory's reward curve and print what it shows.
+
+    python tools/plot_run.py RUN_DIR [--out RUN_DIR/reward.png] [--window 10]
+
+Reads only RUN_DIR/metrics.jsonl. Prints steps, wall-clock, and the mean train/reward_mean over
+the first and the last `window` rollout steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hyrl.metrics.run_dir import read_metrics  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir")
+    parser.add_argument("--out", help="PNG path (default RUN_DIR/reward.png)")
+    parser.add_argument("--window", type=int, default=10, help="rollout steps averaged at each end")
+    args = parser.parse_args()
+
+    records = [r for r in read_metrics(args.run_dir) if "train/reward_mean" in r]
+    if not records:
+        print(f"{args.run_dir}/metrics.jsonl: no train/reward_mean records", file=sys.stderr)
+        return 1
+    steps = [r["step"] for r in records]
+    rewards = [r["train/reward_mean"] for r in records]
+    elapsed = [r["elapsed_s"] for r in records]
+    window = min(args.window, len(rewards))
+    first, last = sum(rewards[:window]) / window, sum(rewards[-window:]) / window
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, xs, label in ((by_step, steps, "optimizer step"), (by_time, elapsed, "wall-clock (s)")):
+        ax.plot(xs, rewards, lw=0.8, alpha=0.5, label="per step")
+        smooth = [sum(rewards[max(0, i - window + 1): i + 1]) / len(rewards[max(0, i - window + 1): i + 1])
+                  for i in range(len(rewards))]
+        ax.plot(xs, smooth, lw=1.8, label=f"{window}-step mean")
+        ax.set_xlabel(label)
+        ax.set_ylabel("train/reward_mean")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    by_step.legend(loc="lower right")
+    fig.suptitle(f"{Path(args.run_dir).name}: {len(records)} steps in {elapsed[-1]:.0f} s")
+    fig.tight_layout()
+    out = Path(args.out) if args.out else Path(args.run_dir) / "reward.png"
+    fig.savefig(out, dpi=110)
+    print(f"steps {len(records)}, wall-clock {elapsed[-1]:.1f} s (after {records[0].get('perf/setup_s', 0):.1f} s setup)")
+    print(f"train/reward_mean: first {window} steps {first:.3f}, last {window} steps {last:.3f}")
+    print(f"plot: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
