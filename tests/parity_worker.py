@@ -28,10 +28,9 @@ def main(out_path: str, tp: int, ep: int) -> None:
     actor.load_hf_state_dict(hf_model.state_dict())
 
     generator = torch.Generator().manual_seed(1)
-    world = torch.distributed.get_world_size()
-    prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(4 * world)]
-    responses = [torch.randint(0, 16, (1 + i % 3,), generator=generator).tolist() for i in range(4 * world)]
-    advantages = torch.linspace(-1, 1, 4 * world)
+    prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(8)]
+    responses = [torch.randint(0, 16, (1 + i % 3,), generator=generator).tolist() for i in range(8)]
+    advantages = torch.linspace(-1, 1, 8)
     full = pack(prompts, responses, advantages, pad_id=0, pad_to_multiple_of=2)
     dp_rank = parallel_state.get_data_parallel_rank()
     dp_size = parallel_state.get_data_parallel_world_size()
