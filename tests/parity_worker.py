@@ -37,9 +37,13 @@ def main(out_path: str, tp: int, ep: int) -> None:
     per_rank = len(full) // dp_size
     local = full.select(slice(dp_rank * per_rank, (dp_rank + 1) * per_rank))
 
-    with torch.no_grad():
-        hf_logits = hf_model(full.tokens).logits
-        hf_log_probs = torch.log_softmax(hf_logits, -1).gather(-1, full.targets[..., None])[..., 0]
+    # Reference gradient: at ratio 1 the PPO-clip loss is -sum(A * log p) / tokens.
+    hf_log_probs = torch.log_softmax(hf_model(full.tokens).logits, -1).gather(
+        -1, full.targets[..., None])[..., 0]
+    hf_loss = -(full.advantages[:, None] * hf_log_probs * full.loss_mask).sum() / full.num_response_tokens
+    hf_loss.backward()
+    hf_grad_norm = float(torch.sqrt(sum(p.grad.pow(2).sum() for p in hf_model.parameters())))
+    hf_log_probs = hf_log_probs.detach()
     log_probs, _ = actor.log_probs(local)
     local.old_log_probs = log_probs
     metrics = actor.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
@@ -50,6 +54,7 @@ def main(out_path: str, tp: int, ep: int) -> None:
         "max_logprob_diff_vs_hf": float((log_probs - hf_local)[mask].abs().max()),
         "loss": metrics["actor/loss"],
         "grad_norm": metrics["actor/grad_norm"],
+        "hf_grad_norm": hf_grad_norm,
         "weights_after_step": {k: v.flatten()[:8].tolist() for k, v in sorted(after.items())},
     }
     if torch.distributed.get_rank() == 0:

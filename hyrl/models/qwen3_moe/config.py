@@ -53,7 +53,7 @@ class Qwen3MoeArch:
             attention_bias=False,
             router_aux_loss_coef=0.0,
             output_router_logits=False,
-            pad_token_id=0,
+            pad_token_id=None,  # no padding_idx: Megatron trains every embedding row, so must HF
             eos_token_id=1,
             bos_token_id=2,
         )
