@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
@@ -56,7 +55,11 @@ class MegatronActor:
         self.model = build_gpt_model(arch, layout, settings.transformer_impl, settings.token_dispatcher)
         self.ref_model = None
         if settings.kl_loss_coef > 0:
-            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+            # A second model (modules hold process groups, so no deepcopy) with the same weights.
+            self.ref_model = build_gpt_model(arch, layout, settings.transformer_impl,
+                                             settings.token_dispatcher)
+            self.ref_model.load_state_dict(self.model.state_dict())
+            self.ref_model.eval().requires_grad_(False)
         decay = [p for p in self.model.parameters() if p.ndim > 1]
         no_decay = [p for p in self.model.parameters() if p.ndim <= 1]  # norms: no weight decay
         self.optimizer = torch.optim.AdamW(

@@ -1,0 +1,103 @@
+"""`hyrl train` end to end through the recipe and launcher, on one and two gloo ranks."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "tiny" / "grpo.sh"
+REQUIRED_KEYS = {
+    "step", "samples", "elapsed_s", "train/reward_mean", "train/response_len_mean", "train/loss",
+    "actor/grad_norm", "actor/lr", "perf/rollout_s", "perf/reward_s", "perf/logprob_s",
+    "perf/actor_train_s", "perf/weight_sync_s", "perf/step_s", "perf/rollout_tokens_per_s",
+}
+
+
+def run_recipe(run_dir: Path, *flags: str, nproc: int = 1, timeout: int = 300):
+    env = {**os.environ, "NPROC": str(nproc), "OMP_NUM_THREADS": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(RECIPE), "--run-dir", str(run_dir), "--no-progress", *flags],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_three_steps_write_the_resolved_config_and_one_flushed_record_per_step(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["rollout_batch_size"] == 16 and config["n_samples_per_prompt"] == 8
+    assert config["global_batch_size"] == 128 and config["lr"] == 3e-4
+    assert config["num_steps"] == 3  # the recipe says 600; the appended flag wins
+    rows = records(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [r["samples"] for r in rows] == [128, 256, 384]
+    assert all(REQUIRED_KEYS <= set(r) for r in rows)
+    assert rows[0]["elapsed_s"] < rows[1]["elapsed_s"] < rows[2]["elapsed_s"]
+    assert all(0.0 <= r["train/reward_mean"] <= 1.0 for r in rows)
+
+
+@pytest.mark.slow
+def test_two_optimizer_steps_per_rollout_log_two_records_with_exact_samples(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "2", "--global-batch-size", "64",
+                      "--micro-batch-size", "16", "--kl-loss-coef", "0.01")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    assert [(r["rollout_step"], r["step"], r["samples"]) for r in rows] == [
+        (1, 1, 64), (1, 2, 128), (2, 3, 192), (2, 4, 256)]
+    # rollout-stage metrics belong to the first optimizer step of each rollout
+    assert ["train/reward_mean" in r for r in rows] == [True, False, True, False]
+    assert all("actor/kl" in r for r in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", [
+    ("--tensor-model-parallel-size", "2", "--sequence-parallel"),
+    ("--expert-model-parallel-size", "2"),
+], ids=["tp2", "ep2"])
+def test_two_gloo_ranks_train_under_tensor_and_expert_parallelism(tmp_path, layout):
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "3", *layout, nproc=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["world_size"] == 2
+    rows = records(run_dir)  # rank 0 alone writes: one record per step, not two
+    assert [r["samples"] for r in rows] == [128, 256, 384]
+    assert all(REQUIRED_KEYS <= set(r) for r in rows)
+
+
+def test_invalid_flags_stop_before_torch_is_imported(tmp_path):
+    run_dir = tmp_path / "never"
+    code = ("import sys; from hyrl.cli import main; rc = main(['train', '--global-batch-size', '100', "
+            f"'--run-dir', {str(run_dir)!r}]); print('torch' in sys.modules); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--global-batch-size=100" in proc.stderr and "allowed" in proc.stderr
+    assert proc.stdout.strip() == "False"
+    assert not run_dir.exists()
+
+
+def test_recipe_refuses_a_run_directory_that_already_holds_a_run(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
+    proc = run_recipe(run_dir, "--num-steps", "1")
+    assert proc.returncode == 2
+    assert "--run-dir" in proc.stderr
+    assert (run_dir / "metrics.jsonl").read_text() == '{"step": 1}\n'  # untouched
+
+
+def test_world_size_that_tp_does_not_divide_is_rejected_by_every_launcher_path(tmp_path):
+    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--tensor-model-parallel-size", "2",
+                      "--sequence-parallel", nproc=1)
+    assert proc.returncode == 2
+    assert "--tensor-model-parallel-size=2" in proc.stderr
