@@ -137,7 +137,7 @@ class RunConfig:
     # --- rollout -------------------------------------------------------------------------
     rollout_engine: str = _opt("hf", "generation engine (name)", "rollout", choices=("hf", "sglang"))
     rollout_concurrency: int = _opt(64, "most sequences decoded at once (sequences)", "rollout")
-    rollout_max_response_len: int = _opt(4, "longest generated response (tokens)", "rollout")
+    rollout_max_response_len: int = _opt(2, "longest generated response (tokens)", "rollout")
     rollout_temperature: float = _opt(1.0, "sampling temperature (dimensionless, > 0)", "rollout")
     rollout_top_p: float = _opt(1.0, "nucleus sampling mass (probability, in (0, 1])", "rollout")
 

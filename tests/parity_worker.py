@@ -10,7 +10,8 @@ import torch
 
 from hyrl.algorithms.batch import pack
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
-from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
+from hyrl.backends.megatron.model import (
+    ParallelLayout, causal_attention_mask, destroy_distributed, init_distributed)
 from hyrl.models.qwen3_moe.config import TINY
 
 
@@ -44,6 +45,16 @@ def main(out_path: str, tp: int, ep: int) -> None:
     hf_loss.backward()
     hf_grad_norm = float(torch.sqrt(sum(p.grad.pow(2).sum() for p in hf_model.parameters())))
     hf_log_probs = hf_log_probs.detach()
+    # Full logits: this rank's vocabulary shard, gathered over TP, against transformers'.
+    with torch.no_grad():
+        seq_len = local.tokens.shape[1]
+        shard = actor.model(local.tokens, torch.arange(seq_len).expand_as(local.tokens),
+                            causal_attention_mask(seq_len, local.tokens.device))
+        shards = [torch.empty_like(shard) for _ in range(tp)]
+        torch.distributed.all_gather(shards, shard.contiguous(),
+                                     group=parallel_state.get_tensor_model_parallel_group())
+        logits = torch.cat(shards, dim=-1)
+        hf_logits = hf_model(local.tokens).logits
     log_probs, _ = actor.log_probs(local)
     local.old_log_probs = log_probs
     metrics = actor.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
@@ -51,6 +62,7 @@ def main(out_path: str, tp: int, ep: int) -> None:
     mask = local.loss_mask > 0
     hf_local = hf_log_probs[dp_rank * per_rank : (dp_rank + 1) * per_rank]
     result = {
+        "max_logit_diff_vs_hf": float((logits - hf_logits).abs().max()),
         "max_logprob_diff_vs_hf": float((log_probs - hf_local)[mask].abs().max()),
         "loss": metrics["actor/loss"],
         "grad_norm": metrics["actor/grad_norm"],

@@ -1,6 +1,7 @@
-"""One forward/backward/Adam step under TP=2 (with sequence parallel) and EP=2 equals TP=1.
+"""One forward/backward/Adam step under TP=2 (with sequence parallel), EP=2 and TP2 x EP2
+equals TP=1, and all of them equal transformers' own Qwen3MoeForCausalLM.
 
-Each layout runs tests/parity_worker.py under torchrun with 1 or 2 gloo ranks, on the same HF
+Each layout runs tests/parity_worker.py under torchrun with 1, 2 or 4 gloo ranks, on the same HF
 weights and the same global batch of 8 responses.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 WORKER = Path(__file__).with_name("parity_worker.py")
-LAYOUTS = {"tp1": (1, 1, 1), "tp2": (2, 2, 1), "ep2": (2, 1, 2)}
+LAYOUTS = {"tp1": (1, 1, 1), "tp2": (2, 2, 1), "ep2": (2, 1, 2), "tp2ep2": (4, 2, 2)}
 
 
 def _run(layout: str, tmp_path: Path) -> dict:
@@ -34,20 +35,21 @@ def results(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["tp1", "tp2", "ep2"])
-def test_sharded_log_probs_match_transformers(results, layout):
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_gathered_logits_and_log_probs_match_transformers(results, layout):
+    assert results[layout]["max_logit_diff_vs_hf"] <= 1e-5
     assert results[layout]["max_logprob_diff_vs_hf"] <= 1e-5
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["tp1", "tp2", "ep2"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_sharded_grad_norm_matches_transformers_autograd(results, layout):
     reference = results[layout]["hf_grad_norm"]
     assert abs(results[layout]["grad_norm"] - reference) <= 1e-5 * max(1.0, reference)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["tp2", "ep2"])
+@pytest.mark.parametrize("layout", ["tp2", "ep2", "tp2ep2"])
 def test_loss_and_grad_norm_match_one_rank(results, layout):
     assert abs(results[layout]["loss"] - results["tp1"]["loss"]) <= 1e-5
     reference_norm = results["tp1"]["grad_norm"]
@@ -55,7 +57,7 @@ def test_loss_and_grad_norm_match_one_rank(results, layout):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["tp2", "ep2"])
+@pytest.mark.parametrize("layout", ["tp2", "ep2", "tp2ep2"])
 def test_weights_after_one_adam_step_match_one_rank(results, layout):
     reference = results["tp1"]["weights_after_step"]
     got = results[layout]["weights_after_step"]

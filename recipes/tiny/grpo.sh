@@ -34,7 +34,7 @@ OPTIMIZER_ARGS=(
 ROLLOUT_ARGS=(
   --rollout-engine hf
   --rollout-concurrency 128
-  --rollout-max-response-len 4
+  --rollout-max-response-len 2
   --rollout-temperature 1.0
 )
 GRPO_ARGS=(
@@ -45,7 +45,7 @@ GRPO_ARGS=(
   --entropy-coef 0.0
 )
 RUN_ARGS=(
-  --num-steps 600
+  --num-steps 1000
   --run-dir "runs/tiny-grpo-$(date +%Y%m%d-%H%M%S)"
   --seed 1234
 )
