@@ -101,3 +101,14 @@ def test_world_size_that_tp_does_not_divide_is_rejected_by_every_launcher_path(t
                       "--sequence-parallel", nproc=1)
     assert proc.returncode == 2
     assert "--tensor-model-parallel-size=2" in proc.stderr
+
+
+@pytest.mark.slow
+def test_log_wandb_mirrors_offline_into_the_run_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "2", "--log-wandb")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    offline_runs = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(offline_runs) == 1
+    assert len(records(run_dir)) == 2
