@@ -50,6 +50,7 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
         if self.rank == 0:
+            self._print_layout()
             self._setup_rollout_side()
             config = cfg.to_dict(world_size)
             wandb_run = start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
@@ -58,6 +59,21 @@ class Trainer:
         self._sync_weights()
         self.setup_s = time.perf_counter() - setup_start
         self.total_optimizer_steps = cfg.num_steps * cfg.optimizer_steps_per_rollout
+
+    def _print_layout(self) -> None:
+        from hyrl.backends.megatron import cpu_compat
+        from hyrl.backends.megatron.model import use_transformer_engine
+
+        cfg = self.cfg
+        spec = "transformer_engine" if use_transformer_engine(cfg.transformer_impl) else "local"
+        dispatcher = cfg.moe_token_dispatcher_type
+        if dispatcher == "auto":
+            dispatcher = cpu_compat.default_token_dispatcher()
+        print(f"hyrl: {self.world_size} rank(s) on {cpu_compat.device().type} "
+              f"({cpu_compat.distributed_backend()}): TP={cfg.tensor_model_parallel_size} "
+              f"EP={cfg.expert_model_parallel_size} DP={self.dp_size} "
+              f"SP={'on' if cfg.sequence_parallel else 'off'}; layer spec {spec}, "
+              f"MoE dispatcher {dispatcher}; run directory {self.run_dir}", flush=True)
 
     def _setup_rollout_side(self) -> None:
         from hyrl.backends.megatron import cpu_compat
