@@ -19,10 +19,13 @@ def _train(argv: list[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         build_parser().print_help()
         return 0
-    world_size = world_size_from_env()
     try:
+        world_size = world_size_from_env()
         cfg = parse_args(argv)
         validate(cfg, world_size)
+        from hyrl.train import preflight
+
+        preflight(cfg)
     except ConfigError as err:
         # Every rank validates before any process group starts; one of them says why.
         if os.environ.get("RANK", "0") == "0":

@@ -16,7 +16,7 @@ import torch
 from hyrl import schedules
 from hyrl.algorithms.batch import TokenBatch, pack
 from hyrl.algorithms.grpo import group_advantages
-from hyrl.config import RunConfig
+from hyrl.config import ConfigError, RunConfig
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -227,6 +227,20 @@ class Trainer:
 
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn())
+
+
+def preflight(cfg: RunConfig) -> None:
+    """Flag checks that depend on this machine (CUDA, Transformer Engine), before any process group."""
+    from hyrl.backends.megatron import cpu_compat
+    from hyrl.backends.megatron.model import transformer_engine_importable
+
+    if cpu_compat.on_cpu() and cfg.moe_token_dispatcher_type == "alltoall":
+        raise ConfigError("--moe-token-dispatcher-type", "alltoall",
+                          "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
+                          "allgather or auto on a machine without CUDA")
+    if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
+        raise ConfigError("--transformer-impl", "transformer_engine",
+                          "transformer_engine does not import on this machine", "local or auto")
 
 
 def train(cfg: RunConfig, world_size: int) -> Path:

@@ -112,3 +112,14 @@ def test_log_wandb_mirrors_offline_into_the_run_directory(tmp_path, monkeypatch)
     offline_runs = list((run_dir / "wandb").glob("offline-run-*"))
     assert len(offline_runs) == 1
     assert len(records(run_dir)) == 2
+
+
+def test_alltoall_dispatcher_without_cuda_is_refused_before_any_process_group(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: alltoall is allowed")
+    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--moe-token-dispatcher-type", "alltoall")
+    assert proc.returncode == 2
+    assert "--moe-token-dispatcher-type=alltoall" in proc.stderr and "allowed" in proc.stderr
+    assert not (tmp_path / "run").exists()

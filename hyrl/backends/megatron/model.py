@@ -75,16 +75,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def transformer_engine_importable() -> bool:
+    try:
+        import transformer_engine  # noqa: F401
+
+        return True
+    except Exception:  # ImportError, or a TE build that fails at import without CUDA libs
+        return False
+
+
 def use_transformer_engine(transformer_impl: str) -> bool:
     """`auto` picks Transformer Engine when it imports (GPU clusters), the local spec otherwise."""
     if transformer_impl == "local":
         return False
-    try:
-        import transformer_engine  # noqa: F401
-
-        have_te = True
-    except Exception:  # ImportError, or a TE build that fails at import without CUDA libs
-        have_te = False
+    have_te = transformer_engine_importable()
     if transformer_impl == "transformer_engine" and not have_te:
         raise RuntimeError("--transformer-impl transformer_engine: transformer_engine does not import")
     return have_te
