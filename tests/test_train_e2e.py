@@ -18,8 +18,10 @@ REQUIRED_KEYS = {
 
 
 def run_recipe(run_dir: Path, *flags: str, nproc: int = 1, timeout: int = 300):
-    env = {**os.environ, "NPROC": str(nproc), "OMP_NUM_THREADS": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(NPROC=str(nproc), OMP_NUM_THREADS="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     return subprocess.run(["bash", str(RECIPE), "--run-dir", str(run_dir), "--no-progress", *flags],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 

@@ -38,14 +38,19 @@ def init_distributed(layout: ParallelLayout, seed: int, timeout_s: int = 600) ->
 
     cpu_compat.apply()
     if not torch.distributed.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
-        os.environ.setdefault("RANK", "0")
-        os.environ.setdefault("WORLD_SIZE", "1")
         if not cpu_compat.on_cpu():
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        # A lone process outside torchrun needs no rendezvous: a private free port, whatever
+        # MASTER_PORT says, so a stale or shared one cannot collide. Under torchrun (even with
+        # one rank) the ranks meet at torchrun's own store: env://.
+        under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
+        init_method = "env://" if world_size > 1 or under_torchrun else f"tcp://127.0.0.1:{_free_port()}"
         torch.distributed.init_process_group(
             backend=cpu_compat.distributed_backend(),
+            init_method=init_method,
+            world_size=world_size,
+            rank=int(os.environ.get("RANK", "0")),
             timeout=datetime.timedelta(seconds=timeout_s),
         )
     if not parallel_state.model_parallel_is_initialized():
