@@ -14,15 +14,14 @@ commands:
 
 
 def _train(argv: list[str]) -> int:
-    from hyrl.config import ConfigError, build_parser, parse_args, validate, world_size_from_env
+    from hyrl.config import ConfigError, build_parser, load, world_size_from_env
 
     if any(a in ("-h", "--help") for a in argv):
         build_parser().print_help()
         return 0
     try:
         world_size = world_size_from_env()
-        cfg = parse_args(argv)
-        validate(cfg, world_size)
+        cfg = load(argv, world_size)  # parsed, validated, every derived value resolved
         from hyrl.train import preflight
 
         preflight(cfg)

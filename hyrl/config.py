@@ -2,8 +2,12 @@
 
 Each flag is one field of `RunConfig`; the command-line parser is generated from the fields
 (`--some-name` for field `some_name`). `parse_args` turns argv into a `RunConfig` and
-`validate` checks it against the world size. Both raise `ConfigError`, which names the flag,
-the offending value and what is allowed, before any process group or model exists.
+`validate` checks it against the world size. Flags whose default is "none" mean "not given":
+`resolve` returns a new `RunConfig` with each of them replaced by the value it stands for (the
+global batch from P x G, the critic's settings from the actor's under PPO), and `load` does all
+three (parse, validate, resolve) for the command line. All of them raise `ConfigError`, which
+names the flag, the offending value and what is allowed, before any process group or model
+exists.
 
 This module uses the standard library only (no torch, no megatron) so that it is quick to
 import and usable on a login node.
@@ -19,7 +23,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "task", "run")
+GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic", "task",
+          "run")
 
 GROUP_TITLES = {
     "model": "model architecture",
@@ -27,7 +32,8 @@ GROUP_TITLES = {
     "batch": "batch sizes (the batch-size question: P prompts x G samples, B per optimizer step)",
     "optimizer": "optimizer and learning-rate schedule",
     "rollout": "rollout (generation)",
-    "algorithm": "algorithm (GRPO)",
+    "algorithm": "algorithm (GRPO, PPO)",
+    "critic": "critic (PPO value model, --advantage-estimator gae; 'none' = the actor's value)",
     "task": "task",
     "run": "run",
 }
@@ -114,7 +120,9 @@ class RunConfig:
     # --- batch ---------------------------------------------------------------------------
     rollout_batch_size: int = _opt(16, "prompts per rollout step, P (prompts)", "batch")
     n_samples_per_prompt: int = _opt(8, "responses sampled per prompt, G (responses)", "batch")
-    global_batch_size: int = _opt(128, "responses per optimizer step, B (responses)", "batch")
+    global_batch_size: int | None = _opt(
+        None, "responses per actor optimizer step, B (responses); none = P x G, one optimizer "
+        "step per rollout (or P x G / --num-steps-per-rollout)", "batch")
     micro_batch_size: int = _opt(
         16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch")
 
@@ -141,9 +149,10 @@ class RunConfig:
     rollout_temperature: float = _opt(1.0, "sampling temperature (dimensionless, > 0)", "rollout")
     rollout_top_p: float = _opt(1.0, "nucleus sampling mass (probability, in (0, 1])", "rollout")
 
-    # --- algorithm (GRPO) ----------------------------------------------------------------
-    advantage_estimator: str = _opt("grpo", "advantage estimator (name)", "algorithm",
-                                    choices=("grpo",))
+    # --- algorithm (GRPO, PPO) -----------------------------------------------------------
+    advantage_estimator: str = _opt(
+        "grpo", "advantage estimator (name): grpo = group-relative, no critic; gae = PPO with a "
+        "critic", "algorithm", choices=("grpo", "gae"))
     grpo_std_normalization: bool = _opt(
         True, "divide group-relative advantages by the group's reward std (on/off)", "algorithm")
     eps_clip: float = _opt(0.2, "PPO-style ratio clip, lower side (ratio offset)", "algorithm")
@@ -154,6 +163,53 @@ class RunConfig:
     kl_loss_type: str = _opt("low_var_kl", "KL estimator for the KL loss (name)", "algorithm",
                              choices=("low_var_kl", "k1"))
     entropy_coef: float = _opt(0.0, "weight of the entropy bonus (coefficient)", "algorithm")
+    gamma: float | None = _opt(
+        None, "discount per token (dimensionless, in [0, 1]); PPO only; none = 1.0 under gae",
+        "algorithm")
+    lambd: float | None = _opt(
+        None, "GAE lambda (dimensionless, in [0, 1]); PPO only; none = 1.0 under gae", "algorithm")
+    normalize_advantages: bool | None = _opt(
+        None, "whiten advantages over the global rollout batch (on/off); PPO only; none = on "
+        "under gae", "algorithm")
+    kl_coef: float = _opt(
+        0.0, "KL-to-reference penalty subtracted from the per-token reward, PPO-style "
+        "(coefficient); PPO only; --kl-loss-coef is the loss-term form", "algorithm")
+    num_steps_per_rollout: int | None = _opt(
+        None, "actor optimizer steps per rollout (steps); when given, B = P x G / this",
+        "algorithm")
+
+    # --- critic (PPO) --------------------------------------------------------------------
+    critic_global_batch_size: int | None = _opt(
+        None, "responses per critic optimizer step (responses); none = --global-batch-size",
+        "critic")
+    critic_micro_batch_size: int | None = _opt(
+        None, "critic responses per forward/backward pass on one data-parallel rank (responses); "
+        "none = --micro-batch-size", "critic")
+    critic_lr: float | None = _opt(
+        None, "critic peak learning rate (per critic optimizer step); none = --lr", "critic")
+    critic_min_lr: float | None = _opt(
+        None, "critic learning rate at the end of decay (per critic optimizer step); "
+        "none = --min-lr", "critic")
+    critic_lr_warmup_steps: int | None = _opt(
+        None, "critic linear warmup length (critic optimizer steps); none = --lr-warmup-steps",
+        "critic")
+    critic_lr_decay_style: str | None = _opt(
+        None, "critic learning-rate decay after warmup (name); none = --lr-decay-style", "critic",
+        choices=("constant", "linear", "cosine"))
+    critic_weight_decay: float | None = _opt(
+        None, "critic decoupled weight decay coefficient (per critic optimizer step); "
+        "none = --weight-decay", "critic")
+    critic_clip_grad: float | None = _opt(
+        None, "clip the critic's global gradient norm to this (L2 norm; 0 = no clipping); "
+        "none = --clip-grad", "critic")
+    num_critic_only_steps: int = _opt(
+        0, "rollout steps at the start in which only the critic trains (rollout steps)", "critic")
+    value_clip: float | None = _opt(
+        None, "clip range of the value update around the old values (value units; 0 disables); "
+        "none = 0.2 under gae", "critic")
+    critic_load: str | None = _opt(
+        None, "local Hugging Face Qwen3-MoE directory whose weights initialise the critic trunk "
+        "(path); none = the actor's initial weights", "critic")
 
     # --- task ----------------------------------------------------------------------------
     task: str = _opt("arith_mod10", "training task (name)", "task", choices=("arith_mod10",))
@@ -180,8 +236,17 @@ class RunConfig:
 
     @property
     def optimizer_steps_per_rollout(self) -> int:
-        """(P x G) // B: optimizer steps taken on each rollout's responses."""
+        """(P x G) // B: actor optimizer steps on each rollout's responses (resolved config)."""
+        _require_resolved(self)
         return self.responses_per_rollout // self.global_batch_size
+
+    @property
+    def critic_steps_per_rollout(self) -> int | None:
+        """(P x G) // critic B under PPO (resolved config); None without a critic."""
+        _require_resolved(self)
+        if self.critic_global_batch_size is None:
+            return None
+        return self.responses_per_rollout // self.critic_global_batch_size
 
     @property
     def resolved_eps_clip_high(self) -> float:
@@ -189,12 +254,18 @@ class RunConfig:
         return self.eps_clip if self.eps_clip_high is None else self.eps_clip_high
 
     def to_dict(self, world_size: int) -> dict:
-        """Every field plus the derived values; JSON-serialisable (for config.json and wandb)."""
+        """Every field plus the derived values; JSON-serialisable (for config.json and wandb).
+
+        Needs a resolved config (see `resolve`); raises ValueError otherwise.
+        """
+        _require_resolved(self)
         out = dataclasses.asdict(self)
         out["world_size"] = world_size
         out["data_parallel_size"] = self.data_parallel_size(world_size)
         out["responses_per_rollout"] = self.responses_per_rollout
         out["optimizer_steps_per_rollout"] = self.optimizer_steps_per_rollout
+        if self.critic_global_batch_size is not None:
+            out["critic_steps_per_rollout"] = self.critic_steps_per_rollout
         return out
 
 
@@ -202,22 +273,35 @@ class RunConfig:
 # Field types
 # ------------------------------------------------------------------------------------------
 
-_KINDS = {int: "int", float: "float", str: "str", bool: "bool", float | None: "optfloat"}
+# "opt" kinds also take None ("none" on the command line): the flag was not given.
+_KINDS = {int: "int", float: "float", str: "str", bool: "bool",
+          int | None: "optint", float | None: "optfloat", str | None: "optstr",
+          bool | None: "optbool"}
 _KIND_NAMES = {
     "int": "an integer",
     "float": "a finite number",
-    "optfloat": "a finite number or 'none'",
     "str": "a string",
     "bool": "true or false",
+    "optint": "an integer or 'none'",
+    "optfloat": "a finite number or 'none'",
+    "optstr": "a string or 'none'",
+    "optbool": "true, false or none",
 }
+_TYPE_NAMES = {"int": int, "float": float, "str": str, "bool": bool,
+               "int | None": int | None, "float | None": float | None,
+               "str | None": str | None, "bool | None": bool | None}
 
 
 def _resolve_type(annotation):
     # `from __future__ import annotations` leaves field types as strings.
     if isinstance(annotation, str):
-        return {"int": int, "float": float, "str": str, "bool": bool,
-                "float | None": float | None}[annotation]
+        return _TYPE_NAMES[annotation]
     return annotation
+
+
+def _base(kind: str) -> str:
+    """The kind without its optional marker: optint -> int."""
+    return kind[3:] if kind.startswith("opt") else kind
 
 
 def _kind(f: dataclasses.Field) -> str:
@@ -243,22 +327,24 @@ class _Abort(Exception):
 
 def _allowed_text(kind: str, choices: tuple | None) -> str:
     if choices:
-        return "one of " + ", ".join(str(c) for c in choices)
+        return "one of " + ", ".join(str(c) for c in choices) + (
+            ", none" if kind.startswith("opt") else "")
     return _KIND_NAMES[kind]
 
 
 def _converter(f: dataclasses.Field):
     kind = _kind(f)
+    base = _base(kind)
     choices = f.metadata.get("choices")
     flag = flag_name(f.name)
 
     def convert(text: str):
+        if kind != base and text.strip().lower() == "none":
+            return None
         try:
-            if kind == "int":
+            if base == "int":
                 value = int(text)
-            elif kind in ("float", "optfloat"):
-                if kind == "optfloat" and text.strip().lower() == "none":
-                    return None
+            elif base == "float":
                 value = float(text)
                 if not math.isfinite(value):
                     raise _Abort(ConfigError(flag, text, "not a finite number",
@@ -266,7 +352,7 @@ def _converter(f: dataclasses.Field):
             else:
                 value = text
         except ValueError:
-            raise _Abort(ConfigError(flag, text, "not an integer" if kind == "int" else
+            raise _Abort(ConfigError(flag, text, "not an integer" if base == "int" else
                                      "not a number",
                                      _allowed_text(kind, choices))) from None
         if choices and value not in choices:
@@ -292,7 +378,7 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
     """The `hyrl train` parser, generated from RunConfig's fields and grouped by concern."""
     parser = _RaisingParser(
         prog=prog,
-        description="Train a Mixture-of-Experts policy with GRPO on Megatron-core. "
+        description="Train a Mixture-of-Experts policy with GRPO or PPO on Megatron-core. "
                     "Flags may repeat; the last one wins.",
         allow_abbrev=False,
         exit_on_error=False,
@@ -303,16 +389,20 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
         group = groups[f.metadata["group"]]
         default = f.default
         help_text = f"{f.metadata['help']} (default: {'none' if default is None else default})"
-        if kind == "bool":
+        if _base(kind) == "bool":
+            # An optional bool stays None (not given) unless --flag or --no-flag appears.
             group.add_argument(flag_name(f.name), dest=f.name, default=default,
                                action=argparse.BooleanOptionalAction, help=help_text)
         else:
             kwargs = {}
-            if "choices" in f.metadata:
-                kwargs["choices"] = f.metadata["choices"]
+            choices = f.metadata.get("choices")
+            if choices and kind == _base(kind):
+                kwargs["choices"] = choices
+            elif choices:
+                # argparse would reject None ('none') against the choices; the converter checks.
+                kwargs["metavar"] = "{" + ",".join(str(c) for c in choices) + "}|none"
             else:
-                kwargs["metavar"] = {"int": "INT", "float": "FLOAT", "optfloat": "FLOAT|none",
-                                     "str": "STR"}[kind]
+                kwargs["metavar"] = _base(kind).upper() + ("|none" if kind != _base(kind) else "")
             group.add_argument(flag_name(f.name), dest=f.name, default=default,
                                type=_converter(f), help=help_text, **kwargs)
     return parser
@@ -367,7 +457,8 @@ def _unknown_error(parser: argparse.ArgumentParser, token: str, argv: list[str])
 
 
 def parse_args(argv: list[str]) -> RunConfig:
-    """argv (without the command) -> RunConfig. Raises ConfigError; does not validate."""
+    """argv (without the command) -> RunConfig. Raises ConfigError; neither validates nor
+    resolves (flags not given stay None; see `resolve` and `load`)."""
     argv = list(argv)
     parser = build_parser()
     try:
@@ -394,8 +485,25 @@ _POSITIVE_INTS = (
     "expert_tensor_parallel_size",
     "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "micro_batch_size",
     "rollout_concurrency", "rollout_max_response_len",
+    "num_steps_per_rollout", "critic_global_batch_size", "critic_micro_batch_size",
     "task_max_operand", "num_steps",
-)
+)  # None (not given) is skipped: resolved later.
+
+# Under gae each critic setting not given takes the actor's value.
+_CRITIC_FROM_ACTOR = {
+    "critic_global_batch_size": "global_batch_size",
+    "critic_micro_batch_size": "micro_batch_size",
+    "critic_lr": "lr",
+    "critic_min_lr": "min_lr",
+    "critic_lr_warmup_steps": "lr_warmup_steps",
+    "critic_lr_decay_style": "lr_decay_style",
+    "critic_weight_decay": "weight_decay",
+    "critic_clip_grad": "clip_grad",
+}
+# Under gae these take a fixed value when not given.
+_GAE_DEFAULTS = {"gamma": 1.0, "lambd": 1.0, "normalize_advantages": True, "value_clip": 0.2}
+# Flags only PPO uses (besides the critic group): an error under grpo when given.
+_PPO_ALGORITHM_FLAGS = ("gamma", "lambd", "normalize_advantages", "kl_coef")
 
 
 def _divisors(n: int) -> list[int]:
@@ -407,20 +515,85 @@ def _fail(name: str, value: Any, problem: str, allowed: str):
     raise ConfigError(flag_name(name), value, problem, allowed)
 
 
+# ------------------------------------------------------------------------------------------
+# Resolution: "none" (not given) -> the value it stands for
+# ------------------------------------------------------------------------------------------
+
+
+def _unresolved(cfg: RunConfig) -> list[str]:
+    """Fields still None that `resolve` would fill in."""
+    names = ["global_batch_size"] if cfg.global_batch_size is None else []
+    if cfg.advantage_estimator == "gae":
+        names += [n for n in (*_CRITIC_FROM_ACTOR, *_GAE_DEFAULTS) if getattr(cfg, n) is None]
+    return names
+
+
+def _require_resolved(cfg: RunConfig) -> None:
+    names = _unresolved(cfg)
+    if names:
+        raise ValueError(f"RunConfig is not resolved ({', '.join(flag_name(n) for n in names)} "
+                         "still none): call hyrl.config.resolve(cfg) or "
+                         "hyrl.config.load(argv, world_size) first")
+
+
+def resolve(cfg: RunConfig) -> RunConfig:
+    """A new RunConfig with every flag not given (None) replaced by the value it stands for.
+
+    --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G.
+    Under --advantage-estimator gae: each --critic-* setting takes the actor's value
+    (--critic-lr <- --lr, ...; the critic batch <- the resolved actor batch), --gamma and
+    --lambd 1.0, --normalize-advantages on, --value-clip 0.2; --critic-load stays none (the
+    actor's initial weights). Under grpo those stay None. Values given are kept; resolving a
+    resolved config changes nothing. Raises ConfigError when --num-steps-per-rollout does not
+    divide P x G or disagrees with --global-batch-size.
+    """
+    _check_types(cfg)
+    p, g = cfg.rollout_batch_size, cfg.n_samples_per_prompt
+    n = p * g
+    b, k = cfg.global_batch_size, cfg.num_steps_per_rollout
+    if k is not None:
+        if k < 1:
+            _fail("num_steps_per_rollout", k, "must be a positive count", "an integer >= 1")
+        if n >= 1 and n % k != 0:
+            _fail("num_steps_per_rollout", k,
+                  f"P x G = {p} x {g} = {n} responses per rollout do not split into {k} equal "
+                  "optimizer steps", f"a divisor of {n}: {_divisors(n)}")
+        if b is not None and b != n // k:
+            _fail("num_steps_per_rollout", k,
+                  f"disagrees with --global-batch-size={b}: P x G = {n} responses in {k} "
+                  f"optimizer steps is B = {n // k} per step",
+                  f"--global-batch-size={n // k}, or only one of --global-batch-size and "
+                  "--num-steps-per-rollout")
+        b = n // k
+    elif b is None:
+        b = n
+    updates: dict[str, Any] = {"global_batch_size": b}
+    if cfg.advantage_estimator == "gae":
+        for name, actor_name in _CRITIC_FROM_ACTOR.items():
+            if getattr(cfg, name) is None:
+                updates[name] = updates.get(actor_name, getattr(cfg, actor_name))
+        for name, value in _GAE_DEFAULTS.items():
+            if getattr(cfg, name) is None:
+                updates[name] = value
+    return dataclasses.replace(cfg, **updates)
+
+
 def _check_types(cfg: RunConfig) -> None:
     for f in _fields():
         value = getattr(cfg, f.name)
         kind = _kind(f)
-        if kind == "int":
+        base = _base(kind)
+        if value is None and kind != base:
+            continue  # not given
+        if base == "int":
             ok = isinstance(value, int) and not isinstance(value, bool)
-        elif kind == "bool":
+        elif base == "bool":
             ok = isinstance(value, bool)
-        elif kind == "str":
+        elif base == "str":
             ok = isinstance(value, str)
         else:
-            ok = (value is None and kind == "optfloat") or (
-                isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value))
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and math.isfinite(value))
         if not ok:
             _fail(f.name, value, f"wrong type ({type(value).__name__})",
                   _allowed_text(kind, f.metadata.get("choices")))
@@ -431,7 +604,7 @@ def _check_types(cfg: RunConfig) -> None:
 
 def _check_ranges(c: RunConfig) -> None:
     for name in _POSITIVE_INTS:
-        if getattr(c, name) < 1:
+        if getattr(c, name) is not None and getattr(c, name) < 1:
             _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1")
     if c.seed < 0:
         _fail("seed", c.seed, "must not be negative", "an integer >= 0")
@@ -473,6 +646,45 @@ def _check_ranges(c: RunConfig) -> None:
         _fail("kl_loss_coef", c.kl_loss_coef, "must not be negative", "a number >= 0")
     if not c.entropy_coef >= 0:
         _fail("entropy_coef", c.entropy_coef, "must not be negative", "a number >= 0")
+    for name, what in (("gamma", "a discount"), ("lambd", "GAE lambda")):
+        value = getattr(c, name)
+        if value is not None and not 0 <= value <= 1:
+            _fail(name, value, f"{what} must lie in [0, 1]", "0 <= value <= 1")
+    if not c.kl_coef >= 0:
+        _fail("kl_coef", c.kl_coef, "must not be negative", "a number >= 0")
+
+    # critic (None = not given: resolved from the actor's value, checked above)
+    if c.critic_lr is not None and not c.critic_lr > 0:
+        _fail("critic_lr", c.critic_lr, "the learning rate must be positive", "a number > 0")
+    critic_lr = c.lr if c.critic_lr is None else c.critic_lr
+    if c.critic_min_lr is not None and not 0 <= c.critic_min_lr <= critic_lr:
+        source = "--lr" if c.critic_lr is None else "--critic-lr"
+        _fail("critic_min_lr", c.critic_min_lr,
+              f"must lie between 0 and the critic's learning rate {critic_lr} ({source})",
+              f"0 <= critic_min_lr <= {critic_lr}")
+    if (c.advantage_estimator == "gae" and c.critic_min_lr is None and c.critic_lr is not None
+            and c.min_lr > c.critic_lr):
+        _fail("critic_lr", c.critic_lr,
+              f"below the critic's minimum learning rate {c.min_lr}, taken from --min-lr",
+              f"a number >= {c.min_lr}, or set --critic-min-lr")
+    if c.critic_lr_warmup_steps is not None and c.critic_lr_warmup_steps < 0:
+        _fail("critic_lr_warmup_steps", c.critic_lr_warmup_steps, "must not be negative",
+              "an integer >= 0")
+    if c.critic_weight_decay is not None and not c.critic_weight_decay >= 0:
+        _fail("critic_weight_decay", c.critic_weight_decay, "must not be negative",
+              "a number >= 0")
+    if c.critic_clip_grad is not None and not c.critic_clip_grad >= 0:
+        _fail("critic_clip_grad", c.critic_clip_grad, "must not be negative",
+              "a number >= 0 (0 = no clipping)")
+    if c.value_clip is not None and not c.value_clip >= 0:
+        _fail("value_clip", c.value_clip, "must not be negative", ">= 0; 0 disables clipping")
+    if c.num_critic_only_steps < 0:
+        _fail("num_critic_only_steps", c.num_critic_only_steps, "must not be negative",
+              "an integer >= 0")
+    if not c.num_critic_only_steps < c.num_steps:
+        _fail("num_critic_only_steps", c.num_critic_only_steps,
+              f"the actor must train in at least one of the --num-steps={c.num_steps} rollout "
+              "steps", f"0 <= num_critic_only_steps < {c.num_steps}")
 
     # rollout
     if not c.rollout_temperature > 0:
@@ -542,7 +754,22 @@ def _check_parallelism(c: RunConfig, world_size: int) -> None:
               "--sequence-parallel only with --tensor-model-parallel-size > 1")
 
 
-def _check_batch(c: RunConfig, world_size: int) -> None:
+def _check_ppo_only(c: RunConfig) -> None:
+    """Under grpo, a PPO-only flag that was given is a mistake, not something to ignore."""
+    if c.advantage_estimator != "grpo":
+        return
+    names = _PPO_ALGORITHM_FLAGS + tuple(f.name for f in _fields()
+                                         if f.metadata["group"] == "critic")
+    defaults = {f.name: f.default for f in _fields()}
+    for name in names:
+        value = getattr(c, name)
+        if value is not None and value != defaults[name]:
+            _fail(name, value, "only used by PPO (--advantage-estimator gae); "
+                  "--advantage-estimator is grpo here",
+                  "remove it, or use --advantage-estimator gae")
+
+
+def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
     p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
     n = p * g
     if n % b != 0:
@@ -551,8 +778,14 @@ def _check_batch(c: RunConfig, world_size: int) -> None:
               f"a divisor of {n}: {_divisors(n)}")
     dp = c.data_parallel_size(world_size)
     if b % dp != 0:
+        if given.global_batch_size is not None:
+            origin = ""
+        elif given.num_steps_per_rollout is not None:
+            origin = f" (B = P x G / --num-steps-per-rollout={given.num_steps_per_rollout})"
+        else:
+            origin = " (B = P x G, the default)"
         _fail("global_batch_size", b,
-              f"B={b} responses do not split evenly over data-parallel size {dp}",
+              f"B={b} responses{origin} do not split evenly over data-parallel size {dp}",
               f"a multiple of {dp} that divides {n}")
     mbs = c.micro_batch_size
     if b % (mbs * dp) != 0:
@@ -560,6 +793,41 @@ def _check_batch(c: RunConfig, world_size: int) -> None:
               f"micro batch {mbs} x data-parallel size {dp} = {mbs * dp} does not divide "
               f"the global batch B={b}",
               f"a divisor of B / DP = {b // dp}: {_divisors(b // dp)}")
+
+
+def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
+    cb, cm = c.critic_global_batch_size, c.critic_micro_batch_size
+    if cb is None:
+        return  # no critic
+    p, g = c.rollout_batch_size, c.n_samples_per_prompt
+    n = p * g
+    origin = "" if given.critic_global_batch_size is not None else " (from --global-batch-size)"
+    if n % cb != 0:
+        _fail("critic_global_batch_size", cb,
+              f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of the critic "
+              f"batch {cb}{origin}", f"a divisor of {n}: {_divisors(n)}")
+    dp = c.data_parallel_size(world_size)
+    if cb % dp != 0:
+        _fail("critic_global_batch_size", cb,
+              f"the critic batch {cb}{origin} does not split evenly over data-parallel size {dp}",
+              f"a multiple of {dp} that divides {n}")
+    if cb % (cm * dp) != 0:
+        m_origin = "" if given.critic_micro_batch_size is not None else \
+            " (from --micro-batch-size)"
+        _fail("critic_micro_batch_size", cm,
+              f"critic micro batch {cm}{m_origin} x data-parallel size {dp} = {cm * dp} does "
+              f"not divide the critic batch {cb}{origin}",
+              f"a divisor of critic B / DP = {cb // dp}: {_divisors(cb // dp)}")
+
+
+def _check_critic_load(c: RunConfig) -> None:
+    if c.critic_load is None:
+        return
+    allowed = "a local Hugging Face model directory (holding config.json and the weights)"
+    if not os.path.isdir(c.critic_load):
+        _fail("critic_load", c.critic_load, "not an existing directory", allowed)
+    if not os.path.isfile(os.path.join(c.critic_load, "config.json")):
+        _fail("critic_load", c.critic_load, "has no config.json", allowed)
 
 
 def _check_algorithm_rollout_task(c: RunConfig) -> None:
@@ -597,16 +865,36 @@ def _check_run_dir(c: RunConfig) -> None:
 
 
 def validate(cfg: RunConfig, world_size: int) -> None:
-    """Raise ConfigError for the first problem found; run before any process group starts."""
+    """Raise ConfigError for the first problem found; run before any process group starts.
+
+    Takes a config as parsed (flags not given still None) or a resolved one: it checks the
+    values given, then resolves (see `resolve`) and checks the resolved values. Order: types,
+    ranges, PPO-only flags under grpo, resolution, parallel layout, batch divisibility (actor,
+    then critic), algorithm/rollout/task, --critic-load, --run-dir.
+    """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ConfigError("WORLD_SIZE", world_size, "the world size must be a positive integer",
                           "an integer >= 1")
     _check_types(cfg)
     _check_ranges(cfg)
-    _check_parallelism(cfg, world_size)
-    _check_batch(cfg, world_size)
-    _check_algorithm_rollout_task(cfg)
-    _check_run_dir(cfg)
+    _check_ppo_only(cfg)
+    resolved = resolve(cfg)
+    _check_parallelism(resolved, world_size)
+    _check_batch(resolved, cfg, world_size)
+    _check_critic_batch(resolved, cfg, world_size)
+    _check_algorithm_rollout_task(resolved)
+    _check_critic_load(resolved)
+    _check_run_dir(resolved)
+
+
+def load(argv: list[str], world_size: int) -> RunConfig:
+    """argv (without the command) -> the validated, resolved RunConfig the trainer runs with.
+
+    parse_args, then validate, then resolve; raises ConfigError for the first problem found.
+    """
+    cfg = parse_args(argv)
+    validate(cfg, world_size)
+    return resolve(cfg)
 
 
 def world_size_from_env() -> int:

@@ -16,6 +16,8 @@ import torch
 from hyrl import schedules
 from hyrl.algorithms.batch import TokenBatch, pack
 from hyrl.algorithms.grpo import group_advantages
+from hyrl.algorithms.losses import kl_penalty
+from hyrl.algorithms.ppo import explained_variance, gae, masked_whiten, token_rewards
 from hyrl.config import ConfigError, RunConfig
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
 from hyrl.metrics.timers import StageTimers
@@ -46,6 +48,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)  # identical full weights on every rank before sharding
         self.arch = Qwen3MoeArch.from_flags(cfg)
         self.actor = MegatronActor(self.arch, layout, ActorSettings.from_flags(cfg))
+        self.critic = self._build_critic(layout) if cfg.advantage_estimator == "gae" else None
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
@@ -58,7 +61,19 @@ class Trainer:
             self.logger.write_config(config)
         self._sync_weights()
         self.setup_s = time.perf_counter() - setup_start
-        self.total_optimizer_steps = cfg.num_steps * cfg.optimizer_steps_per_rollout
+
+    def _build_critic(self, layout):
+        from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
+
+        critic = MegatronCritic(self.arch, layout, CriticSettings.from_flags(self.cfg))
+        if self.cfg.critic_load:
+            from transformers import Qwen3MoeForCausalLM
+
+            hf_model = Qwen3MoeForCausalLM.from_pretrained(self.cfg.critic_load, dtype=torch.float32)
+            critic.load_trunk_from_hf(hf_model.state_dict())
+        else:  # the actor's initial weights, a fresh value head
+            critic.load_trunk(self.actor.export_full_state_dict())
+        return critic
 
     def _print_layout(self) -> None:
         from hyrl.backends.megatron import cpu_compat
@@ -123,18 +138,38 @@ class Trainer:
             _dist().broadcast_object_list(payload, src=0)
         return payload[0]
 
-    def _local_rows(self, step_in_rollout: int) -> slice:
-        """This DP rank's rows of optimizer step k within the rollout batch."""
-        per_rank = self.cfg.global_batch_size // self.dp_size
-        start = step_in_rollout * self.cfg.global_batch_size + self.dp_rank * per_rank
+    def _rank_rows(self, step_in_rollout: int, global_batch: int) -> slice:
+        """This DP rank's rows of optimizer step k (of `global_batch` responses) in the rollout."""
+        per_rank = global_batch // self.dp_size
+        start = step_in_rollout * global_batch + self.dp_rank * per_rank
         return slice(start, start + per_rank)
+
+    def _all_rows(self, fn, batch: TokenBatch):
+        """Run a no-grad pass on this DP rank's share of the rollout, gather every row on every rank.
+
+        fn(local_batch) returns one [n, L] tensor or a tuple of them.
+        """
+        share = len(batch) // self.dp_size
+        outputs = fn(batch.select(slice(self.dp_rank * share, (self.dp_rank + 1) * share)))
+        single = isinstance(outputs, torch.Tensor)
+        outputs = (outputs,) if single else outputs
+        if self.dp_size > 1:
+            from megatron.core import parallel_state
+
+            group = parallel_state.get_data_parallel_group()
+            gathered = []
+            for out in outputs:
+                parts = [torch.empty_like(out) for _ in range(self.dp_size)]
+                _dist().all_gather(parts, out.contiguous(), group=group)
+                gathered.append(torch.cat(parts))
+            outputs = tuple(gathered)
+        return outputs[0] if single else outputs
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
         cfg = self.cfg
         timers = StageTimers()
         samples = 0
-        optimizer_step = 0
         start = time.perf_counter()
         last_record_time = start
         progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
@@ -142,40 +177,32 @@ class Trainer:
             task_id = bar.add_task("training", total=cfg.num_steps) if bar else None
             for rollout_step in range(1, cfg.num_steps + 1):
                 rollout = self._rollout(timers)
-                rewards = torch.tensor(rollout["rewards"], dtype=torch.float32)
-                advantages = group_advantages(rewards, cfg.n_samples_per_prompt,
-                                              normalize_std=cfg.grpo_std_normalization)
-                batch = pack(rollout["prompts"], rollout["responses"], advantages,
-                             pad_id=0, pad_to_multiple_of=self.pad_multiple)
-                with timers("logprob"):
-                    local = self._with_log_probs(batch)
-                rollout_metrics = self._rollout_metrics(rollout, local, timers)
-                steps = cfg.optimizer_steps_per_rollout
-                for k in range(steps):
-                    rows = self._local_rows(k)
-                    global_rows = slice(k * cfg.global_batch_size, (k + 1) * cfg.global_batch_size)
-                    lr = schedules.lr_at(optimizer_step, lr=cfg.lr, min_lr=cfg.min_lr,
-                                         warmup_steps=cfg.lr_warmup_steps,
-                                         decay_style=cfg.lr_decay_style,
-                                         total_steps=self.total_optimizer_steps)
-                    with timers("actor_train"):
-                        train_metrics = self.actor.train_step(
-                            local["batches"].select(rows), batch.loss_mask[global_rows].sum().item(), lr)
-                    optimizer_step += 1
-                    samples += cfg.global_batch_size
-                    if k == steps - 1:
-                        with timers("weight_sync"):
-                            self._sync_weights()
-                    now = time.perf_counter()
-                    record = {"step": optimizer_step, "rollout_step": rollout_step,
-                              "samples": samples, "elapsed_s": now - start}
-                    if optimizer_step == 1:
-                        record["perf/setup_s"] = self.setup_s
-                    if k == 0:
-                        record.update(rollout_metrics)
-                    record.update(train_metrics)
-                    record["train/loss"] = train_metrics["actor/loss"]
-                    record.update(timers.pop())
+                batch, rollout_metrics = self._prepare(rollout, timers)
+                if self.critic is not None:
+                    with timers("critic_train"):
+                        rollout_metrics.update(self._critic_updates(batch))
+                # One record per actor optimizer step; a critic-only warm-up rollout gets one too.
+                records = []
+                if rollout_step > cfg.num_critic_only_steps:
+                    for k in range(cfg.optimizer_steps_per_rollout):
+                        with timers("actor_train"):
+                            metrics = self._actor_update(batch, k)
+                        samples += cfg.global_batch_size
+                        metrics["train/loss"] = metrics["actor/loss"]
+                        records.append({"step": self.actor.optimizer_steps, "samples": samples,
+                                        "time": time.perf_counter(), **metrics})
+                    with timers("weight_sync"):
+                        self._sync_weights()
+                else:
+                    records.append({"step": self.actor.optimizer_steps, "samples": samples})
+                records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
+                records[0].update(rollout_metrics)
+                records[-1].update(timers.pop())  # stage timers of the whole rollout step
+                if rollout_step == 1:
+                    records[0]["perf/setup_s"] = self.setup_s
+                for record in records:
+                    now = record.pop("time")
+                    record.update(rollout_step=rollout_step, elapsed_s=now - start)
                     record["perf/step_s"] = now - last_record_time
                     last_record_time = now
                     if self.logger is not None:
@@ -186,30 +213,72 @@ class Trainer:
         if self.logger is not None:
             self.logger.close()
 
-    def _with_log_probs(self, batch: TokenBatch) -> dict:
-        """Old (and reference) log-probs for this rank's rows of every optimizer step."""
-        steps = self.cfg.optimizer_steps_per_rollout
-        index = torch.cat([torch.arange(len(batch))[self._local_rows(k)] for k in range(steps)])
-        local = batch.select(index)
-        local.old_log_probs, entropy = self.actor.log_probs(local)
-        if self.actor.ref_model is not None:
-            local.ref_log_probs, _ = self.actor.log_probs(local, reference=True)
-        # Reassemble so that `_local_rows(k)` indexes the local tensors as it indexes the batch.
-        full = batch.select(slice(None))
-        full.old_log_probs = torch.zeros_like(batch.loss_mask)
-        full.old_log_probs[index] = local.old_log_probs
-        if local.ref_log_probs is not None:
-            full.ref_log_probs = torch.zeros_like(batch.loss_mask)
-            full.ref_log_probs[index] = local.ref_log_probs
-        mask = local.loss_mask
-        entropy_sum = torch.tensor([(entropy * mask).sum().item(), mask.sum().item()], dtype=torch.float64)
-        if self.dp_size > 1:
-            from megatron.core import parallel_state
+    def _prepare(self, rollout: dict, timers: StageTimers) -> tuple[TokenBatch, dict]:
+        """Pack the rollout; old/reference log-probs, values, advantages for every row."""
+        cfg = self.cfg
+        rewards = torch.tensor(rollout["rewards"], dtype=torch.float32)
+        batch = pack(rollout["prompts"], rollout["responses"], torch.zeros(len(rewards)),
+                     pad_id=0, pad_to_multiple_of=self.pad_multiple)
+        mask = batch.loss_mask
+        with timers("logprob"):
+            batch.old_log_probs, entropy = self._all_rows(self.actor.log_probs, batch)
+            if self.actor.ref_model is not None:
+                batch.ref_log_probs = self._all_rows(
+                    lambda b: self.actor.log_probs(b, reference=True)[0], batch)
+        metrics = self._rollout_metrics(rollout, timers)
+        metrics["train/entropy"] = float((entropy * mask).sum() / mask.sum().clamp(min=1))
+        if cfg.advantage_estimator == "grpo":
+            batch.advantages = group_advantages(rewards, cfg.n_samples_per_prompt,
+                                                normalize_std=cfg.grpo_std_normalization)
+            return batch, metrics
+        with timers("value"):
+            values = self._all_rows(self.critic.values, batch) * mask
+        kl = None
+        if cfg.kl_coef > 0:
+            kl = kl_penalty(batch.old_log_probs, batch.ref_log_probs, "k1") * mask
+            metrics["train/kl_penalty"] = float(kl.sum() / mask.sum().clamp(min=1))
+        advantages, returns = gae(token_rewards(rewards, mask, kl, cfg.kl_coef), values, mask,
+                                  cfg.gamma, cfg.lambd)
+        if cfg.normalize_advantages:
+            advantages = masked_whiten(advantages, mask)
+        batch.advantages, batch.returns, batch.old_values = advantages, returns, values
+        tokens = mask.sum().clamp(min=1)
+        metrics.update({
+            "critic/explained_variance": explained_variance(values, returns, mask),
+            "critic/value_mean": float(values.sum() / tokens),
+            "critic/return_mean": float(returns.sum() / tokens),
+        })
+        return batch, metrics
 
-            _dist().all_reduce(entropy_sum, group=parallel_state.get_data_parallel_group())
-        return {"batches": full, "entropy_mean": float(entropy_sum[0] / entropy_sum[1].clamp(min=1))}
+    def _actor_update(self, batch: TokenBatch, k: int) -> dict:
+        cfg = self.cfg
+        lr = schedules.lr_at(self.actor.optimizer_steps, lr=cfg.lr, min_lr=cfg.min_lr,
+                             warmup_steps=cfg.lr_warmup_steps, decay_style=cfg.lr_decay_style,
+                             total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout)
+        global_rows = slice(k * cfg.global_batch_size, (k + 1) * cfg.global_batch_size)
+        return self.actor.train_step(batch.select(self._rank_rows(k, cfg.global_batch_size)),
+                                     batch.loss_mask[global_rows].sum().item(), lr)
 
-    def _rollout_metrics(self, rollout: dict, local: dict, timers: StageTimers) -> dict:
+    def _critic_updates(self, batch: TokenBatch) -> dict:
+        """Every critic optimizer step of this rollout; their statistics averaged."""
+        cfg = self.cfg
+        size = cfg.critic_global_batch_size
+        steps = cfg.responses_per_rollout // size
+        history = []
+        for j in range(steps):
+            lr = schedules.lr_at(self.critic.optimizer_steps, lr=cfg.critic_lr,
+                                 min_lr=cfg.critic_min_lr, warmup_steps=cfg.critic_lr_warmup_steps,
+                                 decay_style=cfg.critic_lr_decay_style,
+                                 total_steps=cfg.num_steps * steps)
+            history.append(self.critic.train_step(
+                batch.select(self._rank_rows(j, size)),
+                batch.loss_mask[j * size:(j + 1) * size].sum().item(), lr))
+        averaged = {k: sum(h[k] for h in history) / steps for k in history[0]}
+        averaged["critic/optimizer_steps"] = history[-1]["critic/optimizer_steps"]
+        averaged["critic/lr"] = history[-1]["critic/lr"]
+        return averaged
+
+    def _rollout_metrics(self, rollout: dict, timers: StageTimers) -> dict:
         rewards = torch.tensor(rollout["rewards"], dtype=torch.float64)
         lengths = torch.tensor([len(r) for r in rollout["responses"]], dtype=torch.float64)
         rollout_s = timers.seconds.get("rollout", 0.0)
@@ -217,7 +286,6 @@ class Trainer:
             "train/reward_mean": float(rewards.mean()),
             "train/response_len_mean": float(lengths.mean()),
             "train/stop_frac": sum(f == "stop" for f in rollout["finish_reasons"]) / len(rewards),
-            "train/entropy": local["entropy_mean"],
             "perf/rollout_tokens_per_s": float(lengths.sum()) / rollout_s if rollout_s > 0 else 0.0,
         }
 

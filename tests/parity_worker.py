@@ -10,6 +10,8 @@ import torch
 
 from hyrl.algorithms.batch import pack
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
+from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.backends.megatron.model import (
     ParallelLayout, causal_attention_mask, destroy_distributed, init_distributed)
 from hyrl.models.qwen3_moe.config import TINY
@@ -25,7 +27,7 @@ def main(out_path: str, tp: int, ep: int) -> None:
     from transformers import Qwen3MoeForCausalLM
 
     hf_model = Qwen3MoeForCausalLM(TINY.to_hf_config()).eval()  # same weights on every rank
-    actor = MegatronActor(TINY, layout, ActorSettings(micro_batch_size=2, clip_grad=0.0))
+    actor = MegatronActor(TINY, layout, ActorSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0)))
     actor.load_hf_state_dict(hf_model.state_dict())
 
     generator = torch.Generator().manual_seed(1)
@@ -59,6 +61,21 @@ def main(out_path: str, tp: int, ep: int) -> None:
     local.old_log_probs = log_probs
     metrics = actor.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
     after = actor.export_hf_state_dict()
+
+    # The critic: HF trunk, a fixed value head, then values and one clipped-value-loss step.
+    critic = MegatronCritic(TINY, layout, CriticSettings(
+        optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0), value_clip=0.2))
+    critic.load_trunk_from_hf(hf_model.state_dict())
+    with torch.no_grad():
+        head = critic.model.output_layer.weight
+        head.copy_(torch.linspace(-0.05, 0.05, head.numel()).view_as(head))
+    values = critic.values(local)
+    local.old_values = values
+    local.returns = local.loss_mask * torch.linspace(0, 1, local.tokens.shape[1])
+    critic_metrics = critic.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
+    values_after = critic.values(local)
+    gathered = [torch.empty_like(values_after) for _ in range(dp_size)]
+    torch.distributed.all_gather(gathered, values_after, group=parallel_state.get_data_parallel_group())
     mask = local.loss_mask > 0
     hf_local = hf_log_probs[dp_rank * per_rank : (dp_rank + 1) * per_rank]
     result = {
@@ -68,6 +85,9 @@ def main(out_path: str, tp: int, ep: int) -> None:
         "grad_norm": metrics["actor/grad_norm"],
         "hf_grad_norm": hf_grad_norm,
         "weights_after_step": {k: v.flatten()[:8].tolist() for k, v in sorted(after.items())},
+        "critic_value_loss": critic_metrics["critic/value_loss"],
+        "critic_grad_norm": critic_metrics["critic/grad_norm"],
+        "critic_values_after_step": torch.cat(gathered).flatten().tolist(),
     }
     if torch.distributed.get_rank() == 0:
         with open(out_path, "w") as f:

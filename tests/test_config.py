@@ -16,7 +16,9 @@ from hyrl.config import (
     RunConfig,
     build_parser,
     flag_name,
+    load,
     parse_args,
+    resolve,
     validate,
     world_size_from_env,
 )
@@ -80,11 +82,16 @@ def test_every_field_has_help_and_a_known_group_and_groups_come_in_order():
 
 def test_defaults_are_valid_choices_and_the_tiny_cpu_model():
     cfg = RunConfig()
+    ppo = resolve(RunConfig(advantage_estimator="gae"))
     for f in dataclasses.fields(RunConfig):
         if "choices" in f.metadata:
-            assert getattr(cfg, f.name) in f.metadata["choices"], f.name
+            value = getattr(cfg, f.name)
+            assert value is None or value in f.metadata["choices"], f.name  # None: not given
+            assert getattr(ppo, f.name) in f.metadata["choices"], f.name
     assert (cfg.num_layers, cfg.hidden_size, cfg.num_experts, cfg.vocab_size) == (2, 64, 4, 16)
-    assert (cfg.rollout_batch_size, cfg.n_samples_per_prompt, cfg.global_batch_size) == (16, 8, 128)
+    assert cfg.global_batch_size is None  # not given: P x G after resolve
+    assert (cfg.rollout_batch_size, cfg.n_samples_per_prompt, resolve(cfg).global_batch_size) == (
+        16, 8, 128)
     assert cfg.eps_clip_high is None and cfg.qk_layernorm is True and cfg.sequence_parallel is False
 
 
@@ -245,13 +252,32 @@ def test_derived_values(cfg_of):
 
 
 def test_to_dict_has_every_field_and_the_derived_values_and_is_json(cfg_of):
-    d = cfg_of().to_dict(2)
+    d = resolve(cfg_of()).to_dict(2)
     for key in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "lr",
                 "data_parallel_size", "world_size", "responses_per_rollout",
                 "optimizer_steps_per_rollout"):
         assert key in d
     assert {f.name for f in dataclasses.fields(RunConfig)} <= set(d)
     assert d["data_parallel_size"] == 2 and d["responses_per_rollout"] == 128
+    assert d["optimizer_steps_per_rollout"] == 1
+    assert "critic_steps_per_rollout" not in d  # grpo: no critic
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_to_dict_and_step_counts_need_a_resolved_config(cfg_of):
+    with pytest.raises(ValueError, match="resolve"):
+        cfg_of().to_dict(1)
+    with pytest.raises(ValueError, match="--critic-lr"):
+        cfg_of("--advantage-estimator", "gae", "--global-batch-size", "64").to_dict(1)
+    with pytest.raises(ValueError, match="resolve"):
+        cfg_of().optimizer_steps_per_rollout  # noqa: B018
+
+
+def test_to_dict_has_critic_steps_per_rollout_under_gae(cfg_of):
+    cfg = resolve(cfg_of("--advantage-estimator", "gae", "--critic-global-batch-size", "16"))
+    d = cfg.to_dict(1)
+    assert d["critic_steps_per_rollout"] == 8 and cfg.critic_steps_per_rollout == 8
+    assert d["optimizer_steps_per_rollout"] == 1
     assert json.loads(json.dumps(d)) == d
 
 
@@ -474,3 +500,278 @@ def test_wrong_python_type_in_a_programmatic_config_is_rejected(run_dir):
 def test_world_size_below_one_is_rejected(cfg_of):
     err = rejected(cfg_of(), world_size=0)
     assert err.flag == "WORLD_SIZE"
+
+
+# --------------------------------------------------------------------------- PPO: parsing
+
+
+def test_ppo_group_and_flags_are_declared(cfg_of):
+    titles = [g.title for g in build_parser()._action_groups]
+    assert "algorithm (GRPO, PPO)" in titles
+    assert any(t.startswith("critic") for t in titles)
+    assert GROUPS.index("critic") == GROUPS.index("algorithm") + 1
+    cfg = cfg_of()
+    for name in ("gamma", "lambd", "normalize_advantages", "num_steps_per_rollout",
+                 "critic_global_batch_size", "critic_micro_batch_size", "critic_lr",
+                 "critic_min_lr", "critic_lr_warmup_steps", "critic_lr_decay_style",
+                 "critic_weight_decay", "critic_clip_grad", "value_clip", "critic_load"):
+        assert getattr(cfg, name) is None, name
+    assert cfg.kl_coef == 0.0 and cfg.num_critic_only_steps == 0
+
+
+def test_ppo_values_are_parsed_and_optional_flags_take_none(cfg_of):
+    cfg = cfg_of("--advantage-estimator", "gae", "--gamma", "0.99", "--lambd=0.95",
+                 "--critic-global-batch-size", "32", "--critic-lr", "1e-5",
+                 "--critic-lr-decay-style", "cosine", "--critic-load", "/some/dir",
+                 "--num-steps-per-rollout", "4", "--value-clip", "0")
+    assert cfg.advantage_estimator == "gae"
+    assert (cfg.gamma, cfg.lambd, cfg.critic_lr) == pytest.approx((0.99, 0.95, 1e-5))
+    assert cfg.critic_global_batch_size == 32 and isinstance(cfg.critic_global_batch_size, int)
+    assert cfg.critic_lr_decay_style == "cosine" and cfg.critic_load == "/some/dir"
+    assert cfg.num_steps_per_rollout == 4 and cfg.value_clip == 0.0
+    back = cfg_of("--critic-global-batch-size", "32", "--critic-global-batch-size", "none",
+                  "--critic-lr-decay-style", "linear", "--critic-lr-decay-style=None",
+                  "--critic-load", "x", "--critic-load", "none", "--global-batch-size", "none")
+    assert back.critic_global_batch_size is None and back.critic_lr_decay_style is None
+    assert back.critic_load is None and back.global_batch_size is None
+
+
+def test_optional_bool_is_none_unless_given(cfg_of):
+    assert cfg_of().normalize_advantages is None
+    assert cfg_of("--normalize-advantages").normalize_advantages is True
+    assert cfg_of("--no-normalize-advantages").normalize_advantages is False
+
+
+def test_bad_optional_values_name_the_flag():
+    assert_names(parse_rejected(["--critic-global-batch-size", "2.5"]),
+                 "--critic-global-batch-size", "2.5")
+    err = parse_rejected(["--critic-lr-decay-style", "exp"])
+    assert_names(err, "--critic-lr-decay-style", "exp")
+    assert "constant, linear, cosine, none" in str(err)
+    assert_names(parse_rejected(["--advantage-estimator", "ppo"]), "--advantage-estimator", "ppo")
+
+
+# --------------------------------------------------------------------------- PPO: resolve
+
+
+def test_resolve_under_grpo_leaves_the_critic_and_ppo_values_none(cfg_of):
+    cfg = cfg_of()
+    r = resolve(cfg)
+    assert r is not cfg and cfg.global_batch_size is None  # a new config; the input unchanged
+    assert r.global_batch_size == 128
+    for name in ("critic_global_batch_size", "critic_micro_batch_size", "critic_lr",
+                 "critic_min_lr", "critic_lr_warmup_steps", "critic_lr_decay_style",
+                 "critic_weight_decay", "critic_clip_grad", "value_clip", "critic_load",
+                 "gamma", "lambd", "normalize_advantages"):
+        assert getattr(r, name) is None, name
+    assert r.critic_steps_per_rollout is None
+    assert resolve(r) == r
+
+
+def test_resolve_under_gae_takes_the_actors_values(cfg_of):
+    r = resolve(cfg_of("--advantage-estimator", "gae", "--global-batch-size", "64",
+                       "--micro-batch-size", "8", "--lr", "1e-4", "--min-lr", "1e-5",
+                       "--lr-warmup-steps", "3", "--lr-decay-style", "linear",
+                       "--weight-decay", "0.01", "--clip-grad", "0.5"))
+    assert (r.critic_global_batch_size, r.critic_micro_batch_size) == (64, 8)
+    assert (r.critic_lr, r.critic_min_lr, r.critic_lr_warmup_steps) == (1e-4, 1e-5, 3)
+    assert (r.critic_lr_decay_style, r.critic_weight_decay, r.critic_clip_grad) == (
+        "linear", 0.01, 0.5)
+    assert (r.gamma, r.lambd, r.value_clip, r.normalize_advantages) == (1.0, 1.0, 0.2, True)
+    assert r.critic_load is None
+    assert resolve(r) == r
+
+
+def test_resolve_under_gae_keeps_the_values_given(cfg_of):
+    r = resolve(cfg_of("--advantage-estimator", "gae", "--critic-global-batch-size", "32",
+                       "--critic-micro-batch-size", "4", "--critic-lr", "1e-5",
+                       "--critic-min-lr", "0", "--critic-lr-warmup-steps", "5",
+                       "--critic-lr-decay-style", "cosine", "--critic-weight-decay", "0.1",
+                       "--critic-clip-grad", "2", "--gamma", "0.9", "--lambd", "0.8",
+                       "--value-clip", "0", "--no-normalize-advantages"))
+    assert (r.critic_global_batch_size, r.critic_micro_batch_size) == (32, 4)
+    assert (r.critic_lr, r.critic_min_lr, r.critic_lr_warmup_steps) == (1e-5, 0.0, 5)
+    assert (r.critic_lr_decay_style, r.critic_weight_decay, r.critic_clip_grad) == (
+        "cosine", 0.1, 2.0)
+    assert (r.gamma, r.lambd, r.value_clip, r.normalize_advantages) == (0.9, 0.8, 0.0, False)
+    assert r.global_batch_size == 128
+
+
+def test_critic_batch_resolves_from_the_resolved_actor_batch(cfg_of):
+    r = resolve(cfg_of("--advantage-estimator", "gae", "--num-steps-per-rollout", "4"))
+    assert r.global_batch_size == 32 and r.critic_global_batch_size == 32
+
+
+def test_num_steps_per_rollout_sets_the_global_batch(cfg_of):
+    r = resolve(cfg_of("--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
+                       "--num-steps-per-rollout", "2"))
+    assert r.global_batch_size == 64 and r.optimizer_steps_per_rollout == 2
+    agreeing = cfg_of("--num-steps-per-rollout", "2", "--global-batch-size", "64")
+    assert resolve(agreeing).global_batch_size == 64
+
+
+def test_num_steps_per_rollout_not_dividing_the_rollout_is_rejected(cfg_of):
+    with pytest.raises(ConfigError) as info:
+        resolve(cfg_of("--num-steps-per-rollout", "3"))
+    assert_names(info.value, "--num-steps-per-rollout", 3)
+    assert "[1, 2, 4, 8, 16, 32, 64, 128]" in str(info.value)
+    assert_rejected(cfg_of("--num-steps-per-rollout", "3"), "--num-steps-per-rollout", 3)
+
+
+def test_num_steps_per_rollout_disagreeing_with_global_batch_is_rejected(cfg_of):
+    cfg = cfg_of("--num-steps-per-rollout", "2", "--global-batch-size", "32")
+    with pytest.raises(ConfigError) as info:
+        resolve(cfg)
+    err = info.value
+    assert_names(err, "--num-steps-per-rollout", 2)
+    assert "--global-batch-size=32" in str(err) and "--global-batch-size=64" in err.allowed
+    assert_rejected(cfg, "--num-steps-per-rollout", 2)
+
+
+def test_load_returns_a_validated_resolved_config(run_dir):
+    cfg = load(["--run-dir", run_dir, "--advantage-estimator", "gae",
+                "--num-steps-per-rollout", "2"], 1)
+    assert cfg.global_batch_size == 64 and cfg.critic_global_batch_size == 64
+    assert cfg.gamma == 1.0 and cfg.normalize_advantages is True
+    assert cfg.to_dict(1)["critic_steps_per_rollout"] == 2
+    assert load(["--run-dir", run_dir], 1) == resolve(parse_args(["--run-dir", run_dir]))
+    with pytest.raises(ConfigError) as info:
+        load(["--run-dir", run_dir, "--critic-lr", "1e-5"], 1)
+    assert info.value.flag == "--critic-lr"
+
+
+# --------------------------------------------------------------------------- PPO: validation
+
+
+def test_gae_defaults_validate_and_allow_one_sample_per_prompt(cfg_of):
+    validate(cfg_of("--advantage-estimator", "gae"), 1)
+    validate(resolve(cfg_of("--advantage-estimator", "gae")), 1)  # resolved input is fine too
+    validate(cfg_of("--advantage-estimator", "gae", "--n-samples-per-prompt", "1"), 1)
+    validate(cfg_of("--advantage-estimator", "gae", "--value-clip", "0", "--gamma", "0",
+                    "--lambd", "1", "--num-critic-only-steps", "999"), 1)
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--critic-global-batch-size", "64"),
+    ("--critic-micro-batch-size", "8"),
+    ("--critic-lr", "1e-5"),
+    ("--critic-min-lr", "0"),
+    ("--critic-lr-warmup-steps", "2"),
+    ("--critic-lr-decay-style", "cosine"),
+    ("--critic-weight-decay", "0.1"),
+    ("--critic-clip-grad", "1"),
+    ("--num-critic-only-steps", "3"),
+    ("--value-clip", "0.2"),
+    ("--critic-load", "/some/model"),
+    ("--gamma", "0.99"),
+    ("--lambd", "0.95"),
+    ("--kl-coef", "0.01"),
+])
+def test_ppo_only_flags_under_grpo_are_rejected(cfg_of, flag, value):
+    cfg = cfg_of(f"{flag}={value}")
+    err = rejected(cfg)
+    assert err.flag == flag
+    assert f"{flag}={getattr(cfg, flag[2:].replace('-', '_'))}" in str(err)
+    assert "only used by PPO (--advantage-estimator gae)" in str(err)
+    assert err.allowed == "remove it, or use --advantage-estimator gae"
+
+
+def test_normalize_advantages_under_grpo_is_rejected(cfg_of):
+    for argv, value in ((["--normalize-advantages"], True), (["--no-normalize-advantages"], False)):
+        err = assert_rejected(cfg_of(*argv), "--normalize-advantages", value)
+        assert "only used by PPO" in str(err)
+
+
+def test_ppo_flags_at_their_defaults_under_grpo_are_accepted(cfg_of):
+    validate(cfg_of("--kl-coef", "0", "--num-critic-only-steps", "0", "--gamma", "none"), 1)
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--value-clip", "-0.1"),
+    ("--gamma", "1.5"),
+    ("--gamma", "-0.1"),
+    ("--lambd", "1.01"),
+    ("--kl-coef", "-0.01"),
+    ("--critic-lr", "0"),
+    ("--critic-min-lr", "-1e-6"),
+    ("--critic-min-lr", "1.0"),
+    ("--critic-clip-grad", "-1"),
+    ("--critic-weight-decay", "-0.1"),
+    ("--num-critic-only-steps", "-1"),
+    ("--num-critic-only-steps", "1000"),
+    ("--critic-lr-warmup-steps", "-1"),
+    ("--critic-global-batch-size", "0"),
+    ("--critic-micro-batch-size", "0"),
+    ("--num-steps-per-rollout", "0"),
+])
+def test_ppo_out_of_range_values_are_rejected_naming_the_flag(cfg_of, flag, value):
+    cfg = cfg_of("--advantage-estimator", "gae", f"{flag}={value}")
+    err = rejected(cfg)
+    assert err.flag == flag
+    assert f"{flag}={getattr(cfg, flag[2:].replace('-', '_'))}" in str(err)
+    assert "allowed" in str(err)
+
+
+def test_value_clip_error_says_zero_disables(cfg_of):
+    err = assert_rejected(cfg_of("--advantage-estimator", "gae", "--value-clip", "-1"),
+                          "--value-clip", -1.0)
+    assert err.allowed == ">= 0; 0 disables clipping"
+
+
+def test_critic_min_lr_is_checked_against_the_critic_lr(cfg_of):
+    gae = ("--advantage-estimator", "gae")
+    err = assert_rejected(cfg_of(*gae, "--critic-lr", "1e-5", "--critic-min-lr", "1e-4"),
+                          "--critic-min-lr", 1e-4)
+    assert "--critic-lr" in str(err)
+    validate(cfg_of(*gae, "--critic-lr", "1e-5", "--critic-min-lr", "1e-5"), 1)
+    # --critic-min-lr not given takes --min-lr, which must not exceed --critic-lr
+    err = assert_rejected(cfg_of(*gae, "--min-lr", "1e-4", "--critic-lr", "1e-5"),
+                          "--critic-lr", 1e-5)
+    assert "--min-lr" in str(err) and "--critic-min-lr" in err.allowed
+
+
+def test_critic_batch_not_dividing_the_rollout_is_rejected(cfg_of):
+    cfg = cfg_of("--advantage-estimator", "gae", "--critic-global-batch-size", "48",
+                 "--critic-micro-batch-size", "8")
+    err = assert_rejected(cfg, "--critic-global-batch-size", 48)
+    assert "16 x 8 = 128" in str(err) and "[1, 2, 4, 8, 16, 32, 64, 128]" in str(err)
+
+
+def test_critic_batch_not_dividing_over_data_parallel_is_rejected(cfg_of):
+    cfg = cfg_of("--advantage-estimator", "gae", "--rollout-batch-size", "3",
+                 "--n-samples-per-prompt", "2", "--micro-batch-size", "1",
+                 "--global-batch-size", "6", "--critic-global-batch-size", "3")
+    err = assert_rejected(cfg, "--critic-global-batch-size", 3, world_size=2)
+    assert "data-parallel size 2" in str(err)
+
+
+def test_critic_micro_batch_times_dp_not_dividing_critic_batch_is_rejected(cfg_of):
+    cfg = cfg_of("--advantage-estimator", "gae", "--critic-global-batch-size", "32",
+                 "--critic-micro-batch-size", "32")
+    err = assert_rejected(cfg, "--critic-micro-batch-size", 32, world_size=2)
+    assert "= 64" in str(err) and "critic batch 32" in str(err)
+    # not given, the critic micro batch comes from --micro-batch-size (16): 16 x 4 > 32
+    err = assert_rejected(cfg_of("--advantage-estimator", "gae", "--micro-batch-size", "8",
+                                 "--critic-global-batch-size", "16", "--critic-micro-batch-size",
+                                 "none"), "--critic-micro-batch-size", 8, world_size=4)
+    assert "from --micro-batch-size" in str(err)
+
+
+def test_critic_load_must_be_a_model_directory(cfg_of, tmp_path):
+    gae = ("--advantage-estimator", "gae")
+    missing = str(tmp_path / "missing")
+    err = assert_rejected(cfg_of(*gae, "--critic-load", missing), "--critic-load", missing)
+    assert "a local Hugging Face model directory" in err.allowed
+    model = tmp_path / "model"
+    model.mkdir()
+    err = assert_rejected(cfg_of(*gae, "--critic-load", str(model)), "--critic-load", str(model))
+    assert "config.json" in str(err)
+    (model / "config.json").write_text("{}")
+    validate(cfg_of(*gae, "--critic-load", str(model)), 1)
+
+
+def test_default_global_batch_not_splitting_over_data_parallel_says_where_it_came_from(cfg_of):
+    cfg = cfg_of("--rollout-batch-size", "3", "--n-samples-per-prompt", "2",
+                 "--micro-batch-size", "1")
+    err = assert_rejected(cfg, "--global-batch-size", 6, world_size=4)
+    assert "P x G, the default" in str(err)

@@ -64,3 +64,16 @@ def test_weights_after_one_adam_step_match_one_rank(results, layout):
     assert set(got) == set(reference)
     worst = max(abs(a - b) for name in reference for a, b in zip(reference[name], got[name]))
     assert worst <= 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["tp2", "ep2", "tp2ep2"])
+def test_critic_loss_grad_norm_and_values_after_one_step_match_one_rank(results, layout):
+    reference, got = results["tp1"], results[layout]
+    assert abs(got["critic_value_loss"] - reference["critic_value_loss"]) <= 1e-6
+    assert abs(got["critic_grad_norm"] - reference["critic_grad_norm"]) <= 1e-5 * max(
+        1.0, reference["critic_grad_norm"])
+    assert got["critic_grad_norm"] > 0
+    worst = max(abs(a - b) for a, b in zip(reference["critic_values_after_step"],
+                                            got["critic_values_after_step"]))
+    assert worst <= 1e-5

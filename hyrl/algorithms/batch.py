@@ -17,6 +17,8 @@ class TokenBatch:
     advantages:    [N] or [N, L]
     old_log_probs: [N, L] log pi_old(target) from the trainer before this update (None until set)
     ref_log_probs: [N, L] log pi_ref(target) from the frozen reference (None without KL)
+    old_values:    [N, L] critic values before this update (PPO)
+    returns:       [N, L] value targets (PPO)
     """
 
     tokens: torch.Tensor
@@ -25,6 +27,8 @@ class TokenBatch:
     advantages: torch.Tensor
     old_log_probs: torch.Tensor | None = None
     ref_log_probs: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
@@ -47,6 +51,9 @@ def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch
     """Right-pad prompt+response; mask the positions whose target is a response token."""
     if len(prompts) != len(responses) or len(prompts) != advantages.shape[0]:
         raise ValueError("prompts, responses and advantages must have the same length")
+    empty = [i for i, prompt in enumerate(prompts) if not prompt]
+    if empty:
+        raise ValueError(f"empty prompt at rows {empty[:5]}: a response needs a prompt token to follow")
     lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
     seq_len = max(lengths) + 1  # one spare position so the last response token is a target
     seq_len = -(-seq_len // pad_to_multiple_of) * pad_to_multiple_of

@@ -158,8 +158,13 @@ def build_gpt_model(
     layout: ParallelLayout,
     transformer_impl: str = "auto",
     token_dispatcher: str = "auto",
+    value_head: bool = False,
 ):
-    """A megatron-core GPTModel for this rank's shard (parallel_state must be initialised)."""
+    """A megatron-core GPTModel for this rank's shard (parallel_state must be initialised).
+
+    value_head=True builds a critic: the vocab-parallel output layer becomes `ValueHead`, one
+    scalar per position.
+    """
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import (
         get_gpt_layer_local_spec,
@@ -191,7 +196,34 @@ def build_gpt_model(
         position_embedding_type="rope",
         rotary_base=int(arch.rotary_base),
     )
+    if value_head:
+        model.output_layer = ValueHead(config)
     return model.to(cpu_compat.device())
+
+
+class ValueHead(torch.nn.Module):
+    """A replicated hidden -> 1 projection in place of GPTModel's output layer.
+
+    Called by GPTModel as `output_layer(hidden, weight=..., runtime_gather_output=...)` and
+    returns (values, None) like a ColumnParallelLinear. Under sequence parallelism the hidden
+    states are gathered first; every TP rank then computes the same values, so the gather's
+    backward is a split (not a reduce-scatter) and the head's gradient needs no TP reduction.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        self.sequence_parallel = config.sequence_parallel
+        self.weight = torch.nn.Parameter(torch.empty(1, config.hidden_size, dtype=config.params_dtype,
+                                                     device=cpu_compat.device()))
+        torch.nn.init.normal_(self.weight, std=config.init_method_std)
+
+    def forward(self, hidden_states, weight=None, runtime_gather_output=None):
+        if self.sequence_parallel:
+            from megatron.core.tensor_parallel.mappings import gather_from_sequence_parallel_region
+
+            hidden_states = gather_from_sequence_parallel_region(
+                hidden_states, tensor_parallel_output_grad=False)
+        return torch.nn.functional.linear(hidden_states, self.weight), None
 
 
 def causal_attention_mask(seq_len: int, device: torch.device) -> torch.Tensor:

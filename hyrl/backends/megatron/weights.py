@@ -37,14 +37,19 @@ def _tp_split(param: torch.nn.Parameter, name: str) -> bool:
 
 @torch.no_grad()
 def load_full_state_dict(model: torch.nn.Module, full: dict[str, torch.Tensor],
-                         arch: Qwen3MoeArch) -> None:
-    """Copy full tensors (Megatron names, global expert ids) into this rank's shards."""
+                         arch: Qwen3MoeArch, skip=lambda name: False) -> None:
+    """Copy full tensors (Megatron names, global expert ids) into this rank's shards.
+
+    Parameters for which `skip(local name)` is true keep their values.
+    """
     from megatron.core import parallel_state
 
     tp_rank = parallel_state.get_tensor_model_parallel_rank()
     tp_size = parallel_state.get_tensor_model_parallel_world_size()
     missing = []
     for name, param in model.named_parameters():
+        if skip(name):
+            continue
         key = hf_mapping.from_te_name(global_name(name, arch))
         if key not in full:
             missing.append(key)

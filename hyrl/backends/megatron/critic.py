@@ -1,0 +1,75 @@
+"""The value model (critic) on megatron-core: same trunk as the actor, a scalar head, own optimizer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from hyrl.algorithms.batch import TokenBatch
+from hyrl.algorithms.ppo import value_loss
+from hyrl.backends.megatron import weights
+from hyrl.backends.megatron.model import ParallelLayout, build_gpt_model
+from hyrl.backends.megatron.trainable import MegatronTrainable, OptimizerSettings
+from hyrl.models.qwen3_moe import hf_mapping
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+VALUE_HEAD_PREFIX = "output_layer."
+
+
+@dataclass(frozen=True)
+class CriticSettings:
+    optim: OptimizerSettings
+    value_clip: float = 0.2  # 0 disables clipping
+    transformer_impl: str = "auto"
+    token_dispatcher: str = "auto"
+
+    @classmethod
+    def from_flags(cls, flags) -> "CriticSettings":
+        return cls(
+            optim=OptimizerSettings(
+                micro_batch_size=flags.critic_micro_batch_size,
+                weight_decay=flags.critic_weight_decay, adam_beta1=flags.adam_beta1,
+                adam_beta2=flags.adam_beta2, adam_eps=flags.adam_eps,
+                clip_grad=flags.critic_clip_grad),
+            value_clip=flags.value_clip, transformer_impl=flags.transformer_impl,
+            token_dispatcher=flags.moe_token_dispatcher_type)
+
+
+class MegatronCritic(MegatronTrainable):
+    metric_prefix = "critic"
+
+    def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: CriticSettings):
+        self.arch, self.settings = arch, settings
+        super().__init__(build_gpt_model(arch, layout, settings.transformer_impl,
+                                         settings.token_dispatcher, value_head=True), settings.optim)
+
+    def load_trunk(self, full_state: dict[str, torch.Tensor]) -> None:
+        """Everything but the value head from full Megatron-named weights (e.g. the actor's)."""
+        weights.load_full_state_dict(self.model, full_state, self.arch,
+                                     skip=lambda name: name.startswith(VALUE_HEAD_PREFIX))
+
+    def load_trunk_from_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
+        self.load_trunk(hf_mapping.hf_to_megatron(hf_state, self.arch))
+
+    def _values(self, batch: TokenBatch) -> torch.Tensor:
+        return self._outputs(self.model, batch).squeeze(-1).float()
+
+    @torch.no_grad()
+    def values(self, batch: TokenBatch) -> torch.Tensor:
+        """V(state up to position t) for every position: [N, L]."""
+        self.model.eval()
+        return torch.cat([self._values(mb) for mb in self._micro_batches(batch)]).cpu()
+
+    def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
+        """One critic optimizer step; batch carries returns and old_values."""
+
+        def loss_fn(mb: TokenBatch):
+            values = self._values(mb)
+            loss, clip_frac = value_loss(values, mb.old_values, mb.returns, mb.loss_mask,
+                                         self.settings.value_clip, total_tokens=total_tokens)
+            return loss, {"value_clip_frac": clip_frac}
+
+        metrics = self._step(self._accumulate(batch, loss_fn), lr)
+        metrics["critic/value_loss"] = metrics.pop("critic/loss")
+        return metrics
