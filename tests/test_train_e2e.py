@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes" / "tiny" / "grpo.sh"
+PPO_RECIPE = ROOT / "recipes" / "tiny" / "ppo.sh"
 REQUIRED_KEYS = {
     "step", "samples", "elapsed_s", "train/reward_mean", "train/response_len_mean", "train/loss",
     "actor/grad_norm", "actor/lr", "perf/rollout_s", "perf/reward_s", "perf/logprob_s",
@@ -17,12 +18,18 @@ REQUIRED_KEYS = {
 }
 
 
-def run_recipe(run_dir: Path, *flags: str, nproc: int = 1, timeout: int = 300):
+CRITIC_KEYS = {
+    "critic/value_loss", "critic/explained_variance", "critic/grad_norm", "critic/lr",
+    "critic/value_mean", "critic/optimizer_steps", "perf/critic_train_s", "perf/value_s",
+}
+
+
+def run_recipe(run_dir: Path, *flags: str, nproc: int = 1, timeout: int = 300, recipe: Path = RECIPE):
     env = {k: v for k, v in os.environ.items()
            if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(NPROC=str(nproc), OMP_NUM_THREADS="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(["bash", str(RECIPE), "--run-dir", str(run_dir), "--no-progress", *flags],
+    return subprocess.run(["bash", str(recipe), "--run-dir", str(run_dir), "--no-progress", *flags],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
@@ -124,4 +131,43 @@ def test_alltoall_dispatcher_without_cuda_is_refused_before_any_process_group(tm
     proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--moe-token-dispatcher-type", "alltoall")
     assert proc.returncode == 2
     assert "--moe-token-dispatcher-type=alltoall" in proc.stderr and "allowed" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_ppo_actor_and_critic_step_at_their_own_cadence(tmp_path):
+    run_dir = tmp_path / "run"
+    # 128 responses per rollout: actor B = 128 (1 step), critic B = 32 (4 steps); the first
+    # rollout trains only the critic.
+    proc = run_recipe(run_dir, "--num-steps", "3", "--num-critic-only-steps", "1",
+                      "--critic-global-batch-size", "32", "--critic-micro-batch-size", "16",
+                      recipe=PPO_RECIPE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["critic_global_batch_size"] == 32 and config["global_batch_size"] == 128
+    assert config["critic_steps_per_rollout"] == 4 and config["optimizer_steps_per_rollout"] == 1
+    rows = records(run_dir)
+    assert [(r["rollout_step"], r["step"], r["samples"], r["critic/optimizer_steps"]) for r in rows] == [
+        (1, 0, 0, 4), (2, 1, 128, 8), (3, 2, 256, 12)]
+    assert "actor/grad_norm" not in rows[0]  # the actor did not move during critic warm-up
+    assert all(CRITIC_KEYS <= set(r) for r in rows)
+    assert all(REQUIRED_KEYS <= set(r) for r in rows[1:])
+
+
+@pytest.mark.slow
+def test_ppo_runs_on_two_ranks_with_tensor_parallel_critic(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "2", "--num-critic-only-steps", "0",
+                      "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                      nproc=2, recipe=PPO_RECIPE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    assert [r["samples"] for r in rows] == [128, 256]
+    assert all(CRITIC_KEYS <= set(r) for r in rows)
+
+
+def test_critic_flag_with_grpo_is_refused_before_any_model_is_built(tmp_path):
+    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--critic-lr", "1e-3")
+    assert proc.returncode == 2
+    assert "--critic-lr=0.001" in proc.stderr and "gae" in proc.stderr
     assert not (tmp_path / "run").exists()
