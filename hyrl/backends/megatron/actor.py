@@ -32,10 +32,7 @@ class ActorSettings:
     @classmethod
     def from_flags(cls, flags) -> "ActorSettings":
         return cls(
-            optim=OptimizerSettings(
-                micro_batch_size=flags.micro_batch_size, weight_decay=flags.weight_decay,
-                adam_beta1=flags.adam_beta1, adam_beta2=flags.adam_beta2,
-                adam_eps=flags.adam_eps, clip_grad=flags.clip_grad),
+            optim=OptimizerSettings.from_flags(flags),
             temperature=flags.rollout_temperature, eps_clip=flags.eps_clip,
             eps_clip_high=flags.eps_clip if flags.eps_clip_high is None else flags.eps_clip_high,
             kl_loss_coef=flags.kl_loss_coef, kl_loss_type=flags.kl_loss_type,

@@ -27,11 +27,7 @@ class CriticSettings:
     @classmethod
     def from_flags(cls, flags) -> "CriticSettings":
         return cls(
-            optim=OptimizerSettings(
-                micro_batch_size=flags.critic_micro_batch_size,
-                weight_decay=flags.critic_weight_decay, adam_beta1=flags.adam_beta1,
-                adam_beta2=flags.adam_beta2, adam_eps=flags.adam_eps,
-                clip_grad=flags.critic_clip_grad),
+            optim=OptimizerSettings.from_flags(flags, prefix="critic_"),
             value_clip=flags.value_clip, transformer_impl=flags.transformer_impl,
             token_dispatcher=flags.moe_token_dispatcher_type)
 

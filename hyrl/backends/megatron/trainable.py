@@ -20,6 +20,15 @@ class OptimizerSettings:
     adam_eps: float = 1e-8
     clip_grad: float = 1.0  # global L2 norm; 0 disables clipping
 
+    @classmethod
+    def from_flags(cls, flags, prefix: str = "") -> "OptimizerSettings":
+        """The actor's flags, or with prefix "critic_" the critic's (Adam betas/eps are shared)."""
+        return cls(
+            micro_batch_size=getattr(flags, f"{prefix}micro_batch_size"),
+            weight_decay=getattr(flags, f"{prefix}weight_decay"),
+            adam_beta1=flags.adam_beta1, adam_beta2=flags.adam_beta2, adam_eps=flags.adam_eps,
+            clip_grad=getattr(flags, f"{prefix}clip_grad"))
+
 
 class MegatronTrainable:
     """One rank's shard of a model with its own optimizer. Every rank calls every method."""
