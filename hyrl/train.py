@@ -306,6 +306,15 @@ def preflight(cfg: RunConfig) -> None:
         raise ConfigError("--moe-token-dispatcher-type", "alltoall",
                           "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
                           "allgather or auto on a machine without CUDA")
+    if cfg.critic_load:
+        import json
+
+        hf_config = json.loads((Path(cfg.critic_load) / "config.json").read_text())
+        problems = Qwen3MoeArch.from_flags(cfg).mismatches(hf_config)
+        if problems:
+            raise ConfigError("--critic-load", cfg.critic_load,
+                              "the checkpoint's architecture differs from the model flags ("
+                              + "; ".join(problems) + ")", "a checkpoint of the same architecture")
     if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
         raise ConfigError("--transformer-impl", "transformer_engine",
                           "transformer_engine does not import on this machine", "local or auto")

@@ -171,3 +171,34 @@ def test_critic_flag_with_grpo_is_refused_before_any_model_is_built(tmp_path):
     assert proc.returncode == 2
     assert "--critic-lr=0.001" in proc.stderr and "gae" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_dir(tmp_path_factory):
+    """A local Hugging Face directory of the tiny Qwen3-MoE (random weights, no hub)."""
+    import torch
+    from transformers import Qwen3MoeForCausalLM
+
+    from hyrl.models.qwen3_moe.config import TINY
+
+    path = tmp_path_factory.mktemp("hf") / "tiny"
+    torch.manual_seed(3)
+    Qwen3MoeForCausalLM(TINY.to_hf_config()).save_pretrained(path)
+    return path
+
+
+@pytest.mark.slow
+def test_critic_trunk_loads_from_a_local_hf_directory(tmp_path, tiny_hf_dir):
+    proc = run_recipe(tmp_path / "run", "--num-steps", "2", "--num-critic-only-steps", "0",
+                      "--critic-load", str(tiny_hf_dir), recipe=PPO_RECIPE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(records(tmp_path / "run")) == 2
+
+
+def test_critic_checkpoint_of_another_architecture_is_refused_naming_the_difference(tmp_path, tiny_hf_dir):
+    proc = run_recipe(tmp_path / "run", "--num-steps", "2", "--num-critic-only-steps", "0",
+                      "--critic-load", str(tiny_hf_dir),
+                      "--hidden-size", "32", recipe=PPO_RECIPE)
+    assert proc.returncode == 2
+    assert "--critic-load=" in proc.stderr and "hidden_size: 64 in the checkpoint" in proc.stderr
+    assert not (tmp_path / "run").exists()

@@ -58,6 +58,15 @@ class Qwen3MoeArch:
             bos_token_id=2,
         )
 
+    def mismatches(self, hf_config: dict) -> list[str]:
+        """Where a Hugging Face config.json disagrees with this architecture, as 'key: a != b'."""
+        ours = self.to_hf_config().to_dict()
+        keys = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers",
+                "num_attention_heads", "num_key_value_heads", "head_dim", "num_experts",
+                "num_experts_per_tok", "moe_intermediate_size", "tie_word_embeddings")
+        return [f"{k}: {hf_config.get(k)!r} in the checkpoint, {ours.get(k)!r} in the flags"
+                for k in keys if hf_config.get(k) != ours.get(k)]
+
     def as_dict(self) -> dict:
         return asdict(self)
 
