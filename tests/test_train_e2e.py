@@ -155,15 +155,21 @@ def test_ppo_actor_and_critic_step_at_their_own_cadence(tmp_path):
 
 
 @pytest.mark.slow
-def test_ppo_runs_on_two_ranks_with_tensor_parallel_critic(tmp_path):
+def test_ppo_on_two_ranks_with_tp_critic_kl_penalty_and_two_actor_steps_per_rollout(tmp_path):
     run_dir = tmp_path / "run"
     proc = run_recipe(run_dir, "--num-steps", "2", "--num-critic-only-steps", "0",
                       "--tensor-model-parallel-size", "2", "--sequence-parallel",
-                      nproc=2, recipe=PPO_RECIPE)
+                      "--global-batch-size", "none", "--num-steps-per-rollout", "2",
+                      "--kl-coef", "0.05", nproc=2, recipe=PPO_RECIPE)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((run_dir / "config.json").read_text())["global_batch_size"] == 64
     rows = records(run_dir)
-    assert [r["samples"] for r in rows] == [128, 256]
-    assert all(CRITIC_KEYS <= set(r) for r in rows)
+    assert [(r["rollout_step"], r["step"], r["samples"]) for r in rows] == [
+        (1, 1, 64), (1, 2, 128), (2, 3, 192), (2, 4, 256)]
+    firsts = [rows[0], rows[2]]  # rollout-level values sit on a rollout's first record
+    assert all(CRITIC_KEYS - {"perf/critic_train_s", "perf/value_s"} <= set(r) for r in firsts)
+    assert all("train/kl_penalty" in r for r in firsts)
+    assert all("perf/critic_train_s" in r for r in (rows[1], rows[3]))  # timers on the last
 
 
 def test_critic_flag_with_grpo_is_refused_before_any_model_is_built(tmp_path):
