@@ -1,4 +1,4 @@
-"""`hyrl <command>`: train now; sweep, analyze, profile-rollout, convert and plan follow."""
+"""`hyrl <command>`: train, analyze, cost now; sweep, profile-rollout, convert and plan follow."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ USAGE = """usage: hyrl <command> [flags]
 
 commands:
   train    run GRPO (launch one process per rank with launch/torchrun.sh or a recipe)
+  analyze  samples / throughput / time to a target, alignment, fastest valid batch:
+           hyrl analyze PATH... --target eval/accuracy=0.77 [--reference NAME]
+           [--tolerance 0.2] --out DIR   (PATH: run or sweep directories)
+  cost     GPU-hours and dollars a time cut saves:
+           hyrl cost --gpus N --hours H --usd-per-gpu-hour P --time-reduction F [--json]
 
 `hyrl train --help` lists every flag, grouped by concern."""
 
@@ -38,7 +43,81 @@ def _train(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _train}
+def _parse(parser, argv: list[str]):
+    """argparse's namespace, or the exit code it asked for (2 on a bad flag, 0 on --help)."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 2
+
+
+def _analyze(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="hyrl analyze", description="Samples, throughput and time to a validation target; "
+        "alignment against a reference run; critical batch; fastest valid run.")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="run directories (metrics.jsonl) or sweep directories (sweep.json)")
+    parser.add_argument("--target", required=True, metavar="METRIC=VALUE",
+                        help="e.g. eval/accuracy=0.77")
+    parser.add_argument("--reference", default=None, metavar="NAME",
+                        help="reference run name (default: sweep.json's, else the smallest B)")
+    parser.add_argument("--tolerance", type=float, default=0.2,
+                        help="alignment band: samples ratios within 1 +/- this (default 0.2)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="where the report goes")
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+    from hyrl.batchsize.analyze import AnalysisError, analyze, collect_runs, parse_target
+    from hyrl.batchsize.report import print_summary, write_report
+
+    try:
+        target = parse_target(args.target)
+        runs, sweep_reference, notes = collect_runs(args.paths)
+        result = analyze(runs, target, args.reference or sweep_reference, args.tolerance)
+        result["notes"] = notes + result["notes"]
+    except AnalysisError as err:
+        print(f"hyrl analyze: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        written = write_report(result, runs, args.out)
+    except OSError as err:
+        print(f"hyrl analyze: error: --out {args.out}: cannot write the report ({err})",
+              file=sys.stderr)
+        return 2
+    print_summary(result, written)
+    return 0
+
+
+def _cost(argv: list[str]) -> int:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(
+        prog="hyrl cost", description="GPU-hours and dollars of a job, and what a cut saves.")
+    parser.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs (>= 1)")
+    parser.add_argument("--hours", type=float, required=True, metavar="H", help="hours (> 0)")
+    parser.add_argument("--usd-per-gpu-hour", type=float, required=True, metavar="P",
+                        help="dollars per GPU-hour (>= 0)")
+    parser.add_argument("--time-reduction", type=float, required=True, metavar="F",
+                        help="fraction of time cut, 0 <= F < 1 (0.1 = 10%%)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+    from hyrl.batchsize.cost import CostError, cost, format_table
+
+    try:
+        result = cost(args.gpus, args.hours, args.usd_per_gpu_hour, args.time_reduction)
+    except CostError as err:
+        print(f"hyrl cost: error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result) if args.json else format_table(result))
+    return 0
+
+
+COMMANDS = {"train": _train, "analyze": _analyze, "cost": _cost}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,10 +4,11 @@ Each flag is one field of `RunConfig`; the command-line parser is generated from
 (`--some-name` for field `some_name`). `parse_args` turns argv into a `RunConfig` and
 `validate` checks it against the world size. Flags whose default is "none" mean "not given":
 `resolve` returns a new `RunConfig` with each of them replaced by the value it stands for (the
-global batch from P x G, the critic's settings from the actor's under PPO), and `load` does all
-three (parse, validate, resolve) for the command line. All of them raise `ConfigError`, which
-names the flag, the offending value and what is allowed, before any process group or model
-exists.
+global batch from P x G, the learning rate from the default or from a reference recipe scaled to
+the global batch, see `scaled_lr`, the critic's settings from the actor's under PPO), and
+`load` does all three (parse, validate, resolve) for the command line. All of them raise
+`ConfigError`, which names the flag, the offending value and what is allowed, before any process
+group or model exists.
 
 This module uses the standard library only (no torch, no megatron) so that it is quick to
 import and usable on a login node.
@@ -23,8 +24,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic", "task",
-          "run")
+GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic", "eval",
+          "task", "run")
 
 GROUP_TITLES = {
     "model": "model architecture",
@@ -34,6 +35,7 @@ GROUP_TITLES = {
     "rollout": "rollout (generation)",
     "algorithm": "algorithm (GRPO, PPO)",
     "critic": "critic (PPO value model, --advantage-estimator gae; 'none' = the actor's value)",
+    "eval": "evaluation on held-out prompts, and the target a run is timed to",
     "task": "task",
     "run": "run",
 }
@@ -44,6 +46,14 @@ HELP_HINT = "hyrl train --help lists all flags"
 ARITH_PROMPT_TOKENS = 5
 # Size of the tiny task's tokenizer vocabulary.
 TASK_VOCAB_SIZE = 16
+
+# Peak learning rate when neither --lr nor --ref-lr is given (per optimizer step).
+DEFAULT_LR = 3e-4
+# Learning-rate scaling with the global batch: lr(B) = LR0 * (B / B0) ** k, k by rule.
+LR_SCALING_EXPONENTS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+# Metric namespaces a --target may name.
+TARGET_PREFIXES = ("eval/", "train/")
+TARGET_ALLOWED = "METRIC=VALUE, e.g. eval/accuracy=0.77"
 
 
 class ConfigError(ValueError):
@@ -127,7 +137,20 @@ class RunConfig:
         16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch")
 
     # --- optimizer -----------------------------------------------------------------------
-    lr: float = _opt(3e-4, "peak learning rate (per optimizer step)", "optimizer")
+    lr: float | None = _opt(
+        None, "peak learning rate (per optimizer step); none = 3e-4, or --ref-lr scaled to B "
+        "(see --lr-scaling) when --ref-lr is given", "optimizer")
+    lr_scaling: str = _opt(
+        "none", "how --ref-lr scales with the global batch (name): lr = LR0 x (B / B0)^k with "
+        "k = 1/2 for sqrt, 1 for linear, 0 for none", "optimizer",
+        choices=tuple(LR_SCALING_EXPONENTS))
+    ref_lr: float | None = _opt(
+        None, "peak learning rate LR0 of the reference recipe at B0 (per optimizer step); when "
+        "given, the learning rate is LR0 x (B / B0)^k instead of --lr; none = use --lr",
+        "optimizer")
+    ref_global_batch_size: int | None = _opt(
+        None, "responses per optimizer step of the reference recipe, B0 (responses); needs "
+        "--ref-lr; none = B (no scaling)", "optimizer")
     min_lr: float = _opt(0.0, "learning rate at the end of decay (per optimizer step)", "optimizer")
     lr_warmup_steps: int = _opt(0, "linear warmup length (optimizer steps)", "optimizer")
     lr_decay_style: str = _opt("constant", "learning-rate decay after warmup (name)", "optimizer",
@@ -186,7 +209,20 @@ class RunConfig:
         None, "critic responses per forward/backward pass on one data-parallel rank (responses); "
         "none = --micro-batch-size", "critic")
     critic_lr: float | None = _opt(
-        None, "critic peak learning rate (per critic optimizer step); none = --lr", "critic")
+        None, "critic peak learning rate (per critic optimizer step); none = --lr (the actor's "
+        "resolved rate), or --critic-ref-lr scaled to the critic batch when that is given",
+        "critic")
+    critic_lr_scaling: str | None = _opt(
+        None, "how --critic-ref-lr scales with the critic batch (name): critic lr = LR0 x "
+        "(critic B / B0)^k, k as for --lr-scaling; none = none", "critic",
+        choices=tuple(LR_SCALING_EXPONENTS))
+    critic_ref_lr: float | None = _opt(
+        None, "critic peak learning rate LR0 of the reference recipe at its critic B0 (per "
+        "critic optimizer step); when given, the critic learning rate is LR0 x (critic B / "
+        "B0)^k instead of --critic-lr; none = use --critic-lr", "critic")
+    critic_ref_global_batch_size: int | None = _opt(
+        None, "responses per critic optimizer step of the reference recipe, B0 (responses); "
+        "needs --critic-ref-lr; none = the critic batch (no scaling)", "critic")
     critic_min_lr: float | None = _opt(
         None, "critic learning rate at the end of decay (per critic optimizer step); "
         "none = --min-lr", "critic")
@@ -211,10 +247,30 @@ class RunConfig:
         None, "local Hugging Face Qwen3-MoE directory whose weights initialise the critic trunk "
         "(path); none = the actor's initial weights", "critic")
 
+    # --- eval ----------------------------------------------------------------------------
+    eval_interval: int = _opt(
+        0, "rollout steps between evaluations on the held-out prompts (rollout steps; 0 = no "
+        "evaluation); when > 0, evaluation also runs before the first step and after the last",
+        "eval")
+    n_samples_per_eval_prompt: int = _opt(
+        1, "responses sampled per held-out prompt, k of the mean@k accuracy (responses)", "eval")
+    eval_temperature: float | None = _opt(
+        None, "sampling temperature for evaluation (dimensionless, >= 0; 0 = greedy); "
+        "none = --rollout-temperature", "eval")
+    target: str | None = _opt(
+        None, "METRIC=VALUE, e.g. eval/accuracy=0.77 (METRIC under eval/ or train/): the run "
+        "records the step, responses and seconds at which METRIC first reaches VALUE; "
+        "none = no target", "eval")
+
     # --- task ----------------------------------------------------------------------------
     task: str = _opt("arith_mod10", "training task (name)", "task", choices=("arith_mod10",))
     task_max_operand: int = _opt(9, "largest operand in the arithmetic prompts (integer, 1..9)",
                                  "task")
+    task_eval_fraction: float = _opt(
+        0.2, "fraction of the task's prompts held out for evaluation and never trained on "
+        "(fraction, in [0, 1); round(fraction x prompts) are held out when --eval-interval > 0; "
+        "0 = evaluate on the training prompts themselves, an in-distribution check)",
+        "task")
 
     # --- run -----------------------------------------------------------------------------
     num_steps: int = _opt(1000, "training length (rollout steps)", "run")
@@ -236,14 +292,14 @@ class RunConfig:
 
     @property
     def optimizer_steps_per_rollout(self) -> int:
-        """(P x G) // B: actor optimizer steps on each rollout's responses (resolved config)."""
-        _require_resolved(self)
+        """(P x G) // B: actor optimizer steps on each rollout's responses (resolved B)."""
+        _require_resolved(self, _BATCH_FIELDS)
         return self.responses_per_rollout // self.global_batch_size
 
     @property
     def critic_steps_per_rollout(self) -> int | None:
-        """(P x G) // critic B under PPO (resolved config); None without a critic."""
-        _require_resolved(self)
+        """(P x G) // critic B under PPO (resolved batches); None without a critic."""
+        _require_resolved(self, _BATCH_FIELDS)
         if self.critic_global_batch_size is None:
             return None
         return self.responses_per_rollout // self.critic_global_batch_size
@@ -264,9 +320,67 @@ class RunConfig:
         out["data_parallel_size"] = self.data_parallel_size(world_size)
         out["responses_per_rollout"] = self.responses_per_rollout
         out["optimizer_steps_per_rollout"] = self.optimizer_steps_per_rollout
+        out["lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.lr_scaling]
         if self.critic_global_batch_size is not None:
             out["critic_steps_per_rollout"] = self.critic_steps_per_rollout
+            out["critic_lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.critic_lr_scaling]
         return out
+
+
+# ------------------------------------------------------------------------------------------
+# Learning-rate scaling and targets (also used by the trainer and the sweep tools)
+# ------------------------------------------------------------------------------------------
+
+
+def scaled_lr(ref_lr: float, batch: int, ref_batch: int, rule: str) -> float:
+    """The learning rate at global batch `batch` from a reference recipe: LR0 x (B / B0)^k.
+
+    `ref_lr` is LR0, the peak learning rate tuned at `ref_batch` = B0 responses per optimizer
+    step; k is 1/2 for rule "sqrt", 1 for "linear" and 0 for "none" (LR0 at every B). "sqrt" is
+    the square-root scaling rule for Adam-style optimizers (Malladi et al. 2022, "On the SDEs
+    and Scaling Rules for Adaptive Gradient Algorithms"; the batch-size study's "sqrt
+    scaling"); "linear" is the rule for SGD (Goyal et al. 2017). Example: LR0 = 1e-6 at
+    B0 = 1024 gives 2e-6 at B = 4096 under sqrt and 5e-7 at B = 512 under linear.
+
+    Raises ValueError for an unknown rule, a batch below 1 or a rate that is not positive.
+    """
+    if rule not in LR_SCALING_EXPONENTS:
+        raise ValueError(f"unknown learning-rate scaling rule {rule!r}; allowed: "
+                         + ", ".join(LR_SCALING_EXPONENTS))
+    for name, value in (("batch", batch), ("ref_batch", ref_batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(ref_lr, bool) or not isinstance(ref_lr, (int, float)) \
+            or not (math.isfinite(ref_lr) and ref_lr > 0):
+        raise ValueError(f"ref_lr must be a finite number > 0, got {ref_lr!r}")
+    return float(ref_lr) * (batch / ref_batch) ** LR_SCALING_EXPONENTS[rule]
+
+
+def parse_target(text: str) -> tuple[str, float]:
+    """--target "METRIC=VALUE" -> (METRIC, VALUE), e.g. "eval/accuracy=0.77" -> ("eval/accuracy",
+    0.77). METRIC must lie under eval/ or train/ and VALUE be a finite number; raises
+    ConfigError on --target otherwise."""
+    if not isinstance(text, str):
+        raise ConfigError("--target", text, f"wrong type ({type(text).__name__})",
+                          TARGET_ALLOWED)
+    metric, sep, value_text = text.partition("=")
+    metric, value_text = metric.strip(), value_text.strip()
+    if not sep:
+        raise ConfigError("--target", text, "no '=' between the metric and the value",
+                          TARGET_ALLOWED)
+    if not any(metric.startswith(p) and len(metric) > len(p) for p in TARGET_PREFIXES):
+        raise ConfigError("--target", text,
+                          f"the metric {metric!r} is not named under "
+                          + " or ".join(TARGET_PREFIXES), TARGET_ALLOWED)
+    try:
+        value = float(value_text)
+    except ValueError:
+        raise ConfigError("--target", text, f"the value {value_text!r} is not a number",
+                          TARGET_ALLOWED) from None
+    if not math.isfinite(value):
+        raise ConfigError("--target", text, f"the value {value_text!r} is not a finite number",
+                          TARGET_ALLOWED)
+    return metric, value
 
 
 # ------------------------------------------------------------------------------------------
@@ -486,9 +600,12 @@ _POSITIVE_INTS = (
     "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "micro_batch_size",
     "rollout_concurrency", "rollout_max_response_len",
     "num_steps_per_rollout", "critic_global_batch_size", "critic_micro_batch_size",
+    "ref_global_batch_size", "critic_ref_global_batch_size", "n_samples_per_eval_prompt",
     "task_max_operand", "num_steps",
 )  # None (not given) is skipped: resolved later.
 
+# The step counts per rollout need only these resolved.
+_BATCH_FIELDS = ("global_batch_size", "critic_global_batch_size")
 # Under gae each critic setting not given takes the actor's value.
 _CRITIC_FROM_ACTOR = {
     "critic_global_batch_size": "global_batch_size",
@@ -522,14 +639,62 @@ def _fail(name: str, value: Any, problem: str, allowed: str):
 
 def _unresolved(cfg: RunConfig) -> list[str]:
     """Fields still None that `resolve` would fill in."""
-    names = ["global_batch_size"] if cfg.global_batch_size is None else []
+    names = [n for n in ("global_batch_size", "lr", "eval_temperature")
+             if getattr(cfg, n) is None]
+    if cfg.ref_lr is not None and cfg.ref_global_batch_size is None:
+        names.append("ref_global_batch_size")
     if cfg.advantage_estimator == "gae":
-        names += [n for n in (*_CRITIC_FROM_ACTOR, *_GAE_DEFAULTS) if getattr(cfg, n) is None]
+        names += [n for n in (*_CRITIC_FROM_ACTOR, *_GAE_DEFAULTS, "critic_lr_scaling")
+                  if getattr(cfg, n) is None]
+        if cfg.critic_ref_lr is not None and cfg.critic_ref_global_batch_size is None:
+            names.append("critic_ref_global_batch_size")
     return names
 
 
-def _require_resolved(cfg: RunConfig) -> None:
-    names = _unresolved(cfg)
+def _resolve_rate(cfg: RunConfig, prefix: str, batch: int,
+                  fallback: float) -> tuple[float, int | None]:
+    """(learning rate, reference batch B0) of the actor (prefix "") or the critic ("critic_").
+
+    With --ref-lr: LR0 x (B / B0)^k (see `scaled_lr`), B0 = B when not given; a --lr given as
+    well is an error unless it equals that value (as in a resolved config). Without: --lr, or
+    `fallback` when not given; --lr-scaling other than none or a --ref-global-batch-size are
+    errors then (nothing to scale).
+    """
+    lr_name, rule_name = prefix + "lr", prefix + "lr_scaling"
+    ref_name, ref_b_name = prefix + "ref_lr", prefix + "ref_global_batch_size"
+    lr, ref_lr, ref_b = getattr(cfg, lr_name), getattr(cfg, ref_name), getattr(cfg, ref_b_name)
+    rule = getattr(cfg, rule_name) or "none"
+    lr_flag, rule_flag = flag_name(lr_name), flag_name(rule_name)
+    ref_flag, ref_b_flag = flag_name(ref_name), flag_name(ref_b_name)
+    if ref_lr is None:
+        if rule != "none":
+            _fail(rule_name, rule,
+                  f"scales the reference learning rate {ref_flag}, which is not given",
+                  f"add {ref_flag} LR0 and {ref_b_flag} B0, or {rule_flag} none")
+        if ref_b is not None:
+            _fail(ref_b_name, ref_b,
+                  f"the reference batch B0 only applies to {ref_flag}, which is not given",
+                  f"add {ref_flag} LR0, or remove {ref_b_flag}")
+        return (fallback if lr is None else lr), None
+    if not ref_lr > 0:
+        _fail(ref_name, ref_lr, "the learning rate must be positive", "a number > 0")
+    if ref_b is None:
+        ref_b = batch
+    elif ref_b < 1:
+        _fail(ref_b_name, ref_b, "must be a positive count", "an integer >= 1")
+    rate = scaled_lr(ref_lr, batch, ref_b, rule)
+    if lr is not None and not math.isclose(lr, rate, rel_tol=1e-9):
+        _fail(lr_name, lr,
+              f"given together with {ref_flag}={ref_lr}, which sets the learning rate "
+              f"({ref_lr} x ({batch} / {ref_b})^{LR_SCALING_EXPONENTS[rule]:g} = {rate:.6g}, "
+              f"{rule_flag} {rule})",
+              f"one of them: {lr_flag} for a fixed rate, or {ref_flag} with {rule_flag}")
+    return rate, ref_b
+
+
+def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> None:
+    """Raise ValueError unless `cfg` is resolved (in the fields `only`, when given)."""
+    names = [n for n in _unresolved(cfg) if only is None or n in only]
     if names:
         raise ValueError(f"RunConfig is not resolved ({', '.join(flag_name(n) for n in names)} "
                          "still none): call hyrl.config.resolve(cfg) or "
@@ -540,12 +705,19 @@ def resolve(cfg: RunConfig) -> RunConfig:
     """A new RunConfig with every flag not given (None) replaced by the value it stands for.
 
     --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G.
+    --lr: with --ref-lr, scaled_lr(--ref-lr, B, B0, --lr-scaling) for the resolved B, with
+    --ref-global-batch-size B0 <- B when not given; else 3e-4. --eval-temperature <-
+    --rollout-temperature.
     Under --advantage-estimator gae: each --critic-* setting takes the actor's value
-    (--critic-lr <- --lr, ...; the critic batch <- the resolved actor batch), --gamma and
-    --lambd 1.0, --normalize-advantages on, --value-clip 0.2; --critic-load stays none (the
-    actor's initial weights). Under grpo those stay None. Values given are kept; resolving a
-    resolved config changes nothing. Raises ConfigError when --num-steps-per-rollout does not
-    divide P x G or disagrees with --global-batch-size.
+    (--critic-lr <- the resolved --lr, ...; the critic batch <- the resolved actor batch)
+    except that --critic-ref-lr, when given, sets the critic's rate the same way from the
+    critic batch (--critic-lr-scaling <- none, --critic-ref-global-batch-size <- the critic
+    batch); --gamma and --lambd 1.0, --normalize-advantages on, --value-clip 0.2;
+    --critic-load stays none (the actor's initial weights). Under grpo those stay None. Values
+    given are kept; resolving a resolved config changes nothing. Raises ConfigError when
+    --num-steps-per-rollout does not divide P x G or disagrees with --global-batch-size, when
+    --lr and --ref-lr are both given (and disagree), and when --lr-scaling (other than none) or
+    --ref-global-batch-size is given without --ref-lr (the same for the --critic-* forms).
     """
     _check_types(cfg)
     p, g = cfg.rollout_batch_size, cfg.n_samples_per_prompt
@@ -568,10 +740,17 @@ def resolve(cfg: RunConfig) -> RunConfig:
     elif b is None:
         b = n
     updates: dict[str, Any] = {"global_batch_size": b}
+    updates["lr"], updates["ref_global_batch_size"] = _resolve_rate(cfg, "", b, DEFAULT_LR)
+    if cfg.eval_temperature is None:
+        updates["eval_temperature"] = cfg.rollout_temperature
     if cfg.advantage_estimator == "gae":
         for name, actor_name in _CRITIC_FROM_ACTOR.items():
             if getattr(cfg, name) is None:
                 updates[name] = updates.get(actor_name, getattr(cfg, actor_name))
+        updates["critic_lr"], updates["critic_ref_global_batch_size"] = _resolve_rate(
+            cfg, "critic_", updates.get("critic_global_batch_size", cfg.critic_global_batch_size),
+            updates["lr"])
+        updates["critic_lr_scaling"] = cfg.critic_lr_scaling or "none"
         for name, value in _GAE_DEFAULTS.items():
             if getattr(cfg, name) is None:
                 updates[name] = value
@@ -609,11 +788,13 @@ def _check_ranges(c: RunConfig) -> None:
     if c.seed < 0:
         _fail("seed", c.seed, "must not be negative", "an integer >= 0")
 
-    # optimizer
-    if not c.lr > 0:
-        _fail("lr", c.lr, "the learning rate must be positive", "a number > 0")
-    if not 0 <= c.min_lr <= c.lr:
-        _fail("min_lr", c.min_lr, f"must lie between 0 and --lr={c.lr}", f"0 <= min_lr <= {c.lr}")
+    # optimizer (min_lr against the resolved learning rate: see _check_learning_rates)
+    for name in ("lr", "ref_lr", "critic_lr", "critic_ref_lr"):
+        value = getattr(c, name)
+        if value is not None and not value > 0:
+            _fail(name, value, "the learning rate must be positive", "a number > 0")
+    if not c.min_lr >= 0:
+        _fail("min_lr", c.min_lr, "must not be negative", "a number >= 0")
     if c.lr_warmup_steps < 0:
         _fail("lr_warmup_steps", c.lr_warmup_steps, "must not be negative", "an integer >= 0")
     if not c.lr_warmup_steps < c.num_steps:
@@ -654,19 +835,8 @@ def _check_ranges(c: RunConfig) -> None:
         _fail("kl_coef", c.kl_coef, "must not be negative", "a number >= 0")
 
     # critic (None = not given: resolved from the actor's value, checked above)
-    if c.critic_lr is not None and not c.critic_lr > 0:
-        _fail("critic_lr", c.critic_lr, "the learning rate must be positive", "a number > 0")
-    critic_lr = c.lr if c.critic_lr is None else c.critic_lr
-    if c.critic_min_lr is not None and not 0 <= c.critic_min_lr <= critic_lr:
-        source = "--lr" if c.critic_lr is None else "--critic-lr"
-        _fail("critic_min_lr", c.critic_min_lr,
-              f"must lie between 0 and the critic's learning rate {critic_lr} ({source})",
-              f"0 <= critic_min_lr <= {critic_lr}")
-    if (c.advantage_estimator == "gae" and c.critic_min_lr is None and c.critic_lr is not None
-            and c.min_lr > c.critic_lr):
-        _fail("critic_lr", c.critic_lr,
-              f"below the critic's minimum learning rate {c.min_lr}, taken from --min-lr",
-              f"a number >= {c.min_lr}, or set --critic-min-lr")
+    if c.critic_min_lr is not None and not c.critic_min_lr >= 0:
+        _fail("critic_min_lr", c.critic_min_lr, "must not be negative", "a number >= 0")
     if c.critic_lr_warmup_steps is not None and c.critic_lr_warmup_steps < 0:
         _fail("critic_lr_warmup_steps", c.critic_lr_warmup_steps, "must not be negative",
               "an integer >= 0")
@@ -692,6 +862,72 @@ def _check_ranges(c: RunConfig) -> None:
     if not 0 < c.rollout_top_p <= 1:
         _fail("rollout_top_p", c.rollout_top_p, "must be a probability mass in (0, 1]",
               "0 < top_p <= 1")
+
+    # eval, task
+    if c.eval_interval < 0:
+        _fail("eval_interval", c.eval_interval, "must not be negative",
+              "an integer >= 0 (0 = no evaluation)")
+    if c.eval_temperature is not None and not c.eval_temperature >= 0:
+        _fail("eval_temperature", c.eval_temperature, "must not be negative",
+              "a number >= 0 (0 = greedy), or none (= --rollout-temperature)")
+    if not 0 <= c.task_eval_fraction < 1:
+        _fail("task_eval_fraction", c.task_eval_fraction,
+              "a held-out fraction must lie in [0, 1)", "0 <= fraction < 1")
+
+
+def _rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:
+    """Where the resolved learning rate of the actor ("") or the critic ("critic_") came from."""
+    lr = getattr(c, prefix + "lr")
+    if getattr(given, prefix + "lr") is not None:
+        return f"{flag_name(prefix + 'lr')}={lr}"
+    ref_lr = getattr(given, prefix + "ref_lr")
+    if ref_lr is not None:
+        batch = c.global_batch_size if not prefix else c.critic_global_batch_size
+        return (f"{lr:.6g} ({flag_name(prefix + 'ref_lr')}={ref_lr} scaled "
+                f"{getattr(c, prefix + 'lr_scaling')} from B0="
+                f"{getattr(c, prefix + 'ref_global_batch_size')} to B={batch})")
+    if prefix:
+        return f"{lr} (from the actor's learning rate, {_rate_origin(c, given, '')})"
+    return f"{lr} (the default --lr)"
+
+
+def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
+    """The minimum learning rates against the resolved peak rates (after scaling)."""
+    if not 0 <= c.min_lr <= c.lr:
+        _fail("min_lr", c.min_lr,
+              f"must lie between 0 and the learning rate {_rate_origin(c, given, '')}",
+              f"0 <= min_lr <= {c.lr}")
+    if c.critic_lr is None or c.critic_min_lr is None:
+        return  # no critic
+    if 0 <= c.critic_min_lr <= c.critic_lr:
+        return
+    if given.critic_min_lr is not None:
+        _fail("critic_min_lr", c.critic_min_lr,
+              f"must lie between 0 and the critic's learning rate "
+              f"{_rate_origin(c, given, 'critic_')}",
+              f"0 <= critic_min_lr <= {c.critic_lr}")
+    if given.critic_lr is not None:
+        _fail("critic_lr", c.critic_lr,
+              f"below the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
+              f"a number >= {c.critic_min_lr}, or set --critic-min-lr")
+    if given.critic_ref_lr is not None:
+        _fail("critic_ref_lr", given.critic_ref_lr,
+              f"scales to the critic learning rate {_rate_origin(c, given, 'critic_')}, below "
+              f"the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
+              f"a larger --critic-ref-lr, or set --critic-min-lr (0 <= critic_min_lr <= "
+              f"{c.critic_lr})")
+    _fail("min_lr", c.min_lr, f"must lie between 0 and the critic's learning rate "
+          f"{_rate_origin(c, given, 'critic_')}", f"0 <= min_lr <= {c.critic_lr}")
+
+
+def _check_eval_and_target(c: RunConfig) -> None:
+    if c.target is None:
+        return
+    metric, _ = parse_target(c.target)
+    if metric.startswith("eval/") and c.eval_interval == 0:
+        _fail("target", c.target,
+              f"{metric} is only measured by evaluation, which is off (--eval-interval=0)",
+              "add --eval-interval N")
 
 
 def _check_parallelism(c: RunConfig, world_size: int) -> None:
@@ -842,6 +1078,21 @@ def _check_algorithm_rollout_task(c: RunConfig) -> None:
         if not 1 <= c.task_max_operand <= 9:
             _fail("task_max_operand", c.task_max_operand,
                   "the arith_mod10 tokenizer has single digits only", "1..9")
+        n = (c.task_max_operand + 1) ** 2
+        # The same split as hyrl.data.arith.ArithTask; prompts are held out only when evaluating.
+        n_eval = round(c.task_eval_fraction * n) if c.eval_interval > 0 else 0
+        allowed = (f"0 (evaluate on the training prompts), or a fraction holding out between 1 "
+                   f"and {n - 1} of the {n} prompts (round(fraction x {n})), e.g. {1 / n:.3g} "
+                   f"to {(n - 1) / n:.3g}")
+        if n - n_eval < 1:
+            _fail("task_eval_fraction", c.task_eval_fraction,
+                  f"holds out {n_eval} of the {n} prompts (--task-max-operand="
+                  f"{c.task_max_operand}), leaving {n - n_eval} for training", allowed)
+        if c.eval_interval > 0 and c.task_eval_fraction > 0 and n_eval < 1:
+            _fail("task_eval_fraction", c.task_eval_fraction,
+                  f"holds out {n_eval} of the {n} prompts (--task-max-operand="
+                  f"{c.task_max_operand}), so evaluation (--eval-interval={c.eval_interval}) "
+                  "has none", allowed)
         if c.max_position_embeddings < ARITH_PROMPT_TOKENS + c.rollout_max_response_len:
             _fail("rollout_max_response_len", c.rollout_max_response_len,
                   f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
@@ -869,8 +1120,10 @@ def validate(cfg: RunConfig, world_size: int) -> None:
 
     Takes a config as parsed (flags not given still None) or a resolved one: it checks the
     values given, then resolves (see `resolve`) and checks the resolved values. Order: types,
-    ranges, PPO-only flags under grpo, resolution, parallel layout, batch divisibility (actor,
-    then critic), algorithm/rollout/task, --critic-load, --run-dir.
+    ranges, PPO-only flags under grpo, resolution (learning-rate scaling included), minimum
+    learning rates against the resolved rates, parallel layout, batch divisibility (actor,
+    then critic), algorithm/rollout/task (held-out split included), --target, --critic-load,
+    --run-dir.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ConfigError("WORLD_SIZE", world_size, "the world size must be a positive integer",
@@ -879,10 +1132,12 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_ranges(cfg)
     _check_ppo_only(cfg)
     resolved = resolve(cfg)
+    _check_learning_rates(resolved, cfg)
     _check_parallelism(resolved, world_size)
     _check_batch(resolved, cfg, world_size)
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
+    _check_eval_and_target(resolved)
     _check_critic_load(resolved)
     _check_run_dir(resolved)
 

@@ -20,6 +20,7 @@ from hyrl.algorithms.losses import kl_penalty
 from hyrl.algorithms.ppo import explained_variance, gae, masked_whiten, token_rewards
 from hyrl.config import ConfigError, RunConfig
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
+from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import SamplingParams
@@ -99,7 +100,8 @@ class Trainer:
 
         cfg = self.cfg
         self.tokenizer = build_tokenizer()
-        self.task = ArithTask(self.tokenizer, max_operand=cfg.task_max_operand, seed=cfg.seed)
+        self.task = ArithTask(self.tokenizer, max_operand=cfg.task_max_operand, seed=cfg.seed,
+                              eval_fraction=cfg.task_eval_fraction if cfg.eval_interval > 0 else 0.0)
         self.reward_fn = ExactMatchReward()
         self.engine = HFRolloutEngine(
             self.arch, concurrency=cfg.rollout_concurrency, pad_id=self.tokenizer.pad_token_id,
@@ -173,8 +175,28 @@ class Trainer:
         start = time.perf_counter()
         last_record_time = start
         progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
+        from hyrl.config import parse_target
+
+        tracker = TargetTracker(*parse_target(cfg.target)) if cfg.target else None
+        totals = RunTotals()
+
+        def log(record: dict) -> None:
+            if self.logger is None:
+                return
+            self.logger.log(record)
+            totals.update(record)
+            if tracker is not None and tracker.update(record):
+                write_summary(self.run_dir, summary(tracker, totals))
+
+        eval_due = self._eval_schedule()
         with progress as bar:
             task_id = bar.add_task("training", total=cfg.num_steps) if bar else None
+            if 0 in eval_due:  # the starting point of every curve
+                eval_metrics, eval_s = self._evaluate()
+                start += eval_s
+                last_record_time += eval_s
+                log({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
+                     **eval_metrics, "perf/eval_s": eval_s})
             for rollout_step in range(1, cfg.num_steps + 1):
                 rollout = self._rollout(timers)
                 batch, rollout_metrics = self._prepare(rollout, timers)
@@ -200,18 +222,55 @@ class Trainer:
                 records[-1].update(timers.pop())  # stage timers of the whole rollout step
                 if rollout_step == 1:
                     records[0]["perf/setup_s"] = self.setup_s
+                if rollout_step in eval_due:  # evaluation stays off the elapsed_s clock
+                    eval_metrics, eval_s = self._evaluate()
+                    records[-1].update(eval_metrics)
+                    records[-1]["perf/eval_s"] = eval_s
+                    start += eval_s
+                    last_record_time += eval_s
                 for record in records:
                     now = record.pop("time")
                     record.update(rollout_step=rollout_step, elapsed_s=now - start)
                     record["perf/step_s"] = now - last_record_time
                     last_record_time = now
-                    if self.logger is not None:
-                        self.logger.log(record)
+                    log(record)
                 if bar:
-                    bar.update(task_id, advance=1,
-                               description=f"reward {rollout_metrics['train/reward_mean']:.2f}")
+                    description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
+                    if "eval/accuracy" in records[-1]:
+                        description += f" eval {records[-1]['eval/accuracy']:.2f}"
+                    bar.update(task_id, advance=1, description=description)
         if self.logger is not None:
+            write_summary(self.run_dir, summary(tracker, totals))
             self.logger.close()
+
+    def _eval_schedule(self) -> set[int]:
+        """Rollout steps after which rank 0 evaluates: 0 (before training), every
+        --eval-interval, and the last."""
+        cfg = self.cfg
+        if cfg.eval_interval <= 0 or self.rank != 0:
+            return set()
+        return {0, cfg.num_steps, *range(cfg.eval_interval, cfg.num_steps + 1, cfg.eval_interval)}
+
+    def _evaluate(self) -> tuple[dict, float]:
+        """mean@k accuracy on the held-out prompts; the training RNG stream is left untouched."""
+        cfg = self.cfg
+        began = time.perf_counter()
+        prompts = [p for p in self.task.eval_prompts() for _ in range(cfg.n_samples_per_eval_prompt)]
+        temperature = cfg.rollout_temperature if cfg.eval_temperature is None else cfg.eval_temperature
+        params = SamplingParams(max_new_tokens=cfg.rollout_max_response_len,
+                                temperature=temperature, top_p=cfg.rollout_top_p)
+        devices = [] if self.engine.device.type == "cpu" else [self.engine.device]
+        with torch.random.fork_rng(devices=devices):
+            generations = self.engine.generate([p.prompt_ids for p in prompts], params)
+        texts = [self.tokenizer.decode(g.response_ids, skip_special_tokens=True) for g in generations]
+        rewards = self.reward_fn.score_batch(texts, [p.label for p in prompts],
+                                             [g.finish_reason for g in generations])
+        metrics = {
+            "eval/accuracy": sum(rewards) / len(rewards),
+            "eval/response_len_mean": sum(len(g.response_ids) for g in generations) / len(rewards),
+            "eval/num_responses": len(rewards),
+        }
+        return metrics, time.perf_counter() - began
 
     def _prepare(self, rollout: dict, timers: StageTimers) -> tuple[TokenBatch, dict]:
         """Pack the rollout; old/reference log-probs, values, advantages for every row."""

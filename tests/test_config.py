@@ -12,13 +12,16 @@ import pytest
 
 from hyrl.config import (
     GROUPS,
+    LR_SCALING_EXPONENTS,
     ConfigError,
     RunConfig,
     build_parser,
     flag_name,
     load,
     parse_args,
+    parse_target,
     resolve,
+    scaled_lr,
     validate,
     world_size_from_env,
 )
@@ -93,6 +96,9 @@ def test_defaults_are_valid_choices_and_the_tiny_cpu_model():
     assert (cfg.rollout_batch_size, cfg.n_samples_per_prompt, resolve(cfg).global_batch_size) == (
         16, 8, 128)
     assert cfg.eps_clip_high is None and cfg.qk_layernorm is True and cfg.sequence_parallel is False
+    assert cfg.lr is None and resolve(cfg).lr == 3e-4  # not given: the documented default
+    lr_help = next(f for f in dataclasses.fields(RunConfig) if f.name == "lr").metadata["help"]
+    assert "3e-4" in lr_help
 
 
 def test_flag_name_turns_underscores_into_dashes():
@@ -451,7 +457,8 @@ def test_run_dir_that_is_a_file_is_rejected(tmp_path):
     "max_position_embeddings", "tensor_model_parallel_size", "pipeline_model_parallel_size",
     "expert_model_parallel_size", "expert_tensor_parallel_size", "rollout_batch_size",
     "n_samples_per_prompt", "global_batch_size", "micro_batch_size", "rollout_concurrency",
-    "rollout_max_response_len", "task_max_operand", "num_steps",
+    "rollout_max_response_len", "task_max_operand", "num_steps", "ref_global_batch_size",
+    "n_samples_per_eval_prompt",
 ])
 def test_counts_and_sizes_below_one_are_rejected(cfg_of, name):
     cfg = cfg_of(f"{flag_name(name)}=0")
@@ -478,6 +485,12 @@ def test_counts_and_sizes_below_one_are_rejected(cfg_of, name):
     ("--lr-warmup-steps", "1000"),
     ("--norm-epsilon", "0"),
     ("--seed", "-1"),
+    ("--ref-lr", "0"),
+    ("--ref-lr", "-1e-4"),
+    ("--eval-interval", "-1"),
+    ("--eval-temperature", "-0.5"),
+    ("--task-eval-fraction", "1.0"),
+    ("--task-eval-fraction", "-0.1"),
 ])
 def test_out_of_range_values_are_rejected_naming_the_flag(cfg_of, flag, value):
     cfg = cfg_of(f"{flag}={value}")
@@ -514,7 +527,8 @@ def test_ppo_group_and_flags_are_declared(cfg_of):
     for name in ("gamma", "lambd", "normalize_advantages", "num_steps_per_rollout",
                  "critic_global_batch_size", "critic_micro_batch_size", "critic_lr",
                  "critic_min_lr", "critic_lr_warmup_steps", "critic_lr_decay_style",
-                 "critic_weight_decay", "critic_clip_grad", "value_clip", "critic_load"):
+                 "critic_weight_decay", "critic_clip_grad", "value_clip", "critic_load",
+                 "critic_lr_scaling", "critic_ref_lr", "critic_ref_global_batch_size"):
         assert getattr(cfg, name) is None, name
     assert cfg.kl_coef == 0.0 and cfg.num_critic_only_steps == 0
 
@@ -562,7 +576,8 @@ def test_resolve_under_grpo_leaves_the_critic_and_ppo_values_none(cfg_of):
     for name in ("critic_global_batch_size", "critic_micro_batch_size", "critic_lr",
                  "critic_min_lr", "critic_lr_warmup_steps", "critic_lr_decay_style",
                  "critic_weight_decay", "critic_clip_grad", "value_clip", "critic_load",
-                 "gamma", "lambd", "normalize_advantages"):
+                 "gamma", "lambd", "normalize_advantages", "critic_lr_scaling", "critic_ref_lr",
+                 "critic_ref_global_batch_size"):
         assert getattr(r, name) is None, name
     assert r.critic_steps_per_rollout is None
     assert resolve(r) == r
@@ -666,6 +681,9 @@ def test_gae_defaults_validate_and_allow_one_sample_per_prompt(cfg_of):
     ("--gamma", "0.99"),
     ("--lambd", "0.95"),
     ("--kl-coef", "0.01"),
+    ("--critic-lr-scaling", "sqrt"),
+    ("--critic-ref-lr", "1e-5"),
+    ("--critic-ref-global-batch-size", "32"),
 ])
 def test_ppo_only_flags_under_grpo_are_rejected(cfg_of, flag, value):
     cfg = cfg_of(f"{flag}={value}")
@@ -703,6 +721,8 @@ def test_ppo_flags_at_their_defaults_under_grpo_are_accepted(cfg_of):
     ("--critic-global-batch-size", "0"),
     ("--critic-micro-batch-size", "0"),
     ("--num-steps-per-rollout", "0"),
+    ("--critic-ref-lr", "0"),
+    ("--critic-ref-global-batch-size", "0"),
 ])
 def test_ppo_out_of_range_values_are_rejected_naming_the_flag(cfg_of, flag, value):
     cfg = cfg_of("--advantage-estimator", "gae", f"{flag}={value}")
@@ -775,3 +795,246 @@ def test_default_global_batch_not_splitting_over_data_parallel_says_where_it_cam
                  "--micro-batch-size", "1")
     err = assert_rejected(cfg, "--global-batch-size", 6, world_size=4)
     assert "P x G, the default" in str(err)
+
+
+# --------------------------------------------------------------------------- learning-rate scaling
+
+
+def test_scaled_lr_hand_numbers():
+    assert scaled_lr(1e-6, 4096, 1024, "sqrt") == pytest.approx(2e-6, rel=1e-12)
+    assert scaled_lr(1e-6, 512, 1024, "linear") == pytest.approx(5e-7, rel=1e-12)
+    assert scaled_lr(1e-6, 4096, 1024, "none") == 1e-6
+    assert scaled_lr(1e-6, 1024, 1024, "sqrt") == 1e-6  # at B0 every rule gives LR0
+    assert LR_SCALING_EXPONENTS == {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+    assert "Malladi" in scaled_lr.__doc__ and "sqrt" in scaled_lr.__doc__
+
+
+@pytest.mark.parametrize("args", [
+    (1e-6, 4096, 1024, "cubic"), (1e-6, 0, 1024, "sqrt"), (1e-6, 4096, 0, "sqrt"),
+    (0.0, 4096, 1024, "sqrt"), (float("nan"), 4096, 1024, "sqrt"),
+])
+def test_scaled_lr_rejects_bad_inputs(args):
+    with pytest.raises(ValueError):
+        scaled_lr(*args)
+
+
+def test_lr_scaling_flags_are_parsed_and_default_to_no_scaling(cfg_of):
+    cfg = cfg_of()
+    assert (cfg.lr, cfg.lr_scaling, cfg.ref_lr, cfg.ref_global_batch_size) == (
+        None, "none", None, None)
+    cfg = cfg_of("--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt")
+    assert cfg.ref_lr == pytest.approx(3e-4) and cfg.ref_global_batch_size == 32
+    assert cfg.lr_scaling == "sqrt" and cfg.lr is None
+    err = parse_rejected(["--lr-scaling", "cubic"])
+    assert_names(err, "--lr-scaling", "cubic")
+    assert "none, sqrt, linear" in str(err)
+
+
+def test_resolve_records_the_scaled_lr(cfg_of):
+    cfg = cfg_of("--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
+                 "--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt")
+    r = resolve(cfg)
+    assert r.global_batch_size == 128
+    assert r.lr == pytest.approx(6e-4, rel=1e-12)
+    assert (r.ref_lr, r.ref_global_batch_size, r.lr_scaling) == (3e-4, 32, "sqrt")
+    assert resolve(r) == r
+    validate(r, 1)  # a resolved config (lr equal to the scaled rate) validates
+    d = r.to_dict(1)
+    assert d["lr"] == r.lr and d["lr_scaling_exponent"] == 0.5
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_scaling_uses_the_resolved_global_batch(cfg_of):
+    # B = P x G / --num-steps-per-rollout = 64; linear from B0 = 256: a quarter of LR0
+    r = resolve(cfg_of("--num-steps-per-rollout", "2", "--ref-lr", "4e-4",
+                       "--ref-global-batch-size", "256", "--lr-scaling", "linear"))
+    assert r.global_batch_size == 64 and r.lr == pytest.approx(1e-4, rel=1e-12)
+    assert r.to_dict(1)["lr_scaling_exponent"] == 1.0
+    # no --lr-scaling (none): LR0 at every B
+    assert resolve(cfg_of("--ref-lr", "4e-4", "--ref-global-batch-size", "256")).lr == 4e-4
+
+
+def test_ref_global_batch_size_defaults_to_the_global_batch(cfg_of):
+    r = resolve(cfg_of("--ref-lr", "5e-4", "--lr-scaling", "sqrt", "--global-batch-size", "64"))
+    assert r.ref_global_batch_size == 64 and r.lr == 5e-4
+    assert resolve(r) == r
+
+
+def test_lr_given_alone_is_kept_and_default_is_3e_4(cfg_of):
+    assert resolve(cfg_of("--lr", "1e-3")).lr == 1e-3
+    r = resolve(cfg_of())
+    assert r.lr == 3e-4 and r.ref_global_batch_size is None
+    assert r.to_dict(1)["lr"] == 3e-4 and r.to_dict(1)["lr_scaling_exponent"] == 0.0
+
+
+def test_lr_together_with_ref_lr_is_rejected(cfg_of):
+    cfg = cfg_of("--lr", "1e-3", "--ref-lr", "3e-4", "--ref-global-batch-size", "32")
+    err = assert_rejected(cfg, "--lr", 1e-3)
+    assert "--ref-lr" in str(err)
+    assert err.allowed == "one of them: --lr for a fixed rate, or --ref-lr with --lr-scaling"
+    with pytest.raises(ConfigError) as info:
+        resolve(cfg)
+    assert info.value.flag == "--lr"
+
+
+def test_lr_scaling_without_ref_lr_is_rejected(cfg_of):
+    for rule in ("sqrt", "linear"):
+        err = assert_rejected(cfg_of("--lr-scaling", rule), "--lr-scaling", rule)
+        assert err.allowed == ("add --ref-lr LR0 and --ref-global-batch-size B0, "
+                               "or --lr-scaling none")
+    validate(cfg_of("--lr-scaling", "none", "--lr", "1e-3"), 1)
+
+
+def test_ref_global_batch_size_without_ref_lr_is_rejected(cfg_of):
+    err = assert_rejected(cfg_of("--ref-global-batch-size", "32"), "--ref-global-batch-size", 32)
+    assert "--ref-lr" in str(err) and "--ref-lr" in err.allowed
+
+
+def test_min_lr_is_checked_against_the_scaled_lr(cfg_of):
+    scaling = ("--ref-lr", "3e-4", "--ref-global-batch-size", "512", "--lr-scaling", "linear")
+    # B = 128: 3e-4 x 128 / 512 = 7.5e-5, below --min-lr 1e-4 (which the unscaled 3e-4 allows)
+    err = assert_rejected(cfg_of(*scaling, "--min-lr", "1e-4"), "--min-lr", 1e-4)
+    assert "--ref-lr" in str(err) and "7.5e-05" in err.allowed
+    validate(cfg_of(*scaling, "--min-lr", "7.5e-5"), 1)
+    # scaling up admits a min_lr above the reference rate
+    validate(cfg_of("--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt",
+                    "--min-lr", "5e-4"), 1)
+
+
+def test_min_lr_above_the_default_lr_is_rejected_after_resolution(cfg_of):
+    err = assert_rejected(cfg_of("--min-lr", "4e-4"), "--min-lr", 4e-4)
+    assert "0.0003 (the default --lr)" in str(err) and err.allowed == "0 <= min_lr <= 0.0003"
+
+
+# --------------------------------------------------------------------------- critic lr scaling
+
+
+GAE = ("--advantage-estimator", "gae")
+
+
+def test_critic_lr_scaling_under_gae(cfg_of):
+    r = resolve(cfg_of(*GAE, "--critic-global-batch-size", "32", "--critic-ref-lr", "1e-5",
+                       "--critic-ref-global-batch-size", "128", "--critic-lr-scaling", "sqrt"))
+    assert r.critic_global_batch_size == 32
+    assert r.critic_lr == pytest.approx(5e-6, rel=1e-12)  # 1e-5 x (32 / 128)^(1/2)
+    assert (r.critic_ref_lr, r.critic_ref_global_batch_size, r.critic_lr_scaling) == (
+        1e-5, 128, "sqrt")
+    assert r.lr == 3e-4  # the actor is not scaled
+    assert resolve(r) == r
+    validate(r, 1)
+    d = r.to_dict(1)
+    assert d["critic_lr"] == r.critic_lr and d["critic_lr_scaling_exponent"] == 0.5
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_critic_lr_takes_the_resolved_actor_lr_when_not_given(cfg_of):
+    r = resolve(cfg_of(*GAE, "--ref-lr", "3e-4", "--ref-global-batch-size", "32",
+                       "--lr-scaling", "sqrt"))
+    assert r.critic_lr == r.lr == pytest.approx(6e-4, rel=1e-12)
+    assert r.critic_lr_scaling == "none" and r.critic_ref_global_batch_size is None
+    assert r.to_dict(1)["critic_lr_scaling_exponent"] == 0.0
+    # critic B0 defaults to the critic batch: the critic rate is LR0
+    r = resolve(cfg_of(*GAE, "--critic-ref-lr", "2e-5", "--critic-lr-scaling", "linear"))
+    assert r.critic_lr == 2e-5 and r.critic_ref_global_batch_size == 128
+
+
+def test_critic_lr_together_with_critic_ref_lr_is_rejected(cfg_of):
+    err = assert_rejected(cfg_of(*GAE, "--critic-lr", "1e-5", "--critic-ref-lr", "2e-5"),
+                          "--critic-lr", 1e-5)
+    assert "--critic-ref-lr" in str(err)
+    assert err.allowed == ("one of them: --critic-lr for a fixed rate, or --critic-ref-lr "
+                           "with --critic-lr-scaling")
+
+
+def test_critic_lr_scaling_without_critic_ref_lr_is_rejected(cfg_of):
+    err = assert_rejected(cfg_of(*GAE, "--critic-lr-scaling", "linear"),
+                          "--critic-lr-scaling", "linear")
+    assert err.allowed == ("add --critic-ref-lr LR0 and --critic-ref-global-batch-size B0, "
+                           "or --critic-lr-scaling none")
+    err = assert_rejected(cfg_of(*GAE, "--critic-ref-global-batch-size", "32"),
+                          "--critic-ref-global-batch-size", 32)
+    assert "--critic-ref-lr" in err.allowed
+
+
+def test_critic_min_lr_is_checked_against_the_scaled_critic_lr(cfg_of):
+    scaling = ("--critic-global-batch-size", "32", "--critic-ref-lr", "1e-5",
+               "--critic-ref-global-batch-size", "128", "--critic-lr-scaling", "linear")
+    # critic lr = 1e-5 x 32 / 128 = 2.5e-6
+    err = assert_rejected(cfg_of(*GAE, *scaling, "--critic-min-lr", "5e-6"),
+                          "--critic-min-lr", 5e-6)
+    assert "--critic-ref-lr" in str(err)
+    err = assert_rejected(cfg_of(*GAE, *scaling, "--min-lr", "5e-6"), "--critic-ref-lr", 1e-5)
+    assert "--min-lr" in str(err) and "--critic-min-lr" in err.allowed
+    validate(cfg_of(*GAE, *scaling, "--min-lr", "5e-6", "--critic-min-lr", "2.5e-6"), 1)
+
+
+# --------------------------------------------------------------------------- eval and target
+
+
+def test_eval_flags_defaults_are_valid(cfg_of):
+    cfg = cfg_of()
+    assert (cfg.eval_interval, cfg.n_samples_per_eval_prompt, cfg.eval_temperature,
+            cfg.target, cfg.task_eval_fraction) == (0, 1, None, None, 0.2)
+    validate(cfg, 1)
+    assert GROUPS.index("eval") == GROUPS.index("critic") + 1
+    assert any(g.title.startswith("evaluation") for g in build_parser()._action_groups)
+    r = resolve(cfg)
+    assert r.eval_temperature == r.rollout_temperature == 1.0  # none = the rollout's
+    assert json.loads(json.dumps(r.to_dict(1)))["task_eval_fraction"] == 0.2
+
+
+def test_eval_flags_are_parsed_and_validated(cfg_of):
+    cfg = cfg_of("--eval-interval", "10", "--n-samples-per-eval-prompt", "4",
+                 "--eval-temperature", "0", "--target", "eval/accuracy=0.77",
+                 "--task-eval-fraction", "0.25")
+    assert (cfg.eval_interval, cfg.n_samples_per_eval_prompt, cfg.eval_temperature) == (
+        10, 4, 0.0)
+    assert cfg.target == "eval/accuracy=0.77" and cfg.task_eval_fraction == 0.25
+    validate(cfg, 1)
+    assert resolve(cfg).eval_temperature == 0.0  # greedy, kept
+    assert resolve(cfg_of("--rollout-temperature", "0.7")).eval_temperature == 0.7
+
+
+def test_parse_target():
+    assert parse_target("eval/accuracy=0.77") == ("eval/accuracy", 0.77)
+    assert parse_target(" train/reward_mean = 1 ") == ("train/reward_mean", 1.0)
+    assert parse_target("eval/loss=-2.5e-1") == ("eval/loss", -0.25)
+
+
+@pytest.mark.parametrize("text", [
+    "eval/accuracy", "accuracy=0.77", "eval/=0.5", "perf/step_s=1", "eval/accuracy=high",
+    "eval/accuracy=nan", "eval/accuracy=inf", "=0.5", "eval/accuracy=",
+])
+def test_bad_target_is_rejected(cfg_of, text):
+    with pytest.raises(ConfigError) as info:
+        parse_target(text)
+    assert_names(info.value, "--target", text)
+    assert info.value.allowed == "METRIC=VALUE, e.g. eval/accuracy=0.77"
+    err = assert_rejected(cfg_of("--eval-interval", "5", "--target", text), "--target", text)
+    assert err.allowed == "METRIC=VALUE, e.g. eval/accuracy=0.77"
+
+
+def test_eval_target_needs_evaluation(cfg_of):
+    err = assert_rejected(cfg_of("--target", "eval/accuracy=0.77"), "--target",
+                          "eval/accuracy=0.77")
+    assert err.allowed == "add --eval-interval N"
+    validate(cfg_of("--target", "train/reward_mean=0.9"), 1)  # train metrics need no eval
+    validate(cfg_of("--target", "eval/accuracy=0.77", "--eval-interval", "1"), 1)
+
+
+def test_task_eval_fraction_must_leave_prompts_for_training_and_evaluation(cfg_of):
+    # --task-max-operand 1: 4 prompts; round(0.9 x 4) = 4 held out, none left to train on
+    err = assert_rejected(cfg_of("--eval-interval", "5", "--task-max-operand", "1",
+                                 "--task-eval-fraction", "0.9"), "--task-eval-fraction", 0.9)
+    assert "4 of the 4 prompts" in str(err) and "0 for training" in str(err)
+    # round(0.1 x 4) = 0 held out: nothing to evaluate on
+    err = assert_rejected(cfg_of("--eval-interval", "5", "--task-max-operand", "1",
+                                 "--task-eval-fraction", "0.1"), "--task-eval-fraction", 0.1)
+    assert "0 of the 4 prompts" in str(err)
+    # without evaluation nothing is held out, so any fraction in [0, 1) is fine
+    validate(cfg_of("--task-max-operand", "1", "--task-eval-fraction", "0.9"), 1)
+    validate(cfg_of("--task-eval-fraction", "0"), 1)
+    # 0 with evaluation: evaluate on the training prompts (in-distribution), nothing held out
+    validate(cfg_of("--eval-interval", "5", "--task-eval-fraction", "0"), 1)
+    validate(cfg_of("--eval-interval", "5", "--task-max-operand", "1",
+                    "--task-eval-fraction", "0.25"), 1)

@@ -178,3 +178,19 @@ def test_update_weights_with_a_missing_key_raises():
     del state["model.norm.weight"]
     with pytest.raises(RuntimeError):
         engine.update_weights(state)
+
+
+def test_temperature_zero_decodes_greedily_and_repeatably():
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.base import SamplingParams
+    from hyrl.rollout.hf_engine import HFRolloutEngine
+
+    torch.manual_seed(0)
+    engine = HFRolloutEngine(TINY, concurrency=4, pad_id=0, eos_id=1)
+    prompts = [[2, 3, 13, 4, 14], [2, 9, 13, 9, 14]]
+    first = engine.generate(prompts, SamplingParams(max_new_tokens=3, temperature=0.0))
+    second = engine.generate(prompts, SamplingParams(max_new_tokens=3, temperature=0.0))
+    assert [g.response_ids for g in first] == [g.response_ids for g in second]
+    with torch.no_grad():  # the first token is the argmax of the next-token logits
+        logits = engine.model(torch.tensor(prompts)).logits[:, -1]
+    assert [g.response_ids[0] for g in first] == logits.argmax(-1).tolist()

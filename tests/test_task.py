@@ -50,8 +50,8 @@ def test_tokenizer_round_trips_through_save_pretrained(tok, tmp_path):
 
 # --- arith_mod10 prompts ------------------------------------------------------------------
 
-def test_eval_prompts_are_every_sum_in_order(tok):
-    prompts = ArithTask(tok).eval_prompts()
+def test_all_prompts_are_every_sum_in_order(tok):
+    prompts = ArithTask(tok).all_prompts()
     assert len(prompts) == 100
     assert prompts[0] == Prompt(prompt_ids=[2, 3, 13, 3, 14], label="0", text="0+0=", index=0)
     assert prompts[34] == Prompt(prompt_ids=[2, 6, 13, 7, 14], label="7", text="3+4=", index=34)
@@ -61,7 +61,7 @@ def test_eval_prompts_are_every_sum_in_order(tok):
 
 
 def test_max_operand_bounds_the_operands(tok):
-    prompts = ArithTask(tok, max_operand=2).eval_prompts()
+    prompts = ArithTask(tok, max_operand=2).all_prompts()
     assert [p.text for p in prompts] == ["0+0=", "0+1=", "0+2=", "1+0=", "1+1=", "1+2=",
                                          "2+0=", "2+1=", "2+2="]
     assert [p.label for p in prompts] == ["0", "1", "2", "1", "2", "3", "2", "3", "4"]
@@ -71,11 +71,11 @@ def test_max_operand_bounds_the_operands(tok):
 
 def test_each_epoch_is_a_fresh_shuffle_of_all_prompts(tok):
     stream = ArithTask(tok, max_operand=9, seed=0).next_batch(200)
-    all_texts = sorted(p.text for p in ArithTask(tok).eval_prompts())
+    all_texts = sorted(p.text for p in ArithTask(tok).all_prompts())
     epoch0, epoch1 = [p.text for p in stream[:100]], [p.text for p in stream[100:]]
     assert sorted(epoch0) == all_texts and sorted(epoch1) == all_texts
     assert epoch0 != epoch1
-    assert epoch0 != [p.text for p in ArithTask(tok).eval_prompts()]  # actually shuffled
+    assert epoch0 != [p.text for p in ArithTask(tok).all_prompts()]  # actually shuffled
     assert [p.index for p in stream] == list(range(200))
     assert all(p.label == str(sum(map(int, p.text[:-1].split("+"))) % 10) for p in stream)
 
@@ -126,3 +126,20 @@ def test_score_batch_scores_each_response():
     assert scores == [1.0, 0.0, 0.0]
     with pytest.raises(ValueError):
         ExactMatchReward().score_batch(["7"], ["7", "1"], ["stop"])
+
+
+def test_held_out_prompts_never_appear_in_the_training_stream(tok):
+    task = ArithTask(tok, seed=5, eval_fraction=0.2)
+    held_out = {p.text for p in task.eval_prompts()}
+    assert len(held_out) == 20 and task.num_prompts == 80
+    streamed = {p.text for p in task.next_batch(80 * 3)}  # three epochs
+    assert streamed.isdisjoint(held_out)
+    assert len(streamed) == 80
+
+
+def test_held_out_split_is_the_same_for_every_run_seed(tok):
+    first = [p.text for p in ArithTask(tok, seed=1, eval_fraction=0.2).eval_prompts()]
+    second = [p.text for p in ArithTask(tok, seed=2, eval_fraction=0.2).eval_prompts()]
+    assert first == second
+    # nothing held out: evaluation covers the training prompts themselves
+    assert ArithTask(tok, eval_fraction=0.0).eval_prompts() == ArithTask(tok).all_prompts()

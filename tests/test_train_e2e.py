@@ -208,3 +208,22 @@ def test_critic_checkpoint_of_another_architecture_is_refused_naming_the_differe
     assert proc.returncode == 2
     assert "--critic-load=" in proc.stderr and "hidden_size: 64 in the checkpoint" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_evaluation_target_and_summary_are_recorded(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "4", "--eval-interval", "2",
+                      "--n-samples-per-eval-prompt", "2", "--target", "train/reward_mean=0.0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    evals = [(r["step"], r["samples"], r["eval/num_responses"]) for r in rows if "eval/accuracy" in r]
+    # before training, every 2 rollout steps, and at the end; 20 held-out prompts x 2 samples
+    assert evals == [(0, 0, 40), (2, 256, 40), (4, 512, 40)]
+    assert rows[0]["elapsed_s"] == 0.0 and all("perf/eval_s" in r for r in rows if "eval/accuracy" in r)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["reached"] is True and summary["steps_to_target"] == 1  # reward >= 0 at once
+    assert summary["samples_to_target"] == 128
+    assert summary["samples"] == 512 and summary["throughput_responses_per_s"] > 0
+    assert set(summary["stage_share"]) >= {"rollout", "actor_train", "logprob", "weight_sync"}
+    assert 0.5 < sum(summary["stage_share"].values()) <= 1.0 + 1e-9

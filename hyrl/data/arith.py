@@ -20,31 +20,44 @@ class Prompt:
     index: int              # position in the stream (or in eval_prompts())
 
 
-class ArithTask:
-    """An endless, resumable stream of the (max_operand + 1)^2 prompts "a+b=".
+# The held-out split is the same for every run seed, so evaluations across a sweep compare.
+EVAL_SPLIT_SEED = 20261203
 
-    Epoch e of the stream is all prompts in the order of a permutation drawn from a numpy
-    Generator seeded by (seed, e): deterministic given the seed, reshuffled every epoch, and
-    resumable from the position alone.
+
+class ArithTask:
+    """An endless, resumable stream of the training prompts "a+b=", and a held-out eval split.
+
+    Of the (max_operand + 1)^2 prompts, round(eval_fraction * count) are held out for evaluation
+    (chosen by a fixed seed, independent of `seed`) and never trained on. Epoch e of the stream
+    is the training prompts in the order of a permutation drawn from a numpy Generator seeded by
+    (seed, e): deterministic given the seed, reshuffled every epoch, resumable from the position.
     """
 
-    def __init__(self, tokenizer, max_operand: int = 9, seed: int = 0):
+    def __init__(self, tokenizer, max_operand: int = 9, seed: int = 0, eval_fraction: float = 0.0):
         if not 0 <= max_operand <= 9:
             raise ValueError(f"max_operand must be in 0..9 (single-digit operands), "
                              f"got {max_operand}")
         if seed < 0:
             raise ValueError(f"seed must be non-negative, got {seed}")
+        if not 0.0 <= eval_fraction < 1.0:
+            raise ValueError(f"eval_fraction must be in [0, 1), got {eval_fraction}")
         self.tokenizer = tokenizer
         self.max_operand = max_operand
         self.seed = seed
         self.position = 0
-        self._all = self.eval_prompts()
+        everything = self.all_prompts()
+        held_out = set(np.random.default_rng(EVAL_SPLIT_SEED).permutation(len(everything))
+                       [: round(eval_fraction * len(everything))].tolist())
+        self._train = [p for p in everything if p.index not in held_out]
+        self._eval = [Prompt(p.prompt_ids, p.label, p.text, index=i)
+                      for i, p in enumerate(p for p in everything if p.index in held_out)]
         self._order_epoch = -1
         self._order: list[int] = []
 
     @property
     def num_prompts(self) -> int:
-        return (self.max_operand + 1) ** 2
+        """Training prompts per epoch (the held-out ones excluded)."""
+        return len(self._train)
 
     @property
     def epoch(self) -> int:
@@ -56,10 +69,15 @@ class ArithTask:
                *self.tokenizer.encode(text, add_special_tokens=False)]
         return Prompt(prompt_ids=ids, label=str((a + b) % 10), text=text, index=index)
 
-    def eval_prompts(self) -> list[Prompt]:
-        """All prompts in order "0+0=", "0+1=", ..., with index = position in this list."""
+    def all_prompts(self) -> list[Prompt]:
+        """Every prompt in order "0+0=", "0+1=", ..., with index = position in this list."""
         n = self.max_operand + 1
         return [self._prompt(a, b, a * n + b) for a in range(n) for b in range(n)]
+
+    def eval_prompts(self) -> list[Prompt]:
+        """The held-out prompts (never in the training stream), index = position in this list;
+        with eval_fraction 0, every prompt (an in-distribution check of the policy)."""
+        return list(self._eval) if self._eval else self.all_prompts()
 
     def _epoch_order(self, epoch: int) -> list[int]:
         if epoch != self._order_epoch:
@@ -75,7 +93,7 @@ class ArithTask:
         batch = []
         for _ in range(n):
             order = self._epoch_order(self.epoch)
-            p = self._all[order[self.position % self.num_prompts]]
+            p = self._train[order[self.position % self.num_prompts]]
             batch.append(Prompt(p.prompt_ids, p.label, p.text, index=self.position))
             self.position += 1
         return batch

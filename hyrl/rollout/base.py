@@ -11,7 +11,7 @@ import torch
 @dataclass(frozen=True)
 class SamplingParams:
     max_new_tokens: int
-    temperature: float = 1.0
+    temperature: float = 1.0  # 0 decodes greedily
     top_p: float = 1.0
 
 

@@ -44,13 +44,14 @@ class HFRolloutEngine:
         for row, prompt in enumerate(prompts):  # left padding: every prompt ends at column width-1
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
             attention_mask[row, width - len(prompt) :] = 1
+        greedy = params.temperature == 0
+        sampling = ({"do_sample": False} if greedy else
+                    {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p,
+                     "top_k": 0})
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask.to(self.device),
-            do_sample=True,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=0,
+            **sampling,
             max_new_tokens=params.max_new_tokens,
             pad_token_id=self.pad_id,
             eos_token_id=self.eos_id,
@@ -58,8 +59,9 @@ class HFRolloutEngine:
             return_dict_in_generate=True,
         )
         new_tokens = out.sequences[:, width:].cpu()
-        # Raw logits per step -> log-probs of the sampling distribution softmax(logits / T).
-        logits = torch.stack(out.logits, dim=1).float().cpu() / params.temperature
+        # Raw logits per step -> log-probs of the sampling distribution softmax(logits / T)
+        # (of softmax(logits) when decoding greedily).
+        logits = torch.stack(out.logits, dim=1).float().cpu() / (1.0 if greedy else params.temperature)
         log_probs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens[..., None])[..., 0]
         generations = []
         for row, prompt in enumerate(prompts):
