@@ -135,6 +135,9 @@ class RunConfig:
         "step per rollout (or P x G / --num-steps-per-rollout)", "batch")
     micro_batch_size: int = _opt(
         16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch")
+    noise_scale_beta: float | None = _opt(
+        0.99, "EMA decay of the gradient-noise-scale estimates, logged as actor/noise_scale and "
+        "critic/noise_scale (dimensionless, in [0, 1)); none = do not measure", "batch")
 
     # --- optimizer -----------------------------------------------------------------------
     lr: float | None = _opt(
@@ -810,6 +813,9 @@ def _check_ranges(c: RunConfig) -> None:
         _fail("adam_eps", c.adam_eps, "must be positive", "a number > 0")
     if not c.clip_grad >= 0:
         _fail("clip_grad", c.clip_grad, "must not be negative", "a number >= 0 (0 = no clipping)")
+    if c.noise_scale_beta is not None and not 0 <= c.noise_scale_beta < 1:
+        _fail("noise_scale_beta", c.noise_scale_beta, "an EMA decay must lie in [0, 1)",
+              "0 <= beta < 1, or none to switch the measurement off")
 
     # model numerics
     if not c.norm_epsilon > 0:

@@ -1038,3 +1038,9 @@ def test_task_eval_fraction_must_leave_prompts_for_training_and_evaluation(cfg_o
     validate(cfg_of("--eval-interval", "5", "--task-eval-fraction", "0"), 1)
     validate(cfg_of("--eval-interval", "5", "--task-max-operand", "1",
                     "--task-eval-fraction", "0.25"), 1)
+
+
+def test_noise_scale_beta_outside_zero_one_is_rejected_and_none_switches_it_off(cfg_of):
+    assert_rejected(cfg_of("--noise-scale-beta", "1.0"), "--noise-scale-beta", 1.0)
+    validate(cfg_of("--noise-scale-beta", "none"), 1)
+    assert parse_args(["--noise-scale-beta", "none"]).noise_scale_beta is None

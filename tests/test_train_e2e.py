@@ -82,6 +82,9 @@ def test_two_gloo_ranks_train_under_tensor_and_expert_parallelism(tmp_path, layo
     rows = records(run_dir)  # rank 0 alone writes: one record per step, not two
     assert [r["samples"] for r in rows] == [128, 256, 384]
     assert all(REQUIRED_KEYS <= set(r) for r in rows)
+    # the noise scale is measured from micro-batches (TP: DP=1) or per-rank gradients (EP: DP=2)
+    assert all({"actor/noise_scale", "actor/noise_grad_sq", "actor/noise_trace_sigma"} <= set(r)
+               for r in rows)
 
 
 def test_invalid_flags_stop_before_torch_is_imported(tmp_path):
@@ -152,6 +155,8 @@ def test_ppo_actor_and_critic_step_at_their_own_cadence(tmp_path):
     assert "actor/grad_norm" not in rows[0]  # the actor did not move during critic warm-up
     assert all(CRITIC_KEYS <= set(r) for r in rows)
     assert all(REQUIRED_KEYS <= set(r) for r in rows[1:])
+    assert all("critic/noise_scale" in r for r in rows)
+    assert isinstance(rows[-1]["critic/noise_scale"], float)  # finite after 3 rollouts
 
 
 @pytest.mark.slow

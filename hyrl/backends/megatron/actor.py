@@ -87,7 +87,7 @@ class MegatronActor(MegatronTrainable):
                 kl_loss_coef=s.kl_loss_coef, kl_loss_type=s.kl_loss_type, entropy=entropy,
                 entropy_coef=s.entropy_coef, total_tokens=total_tokens)
 
-        return self._step(self._accumulate(batch, loss_fn), lr)
+        return self._step(self._accumulate(batch, loss_fn, total_tokens), lr)
 
     # -- weights --------------------------------------------------------------------------
     def export_hf_state_dict(self) -> dict[str, torch.Tensor]:

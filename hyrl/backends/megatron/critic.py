@@ -66,6 +66,6 @@ class MegatronCritic(MegatronTrainable):
                                          self.settings.value_clip, total_tokens=total_tokens)
             return loss, {"value_clip_frac": clip_frac}
 
-        metrics = self._step(self._accumulate(batch, loss_fn), lr)
+        metrics = self._step(self._accumulate(batch, loss_fn, total_tokens), lr)
         metrics["critic/value_loss"] = metrics.pop("critic/loss")
         return metrics

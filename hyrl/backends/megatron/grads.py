@@ -49,25 +49,38 @@ def finalize_grads(model: torch.nn.Module) -> None:
 
 
 @torch.no_grad()
-def global_grad_norm(model: torch.nn.Module) -> float:
+def sharded_squared_norm(model: torch.nn.Module, tensors: dict[str, torch.Tensor] | None = None,
+                         include_experts: bool = True) -> float:
+    """|x|^2 of a model-shaped set of tensors (default: the grads), summed over TP and EP shards.
+
+    TP-sharded tensors count on every TP rank, replicated ones once; experts once per EP rank.
+    Not reduced over data parallelism: per-rank values stay per rank.
+    """
     from megatron.core import parallel_state
 
     first_tp_rank = parallel_state.get_tensor_model_parallel_rank() == 0
     dense_sq = torch.zeros(1, dtype=torch.float64, device=next(model.parameters()).device)
     expert_sq = torch.zeros_like(dense_sq)
     for name, param in model.named_parameters():
-        if param.grad is None:
+        tensor = param.grad if tensors is None else tensors.get(name)
+        if tensor is None:
             continue
-        sq = param.grad.double().pow(2).sum()
+        sq = tensor.double().pow(2).sum()
         if is_expert(name):
-            expert_sq += sq
+            if include_experts:
+                expert_sq += sq
         elif getattr(param, "tensor_model_parallel", False) or first_tp_rank:
             dense_sq += sq
     if parallel_state.get_tensor_model_parallel_world_size() > 1:
         torch.distributed.all_reduce(dense_sq, group=parallel_state.get_tensor_model_parallel_group())
-    if parallel_state.get_expert_model_parallel_world_size() > 1:
+    if include_experts and parallel_state.get_expert_model_parallel_world_size() > 1:
         torch.distributed.all_reduce(expert_sq, group=parallel_state.get_expert_model_parallel_group())
-    return float((dense_sq + expert_sq).sqrt())
+    return float(dense_sq + expert_sq)
+
+
+def global_grad_norm(model: torch.nn.Module) -> float:
+    """L2 norm of the full model's gradient (call after finalize_grads)."""
+    return sharded_squared_norm(model) ** 0.5
 
 
 @torch.no_grad()

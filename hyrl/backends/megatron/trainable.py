@@ -9,6 +9,7 @@ import torch
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.backends.megatron import cpu_compat, grads
 from hyrl.backends.megatron.model import causal_attention_mask
+from hyrl.metrics.noise_scale import GradientNoiseScale
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class OptimizerSettings:
     adam_beta2: float = 0.999
     adam_eps: float = 1e-8
     clip_grad: float = 1.0  # global L2 norm; 0 disables clipping
+    noise_scale_beta: float | None = 0.99  # None: do not measure the gradient noise scale
 
     @classmethod
     def from_flags(cls, flags, prefix: str = "") -> "OptimizerSettings":
@@ -27,7 +29,8 @@ class OptimizerSettings:
             micro_batch_size=getattr(flags, f"{prefix}micro_batch_size"),
             weight_decay=getattr(flags, f"{prefix}weight_decay"),
             adam_beta1=flags.adam_beta1, adam_beta2=flags.adam_beta2, adam_eps=flags.adam_eps,
-            clip_grad=getattr(flags, f"{prefix}clip_grad"))
+            clip_grad=getattr(flags, f"{prefix}clip_grad"),
+            noise_scale_beta=getattr(flags, "noise_scale_beta", 0.99))
 
 
 class MegatronTrainable:
@@ -45,6 +48,9 @@ class MegatronTrainable:
              {"params": no_decay, "weight_decay": 0.0}],
             lr=0.0, betas=(optim.adam_beta1, optim.adam_beta2), eps=optim.adam_eps)
         self.optimizer_steps = 0
+        self.noise_scale = (None if optim.noise_scale_beta is None
+                            else GradientNoiseScale(beta=optim.noise_scale_beta))
+        self._small_batch = None  # (|g_b|^2 list, b) measured by _accumulate for _step
 
     def _outputs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """The model's last layer for every position: [N, L, V/TP] logits or [N, L, 1] values."""
@@ -58,17 +64,57 @@ class MegatronTrainable:
         for start in range(0, len(batch), size):
             yield batch.select(slice(start, start + size))
 
-    def _accumulate(self, batch: TokenBatch, loss_fn) -> dict[str, torch.Tensor]:
-        """Forward/backward every micro-batch; `loss_fn(micro_batch) -> (loss, stats)`."""
+    def _accumulate(self, batch: TokenBatch, loss_fn, total_tokens: float) -> dict[str, torch.Tensor]:
+        """Forward/backward every micro-batch; `loss_fn(micro_batch) -> (loss, stats)`.
+
+        For the gradient noise scale it also measures small-batch squared gradient norms:
+        this rank's gradient before the data-parallel reduction when DP > 1, else each
+        micro-batch's own gradient (the difference it adds to the accumulated one). Each is
+        rescaled from its share of the global token mean to a mean over its own tokens.
+        """
+        from megatron.core import parallel_state
+
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        dp_size = parallel_state.get_data_parallel_world_size()
+        micro_batches = list(self._micro_batches(batch))
+        per_micro_batch = self.noise_scale is not None and dp_size == 1 and len(micro_batches) > 1
+        include_experts = self._noise_includes_experts()
+        small_sq: list[float] = []
         sums: dict[str, torch.Tensor] = {}
-        for micro_batch in self._micro_batches(batch):
+        for micro_batch in micro_batches:
+            before = self._grads() if per_micro_batch else None
             loss, stats = loss_fn(micro_batch.to(self.device))
             loss.backward()
+            if per_micro_batch:
+                added = {n: g - before[n] if n in before else g for n, g in self._grads().items()}
+                share = micro_batch.num_response_tokens / total_tokens
+                small_sq.append(grads.sharded_squared_norm(self.model, added, include_experts) / share**2)
             for key, value in {"loss": loss.detach(), **stats}.items():
                 sums[key] = sums.get(key, 0.0) + value.detach().double()
+        self._small_batch = None
+        if per_micro_batch:
+            self._small_batch = (small_sq, float(self.optim.micro_batch_size))
+        elif self.noise_scale is not None and dp_size > 1:
+            share = batch.num_response_tokens / total_tokens
+            local = torch.tensor([grads.sharded_squared_norm(self.model, None, include_experts)
+                                  / share**2], dtype=torch.float64, device=self.device)
+            parts = [torch.empty_like(local) for _ in range(dp_size)]
+            torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
+            self._small_batch = ([float(p) for p in parts], float(len(batch)))
         return sums
+
+    def _grads(self) -> dict[str, torch.Tensor]:
+        return {n: p.grad.detach().clone() for n, p in self.model.named_parameters()
+                if p.grad is not None}
+
+    @staticmethod
+    def _noise_includes_experts() -> bool:
+        # Under EP an expert's local gradient mixes tokens of every EP rank, so it is no
+        # per-rank (small-batch) gradient: the noise scale then covers the dense parameters.
+        from megatron.core import parallel_state
+
+        return parallel_state.get_expert_model_parallel_world_size() == 1
 
     def _step(self, sums: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
         """Reduce grads, clip, AdamW step; statistics summed over DP ranks (each is a share of
@@ -77,6 +123,7 @@ class MegatronTrainable:
 
         grads.finalize_grads(self.model)
         grad_norm = grads.global_grad_norm(self.model)
+        noise_metrics = self._update_noise_scale()
         grads.clip_grads(self.model, self.optim.clip_grad, grad_norm)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -90,5 +137,23 @@ class MegatronTrainable:
         p = self.metric_prefix
         metrics = {f"{p}/{k}": float(v) for k, v in zip(keys, totals.cpu())}
         metrics.update({f"{p}/grad_norm": grad_norm, f"{p}/lr": lr,
-                        f"{p}/optimizer_steps": self.optimizer_steps})
+                        f"{p}/optimizer_steps": self.optimizer_steps, **noise_metrics})
         return metrics
+
+    def _update_noise_scale(self) -> dict[str, float]:
+        """Feed this step's small-batch norms and the reduced step gradient to the estimator."""
+        import math
+
+        if self.noise_scale is None or self._small_batch is None:
+            return {}
+        small_sq, b_small = self._small_batch
+        big_sq = (grads.global_grad_norm(self.model) ** 2 if self._noise_includes_experts()
+                  else grads.sharded_squared_norm(self.model, None, include_experts=False))
+        b_big = b_small * len(small_sq)  # micro-batches of one rank, or one share per DP rank
+        if not all(math.isfinite(x) for x in (*small_sq, big_sq)):
+            return {}  # a non-finite step would poison the moving averages for good
+        self.noise_scale.update(small_sq, big_sq, b_small, b_big)
+        p = self.metric_prefix
+        return {f"{p}/noise_scale": self.noise_scale.b_simple,
+                f"{p}/noise_grad_sq": self.noise_scale.grad_sq,
+                f"{p}/noise_trace_sigma": self.noise_scale.trace_sigma}

@@ -1,0 +1,42 @@
+"""The trainer feeds the noise-scale estimator the right small- and big-batch gradient norms."""
+
+import pytest
+import torch
+
+from hyrl.algorithms.batch import pack
+from hyrl.models.qwen3_moe.config import TINY
+
+
+@pytest.fixture(scope="module")
+def actor():
+    from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
+    from hyrl.backends.megatron.trainable import OptimizerSettings
+
+    init_distributed(ParallelLayout(), seed=3)
+    torch.manual_seed(0)
+    settings = ActorSettings(optim=OptimizerSettings(micro_batch_size=4, clip_grad=0.0))
+    yield MegatronActor(TINY, ParallelLayout(), settings)
+    destroy_distributed()
+
+
+def _batch(actor):
+    generator = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(8)]
+    responses = [torch.randint(3, 15, (1 + i % 2,), generator=generator).tolist() for i in range(8)]
+    batch = pack(prompts, responses, torch.linspace(-1, 1, 8), pad_id=0)
+    batch.old_log_probs, _ = actor.log_probs(batch)
+    return batch
+
+
+def test_small_batch_norms_are_each_micro_batch_gradient_as_a_mean_over_its_tokens(actor):
+    batch = _batch(actor)
+    # lr 0: the weights never move, so every pass below sees the same model
+    metrics = actor.train_step(batch, batch.num_response_tokens, lr=0.0)
+    small_sq, b_small = actor._small_batch
+    assert b_small == 4 and len(small_sq) == 2
+    for index, rows in enumerate((slice(0, 4), slice(4, 8))):
+        alone = batch.select(rows)  # one micro-batch, its own token mean: no per-micro measurement
+        reference = actor.train_step(alone, alone.num_response_tokens, lr=0.0)["actor/grad_norm"] ** 2
+        assert small_sq[index] == pytest.approx(reference, rel=1e-5)
+    assert actor.noise_scale is not None and "actor/noise_scale" in metrics
