@@ -23,7 +23,11 @@ def _train(argv: list[str]) -> int:
 
     if any(a in ("-h", "--help") for a in argv):
         build_parser().print_help()
+        print("\n  --dry-run             resolve and validate the flags, print the resolved "
+              "configuration as JSON, start nothing")
         return 0
+    dry_run = "--dry-run" in argv
+    argv = [a for a in argv if a != "--dry-run"]
     try:
         world_size = world_size_from_env()
         cfg = load(argv, world_size)  # parsed, validated, every derived value resolved
@@ -35,6 +39,12 @@ def _train(argv: list[str]) -> int:
         if os.environ.get("RANK", "0") == "0":
             print(f"hyrl train: error: {err}", file=sys.stderr)
         return 2
+    if dry_run:
+        import json
+
+        if os.environ.get("RANK", "0") == "0":
+            print(json.dumps(cfg.to_dict(world_size), indent=2, sort_keys=True))
+        return 0
     from hyrl.train import train
 
     run_dir = train(cfg, world_size)

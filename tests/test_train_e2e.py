@@ -232,3 +232,14 @@ def test_evaluation_target_and_summary_are_recorded(tmp_path):
     assert summary["samples"] == 512 and summary["throughput_responses_per_s"] > 0
     assert set(summary["stage_share"]) >= {"rollout", "actor_train", "logprob", "weight_sync"}
     assert 0.5 < sum(summary["stage_share"].values()) <= 1.0 + 1e-9
+
+
+def test_dry_run_prints_the_resolved_configuration_and_starts_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--dry-run", "--rollout-batch-size", "64", "--lr", "none",
+                      "--ref-lr", "3e-4", "--ref-global-batch-size", "128", "--lr-scaling", "sqrt",
+                      "--global-batch-size", "none")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = json.loads(proc.stdout)
+    assert config["global_batch_size"] == 512 and config["lr"] == pytest.approx(6e-4)
+    assert not run_dir.exists()
