@@ -135,6 +135,11 @@ class RunConfig:
         "step per rollout (or P x G / --num-steps-per-rollout)", "batch")
     micro_batch_size: int = _opt(
         16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch")
+    batch_ramp: str | None = _opt(
+        None, "change responses per optimizer step during the run: START:END:STEPS goes "
+        "linearly from START to END over STEPS rollout steps (prompts per step follow, G and "
+        "optimizer steps per rollout stay; with --ref-lr the lr is re-derived by "
+        "--lr-scaling at every change); START must equal the global batch size", "batch")
     noise_scale_beta: float | None = _opt(
         0.99, "EMA decay of the gradient-noise-scale estimates, logged as actor/noise_scale and "
         "critic/noise_scale (dimensionless, in [0, 1)); none = do not measure", "batch")
@@ -1037,6 +1042,36 @@ def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
               f"a divisor of B / DP = {b // dp}: {_divisors(b // dp)}")
 
 
+def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
+    """Every B of a ramp must be a multiple of this: DP x micro batch divides it, and
+    B x (optimizer steps per rollout) must be a whole number of prompt groups of G."""
+    k = c.optimizer_steps_per_rollout
+    dp = c.data_parallel_size(world_size)
+    groups = c.n_samples_per_prompt // math.gcd(c.n_samples_per_prompt, k)
+    return math.lcm(c.micro_batch_size * dp, groups)
+
+
+def _check_batch_ramp(c: RunConfig, world_size: int) -> None:
+    if c.batch_ramp is None:
+        return
+    from hyrl.schedules import parse_batch_ramp
+
+    try:
+        start, end, _ = parse_batch_ramp(c.batch_ramp)
+    except ValueError as err:
+        _fail("batch_ramp", c.batch_ramp, str(err), "START:END:STEPS with integers >= 1")
+    if c.advantage_estimator != "grpo":
+        _fail("batch_ramp", c.batch_ramp, "is not supported with PPO yet (the critic's batch "
+              "would have to follow)", "remove it, or use --advantage-estimator grpo")
+    if start != c.global_batch_size:
+        _fail("batch_ramp", c.batch_ramp, f"START={start} differs from the global batch size "
+              f"B={c.global_batch_size} of the first step", f"START = {c.global_batch_size}")
+    unit = batch_ramp_unit(c, world_size)
+    if end % unit:
+        _fail("batch_ramp", c.batch_ramp, f"END={end} is not a multiple of {unit} (data-parallel "
+              "size x micro batch, and whole prompt groups)", f"a multiple of {unit}")
+
+
 def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
     cb, cm = c.critic_global_batch_size, c.critic_micro_batch_size
     if cb is None:
@@ -1128,7 +1163,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     values given, then resolves (see `resolve`) and checks the resolved values. Order: types,
     ranges, PPO-only flags under grpo, resolution (learning-rate scaling included), minimum
     learning rates against the resolved rates, parallel layout, batch divisibility (actor,
-    then critic), algorithm/rollout/task (held-out split included), --target, --critic-load,
+    batch ramp, then critic), algorithm/rollout/task (held-out split included), --target, --critic-load,
     --run-dir.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
@@ -1141,6 +1176,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_learning_rates(resolved, cfg)
     _check_parallelism(resolved, world_size)
     _check_batch(resolved, cfg, world_size)
+    _check_batch_ramp(resolved, world_size)
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
     _check_eval_and_target(resolved)

@@ -50,6 +50,13 @@ class Trainer:
         self.arch = Qwen3MoeArch.from_flags(cfg)
         self.actor = MegatronActor(self.arch, layout, ActorSettings.from_flags(cfg))
         self.critic = self._build_critic(layout) if cfg.advantage_estimator == "gae" else None
+        self.batch_ramp = None
+        if cfg.batch_ramp:
+            from hyrl.config import batch_ramp_unit
+
+            start_b, end_b, ramp_steps = schedules.parse_batch_ramp(cfg.batch_ramp)
+            self.batch_ramp = dict(start=start_b, end=end_b, steps=ramp_steps,
+                                   unit=batch_ramp_unit(cfg, world_size))
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
@@ -115,13 +122,21 @@ class Trainer:
         if self.rank == 0:
             self.engine.update_weights(hf_state)
 
-    def _rollout(self, timers: StageTimers) -> dict:
+    def _batch_sizes(self, rollout_step: int) -> tuple[int, int]:
+        """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp)."""
+        cfg = self.cfg
+        if self.batch_ramp is None:
+            return cfg.rollout_batch_size, cfg.global_batch_size
+        responses = schedules.batch_at(rollout_step, **self.batch_ramp)
+        return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
+
+    def _rollout(self, timers: StageTimers, prompts_per_step: int) -> dict:
         """Rank 0 generates and scores; the result is broadcast to every rank."""
         payload = [None]
         if self.rank == 0:
             cfg = self.cfg
             with timers("rollout"):
-                prompts = self.task.next_batch(cfg.rollout_batch_size)
+                prompts = self.task.next_batch(prompts_per_step)
                 repeated = [p for p in prompts for _ in range(cfg.n_samples_per_prompt)]
                 generations = self.engine.generate([p.prompt_ids for p in repeated], self.sampling)
             with timers("reward"):
@@ -198,8 +213,11 @@ class Trainer:
                 log({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
                      **eval_metrics, "perf/eval_s": eval_s})
             for rollout_step in range(1, cfg.num_steps + 1):
-                rollout = self._rollout(timers)
+                prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
+                rollout = self._rollout(timers, prompts_per_step)
                 batch, rollout_metrics = self._prepare(rollout, timers)
+                rollout_metrics["batch/prompts_per_step"] = prompts_per_step
+                rollout_metrics["batch/responses_per_step"] = responses_per_step
                 if self.critic is not None:
                     with timers("critic_train"):
                         rollout_metrics.update(self._critic_updates(batch))
@@ -208,8 +226,8 @@ class Trainer:
                 if rollout_step > cfg.num_critic_only_steps:
                     for k in range(cfg.optimizer_steps_per_rollout):
                         with timers("actor_train"):
-                            metrics = self._actor_update(batch, k)
-                        samples += cfg.global_batch_size
+                            metrics = self._actor_update(batch, k, responses_per_step)
+                        samples += responses_per_step
                         metrics["train/loss"] = metrics["actor/loss"]
                         records.append({"step": self.actor.optimizer_steps, "samples": samples,
                                         "time": time.perf_counter(), **metrics})
@@ -309,13 +327,19 @@ class Trainer:
         })
         return batch, metrics
 
-    def _actor_update(self, batch: TokenBatch, k: int) -> dict:
+    def _actor_update(self, batch: TokenBatch, k: int, responses_per_step: int) -> dict:
         cfg = self.cfg
-        lr = schedules.lr_at(self.actor.optimizer_steps, lr=cfg.lr, min_lr=cfg.min_lr,
+        peak_lr = cfg.lr
+        if self.batch_ramp is not None and cfg.ref_lr is not None:  # re-derived as B changes
+            from hyrl.config import scaled_lr
+
+            peak_lr = scaled_lr(cfg.ref_lr, responses_per_step, cfg.ref_global_batch_size,
+                                cfg.lr_scaling)
+        lr = schedules.lr_at(self.actor.optimizer_steps, lr=peak_lr, min_lr=cfg.min_lr,
                              warmup_steps=cfg.lr_warmup_steps, decay_style=cfg.lr_decay_style,
                              total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout)
-        global_rows = slice(k * cfg.global_batch_size, (k + 1) * cfg.global_batch_size)
-        return self.actor.train_step(batch.select(self._rank_rows(k, cfg.global_batch_size)),
+        global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
+        return self.actor.train_step(batch.select(self._rank_rows(k, responses_per_step)),
                                      batch.loss_mask[global_rows].sum().item(), lr)
 
     def _critic_updates(self, batch: TokenBatch) -> dict:

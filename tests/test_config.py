@@ -1044,3 +1044,21 @@ def test_noise_scale_beta_outside_zero_one_is_rejected_and_none_switches_it_off(
     assert_rejected(cfg_of("--noise-scale-beta", "1.0"), "--noise-scale-beta", 1.0)
     validate(cfg_of("--noise-scale-beta", "none"), 1)
     assert parse_args(["--noise-scale-beta", "none"]).noise_scale_beta is None
+
+
+def test_batch_ramp_start_must_equal_the_first_global_batch(cfg_of):
+    err = assert_rejected(cfg_of("--batch-ramp", "64:512:10"), "--batch-ramp", "64:512:10")
+    assert "B=128" in str(err)
+
+
+def test_batch_ramp_end_must_keep_micro_batches_and_prompt_groups_whole(cfg_of):
+    # micro batch 16 x DP 1 and groups of G=8: END must be a multiple of 16
+    err = assert_rejected(cfg_of("--batch-ramp", "128:520:10"), "--batch-ramp", "128:520:10")
+    assert "multiple of 16" in str(err)
+    validate(cfg_of("--batch-ramp", "128:512:10"), 1)
+
+
+def test_batch_ramp_is_refused_with_ppo_and_when_malformed(cfg_of):
+    assert_rejected(cfg_of("--advantage-estimator", "gae", "--batch-ramp", "128:256:5"),
+                    "--batch-ramp", "128:256:5")
+    assert_rejected(cfg_of("--batch-ramp", "128-512"), "--batch-ramp", "128-512")

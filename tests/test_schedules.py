@@ -83,3 +83,23 @@ def test_min_lr_zero_decays_to_zero():
 def test_unknown_decay_style_raises():
     with pytest.raises(ValueError, match="exponential"):
         lr(0, "exponential")
+
+
+def test_batch_ramp_goes_linearly_from_start_to_end_in_multiples_of_the_unit():
+    from hyrl.schedules import batch_at
+
+    ramp = dict(start=128, end=512, steps=4, unit=32)
+    # exact values 128, 224, 320, 416, 512, then END held
+    assert [batch_at(t, **ramp) for t in range(1, 8)] == [128, 224, 320, 416, 512, 512, 512]
+    # rounded to the unit: 128 + 384 * 1/3 = 256 exactly, 128 + 384 * 1/6 = 192
+    assert batch_at(2, start=128, end=512, steps=6, unit=64) == 192
+    assert batch_at(2, start=512, end=128, steps=2, unit=64) == 320  # ramps down as well
+
+
+def test_batch_ramp_text_must_be_three_positive_integers():
+    from hyrl.schedules import parse_batch_ramp
+
+    assert parse_batch_ramp("128:512:200") == (128, 512, 200)
+    for bad in ("128:512", "a:b:c", "0:512:10", "128:512:0"):
+        with pytest.raises(ValueError):
+            parse_batch_ramp(bad)

@@ -243,3 +243,17 @@ def test_dry_run_prints_the_resolved_configuration_and_starts_nothing(tmp_path):
     config = json.loads(proc.stdout)
     assert config["global_batch_size"] == 512 and config["lr"] == pytest.approx(6e-4)
     assert not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_batch_ramp_changes_responses_per_step_and_rederives_the_lr(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "6", "--batch-ramp", "128:512:4", "--lr", "none",
+                      "--ref-lr", "3e-4", "--ref-global-batch-size", "128", "--lr-scaling", "sqrt")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    assert [r["batch/responses_per_step"] for r in rows] == [128, 224, 320, 416, 512, 512]
+    assert [r["batch/prompts_per_step"] for r in rows] == [16, 28, 40, 52, 64, 64]
+    assert [r["samples"] for r in rows] == [128, 352, 672, 1088, 1600, 2112]  # cumulative, exact
+    for row in rows:  # lr = 3e-4 * sqrt(B / 128)
+        assert row["actor/lr"] == pytest.approx(3e-4 * (row["batch/responses_per_step"] / 128) ** 0.5)
