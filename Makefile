@@ -1,13 +1,16 @@
-# make demo: the tiny GRPO recipe on CPU, then its reward curve.  make test: the test suite.
+# make demo: the batch-size study on the tiny GRPO recipe (sweep + analysis) on CPU.
+# make demo-grpo: one tiny GRPO run and its reward curve.  make test: the test suite.
 # Both create .venv from requirements-cpu.txt (plus this package, editable) when it is missing.
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hyrl-installed
-DEMO_DIR ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
+STAMP_TIME := $(shell date +%Y%m%d-%H%M%S)
+DEMO_DIR ?= runs/demo-sweep-$(STAMP_TIME)
+RUN_DIR ?= runs/demo-grpo-$(STAMP_TIME)
 
-.PHONY: demo test venv clean-venv
+.PHONY: demo demo-grpo test venv clean-venv
 
 venv: $(STAMP)
 
@@ -19,8 +22,12 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/grpo.sh --run-dir $(DEMO_DIR)
-	$(PY) tools/plot_run.py $(DEMO_DIR) --out $(DEMO_DIR)/reward.png
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/sweep_grpo.sh $(DEMO_DIR)
+	@echo "report: $(DEMO_DIR)/analysis/report.md"
+
+demo-grpo: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/grpo.sh --run-dir $(RUN_DIR)
+	$(PY) tools/plot_run.py $(RUN_DIR) --out $(RUN_DIR)/reward.png
 
 test: $(STAMP)
 	$(PY) -m pytest -q

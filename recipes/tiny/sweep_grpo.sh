@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The batch-size study on the tiny GRPO recipe, then its analysis (what `make demo` runs).
+#   bash recipes/tiny/sweep_grpo.sh [OUT_DIR]
+# Members: B = 128 (reference), 256, 512, 1024 responses per step (prompts x 8), lr by the
+# square-root rule from 3e-4 at B=128, plus the fixed-lr control at 4x (B=512, lr 3e-4).
+# Every member consumes the same 128,000 responses, so curves compare per sample.
+# Validation: greedy accuracy on the 100 training prompts every 5 rollout steps (the tiny model
+# memorises rather than generalises, so a held-out split would not reach a useful target).
+# Re-running with the same OUT_DIR resumes: finished members are skipped.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+OUT="${1:-runs/sweep-tiny-grpo-$(date +%Y%m%d-%H%M%S)}"
+TARGET="eval/accuracy=0.9"
+
+SWEEP_ARGS=(
+  --batch-mults 1,2,4,8
+  --lr-rule sqrt
+  --fixed-lr-control 4
+  --seeds 1234
+  --max-samples 128000
+  --max-parallel 1
+)
+EVAL_ARGS=(
+  --eval-interval 5
+  --task-eval-fraction 0
+  --eval-temperature 0
+  --target "$TARGET"
+)
+hyrl sweep "$HERE/grpo.sh" --out "$OUT" "${SWEEP_ARGS[@]}" -- "${EVAL_ARGS[@]}"
+hyrl analyze "$OUT" --target "$TARGET" --out "$OUT/analysis"
