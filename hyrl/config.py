@@ -1190,8 +1190,23 @@ def load(argv: list[str], world_size: int) -> RunConfig:
     parse_args, then validate, then resolve; raises ConfigError for the first problem found.
     """
     cfg = parse_args(argv)
+    _check_rate_given_once(cfg)
     validate(cfg, world_size)
     return resolve(cfg)
+
+
+def _check_rate_given_once(given: RunConfig) -> None:
+    """On the command line a rate is either fixed (--lr) or derived (--ref-lr), never both.
+
+    (A resolved config carries both, the derived lr next to its reference, which is why
+    `validate` itself only refuses a pair that disagrees.)
+    """
+    for lr_name, ref_name in (("lr", "ref_lr"), ("critic_lr", "critic_ref_lr")):
+        if getattr(given, lr_name) is not None and getattr(given, ref_name) is not None:
+            _fail(lr_name, getattr(given, lr_name),
+                  f"given together with {flag_name(ref_name)}={getattr(given, ref_name)}",
+                  f"one of them: {flag_name(lr_name)} for a fixed rate, or {flag_name(ref_name)} "
+                  "with its scaling rule")
 
 
 def world_size_from_env() -> int:

@@ -1062,3 +1062,16 @@ def test_batch_ramp_is_refused_with_ppo_and_when_malformed(cfg_of):
     assert_rejected(cfg_of("--advantage-estimator", "gae", "--batch-ramp", "128:256:5"),
                     "--batch-ramp", "128:256:5")
     assert_rejected(cfg_of("--batch-ramp", "128-512"), "--batch-ramp", "128-512")
+
+
+def test_lr_and_ref_lr_on_one_command_line_are_refused_even_when_they_agree():
+    from hyrl.config import load
+
+    with pytest.raises(ConfigError) as info:
+        load(["--lr", "3e-4", "--ref-lr", "3e-4", "--run-dir", "/nonexistent/never"], 1)
+    assert info.value.flag == "--lr" and "--ref-lr=0.0003" in str(info.value)
+    assert "allowed" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        load(["--advantage-estimator", "gae", "--critic-lr", "1e-3", "--critic-ref-lr", "1e-3",
+              "--run-dir", "/nonexistent/never"], 1)
+    assert info.value.flag == "--critic-lr"
