@@ -1,4 +1,4 @@
-"""`hyrl <command>`: train, sweep, analyze, cost now; profile-rollout, convert and plan follow."""
+"""`hyrl <command>`: train, sweep, analyze, profile-rollout, cost now; convert and plan follow."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ commands:
   analyze  samples / throughput / time to a target, alignment, fastest valid batch:
            hyrl analyze PATH... --target eval/accuracy=0.77 [--reference NAME]
            [--tolerance 0.2] --out DIR   (PATH: run or sweep directories)
+  profile-rollout  decode throughput against concurrency, to find where it plateaus:
+           hyrl profile-rollout --engine hf --concurrency 1,2,4,...,256 --num-prompts N
+           --max-new-tokens L [--repeats 3] [--warmup 1] [--seed 0] [--json] --out DIR
   cost     GPU-hours and dollars a time cut saves:
            hyrl cost --gpus N --hours H --usd-per-gpu-hour P --time-reduction F [--json]
 
@@ -188,7 +191,81 @@ def _cost(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "sweep": _sweep, "analyze": _analyze, "cost": _cost}
+def _profile_rollout(argv: list[str]) -> int:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(
+        prog="hyrl profile-rollout", allow_abbrev=False,
+        description="Decode throughput (tokens/s, responses/s) and latency against concurrency "
+        "C, the sequences the engine decodes at once; the plateau is the smallest C within 5%% "
+        "of the best tokens/s. Writes DIR/profile.json, profile.md and profile.png.")
+    parser.add_argument("--engine", required=True, choices=("hf", "sglang"),
+                        help="rollout engine (hf: transformers on CPU, the tiny Qwen3-MoE)")
+    parser.add_argument("--concurrency", required=True, metavar="C,C,...",
+                        help="concurrencies: positive integers, strictly increasing, each <= "
+                        "--num-prompts, e.g. 1,2,4,8,16")
+    parser.add_argument("--num-prompts", type=int, required=True, metavar="N",
+                        help="prompts generated per timed pass (>= 1)")
+    parser.add_argument("--max-new-tokens", type=int, required=True, metavar="L",
+                        help="most tokens per response (>= 1; responses may stop earlier at eos)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes per C (default 3)")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="untimed generate calls per C before timing (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="prompt order and weights (default 0)")
+    parser.add_argument("--json", action="store_true", help="print profile.json to stdout")
+    parser.add_argument("--out", required=True, metavar="DIR", help="where the profile goes")
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+    from hyrl.rollout.profile import ProfileError, validate_flags
+
+    prompt_tokens, max_positions = 5, None
+    if args.engine == "hf":
+        from hyrl.models.qwen3_moe.config import TINY
+
+        max_positions = TINY.max_position_embeddings  # arith prompts are 5 tokens
+    try:
+        concurrencies = validate_flags(
+            engine=args.engine, concurrency=args.concurrency, num_prompts=args.num_prompts,
+            max_new_tokens=args.max_new_tokens, repeats=args.repeats, warmup=args.warmup,
+            seed=args.seed, out=args.out, prompt_tokens=prompt_tokens,
+            max_positions=max_positions)
+    except ProfileError as err:
+        print(f"hyrl profile-rollout: error: {err}", file=sys.stderr)
+        return 2
+    from hyrl.data.arith import ArithTask
+    from hyrl.data.tokenizer import build_tokenizer
+    from hyrl.rollout.base import SamplingParams
+    from hyrl.rollout.profile import (ProgressBar, hf_engine_factory, print_table,
+                                      profile_engine, write_outputs)
+
+    tokenizer = build_tokenizer()
+    task = ArithTask(tokenizer, seed=args.seed)
+    prompts = [p.prompt_ids for p in task.next_batch(args.num_prompts)]
+    # The real eos id: responses may stop early, and profile_engine counts what was generated.
+    make_engine = hf_engine_factory(tokenizer.pad_token_id, tokenizer.eos_token_id, args.seed)
+    params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0)
+    with ProgressBar() as progress:
+        result = profile_engine(make_engine, prompts, concurrencies, params,
+                                repeats=args.repeats, warmup=args.warmup, on_progress=progress)
+    result["parameters"].update(engine=args.engine, model="TINY Qwen3-MoE", seed=args.seed,
+                                eos_id=tokenizer.eos_token_id)
+    try:
+        written = write_outputs(result, args.out)
+    except OSError as err:
+        print(f"hyrl profile-rollout: error: --out {args.out}: cannot write the profile ({err})",
+              file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=2, allow_nan=False))
+    else:
+        print_table(result, written)
+    return 0
+
+
+COMMANDS = {"train": _train, "sweep": _sweep, "analyze": _analyze,
+            "profile-rollout": _profile_rollout, "cost": _cost}
 
 
 def main(argv: list[str] | None = None) -> int:
