@@ -179,6 +179,48 @@ class RunConfig:
     rollout_max_response_len: int = _opt(2, "longest generated response (tokens)", "rollout")
     rollout_temperature: float = _opt(1.0, "sampling temperature (dimensionless, > 0)", "rollout")
     rollout_top_p: float = _opt(1.0, "nucleus sampling mass (probability, in (0, 1])", "rollout")
+    rollout_num_engines: int | None = _opt(
+        None, "rollout engines (count), each a Ray actor in its own placement-group bundle; "
+        "none = hf: one engine inside the trainer process (no Ray), sglang: --rollout-num-gpus "
+        "/ --rollout-num-gpus-per-engine", "rollout")
+    rollout_num_gpus: int | None = _opt(
+        None, "GPUs given to rollout engines in all (GPUs); none = with --colocate the training "
+        "world size, else --rollout-num-engines x --rollout-num-gpus-per-engine", "rollout")
+    rollout_num_gpus_per_engine: int | None = _opt(
+        None, "GPUs per rollout engine, SGLang's tensor-parallel size (GPUs); none = 1 for "
+        "sglang, 0 for hf", "rollout")
+    rollout_max_restarts: int = _opt(
+        3, "restarts allowed per rollout engine over the run before it fails (count); an engine "
+        "that dies is replaced and its in-flight prompts resubmitted", "rollout")
+    update_weight_mode: str | None = _opt(
+        None, "how new weights reach SGLang (name): tensor = bucketed update_weights_from_tensor "
+        "(same node), distributed = NCCL broadcast group, disk = safetensors + "
+        "update_weights_from_disk; none = tensor with --colocate, else distributed", "rollout",
+        choices=("tensor", "distributed", "disk"))
+    update_weight_buffer_size: int = _opt(
+        512 * 1024 ** 2, "most bytes of weights sent per update bucket (bytes)", "rollout")
+    colocate: bool = _opt(
+        False, "rollout engines share the training GPUs: SGLang releases its memory while the "
+        "actor trains and resumes it for generation (on/off)", "rollout")
+    sglang_router_url: str | None = _opt(
+        None, "attach to running SGLang servers behind this sglang-router instead of starting "
+        "engines (http://HOST:PORT); none = start engines", "rollout")
+    sglang_mem_fraction_static: float | None = _opt(
+        None, "fraction of GPU memory SGLang takes for weights and KV cache (fraction in (0, 1)); "
+        "none = SGLang's default", "rollout")
+    sglang_server_args: str | None = _opt(
+        None, "further sglang.launch_server flags, passed through verbatim (a quoted string); any "
+        "other --sglang-NAME [VALUE] on the command line is appended here as --NAME [VALUE]",
+        "rollout")
+    reward_num_workers: int = _opt(
+        0, "Ray worker processes that score rewards off the trainer (count); 0 = score in the "
+        "trainer process (no timeout)", "rollout")
+    reward_timeout_s: float = _opt(
+        30.0, "seconds one reward call may take on a worker before it scores 0 and counts in "
+        "train/reward_failures (seconds)", "rollout")
+    ray_address: str | None = _opt(
+        None, "Ray cluster to join for engines and reward workers (address or 'auto'); none = "
+        "start a local Ray when one is needed", "rollout")
 
     # --- algorithm (GRPO, PPO) -----------------------------------------------------------
     advantage_estimator: str = _opt(
@@ -332,6 +374,7 @@ class RunConfig:
         if self.critic_global_batch_size is not None:
             out["critic_steps_per_rollout"] = self.critic_steps_per_rollout
             out["critic_lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.critic_lr_scaling]
+        out["rollout_layout"] = dataclasses.asdict(rollout_layout(self, world_size))
         return out
 
 
@@ -578,11 +621,47 @@ def _unknown_error(parser: argparse.ArgumentParser, token: str, argv: list[str])
                        f"flags only, as --name VALUE or --name=VALUE ({HELP_HINT})")
 
 
+SGLANG_PASS_PREFIX = "--sglang-"
+
+
+def _split_sglang_passthrough(argv: list[str], parser: argparse.ArgumentParser
+                              ) -> tuple[list[str], list[str]]:
+    """(hyrl's own args, pass-through server flags): an undeclared --sglang-NAME [VALUE] becomes
+    --NAME [VALUE] for sglang.launch_server. A near miss of a declared --sglang-* flag is a typo,
+    not a pass-through, and is refused (so --sglang-router-ur does not reach SGLang)."""
+    declared = [f for f in _all_flags(parser) if f.startswith(SGLANG_PASS_PREFIX)]
+    own, passed = [], []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        flag, sep, value = token.partition("=")
+        if flag.startswith(SGLANG_PASS_PREFIX) and flag not in declared \
+                and len(flag) > len(SGLANG_PASS_PREFIX):
+            close = difflib.get_close_matches(flag, declared, n=1, cutoff=0.85)
+            if close:
+                raise ConfigError(flag, value if sep else None, "unknown flag",
+                                  f"did you mean {close[0]}? (other --sglang-NAME flags pass "
+                                  "through to sglang.launch_server as --NAME)")
+            passed.append("--" + flag[len(SGLANG_PASS_PREFIX):])
+            if sep:
+                passed.append(value)
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                passed.append(argv[i + 1])
+                i += 1
+        else:
+            own.append(token)
+        i += 1
+    return own, passed
+
+
 def parse_args(argv: list[str]) -> RunConfig:
     """argv (without the command) -> RunConfig. Raises ConfigError; neither validates nor
-    resolves (flags not given stay None; see `resolve` and `load`)."""
-    argv = list(argv)
+    resolves (flags not given stay None; see `resolve` and `load`). Undeclared --sglang-NAME
+    [VALUE] flags are appended to --sglang-server-args as --NAME [VALUE]."""
+    import shlex
+
     parser = build_parser()
+    argv, passthrough = _split_sglang_passthrough(list(argv), parser)
     try:
         namespace, extras = parser.parse_known_args(argv)
     except _Abort as abort:
@@ -591,6 +670,10 @@ def parse_args(argv: list[str]) -> RunConfig:
         raise _argument_error(parser, err, argv) from None
     if extras:
         raise _unknown_error(parser, extras[0], argv)
+    if passthrough:
+        given = namespace.sglang_server_args
+        namespace.sglang_server_args = " ".join(
+            ([given] if given else []) + [shlex.quote(arg) for arg in passthrough])
     return RunConfig(**vars(namespace))
 
 
@@ -873,6 +956,20 @@ def _check_ranges(c: RunConfig) -> None:
     if not 0 < c.rollout_top_p <= 1:
         _fail("rollout_top_p", c.rollout_top_p, "must be a probability mass in (0, 1]",
               "0 < top_p <= 1")
+    for name in ("rollout_num_engines", "rollout_num_gpus"):
+        if getattr(c, name) is not None and getattr(c, name) < 1:
+            _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1, or none")
+    for name in ("rollout_num_gpus_per_engine", "rollout_max_restarts", "reward_num_workers"):
+        if getattr(c, name) is not None and getattr(c, name) < 0:
+            _fail(name, getattr(c, name), "must not be negative", "an integer >= 0")
+    if c.update_weight_buffer_size < 1024 ** 2:
+        _fail("update_weight_buffer_size", c.update_weight_buffer_size,
+              "buckets this small make one HTTP request per tensor slice", "bytes >= 1048576 (1 MiB)")
+    if c.sglang_mem_fraction_static is not None and not 0 < c.sglang_mem_fraction_static < 1:
+        _fail("sglang_mem_fraction_static", c.sglang_mem_fraction_static,
+              "must be a fraction of GPU memory", "0 < fraction < 1, or none")
+    if not c.reward_timeout_s > 0:
+        _fail("reward_timeout_s", c.reward_timeout_s, "must be positive", "seconds > 0")
 
     # eval, task
     if c.eval_interval < 0:
@@ -1112,9 +1209,6 @@ def _check_algorithm_rollout_task(c: RunConfig) -> None:
         _fail("n_samples_per_prompt", c.n_samples_per_prompt,
               "GRPO compares responses within a group, so it needs at least 2 per prompt",
               "an integer >= 2")
-    if c.rollout_engine == "sglang":
-        _fail("rollout_engine", c.rollout_engine, "the SGLang engine is not implemented yet",
-              "hf")
     if c.task == "arith_mod10":
         if not 1 <= c.task_max_operand <= 9:
             _fail("task_max_operand", c.task_max_operand,
@@ -1143,6 +1237,114 @@ def _check_algorithm_rollout_task(c: RunConfig) -> None:
         _fail("vocab_size", c.vocab_size,
               f"smaller than the task tokenizer's {TASK_VOCAB_SIZE} tokens",
               f"an integer >= {TASK_VOCAB_SIZE}")
+
+
+@dataclass(frozen=True)
+class RolloutLayout:
+    """Where generation runs, resolved from the --rollout-* flags and the training world size."""
+
+    engine: str  # hf or sglang
+    in_process: bool  # hf only: one engine inside the trainer's rank 0, no Ray
+    num_engines: int  # engines started by hyrl (0 when attached to --sglang-router-url)
+    gpus_per_engine: int
+    num_gpus: int  # GPUs the engines take in all (on the training GPUs with --colocate)
+    concurrency_per_engine: int
+    update_weight_mode: str  # "load_state_dict" for hf engines
+    uses_ray: bool  # engines or reward workers run as Ray actors
+
+
+SGLANG_ONLY = ("sglang_router_url", "sglang_mem_fraction_static", "sglang_server_args",
+               "update_weight_mode", "colocate", "rollout_num_gpus")
+
+
+def _router_url_ok(url: str) -> bool:
+    scheme, sep, rest = url.partition("://")
+    host, colon, port = rest.rstrip("/").rpartition(":")
+    return (scheme in ("http", "https") and bool(sep) and bool(host) and bool(colon)
+            and port.isdigit() and "/" not in host)
+
+
+def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
+    """Resolve and check the rollout flags; raises ConfigError naming the flag.
+
+    hf: --rollout-num-engines none = one engine in the trainer process; N = N engines as Ray
+    actors with --rollout-num-gpus-per-engine GPUs each (none = 0). sglang: engines take
+    --rollout-num-gpus-per-engine GPUs each (none = 1, SGLang's tensor-parallel size);
+    with --colocate they sit on the training GPUs (--rollout-num-gpus = world size), else
+    --rollout-num-gpus or --rollout-num-engines says how many (the other is derived and must
+    agree); with --sglang-router-url hyrl starts nothing and sends to the router.
+    --update-weight-mode none = tensor with --colocate, else distributed (NCCL cannot join two
+    ranks on one GPU, so colocated engines refuse distributed).
+    """
+    uses_ray_rewards = c.reward_num_workers > 0
+    if c.rollout_engine == "hf":
+        for name in SGLANG_ONLY:
+            value = getattr(c, name)
+            if value not in (None, False):
+                _fail(name, value, "applies to --rollout-engine sglang only",
+                      "leave it unset with --rollout-engine hf")
+        if c.rollout_num_engines is None:
+            if c.rollout_num_gpus_per_engine is not None:
+                _fail("rollout_num_gpus_per_engine", c.rollout_num_gpus_per_engine,
+                      "the hf engine runs inside the trainer unless --rollout-num-engines is given",
+                      "leave it unset, or give --rollout-num-engines N for Ray engine actors")
+            return RolloutLayout("hf", True, 1, 0, 0, c.rollout_concurrency, "load_state_dict",
+                                 uses_ray_rewards)
+        per_engine = c.rollout_num_gpus_per_engine or 0
+        return RolloutLayout("hf", False, c.rollout_num_engines, per_engine,
+                             c.rollout_num_engines * per_engine, c.rollout_concurrency,
+                             "load_state_dict", True)
+
+    if c.sglang_router_url is not None:
+        if not _router_url_ok(c.sglang_router_url):
+            _fail("sglang_router_url", c.sglang_router_url, "not an http(s)://HOST:PORT address",
+                  "e.g. http://10.0.0.5:30000")
+        for name in ("rollout_num_engines", "rollout_num_gpus", "rollout_num_gpus_per_engine",
+                     "sglang_mem_fraction_static", "sglang_server_args"):
+            if getattr(c, name) is not None:
+                _fail(name, getattr(c, name), "hyrl starts no engine with --sglang-router-url "
+                      "(the servers behind the router were started elsewhere)",
+                      "leave it unset, or drop --sglang-router-url")
+        if c.colocate:
+            _fail("colocate", True, "attached servers cannot release the training GPUs' memory",
+                  "--no-colocate with --sglang-router-url")
+        mode = c.update_weight_mode or "distributed"
+        if mode == "tensor":
+            _fail("update_weight_mode", mode, "tensor handles reach only engines that hyrl "
+                  "started on its own nodes", "distributed or disk with --sglang-router-url")
+        return RolloutLayout("sglang", False, 0, 0, 0, c.rollout_concurrency, mode,
+                             uses_ray_rewards)
+
+    per_engine = 1 if c.rollout_num_gpus_per_engine is None else c.rollout_num_gpus_per_engine
+    if per_engine < 1:
+        _fail("rollout_num_gpus_per_engine", per_engine, "an SGLang engine needs a GPU",
+              "an integer >= 1")
+    if c.colocate:
+        gpus = world_size if c.rollout_num_gpus is None else c.rollout_num_gpus
+        if gpus != world_size:
+            _fail("rollout_num_gpus", gpus, f"colocated engines use exactly the {world_size} "
+                  "training GPUs", f"{world_size}, or none")
+    elif c.rollout_num_gpus is None and c.rollout_num_engines is None:
+        _fail("rollout_num_gpus", "none", "rollout engines need GPUs of their own without --colocate",
+              "--rollout-num-gpus N or --rollout-num-engines N, or --colocate")
+    else:
+        gpus = c.rollout_num_gpus if c.rollout_num_gpus is not None \
+            else c.rollout_num_engines * per_engine
+    if gpus % per_engine:
+        _fail("rollout_num_gpus_per_engine", per_engine,
+              f"does not divide the {gpus} rollout GPUs into whole engines",
+              f"a divisor of {gpus}: {_divisors(gpus)}")
+    engines = gpus // per_engine
+    if c.rollout_num_engines is not None and c.rollout_num_engines != engines:
+        _fail("rollout_num_engines", c.rollout_num_engines,
+              f"disagrees with {gpus} rollout GPUs at {per_engine} per engine ({engines} engines)",
+              f"{engines}, or only one of --rollout-num-engines and --rollout-num-gpus")
+    mode = c.update_weight_mode or ("tensor" if c.colocate else "distributed")
+    if c.colocate and mode == "distributed":
+        _fail("update_weight_mode", mode, "NCCL cannot put a trainer rank and an engine rank on "
+              "one GPU", "tensor or disk with --colocate")
+    return RolloutLayout("sglang", False, engines, per_engine, gpus, c.rollout_concurrency, mode,
+                         True)
 
 
 def _check_run_dir(c: RunConfig) -> None:
@@ -1179,6 +1381,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_batch_ramp(resolved, world_size)
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
+    rollout_layout(resolved, world_size)
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)
     _check_run_dir(resolved)

@@ -7,6 +7,7 @@ One rollout step:  prompts -> responses (engine) -> rewards -> advantages -> old
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -60,6 +61,8 @@ class Trainer:
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
+        self.engines_released = False  # --colocate: engine memory freed while the actor trains
+        self.sync_metrics: dict = {}  # the engine's own account of the latest weight sync
         if self.rank == 0:
             self._print_layout()
             self._setup_rollout_side()
@@ -100,19 +103,25 @@ class Trainer:
 
     def _setup_rollout_side(self) -> None:
         from hyrl.backends.megatron import cpu_compat
+        from hyrl.config import rollout_layout
         from hyrl.data.arith import ArithTask
         from hyrl.data.tokenizer import build_tokenizer
         from hyrl.rewards.exact_match import ExactMatchReward
-        from hyrl.rollout.hf_engine import HFRolloutEngine
+        from hyrl.rewards.pool import RewardPool
+        from hyrl.rollout.build import build_engine, start_ray
 
         cfg = self.cfg
         self.tokenizer = build_tokenizer()
         self.task = ArithTask(self.tokenizer, max_operand=cfg.task_max_operand, seed=cfg.seed,
                               eval_fraction=cfg.task_eval_fraction if cfg.eval_interval > 0 else 0.0)
-        self.reward_fn = ExactMatchReward()
-        self.engine = HFRolloutEngine(
-            self.arch, concurrency=cfg.rollout_concurrency, pad_id=self.tokenizer.pad_token_id,
-            eos_id=self.tokenizer.eos_token_id, device=cpu_compat.device())
+        layout = rollout_layout(cfg, self.world_size)
+        self.owns_ray = start_ray(cfg, layout)
+        self.reward_pool = RewardPool(ExactMatchReward, num_workers=cfg.reward_num_workers,
+                                      timeout_s=cfg.reward_timeout_s,
+                                      ray_address=cfg.ray_address)
+        self.engine = build_engine(cfg, layout, self.arch, pad_id=self.tokenizer.pad_token_id,
+                                   eos_id=self.tokenizer.eos_token_id, device=cpu_compat.device(),
+                                   run_dir=self.run_dir)
         self.sampling = SamplingParams(max_new_tokens=cfg.rollout_max_response_len,
                                        temperature=cfg.rollout_temperature, top_p=cfg.rollout_top_p)
 
@@ -120,7 +129,30 @@ class Trainer:
     def _sync_weights(self) -> None:
         hf_state = self.actor.export_hf_state_dict()  # collective over TP and EP
         if self.rank == 0:
+            self._engines_resume()
             self.engine.update_weights(hf_state)
+            stats = getattr(self.engine, "last_sync_stats", None)  # SGLang engines report these
+            if stats is not None:
+                self.sync_metrics = {"perf/weight_transfer_s": stats.transfer_s,
+                                     "perf/weight_sync_bytes": stats.tensor_bytes,
+                                     "perf/weight_sync_buckets": stats.buckets}
+
+    def _engines_release(self) -> None:
+        """--colocate: free the engines' GPU memory (weights, KV cache) for training."""
+        if self.cfg.colocate and not self.engines_released:
+            self.engine.release_memory()
+            self.engines_released = True
+
+    def _engines_resume(self) -> None:
+        """Retake the memory; the weights are gone with it, so only _sync_weights calls this."""
+        if self.engines_released:
+            self.engine.resume_memory()
+            self.engines_released = False
+
+    def _check_engines_hold_weights(self) -> None:
+        if self.engines_released:
+            raise RuntimeError("hyrl bug: generating on engines whose memory was released and "
+                               "not refilled by a weight sync")
 
     def _batch_sizes(self, rollout_step: int) -> tuple[int, int]:
         """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp)."""
@@ -138,18 +170,24 @@ class Trainer:
             with timers("rollout"):
                 prompts = self.task.next_batch(prompts_per_step)
                 repeated = [p for p in prompts for _ in range(cfg.n_samples_per_prompt)]
+                self._check_engines_hold_weights()
                 generations = self.engine.generate([p.prompt_ids for p in repeated], self.sampling)
+                self._engines_release()
             with timers("reward"):
                 texts = [self.tokenizer.decode(g.response_ids, skip_special_tokens=True)
                          for g in generations]
-                rewards = self.reward_fn.score_batch(
+                scored = self.reward_pool.score(
                     texts, [p.label for p in repeated], [g.finish_reason for g in generations])
+                for error in scored.errors:  # a failed reward scores 0; the run goes on
+                    print(f"hyrl: reward failure: {error}", file=sys.stderr, flush=True)
             payload = [{
                 "prompts": [g.prompt_ids for g in generations],
                 "responses": [g.response_ids for g in generations],
                 "rollout_log_probs": [g.response_log_probs for g in generations],
                 "finish_reasons": [g.finish_reason for g in generations],
-                "rewards": rewards,
+                "rewards": scored.rewards,
+                "reward_failures": scored.failures,
+                "reward_timeouts": scored.timeouts,
             }]
         if self.world_size > 1:
             _dist().broadcast_object_list(payload, src=0)
@@ -235,9 +273,13 @@ class Trainer:
                         self._sync_weights()
                 else:
                     records.append({"step": self.actor.optimizer_steps, "samples": samples})
+                    if cfg.colocate:  # released engines get their (unchanged) weights back
+                        with timers("weight_sync"):
+                            self._sync_weights()
                 records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
                 records[0].update(rollout_metrics)
                 records[-1].update(timers.pop())  # stage timers of the whole rollout step
+                records[-1].update(self.sync_metrics)
                 if rollout_step == 1:
                     records[0]["perf/setup_s"] = self.setup_s
                 if rollout_step in eval_due:  # evaluation stays off the elapsed_s clock
@@ -261,6 +303,15 @@ class Trainer:
             write_summary(self.run_dir, summary(tracker, totals))
             self.logger.close()
 
+    def close(self) -> None:
+        """Stop the engines and reward workers (and Ray, if this trainer started it)."""
+        from hyrl.rollout.build import stop_ray
+
+        for part in (getattr(self, "engine", None), getattr(self, "reward_pool", None)):
+            if part is not None and hasattr(part, "close"):
+                part.close()
+        stop_ray(getattr(self, "owns_ray", False))
+
     def _eval_schedule(self) -> set[int]:
         """Rollout steps after which rank 0 evaluates: 0 (before training), every
         --eval-interval, and the last."""
@@ -277,13 +328,17 @@ class Trainer:
         temperature = cfg.rollout_temperature if cfg.eval_temperature is None else cfg.eval_temperature
         params = SamplingParams(max_new_tokens=cfg.rollout_max_response_len,
                                 temperature=temperature, top_p=cfg.rollout_top_p)
-        devices = [] if self.engine.device.type == "cpu" else [self.engine.device]
+        engine_device = getattr(self.engine, "device", None)  # None: the engines are Ray actors
+        devices = [] if engine_device is None or engine_device.type == "cpu" else [engine_device]
+        self._check_engines_hold_weights()
         with torch.random.fork_rng(devices=devices):
             generations = self.engine.generate([p.prompt_ids for p in prompts], params)
         texts = [self.tokenizer.decode(g.response_ids, skip_special_tokens=True) for g in generations]
-        rewards = self.reward_fn.score_batch(texts, [p.label for p in prompts],
-                                             [g.finish_reason for g in generations])
+        scored = self.reward_pool.score(texts, [p.label for p in prompts],
+                                        [g.finish_reason for g in generations])
+        rewards = scored.rewards
         metrics = {
+            "eval/reward_failures": scored.failures,
             "eval/accuracy": sum(rewards) / len(rewards),
             "eval/response_len_mean": sum(len(g.response_ids) for g in generations) / len(rewards),
             "eval/num_responses": len(rewards),
@@ -369,6 +424,8 @@ class Trainer:
             "train/reward_mean": float(rewards.mean()),
             "train/response_len_mean": float(lengths.mean()),
             "train/stop_frac": sum(f == "stop" for f in rollout["finish_reasons"]) / len(rewards),
+            "train/reward_failures": rollout["reward_failures"],
+            "train/reward_timeouts": rollout["reward_timeouts"],
             "perf/rollout_tokens_per_s": float(lengths.sum()) / rollout_s if rollout_s > 0 else 0.0,
         }
 
@@ -398,18 +455,52 @@ def preflight(cfg: RunConfig) -> None:
             raise ConfigError("--critic-load", cfg.critic_load,
                               "the checkpoint's architecture differs from the model flags ("
                               + "; ".join(problems) + ")", "a checkpoint of the same architecture")
+    if cfg.rollout_engine == "sglang":
+        _preflight_sglang(cfg)
     if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
         raise ConfigError("--transformer-impl", "transformer_engine",
                           "transformer_engine does not import on this machine", "local or auto")
 
 
+def _preflight_sglang(cfg: RunConfig) -> None:
+    """SGLang needs CUDA and the sglang package (unless attached to a router); pass-through
+    --sglang-* flags must be flags of the installed sglang.launch_server."""
+    import importlib.util
+    import shlex
+
+    if cfg.sglang_router_url is not None:
+        return  # the servers run elsewhere; nothing of SGLang is needed here
+    if not torch.cuda.is_available():
+        raise ConfigError("--rollout-engine", "sglang", "SGLang engines need CUDA GPUs and this "
+                          "machine has none", "hf on a machine without CUDA, or "
+                          "--sglang-router-url to attach to servers running elsewhere")
+    if importlib.util.find_spec("sglang") is None:
+        raise ConfigError("--rollout-engine", "sglang", "the sglang package is not installed",
+                          "pip install -r requirements.txt (sglang==0.5.23), or hf")
+    if cfg.sglang_server_args:
+        import dataclasses
+
+        from sglang.srt.server_args import ServerArgs
+
+        known = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(ServerArgs)}
+        for token in shlex.split(cfg.sglang_server_args):
+            flag = token.split("=", 1)[0]
+            if flag.startswith("--") and flag not in known:
+                raise ConfigError("--sglang-server-args", cfg.sglang_server_args,
+                                  f"{flag} is not a flag of the installed sglang.launch_server",
+                                  "flags listed by python -m sglang.launch_server --help")
+
+
 def train(cfg: RunConfig, world_size: int) -> Path:
     from hyrl.backends.megatron.model import destroy_distributed
 
-    trainer = Trainer(cfg, world_size)
+    trainer = None
     try:
+        trainer = Trainer(cfg, world_size)
         trainer.run()
     finally:
+        if trainer is not None:
+            trainer.close()
         destroy_distributed()
     return Path(cfg.run_dir)
 

@@ -13,6 +13,7 @@ import pytest
 from hyrl.config import (
     GROUPS,
     LR_SCALING_EXPONENTS,
+    SGLANG_ONLY,
     ConfigError,
     RunConfig,
     build_parser,
@@ -21,6 +22,7 @@ from hyrl.config import (
     parse_args,
     parse_target,
     resolve,
+    rollout_layout,
     scaled_lr,
     validate,
     world_size_from_env,
@@ -90,7 +92,8 @@ def test_defaults_are_valid_choices_and_the_tiny_cpu_model():
         if "choices" in f.metadata:
             value = getattr(cfg, f.name)
             assert value is None or value in f.metadata["choices"], f.name  # None: not given
-            assert getattr(ppo, f.name) in f.metadata["choices"], f.name
+            if f.name not in SGLANG_ONLY:  # unset under the default hf engine
+                assert getattr(ppo, f.name) in f.metadata["choices"], f.name
     assert (cfg.num_layers, cfg.hidden_size, cfg.num_experts, cfg.vocab_size) == (2, 64, 4, 16)
     assert cfg.global_batch_size is None  # not given: P x G after resolve
     assert (cfg.rollout_batch_size, cfg.n_samples_per_prompt, resolve(cfg).global_batch_size) == (
@@ -410,10 +413,86 @@ def test_grpo_with_one_sample_per_prompt_is_rejected(cfg_of):
 # --------------------------------------------------------------------------- rollout, task, run
 
 
-def test_sglang_engine_is_rejected_as_not_implemented(cfg_of):
-    err = assert_rejected(cfg_of("--rollout-engine", "sglang"), "--rollout-engine", "sglang")
-    assert "not implemented yet" in str(err)
-    assert err.allowed == "hf"
+def layout_of(cfg: RunConfig, world_size: int = 1):
+    validate(cfg, world_size)
+    return rollout_layout(resolve(cfg), world_size)
+
+
+def test_hf_engine_runs_in_process_unless_engines_are_asked_for(cfg_of):
+    default = layout_of(cfg_of())
+    assert (default.engine, default.in_process, default.uses_ray) == ("hf", True, False)
+    fleet = layout_of(cfg_of("--rollout-num-engines", "2", "--rollout-concurrency", "8"))
+    assert (fleet.in_process, fleet.num_engines, fleet.gpus_per_engine, fleet.uses_ray) == (
+        False, 2, 0, True)
+    assert fleet.concurrency_per_engine == 8
+    assert layout_of(cfg_of("--reward-num-workers", "2")).uses_ray
+
+
+@pytest.mark.parametrize("argv, flag, value", [
+    (("--colocate",), "--colocate", True),
+    (("--update-weight-mode", "disk"), "--update-weight-mode", "disk"),
+    (("--sglang-mem-fraction-static", "0.5"), "--sglang-mem-fraction-static", 0.5),
+    (("--rollout-num-gpus-per-engine", "1"), "--rollout-num-gpus-per-engine", 1),
+])
+def test_sglang_flags_with_the_hf_engine_are_refused_not_ignored(cfg_of, argv, flag, value):
+    assert_rejected(cfg_of(*argv), flag, value)
+
+
+def test_sglang_engine_counts_from_gpus_or_engines_and_they_must_agree(cfg_of):
+    sg = ("--rollout-engine", "sglang")
+    layout = layout_of(cfg_of(*sg, "--rollout-num-gpus", "8", "--rollout-num-gpus-per-engine", "2"))
+    assert (layout.num_engines, layout.num_gpus, layout.update_weight_mode) == (4, 8, "distributed")
+    assert layout_of(cfg_of(*sg, "--rollout-num-engines", "3")).num_gpus == 3
+    err = assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "8", "--rollout-num-engines", "3"),
+                          "--rollout-num-engines", 3)
+    assert "8 rollout GPUs at 1 per engine" in str(err) and err.allowed.startswith("8,")
+    err = assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "4", "--rollout-num-gpus-per-engine",
+                                 "3"), "--rollout-num-gpus-per-engine", 3)
+    assert "[1, 2, 4]" in err.allowed
+    assert_rejected(cfg_of(*sg), "--rollout-num-gpus", "none")  # neither given, not colocated
+
+
+def test_colocated_sglang_uses_the_training_gpus_and_refuses_nccl_sync(cfg_of):
+    sg = ("--rollout-engine", "sglang", "--colocate")
+    layout = layout_of(cfg_of(*sg, "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                              "--rollout-num-gpus-per-engine", "2"), world_size=4)
+    assert (layout.num_engines, layout.num_gpus, layout.update_weight_mode) == (2, 4, "tensor")
+    assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "2"), "--rollout-num-gpus", 2, world_size=4)
+    err = assert_rejected(cfg_of(*sg, "--update-weight-mode", "distributed"),
+                          "--update-weight-mode", "distributed")
+    assert "one GPU" in str(err)
+
+
+def test_router_url_attaches_and_refuses_engine_flags_and_tensor_sync(cfg_of):
+    sg = ("--rollout-engine", "sglang", "--sglang-router-url", "http://10.0.0.5:30000")
+    layout = layout_of(cfg_of(*sg))
+    assert (layout.num_engines, layout.update_weight_mode) == (0, "distributed")
+    assert_rejected(cfg_of(*sg, "--rollout-num-engines", "2"), "--rollout-num-engines", 2)
+    assert_rejected(cfg_of(*sg, "--update-weight-mode", "tensor"), "--update-weight-mode",
+                    "tensor")
+    assert_rejected(cfg_of("--rollout-engine", "sglang", "--sglang-router-url", "10.0.0.5:30000"),
+                    "--sglang-router-url", "10.0.0.5:30000")
+
+
+def test_undeclared_sglang_flags_pass_through_and_near_misses_are_typos(cfg_of):
+    cfg = cfg_of("--rollout-engine", "sglang", "--colocate", "--sglang-server-args",
+                 "--log-level warning", "--sglang-attention-backend", "fa3",
+                 "--sglang-disable-radix-cache", "--sglang-chunked-prefill-size=4096")
+    assert cfg.sglang_server_args == ("--log-level warning --attention-backend fa3 "
+                                      "--disable-radix-cache --chunked-prefill-size 4096")
+    with pytest.raises(ConfigError) as info:
+        cfg_of("--rollout-engine", "sglang", "--sglang-router-ur", "http://h:1")
+    assert info.value.flag == "--sglang-router-ur" and "--sglang-router-url" in info.value.allowed
+
+
+@pytest.mark.parametrize("argv, flag, value", [
+    (("--reward-timeout-s", "0"), "--reward-timeout-s", 0.0),
+    (("--reward-num-workers", "-1"), "--reward-num-workers", -1),
+    (("--rollout-max-restarts", "-1"), "--rollout-max-restarts", -1),
+    (("--update-weight-buffer-size", "1000"), "--update-weight-buffer-size", 1000),
+])
+def test_reward_and_fleet_ranges_are_checked(cfg_of, argv, flag, value):
+    assert_rejected(cfg_of(*argv), flag, value)
 
 
 @pytest.mark.parametrize("operand", [0, 10])

@@ -257,3 +257,73 @@ def test_batch_ramp_changes_responses_per_step_and_rederives_the_lr(tmp_path):
     assert [r["samples"] for r in rows] == [128, 352, 672, 1088, 1600, 2112]  # cumulative, exact
     for row in rows:  # lr = 3e-4 * sqrt(B / 128)
         assert row["actor/lr"] == pytest.approx(3e-4 * (row["batch/responses_per_step"] / 128) ** 0.5)
+
+
+@pytest.mark.slow
+def test_sglang_engine_without_cuda_is_refused_before_any_process_group(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--rollout-engine", "sglang",
+                      "--colocate")
+    assert proc.returncode == 2
+    assert "--rollout-engine=sglang" in proc.stderr and "CUDA" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_hf_engines_on_ray_and_reward_workers_train_and_count_failures(tmp_path):
+    """Two hf engine actors on Ray and one reward worker: the same records as in-process."""
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "3", "--rollout-num-engines", "2",
+                      "--rollout-concurrency", "32", "--reward-num-workers", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [r["samples"] for r in rows] == [128, 256, 384]
+    for row in rows:
+        assert REQUIRED_KEYS <= row.keys()
+        assert row["train/reward_failures"] == 0 and row["train/reward_timeouts"] == 0
+        assert row["perf/weight_sync_s"] > 0
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["rollout_layout"]["num_engines"] == 2 and not config["rollout_layout"]["in_process"]
+
+
+@pytest.mark.slow
+def test_sglang_engine_attached_to_a_router_trains_with_disk_weight_sync(tmp_path):
+    """Protocol test of the trainer's SGLang path (tests/fake_sglang_server.py plays router and
+    server; it is not SGLang): generation through /generate, and after every optimizer step the
+    weights go to disk and /update_weights_from_disk, between pause and flush + continue."""
+    from fake_sglang_server import FakeSGLangServer
+    from transformers import Qwen3MoeForCausalLM
+
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors
+
+    hf_names = checkpoint_named_tensors(Qwen3MoeForCausalLM(TINY.to_hf_config()).state_dict())
+    with FakeSGLangServer(weights={name: torch_zeros_like(t) for name, t in hf_names}) as fake:
+        fake.router_workers = [fake.url]
+        run_dir = tmp_path / "run"
+        proc = run_recipe(run_dir, "--num-steps", "2", "--rollout-engine", "sglang",
+                          "--sglang-router-url", fake.url, "--update-weight-mode", "disk",
+                          "--rollout-concurrency", "16")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        routes = fake.routes_called()
+    rows = records(run_dir)
+    assert [r["samples"] for r in rows] == [128, 256]
+    assert all(r["perf/weight_sync_bytes"] > 0 and r["perf/weight_sync_buckets"] >= 1 for r in rows)
+    assert routes.count("/generate") == 2 * 128 and fake.peak_in_flight <= 16
+    # one sync at start-up and one per optimizer step, each paused and flushed
+    syncs = [i for i, r in enumerate(routes) if r == "/update_weights_from_disk"]
+    assert len(syncs) == 3
+    for i in syncs:
+        assert routes[i - 1] == "/pause_generation"
+        assert routes[i + 1:i + 3] == ["/flush_cache", "/continue_generation"]
+    assert fake.shift != 0  # the trainer's weights replaced the fake's zeros
+
+
+def torch_zeros_like(tensor):
+    import torch
+
+    return torch.zeros_like(tensor, dtype=torch.float32)

@@ -1,0 +1,241 @@
+"""Build the rollout side the flags ask for (see `hyrl.config.rollout_layout`).
+
+    hf, --rollout-num-engines none   one HFRolloutEngine inside the trainer's rank 0, no Ray
+    hf, --rollout-num-engines N      RolloutFleet of N HFRolloutEngine Ray actors
+    sglang                           RolloutFleet of SGLang engine actors, each launching one
+                                     sglang.launch_server on its placement-group GPUs
+    sglang, --sglang-router-url      one SGLangEngine that sends to the running router
+
+Ray is started here, once, when engines or reward workers need it (`start_ray`), so the fleet
+and the reward pool share one instance; whoever started it shuts it down (`stop_ray`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from hyrl.config import RolloutLayout, RunConfig
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+from hyrl.rollout.base import RolloutEngine
+
+
+def start_ray(cfg: RunConfig, layout: RolloutLayout) -> bool:
+    """Initialise Ray if the layout needs it and it is not running; True if this call started it.
+
+    A local Ray gets as many logical CPUs as the engines and reward workers reserve (at least
+    the machine's count): Ray's CPUs are scheduling slots, not cores.
+    """
+    if not layout.uses_ray:
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local, private instance
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if cfg.ray_address is not None:
+        ray.init(address=cfg.ray_address, log_to_driver=True)
+    else:
+        wanted = cfg.reward_num_workers + (0 if layout.in_process else layout.num_engines)
+        ray.init(num_cpus=max(os.cpu_count() or 1, wanted), include_dashboard=False,
+                 log_to_driver=True)
+    return True
+
+
+def stop_ray(started: bool) -> None:
+    if started:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def make_hf_engine(arch: Qwen3MoeArch, concurrency: int, pad_id: int, eos_id: int, seed: int,
+                   engine_index: int = 0):
+    """One hf engine inside a Ray actor: on the actor's GPU when Ray gave it one; its sampling
+    stream seeded by (seed, engine index) so engines do not draw the same numbers."""
+    from hyrl.rollout.hf_engine import HFRolloutEngine
+
+    torch.manual_seed(seed + 1_000_003 * (engine_index + 1))
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # Ray sets CUDA_VISIBLE_DEVICES
+    return HFRolloutEngine(arch, concurrency=concurrency, pad_id=pad_id, eos_id=eos_id,
+                           device=device)
+
+
+def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_id: int,
+                 eos_id: int, device: torch.device, run_dir) -> RolloutEngine:
+    if layout.engine == "hf" and layout.in_process:
+        from hyrl.rollout.hf_engine import HFRolloutEngine
+
+        return HFRolloutEngine(arch, concurrency=layout.concurrency_per_engine, pad_id=pad_id,
+                               eos_id=eos_id, device=device)
+    if layout.engine == "hf":
+        import functools
+
+        from hyrl.rollout.fleet import RolloutFleet
+
+        factory = functools.partial(make_hf_engine, arch, layout.concurrency_per_engine, pad_id,
+                                    eos_id, cfg.seed)
+        return RolloutFleet(factory, num_engines=layout.num_engines,
+                            concurrency_per_engine=layout.concurrency_per_engine,
+                            num_gpus_per_engine=layout.gpus_per_engine,
+                            max_restarts=cfg.rollout_max_restarts, ray_address=cfg.ray_address)
+    return build_sglang_engine(cfg, layout, arch, pad_id, eos_id, run_dir)
+
+
+def write_rollout_model(arch: Qwen3MoeArch, directory) -> str:
+    """The HF directory SGLang starts from: config.json and the initial weights (safetensors).
+    The actor's real weights arrive by weight sync before the first rollout."""
+    from pathlib import Path
+
+    from transformers import Qwen3MoeForCausalLM
+
+    directory = Path(directory)
+    if not (directory / "config.json").is_file():
+        Qwen3MoeForCausalLM(arch.to_hf_config()).save_pretrained(directory)
+    return str(directory)
+
+
+def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[int],
+                       gpus_per_engine: int, mode: str, buffer_bytes: int, colocated: bool,
+                       mem_fraction_static, server_args: list[str], log_dir: str, seed: int,
+                       startup_timeout_s: float, engine_index: int = 0):
+    """One SGLang server on this Ray actor's GPUs, and the engine that drives it.
+
+    Ray's CUDA_VISIBLE_DEVICES maps the bundle's GPUs to 0..gpus_per_engine-1, so the server
+    starts at base GPU 0. Weights reach it from this actor: "tensor" as CUDA IPC handles on the
+    server's own GPU, "disk" through a directory; "distributed" engines are synced by the trainer
+    over NCCL (see SGLangFleet) and take the tensor path only when a replacement must catch up.
+    """
+    from pathlib import Path
+
+    from hyrl.rollout.sglang.engine import SGLangEngine
+    from hyrl.rollout.sglang.server import SGLangServerProcess
+    from hyrl.rollout.sglang.weight_sync import free_port
+
+    server = SGLangServerProcess(
+        model_path, port=free_port(), tp_size=gpus_per_engine, base_gpu_id=0,
+        mem_fraction_static=mem_fraction_static, max_running_requests=concurrency,
+        colocated=colocated, random_seed=seed + engine_index, server_args=server_args,
+        log_path=Path(log_dir) / f"sglang_engine{engine_index}.log", die_with_parent=True)
+    local_mode = "disk" if mode == "disk" else "tensor"
+    options = ({"device": "cuda:0", "tp_size": gpus_per_engine} if local_mode == "tensor" else
+               {"directory": str(Path(log_dir) / f"weights_engine{engine_index}")})
+    return SGLangEngine.launch(server, startup_timeout_s, concurrency=concurrency,
+                               stop_token_ids=stop_token_ids, weight_sync=local_mode,
+                               buffer_bytes=buffer_bytes, weight_sync_options=options)
+
+
+class SGLangFleet:
+    """RolloutEngine over a RolloutFleet of SGLang engine actors.
+
+    generate: the fleet (placement, concurrency per engine, restarts, resubmission).
+    update_weights: "tensor"/"disk" through the fleet (each actor loads its own server, and a
+    replacement loads the newest weights before it serves); "distributed": this process
+    broadcasts over one NCCL group with every server (no object-store copy) and also hands the
+    fleet the weights, which only a replacement engine reads.
+    release_memory/resume_memory: on every engine (--colocate).
+    """
+
+    def __init__(self, fleet, mode: str, buffer_bytes: int, gpus_per_engine: int):
+        self.fleet = fleet
+        self.mode = mode
+        self.last_sync_stats = None
+        self._distributed = None
+        if mode == "distributed":
+            from hyrl.rollout.sglang.client import SGLangClient
+            from hyrl.rollout.sglang.weight_sync import DistributedWeightSync
+
+            urls = fleet.call_all("server_url")
+            self._distributed = DistributedWeightSync(
+                [SGLangClient(url) for url in urls], buffer_bytes, backend="nccl",
+                tp_sizes=gpus_per_engine, device=torch.device("cuda", torch.cuda.current_device()))
+            self._distributed.connect()
+
+    def generate(self, prompts, params):
+        return self.fleet.generate(prompts, params)
+
+    def update_weights(self, hf_state_dict) -> None:
+        if self._distributed is None:
+            self.fleet.update_weights(hf_state_dict)
+            stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]
+            self.last_sync_stats = max(stats, key=lambda s: s.elapsed_s) if stats else None
+            return
+        from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors
+
+        self.last_sync_stats = self._distributed.sync(checkpoint_named_tensors(hf_state_dict))
+        self.fleet.stage_weights(hf_state_dict)
+
+    def release_memory(self) -> None:
+        self.fleet.call_all("release_memory")
+
+    def resume_memory(self) -> None:
+        self.fleet.call_all("resume_memory")
+
+    def close(self) -> None:
+        if self._distributed is not None:
+            self._distributed.close()
+        self.fleet.close()
+
+
+def build_sglang_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_id: int,
+                        eos_id: int, run_dir) -> RolloutEngine:
+    import functools
+    import shlex
+    from pathlib import Path
+
+    server_args = shlex.split(cfg.sglang_server_args or "")
+    if cfg.sglang_router_url is not None:  # attached: hyrl starts nothing
+        from hyrl.rollout.sglang.client import SGLangClient
+        from hyrl.rollout.sglang.engine import SGLangEngine
+
+        urls = router_worker_urls(SGLangClient(cfg.sglang_router_url))
+        options = ({"device": torch.device("cuda", torch.cuda.current_device())}
+                   if layout.update_weight_mode == "distributed" else
+                   {"directory": str(Path(run_dir) / "rollout_weights")})
+        engine = SGLangEngine(cfg.sglang_router_url, concurrency=layout.concurrency_per_engine,
+                              stop_token_ids=[eos_id], weight_sync=layout.update_weight_mode,
+                              buffer_bytes=cfg.update_weight_buffer_size,
+                              weight_sync_options=options, weight_sync_urls=urls)
+        if layout.update_weight_mode == "distributed":
+            engine.weight_sync.connect()
+        return engine
+
+    from hyrl.rollout.fleet import RolloutFleet
+
+    model_path = write_rollout_model(arch, Path(run_dir) / "rollout_model")
+    factory = functools.partial(
+        make_sglang_engine, model_path, layout.concurrency_per_engine, [eos_id],
+        layout.gpus_per_engine, layout.update_weight_mode, cfg.update_weight_buffer_size,
+        cfg.colocate, cfg.sglang_mem_fraction_static, server_args,
+        str(Path(run_dir).resolve() / "rollout_logs"), cfg.seed, SGLANG_STARTUP_TIMEOUT_S)
+    fleet = RolloutFleet(factory, num_engines=layout.num_engines,
+                         concurrency_per_engine=layout.concurrency_per_engine,
+                         num_gpus_per_engine=layout.gpus_per_engine,
+                         max_restarts=cfg.rollout_max_restarts, ray_address=cfg.ray_address,
+                         startup_timeout_s=SGLANG_STARTUP_TIMEOUT_S)
+    return SGLangFleet(fleet, layout.update_weight_mode, cfg.update_weight_buffer_size,
+                       layout.gpus_per_engine)
+
+
+SGLANG_STARTUP_TIMEOUT_S = 900.0  # a 30B model loads in minutes; the tiny one in seconds
+
+
+def router_worker_urls(router) -> list[str]:
+    """The servers behind an sglang-router (weights go to each server, not through the router):
+    GET /workers -> {"workers": [{"url": ...}]} on sglang-router > 0.2.1 (0.3.2 is pinned),
+    GET /list_workers -> {"urls": [...]} before."""
+    status, body = router.request("GET", "/workers")
+    if status == 200:
+        urls = [w.get("url") for w in json.loads(body).get("workers", []) if isinstance(w, dict)]
+    else:
+        status, body = router.request("GET", "/list_workers")
+        urls = json.loads(body).get("urls", []) if status == 200 else []
+    urls = [u for u in urls if u]
+    if not urls:
+        raise RuntimeError(f"--sglang-router-url {router.base_url}: the router lists no workers "
+                           f"(last answer HTTP {status}: {body[:200]!r}); start the servers and "
+                           "register them with the router")
+    return urls

@@ -1,0 +1,1 @@
+"""`--rollout-engine sglang`: an SGLang server (launched or existing) driven over its HTTP API."""

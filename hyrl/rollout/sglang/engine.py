@@ -1,0 +1,107 @@
+"""`--rollout-engine sglang`: hyrl's RolloutEngine over one SGLang server or router URL.
+
+    engine = SGLangEngine.launch(SGLangServerProcess(hf_dir, port=30000, colocated=True),
+                                 concurrency=128, stop_token_ids=[eos_id], weight_sync="tensor",
+                                 buffer_bytes=512 << 20,
+                                 weight_sync_options={"device": "cuda:0"})
+    generations = engine.generate(prompts, SamplingParams(max_new_tokens=512, temperature=1.0))
+    engine.update_weights(hf_state_dict)     # engine.last_sync_stats -> perf/weight_sync_s
+    engine.shutdown()
+
+Semantics:
+
+* ``generate`` sends one /generate request per prompt to ``base_url`` (a server this engine
+  launched, an existing server, or an sglang-router in front of several), at most ``concurrency``
+  in flight, and returns one ``Generation`` per prompt in order (see ``client.py`` for the
+  stop/length and log-prob conventions, which match ``HFRolloutEngine``).
+* ``update_weights(hf_state_dict)`` receives FULL tensors under Hugging Face names: the trainer has
+  already gathered the TP shards and EP experts and renamed them through hyrl's HF<->Megatron
+  mapping table (``hyrl.models.qwen3_moe.hf_mapping``). Fused expert tensors are split into the
+  per-expert checkpoint names SGLang loads (``weight_sync.checkpoint_named_tensors``), cut into
+  buckets of ``buffer_bytes``, and sent with the chosen strategy (``weight_sync.py``:
+  "tensor" | "distributed" | "disk"; ``weight_sync_options`` go to its constructor). Weights are
+  sent to ``weight_sync_urls`` - each server directly, never through a router, which does not
+  fan weight routes out - defaulting to ``[base_url]``. ``last_sync_stats`` holds the
+  ``SyncStats`` (elapsed_s, transfer_s, tensor_bytes, buckets) of the latest sync.
+* ``release_memory()`` / ``resume_memory()`` free and retake the server's GPU memory around the
+  actor's training step when colocated (server launched with ``--enable-memory-saver``); release
+  first flushes the cache, as slime does. ``tags`` ("weights", "kv_cache") resume in stages, e.g.
+  weights before a sync and the KV cache after it, to lower the peak.
+* ``shutdown()`` leaves a distributed weight group and kills the server if this engine launched it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from hyrl.rollout.base import Generation, SamplingParams
+from hyrl.rollout.sglang.client import SGLangClient
+from hyrl.rollout.sglang.server import SGLangServerProcess
+from hyrl.rollout.sglang.weight_sync import (DiskWeightSync, DistributedWeightSync, SyncStats,
+                                             TensorWeightSync, checkpoint_named_tensors)
+
+WEIGHT_SYNC_MODES = {"tensor": TensorWeightSync, "distributed": DistributedWeightSync,
+                     "disk": DiskWeightSync}
+
+
+class SGLangEngine:
+    def __init__(self, base_url: str, *, concurrency: int, stop_token_ids: Sequence[int],
+                 weight_sync: str = "tensor", buffer_bytes: int = 512 * 1024 ** 2,
+                 weight_sync_options: Mapping | None = None,
+                 weight_sync_urls: Sequence[str] | None = None, timeout_s: float = 600.0,
+                 server: SGLangServerProcess | None = None):
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if weight_sync not in WEIGHT_SYNC_MODES:
+            raise ValueError(f"weight_sync must be one of {sorted(WEIGHT_SYNC_MODES)}, "
+                             f"got {weight_sync!r}")
+        self.client = SGLangClient(base_url, timeout_s)
+        self.concurrency = concurrency
+        self.stop_token_ids = list(stop_token_ids)
+        self.server = server
+        sync_clients = [SGLangClient(url, timeout_s) for url in (weight_sync_urls or [base_url])]
+        self.weight_sync = WEIGHT_SYNC_MODES[weight_sync](sync_clients, buffer_bytes,
+                                                          **dict(weight_sync_options or {}))
+        self.last_sync_stats: SyncStats | None = None
+
+    @classmethod
+    def launch(cls, server: SGLangServerProcess, startup_timeout_s: float = 900.0,
+               **engine_options) -> "SGLangEngine":
+        """Start `server`, wait until it generates, and drive it; shutdown() kills it."""
+        server.start(startup_timeout_s)
+        try:
+            return cls(server.url, server=server, **engine_options)
+        except Exception:
+            server.kill()
+            raise
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        return self.client.generate_batch(prompts, params, self.stop_token_ids, self.concurrency)
+
+    @torch.no_grad()
+    def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
+        self.last_sync_stats = self.weight_sync.sync(checkpoint_named_tensors(hf_state_dict))
+
+    def server_url(self) -> str:
+        """The URL this engine generates from (its own server when it launched one)."""
+        return self.client.base_url
+
+    def sync_stats(self) -> SyncStats | None:
+        return self.last_sync_stats
+
+    def release_memory(self, tags: Sequence[str] | None = None) -> None:
+        for client in self.weight_sync.clients:
+            client.flush_cache()
+            client.release_memory_occupation(tags)
+
+    def resume_memory(self, tags: Sequence[str] | None = None) -> None:
+        for client in self.weight_sync.clients:
+            client.resume_memory_occupation(tags)
+
+    def shutdown(self) -> None:
+        if isinstance(self.weight_sync, DistributedWeightSync):
+            self.weight_sync.close()
+        if self.server is not None:
+            self.server.kill()

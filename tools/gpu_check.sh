@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Every GPU check in one script, sized for one GPU and 10 minutes:
+#   1. the GPU tests (tests/gpu: the CUDA trainer path and a real SGLang server),
+#   2. a short tiny-recipe GRPO run with --rollout-engine sglang --colocate on that GPU.
+# Needs the GPU stack of requirements.txt in $PYTHON's environment (SGLang, Transformer Engine);
+# a missing piece makes its tests skip and the run fail with the import error.
+#   bash tools/gpu_check.sh [OUT_DIR]          # OUT_DIR default: runs/gpu-check-<time>
+# Writes OUT_DIR/gpu_check.md (what ran, how long, pass/fail) next to the run directory and logs.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python}"
+OUT="${1:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}"
+STEPS="${GPU_CHECK_STEPS:-20}"
+if ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  echo "tools/gpu_check.sh: torch.cuda.is_available() is False for $PYTHON; run it on a GPU machine" >&2
+  exit 2
+fi
+mkdir -p "$OUT"
+REPORT="$OUT/gpu_check.md"
+
+{
+  echo "# GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo
+  echo '```'
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || true
+  "$PYTHON" - <<'EOF' 2>&1
+import importlib, torch
+print(f"torch {torch.__version__} cuda {torch.version.cuda}")
+for name in ("megatron.core", "transformer_engine", "sglang", "sglang_router", "transformers", "ray"):
+    try:
+        module = importlib.import_module(name)
+        print(f"{name} {getattr(module, '__version__', '?')}")
+    except Exception as exc:  # noqa: BLE001 - report, do not stop
+        print(f"{name} missing ({type(exc).__name__}: {exc})")
+EOF
+  echo '```'
+} > "$REPORT"
+
+status=0
+start=$(date +%s)
+echo "== 1/2 GPU tests" >&2
+timeout 420 "$PYTHON" -m pytest tests/gpu -v -rs 2>&1 | tee "$OUT/pytest_gpu.log"
+tests_rc=${PIPESTATUS[0]}
+tests_s=$(( $(date +%s) - start ))
+[[ $tests_rc == 0 ]] || status=1
+
+echo "== 2/2 tiny GRPO recipe, SGLang colocated, $STEPS steps" >&2
+start=$(date +%s)
+PYTHON="$PYTHON" timeout 240 bash recipes/tiny/grpo.sh \
+  --rollout-engine sglang --colocate --sglang-mem-fraction-static 0.3 \
+  --num-steps "$STEPS" --no-progress --run-dir "$OUT/tiny-grpo-sglang" 2>&1 | tee "$OUT/run.log"
+run_rc=${PIPESTATUS[0]}
+run_s=$(( $(date +%s) - start ))
+[[ $run_rc == 0 ]] || status=1
+
+{
+  echo
+  echo "| check | exit | seconds |"
+  echo "|---|---|---|"
+  echo "| pytest tests/gpu | $tests_rc | $tests_s |"
+  echo "| tiny GRPO, sglang colocated, $STEPS steps | $run_rc | $run_s |"
+  echo
+  echo "pytest summary: $(tail -n 1 "$OUT/pytest_gpu.log")"
+  if [[ -f "$OUT/tiny-grpo-sglang/metrics.jsonl" ]]; then
+    "$PYTHON" - "$OUT/tiny-grpo-sglang/metrics.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+rows = [r for r in rows if "train/reward_mean" in r]
+if rows:
+    first, last = rows[0], rows[-1]
+    keys = ("train/reward_mean", "perf/rollout_s", "perf/weight_sync_s", "perf/rollout_tokens_per_s")
+    print("\n| step | " + " | ".join(keys) + " |\n|---" * (len(keys) + 1) + "|")
+    for r in (first, last):
+        print(f"| {r['step']} | " + " | ".join(f"{r.get(k, float('nan')):.4g}" for k in keys) + " |")
+EOF
+  fi
+} >> "$REPORT"
+cat "$REPORT"
+exit $status
