@@ -131,11 +131,16 @@ class Trainer:
         if self.rank == 0:
             self._engines_resume()
             self.engine.update_weights(hf_state)
+            fleet = getattr(self.engine, "fleet", self.engine)  # SGLangFleet wraps a RolloutFleet
+            if hasattr(fleet, "stats"):  # engines on Ray: deaths and resubmissions so far
+                fleet_stats = fleet.stats()
+                self.sync_metrics["rollout/engine_restarts"] = sum(fleet_stats["restarts"])
+                self.sync_metrics["rollout/resubmitted_prompts"] = fleet_stats["resubmitted_prompts"]
             stats = getattr(self.engine, "last_sync_stats", None)  # SGLang engines report these
             if stats is not None:
-                self.sync_metrics = {"perf/weight_transfer_s": stats.transfer_s,
-                                     "perf/weight_sync_bytes": stats.tensor_bytes,
-                                     "perf/weight_sync_buckets": stats.buckets}
+                self.sync_metrics.update({"perf/weight_transfer_s": stats.transfer_s,
+                                          "perf/weight_sync_bytes": stats.tensor_bytes,
+                                          "perf/weight_sync_buckets": stats.buckets})
 
     def _engines_release(self) -> None:
         """--colocate: free the engines' GPU memory (weights, KV cache) for training."""
@@ -468,6 +473,13 @@ def _preflight_sglang(cfg: RunConfig) -> None:
     import importlib.util
     import shlex
 
+    from hyrl.rollout.sglang.server import check_not_managed
+
+    try:
+        check_not_managed(shlex.split(cfg.sglang_server_args or ""))
+    except ValueError as err:
+        raise ConfigError("--sglang-server-args", cfg.sglang_server_args, str(err),
+                          "flags hyrl does not set itself") from None
     if cfg.sglang_router_url is not None:
         return  # the servers run elsewhere; nothing of SGLang is needed here
     if not torch.cuda.is_available():

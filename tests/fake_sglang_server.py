@@ -102,6 +102,12 @@ class _HTTPError(Exception):
         self.status, self.body = status, body
 
 
+class _Server(ThreadingHTTPServer):
+    # The stdlib's listen backlog of 5 resets connections when many requests arrive at once
+    # (uvicorn, which serves SGLang, listens with 2048).
+    request_queue_size = 1024
+
+
 class FakeSGLangServer:
     def __init__(self, vocab_size: int = 16, weights: dict[str, torch.Tensor] | None = None,
                  tp_size: int = 1, generate_delay_s: float = 0.0,
@@ -120,7 +126,7 @@ class FakeSGLangServer:
         self.weight_version = "default"
         self._groups: dict[str, object] = {}
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)

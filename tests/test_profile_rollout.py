@@ -249,11 +249,43 @@ def test_cli_rejects_an_unwritable_out(tmp_path, capsys):
     assert "--out" in capsys.readouterr().err
 
 
-def test_cli_refuses_sglang_naming_the_engine_flag(tmp_path, capsys):
-    assert main(cli_args(tmp_path / "out", **{"--engine": "sglang"})) == 2
+@pytest.mark.parametrize("extra, flag, words", [
+    ({"--engine": "sglang"}, "--engine sglang", "got neither"),
+    ({"--engine": "sglang", "--sglang-url": "http://h:1", "--model-path": "."}, "--engine sglang",
+     "got both"),
+    ({"--sglang-url": "http://h:1"}, "--sglang-url", "sglang only"),
+    ({"--engine": "sglang", "--sglang-url": "h:1"}, "--sglang-url", "http(s)://"),
+    ({"--engine": "sglang", "--model-path": "/nonexistent"}, "--model-path", "config.json"),
+])
+def test_cli_sglang_source_flags_are_checked_before_anything_starts(tmp_path, capsys, extra, flag,
+                                                                    words):
+    assert main(cli_args(tmp_path / "out", **extra)) == 2
     err = capsys.readouterr().err
-    assert "--engine" in err and "not implemented" in err and "allowed: hf" in err
+    assert flag in err and words in err
     assert not (tmp_path / "out" / "profile.json").exists()
+
+
+def test_sglang_profile_against_the_protocol_fake_is_continuous_and_capped(tmp_path, capsys):
+    """Protocol test (tests/fake_sglang_server.py, not SGLang): each pass sends all N prompts with
+    at most C in flight, and every response of max_new_tokens tokens is counted."""
+    from fake_sglang_server import FakeSGLangServer
+
+    with FakeSGLangServer(generate_delay_s=0.01) as fake:
+        args = ["profile-rollout", "--engine", "sglang", "--sglang-url", fake.url,
+                "--concurrency", "1,4,8", "--num-prompts", "16", "--max-new-tokens", "3",
+                "--repeats", "1", "--warmup", "0", "--out", str(tmp_path / "out"), "--json"]
+        assert main(args) == 0
+        assert fake.peak_in_flight == 8
+        assert [r for r, _ in fake.calls].count("/generate") == 3 * 16
+    result = json.loads(capsys.readouterr().out)
+    assert result["parameters"]["batching"] == "continuous"
+    assert [row["c"] for row in result["rows"]] == [1, 4, 8]
+    assert all(row["mean_response_tokens"] == 3 for row in result["rows"])
+    # 10 ms per request: 16 at a time of 1 take >= 0.16 s, 8 at a time about a quarter of that
+    by_c = {row["c"]: row for row in result["rows"]}
+    assert by_c[1]["median_wall_s"] >= 0.16
+    assert by_c[8]["responses_per_s"] > 2 * by_c[1]["responses_per_s"]
+    assert (tmp_path / "out" / "profile.png").is_file()
 
 
 def test_command_is_listed_in_usage(capsys):

@@ -286,6 +286,7 @@ def test_hf_engines_on_ray_and_reward_workers_train_and_count_failures(tmp_path)
         assert REQUIRED_KEYS <= row.keys()
         assert row["train/reward_failures"] == 0 and row["train/reward_timeouts"] == 0
         assert row["perf/weight_sync_s"] > 0
+        assert (row["rollout/engine_restarts"], row["rollout/resubmitted_prompts"]) == (0, 0)
     config = json.loads((run_dir / "config.json").read_text())
     assert config["rollout_layout"]["num_engines"] == 2 and not config["rollout_layout"]["in_process"]
 

@@ -139,7 +139,8 @@ class SGLangFleet:
     release_memory/resume_memory: on every engine (--colocate).
     """
 
-    def __init__(self, fleet, mode: str, buffer_bytes: int, gpus_per_engine: int):
+    def __init__(self, fleet, mode: str, buffer_bytes: int, gpus_per_engine: int, *,
+                 backend: str = "nccl", device: torch.device | None = None):
         self.fleet = fleet
         self.mode = mode
         self.last_sync_stats = None
@@ -149,9 +150,11 @@ class SGLangFleet:
             from hyrl.rollout.sglang.weight_sync import DistributedWeightSync
 
             urls = fleet.call_all("server_url")
+            if device is None:
+                device = torch.device("cuda", torch.cuda.current_device())
             self._distributed = DistributedWeightSync(
-                [SGLangClient(url) for url in urls], buffer_bytes, backend="nccl",
-                tp_sizes=gpus_per_engine, device=torch.device("cuda", torch.cuda.current_device()))
+                [SGLangClient(url) for url in urls], buffer_bytes, backend=backend,
+                tp_sizes=gpus_per_engine, device=device)
             self._distributed.connect()
 
     def generate(self, prompts, params):

@@ -8,6 +8,9 @@ then `repeats` timed passes over all N prompts, C at a time. Per pass:
     latency of a request = wall seconds of the chunk of <= C prompts that held it
                            (all N are submitted at once; the queueing before its chunk is not
                            counted)
+With --engine sglang a pass is instead ONE call on all N prompts with at most C requests in
+flight, a new one sent as each finishes (SGLang batches continuously), and a request's latency is
+its own send-to-answer time.
 A row reports the median over passes of wall, tokens/s and responses/s; latency median and p90
 are over the N requests of the median pass (the pass at sorted-by-wall index (repeats-1)//2).
 Peak RSS is the process's high-water mark (getrusage) after that C: it never decreases, a rise
@@ -40,8 +43,6 @@ from hyrl.rollout.base import SamplingParams
 
 PLATEAU_TOLERANCE = 0.05  # "within 5% of the best tokens/s": about the spread of CPU timings
 ENGINES = ("hf", "sglang")
-SGLANG_REFUSAL = ("--engine sglang: the SGLang engine is not implemented yet (issue #5); "
-                  "allowed: hf")
 
 
 class ProfileError(ValueError):
@@ -71,12 +72,24 @@ def parse_concurrencies(text: str, num_prompts: int) -> list[int]:
 
 def validate_flags(*, engine: str, concurrency: str, num_prompts: int, max_new_tokens: int,
                    repeats: int, warmup: int, seed: int, out: str,
-                   prompt_tokens: int | None = None, max_positions: int | None = None) -> list[int]:
+                   prompt_tokens: int | None = None, max_positions: int | None = None,
+                   sglang_url: str | None = None, model_path: str | None = None) -> list[int]:
     """Check every flag; return the concurrencies. Creates --out to prove it is writable."""
-    if engine == "sglang":
-        raise ProfileError(SGLANG_REFUSAL)
     if engine not in ENGINES:
-        raise ProfileError(f"--engine {engine!r}: allowed: hf")
+        raise ProfileError(f"--engine {engine!r}: allowed: {', '.join(ENGINES)}")
+    if engine == "sglang" and (sglang_url is None) == (model_path is None):
+        raise ProfileError("--engine sglang: give exactly one of --sglang-url URL (a running "
+                           "server or router) and --model-path DIR (hyrl starts a server on this "
+                           f"machine's GPUs); got {'both' if sglang_url else 'neither'}")
+    if engine == "hf" and (sglang_url is not None or model_path is not None):
+        flag = "--sglang-url" if sglang_url is not None else "--model-path"
+        raise ProfileError(f"{flag}: applies to --engine sglang only; the hf engine profiles "
+                           "the tiny Qwen3-MoE in this process")
+    if sglang_url is not None and not sglang_url.startswith(("http://", "https://")):
+        raise ProfileError(f"--sglang-url {sglang_url!r}: allowed: http(s)://HOST:PORT")
+    if model_path is not None and not os.path.isfile(os.path.join(model_path, "config.json")):
+        raise ProfileError(f"--model-path {model_path!r}: no config.json there; allowed: a "
+                           "local Hugging Face model directory")
     if num_prompts < 1:
         raise ProfileError(f"--num-prompts {num_prompts}: must be >= 1")
     if max_new_tokens < 1:
@@ -148,6 +161,22 @@ def _is_out_of_memory(err: BaseException) -> bool:
             or (isinstance(err, RuntimeError) and "out of memory" in str(err).lower()))
 
 
+def _timed_continuous_pass(engine, prompts, params, clock, tick) -> dict:
+    """All N prompts in one call; the engine keeps at most C in flight and starts the next as one
+    finishes (SGLang's continuous batching); latencies are the engine's per request."""
+    start = clock()
+    generations = engine.generate(prompts, params)
+    wall = clock() - start
+    tick()
+    if len(generations) != len(prompts):
+        raise ValueError(f"the engine returned {len(generations)} generations for "
+                         f"{len(prompts)} prompts")
+    if wall <= 0:
+        raise ValueError("a pass took no measurable time; the clock does not advance")
+    return {"wall_s": wall, "tokens": sum(len(g.response_ids) for g in generations),
+            "latencies_s": list(engine.last_request_latencies_s)}
+
+
 def _timed_pass(engine, prompts, concurrency, params, clock, tick) -> dict:
     latencies, tokens = [], 0  # one latency per request: the wall time of its chunk
     start = clock()
@@ -170,19 +199,23 @@ def _timed_pass(engine, prompts, concurrency, params, clock, tick) -> dict:
 def profile_engine(make_engine: Callable[[int], object], prompts: list[list[int]],
                    concurrencies: list[int], params: SamplingParams, repeats: int = 3,
                    warmup: int = 1, *, on_progress: Callable[[int, int, int], None] | None = None,
-                   clock: Callable[[], float] = time.perf_counter) -> dict:
+                   clock: Callable[[], float] = time.perf_counter,
+                   continuous: bool = False) -> dict:
     """Measure throughput and latency of make_engine(c) for every c; see the module docstring.
 
     on_progress(c, calls_done, calls_total) is called after every generate call (warmup calls
     and chunks of the timed passes, all concurrencies together). If a concurrency runs out of
     memory, measuring stops there and result["stopped"] says where and why.
+    continuous: each pass is one generate call on all N prompts and the engine caps what is in
+    flight at C (it must report last_request_latencies_s); otherwise chunks of C, one at a time.
     """
     if not prompts:
         raise ValueError("no prompts")
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
     n = len(prompts)
-    calls_total = sum(warmup + repeats * math.ceil(n / c) for c in concurrencies)
+    calls_total = sum(warmup + repeats * (1 if continuous else math.ceil(n / c))
+                      for c in concurrencies)
     calls_done = 0
     rows, stopped = [], None
     for c in concurrencies:
@@ -198,7 +231,9 @@ def profile_engine(make_engine: Callable[[int], object], prompts: list[list[int]
             for _ in range(warmup):
                 engine.generate(prompts[:c], params)
                 tick()
-            passes = [_timed_pass(engine, prompts, c, params, clock, tick) for _ in range(repeats)]
+            passes = [_timed_continuous_pass(engine, prompts, params, clock, tick) if continuous
+                      else _timed_pass(engine, prompts, c, params, clock, tick)
+                      for _ in range(repeats)]
         except Exception as err:  # noqa: BLE001 (only out-of-memory is swallowed)
             if not _is_out_of_memory(err):
                 raise
@@ -222,6 +257,7 @@ def profile_engine(make_engine: Callable[[int], object], prompts: list[list[int]
     result = {
         "machine": describe_machine(),
         "parameters": {"num_prompts": n, "concurrencies": list(concurrencies),
+                       "batching": "continuous" if continuous else "static chunks of C",
                        "max_new_tokens": params.max_new_tokens,
                        "temperature": params.temperature, "top_p": params.top_p,
                        "repeats": repeats, "warmup": warmup,
@@ -274,6 +310,25 @@ def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], ob
     def make_engine(concurrency: int) -> HFRolloutEngine:
         torch.manual_seed(seed)
         return HFRolloutEngine(TINY, concurrency=concurrency, pad_id=pad_id, eos_id=eos_id)
+
+    return make_engine
+
+
+# --- the sglang engine -----------------------------------------------------------------------
+
+def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int], object]:
+    """make_engine(c): a client of the server (or router) at `url` that keeps at most c requests
+    in flight; the server is the same for every c (its --max-running-requests must be >= the
+    largest c, which `hyrl profile-rollout --model-path` sets)."""
+    from hyrl.rollout.sglang.engine import SGLangEngine
+
+    class _ProfiledSGLang(SGLangEngine):
+        @property
+        def last_request_latencies_s(self) -> list[float]:
+            return self.client.last_request_latencies_s
+
+    def make_engine(concurrency: int):
+        return _ProfiledSGLang(url, concurrency=concurrency, stop_token_ids=stop_token_ids)
 
     return make_engine
 

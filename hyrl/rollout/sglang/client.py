@@ -54,6 +54,7 @@ class SGLangClient:
             raise ValueError(f"SGLang base_url must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.last_request_latencies_s: list[float] = []  # of the latest generate_batch
 
     # ---- transport -------------------------------------------------------------------------
 
@@ -215,14 +216,22 @@ class SGLangClient:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         sampling_params = to_sglang_sampling_params(params, stop_token_ids)
 
-        def one(prompt: Sequence[int]) -> Generation:
-            return self.to_generation(prompt, self.generate(prompt, sampling_params))
+        latencies = [0.0] * len(prompts)
+
+        def one(index: int) -> Generation:
+            began = time.perf_counter()
+            answer = self.generate(prompts[index], sampling_params)
+            latencies[index] = time.perf_counter() - began
+            return self.to_generation(prompts[index], answer)
 
         if not prompts:
+            self.last_request_latencies_s = []
             return []
         with ThreadPoolExecutor(max_workers=min(concurrency, len(prompts)),
                                 thread_name_prefix="sglang-generate") as pool:
-            return list(pool.map(one, prompts))  # map keeps input order
+            generations = list(pool.map(one, range(len(prompts))))  # map keeps input order
+        self.last_request_latencies_s = latencies  # seconds from send to answer, per prompt
+        return generations
 
     def to_generation(self, prompt: Sequence[int], answer: dict) -> Generation:
         meta = answer.get("meta_info") if isinstance(answer, dict) else None

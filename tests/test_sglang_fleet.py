@@ -1,0 +1,132 @@
+"""SGLangFleet (hyrl/rollout/build.py): SGLang engine actors on Ray, weight sync through the
+fleet or over a broadcast group, memory release for colocation.
+
+Protocol tests: the engine actors drive tests/fake_sglang_server.py servers (a test double for
+the routes hyrl calls, not SGLang) running in this process; the broadcast group is gloo here,
+NCCL on GPUs.
+"""
+
+import os
+import sys
+
+import pytest
+import torch
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+ray = pytest.importorskip("ray")
+
+import fake_sglang_server  # noqa: E402
+from fake_sglang_server import FakeSGLangServer, pickle_serializer  # noqa: E402
+
+from hyrl.rollout.base import SamplingParams  # noqa: E402
+from hyrl.rollout.build import SGLangFleet  # noqa: E402
+from hyrl.rollout.fleet import RolloutFleet  # noqa: E402
+from hyrl.rollout.sglang.engine import SGLangEngine  # noqa: E402
+
+# neither this module nor the fake's can be imported by the Ray workers: ship them by value
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(fake_sglang_server)
+
+EOS = 1
+PARAMS = SamplingParams(max_new_tokens=3, temperature=0)
+PROMPTS = [[2, d] for d in range(3, 11)]  # 8 prompts
+
+
+def hf_weights(shift: float) -> dict[str, torch.Tensor]:
+    """hyrl's HF layout (fused experts) of the fakes' weights: zero but one entry = shift."""
+    gate_up = torch.zeros(2, 6, 4)
+    gate_up[0, 0, 0] = shift
+    return {"model.embed_tokens.weight": torch.zeros(16, 4),
+            "model.layers.0.mlp.experts.gate_up_proj": gate_up,
+            "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
+            "lm_head.weight": torch.zeros(16, 4)}
+
+
+def expected_tokens(prompt, shift):
+    """The fake's toy model: next = (previous + 1 + shift) % 16, three tokens or up to EOS."""
+    tokens, previous = [], prompt[-1]
+    while len(tokens) < 3 and EOS not in tokens:
+        previous = (previous + 1 + shift) % 16
+        tokens.append(previous)
+    return tokens
+
+
+def make_disk_engine(urls, directory, engine_index):
+    return SGLangEngine(urls[engine_index], concurrency=4, stop_token_ids=[EOS],
+                        weight_sync="disk",
+                        weight_sync_options={"directory": f"{directory}/engine{engine_index}"})
+
+
+def make_tensor_engine(urls, engine_index):  # the distributed mode's local catch-up path
+    return SGLangEngine(urls[engine_index], concurrency=4, stop_token_ids=[EOS],
+                        weight_sync="tensor", weight_sync_options={"serializer": pickle_serializer})
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def fakes():
+    with FakeSGLangServer() as a, FakeSGLangServer() as b:
+        yield [a, b]
+
+
+def test_disk_sync_through_the_fleet_reaches_every_server_and_generation_spreads(
+        ray_cluster, fakes, tmp_path):
+    import functools
+
+    urls = [f.url for f in fakes]
+    fleet = RolloutFleet(functools.partial(make_disk_engine, urls, str(tmp_path)), num_engines=2,
+                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    engine = SGLangFleet(fleet, "disk", buffer_bytes=1 << 20, gpus_per_engine=1)
+    try:
+        engine.update_weights(hf_weights(3.0))
+        assert [f.shift for f in fakes] == [3, 3]
+        assert engine.last_sync_stats.mode == "disk" and engine.last_sync_stats.tensor_bytes > 0
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 3) for p in PROMPTS]
+        assert all(f.routes_called().count("/generate") == 4 for f in fakes)  # 2 chunks of 4
+
+        engine.release_memory()
+        engine.resume_memory()
+        for fake in fakes:
+            routes = fake.routes_called()
+            assert routes[-3:] == ["/flush_cache", "/release_memory_occupation",
+                                   "/resume_memory_occupation"]
+    finally:
+        engine.close()
+
+
+def test_distributed_sync_broadcasts_to_every_server_and_stages_weights_for_replacements(
+        ray_cluster, fakes):
+    import functools
+
+    urls = [f.url for f in fakes]
+    fleet = RolloutFleet(functools.partial(make_tensor_engine, urls), num_engines=2,
+                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    engine = SGLangFleet(fleet, "distributed", buffer_bytes=1 << 20, gpus_per_engine=1,
+                         backend="gloo", device=torch.device("cpu"))
+    try:
+        assert all("/init_weights_update_group" in f.routes_called() for f in fakes)
+        engine.update_weights(hf_weights(5.0))
+        assert [f.shift for f in fakes] == [5, 5]
+        assert engine.last_sync_stats.mode == "distributed"
+        for fake in fakes:  # the broadcast went over the group, not through the engine actors
+            routes = fake.routes_called()
+            assert "/update_weights_from_distributed" in routes
+            assert "/update_weights_from_tensor" not in routes
+        # a replacement engine catches up from the staged weights, through its local path
+        fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
+        fleet.kill_engine(1)
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 5) for p in PROMPTS]
+        assert fleet.stats()["restarts"] == [0, 1]
+        fleet.call_all("server_url")  # returns once the replacement has started and loaded
+        assert "/update_weights_from_tensor" in fakes[1].routes_called()
+        assert fakes[1].shift == 5
+    finally:
+        engine.close()
