@@ -130,3 +130,33 @@ def test_distributed_sync_broadcasts_to_every_server_and_stages_weights_for_repl
         assert fakes[1].shift == 5
     finally:
         engine.close()
+
+
+def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path, monkeypatch):
+    """What make_sglang_engine asks SGLang for (the launch itself needs a GPU: tests/gpu)."""
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.build import make_sglang_engine, write_rollout_model
+
+    launched = {}
+
+    def fake_launch(cls, server, startup_timeout_s, **options):
+        launched.update(server=server, options=options, timeout=startup_timeout_s)
+        return "engine"
+
+    monkeypatch.setattr(SGLangEngine, "launch", classmethod(fake_launch))
+    model = write_rollout_model(TINY, tmp_path / "model")
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
+    assert make_sglang_engine(model, 64, [EOS], 2, "tensor", 1 << 20, True, 0.4,
+                              ["--attention-backend", "triton"], str(tmp_path / "logs"), 7, 120.0,
+                              engine_index=3) == "engine"
+    command = launched["server"].command()
+    flags = dict(zip(command[3::], command[4::]))  # after python -m sglang.launch_server
+    assert command[1:3] == ["-m", "sglang.launch_server"]
+    assert (flags["--model-path"], flags["--tp-size"], flags["--base-gpu-id"]) == (model, "2", "0")
+    assert (flags["--max-running-requests"], flags["--mem-fraction-static"]) == ("64", "0.4")
+    assert (flags["--random-seed"], flags["--load-format"]) == ("10", "dummy")  # seed + index
+    assert "--enable-memory-saver" in command and flags["--attention-backend"] == "triton"
+    assert launched["server"].log_path == tmp_path / "logs" / "sglang_engine3.log"
+    assert launched["server"].die_with_parent
+    assert launched["options"]["weight_sync"] == "tensor"
+    assert launched["options"]["weight_sync_options"] == {"device": "cuda:0", "tp_size": 2}

@@ -302,3 +302,31 @@ def test_launch_returns_an_engine_once_healthy(tmp_path):
 
 def test_default_weights_have_zero_shift():
     assert FakeSGLangServer(weights=default_weights()).shift == 0
+
+
+def test_a_server_launched_to_die_with_its_parent_does_not_outlive_it(tmp_path):
+    """A Ray engine actor killed with SIGKILL cannot stop its server; the server must go too,
+    or it keeps the GPU memory the replacement needs."""
+    import os
+    import subprocess
+    import time
+
+    parent = subprocess.run([sys.executable, "-c", (
+        "import subprocess, sys\n"
+        "from hyrl.rollout.sglang.server import _die_with_parent\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                         preexec_fn=_die_with_parent, start_new_session=True)\n"
+        "print(child.pid, flush=True)\n")], capture_output=True, text=True, timeout=30)
+    child_pid = int(parent.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            return  # gone with its parent
+        with open(f"/proc/{child_pid}/stat") as stat:  # a zombie awaiting its reaper is gone too
+            if stat.read().split()[2] == "Z":
+                return
+        time.sleep(0.1)
+    os.kill(child_pid, 9)
+    pytest.fail(f"the child {child_pid} outlived its parent by 10 s")

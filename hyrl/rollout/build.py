@@ -86,15 +86,14 @@ def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_
 
 
 def write_rollout_model(arch: Qwen3MoeArch, directory) -> str:
-    """The HF directory SGLang starts from: config.json and the initial weights (safetensors).
-    The actor's real weights arrive by weight sync before the first rollout."""
+    """The HF directory SGLang starts from: config.json only. Servers start with
+    --load-format dummy (random weights, no files read) and the actor's weights arrive by
+    weight sync before the first rollout, so nothing of the model is written or read twice."""
     from pathlib import Path
-
-    from transformers import Qwen3MoeForCausalLM
 
     directory = Path(directory)
     if not (directory / "config.json").is_file():
-        Qwen3MoeForCausalLM(arch.to_hf_config()).save_pretrained(directory)
+        arch.to_hf_config().save_pretrained(directory)
     return str(directory)
 
 
@@ -115,10 +114,15 @@ def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[i
     from hyrl.rollout.sglang.server import SGLangServerProcess
     from hyrl.rollout.sglang.weight_sync import free_port
 
+    import ray
+
+    host = ray.util.get_node_ip_address()  # reachable from the trainer's node (distributed sync)
     server = SGLangServerProcess(
-        model_path, port=free_port(), tp_size=gpus_per_engine, base_gpu_id=0,
+        model_path, host=host, port=free_port(host), tp_size=gpus_per_engine, base_gpu_id=0,
         mem_fraction_static=mem_fraction_static, max_running_requests=concurrency,
-        colocated=colocated, random_seed=seed + engine_index, server_args=server_args,
+        colocated=colocated, random_seed=seed + engine_index,
+        server_args=(server_args if any(a.split("=")[0] == "--load-format" for a in server_args)
+                     else [*server_args, "--load-format", "dummy"]),
         log_path=Path(log_dir) / f"sglang_engine{engine_index}.log", die_with_parent=True)
     local_mode = "disk" if mode == "disk" else "tensor"
     options = ({"device": "cuda:0", "tp_size": gpus_per_engine} if local_mode == "tensor" else
@@ -152,8 +156,12 @@ class SGLangFleet:
             urls = fleet.call_all("server_url")
             if device is None:
                 device = torch.device("cuda", torch.cuda.current_device())
+            import ray
+
+            # the servers may run on other nodes: they rendezvous at this node's address
             self._distributed = DistributedWeightSync(
-                [SGLangClient(url) for url in urls], buffer_bytes, backend=backend,
+                [SGLangClient(url) for url in urls], buffer_bytes,
+                master_address=ray.util.get_node_ip_address(), backend=backend,
                 tp_sizes=gpus_per_engine, device=device)
             self._distributed.connect()
 
