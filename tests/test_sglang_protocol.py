@@ -324,9 +324,12 @@ def test_a_server_launched_to_die_with_its_parent_does_not_outlive_it(tmp_path):
             os.kill(child_pid, 0)
         except ProcessLookupError:
             return  # gone with its parent
-        with open(f"/proc/{child_pid}/stat") as stat:  # a zombie awaiting its reaper is gone too
-            if stat.read().split()[2] == "Z":
-                return
+        try:
+            with open(f"/proc/{child_pid}/stat") as stat:  # a zombie awaiting its reaper is gone
+                if stat.read().split()[2] == "Z":
+                    return
+        except FileNotFoundError:
+            return
         time.sleep(0.1)
     os.kill(child_pid, 9)
     pytest.fail(f"the child {child_pid} outlived its parent by 10 s")
