@@ -116,6 +116,10 @@ class RunConfig:
     transformer_impl: str = _opt(
         "auto", "transformer layer implementation (name); auto picks transformer_engine when "
         "available", "model", choices=("auto", "local", "transformer_engine"))
+    hf_checkpoint: str | None = _opt(
+        None, "local Hugging Face Qwen3-MoE directory whose weights initialise the actor (and "
+        "the reference and critic trunk unless set otherwise); its config.json must match the "
+        "model flags (path); none = random initialisation", "model")
 
     # --- parallelism ---------------------------------------------------------------------
     tensor_model_parallel_size: int = _opt(1, "tensor-parallel size TP (ranks)", "parallelism")
@@ -126,6 +130,25 @@ class RunConfig:
     sequence_parallel: bool = _opt(
         False, "shard activations along the sequence across TP ranks (on/off; needs TP > 1)",
         "parallelism")
+    recompute_granularity: str | None = _opt(
+        None, "activation recomputation in the backward pass (name): full = whole layers, "
+        "selective = the attention core; none = keep activations", "parallelism",
+        choices=("full", "selective"))
+    recompute_method: str | None = _opt(
+        None, "which layers full recomputation covers (name): uniform = groups of "
+        "--recompute-num-layers, block = the first --recompute-num-layers per pipeline stage; "
+        "none = uniform with full recomputation", "parallelism", choices=("uniform", "block"))
+    recompute_num_layers: int | None = _opt(
+        None, "layers per recomputation group (uniform) or layers recomputed (block) (layers); "
+        "none = 1 with full recomputation", "parallelism")
+    use_distributed_optimizer: bool = _opt(
+        False, "shard optimizer states over data-parallel ranks (on/off); counted by hyrl plan, "
+        "not yet implemented by the trainer", "parallelism")
+    gpus_per_node: int | None = _opt(
+        None, "GPUs per node (GPUs), for hyrl plan: TP and EP groups should not cross nodes; "
+        "none = not checked", "parallelism")
+    gpu_memory_gib: float | None = _opt(
+        None, "memory of one GPU (GiB), for hyrl plan's fit check; none = no check", "parallelism")
 
     # --- batch ---------------------------------------------------------------------------
     rollout_batch_size: int = _opt(16, "prompts per rollout step, P (prompts)", "batch")
@@ -140,6 +163,12 @@ class RunConfig:
         "linearly from START to END over STEPS rollout steps (prompts per step follow, G and "
         "optimizer steps per rollout stay; with --ref-lr the lr is re-derived by "
         "--lr-scaling at every change); START must equal the global batch size", "batch")
+    use_dynamic_batch_size: bool = _opt(
+        False, "pack micro-batches by token count (--max-tokens-per-gpu) instead of "
+        "--micro-batch-size responses, for log-prob and training passes (on/off)", "batch")
+    max_tokens_per_gpu: int | None = _opt(
+        None, "most tokens (prompt + response) in one micro-batch with --use-dynamic-batch-size "
+        "(tokens)", "batch")
     noise_scale_beta: float | None = _opt(
         0.99, "EMA decay of the gradient-noise-scale estimates, logged as actor/noise_scale and "
         "critic/noise_scale (dimensionless, in [0, 1)); none = do not measure", "batch")
@@ -313,7 +342,35 @@ class RunConfig:
         "none = no target", "eval")
 
     # --- task ----------------------------------------------------------------------------
-    task: str = _opt("arith_mod10", "training task (name)", "task", choices=("arith_mod10",))
+    task: str | None = _opt(
+        None, "training task (name): arith_mod10 = the built-in arithmetic task, prompt_data = "
+        "--prompt-data; none = prompt_data when --prompt-data is given, else arith_mod10", "task",
+        choices=("arith_mod10", "prompt_data"))
+    prompt_data: str | None = _opt(
+        None, "training prompts, a .jsonl or .parquet file with one prompt per record (path)",
+        "task")
+    input_key: str = _opt("prompt", "record field holding the prompt text (name)", "task")
+    label_key: str = _opt("label", "record field holding the reference answer (name)", "task")
+    apply_chat_template: bool = _opt(
+        False, "wrap each prompt as a user message in the tokenizer's chat template (on/off)",
+        "task")
+    tokenizer_path: str | None = _opt(
+        None, "local Hugging Face tokenizer directory for --prompt-data (path); none = "
+        "--hf-checkpoint", "task")
+    rollout_max_prompt_len: int | None = _opt(
+        None, "drop prompts longer than this when loading --prompt-data (tokens); none = "
+        "--max-position-embeddings - --rollout-max-response-len", "task")
+    eval_prompt_data: list[str] | None = _opt(
+        None, "held-out sets as NAME FILE pairs, each logged as eval/NAME/accuracy (names and "
+        "paths); none = the task's own held-out split", "task")
+    rm_type: str | None = _opt(
+        None, "reward function (name): exact_match, math (math-verify on the boxed or last "
+        "answer), mcq (one choice letter), logic (exact structured answer); none = exact_match "
+        "for arith_mod10, required with --prompt-data unless --custom-rm-path", "task",
+        choices=("exact_match", "math", "mcq", "logic"))
+    custom_rm_path: str | None = _opt(
+        None, "your reward function as module:function, called as f(response_text, label, "
+        "finish_reason) -> float (import path)", "task")
     task_max_operand: int = _opt(9, "largest operand in the arithmetic prompts (integer, 1..9)",
                                  "task")
     task_eval_fraction: float = _opt(
@@ -441,7 +498,7 @@ def parse_target(text: str) -> tuple[str, float]:
 # "opt" kinds also take None ("none" on the command line): the flag was not given.
 _KINDS = {int: "int", float: "float", str: "str", bool: "bool",
           int | None: "optint", float | None: "optfloat", str | None: "optstr",
-          bool | None: "optbool"}
+          bool | None: "optbool", list[str] | None: "optlist"}
 _KIND_NAMES = {
     "int": "an integer",
     "float": "a finite number",
@@ -451,10 +508,12 @@ _KIND_NAMES = {
     "optfloat": "a finite number or 'none'",
     "optstr": "a string or 'none'",
     "optbool": "true, false or none",
+    "optlist": "one or more strings, or none",
 }
 _TYPE_NAMES = {"int": int, "float": float, "str": str, "bool": bool,
                "int | None": int | None, "float | None": float | None,
-               "str | None": str | None, "bool | None": bool | None}
+               "str | None": str | None, "bool | None": bool | None,
+               "list[str] | None": list[str] | None}
 
 
 def _resolve_type(annotation):
@@ -554,7 +613,10 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
         group = groups[f.metadata["group"]]
         default = f.default
         help_text = f"{f.metadata['help']} (default: {'none' if default is None else default})"
-        if _base(kind) == "bool":
+        if kind == "optlist":  # --flag A B C; "--flag none" = not given
+            group.add_argument(flag_name(f.name), dest=f.name, default=default, nargs="+",
+                               type=_converter(f), metavar="VALUE", help=help_text)
+        elif _base(kind) == "bool":
             # An optional bool stays None (not given) unless --flag or --no-flag appears.
             group.add_argument(flag_name(f.name), dest=f.name, default=default,
                                action=argparse.BooleanOptionalAction, help=help_text)
@@ -670,6 +732,13 @@ def parse_args(argv: list[str]) -> RunConfig:
         raise _argument_error(parser, err, argv) from None
     if extras:
         raise _unknown_error(parser, extras[0], argv)
+    for f in _fields():  # --list-flag none -> [None] from argparse -> None (not given)
+        value = getattr(namespace, f.name)
+        if _kind(f) == "optlist" and isinstance(value, list) and None in value:
+            if value != [None]:
+                raise ConfigError(flag_name(f.name), " ".join(str(v) for v in value),
+                                  "'none' mixed with values", _allowed_text("optlist", None))
+            setattr(namespace, f.name, None)
     if passthrough:
         given = namespace.sglang_server_args
         namespace.sglang_server_args = " ".join(
@@ -834,6 +903,11 @@ def resolve(cfg: RunConfig) -> RunConfig:
     updates["lr"], updates["ref_global_batch_size"] = _resolve_rate(cfg, "", b, DEFAULT_LR)
     if cfg.eval_temperature is None:
         updates["eval_temperature"] = cfg.rollout_temperature
+    if cfg.task is None:
+        updates["task"] = "prompt_data" if cfg.prompt_data is not None else "arith_mod10"
+    if cfg.rm_type is None and cfg.custom_rm_path is None and \
+            updates.get("task", cfg.task) == "arith_mod10":
+        updates["rm_type"] = "exact_match"
     if cfg.advantage_estimator == "gae":
         for name, actor_name in _CRITIC_FROM_ACTOR.items():
             if getattr(cfg, name) is None:
@@ -861,6 +935,8 @@ def _check_types(cfg: RunConfig) -> None:
             ok = isinstance(value, bool)
         elif base == "str":
             ok = isinstance(value, str)
+        elif base == "list":
+            ok = isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
         else:
             ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
                   and math.isfinite(value))
@@ -1233,10 +1309,112 @@ def _check_algorithm_rollout_task(c: RunConfig) -> None:
                   f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
                   f"--max-position-embeddings={c.max_position_embeddings}",
                   f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS}")
-    if c.vocab_size < TASK_VOCAB_SIZE:
+    if c.task == "arith_mod10" and c.vocab_size < TASK_VOCAB_SIZE:
         _fail("vocab_size", c.vocab_size,
               f"smaller than the task tokenizer's {TASK_VOCAB_SIZE} tokens",
               f"an integer >= {TASK_VOCAB_SIZE}")
+    _check_prompt_data_and_rewards(c)
+
+
+DATA_EXTENSIONS = (".jsonl", ".parquet")
+
+
+def _check_data_file(flag_field: str, path: str, shown: Any = None) -> None:
+    allowed = "an existing " + " or ".join(DATA_EXTENSIONS) + " file"
+    shown = path if shown is None else shown
+    if not path.endswith(DATA_EXTENSIONS):
+        _fail(flag_field, shown, f"{path!r} is not a {' or '.join(DATA_EXTENSIONS)} file", allowed)
+    if not os.path.isfile(path):
+        _fail(flag_field, shown, f"{path!r} does not exist", allowed)
+
+
+def _check_prompt_data_and_rewards(c: RunConfig) -> None:
+    """The task's data, tokenizer and reward (run on a resolved config: task is set)."""
+    if c.task == "prompt_data":
+        if c.prompt_data is None:
+            _fail("task", c.task, "needs the prompts", "--prompt-data FILE")
+        _check_data_file("prompt_data", c.prompt_data)
+        if c.tokenizer_path is None and c.hf_checkpoint is None:
+            _fail("tokenizer_path", "none", "--prompt-data needs a tokenizer",
+                  "--tokenizer-path DIR or --hf-checkpoint DIR (a local Hugging Face directory)")
+        if c.tokenizer_path is not None and not os.path.isdir(c.tokenizer_path):
+            _fail("tokenizer_path", c.tokenizer_path, "not an existing directory",
+                  "a local Hugging Face tokenizer directory")
+        if c.rm_type is None and c.custom_rm_path is None:
+            _fail("rm_type", "none", "--prompt-data needs a reward function",
+                  "exact_match, math, mcq, logic, or --custom-rm-path module:function")
+    else:
+        for name in ("prompt_data", "tokenizer_path", "eval_prompt_data", "rollout_max_prompt_len"):
+            if getattr(c, name) is not None:
+                _fail(name, getattr(c, name), f"applies to --task prompt_data, not {c.task}",
+                      "leave it unset, or train on --prompt-data")
+        if c.apply_chat_template:
+            _fail("apply_chat_template", True, f"applies to --task prompt_data, not {c.task}",
+                  "--no-apply-chat-template")
+    if c.rm_type is not None and c.custom_rm_path is not None:
+        _fail("custom_rm_path", c.custom_rm_path, f"given together with --rm-type {c.rm_type}",
+              "one of --rm-type and --custom-rm-path")
+    if c.custom_rm_path is not None:
+        module, sep, function = c.custom_rm_path.partition(":")
+        if not (sep and module.strip() and function.strip()):
+            _fail("custom_rm_path", c.custom_rm_path, "not module:function",
+                  "an import path like my_rewards:score")
+    if c.eval_prompt_data is not None:
+        items = c.eval_prompt_data
+        shown = " ".join(items)
+        if len(items) % 2:
+            _fail("eval_prompt_data", shown, f"{len(items)} values do not pair up",
+                  "NAME FILE pairs, e.g. --eval-prompt-data aime aime.jsonl gpqa gpqa.jsonl")
+        names = items[0::2]
+        for name, path in zip(names, items[1::2]):
+            if not name or "/" in name or name.endswith(DATA_EXTENSIONS):
+                _fail("eval_prompt_data", shown, f"{name!r} is not a name (NAME comes before FILE)",
+                      "NAME FILE pairs, NAME without '/'")
+            _check_data_file("eval_prompt_data", path, shown)
+        if len(set(names)) != len(names):
+            _fail("eval_prompt_data", shown, "a NAME appears twice", "distinct names")
+    if c.rollout_max_prompt_len is not None and \
+            c.rollout_max_prompt_len + c.rollout_max_response_len > c.max_position_embeddings:
+        _fail("rollout_max_prompt_len", c.rollout_max_prompt_len,
+              f"plus --rollout-max-response-len={c.rollout_max_response_len} exceeds "
+              f"--max-position-embeddings={c.max_position_embeddings}",
+              f"at most {c.max_position_embeddings - c.rollout_max_response_len}")
+
+
+def _check_memory_flags(c: RunConfig) -> None:
+    if c.recompute_granularity != "full":
+        for name in ("recompute_method", "recompute_num_layers"):
+            if getattr(c, name) is not None:
+                _fail(name, getattr(c, name), "applies to --recompute-granularity full only",
+                      "leave it unset, or --recompute-granularity full")
+    if c.recompute_num_layers is not None and not 1 <= c.recompute_num_layers <= c.num_layers:
+        _fail("recompute_num_layers", c.recompute_num_layers, "not a count of layers",
+              f"1..{c.num_layers}")
+    if c.use_dynamic_batch_size and c.max_tokens_per_gpu is None:
+        _fail("max_tokens_per_gpu", "none", "--use-dynamic-batch-size packs micro-batches by it",
+              "a token count, e.g. --max-tokens-per-gpu 16384")
+    if c.max_tokens_per_gpu is not None:
+        if not c.use_dynamic_batch_size:
+            _fail("max_tokens_per_gpu", c.max_tokens_per_gpu,
+                  "applies only with --use-dynamic-batch-size", "add --use-dynamic-batch-size")
+        longest = c.max_position_embeddings if c.task == "prompt_data" else \
+            ARITH_PROMPT_TOKENS + c.rollout_max_response_len
+        if c.rollout_max_prompt_len is not None:
+            longest = c.rollout_max_prompt_len + c.rollout_max_response_len
+        if c.max_tokens_per_gpu < longest:
+            _fail("max_tokens_per_gpu", c.max_tokens_per_gpu,
+                  f"smaller than the longest sequence ({longest} tokens), which could never fit",
+                  f"at least {longest}")
+    if c.gpus_per_node is not None and c.gpus_per_node < 1:
+        _fail("gpus_per_node", c.gpus_per_node, "must be a positive count", "an integer >= 1")
+    if c.gpu_memory_gib is not None and not c.gpu_memory_gib > 0:
+        _fail("gpu_memory_gib", c.gpu_memory_gib, "must be positive", "GiB > 0, or none")
+    if c.hf_checkpoint is not None:
+        allowed = "a local Hugging Face model directory (holding config.json and the weights)"
+        if not os.path.isdir(c.hf_checkpoint):
+            _fail("hf_checkpoint", c.hf_checkpoint, "not an existing directory", allowed)
+        if not os.path.isfile(os.path.join(c.hf_checkpoint, "config.json")):
+            _fail("hf_checkpoint", c.hf_checkpoint, "has no config.json", allowed)
 
 
 @dataclass(frozen=True)
@@ -1382,6 +1560,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
     rollout_layout(resolved, world_size)
+    _check_memory_flags(resolved)
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)
     _check_run_dir(resolved)

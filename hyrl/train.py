@@ -50,6 +50,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)  # identical full weights on every rank before sharding
         self.arch = Qwen3MoeArch.from_flags(cfg)
         self.actor = MegatronActor(self.arch, layout, ActorSettings.from_flags(cfg))
+        if cfg.hf_checkpoint:  # before the critic and the reference copy the actor's weights
+            self.actor.load_hf_state_dict(_read_hf_weights(cfg.hf_checkpoint))
         self.critic = self._build_critic(layout) if cfg.advantage_estimator == "gae" else None
         self.batch_ramp = None
         if cfg.batch_ramp:
@@ -78,10 +80,7 @@ class Trainer:
 
         critic = MegatronCritic(self.arch, layout, CriticSettings.from_flags(self.cfg))
         if self.cfg.critic_load:
-            from transformers import Qwen3MoeForCausalLM
-
-            hf_model = Qwen3MoeForCausalLM.from_pretrained(self.cfg.critic_load, dtype=torch.float32)
-            critic.load_trunk_from_hf(hf_model.state_dict())
+            critic.load_trunk_from_hf(_read_hf_weights(self.cfg.critic_load))
         else:  # the actor's initial weights, a fresh value head
             critic.load_trunk(self.actor.export_full_state_dict())
         return critic
@@ -451,20 +450,36 @@ def preflight(cfg: RunConfig) -> None:
         raise ConfigError("--moe-token-dispatcher-type", "alltoall",
                           "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
                           "allgather or auto on a machine without CUDA")
-    if cfg.critic_load:
-        import json
-
-        hf_config = json.loads((Path(cfg.critic_load) / "config.json").read_text())
-        problems = Qwen3MoeArch.from_flags(cfg).mismatches(hf_config)
-        if problems:
-            raise ConfigError("--critic-load", cfg.critic_load,
-                              "the checkpoint's architecture differs from the model flags ("
-                              + "; ".join(problems) + ")", "a checkpoint of the same architecture")
+    for flag, hf_dir in (("--hf-checkpoint", cfg.hf_checkpoint), ("--critic-load", cfg.critic_load)):
+        if hf_dir:
+            _check_hf_architecture(flag, hf_dir, cfg)
+    if cfg.use_distributed_optimizer:
+        raise ConfigError("--use-distributed-optimizer", True, "the trainer does not shard "
+                          "optimizer states yet (hyrl plan counts it; training would silently "
+                          "keep full states on every rank)", "--no-use-distributed-optimizer")
     if cfg.rollout_engine == "sglang":
         _preflight_sglang(cfg)
     if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
         raise ConfigError("--transformer-impl", "transformer_engine",
                           "transformer_engine does not import on this machine", "local or auto")
+
+
+def _read_hf_weights(hf_dir: str) -> dict[str, torch.Tensor]:
+    """A local Hugging Face Qwen3-MoE directory's weights, in float32, under HF names."""
+    from transformers import Qwen3MoeForCausalLM
+
+    return Qwen3MoeForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).state_dict()
+
+
+def _check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
+    import json
+
+    hf_config = json.loads((Path(hf_dir) / "config.json").read_text())
+    problems = Qwen3MoeArch.from_flags(cfg).mismatches(hf_config)
+    if problems:
+        raise ConfigError(flag, hf_dir, "the checkpoint's architecture differs from the model "
+                          "flags (" + "; ".join(problems) + ")",
+                          "a checkpoint of the same architecture")
 
 
 def _preflight_sglang(cfg: RunConfig) -> None:

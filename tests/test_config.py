@@ -92,7 +92,8 @@ def test_defaults_are_valid_choices_and_the_tiny_cpu_model():
         if "choices" in f.metadata:
             value = getattr(cfg, f.name)
             assert value is None or value in f.metadata["choices"], f.name  # None: not given
-            if f.name not in SGLANG_ONLY:  # unset under the default hf engine
+            # unset under the default hf engine, or "none" meaning off
+            if f.name not in (*SGLANG_ONLY, "recompute_granularity", "recompute_method"):
                 assert getattr(ppo, f.name) in f.metadata["choices"], f.name
     assert (cfg.num_layers, cfg.hidden_size, cfg.num_experts, cfg.vocab_size) == (2, 64, 4, 16)
     assert cfg.global_batch_size is None  # not given: P x G after resolve
@@ -1154,3 +1155,54 @@ def test_lr_and_ref_lr_on_one_command_line_are_refused_even_when_they_agree():
         load(["--advantage-estimator", "gae", "--critic-lr", "1e-3", "--critic-ref-lr", "1e-3",
               "--run-dir", "/nonexistent/never"], 1)
     assert info.value.flag == "--critic-lr"
+
+
+# --------------------------------------------------------------------------- data, memory flags
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"prompt": "1+1=", "label": "2"}\n')
+    return str(path)
+
+
+def test_prompt_data_sets_the_task_and_needs_a_tokenizer_and_a_reward(cfg_of, data_file, tmp_path):
+    tok = str(tmp_path)
+    resolved = resolve(cfg_of("--prompt-data", data_file, "--tokenizer-path", tok, "--rm-type", "math"))
+    assert resolved.task == "prompt_data" and resolved.rm_type == "math"
+    assert resolve(cfg_of()).task == "arith_mod10" and resolve(cfg_of()).rm_type == "exact_match"
+    assert_rejected(cfg_of("--prompt-data", data_file, "--rm-type", "math"), "--tokenizer-path", "none")
+    assert_rejected(cfg_of("--prompt-data", data_file, "--tokenizer-path", tok), "--rm-type", "none")
+    assert_rejected(cfg_of("--task", "prompt_data"), "--task", "prompt_data")
+    assert_rejected(cfg_of("--prompt-data", str(tmp_path / "x.csv"), "--tokenizer-path", tok,
+                           "--rm-type", "math"), "--prompt-data", str(tmp_path / "x.csv"))
+    assert_rejected(cfg_of("--rm-type", "math", "--custom-rm-path", "m:f"), "--custom-rm-path", "m:f")
+    assert_rejected(cfg_of("--custom-rm-path", "nocolon"), "--custom-rm-path", "nocolon")
+    # data flags under the built-in task are refused, not ignored
+    assert_rejected(cfg_of("--apply-chat-template"), "--apply-chat-template", True)
+
+
+def test_eval_prompt_data_takes_name_file_pairs(cfg_of, data_file, tmp_path):
+    base = ("--prompt-data", data_file, "--tokenizer-path", str(tmp_path), "--rm-type", "math")
+    cfg = cfg_of(*base, "--eval-prompt-data", "aime", data_file, "gpqa", data_file)
+    validate(cfg, 1)
+    assert cfg.eval_prompt_data == ["aime", data_file, "gpqa", data_file]
+    err = assert_rejected(cfg_of(*base, "--eval-prompt-data", "aime"), "--eval-prompt-data", "aime")
+    assert "pair" in str(err)
+    assert "twice" in str(rejected(cfg_of(*base, "--eval-prompt-data", "a", data_file, "a", data_file)))
+    assert "is not a name" in str(rejected(cfg_of(*base, "--eval-prompt-data", data_file, "a")))
+
+
+@pytest.mark.parametrize("argv, flag, value", [
+    (("--recompute-method", "uniform"), "--recompute-method", "uniform"),
+    (("--recompute-granularity", "selective", "--recompute-num-layers", "1"),
+     "--recompute-num-layers", 1),
+    (("--recompute-granularity", "full", "--recompute-num-layers", "3"), "--recompute-num-layers", 3),
+    (("--use-dynamic-batch-size",), "--max-tokens-per-gpu", "none"),
+    (("--max-tokens-per-gpu", "64"), "--max-tokens-per-gpu", 64),
+    (("--use-dynamic-batch-size", "--max-tokens-per-gpu", "4"), "--max-tokens-per-gpu", 4),
+    (("--gpu-memory-gib", "0"), "--gpu-memory-gib", 0.0),
+])
+def test_memory_flags_that_cannot_work_are_refused(cfg_of, argv, flag, value):
+    assert_rejected(cfg_of(*argv), flag, value)

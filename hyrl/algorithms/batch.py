@@ -45,6 +45,44 @@ class TokenBatch:
     def num_response_tokens(self) -> float:
         return float(self.loss_mask.sum())
 
+    def sequence_lengths(self) -> list[int]:
+        """Tokens each row needs: through its last response token (prompt + response)."""
+        positions = torch.arange(self.loss_mask.shape[1])
+        last = torch.where(self.loss_mask > 0, positions, -1).max(dim=1).values
+        return [int(x) + 2 for x in last]  # position x predicts token x+1, the last response token
+
+    def trim(self, length: int) -> "TokenBatch":
+        """The first `length` positions of every [N, L] field ([N] advantages are kept)."""
+        return replace(self, **{
+            f.name: None if (value := getattr(self, f.name)) is None
+            else value[:, :length] if value.ndim == 2 else value for f in fields(self)})
+
+
+def token_budget_ranges(lengths: list[int], max_tokens: int, pad_to_multiple_of: int = 1
+                        ) -> list[tuple[int, int]]:
+    """Contiguous [start, stop) row ranges for dynamic micro-batches (--use-dynamic-batch-size).
+
+    A range's cost is rows x its longest sequence rounded up to `pad_to_multiple_of` (what its
+    padded [rows, length] tensors hold); each range is the longest run from its start whose
+    cost stays <= max_tokens. Rows keep their order, so the split is deterministic and a pass
+    over the ranges sees every row exactly once. Raises ValueError for a row that alone exceeds
+    max_tokens.
+    """
+    ranges, start = [], 0
+    while start < len(lengths):
+        stop, longest = start, 0
+        while stop < len(lengths):
+            padded = -(-max(longest, lengths[stop]) // pad_to_multiple_of) * pad_to_multiple_of
+            if padded * (stop - start + 1) > max_tokens:
+                break
+            longest, stop = max(longest, lengths[stop]), stop + 1
+        if stop == start:
+            raise ValueError(f"a sequence of {lengths[start]} tokens (row {start}) exceeds "
+                             f"--max-tokens-per-gpu={max_tokens}")
+        ranges.append((start, stop))
+        start = stop
+    return ranges
+
 
 def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch.Tensor,
          pad_id: int, pad_to_multiple_of: int = 1) -> TokenBatch:

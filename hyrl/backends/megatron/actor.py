@@ -68,7 +68,9 @@ class MegatronActor(MegatronTrainable):
         model = self.ref_model if reference else self.model
         model.eval()
         outputs = [self._log_probs(model, mb, with_entropy=True) for mb in self._micro_batches(batch)]
-        return torch.cat([o[0] for o in outputs]).cpu(), torch.cat([o[1] for o in outputs]).cpu()
+        length = batch.tokens.shape[1]
+        return (torch.cat([self._pad_to(o[0], length) for o in outputs]).cpu(),
+                torch.cat([self._pad_to(o[1], length) for o in outputs]).cpu())
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One optimizer step over this rank's share of the global batch (micro-batch accumulation).

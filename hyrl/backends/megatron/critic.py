@@ -55,7 +55,9 @@ class MegatronCritic(MegatronTrainable):
     def values(self, batch: TokenBatch) -> torch.Tensor:
         """V(state up to position t) for every position: [N, L]."""
         self.model.eval()
-        return torch.cat([self._values(mb) for mb in self._micro_batches(batch)]).cpu()
+        length = batch.tokens.shape[1]
+        return torch.cat([self._pad_to(self._values(mb), length)
+                          for mb in self._micro_batches(batch)]).cpu()
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One critic optimizer step; batch carries returns and old_values."""

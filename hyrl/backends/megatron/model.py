@@ -20,6 +20,9 @@ class ParallelLayout:
     expert_model_parallel_size: int = 1
     expert_tensor_parallel_size: int = 1
     sequence_parallel: bool = False
+    recompute_granularity: str | None = None  # None, "full" or "selective" (megatron's names)
+    recompute_method: str | None = None
+    recompute_num_layers: int | None = None
 
     @classmethod
     def from_flags(cls, flags) -> "ParallelLayout":
@@ -29,6 +32,9 @@ class ParallelLayout:
             expert_model_parallel_size=flags.expert_model_parallel_size,
             expert_tensor_parallel_size=flags.expert_tensor_parallel_size,
             sequence_parallel=flags.sequence_parallel,
+            recompute_granularity=getattr(flags, "recompute_granularity", None),
+            recompute_method=getattr(flags, "recompute_method", None),
+            recompute_num_layers=getattr(flags, "recompute_num_layers", None),
         )
 
 
@@ -145,12 +151,24 @@ def transformer_config(
         expert_model_parallel_size=layout.expert_model_parallel_size,
         expert_tensor_parallel_size=layout.expert_tensor_parallel_size,
         sequence_parallel=layout.sequence_parallel,
+        **_recompute_settings(layout),
         use_cpu_initialization=cpu_compat.on_cpu(),
         params_dtype=params_dtype,
         pipeline_dtype=params_dtype,
         bf16=params_dtype == torch.bfloat16,
         init_method_std=0.02,
     )
+
+
+def _recompute_settings(layout: ParallelLayout) -> dict:
+    """Megatron's recompute fields; full recomputation defaults to uniform groups of 1 layer."""
+    if layout.recompute_granularity is None:
+        return {}
+    if layout.recompute_granularity == "selective":
+        return {"recompute_granularity": "selective"}
+    return {"recompute_granularity": "full",
+            "recompute_method": layout.recompute_method or "uniform",
+            "recompute_num_layers": layout.recompute_num_layers or 1}
 
 
 def build_gpt_model(

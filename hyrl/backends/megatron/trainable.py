@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hyrl.algorithms.batch import TokenBatch
+from hyrl.algorithms.batch import TokenBatch, token_budget_ranges
 from hyrl.backends.megatron import cpu_compat, grads
 from hyrl.backends.megatron.model import causal_attention_mask
 from hyrl.metrics.noise_scale import GradientNoiseScale
@@ -21,6 +21,8 @@ class OptimizerSettings:
     adam_eps: float = 1e-8
     clip_grad: float = 1.0  # global L2 norm; 0 disables clipping
     noise_scale_beta: float | None = 0.99  # None: do not measure the gradient noise scale
+    max_tokens_per_micro_batch: int | None = None  # --use-dynamic-batch-size: pack by tokens
+    pad_to_multiple_of: int = 1  # sequence parallel splits the sequence over TP ranks
 
     @classmethod
     def from_flags(cls, flags, prefix: str = "") -> "OptimizerSettings":
@@ -30,7 +32,10 @@ class OptimizerSettings:
             weight_decay=getattr(flags, f"{prefix}weight_decay"),
             adam_beta1=flags.adam_beta1, adam_beta2=flags.adam_beta2, adam_eps=flags.adam_eps,
             clip_grad=getattr(flags, f"{prefix}clip_grad"),
-            noise_scale_beta=getattr(flags, "noise_scale_beta", 0.99))
+            noise_scale_beta=getattr(flags, "noise_scale_beta", 0.99),
+            max_tokens_per_micro_batch=(flags.max_tokens_per_gpu
+                                        if getattr(flags, "use_dynamic_batch_size", False) else None),
+            pad_to_multiple_of=flags.tensor_model_parallel_size)
 
 
 class MegatronTrainable:
@@ -60,9 +65,27 @@ class MegatronTrainable:
         return model(tokens, positions, causal_attention_mask(seq_len, self.device))
 
     def _micro_batches(self, batch: TokenBatch, size: int | None = None):
-        size = size or self.optim.micro_batch_size
-        for start in range(0, len(batch), size):
-            yield batch.select(slice(start, start + size))
+        """Micro-batches of --micro-batch-size rows, or with --use-dynamic-batch-size contiguous
+        runs of rows packed to --max-tokens-per-gpu and trimmed to their longest sequence."""
+        budget = self.optim.max_tokens_per_micro_batch
+        if budget is None:
+            size = size or self.optim.micro_batch_size
+            for start in range(0, len(batch), size):
+                yield batch.select(slice(start, start + size))
+            return
+        lengths = batch.sequence_lengths()
+        multiple = self.optim.pad_to_multiple_of
+        for start, stop in token_budget_ranges(lengths, budget, multiple):
+            longest = -(-max(lengths[start:stop]) // multiple) * multiple
+            yield batch.select(slice(start, stop)).trim(min(longest, batch.tokens.shape[1]))
+
+    @staticmethod
+    def _pad_to(output: torch.Tensor, length: int) -> torch.Tensor:
+        """A trimmed micro-batch's [n, l, ...] output zero-padded back to [n, length, ...]."""
+        if output.shape[1] == length:
+            return output
+        pad = output.new_zeros((output.shape[0], length - output.shape[1], *output.shape[2:]))
+        return torch.cat([output, pad], dim=1)
 
     def _accumulate(self, batch: TokenBatch, loss_fn, total_tokens: float) -> dict[str, torch.Tensor]:
         """Forward/backward every micro-batch; `loss_fn(micro_batch) -> (loss, stats)`.
@@ -78,7 +101,9 @@ class MegatronTrainable:
         self.optimizer.zero_grad(set_to_none=True)
         dp_size = parallel_state.get_data_parallel_world_size()
         micro_batches = list(self._micro_batches(batch))
-        per_micro_batch = self.noise_scale is not None and dp_size == 1 and len(micro_batches) > 1
+        # Dynamic micro-batches differ in size, and the estimator needs one small-batch size.
+        per_micro_batch = (self.noise_scale is not None and dp_size == 1 and len(micro_batches) > 1
+                           and self.optim.max_tokens_per_micro_batch is None)
         include_experts = self._noise_includes_experts()
         small_sq: list[float] = []
         sums: dict[str, torch.Tensor] = {}

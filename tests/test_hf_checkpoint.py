@@ -1,0 +1,50 @@
+"""--hf-checkpoint: the actor, its reference and the rollout engine start from the checkpoint."""
+
+import pytest
+import torch
+
+from hyrl.config import ConfigError, load
+
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory):
+    from transformers import Qwen3MoeForCausalLM
+
+    from hyrl.models.qwen3_moe.config import TINY
+
+    path = tmp_path_factory.mktemp("hf") / "tiny"
+    torch.manual_seed(11)
+    Qwen3MoeForCausalLM(TINY.to_hf_config()).save_pretrained(path)
+    return path
+
+
+def test_actor_reference_and_engine_hold_the_checkpoint_weights(hf_dir, tmp_path):
+    from transformers import Qwen3MoeForCausalLM
+
+    from hyrl.backends.megatron.model import destroy_distributed
+    from hyrl.train import Trainer
+
+    expected = Qwen3MoeForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).state_dict()
+    cfg = load(["--hf-checkpoint", str(hf_dir), "--kl-loss-coef", "0.1", "--num-steps", "1",
+                "--run-dir", str(tmp_path / "run"), "--no-progress"], world_size=1)
+    trainer = Trainer(cfg, world_size=1)
+    try:
+        actor_weights = trainer.actor.export_hf_state_dict()
+        engine_weights = trainer.engine.model.state_dict()
+        assert actor_weights.keys() == expected.keys()
+        for name, tensor in expected.items():
+            assert torch.equal(actor_weights[name], tensor), name
+            assert torch.equal(engine_weights[name], tensor), name
+        reference = trainer.actor.ref_model.state_dict()
+        for name, tensor in trainer.actor.model.state_dict().items():
+            if isinstance(tensor, torch.Tensor):
+                assert torch.equal(reference[name], tensor), name
+    finally:
+        trainer.close()
+        destroy_distributed()
+
+
+def test_a_missing_checkpoint_directory_is_refused_naming_the_flag(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load(["--hf-checkpoint", str(tmp_path / "nope"), "--run-dir", str(tmp_path / "run")], 1)
+    assert info.value.flag == "--hf-checkpoint" and "not an existing directory" in str(info.value)
