@@ -453,6 +453,10 @@ def preflight(cfg: RunConfig) -> None:
     for flag, hf_dir in (("--hf-checkpoint", cfg.hf_checkpoint), ("--critic-load", cfg.critic_load)):
         if hf_dir:
             _check_hf_architecture(flag, hf_dir, cfg)
+    if cfg.task == "prompt_data" or cfg.rm_type not in (None, "exact_match") or cfg.custom_rm_path:
+        raise ConfigError("--prompt-data", cfg.prompt_data, "datasets and reward functions other "
+                          "than the built-in task are being wired into the trainer",
+                          "the built-in arith_mod10 task for now")
     if cfg.use_distributed_optimizer:
         raise ConfigError("--use-distributed-optimizer", True, "the trainer does not shard "
                           "optimizer states yet (hyrl plan counts it; training would silently "
