@@ -1,4 +1,4 @@
-"""`hyrl <command>`: train, sweep, analyze, profile-rollout, cost now; convert and plan follow."""
+"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, cost."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ commands:
   profile-rollout  decode throughput against concurrency, to find where it plateaus:
            hyrl profile-rollout --engine hf --concurrency 1,2,4,...,256 --num-prompts N
            --max-new-tokens L [--repeats 3] [--warmup 1] [--seed 0] [--json] --out DIR
+  plan     rank layout, GPUs needed and per-GPU memory of a recipe, without GPUs:
+           hyrl plan RECIPE.sh [--json] [-- EXTRA FLAGS]  |  hyrl plan [--json] -- TRAIN FLAGS
+           --world-size N   (exits 1 when the recipe does not fit, naming the flag)
   cost     GPU-hours and dollars a time cut saves:
            hyrl cost --gpus N --hours H --usd-per-gpu-hour P --time-reduction F [--json]
 
@@ -38,9 +41,10 @@ def _train(argv: list[str]) -> int:
     try:
         world_size = world_size_from_env()
         cfg = load(argv, world_size)  # parsed, validated, every derived value resolved
-        from hyrl.train import preflight
+        if not dry_run:  # a dry run plans for the cluster from any machine: no machine checks
+            from hyrl.train import preflight
 
-        preflight(cfg)
+            preflight(cfg)
     except ConfigError as err:
         # Every rank validates before any process group starts; one of them says why.
         if os.environ.get("RANK", "0") == "0":
@@ -50,7 +54,10 @@ def _train(argv: list[str]) -> int:
         import json
 
         if os.environ.get("RANK", "0") == "0":
+            from hyrl.plan import describe_for_dry_run
+
             print(json.dumps(cfg.to_dict(world_size), indent=2, sort_keys=True))
+            print(describe_for_dry_run(cfg, world_size), file=sys.stderr)
         return 0
     from hyrl.train import train
 
@@ -309,8 +316,15 @@ def _profile_rollout(argv: list[str]) -> int:
     return 0
 
 
+def _plan(argv: list[str]) -> int:
+    from hyrl.plan import main
+
+    return main(argv)
+
+
 COMMANDS = {"train": _train, "sweep": _sweep, "analyze": _analyze,
-            "profile-rollout": _profile_rollout, "cost": _cost}
+            "profile-rollout": _profile_rollout, "plan": _plan,
+            "cost": _cost}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1343,6 +1343,10 @@ def _check_prompt_data_and_rewards(c: RunConfig) -> None:
         if c.rm_type is None and c.custom_rm_path is None:
             _fail("rm_type", "none", "--prompt-data needs a reward function",
                   "exact_match, math, mcq, logic, or --custom-rm-path module:function")
+        if c.eval_interval > 0 and c.eval_prompt_data is None:
+            _fail("eval_prompt_data", "none", f"--eval-interval={c.eval_interval} evaluates "
+                  "held-out prompts, and --prompt-data has no held-out split",
+                  "--eval-prompt-data NAME FILE [NAME FILE ...], or --eval-interval 0")
     else:
         for name in ("prompt_data", "tokenizer_path", "eval_prompt_data", "rollout_max_prompt_len"):
             if getattr(c, name) is not None:

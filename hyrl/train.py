@@ -103,24 +103,45 @@ class Trainer:
     def _setup_rollout_side(self) -> None:
         from hyrl.backends.megatron import cpu_compat
         from hyrl.config import rollout_layout
-        from hyrl.data.arith import ArithTask
-        from hyrl.data.tokenizer import build_tokenizer
-        from hyrl.rewards.exact_match import ExactMatchReward
         from hyrl.rewards.pool import RewardPool
+        from hyrl.rewards.registry import reward_factory
         from hyrl.rollout.build import build_engine, start_ray
 
         cfg = self.cfg
-        self.tokenizer = build_tokenizer()
-        self.task = ArithTask(self.tokenizer, max_operand=cfg.task_max_operand, seed=cfg.seed,
-                              eval_fraction=cfg.task_eval_fraction if cfg.eval_interval > 0 else 0.0)
+        if cfg.task == "prompt_data":
+            from hyrl.data.prompt_data import (load_eval_prompt_sets, load_prompt_dataset,
+                                               load_tokenizer)
+
+            self.tokenizer = load_tokenizer(cfg.tokenizer_path or cfg.hf_checkpoint)
+            data_options = dict(input_key=cfg.input_key, label_key=cfg.label_key,
+                                apply_chat_template=cfg.apply_chat_template,
+                                max_prompt_len=_max_prompt_len(cfg))
+            self.task = load_prompt_dataset(cfg.prompt_data, self.tokenizer, seed=cfg.seed,
+                                            **data_options)
+            self.eval_sets = ({name: data.prompts() for name, data in load_eval_prompt_sets(
+                cfg.eval_prompt_data, self.tokenizer, **data_options).items()}
+                if cfg.eval_prompt_data else {})
+            if self.task.dropped_too_long:
+                print(f"hyrl: {self.task.dropped_too_long} prompts of {cfg.prompt_data} are "
+                      f"longer than {_max_prompt_len(cfg)} tokens and were dropped", flush=True)
+        else:
+            from hyrl.data.arith import ArithTask
+            from hyrl.data.tokenizer import build_tokenizer
+
+            self.tokenizer = build_tokenizer()
+            self.task = ArithTask(self.tokenizer, max_operand=cfg.task_max_operand, seed=cfg.seed,
+                                  eval_fraction=cfg.task_eval_fraction if cfg.eval_interval > 0
+                                  else 0.0)
+            self.eval_sets = {"": self.task.eval_prompts()} if cfg.eval_interval > 0 else {}
+        eos_id = self.tokenizer.eos_token_id
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos_id
         layout = rollout_layout(cfg, self.world_size)
         self.owns_ray = start_ray(cfg, layout)
-        self.reward_pool = RewardPool(ExactMatchReward, num_workers=cfg.reward_num_workers,
-                                      timeout_s=cfg.reward_timeout_s,
-                                      ray_address=cfg.ray_address)
-        self.engine = build_engine(cfg, layout, self.arch, pad_id=self.tokenizer.pad_token_id,
-                                   eos_id=self.tokenizer.eos_token_id, device=cpu_compat.device(),
-                                   run_dir=self.run_dir)
+        self.reward_pool = RewardPool(reward_factory(cfg.rm_type, cfg.custom_rm_path),
+                                      num_workers=cfg.reward_num_workers,
+                                      timeout_s=cfg.reward_timeout_s, ray_address=cfg.ray_address)
+        self.engine = build_engine(cfg, layout, self.arch, pad_id=pad_id, eos_id=eos_id,
+                                   device=cpu_compat.device(), run_dir=self.run_dir)
         self.sampling = SamplingParams(max_new_tokens=cfg.rollout_max_response_len,
                                        temperature=cfg.rollout_temperature, top_p=cfg.rollout_top_p)
 
@@ -150,6 +171,8 @@ class Trainer:
     def _engines_resume(self) -> None:
         """Retake the memory; the weights are gone with it, so only _sync_weights calls this."""
         if self.engines_released:
+            if torch.cuda.is_available():  # hand the training step's cached blocks back first
+                torch.cuda.empty_cache()
             self.engine.resume_memory()
             self.engines_released = False
 
@@ -325,10 +348,14 @@ class Trainer:
         return {0, cfg.num_steps, *range(cfg.eval_interval, cfg.num_steps + 1, cfg.eval_interval)}
 
     def _evaluate(self) -> tuple[dict, float]:
-        """mean@k accuracy on the held-out prompts; the training RNG stream is left untouched."""
+        """mean@k accuracy on each held-out set (one engine call for all of them); the training
+        RNG stream is left untouched. Named sets (--eval-prompt-data) log eval/NAME/accuracy
+        and eval/accuracy is the mean of the sets' accuracies (each set weighs the same)."""
         cfg = self.cfg
         began = time.perf_counter()
-        prompts = [p for p in self.task.eval_prompts() for _ in range(cfg.n_samples_per_eval_prompt)]
+        k = cfg.n_samples_per_eval_prompt
+        sets = [(name, [p for p in prompts for _ in range(k)]) for name, prompts in self.eval_sets.items()]
+        prompts = [p for _, set_prompts in sets for p in set_prompts]
         temperature = cfg.rollout_temperature if cfg.eval_temperature is None else cfg.eval_temperature
         params = SamplingParams(max_new_tokens=cfg.rollout_max_response_len,
                                 temperature=temperature, top_p=cfg.rollout_top_p)
@@ -340,13 +367,17 @@ class Trainer:
         texts = [self.tokenizer.decode(g.response_ids, skip_special_tokens=True) for g in generations]
         scored = self.reward_pool.score(texts, [p.label for p in prompts],
                                         [g.finish_reason for g in generations])
-        rewards = scored.rewards
-        metrics = {
-            "eval/reward_failures": scored.failures,
-            "eval/accuracy": sum(rewards) / len(rewards),
-            "eval/response_len_mean": sum(len(g.response_ids) for g in generations) / len(rewards),
-            "eval/num_responses": len(rewards),
-        }
+        metrics = {"eval/reward_failures": scored.failures, "eval/num_responses": len(prompts)}
+        accuracies, start = [], 0
+        for name, set_prompts in sets:
+            rewards = scored.rewards[start:start + len(set_prompts)]
+            lengths = [len(g.response_ids) for g in generations[start:start + len(set_prompts)]]
+            start += len(set_prompts)
+            prefix = f"eval/{name}/" if name else "eval/"
+            metrics[prefix + "accuracy"] = sum(rewards) / len(rewards)
+            metrics[prefix + "response_len_mean"] = sum(lengths) / len(lengths)
+            accuracies.append(metrics[prefix + "accuracy"])
+        metrics["eval/accuracy"] = sum(accuracies) / len(accuracies)
         return metrics, time.perf_counter() - began
 
     def _prepare(self, rollout: dict, timers: StageTimers) -> tuple[TokenBatch, dict]:
@@ -453,10 +484,7 @@ def preflight(cfg: RunConfig) -> None:
     for flag, hf_dir in (("--hf-checkpoint", cfg.hf_checkpoint), ("--critic-load", cfg.critic_load)):
         if hf_dir:
             _check_hf_architecture(flag, hf_dir, cfg)
-    if cfg.task == "prompt_data" or cfg.rm_type not in (None, "exact_match") or cfg.custom_rm_path:
-        raise ConfigError("--prompt-data", cfg.prompt_data, "datasets and reward functions other "
-                          "than the built-in task are being wired into the trainer",
-                          "the built-in arith_mod10 task for now")
+    _preflight_data(cfg)
     if cfg.use_distributed_optimizer:
         raise ConfigError("--use-distributed-optimizer", True, "the trainer does not shard "
                           "optimizer states yet (hyrl plan counts it; training would silently "
@@ -466,6 +494,47 @@ def preflight(cfg: RunConfig) -> None:
     if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
         raise ConfigError("--transformer-impl", "transformer_engine",
                           "transformer_engine does not import on this machine", "local or auto")
+
+
+def _max_prompt_len(cfg: RunConfig) -> int:
+    """--rollout-max-prompt-len, or what the positions leave after the longest response."""
+    if cfg.rollout_max_prompt_len is not None:
+        return cfg.rollout_max_prompt_len
+    return cfg.max_position_embeddings - cfg.rollout_max_response_len
+
+
+def _preflight_data(cfg: RunConfig) -> None:
+    """The tokenizer, the data files and a custom reward load, before any process group."""
+    from hyrl.data.prompt_data import PromptDataError, load_records, load_tokenizer
+    from hyrl.rewards.registry import reward_factory
+
+    try:
+        reward_factory(cfg.rm_type, cfg.custom_rm_path)  # imports a custom reward once
+    except (ValueError, ImportError) as err:
+        raise ConfigError("--custom-rm-path", cfg.custom_rm_path, str(err),
+                          "an importable module:function") from None
+    if cfg.task != "prompt_data":
+        return
+    flag = "--tokenizer-path" if cfg.tokenizer_path else "--hf-checkpoint"
+    try:
+        tokenizer = load_tokenizer(cfg.tokenizer_path or cfg.hf_checkpoint)
+    except (OSError, ValueError) as err:
+        raise ConfigError(flag, cfg.tokenizer_path or cfg.hf_checkpoint, str(err),
+                          "a local Hugging Face tokenizer directory") from None
+    if len(tokenizer) > cfg.vocab_size:
+        raise ConfigError("--vocab-size", cfg.vocab_size, f"smaller than the tokenizer's "
+                          f"{len(tokenizer)} tokens ({flag})", f"at least {len(tokenizer)}")
+    if tokenizer.eos_token_id is None:
+        raise ConfigError(flag, cfg.tokenizer_path or cfg.hf_checkpoint,
+                          "the tokenizer has no end-of-sequence token", "a tokenizer with eos")
+    files = [("--prompt-data", cfg.prompt_data)]
+    files += [("--eval-prompt-data", path) for path in (cfg.eval_prompt_data or [])[1::2]]
+    for data_flag, path in files:
+        try:
+            load_records(path, cfg.input_key, cfg.label_key)
+        except PromptDataError as err:
+            raise ConfigError(data_flag, path, str(err), "records with --input-key "
+                              f"{cfg.input_key!r} and --label-key {cfg.label_key!r}") from None
 
 
 def _read_hf_weights(hf_dir: str) -> dict[str, torch.Tensor]:

@@ -1,20 +1,46 @@
 #!/usr/bin/env bash
-# One node: run `python -m hyrl.train FLAGS` on NPROC ranks with torchrun.
+# Run `python -m hyrl.train FLAGS` on NPROC ranks per node with torchrun.
 #   NPROC=2 bash launch/torchrun.sh --tensor-model-parallel-size 2 --sequence-parallel ...
-# NPROC defaults to 1. MASTER_PORT may be set to avoid clashes between concurrent runs.
+#   NNODES=2 NODE_RANK=0 MASTER_ADDR=host0 NPROC=8 bash launch/torchrun.sh FLAGS   # on host0
+#   NNODES=2 NODE_RANK=1 MASTER_ADDR=host0 NPROC=8 bash launch/torchrun.sh FLAGS   # on host1
+# NPROC (GPUs per node) and NNODES default to 1. MASTER_PORT may be set to avoid clashes
+# (multi-node: default 29500; one node: a free port). Under Slurm, launch/srun.sh sets
+# NNODES, NODE_RANK and MASTER_ADDR and calls this script once per node.
+# With --dry-run among the flags: ONE process validates the flags at WORLD_SIZE = NNODES x
+# NPROC and prints the resolved configuration (no torchrun, no GPU; what `hyrl plan` and
+# `hyrl sweep` use).
 set -euo pipefail
 NPROC="${NPROC:-1}"
-if ! [[ "$NPROC" =~ ^[1-9][0-9]*$ ]]; then
-  echo "launch/torchrun.sh: NPROC=$NPROC; allowed: a positive integer" >&2
-  exit 2
-fi
+NNODES="${NNODES:-1}"
+for name in NPROC NNODES; do
+  if ! [[ "${!name}" =~ ^[1-9][0-9]*$ ]]; then
+    echo "launch/torchrun.sh: $name=${!name}; allowed: a positive integer" >&2
+    exit 2
+  fi
+done
 PYTHON="${PYTHON:-python}"
-if [[ "$NPROC" == 1 ]]; then
+WORLD_SIZE=$((NNODES * NPROC))
+for arg in "$@"; do
+  if [[ "$arg" == "--dry-run" ]]; then
+    echo "+ WORLD_SIZE=$WORLD_SIZE $PYTHON -m hyrl.train $*" >&2
+    WORLD_SIZE=$WORLD_SIZE RANK=0 LOCAL_RANK=0 exec "$PYTHON" -m hyrl.train "$@"
+  fi
+done
+if [[ "$WORLD_SIZE" == 1 ]]; then
   # One rank needs no rendezvous; WORLD_SIZE=1 keeps validation and the job consistent.
   echo "+ WORLD_SIZE=1 $PYTHON -m hyrl.train $*" >&2
   WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 exec "$PYTHON" -m hyrl.train "$@"
 fi
-MASTER_PORT="${MASTER_PORT:-$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
-echo "+ torchrun --standalone --nproc-per-node $NPROC -m hyrl.train $*" >&2
-exec "$PYTHON" -m torch.distributed.run --nnodes 1 --nproc-per-node "$NPROC" \
-  --master-addr 127.0.0.1 --master-port "$MASTER_PORT" -m hyrl.train "$@"
+if [[ "$NNODES" == 1 ]]; then
+  MASTER_PORT="${MASTER_PORT:-$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
+  echo "+ torchrun --standalone --nproc-per-node $NPROC -m hyrl.train $*" >&2
+  exec "$PYTHON" -m torch.distributed.run --nnodes 1 --nproc-per-node "$NPROC" \
+    --master-addr 127.0.0.1 --master-port "$MASTER_PORT" -m hyrl.train "$@"
+fi
+NODE_RANK="${NODE_RANK:?launch/torchrun.sh: NNODES=$NNODES needs NODE_RANK (0..$((NNODES - 1))) on every node}"
+MASTER_ADDR="${MASTER_ADDR:?launch/torchrun.sh: NNODES=$NNODES needs MASTER_ADDR (the host of node rank 0)}"
+MASTER_PORT="${MASTER_PORT:-29500}"
+echo "+ [node $NODE_RANK/$NNODES] torchrun --nnodes $NNODES --node-rank $NODE_RANK --nproc-per-node $NPROC --master-addr $MASTER_ADDR --master-port $MASTER_PORT -m hyrl.train $*" >&2
+exec "$PYTHON" -m torch.distributed.run --nnodes "$NNODES" --node-rank "$NODE_RANK" \
+  --nproc-per-node "$NPROC" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
+  -m hyrl.train "$@"

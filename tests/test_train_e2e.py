@@ -328,3 +328,31 @@ def torch_zeros_like(tensor):
     import torch
 
     return torch.zeros_like(tensor, dtype=torch.float32)
+
+
+DATA_RECIPE = ROOT / "recipes" / "tiny" / "grpo_data.sh"
+
+
+@pytest.mark.slow
+def test_tiny_recipe_trains_from_a_jsonl_dataset_through_the_data_flags(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "2", "--eval-interval", "2", recipe=DATA_RECIPE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    assert [r["samples"] for r in rows if r["step"] > 0] == [128, 256]
+    evals = [r for r in rows if "eval/accuracy" in r]
+    assert [r["step"] for r in evals] == [0, 2]
+    assert all(r["eval/arith/accuracy"] == r["eval/accuracy"] for r in evals)
+    assert all(r["eval/num_responses"] == 100 for r in evals)  # every record of the file
+    config = json.loads((run_dir / "config.json").read_text())
+    assert (config["task"], config["rm_type"]) == ("prompt_data", "exact_match")
+
+
+def test_a_record_without_the_input_key_is_refused_before_any_process_group(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "1+1=", "label": "2"}\n{"question": "2+2=", "label": "4"}\n')
+    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--prompt-data", str(bad),
+                      "--eval-prompt-data", "arith", str(bad), recipe=DATA_RECIPE)
+    assert proc.returncode == 2
+    assert "--prompt-data=" in proc.stderr and "line 2" in proc.stderr and "'prompt'" in proc.stderr
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,40 @@
+# shellcheck shell=bash disable=SC2034  # sourced by the recipes
+# Data, checkpoint and reward flags shared by the Qwen3-30B-A3B recipes (sourced, not run).
+# Set these before running a recipe; the defaults are placeholders that a real run refuses:
+#   DATA           training prompts, .jsonl or .parquet, one record per prompt with the fields
+#                  "prompt" and "label" (e.g. dapo-math-17k.jsonl; see dry_run/prompts.jsonl)
+#   HF_CHECKPOINT  local Hugging Face directory of Qwen/Qwen3-30B-A3B (weights + tokenizer;
+#                  its config.json must match model.sh)
+#   EVAL_DATA      optional held-out prompts (same format), logged as eval/heldout/accuracy
+# With --dry-run (hyrl plan, hyrl sweep's checks) missing files are replaced by the stand-ins
+# in dry_run/, so a layout can be planned on a laptop; the plan does not depend on the data.
+DATA="${DATA:-/path/to/dapo-math-17k.jsonl}"
+HF_CHECKPOINT="${HF_CHECKPOINT:-/path/to/Qwen3-30B-A3B}"
+EVAL_DATA="${EVAL_DATA:-}"
+
+DRY_RUN=0
+for arg in "$@"; do [[ "$arg" == "--dry-run" ]] && DRY_RUN=1; done
+if [[ "$DRY_RUN" == 1 && ! -f "$DATA" ]]; then
+  echo "dry run: DATA=$DATA does not exist here; validating with the stand-in" \
+    "$HERE/dry_run/prompts.jsonl" >&2
+  DATA="$HERE/dry_run/prompts.jsonl"
+fi
+DATA_ARGS=(
+  --prompt-data "$DATA"
+  --input-key prompt
+  --label-key label
+  --apply-chat-template
+  --rollout-max-prompt-len 1024   # longer prompts are dropped when the data loads (tokens)
+  --rm-type math                  # math-verify on the boxed or last answer
+)
+if [[ "$DRY_RUN" == 1 && ! -d "$HF_CHECKPOINT" ]]; then
+  echo "dry run: HF_CHECKPOINT=$HF_CHECKPOINT does not exist here; random weights and the" \
+    "stand-in tokenizer directory $HERE/dry_run" >&2
+  DATA_ARGS+=(--tokenizer-path "$HERE/dry_run")
+else
+  DATA_ARGS+=(--hf-checkpoint "$HF_CHECKPOINT")
+fi
+if [[ -n "$EVAL_DATA" ]]; then
+  DATA_ARGS+=(--eval-prompt-data heldout "$EVAL_DATA" --eval-interval 10
+              --n-samples-per-eval-prompt 4 --eval-temperature 1.0)
+fi

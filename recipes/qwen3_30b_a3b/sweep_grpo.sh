@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The batch-size study on Qwen3-30B-A3B GRPO (DESIGN.md), then its analysis.
+#   DATA=... HF_CHECKPOINT=... EVAL_DATA=... bash recipes/qwen3_30b_a3b/sweep_grpo.sh [OUT_DIR]
+# Members: P = 128 (the reference, B0 = 1024, lr0 = 1e-6), 256, 512, 1024, 2048 prompts x 8
+# responses, lr by the square-root rule from grpo.sh's reference; the fixed-lr control at
+# P = 256 (lr 1e-6); and P = 64 (B = 512, lr 1e-6 x sqrt(1/2)) as a second sweep of one member,
+# since sweep multipliers are integers >= 1. All consume MAX_SAMPLES responses, so curves
+# compare per sample; `hyrl analyze` reads both sweeps against the P = 128 reference.
+# Each member runs grpo.sh with its layout (NNODES, GPUS_PER_NODE, GPU_MEMORY_GIB: see grpo.sh).
+# Plan the largest member first:
+#   hyrl plan recipes/qwen3_30b_a3b/grpo.sh -- --rollout-batch-size 2048 --global-batch-size 16384
+# EVAL_DATA (held-out prompts) is required: the target is measured on it.
+# Re-running with the same OUT_DIR resumes (finished members are skipped).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+OUT="${1:-runs/sweep-qwen3-30b-a3b-grpo-$(date +%Y%m%d-%H%M%S)}"
+TARGET="${TARGET:-eval/heldout/accuracy=0.77}"
+MAX_SAMPLES="${MAX_SAMPLES:-1000000}"   # responses per member
+: "${EVAL_DATA:?set EVAL_DATA to the held-out prompts (.jsonl/.parquet, fields prompt and label)}"
+export EVAL_DATA  # data.sh adds --eval-prompt-data heldout "$EVAL_DATA" --eval-interval 10
+
+SWEEP_ARGS=(
+  --lr-rule sqrt
+  --seeds 1234
+  --max-samples "$MAX_SAMPLES"
+  --max-parallel 1                 # one member at a time on the allocation
+)
+# P = 128 x 1, 2, 4, 8, 16 = 128 ... 2048, plus P = 256 at the reference lr.
+hyrl sweep "$HERE/grpo.sh" --out "$OUT/main" --batch-mults 1,2,4,8,16 --fixed-lr-control 2 \
+  "${SWEEP_ARGS[@]}" -- --target "$TARGET"
+# P = 64: grpo.sh derives its lr from the reference (--ref-lr 1e-6 at 1024, sqrt).
+hyrl sweep "$HERE/grpo.sh" --out "$OUT/p64" --batch-mults 1 "${SWEEP_ARGS[@]}" -- \
+  --target "$TARGET" --rollout-batch-size 64 --global-batch-size 512
+hyrl analyze "$OUT/main" "$OUT/p64" --target "$TARGET" --reference b1024-ref-s1234 \
+  --out "$OUT/analysis"

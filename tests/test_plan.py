@@ -1,0 +1,215 @@
+"""hyrl plan: parameter counts, per-GPU memory lines, rank layout and the fit check (pure)."""
+
+import dataclasses
+
+import pytest
+
+from hyrl import plan as hplan
+from hyrl.config import RunConfig, resolve
+from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B
+
+TINY = RunConfig()  # the defaults are the tiny model: h 64, 4 heads, 2 groups, d 16, 4 experts
+QWEN = RunConfig(**QWEN3_30B_A3B.as_dict())
+
+
+def tiny(**changes) -> RunConfig:
+    return resolve(dataclasses.replace(TINY, **changes))
+
+
+def qwen(**changes) -> RunConfig:
+    base = dict(tensor_model_parallel_size=4, sequence_parallel=True,
+                expert_model_parallel_size=8, rollout_max_response_len=8192,
+                rollout_batch_size=32, micro_batch_size=1)
+    return resolve(dataclasses.replace(QWEN, **{**base, **changes}))
+
+
+def line(plan: dict, name: str) -> float:
+    """A memory line in bytes (the plan keeps GiB to 3 decimals: compare with a tolerance)."""
+    return next(x for x in plan["memory"]["lines"] if x["name"] == name)["gib"] * 2 ** 30
+
+
+def test_qwen3_30b_a3b_parameter_counts_match_the_published_sizes():
+    counts = hplan.param_counts(QWEN)
+    assert counts["total"] == pytest.approx(30.5e9, rel=0.02)  # 30,532,122,624
+    assert counts["active"] == pytest.approx(3.3e9, rel=0.02)  # 3,353,032,704
+    # experts: 48 layers x 128 experts x 3 x 2048 x 768
+    assert counts["experts"] == 48 * 128 * 3 * 2048 * 768
+
+
+def test_tiny_parameter_counts_by_hand():
+    counts = hplan.param_counts(TINY)
+    # attention 64*64 + 2*64*32 + 64*64 = 12288; qk-norm 2*16; norms 2*64; router 64*4
+    assert counts["attention_per_layer"] == 12288
+    assert counts["expert"] == 3 * 64 * 64 == 12288
+    per_layer_dense = 12288 + 32 + 128 + 256
+    # 2 layers x (dense + 4 experts) + embedding 16*64 + output 16*64 + final norm 64
+    assert counts["total"] == 2 * (per_layer_dense + 4 * 12288) + 1024 + 1024 + 64 == 125824
+    assert counts["active"] == 2 * (per_layer_dense + 2 * 12288) + 2112 == 76672
+
+
+def test_weights_grads_and_adam_bytes_per_parameter_on_one_gpu():
+    plan = hplan.make_plan(tiny(), 1)
+    assert line(plan, "actor weights") == pytest.approx(2 * 125824, abs=2 ** 30 * 1e-3)
+    assert line(plan, "actor gradients") == pytest.approx(4 * 125824, abs=2 ** 30 * 1e-3)
+    assert line(plan, "actor optimizer (Adam)") == pytest.approx(12 * 125824, abs=2 ** 30 * 1e-3)
+
+
+def test_tp_splits_dense_and_ep_splits_experts():
+    per_gpu = hplan._params_per_gpu(tiny(tensor_model_parallel_size=2, sequence_parallel=True,
+                                         expert_model_parallel_size=2), hplan.param_counts(TINY))
+    # dense: 2 layers x (12288 / 2 + 160 norms + 256 router) + (1024 + 1024) / 2 + 64
+    assert per_gpu["dense"] == 2 * (6144 + 160 + 256) + 1024 + 64
+    # experts: 2 layers x (4 / 2) experts x 12288
+    assert per_gpu["experts"] == 2 * 2 * 12288
+
+
+def test_distributed_optimizer_divides_adam_by_dp_and_experts_by_expert_dp():
+    # world 4, EP 4: DP = 4, expert-DP = 4 / 4 = 1
+    c = tiny(expert_model_parallel_size=4, use_distributed_optimizer=True,
+             rollout_batch_size=16, micro_batch_size=4)
+    plan = hplan.make_plan(c, 4)
+    assert plan["layout"]["dp"] == 4 and plan["layout"]["expert_dp"] == 1
+    dense = 2 * (12288 + 160 + 256) + 2048 + 64  # 27520
+    experts = 2 * 1 * 12288  # 24576
+    assert line(plan, "actor optimizer (Adam)") == pytest.approx(
+        12 * (dense / 4 + experts / 1), abs=2 ** 30 * 1e-3)
+    replicated = hplan.make_plan(dataclasses.replace(c, use_distributed_optimizer=False), 4)
+    assert line(replicated, "actor optimizer (Adam)") == pytest.approx(
+        12 * (dense + experts), abs=2 ** 30 * 1e-3)
+
+
+def test_activation_bytes_per_token_by_hand():
+    parts = hplan.activation_bytes_per_token(TINY, seq_len=7)
+    assert parts["norms"] == 2 * (64 + 64)
+    # 2 x (QKV input 64 + Q,K,V (4 + 2*2) x 16 + qk-norm inputs (4 + 2) x 16 + core output 64)
+    assert parts["attention"] == 2 * (64 + 128 + 96 + 64) == 704
+    # 2*64 router input + 4*4 fp32 logits + top-2 x 2 B x (64 + 2*64 + 64) + 2 x 2 B x 64
+    assert parts["moe"] == 128 + 16 + 1024 + 256 == 1424
+    assert parts["attention_scores"] == 0  # flash attention keeps no s x s scores
+
+
+def test_activation_memory_no_recompute_and_full_recompute_by_hand():
+    tokens = 16 * 7  # micro-batch 16 x (5-token prompt + 2-token response)
+    none = hplan.activation_memory(tiny(), tokens, 7)
+    assert none["layers"] == 2 * tokens * 2384  # 2 layers x tokens x (256 + 704 + 1424) B
+    assert none["logits"] == 6 * tokens * 16
+    full = hplan.activation_memory(tiny(recompute_granularity="full"), tokens, 7)
+    # uniform groups of 1: each layer's input (2 B x h) + one layer rebuilt in the backward
+    assert full["layers"] == 2 * (2 * tokens * 64) + tokens * 2384
+
+
+def test_recompute_reduces_activations_on_qwen3():
+    acts = {}
+    for name, changes in (("none", {}), ("selective", {"recompute_granularity": "selective"}),
+                          ("full", {"recompute_granularity": "full"})):
+        plan = hplan.make_plan(qwen(transformer_impl="local", **changes), 32)
+        acts[name] = line(plan, "actor activations")
+    assert acts["full"] < acts["selective"] < acts["none"]
+    assert acts["none"] / acts["full"] > 10
+
+
+def test_sequence_parallel_divides_activations_by_tp():
+    one = hplan.activation_memory(qwen(tensor_model_parallel_size=1, sequence_parallel=False),
+                                  9216, 9216)
+    four = hplan.activation_memory(qwen(), 9216, 9216)
+    assert four["layers"] == pytest.approx(one["layers"] / 4)
+
+
+def test_kv_cache_and_sequences_of_a_separate_engine_by_hand():
+    c = qwen(rollout_engine="sglang", rollout_num_gpus=8, rollout_num_gpus_per_engine=8,
+             sglang_mem_fraction_static=0.5, gpu_memory_gib=80.0, rollout_max_prompt_len=1024,
+             task="prompt_data")
+    sg = hplan.make_plan(c, 16)["sglang"]
+    weights = 2 * 30532122624 / 8
+    kv = 0.5 * 80 * 2 ** 30 - weights
+    per_token = 2 * 48 * 1 * 128 * 2  # 4 kv heads over 8 GPUs: one (replicated) head per GPU
+    assert sg["kv_bytes_per_token"] == per_token
+    assert sg["kv_tokens"] == int(kv / per_token)
+    assert sg["sequences"] == int(kv / per_token) // (1024 + 8192)
+
+
+def test_colocated_engine_kv_cache_loses_the_actor_resident_memory():
+    c = qwen(rollout_engine="sglang", colocate=True, rollout_num_gpus_per_engine=8,
+             sglang_mem_fraction_static=0.85, gpu_memory_gib=80.0)
+    plan = hplan.make_plan(c, 16)
+    sg = plan["sglang"]
+    assert sg["kv_gib"] == pytest.approx(
+        sg["static_gib"] - sg["weights_gib"] - plan["memory"]["resident_gib"], abs=0.01)
+    problems = hplan.check_fit(plan)  # 68 GiB static < 7 GiB weights + 68 GiB actor
+    assert any("--sglang-mem-fraction-static" in p for p in problems)
+
+
+def test_fits_when_memory_allows_and_names_the_flags_when_not():
+    fits = hplan.make_plan(qwen(expert_model_parallel_size=16, recompute_granularity="full",
+                                gpu_memory_gib=80.0), 16)
+    assert hplan.check_fit(fits) == []
+    too_big = hplan.make_plan(qwen(expert_model_parallel_size=2, gpu_memory_gib=80.0), 16)
+    [problem] = hplan.check_fit(too_big)
+    assert "80 GiB --gpu-memory-gib" in problem and "72.0 GiB" in problem
+    for flag in ("--use-distributed-optimizer", "--recompute-granularity full",
+                 "--expert-model-parallel-size 4"):
+        assert flag in problem
+
+
+def test_tp_crossing_a_node_is_an_error_and_ep_crossing_a_warning():
+    plan = hplan.make_plan(qwen(gpus_per_node=2, expert_model_parallel_size=4), 8)
+    assert any(p.startswith("--tensor-model-parallel-size=4") for p in hplan.check_fit(plan))
+    assert any(w.startswith("--expert-model-parallel-size=4") for w in plan["warnings"])
+    inside = hplan.make_plan(qwen(gpus_per_node=8), 16)
+    assert hplan.check_fit(inside) == [] and inside["warnings"] == []
+
+
+def test_rank_groups_follow_megatron_order():
+    # world 16, TP 2, PP 2 -> DP 4; order tp-cp-ep-dp-pp: TP neighbours, DP stride 2, PP stride 8
+    dense = {"tp": 2, "cp": 1, "ep": 1, "dp": 4, "pp": 2}
+    assert hplan.rank_groups(dense, "tp")[:2] == [[0, 1], [2, 3]]
+    assert hplan.rank_groups(dense, "dp")[:2] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert hplan.rank_groups(dense, "pp")[0] == [0, 8]
+
+
+def test_rank_groups_equal_megatron_core():
+    ps = pytest.importorskip("megatron.core.parallel_state")
+    for sizes in ({"tp": 2, "cp": 1, "ep": 1, "dp": 4, "pp": 2},
+                  {"tp": 1, "cp": 1, "ep": 4, "dp": 2, "pp": 2},
+                  {"tp": 4, "cp": 1, "ep": 1, "dp": 3, "pp": 1}):
+        gen = ps.RankGenerator(tp=sizes["tp"], ep=sizes["ep"], dp=sizes["dp"], pp=sizes["pp"],
+                               cp=1, order="tp-cp-ep-dp-pp")
+        for token in ("tp", "dp", "ep", "pp", "tp-ep"):
+            assert hplan.rank_groups(sizes, token) == gen.get_ranks(token), (sizes, token)
+
+
+def test_rollout_gpus_add_to_the_training_gpus_unless_colocated():
+    c = qwen(rollout_engine="sglang", rollout_num_gpus=8, rollout_num_gpus_per_engine=4,
+             gpus_per_node=8)
+    gpus = hplan.make_plan(c, 16)["gpus"]
+    assert (gpus["training"], gpus["rollout"], gpus["total"], gpus["nodes"]) == (16, 8, 24, 3)
+    colocated = dataclasses.replace(c, rollout_num_gpus=None, colocate=True,
+                                    update_weight_mode=None)
+    assert hplan.make_plan(colocated, 16)["gpus"]["total"] == 16
+
+
+def test_reference_and_critic_add_their_lines():
+    kl = hplan.make_plan(tiny(kl_loss_coef=0.01), 1)
+    assert line(kl, "reference weights") == pytest.approx(line(kl, "actor weights"))
+    ppo = hplan.make_plan(tiny(advantage_estimator="gae"), 1)
+    # the critic swaps the 16 x 64 output layer for a 1 x 64 value head
+    assert line(ppo, "critic weights") == pytest.approx(2 * (125824 - 1024 + 64),
+                                                        abs=2 ** 30 * 1e-3)
+
+
+def test_format_plan_prints_layout_memory_and_formulas():
+    text = hplan.describe_for_dry_run(qwen(gpu_memory_gib=80.0, recompute_granularity="full",
+                                           expert_model_parallel_size=16), 16)
+    for expected in ("TP=4", "EP=16", "expert-DP=1", "tp groups", "actor optimizer (Adam)",
+                     "Korthikanti", "training peak", "fit: yes", "total 30.532B"):
+        assert expected in text
+
+
+def test_main_with_flags_exits_non_zero_naming_the_flag(capsys):
+    assert hplan.main(["--", "--world-size", "2", "--tensor-model-parallel-size", "2",
+                       "--sequence-parallel"]) == 0
+    assert "TP=2" in capsys.readouterr().out
+    assert hplan.main(["--", "--world-size", "3", "--expert-model-parallel-size", "2"]) == 2
+    assert "--expert-model-parallel-size" in capsys.readouterr().err
+    assert hplan.main(["--", "--world-size", "1", "--gpu-memory-gib", "0.001"]) == 1
+    assert "--gpu-memory-gib" in capsys.readouterr().err
