@@ -1,4 +1,4 @@
-"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, cost."""
+"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, convert, cost."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ commands:
   plan     rank layout, GPUs needed and per-GPU memory of a recipe, without GPUs:
            hyrl plan RECIPE.sh [--json] [-- EXTRA FLAGS]  |  hyrl plan [--json] -- TRAIN FLAGS
            --world-size N   (exits 1 when the recipe does not fit, naming the flag)
+  convert  checkpoints between Hugging Face and Megatron distributed format (Qwen3-MoE):
+           hyrl convert hf-to-mcore --hf-dir D --out M [--tp N --ep N --pp N]
+           hyrl convert mcore-to-hf --load M --out D
   cost     GPU-hours and dollars a time cut saves:
            hyrl cost --gpus N --hours H --usd-per-gpu-hour P --time-reduction F [--json]
 
@@ -322,8 +325,14 @@ def _plan(argv: list[str]) -> int:
     return main(argv)
 
 
+def _convert(argv: list[str]) -> int:
+    from hyrl.checkpoint.cli import main
+
+    return main(argv)
+
+
 COMMANDS = {"train": _train, "sweep": _sweep, "analyze": _analyze,
-            "profile-rollout": _profile_rollout, "plan": _plan,
+            "profile-rollout": _profile_rollout, "plan": _plan, "convert": _convert,
             "cost": _cost}
 
 

@@ -48,3 +48,15 @@ def test_a_missing_checkpoint_directory_is_refused_naming_the_flag(tmp_path):
     with pytest.raises(ConfigError) as info:
         load(["--hf-checkpoint", str(tmp_path / "nope"), "--run-dir", str(tmp_path / "run")], 1)
     assert info.value.flag == "--hf-checkpoint" and "not an existing directory" in str(info.value)
+
+
+def test_an_expert_count_written_as_num_local_experts_is_compared(hf_dir):
+    import json
+
+    from hyrl.models.qwen3_moe.config import TINY
+
+    written = json.loads((hf_dir / "config.json").read_text())
+    assert "num_local_experts" in written  # transformers 5's key for the expert count
+    assert TINY.mismatches(written) == []
+    assert TINY.mismatches({**written, "num_local_experts": 8}) == [
+        "num_experts: 8 in the checkpoint, 4 in the flags"]

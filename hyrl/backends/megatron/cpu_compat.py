@@ -45,6 +45,9 @@ def apply() -> None:
     # Rotary embeddings place inv_freq with torch.cuda.current_device().
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
 
+    # The torch_dist checkpoint writer stages tensors with torch.cuda.synchronize().
+    torch.cuda.synchronize = lambda device=None: None  # type: ignore[assignment]
+
     # The model-parallel RNG tracker swaps CUDA generator states; use the CPU generator.
     from megatron.core.tensor_parallel import random as mp_random
 

@@ -60,15 +60,22 @@ class Qwen3MoeArch:
 
     def mismatches(self, hf_config: dict) -> list[str]:
         """Where a Hugging Face config.json disagrees with this architecture, as 'key: a != b'."""
-        ours = self.to_hf_config().to_dict()
+        ours = _with_num_experts(self.to_hf_config().to_dict())
+        theirs = _with_num_experts(hf_config)
         keys = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers",
                 "num_attention_heads", "num_key_value_heads", "head_dim", "num_experts",
                 "num_experts_per_tok", "moe_intermediate_size", "tie_word_embeddings")
-        return [f"{k}: {hf_config.get(k)!r} in the checkpoint, {ours.get(k)!r} in the flags"
-                for k in keys if hf_config.get(k) != ours.get(k)]
+        return [f"{k}: {theirs.get(k)!r} in the checkpoint, {ours.get(k)!r} in the flags"
+                for k in keys if theirs.get(k) != ours.get(k)]
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def _with_num_experts(hf_config: dict) -> dict:
+    """transformers 5 writes the expert count as num_local_experts, earlier ones num_experts."""
+    return {**hf_config, "num_experts": hf_config.get("num_experts",
+                                                      hf_config.get("num_local_experts"))}
 
 
 # The tiny model the CPU recipes train (125k parameters; ../shared/notes/tiny-task-spike.md).

@@ -1,0 +1,244 @@
+"""Megatron distributed checkpoints (torch_dist) of a Qwen3-MoE GPTModel, plus hyrl's metadata.
+
+A checkpoint directory:
+
+    OUT/
+      hyrl_checkpoint.json   what hyrl needs to use it without flags (written last: a directory
+                             holding it is complete)
+      model/                 megatron.core.dist_checkpointing.save of GPTModel.sharded_state_dict()
+                             (metadata.json, .metadata, common.pt, __*_*.distcp)
+      hf/                    config.json and tokenizer files of the HF model it came from (if any)
+
+The sharded keys are global (layers stacked, experts indexed globally, TP shards placed by
+offset), so a checkpoint saved under one TP/EP layout loads under any other: the layout it was
+saved from is recorded, not required.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from hyrl.backends.megatron import cpu_compat
+from hyrl.checkpoint.hf_io import ConversionError
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+METADATA_FILE = "hyrl_checkpoint.json"
+MODEL_SUBDIR = "model"
+HF_ASSETS_SUBDIR = "hf"
+FORMAT = "hyrl.mcore"
+FORMAT_VERSION = 1
+SPECS = ("local", "transformer_engine")
+
+# Sharded-checkpoint keys that differ between the two layer specs (megatron-core 0.16.1,
+# gpt_layer_specs.py). The local spec's sharded_state_dict_keys_map already saves its input norm
+# under TE's fused name (`self_attention.linear_qkv.layer_norm_weight`), and its pre-MLP norm
+# under `mlp.linear_fc1.layer_norm_weight`; the TE spec with MoE keeps a separate TENorm there.
+LOCAL_TO_TE_KEYS = {
+    "decoder.layers.mlp.linear_fc1.layer_norm_weight": "decoder.layers.pre_mlp_layernorm.weight",
+}
+TE_TO_LOCAL_KEYS = {te: local for local, te in LOCAL_TO_TE_KEYS.items()}
+
+
+@dataclass(frozen=True)
+class CheckpointMetadata:
+    arch: Qwen3MoeArch
+    spec: str  # which layer spec's sharded keys the checkpoint uses: "local" or "transformer_engine"
+    dtype: str  # parameter dtype as saved, e.g. "bfloat16"
+    saved_layout: dict  # the parallel layout of the job that wrote it
+    intended_layout: dict = field(default_factory=dict)  # the layout it was converted for (checked)
+    source: str = ""  # e.g. the HF directory it was converted from
+    hyrl_version: str = ""
+    megatron_core_version: str = ""
+    model_type: str = "qwen3_moe"
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        record = asdict(self)
+        record["arch"] = self.arch.as_dict()
+        return json.dumps(record, indent=2, sort_keys=True) + "\n"
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def is_hyrl_checkpoint(path: str | Path) -> bool:
+    return (Path(path) / METADATA_FILE).is_file()
+
+
+def read_checkpoint_metadata(load_dir: str | Path) -> CheckpointMetadata:
+    """hyrl's metadata of a checkpoint directory; a clear error when it is not one."""
+    load_dir = Path(load_dir)
+    if not load_dir.is_dir():
+        raise ConversionError(f"--load {load_dir}: not a directory")
+    path = load_dir / METADATA_FILE
+    if not path.is_file():
+        what = "a Megatron distributed checkpoint without" if (load_dir / "metadata.json").is_file() \
+            else "not an hyrl mcore checkpoint: no"
+        raise ConversionError(f"--load {load_dir}: {what} {METADATA_FILE} (written by "
+                              "`hyrl convert hf-to-mcore`)")
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConversionError(f"--load {load_dir}: {METADATA_FILE} is not valid JSON ({err})") from None
+    if record.get("format") != FORMAT or record.get("format_version") != FORMAT_VERSION:
+        raise ConversionError(f"--load {load_dir}: {METADATA_FILE} has format "
+                              f"{record.get('format')!r} version {record.get('format_version')!r}; "
+                              f"this hyrl reads {FORMAT!r} version {FORMAT_VERSION}")
+    if record.get("model_type") != "qwen3_moe":
+        raise ConversionError(f"--load {load_dir}: model_type {record.get('model_type')!r}; "
+                              "hyrl converts Qwen3-MoE only")
+    if not (load_dir / MODEL_SUBDIR / "metadata.json").is_file():
+        raise ConversionError(f"--load {load_dir}: {MODEL_SUBDIR}/ holds no distributed checkpoint")
+    record["arch"] = Qwen3MoeArch(**record["arch"])
+    return CheckpointMetadata(**record)
+
+
+def arch_mismatches(found: Qwen3MoeArch, expected: Qwen3MoeArch, found_in: str, expected_in: str,
+                    label=lambda name: name) -> list[str]:
+    """Fields where two architectures differ, as 'label(field): A in found_in, B in expected_in'."""
+    ours, theirs = found.as_dict(), expected.as_dict()
+    return [f"{label(name)}: {ours[name]!r} in {found_in}, {theirs[name]!r} in {expected_in}"
+            for name in ours if ours[name] != theirs[name]]
+
+
+def _current_layout(model) -> dict:
+    from megatron.core import parallel_state
+
+    return {
+        "tensor_model_parallel_size": parallel_state.get_tensor_model_parallel_world_size(),
+        "pipeline_model_parallel_size": parallel_state.get_pipeline_model_parallel_world_size(),
+        "expert_model_parallel_size": parallel_state.get_expert_model_parallel_world_size(),
+        "expert_tensor_parallel_size": parallel_state.get_expert_tensor_parallel_world_size(),
+        "sequence_parallel": bool(getattr(model.config, "sequence_parallel", False)),
+    }
+
+
+def _rename_keys(sharded: dict, renames: dict[str, str]) -> dict:
+    from megatron.core.dist_checkpointing import ShardedObject
+
+    for item in sharded.values():
+        if not isinstance(item, ShardedObject) and getattr(item, "key", None) in renames:
+            item.key = renames[item.key]
+    return sharded
+
+
+def save_mcore(model, out_dir: str | Path, arch: Qwen3MoeArch, spec: str = "local",
+               intended_layout: dict | None = None, source: str = "",
+               hf_assets_from: str | Path | None = None) -> CheckpointMetadata:
+    """Save this GPTModel as a distributed checkpoint plus hyrl metadata (collective: every rank
+    of the model's process groups calls it, under whatever layout is active).
+
+    spec: the sharded-key naming to write, "local" or "transformer_engine" (the model may be
+    built with either spec; the one key where they differ is renamed as needed).
+    """
+    from megatron.core import dist_checkpointing
+
+    if spec not in SPECS:
+        raise ConversionError(f"--transformer-impl {spec}: choose from {', '.join(SPECS)}")
+    out_dir = Path(out_dir)
+    model_dir = out_dir / MODEL_SUBDIR
+    rank = torch.distributed.get_rank()
+    if model_dir.exists() and any(model_dir.iterdir()):  # every rank refuses, none waits alone
+        raise ConversionError(f"--out {out_dir}: {MODEL_SUBDIR}/ exists and is not empty")
+    torch.distributed.barrier()
+    if rank == 0:
+        model_dir.mkdir(parents=True, exist_ok=True)
+    torch.distributed.barrier()
+    cpu_compat.apply()  # CPU: the writer stages tensors with torch.cuda.synchronize()
+    sharded = model.sharded_state_dict()
+    # Whichever spec built the model, write the keys `spec` names.
+    sharded = _rename_keys(sharded, LOCAL_TO_TE_KEYS if spec == "transformer_engine" else TE_TO_LOCAL_KEYS)
+    dtypes = {p.dtype for p in model.parameters()}
+    dist_checkpointing.save(sharded, str(model_dir))
+    metadata = CheckpointMetadata(
+        arch=arch, spec=spec,
+        dtype=str(next(iter(dtypes))).removeprefix("torch.") if len(dtypes) == 1 else "mixed",
+        saved_layout=_current_layout(model), intended_layout=intended_layout or _current_layout(model),
+        source=source, hyrl_version=_version("hyrl"), megatron_core_version=_version("megatron-core"))
+    if rank == 0:
+        if hf_assets_from is not None:
+            from hyrl.checkpoint.hf_io import copy_assets
+
+            copy_assets(hf_assets_from, out_dir / HF_ASSETS_SUBDIR)
+        (out_dir / METADATA_FILE).write_text(metadata.to_json())
+    torch.distributed.barrier()
+    return metadata
+
+
+def _stored_keys(model_dir: Path) -> set[str]:
+    from megatron.core.dist_checkpointing.serialization import load_sharded_metadata
+
+    return set(load_sharded_metadata(str(model_dir)))
+
+
+def stored_dtypes(load_dir: str | Path) -> set[torch.dtype]:
+    """The dtypes of the tensors in a checkpoint, read from its metadata (no tensor is loaded)."""
+    from megatron.core.dist_checkpointing import load_tensors_metadata
+
+    return {t.dtype for t in load_tensors_metadata(str(Path(load_dir) / MODEL_SUBDIR)).values()}
+
+
+def _align_to_checkpoint(sharded: dict, stored: set[str], load_dir: Path) -> dict:
+    """Request what the checkpoint holds: local/TE key aliases resolved, absent extra state skipped."""
+    from megatron.core.dist_checkpointing import ShardedObject
+
+    aligned, missing = {}, []
+    for name, item in sharded.items():
+        if isinstance(item, ShardedObject):
+            # Module extra state (None for local layers; TE's FP8 metadata): keep the module's own
+            # when the checkpoint has none, e.g. a TE model loading a local-spec checkpoint.
+            if item.unique_key in stored:
+                aligned[name] = item
+            continue
+        if item.key not in stored:
+            alias = LOCAL_TO_TE_KEYS.get(item.key) or TE_TO_LOCAL_KEYS.get(item.key)
+            if alias in stored:
+                item.key = alias
+            else:
+                missing.append(item.key)
+        aligned[name] = item
+    if missing:
+        raise ConversionError(f"--load {load_dir}: the checkpoint has no {sorted(set(missing))[:4]} "
+                              "that this model needs (another architecture?)")
+    return aligned
+
+
+@torch.no_grad()
+def load_mcore_into(model, load_dir: str | Path, arch: Qwen3MoeArch | None = None) -> CheckpointMetadata:
+    """Load a checkpoint into an already built GPTModel, resharded to the active TP/EP layout
+    (collective: every rank calls it). Parameters take the model's dtype.
+
+    arch: the architecture the caller built (e.g. from its flags); a checkpoint of another one is
+    refused, naming each differing field.
+    """
+    from megatron.core import dist_checkpointing
+
+    load_dir = Path(load_dir)
+    metadata = read_checkpoint_metadata(load_dir)
+    if arch is not None:
+        problems = arch_mismatches(metadata.arch, arch, f"the checkpoint {load_dir}", "the flags",
+                                   label=lambda name: "--" + name.replace("_", "-"))
+        if problems:
+            raise ConversionError("--load: the checkpoint's architecture differs from the flags:\n  "
+                                  + "\n  ".join(problems))
+    cpu_compat.apply()  # CPU: the writer stages tensors with torch.cuda.synchronize()
+    model_dir = load_dir / MODEL_SUBDIR
+    request = _align_to_checkpoint(model.sharded_state_dict(), _stored_keys(model_dir), load_dir)
+    state = dist_checkpointing.load(request, str(model_dir))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.endswith("._extra_state")]
+    if missing or unexpected:
+        raise ConversionError(f"--load {load_dir}: parameters not loaded {missing[:4]}, "
+                              f"unexpected {unexpected[:4]}")
+    return metadata
