@@ -147,7 +147,8 @@ class Trainer:
 
     # -- stages -----------------------------------------------------------------------------
     def _sync_weights(self) -> None:
-        hf_state = self.actor.export_hf_state_dict()  # collective over TP and EP
+        # collective over TP and EP; only rank 0, which feeds the engines, keeps a full copy
+        hf_state = self.actor.export_hf_state_dict(keep=self.rank == 0)
         if self.rank == 0:
             self._engines_resume()
             self.engine.update_weights(hf_state)

@@ -61,6 +61,12 @@ def main(out_path: str, tp: int, ep: int) -> None:
     local.old_log_probs = log_probs
     metrics = actor.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
     after = actor.export_hf_state_dict()
+    # the weight-sync form: every rank takes part in the gathers, only rank 0 keeps the copy
+    kept = actor.export_hf_state_dict(keep=torch.distributed.get_rank() == 0)
+    if torch.distributed.get_rank() == 0:
+        assert kept.keys() == after.keys() and all(torch.equal(kept[k], after[k]) for k in after)
+    else:
+        assert kept == {}
 
     # The critic: HF trunk, a fixed value head, then values and one clipped-value-loss step.
     critic = MegatronCritic(TINY, layout, CriticSettings(

@@ -92,13 +92,15 @@ class MegatronActor(MegatronTrainable):
         return self._step(self._accumulate(batch, loss_fn, total_tokens), lr)
 
     # -- weights --------------------------------------------------------------------------
-    def export_hf_state_dict(self) -> dict[str, torch.Tensor]:
-        """Full HF-named weights, on every rank (collective: all ranks must call)."""
-        return hf_mapping.megatron_to_hf(self.export_full_state_dict(), self.arch)
+    def export_hf_state_dict(self, keep: bool = True) -> dict[str, torch.Tensor]:
+        """Full HF-named weights in host memory (collective: all ranks must call); a rank with
+        keep=False takes part and gets {}."""
+        full = self.export_full_state_dict(keep)
+        return hf_mapping.megatron_to_hf(full, self.arch) if keep else {}
 
-    def export_full_state_dict(self) -> dict[str, torch.Tensor]:
-        """Full Megatron-named weights (global expert ids), on every rank (collective)."""
-        return weights.gather_full_state_dict(self.model, self.arch)
+    def export_full_state_dict(self, keep: bool = True) -> dict[str, torch.Tensor]:
+        """Full Megatron-named weights (global expert ids) in host memory (collective)."""
+        return weights.gather_full_state_dict(self.model, self.arch, keep)
 
     def load_hf_state_dict(self, hf_state: dict[str, torch.Tensor]) -> None:
         full = hf_mapping.hf_to_megatron(hf_state, self.arch)

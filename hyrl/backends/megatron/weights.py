@@ -65,8 +65,14 @@ def load_full_state_dict(model: torch.nn.Module, full: dict[str, torch.Tensor],
 
 
 @torch.no_grad()
-def gather_full_state_dict(model: torch.nn.Module, arch: Qwen3MoeArch) -> dict[str, torch.Tensor]:
-    """Every rank gets the full model: TP shards concatenated, experts gathered over EP."""
+def gather_full_state_dict(model: torch.nn.Module, arch: Qwen3MoeArch,
+                           keep: bool = True) -> dict[str, torch.Tensor]:
+    """The full model in host memory: TP shards concatenated, experts gathered over EP.
+
+    Collective: every rank calls it. keep=False: this rank takes part in the gathers and keeps
+    nothing (returns {}), so only the rank that sends weights to the engines holds a full copy;
+    one parameter at a time is gathered on the device and moved to the host.
+    """
     from megatron.core import parallel_state
 
     tp_group = parallel_state.get_tensor_model_parallel_group()
@@ -88,7 +94,9 @@ def gather_full_state_dict(model: torch.nn.Module, arch: Qwen3MoeArch) -> dict[s
             for ep_rank, part in enumerate(parts):
                 global_id = ep_rank * local_experts + local_id
                 global_key = _LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", name)
-                full[hf_mapping.from_te_name(global_key)] = part.clone()
+                if keep:
+                    full[hf_mapping.from_te_name(global_key)] = part.to("cpu", copy=True)
             continue
-        full[hf_mapping.from_te_name(name)] = tensor.clone()
+        if keep:
+            full[hf_mapping.from_te_name(name)] = tensor.to("cpu", copy=True)
     return full
