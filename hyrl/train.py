@@ -310,18 +310,19 @@ class Trainer:
                 records[-1].update(self.sync_metrics)
                 if rollout_step == 1:
                     records[0]["perf/setup_s"] = self.setup_s
+                eval_s = 0.0
                 if rollout_step in eval_due:  # evaluation stays off the elapsed_s clock
                     eval_metrics, eval_s = self._evaluate()
                     records[-1].update(eval_metrics)
                     records[-1]["perf/eval_s"] = eval_s
-                    start += eval_s
-                    last_record_time += eval_s
-                for record in records:
+                for record in records:  # their times were taken before the evaluation
                     now = record.pop("time")
                     record.update(rollout_step=rollout_step, elapsed_s=now - start)
                     record["perf/step_s"] = now - last_record_time
                     last_record_time = now
                     log(record)
+                start += eval_s  # the clock resumes after the evaluation
+                last_record_time += eval_s
                 if bar:
                     description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
                     if "eval/accuracy" in records[-1]:

@@ -226,6 +226,11 @@ def test_evaluation_target_and_summary_are_recorded(tmp_path):
     # before training, every 2 rollout steps, and at the end; 20 held-out prompts x 2 samples
     assert evals == [(0, 0, 40), (2, 256, 40), (4, 512, 40)]
     assert rows[0]["elapsed_s"] == 0.0 and all("perf/eval_s" in r for r in rows if "eval/accuracy" in r)
+    # evaluation is off the clock, and a step's interval still holds all of its stages
+    stages = ("perf/rollout_s", "perf/reward_s", "perf/logprob_s", "perf/actor_train_s",
+              "perf/weight_sync_s")
+    for row in rows[1:]:
+        assert row["perf/step_s"] >= sum(row.get(k, 0.0) for k in stages), row["step"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["reached"] is True and summary["steps_to_target"] == 1  # reward >= 0 at once
     assert summary["samples_to_target"] == 128
