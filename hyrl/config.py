@@ -386,6 +386,19 @@ class RunConfig:
     log_wandb: bool = _opt(False, "also log metrics to Weights & Biases (on/off)", "run")
     wandb_project: str = _opt("hyrl", "Weights & Biases project (name)", "run")
     progress: bool = _opt(True, "show a progress bar on rank 0 (on/off)", "run")
+    save: str | None = _opt(
+        None, "checkpoint directory: DIR/step_N/ holds the actor, reference, critic, optimizer, "
+        "RNG and loop state, written atomically, and DIR/latest names the newest (path); none = "
+        "no checkpoints", "run")
+    save_interval: int | None = _opt(
+        None, "rollout steps between checkpoints (rollout steps); none = only at the end and on "
+        "preemption (SIGTERM/SIGUSR1); needs --save", "run")
+    load: str | None = _opt(
+        None, "resume from this --save directory (its 'latest') or one of its step_N directories "
+        "(path); a --run-dir holding a run is then appended to, if its config.json matches", "run")
+    max_skipped_steps: int = _opt(
+        3, "optimizer steps in a row that may be skipped for a non-finite loss or gradient norm; "
+        "the run stops (exit 1) when that many are skipped in a row (count >= 1)", "run")
 
     # --- derived values (not flags) ------------------------------------------------------
     def data_parallel_size(self, world_size: int) -> int:
@@ -760,6 +773,7 @@ _POSITIVE_INTS = (
     "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "micro_batch_size",
     "rollout_concurrency", "rollout_max_response_len",
     "num_steps_per_rollout", "critic_global_batch_size", "critic_micro_batch_size",
+    "save_interval", "max_skipped_steps",
     "ref_global_batch_size", "critic_ref_global_batch_size", "n_samples_per_eval_prompt",
     "task_max_operand", "num_steps",
 )  # None (not given) is skipped: resolved later.
@@ -1529,15 +1543,48 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
                          True)
 
 
-def _check_run_dir(c: RunConfig) -> None:
+# Flags a resumed run (--load into a --run-dir holding a run) may change: its length, where it
+# checkpoints and resumes from, how it reports, how it reaches Ray (a requeued job's new head).
+RESUME_MAY_CHANGE = ("num_steps", "save", "save_interval", "load", "progress", "log_wandb",
+                     "wandb_project", "max_skipped_steps", "ray_address")
+
+
+def _check_run_dir(c: RunConfig, world_size: int) -> None:
     if not c.run_dir:
         _fail("run_dir", c.run_dir, "the run directory must be named", "a path")
     if os.path.exists(c.run_dir) and not os.path.isdir(c.run_dir):
         _fail("run_dir", c.run_dir, "exists and is not a directory",
               "a new directory or an empty one")
-    if os.path.isfile(os.path.join(c.run_dir, "metrics.jsonl")):
-        _fail("run_dir", c.run_dir, "already holds a run; choose a new directory",
+    if not os.path.isfile(os.path.join(c.run_dir, "metrics.jsonl")):
+        return
+    if c.load is None:
+        _fail("run_dir", c.run_dir, "already holds a run; choose a new directory, or resume it "
+              "with --load CHECKPOINT_DIR",
               "a directory without metrics.jsonl (runs are never overwritten)")
+    _check_resumed_config(c, world_size)
+
+
+def _check_resumed_config(c: RunConfig, world_size: int) -> None:
+    """--load into a run directory: its config.json must match the flags but for
+    RESUME_MAY_CHANGE, so the appended records continue the same experiment."""
+    import json
+
+    path = os.path.join(c.run_dir, "config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except (OSError, ValueError) as err:
+        _fail("run_dir", c.run_dir, f"holds a run whose config.json cannot be read ({err})",
+              "a run directory written by hyrl train")
+    now = json.loads(json.dumps(c.to_dict(world_size)))  # tuples -> lists, as config.json has
+    differs = [f"{flag_name(k) if k in {f.name for f in _fields()} else k}: {saved.get(k)!r} in config.json, "
+               f"{now.get(k)!r} now" for k in sorted(set(saved) | set(now))
+               if k not in RESUME_MAY_CHANGE and saved.get(k) != now.get(k)]
+    if differs:
+        _fail("run_dir", c.run_dir, "holds a run with another configuration, which --load would "
+              "append to (" + "; ".join(differs[:6]) + ")",
+              "the run's own flags (only " + ", ".join(flag_name(k) for k in RESUME_MAY_CHANGE)
+              + " may change), or a new --run-dir")
 
 
 def validate(cfg: RunConfig, world_size: int) -> None:
@@ -1548,7 +1595,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     ranges, PPO-only flags under grpo, resolution (learning-rate scaling included), minimum
     learning rates against the resolved rates, parallel layout, batch divisibility (actor,
     batch ramp, then critic), algorithm/rollout/task (held-out split included), --target, --critic-load,
-    --run-dir.
+    --save/--save-interval, --run-dir (a run in it only with --load and a matching config.json).
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ConfigError("WORLD_SIZE", world_size, "the world size must be a positive integer",
@@ -1567,7 +1614,17 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_memory_flags(resolved)
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)
-    _check_run_dir(resolved)
+    _check_save_load(resolved)
+    _check_run_dir(resolved, world_size)
+
+
+def _check_save_load(c: RunConfig) -> None:
+    if c.save_interval is not None and c.save is None:
+        _fail("save_interval", c.save_interval, "given without --save (no checkpoint would be "
+              "written)", "--save DIR with it, or none")
+    for name in ("save", "load"):
+        if getattr(c, name) == "":
+            _fail(name, "", "an empty path", "a directory path, or none")
 
 
 def load(argv: list[str], world_size: int) -> RunConfig:

@@ -7,6 +7,7 @@ One rollout step:  prompts -> responses (engine) -> rewards -> advantages -> old
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -29,6 +30,13 @@ from hyrl.rollout.base import SamplingParams
 
 def _dist():
     return torch.distributed
+
+
+class TrainingStopped(RuntimeError):
+    """Every rank stops the run (after the metrics of the last step are written): exit 1."""
+
+
+PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
 class Trainer:
@@ -60,6 +68,16 @@ class Trainer:
             start_b, end_b, ramp_steps = schedules.parse_batch_ramp(cfg.batch_ramp)
             self.batch_ramp = dict(start=start_b, end=end_b, steps=ramp_steps,
                                    unit=batch_ramp_unit(cfg, world_size))
+        self.resume_state, resumed_rng = None, None
+        if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
+            from hyrl.checkpoint.trainer_state import check_resumable, load_checkpoint
+
+            step_dir, self.resume_state = check_resumable(cfg, world_size)
+            resumed_rng = load_checkpoint(step_dir, self.arch, self._checkpoint_models(),
+                                          self._trainables())
+            if self.rank == 0:
+                print(f"hyrl: resuming from {step_dir} (after rollout step "
+                      f"{self.resume_state['rollout_step']})", flush=True)
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
@@ -70,10 +88,33 @@ class Trainer:
             self._setup_rollout_side()
             config = cfg.to_dict(world_size)
             wandb_run = start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
-            self.logger = RunDirectory(self.run_dir, wandb_run)
+            self.logger = RunDirectory(self.run_dir, wandb_run)  # appends to metrics.jsonl
             self.logger.write_config(config)
+            if self.resume_state is not None:
+                self.task.load_state_dict(self.resume_state["task"])
         self._sync_weights()
+        if resumed_rng is not None:  # last: nothing draws from the generators before the loop
+            from hyrl.checkpoint.trainer_state import set_rng_state
+
+            set_rng_state(resumed_rng)
+        self.stop_signal = None  # the preemption signal received, if any (every rank has a handler)
+        self._previous_handlers = {sig: signal.signal(sig, self._on_preemption_signal)
+                                   for sig in PREEMPTION_SIGNALS}
         self.setup_s = time.perf_counter() - setup_start
+
+    def _on_preemption_signal(self, signum, frame) -> None:
+        self.stop_signal = signal.Signals(signum).name  # acted on at the next rollout-step boundary
+
+    def _checkpoint_models(self) -> dict:
+        models = {"actor": self.actor.model}
+        if self.actor.ref_model is not None:
+            models["reference"] = self.actor.ref_model
+        if self.critic is not None:
+            models["critic"] = self.critic.model
+        return models
+
+    def _trainables(self) -> dict:
+        return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
 
     def _build_critic(self, layout):
         from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
@@ -252,14 +293,21 @@ class Trainer:
     def run(self) -> None:
         cfg = self.cfg
         timers = StageTimers()
-        samples = 0
-        start = time.perf_counter()
-        last_record_time = start
-        progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
         from hyrl.config import parse_target
 
         tracker = TargetTracker(*parse_target(cfg.target)) if cfg.target else None
         totals = RunTotals()
+        samples, first_step, elapsed_s = 0, 1, 0.0
+        if self.resume_state is not None:  # the loop where the checkpoint left it
+            resumed = self.resume_state
+            samples, elapsed_s = resumed["samples"], resumed["elapsed_s"]
+            first_step = resumed["rollout_step"] + 1
+            totals.load_state_dict(resumed["totals"])
+            if tracker is not None and resumed["tracker"] is not None:
+                tracker.load_state_dict(resumed["tracker"])
+        start = time.perf_counter() - elapsed_s  # elapsed_s continues across a resume
+        last_record_time = time.perf_counter()
+        progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
 
         def log(record: dict) -> None:
             if self.logger is None:
@@ -270,67 +318,132 @@ class Trainer:
                 write_summary(self.run_dir, summary(tracker, totals))
 
         eval_due = self._eval_schedule()
-        with progress as bar:
-            task_id = bar.add_task("training", total=cfg.num_steps) if bar else None
-            if 0 in eval_due:  # the starting point of every curve
-                eval_metrics, eval_s = self._evaluate()
-                start += eval_s
-                last_record_time += eval_s
-                log({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
-                     **eval_metrics, "perf/eval_s": eval_s})
-            for rollout_step in range(1, cfg.num_steps + 1):
-                prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
-                rollout = self._rollout(timers, prompts_per_step)
-                batch, rollout_metrics = self._prepare(rollout, timers)
-                rollout_metrics["batch/prompts_per_step"] = prompts_per_step
-                rollout_metrics["batch/responses_per_step"] = responses_per_step
-                if self.critic is not None:
-                    with timers("critic_train"):
-                        rollout_metrics.update(self._critic_updates(batch))
-                # One record per actor optimizer step; a critic-only warm-up rollout gets one too.
-                records = []
-                if rollout_step > cfg.num_critic_only_steps:
-                    for k in range(cfg.optimizer_steps_per_rollout):
-                        with timers("actor_train"):
-                            metrics = self._actor_update(batch, k, responses_per_step)
-                        samples += responses_per_step
-                        metrics["train/loss"] = metrics["actor/loss"]
-                        records.append({"step": self.actor.optimizer_steps, "samples": samples,
-                                        "time": time.perf_counter(), **metrics})
-                    with timers("weight_sync"):
-                        self._sync_weights()
-                else:
-                    records.append({"step": self.actor.optimizer_steps, "samples": samples})
-                    if cfg.colocate:  # released engines get their (unchanged) weights back
+        try:
+            with progress as bar:
+                task_id = (bar.add_task("training", total=cfg.num_steps, completed=first_step - 1)
+                           if bar else None)
+                if 0 in eval_due and first_step == 1:  # the starting point of every curve
+                    eval_metrics, eval_s = self._evaluate()
+                    start += eval_s
+                    last_record_time += eval_s
+                    log({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
+                         **eval_metrics, "perf/eval_s": eval_s})
+                for rollout_step in range(first_step, cfg.num_steps + 1):
+                    prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
+                    rollout = self._rollout(timers, prompts_per_step)
+                    batch, rollout_metrics = self._prepare(rollout, timers)
+                    rollout_metrics["batch/prompts_per_step"] = prompts_per_step
+                    rollout_metrics["batch/responses_per_step"] = responses_per_step
+                    if self.critic is not None:
+                        with timers("critic_train"):
+                            rollout_metrics.update(self._critic_updates(batch))
+                    # One record per actor optimizer step (a skipped one included); a critic-only
+                    # warm-up rollout gets one too.
+                    records = []
+                    if rollout_step > cfg.num_critic_only_steps:
+                        for k in range(cfg.optimizer_steps_per_rollout):
+                            with timers("actor_train"):
+                                metrics = self._actor_update(batch, k, responses_per_step)
+                            if not metrics["actor/skipped"]:  # samples: responses updates consumed
+                                samples += responses_per_step
+                            metrics["train/loss"] = metrics["actor/loss"]
+                            records.append({"step": self.actor.optimizer_steps, "samples": samples,
+                                            "time": time.perf_counter(), **metrics,
+                                            "train/skipped_steps": self._skipped_steps()})
                         with timers("weight_sync"):
                             self._sync_weights()
-                records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
-                records[0].update(rollout_metrics)
-                records[-1].update(timers.pop())  # stage timers of the whole rollout step
-                records[-1].update(self.sync_metrics)
-                if rollout_step == 1:
-                    records[0]["perf/setup_s"] = self.setup_s
-                eval_s = 0.0
-                if rollout_step in eval_due:  # evaluation stays off the elapsed_s clock
-                    eval_metrics, eval_s = self._evaluate()
-                    records[-1].update(eval_metrics)
-                    records[-1]["perf/eval_s"] = eval_s
-                for record in records:  # their times were taken before the evaluation
-                    now = record.pop("time")
-                    record.update(rollout_step=rollout_step, elapsed_s=now - start)
-                    record["perf/step_s"] = now - last_record_time
-                    last_record_time = now
-                    log(record)
-                start += eval_s  # the clock resumes after the evaluation
-                last_record_time += eval_s
-                if bar:
-                    description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
-                    if "eval/accuracy" in records[-1]:
-                        description += f" eval {records[-1]['eval/accuracy']:.2f}"
-                    bar.update(task_id, advance=1, description=description)
-        if self.logger is not None:
-            write_summary(self.run_dir, summary(tracker, totals))
-            self.logger.close()
+                    else:
+                        records.append({"step": self.actor.optimizer_steps, "samples": samples,
+                                        "train/skipped_steps": self._skipped_steps()})
+                        if cfg.colocate:  # released engines get their (unchanged) weights back
+                            with timers("weight_sync"):
+                                self._sync_weights()
+                    records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
+                    records[0].update(rollout_metrics)
+                    records[-1].update(timers.pop())  # stage timers of the whole rollout step
+                    records[-1].update(self.sync_metrics)
+                    if rollout_step == first_step:
+                        records[0]["perf/setup_s"] = self.setup_s
+                    eval_s = 0.0
+                    if rollout_step in eval_due:  # evaluation stays off the elapsed_s clock
+                        eval_metrics, eval_s = self._evaluate()
+                        records[-1].update(eval_metrics)
+                        records[-1]["perf/eval_s"] = eval_s
+                    for record in records:  # their times were taken before the evaluation
+                        now = record.pop("time")
+                        record.update(rollout_step=rollout_step, elapsed_s=now - start)
+                        record["perf/step_s"] = now - last_record_time
+                        last_record_time = now
+                        log(record)
+                    start += eval_s  # the clock resumes after the evaluation
+                    last_record_time += eval_s
+                    if bar:
+                        description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
+                        if "eval/accuracy" in records[-1]:
+                            description += f" eval {records[-1]['eval/accuracy']:.2f}"
+                        bar.update(task_id, advance=1, description=description)
+                    self._check_skipped_steps(rollout_step)
+                    preempted = self._preemption_requested()
+                    if cfg.save and (preempted or rollout_step == cfg.num_steps or (
+                            cfg.save_interval and rollout_step % cfg.save_interval == 0)):
+                        save_s = self._save(rollout_step, samples, time.perf_counter() - start,
+                                            tracker, totals)
+                        start += save_s  # checkpoints stay off the elapsed_s clock, as evaluation
+                        last_record_time += save_s
+                    if preempted:
+                        if self.rank == 0:
+                            saved = (f"checkpoint {cfg.save}/step_{rollout_step} written; resume "
+                                     f"with --load {cfg.save}" if cfg.save else
+                                     "no checkpoint written (no --save)")
+                            print(f"hyrl: {self.stop_signal or 'a preemption signal'} received: "
+                                  f"stopping after rollout step {rollout_step}; {saved}",
+                                  flush=True)
+                        break
+        finally:
+            if self.logger is not None:
+                write_summary(self.run_dir, summary(tracker, totals))
+                self.logger.close()
+
+    def _skipped_steps(self) -> int:
+        """Optimizer steps skipped for a non-finite loss or gradient norm, actor and critic."""
+        return sum(part.skipped_steps for part in self._trainables().values())
+
+    def _check_skipped_steps(self, rollout_step: int) -> None:
+        """Stop (every rank alike: the skip decision is all-reduced) after --max-skipped-steps
+        skipped optimizer steps in a row of the actor or the critic."""
+        for part in self._trainables().values():
+            if part.consecutive_skips >= self.cfg.max_skipped_steps:
+                raise TrainingStopped(
+                    f"the {part.metric_prefix} skipped {part.consecutive_skips} optimizer steps in a "
+                    f"row (up to rollout step {rollout_step}) for a non-finite loss or gradient norm "
+                    f"(--max-skipped-steps={self.cfg.max_skipped_steps}); metrics.jsonl holds their "
+                    "records (actor/skipped, critic/skipped, train/skipped_steps)")
+
+    def _preemption_requested(self) -> bool:
+        """Whether any rank got SIGTERM/SIGUSR1 (collective: every rank learns it at once)."""
+        from hyrl.backends.megatron import cpu_compat
+
+        flag = torch.tensor([0.0 if self.stop_signal is None else 1.0], device=cpu_compat.device())
+        if self.world_size > 1:
+            _dist().all_reduce(flag)
+        return bool(flag.item() > 0)
+
+    def _save(self, rollout_step: int, samples: int, elapsed_s: float, tracker, totals) -> float:
+        """A checkpoint of the state after this rollout step (collective); its seconds."""
+        from hyrl.checkpoint.trainer_state import save_checkpoint
+
+        began = time.perf_counter()
+        loop_state = {}
+        if self.rank == 0:
+            loop_state = {"samples": samples, "elapsed_s": elapsed_s,
+                          "task": self.task.state_dict(),
+                          "tracker": None if tracker is None else tracker.state_dict(),
+                          "totals": totals.state_dict()}
+        path = save_checkpoint(self.cfg.save, rollout_step, self.cfg, self.arch,
+                               self._checkpoint_models(), self._trainables(), loop_state)
+        if self.rank == 0:
+            print(f"hyrl: checkpoint {path} written", flush=True)
+        return time.perf_counter() - began
 
     def close(self) -> None:
         """Stop the engines and reward workers (and Ray, if this trainer started it)."""
@@ -340,6 +453,8 @@ class Trainer:
             if part is not None and hasattr(part, "close"):
                 part.close()
         stop_ray(getattr(self, "owns_ray", False))
+        for sig, handler in getattr(self, "_previous_handlers", {}).items():
+            signal.signal(sig, handler)
 
     def _eval_schedule(self) -> set[int]:
         """Rollout steps after which rank 0 evaluates: 0 (before training), every
@@ -448,7 +563,10 @@ class Trainer:
             history.append(self.critic.train_step(
                 batch.select(self._rank_rows(j, size)),
                 batch.loss_mask[j * size:(j + 1) * size].sum().item(), lr))
-        averaged = {k: sum(h[k] for h in history) / steps for k in history[0]}
+        keys = dict.fromkeys(k for h in history for k in h)  # a skipped step has no noise metrics
+        averaged = {k: sum(h[k] for h in history if k in h) / sum(k in h for h in history)
+                    for k in keys}
+        averaged["critic/skipped"] = sum(h["critic/skipped"] for h in history)  # a count
         averaged["critic/optimizer_steps"] = history[-1]["critic/optimizer_steps"]
         averaged["critic/lr"] = history[-1]["critic/lr"]
         return averaged
@@ -461,6 +579,8 @@ class Trainer:
             "train/reward_mean": float(rewards.mean()),
             "train/response_len_mean": float(lengths.mean()),
             "train/stop_frac": sum(f == "stop" for f in rollout["finish_reasons"]) / len(rewards),
+            # cut at --rollout-max-response-len (the rewards score them as not finished)
+            "train/truncated_frac": sum(f == "length" for f in rollout["finish_reasons"]) / len(rewards),
             "train/reward_failures": rollout["reward_failures"],
             "train/reward_timeouts": rollout["reward_timeouts"],
             "perf/rollout_tokens_per_s": float(lengths.sum()) / rollout_s if rollout_s > 0 else 0.0,
@@ -487,6 +607,11 @@ def preflight(cfg: RunConfig) -> None:
         if hf_dir:
             _check_hf_architecture(flag, hf_dir, cfg)
     _preflight_data(cfg)
+    if cfg.load:  # truncated, another layout or architecture: refused before any process group
+        from hyrl.checkpoint.trainer_state import check_resumable
+        from hyrl.config import world_size_from_env
+
+        check_resumable(cfg, world_size_from_env())
     if cfg.use_distributed_optimizer:
         raise ConfigError("--use-distributed-optimizer", True, "the trainer does not shard "
                           "optimizer states yet (hyrl plan counts it; training would silently "
@@ -600,6 +725,10 @@ def train(cfg: RunConfig, world_size: int) -> Path:
     try:
         trainer = Trainer(cfg, world_size)
         trainer.run()
+    except TrainingStopped as err:
+        if _dist().is_initialized() and _dist().get_rank() == 0:
+            print(f"hyrl train: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     finally:
         if trainer is not None:
             trainer.close()

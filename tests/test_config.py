@@ -519,7 +519,37 @@ def test_run_dir_holding_a_run_is_rejected(tmp_path):
     validate(cfg, 1)  # an existing directory without a run is fine
     (run / "metrics.jsonl").write_text('{"step": 1}\n')
     err = assert_rejected(cfg, "--run-dir", str(run))
-    assert "already holds a run; choose a new directory" in str(err)
+    assert "already holds a run; choose a new directory" in str(err) and "--load" in str(err)
+
+
+def _a_run_in(run_dir, *flags: str) -> None:
+    """What hyrl train leaves in a run directory: config.json and metrics.jsonl."""
+    (run_dir / "config.json").write_text(json.dumps(resolve(parse_args(
+        ["--run-dir", str(run_dir), *flags])).to_dict(1)))
+    (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
+
+
+def test_run_dir_holding_a_run_is_resumed_only_with_load_and_the_same_configuration(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    _a_run_in(run, "--num-steps", "3", "--lr", "1e-4")
+    same = ["--run-dir", str(run), "--lr", "1e-4", "--load", str(tmp_path / "ckpt")]
+    # the length, checkpoint and reporting flags may change on resume
+    validate(parse_args([*same, "--num-steps", "6", "--save", "ck", "--save-interval", "2",
+                         "--no-progress", "--max-skipped-steps", "5"]), 1)
+    err = assert_rejected(parse_args([*same, "--lr", "2e-4"]), "--run-dir", str(run))
+    assert "--lr: 0.0001 in config.json, 0.0002 now" in str(err)
+    err = assert_rejected(parse_args(same), "--run-dir", str(run), world_size=2)
+    assert "world_size: 1 in config.json, 2 now" in str(err)
+
+
+def test_save_interval_without_save_is_rejected(run_dir):
+    assert_rejected(parse_args(["--run-dir", run_dir, "--save-interval", "2"]),
+                    "--save-interval", 2)
+    assert_rejected(parse_args(["--run-dir", run_dir, "--save", "ck", "--save-interval", "0"]),
+                    "--save-interval", 0)
+    assert_rejected(parse_args(["--run-dir", run_dir, "--max-skipped-steps", "0"]),
+                    "--max-skipped-steps", 0)
 
 
 def test_run_dir_that_is_a_file_is_rejected(tmp_path):

@@ -33,6 +33,11 @@ class TargetTracker:
     def state_dict(self) -> dict:
         return {"metric": self.metric, "value": self.value, "reached_at": self.reached_at}
 
+    def load_state_dict(self, state: dict) -> None:
+        """Resume: only a tracker of the same target takes the state (another target starts over)."""
+        if (state["metric"], state["value"]) == (self.metric, self.value):
+            self.reached_at = state["reached_at"]
+
 
 class RunTotals:
     """Sums of the stage timers and the last record, for end-to-end throughput and shares."""
@@ -54,6 +59,15 @@ class RunTotals:
         self.eval_seconds += float(record.get("perf/eval_s", 0.0))
         if "step" in record:
             self.last = record
+
+    def state_dict(self) -> dict:
+        return {"stage_seconds": dict(self.stage_seconds), "eval_seconds": self.eval_seconds,
+                "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.stage_seconds = dict(state["stage_seconds"])
+        self.eval_seconds = float(state["eval_seconds"])
+        self.last = dict(state["last"])
 
 
 def summary(tracker: TargetTracker | None, totals: RunTotals) -> dict:

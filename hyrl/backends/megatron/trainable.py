@@ -53,6 +53,8 @@ class MegatronTrainable:
              {"params": no_decay, "weight_decay": 0.0}],
             lr=0.0, betas=(optim.adam_beta1, optim.adam_beta2), eps=optim.adam_eps)
         self.optimizer_steps = 0
+        self.skipped_steps = 0  # updates skipped for a non-finite loss or gradient norm, in all
+        self.consecutive_skips = 0  # ... and in a row up to the latest step (0: it updated)
         self.noise_scale = (None if optim.noise_scale_beta is None
                             else GradientNoiseScale(beta=optim.noise_scale_beta))
         self._small_batch = None  # (|g_b|^2 list, b) measured by _accumulate for _step
@@ -143,17 +145,31 @@ class MegatronTrainable:
 
     def _step(self, sums: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
         """Reduce grads, clip, AdamW step; statistics summed over DP ranks (each is a share of
-        the global token mean) and returned as `<prefix>/<name>`."""
+        the global token mean) and returned as `<prefix>/<name>`.
+
+        Numerical guard: when the loss or the gradient norm is not finite on any rank (every
+        rank agrees through one all-reduce over the world group), the update is skipped: grads
+        dropped, no AdamW step, optimizer_steps (hence the lr schedule) and the noise-scale
+        averages unchanged. `<prefix>/skipped` is 1 for such a step.
+        """
         from megatron.core import parallel_state
 
         grads.finalize_grads(self.model)
         grad_norm = grads.global_grad_norm(self.model)
-        noise_metrics = self._update_noise_scale()
-        grads.clip_grads(self.model, self.optim.clip_grad, grad_norm)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
-        self.optimizer_steps += 1
+        skipped = not self._all_ranks_finite(sums["loss"], grad_norm)
+        if skipped:
+            self.optimizer.zero_grad(set_to_none=True)
+            self.skipped_steps += 1
+            self.consecutive_skips += 1
+            noise_metrics = {}
+        else:
+            noise_metrics = self._update_noise_scale()
+            grads.clip_grads(self.model, self.optim.clip_grad, grad_norm)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+            self.optimizer_steps += 1
+            self.consecutive_skips = 0
 
         keys = sorted(sums)
         totals = torch.stack([sums[k].reshape(()) for k in keys]).to(self.device)
@@ -162,8 +178,34 @@ class MegatronTrainable:
         p = self.metric_prefix
         metrics = {f"{p}/{k}": float(v) for k, v in zip(keys, totals.cpu())}
         metrics.update({f"{p}/grad_norm": grad_norm, f"{p}/lr": lr,
-                        f"{p}/optimizer_steps": self.optimizer_steps, **noise_metrics})
+                        f"{p}/optimizer_steps": self.optimizer_steps,
+                        f"{p}/skipped": float(skipped), **noise_metrics})
         return metrics
+
+    def _all_ranks_finite(self, local_loss: torch.Tensor, grad_norm: float) -> bool:
+        """True when no rank saw a non-finite loss share or gradient norm (collective)."""
+        import math
+
+        bad = torch.tensor([0.0 if torch.isfinite(local_loss).all() and math.isfinite(grad_norm)
+                            else 1.0], device=self.device)
+        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            torch.distributed.all_reduce(bad)  # a sum over the world: every rank decides alike
+        return float(bad) == 0.0
+
+    # -- checkpoint state (hyrl.checkpoint.trainer_state) -------------------------------------
+    def state_dict(self) -> dict:
+        """This rank's optimizer state and counters (the weights go to a distributed checkpoint)."""
+        return {"optimizer": self.optimizer.state_dict(), "optimizer_steps": self.optimizer_steps,
+                "skipped_steps": self.skipped_steps, "consecutive_skips": self.consecutive_skips,
+                "noise_scale": None if self.noise_scale is None else self.noise_scale.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer_steps = int(state["optimizer_steps"])
+        self.skipped_steps = int(state["skipped_steps"])
+        self.consecutive_skips = int(state["consecutive_skips"])
+        if self.noise_scale is not None and state["noise_scale"] is not None:
+            self.noise_scale.load_state_dict(state["noise_scale"])
 
     def _update_noise_scale(self) -> dict[str, float]:
         """Feed this step's small-batch norms and the reduced step gradient to the estimator."""

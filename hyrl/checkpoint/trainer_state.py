@@ -1,0 +1,275 @@
+"""Training checkpoints to resume a run: `--save DIR` writes, `--load DIR` resumes.
+
+    DIR/
+      latest                      the name of the newest complete step directory, e.g. "step_6"
+      step_6/                     after rollout step 6
+        trainer_state.json        rank 0's loop state: rollout step, samples, elapsed_s, task
+                                  position, target tracker, run totals; and the layout,
+                                  architecture and algorithm it was saved under
+        actor/                    the actor: a Megatron distributed checkpoint (mcore_io)
+        reference/                the frozen KL reference (only when KL is on)
+        critic/                   the PPO value model (only under --advantage-estimator gae)
+        rank_00000-of-00002.pt    one per rank: AdamW states of the actor (and critic), their
+                                  step/skip counters and noise-scale averages, RNG states
+      .tmp-step_9/                a save in progress, or one a crash interrupted (never read;
+                                  the next save removes it)
+
+A save writes everything into .tmp-step_N, fsyncs it, renames it to step_N and then points
+`latest` at it (temp file + rename), so `latest` only ever names a complete directory. Weights
+reshard on load (distributed checkpoint), but AdamW states are saved per rank as they are:
+a checkpoint resumes only under the same world size and TP/EP/PP layout (refused otherwise).
+
+What resumes exactly (tests/test_resume.py): weights, AdamW moments and step counters (hence
+the lr schedule), skipped-step counters, noise-scale averages, the task's position, cumulative
+samples, the target tracker and run totals, and every RNG of the training processes, among
+them the generator the in-process hf engine samples with. A batch ramp is a function of the
+rollout step, so it resumes too. Not exactly: engines on Ray (--rollout-num-engines > 1) and
+SGLang servers sample with their own generators, which are not saved, so such a run resumes
+statistically, not bit for bit; reward workers hold no state. elapsed_s continues from the
+checkpoint; start-up and the seconds spent saving are off its clock (as evaluation is).
+Records logged after the checkpoint (a crash after logging step N, before its save finished)
+are logged again by the resumed run: a reader keeps the last record of a rollout step.
+
+Test hook: HYRL_TEST_CRASH_IN_SAVE=N makes every rank os._exit(17) in the middle of the save
+after rollout step N (the actor written, nothing else), to test that a crash mid-save leaves
+the previous checkpoint in use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hyrl.config import ConfigError
+
+LATEST_FILE = "latest"
+STATE_FILE = "trainer_state.json"
+TMP_PREFIX = ".tmp-"
+FORMAT = "hyrl.trainer_state"
+FORMAT_VERSION = 1
+# The flags whose values must match between the saving and the resuming run (per-rank states).
+LAYOUT_FLAGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                "expert_model_parallel_size", "expert_tensor_parallel_size")
+CRASH_HOOK = "HYRL_TEST_CRASH_IN_SAVE"
+
+
+def step_dir_name(rollout_step: int) -> str:
+    return f"step_{rollout_step}"
+
+
+def rank_file_name(rank: int, world_size: int) -> str:
+    return f"rank_{rank:05d}-of-{world_size:05d}.pt"
+
+
+# -- resolving and checking a checkpoint (before any process group) ------------------------------
+def resolve_load_dir(path: str | os.PathLike) -> Path:
+    """--load DIR: DIR's `latest` step directory, or DIR itself when it is a step directory."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ConfigError("--load", str(path), "no such directory", "a --save directory")
+    if (path / STATE_FILE).is_file():
+        return path
+    latest = path / LATEST_FILE
+    if latest.is_file():
+        name = latest.read_text().strip()
+        if (path / name / STATE_FILE).is_file():
+            return path / name
+        raise ConfigError("--load", str(path), f"'latest' names {name!r}, which is not a "
+                          f"complete checkpoint (no {name}/{STATE_FILE})",
+                          "a --save directory whose latest checkpoint is complete")
+    raise ConfigError("--load", str(path), f"neither a checkpoint ({STATE_FILE}) nor a --save "
+                      f"directory (no '{LATEST_FILE}' file; an interrupted first save leaves "
+                      "only a .tmp- directory)", "a --save directory or one of its step_N")
+
+
+def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
+    """The step directory --load names and its loop state; ConfigError when the run cannot
+    resume from it (truncated, another layout, world size, architecture or algorithm)."""
+    from hyrl.checkpoint.mcore_io import METADATA_FILE, MODEL_SUBDIR
+    from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+    step_dir = resolve_load_dir(cfg.load)
+    where = str(step_dir)
+    try:
+        state = json.loads((step_dir / STATE_FILE).read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError("--load", where, f"{STATE_FILE} is not valid JSON ({err})",
+                          "a checkpoint written by hyrl train --save") from None
+    if state.get("format") != FORMAT or state.get("format_version") != FORMAT_VERSION:
+        raise ConfigError("--load", where, f"{STATE_FILE} has format {state.get('format')!r} "
+                          f"version {state.get('format_version')!r}",
+                          f"{FORMAT!r} version {FORMAT_VERSION}")
+    saved, now = state["layout"], {**_layout_of(cfg), "world_size": world_size}
+    differs = [f"{'WORLD_SIZE' if k == 'world_size' else '--' + k.replace('_', '-')}: "
+               f"{saved.get(k)!r} in the checkpoint, {now[k]!r} now" for k in now
+               if saved.get(k) != now[k]]
+    if differs:
+        raise ConfigError("--load", where, "saved under another parallel layout and the "
+                          "optimizer states are per rank (" + "; ".join(differs) + ")",
+                          "the layout and world size the checkpoint was saved with")
+    ours = Qwen3MoeArch.from_flags(cfg).as_dict()
+    arch_differs = [f"--{k.replace('_', '-')}: {state['arch'].get(k)!r} in the checkpoint, "
+                    f"{v!r} in the flags" for k, v in ours.items() if state["arch"].get(k) != v]
+    if arch_differs:
+        raise ConfigError("--load", where, "the checkpoint's architecture differs from the "
+                          "flags (" + "; ".join(arch_differs) + ")",
+                          "a checkpoint of the same architecture")
+    if state["advantage_estimator"] != cfg.advantage_estimator:
+        raise ConfigError("--load", where, f"saved by a {state['advantage_estimator']} run, this "
+                          f"one is {cfg.advantage_estimator} (--advantage-estimator)",
+                          "a checkpoint of the same algorithm")
+    needed = [f"actor/{METADATA_FILE}", f"actor/{MODEL_SUBDIR}/metadata.json"]
+    for part in state["models"][1:]:
+        needed += [f"{part}/{METADATA_FILE}", f"{part}/{MODEL_SUBDIR}/metadata.json"]
+    needed += [rank_file_name(r, world_size) for r in range(world_size)]
+    missing = [name for name in needed if not (step_dir / name).is_file()]
+    if missing:
+        raise ConfigError("--load", where, f"truncated checkpoint: {', '.join(missing[:4])} "
+                          f"missing", "a complete checkpoint (the one 'latest' names)")
+    expected_models = _models_of(cfg)
+    if state["models"] != expected_models:
+        raise ConfigError("--load", where, f"holds the models {state['models']}, this run needs "
+                          f"{expected_models} (KL on or off: --kl-loss-coef/--kl-coef)",
+                          "a checkpoint of a run with the same models")
+    return step_dir, state
+
+
+def _layout_of(cfg) -> dict:
+    return {name: getattr(cfg, name) for name in LAYOUT_FLAGS}
+
+
+def _models_of(cfg) -> list[str]:
+    models = ["actor"]
+    if cfg.kl_loss_coef > 0 or cfg.kl_coef > 0:
+        models.append("reference")
+    if cfg.advantage_estimator == "gae":
+        models.append("critic")
+    return models
+
+
+# -- RNG states -----------------------------------------------------------------------------
+def rng_state() -> dict:
+    """Every generator this rank samples from: torch CPU (the hf engine samples with it) and
+    CUDA, Python, numpy, and megatron's model-parallel streams."""
+    from megatron.core.tensor_parallel import random as mp_random
+
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "python": random.getstate(), "numpy": np.random.get_state(),
+            "megatron": mp_random.get_cuda_rng_tracker().get_states()}
+
+
+def set_rng_state(state: dict) -> None:
+    from megatron.core.tensor_parallel import random as mp_random
+
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    mp_random.get_cuda_rng_tracker().set_states(state["megatron"])
+
+
+# -- save and load (collective: every rank calls) -----------------------------------------------
+def _fsync_tree(root: Path) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(Path(folder))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _crash() -> None:
+    """The test hook (module doc): die with the save half written, as a killed job would; the
+    checkpoint writer's worker processes go too (they hold the launcher's output pipes)."""
+    import multiprocessing
+
+    torch.distributed.barrier()
+    for child in multiprocessing.active_children():
+        child.kill()
+    os._exit(17)
+
+
+def save_checkpoint(save_dir: str | os.PathLike, rollout_step: int, cfg, arch, models: dict,
+                    trainables: dict, loop_state: dict) -> Path:
+    """Write save_dir/step_<rollout_step> atomically and point `latest` at it.
+
+    models: {"actor": GPTModel, "reference": ..., "critic": ...} (the ones this run has);
+    trainables: {"actor": MegatronTrainable, "critic": ...} whose per-rank state is saved;
+    loop_state: rank 0's JSON-serialisable loop state (other ranks may pass {}).
+    """
+    from hyrl.checkpoint.mcore_io import save_mcore
+
+    dist = torch.distributed
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    save_dir = Path(save_dir)
+    final = save_dir / step_dir_name(rollout_step)
+    tmp = save_dir / (TMP_PREFIX + final.name)
+    if rank == 0:
+        save_dir.mkdir(parents=True, exist_ok=True)
+        for stale in save_dir.glob(TMP_PREFIX + "step_*"):  # saves a crash interrupted
+            shutil.rmtree(stale)
+        tmp.mkdir()
+    dist.barrier()
+    crash_step = os.environ.get(CRASH_HOOK)
+    for name, model in models.items():
+        save_mcore(model, tmp / name, arch)
+        if crash_step is not None and int(crash_step) == rollout_step:
+            _crash()
+    per_rank = {name: t.state_dict() for name, t in trainables.items()}
+    per_rank.update(rng=rng_state(), rank=rank, world_size=world_size, layout=_layout_of(cfg))
+    torch.save(per_rank, tmp / rank_file_name(rank, world_size))
+    if rank == 0:
+        state = {"format": FORMAT, "format_version": FORMAT_VERSION,
+                 "layout": {**_layout_of(cfg), "world_size": world_size},
+                 "arch": arch.as_dict(), "advantage_estimator": cfg.advantage_estimator,
+                 "models": list(models), "rollout_step": rollout_step, **loop_state}
+        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+    dist.barrier()
+    if rank == 0:
+        _fsync_tree(tmp)
+        if final.exists():  # a checkpoint of this step from an earlier attempt: replaced
+            shutil.rmtree(final)
+        tmp.rename(final)
+        pointer = save_dir / (TMP_PREFIX + LATEST_FILE)
+        with open(pointer, "w") as f:
+            f.write(final.name + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        pointer.replace(save_dir / LATEST_FILE)
+        _fsync_dir(save_dir)
+    dist.barrier()
+    return final
+
+
+def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dict:
+    """Load the models (resharded), this rank's optimizer states and counters; return this
+    rank's RNG states (set them with set_rng_state once nothing else will draw before the loop)."""
+    from hyrl.checkpoint.mcore_io import load_mcore_into
+
+    dist = torch.distributed
+    for name, model in models.items():
+        load_mcore_into(model, step_dir / name, arch)
+    per_rank = torch.load(step_dir / rank_file_name(dist.get_rank(), dist.get_world_size()),
+                          weights_only=False)  # our own file: numpy and Python RNG states
+    for name, trainable in trainables.items():
+        trainable.load_state_dict(per_rank[name])
+    return per_rank["rng"]
+
+
+def read_loop_state(step_dir: Path) -> dict:
+    return json.loads((step_dir / STATE_FILE).read_text())
