@@ -360,7 +360,12 @@ class Trainer:
                                 self._sync_weights()
                     records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
                     records[0].update(rollout_metrics)
-                    records[-1].update(timers.pop())  # stage timers of the whole rollout step
+                    stage_times = timers.pop()  # stage timers of the whole rollout step
+                    records[-1].update(stage_times)
+                    # perf/overhead_s: the rollout step's wall time not spent in a timed stage
+                    # (generation, reward, log-probs/values, training, weight sync)
+                    records[-1]["perf/overhead_s"] = (records[-1]["time"] - last_record_time
+                                                      - sum(stage_times.values()))
                     records[-1].update(self.sync_metrics)
                     if rollout_step == first_step:
                         records[0]["perf/setup_s"] = self.setup_s

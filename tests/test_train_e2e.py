@@ -233,6 +233,9 @@ def test_evaluation_target_and_summary_are_recorded(tmp_path):
               "perf/weight_sync_s")
     for row in rows[1:]:
         assert row["perf/step_s"] >= sum(row.get(k, 0.0) for k in stages), row["step"]
+        # the rest of the step is overhead (one record per rollout here)
+        assert row["perf/overhead_s"] == pytest.approx(
+            row["perf/step_s"] - sum(row.get(k, 0.0) for k in stages), abs=1e-9)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["reached"] is True and summary["steps_to_target"] == 1  # reward >= 0 at once
     assert summary["samples_to_target"] == 128
