@@ -56,6 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyrl.ray_actors import describe, remote_class
 from hyrl.rewards.base import RewardFn
 
 MAX_ERRORS = 5  # messages kept in ScoredBatch.errors
@@ -71,10 +72,7 @@ class ScoredBatch:
 
 
 def _describe(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    if len(text) > MAX_MESSAGE_CHARS:
-        text = text[:MAX_MESSAGE_CHARS - 3] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return describe(exc, MAX_MESSAGE_CHARS)
 
 
 def _score_one(fn: RewardFn, text: str, label: str, finish_reason: str) -> tuple[float | None, str | None]:
@@ -99,18 +97,6 @@ class _RewardWorker:
 
     def score(self, text: str, label: str, finish_reason: str) -> tuple[float | None, str | None]:
         return _score_one(self._fn, text, label, finish_reason)
-
-
-_REMOTE_WORKER = None
-
-
-def _remote_worker_cls():
-    global _REMOTE_WORKER
-    if _REMOTE_WORKER is None:
-        import ray
-
-        _REMOTE_WORKER = ray.remote(max_restarts=0, max_task_retries=0)(_RewardWorker)
-    return _REMOTE_WORKER
 
 
 class _Slot:
@@ -216,7 +202,8 @@ class RewardPool:
 
     # -- actors -----------------------------------------------------------------------------
     def _spawn(self, slot: _Slot) -> None:
-        slot.actor = _remote_worker_cls().options(**self._actor_options).remote(self._factory_ref)
+        slot.actor = remote_class(_RewardWorker).options(**self._actor_options).remote(
+            self._factory_ref)
         slot.ready_ref = slot.actor.ready.remote()
         slot.start_deadline = time.monotonic() + self.startup_timeout_s
         slot.alive = False

@@ -73,6 +73,7 @@ from typing import Any
 
 import torch
 
+from hyrl.ray_actors import describe, remote_class
 from hyrl.rollout.base import Generation, RolloutEngine, SamplingParams
 
 MAX_MESSAGE_CHARS = 300  # an engine's exception text is cut to this in fleet errors
@@ -87,10 +88,7 @@ class RolloutFleetError(RuntimeError):
 
 
 def _describe(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    if len(text) > MAX_MESSAGE_CHARS:
-        text = text[:MAX_MESSAGE_CHARS - 3] + "..."
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return describe(exc, MAX_MESSAGE_CHARS)
 
 
 def chunk_bounds(num_prompts: int, num_engines: int, concurrency: int) -> list[tuple[int, int]]:
@@ -130,19 +128,6 @@ class _EngineActor:
 
     def call(self, method: str, *args) -> Any:
         return getattr(self._engine, method)(*args)
-
-
-_REMOTE_ENGINE = None
-
-
-def _remote_engine_cls():
-    global _REMOTE_ENGINE
-    if _REMOTE_ENGINE is None:
-        import ray
-
-        # the fleet replaces dead engines itself (same bundle, newest weights), so Ray must not
-        _REMOTE_ENGINE = ray.remote(max_restarts=0, max_task_retries=0)(_EngineActor)
-    return _REMOTE_ENGINE
 
 
 class _Slot:
@@ -346,7 +331,7 @@ class RolloutFleet:
 
         strategy = PlacementGroupSchedulingStrategy(
             placement_group=self._placement_group, placement_group_bundle_index=slot.index)
-        slot.actor = _remote_engine_cls().options(
+        slot.actor = remote_class(_EngineActor).options(
             num_cpus=self.bundle.get("CPU", 0), num_gpus=self.bundle.get("GPU", 0),
             scheduling_strategy=strategy).remote(self._factory_ref, slot.index)
         slot.call, slot.call_kind, slot.chunk = slot.actor.prepare.remote(self._weights_ref), "start", None
