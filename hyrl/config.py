@@ -24,8 +24,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic", "eval",
-          "task", "run")
+GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic",
+          "eval", "mismatch", "task", "run")
 
 GROUP_TITLES = {
     "model": "model architecture",
@@ -34,6 +34,7 @@ GROUP_TITLES = {
     "optimizer": "optimizer and learning-rate schedule",
     "rollout": "rollout (generation)",
     "algorithm": "algorithm (GRPO, PPO)",
+    "mismatch": "MoE stability: train-inference mismatch (importance sampling, routing replay)",
     "critic": "critic (PPO value model, --advantage-estimator gae; 'none' = the actor's value)",
     "eval": "evaluation on held-out prompts, and the target a run is timed to",
     "task": "task",
@@ -340,6 +341,26 @@ class RunConfig:
         None, "METRIC=VALUE, e.g. eval/accuracy=0.77 (METRIC under eval/ or train/): the run "
         "records the step, responses and seconds at which METRIC first reaches VALUE; "
         "none = no target", "eval")
+
+    # --- MoE stability: train-inference mismatch ------------------------------------------
+    use_tis: bool = _opt(
+        False, "truncated importance sampling: weight each token's policy-gradient term by "
+        "min(pi_old_train / pi_rollout, --tis-clip) (on/off)", "mismatch")
+    tis_clip: float = _opt(2.0, "upper bound C of the truncated importance weight (ratio)",
+                           "mismatch")
+    use_mis: bool = _opt(
+        False, "masked importance sampling: drop tokens (or responses, --mis-level sequence) "
+        "whose ratio pi_old_train / pi_rollout is outside [--mis-low, --mis-high] (on/off)",
+        "mismatch")
+    mis_low: float = _opt(0.5, "lower bound L of the kept ratio range (ratio)", "mismatch")
+    mis_high: float = _opt(2.0, "upper bound H of the kept ratio range (ratio)", "mismatch")
+    mis_level: str = _opt(
+        "token", "what --use-mis drops (name): token = single tokens; sequence = whole "
+        "responses, by the geometric mean of their ratios", "mismatch",
+        choices=("token", "sequence"))
+    use_routing_replay: bool = _opt(
+        False, "rollout routing replay (R3): the engine returns the experts it routed every "
+        "token to and the trainer's MoE routers reuse them (on/off)", "mismatch")
 
     # --- task ----------------------------------------------------------------------------
     task: str | None = _opt(
@@ -1007,6 +1028,15 @@ def _check_ranges(c: RunConfig) -> None:
     if c.eps_clip_high is not None and not c.eps_clip_high > 0:
         _fail("eps_clip_high", c.eps_clip_high, "the clip range must be positive",
               "a number > 0, or none (= --eps-clip)")
+    if not c.tis_clip >= 1:
+        _fail("tis_clip", c.tis_clip, "the truncation bound of an importance weight must be at "
+              "least 1 (below 1 every on-policy token would be down-weighted)", "a number >= 1")
+    if not 0 <= c.mis_low < 1:
+        _fail("mis_low", c.mis_low, "the kept ratio range must contain 1 (on-policy tokens)",
+              "a number in [0, 1)")
+    if not c.mis_high > 1:
+        _fail("mis_high", c.mis_high, "the kept ratio range must contain 1 (on-policy tokens)",
+              "a number > 1")
     if not c.kl_loss_coef >= 0:
         _fail("kl_loss_coef", c.kl_loss_coef, "must not be negative", "a number >= 0")
     if not c.entropy_coef >= 0:
@@ -1201,6 +1231,21 @@ def _check_ppo_only(c: RunConfig) -> None:
             _fail(name, value, "only used by PPO (--advantage-estimator gae); "
                   "--advantage-estimator is grpo here",
                   "remove it, or use --advantage-estimator gae")
+
+
+def _check_mismatch_flags(c: RunConfig) -> None:
+    """A bound of --use-tis / --use-mis given without the switch would silently do nothing."""
+    defaults = {f.name: f.default for f in _fields()}
+    for switch, names in (("use_tis", ("tis_clip",)),
+                          ("use_mis", ("mis_low", "mis_high", "mis_level"))):
+        if getattr(c, switch):
+            continue
+        for name in names:
+            value = getattr(c, name)
+            if value is not None and value != defaults[name]:
+                flag = "--" + switch.replace("_", "-")
+                _fail(name, value, f"only used with {flag}, which is off",
+                      f"add {flag}, or remove it")
 
 
 def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
@@ -1603,6 +1648,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_types(cfg)
     _check_ranges(cfg)
     _check_ppo_only(cfg)
+    _check_mismatch_flags(cfg)
     resolved = resolve(cfg)
     _check_learning_rates(resolved, cfg)
     _check_parallelism(resolved, world_size)

@@ -253,6 +253,7 @@ class Trainer:
                 "prompts": [g.prompt_ids for g in generations],
                 "responses": [g.response_ids for g in generations],
                 "rollout_log_probs": [g.response_log_probs for g in generations],
+                "routed_experts": self._routed_experts(generations),
                 "finish_reasons": [g.finish_reason for g in generations],
                 "rewards": scored.rewards,
                 "reward_failures": scored.failures,
@@ -261,6 +262,17 @@ class Trainer:
         if self.world_size > 1:
             _dist().broadcast_object_list(payload, src=0)
         return payload[0]
+
+    def _routed_experts(self, generations) -> list | None:
+        """--use-routing-replay: each generation's expert ids (the engine must return them)."""
+        if not self.cfg.use_routing_replay:
+            return None
+        missing = [i for i, g in enumerate(generations) if g.routed_experts is None]
+        if missing:
+            raise RuntimeError(f"--use-routing-replay: the {self.cfg.rollout_engine} engine "
+                               f"returned no routed experts for {len(missing)} of "
+                               f"{len(generations)} responses (first: {missing[:5]})")
+        return [g.routed_experts for g in generations]
 
     def _rank_rows(self, step_in_rollout: int, global_batch: int) -> slice:
         """This DP rank's rows of optimizer step k (of `global_batch` responses) in the rollout."""
@@ -507,7 +519,9 @@ class Trainer:
         cfg = self.cfg
         rewards = torch.tensor(rollout["rewards"], dtype=torch.float32)
         batch = pack(rollout["prompts"], rollout["responses"], torch.zeros(len(rewards)),
-                     pad_id=0, pad_to_multiple_of=self.pad_multiple)
+                     pad_id=0, pad_to_multiple_of=self.pad_multiple,
+                     rollout_log_probs=rollout["rollout_log_probs"],
+                     routed_experts=rollout["routed_experts"])
         mask = batch.loss_mask
         with timers("logprob"):
             batch.old_log_probs, entropy = self._all_rows(self.actor.log_probs, batch)
@@ -516,6 +530,7 @@ class Trainer:
                     lambda b: self.actor.log_probs(b, reference=True)[0], batch)
         metrics = self._rollout_metrics(rollout, timers)
         metrics["train/entropy"] = float((entropy * mask).sum() / mask.sum().clamp(min=1))
+        metrics.update(self._mismatch(batch))
         if cfg.advantage_estimator == "grpo":
             batch.advantages = group_advantages(rewards, cfg.n_samples_per_prompt,
                                                 normalize_std=cfg.grpo_std_normalization)
@@ -538,6 +553,27 @@ class Trainer:
             "critic/return_mean": float(returns.sum() / tokens),
         })
         return batch, metrics
+
+    def _mismatch(self, batch: TokenBatch) -> dict:
+        """mismatch/* metrics of the trainer's old log-probs against the engine's, and the
+        importance weights of --use-tis / --use-mis (set on batch.pg_weights)."""
+        from hyrl.algorithms import mismatch
+
+        cfg = self.cfg
+        old, rollout, mask = batch.old_log_probs, batch.rollout_log_probs, batch.loss_mask
+        metrics = mismatch.mismatch_metrics(old, rollout, mask)
+        weights = None
+        if cfg.use_tis:
+            weights, metrics["mismatch/tis_clipped_frac"] = mismatch.tis_weights(
+                old, rollout, mask, cfg.tis_clip)
+        if cfg.use_mis:
+            keep, metrics["mismatch/mis_masked_frac"] = mismatch.mis_keep(
+                old, rollout, mask, cfg.mis_low, cfg.mis_high, cfg.mis_level)
+            weights = keep if weights is None else weights * keep
+        batch.pg_weights = weights
+        if cfg.use_routing_replay:  # collective
+            metrics.update(self.actor.routing_metrics())
+        return metrics
 
     def _actor_update(self, batch: TokenBatch, k: int, responses_per_step: int) -> dict:
         cfg = self.cfg

@@ -16,6 +16,16 @@ Generation stops after the first token in ``stop_token_ids`` (finish_reason
 ``{"type": "stop", "matched": t}``, token kept) or after ``max_new_tokens``
 (``{"type": "length", "length": n}``). Temperature and top-p are accepted and ignored.
 
+Routed experts (rollout routing replay): started with ``enable_return_routed_experts`` (the real
+server's ``--enable-return-routed-experts``), a request with ``"return_routed_experts": true`` gets
+``meta_info["routed_experts"]``: base64 of int32 little-endian ids, one row for each of the
+``prompt_tokens + completion_tokens - 1`` tokens that went through the model, ``num_moe_layers x
+moe_top_k`` ids per row, where the expert of token t (at that position) in layer l, slot k is
+
+    (t + l + k) % num_experts
+
+Started without it, the fake leaves the key out, as the real server does.
+
 Stricter than SGLang on purpose: a payload field the real route does not define is refused with
 HTTP 400 (SGLang ignores unknown top-level fields but refuses unknown sampling params), so a typo
 fails a test. Weight updates must name parameters the fake holds (as SGLang's ``load_weights``).
@@ -46,7 +56,8 @@ from pathlib import Path
 import torch
 
 ROUTE_FIELDS = {  # the fields of each route's request dataclass in sglang's io_struct.py
-    "/generate": {"input_ids", "sampling_params", "return_logprob", "rid", "stream"},
+    "/generate": {"input_ids", "sampling_params", "return_logprob", "rid", "stream",
+                  "return_routed_experts"},
     "/pause_generation": {"mode"},
     "/continue_generation": set(),
     "/flush_cache": set(),
@@ -72,6 +83,16 @@ REQUIRED_FIELDS = {
     "/update_weights_from_distributed": {"names", "dtypes", "shapes"},
     "/update_weights_from_disk": {"model_path"},
 }
+
+
+def routed_expert_ids(tokens: list[int], num_moe_layers: int, moe_top_k: int,
+                      num_experts: int) -> torch.Tensor:
+    """The fake's routing of these tokens: int32 [len(tokens), layers, top-k] of
+    (token + layer + slot) % num_experts."""
+    token = torch.tensor(tokens, dtype=torch.int32).view(-1, 1, 1)
+    layer = torch.arange(num_moe_layers, dtype=torch.int32).view(1, -1, 1)
+    slot = torch.arange(moe_top_k, dtype=torch.int32).view(1, 1, -1)
+    return (token + layer + slot) % num_experts
 
 
 def pickle_serializer(named) -> str:
@@ -111,8 +132,13 @@ class _Server(ThreadingHTTPServer):
 class FakeSGLangServer:
     def __init__(self, vocab_size: int = 16, weights: dict[str, torch.Tensor] | None = None,
                  tp_size: int = 1, generate_delay_s: float = 0.0,
-                 router_workers: list[str] | None = None):
+                 router_workers: list[str] | None = None,
+                 enable_return_routed_experts: bool = False, num_moe_layers: int = 1,
+                 moe_top_k: int = 2, num_experts: int = 2):
         self.vocab_size = vocab_size
+        # as --enable-return-routed-experts: answer return_routed_experts requests with the ids
+        self.enable_return_routed_experts = enable_return_routed_experts
+        self.num_moe_layers, self.moe_top_k, self.num_experts = num_moe_layers, moe_top_k, num_experts
         self.weights = weights if weights is not None else default_weights(vocab_size)
         self.tp_size = tp_size
         self.generate_delay_s = generate_delay_s
@@ -181,6 +207,10 @@ class FakeSGLangServer:
                 "cached_tokens": 0, "weight_version": self.weight_version}
         if payload.get("return_logprob"):
             meta["output_token_logprobs"] = [[-0.1 * (t % 5 + 1), t, None] for t in tokens]
+        if payload.get("return_routed_experts") and self.enable_return_routed_experts:
+            ran = (input_ids + tokens)[:-1]  # the last sampled token is never fed back
+            ids = routed_expert_ids(ran, self.num_moe_layers, self.moe_top_k, self.num_experts)
+            meta["routed_experts"] = base64.b64encode(ids.numpy().astype("<i4").tobytes()).decode()
         return {"output_ids": tokens, "meta_info": meta}
 
     # ---- weight loading --------------------------------------------------------------------

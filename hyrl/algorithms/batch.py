@@ -19,6 +19,10 @@ class TokenBatch:
     ref_log_probs: [N, L] log pi_ref(target) from the frozen reference (None without KL)
     old_values:    [N, L] critic values before this update (PPO)
     returns:       [N, L] value targets (PPO)
+    rollout_log_probs: [N, L] log pi_rollout(target), the engine's own, on response positions
+    pg_weights:    [N, L] per-token weight of the policy-gradient term (--use-tis/--use-mis)
+    routed_experts: [N, L, layers, top-k] int32 expert ids the engine routed the token at
+                   each position to (--use-routing-replay); -1 where the engine gave none
     """
 
     tokens: torch.Tensor
@@ -29,6 +33,9 @@ class TokenBatch:
     ref_log_probs: torch.Tensor | None = None
     old_values: torch.Tensor | None = None
     returns: torch.Tensor | None = None
+    rollout_log_probs: torch.Tensor | None = None
+    pg_weights: torch.Tensor | None = None
+    routed_experts: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
@@ -52,10 +59,10 @@ class TokenBatch:
         return [int(x) + 2 for x in last]  # position x predicts token x+1, the last response token
 
     def trim(self, length: int) -> "TokenBatch":
-        """The first `length` positions of every [N, L] field ([N] advantages are kept)."""
+        """The first `length` positions of every [N, L, ...] field ([N] advantages are kept)."""
         return replace(self, **{
             f.name: None if (value := getattr(self, f.name)) is None
-            else value[:, :length] if value.ndim == 2 else value for f in fields(self)})
+            else value[:, :length] if value.ndim >= 2 else value for f in fields(self)})
 
 
 def token_budget_ranges(lengths: list[int], max_tokens: int, pad_to_multiple_of: int = 1
@@ -85,10 +92,23 @@ def token_budget_ranges(lengths: list[int], max_tokens: int, pad_to_multiple_of:
 
 
 def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch.Tensor,
-         pad_id: int, pad_to_multiple_of: int = 1) -> TokenBatch:
-    """Right-pad prompt+response; mask the positions whose target is a response token."""
+         pad_id: int, pad_to_multiple_of: int = 1,
+         rollout_log_probs: list[list[float]] | None = None,
+         routed_experts: list[torch.Tensor | None] | None = None) -> TokenBatch:
+    """Right-pad prompt+response; mask the positions whose target is a response token.
+
+    rollout_log_probs: the engine's log-prob of each response token, placed on the positions
+        that predict them (those of the mask).
+    routed_experts: per row None or [T, layers, top-k] expert ids of sequence positions
+        len(prompt)+len(response)-1-T ... len(prompt)+len(response)-2 (see
+        hyrl.rollout.base.Generation); positions without ids hold -1.
+    """
     if len(prompts) != len(responses) or len(prompts) != advantages.shape[0]:
         raise ValueError("prompts, responses and advantages must have the same length")
+    for name, per_row in (("rollout_log_probs", rollout_log_probs),
+                          ("routed_experts", routed_experts)):
+        if per_row is not None and len(per_row) != len(prompts):
+            raise ValueError(f"{name} has {len(per_row)} rows for {len(prompts)} sequences")
     empty = [i for i, prompt in enumerate(prompts) if not prompt]
     if empty:
         raise ValueError(f"empty prompt at rows {empty[:5]}: a response needs a prompt token to follow")
@@ -103,4 +123,37 @@ def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch
         loss_mask[row, len(prompt) - 1 : len(prompt) - 1 + len(response)] = 1.0
     targets = torch.roll(tokens, shifts=-1, dims=1)
     targets[:, -1] = pad_id
-    return TokenBatch(tokens=tokens, targets=targets, loss_mask=loss_mask, advantages=advantages)
+    batch = TokenBatch(tokens=tokens, targets=targets, loss_mask=loss_mask, advantages=advantages)
+    if rollout_log_probs is not None:
+        batch.rollout_log_probs = torch.zeros_like(loss_mask)
+        for row, (prompt, response, values) in enumerate(zip(prompts, responses, rollout_log_probs)):
+            if len(values) != len(response):
+                raise ValueError(f"row {row}: {len(values)} rollout log-probs for "
+                                 f"{len(response)} response tokens")
+            start = len(prompt) - 1
+            batch.rollout_log_probs[row, start:start + len(values)] = torch.tensor(
+                values, dtype=torch.float32)
+    if routed_experts is not None:
+        batch.routed_experts = _place_routed_experts(prompts, responses, routed_experts, seq_len)
+    return batch
+
+
+def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> torch.Tensor:
+    """[N, seq_len, layers, top-k] int32, -1 where no row gave ids (see `pack`)."""
+    shapes = {tuple(r.shape[1:]) for r in routed_experts if r is not None}
+    if not shapes:
+        raise ValueError("routed_experts given but every row is None")
+    if len(shapes) > 1:
+        raise ValueError(f"routed_experts rows differ in [layers, top-k]: {sorted(shapes)}")
+    layers, top_k = shapes.pop()
+    placed = torch.full((len(prompts), seq_len, layers, top_k), -1, dtype=torch.int32)
+    for row, (prompt, response, ids) in enumerate(zip(prompts, responses, routed_experts)):
+        if ids is None:
+            continue
+        through_model = len(prompt) + len(response) - 1  # the last token is never fed back
+        if ids.shape[0] > through_model:
+            raise ValueError(f"row {row}: routed experts for {ids.shape[0]} tokens, but only "
+                             f"{through_model} went through the model (prompt {len(prompt)} + "
+                             f"response {len(response)} - 1)")
+        placed[row, through_model - ids.shape[0]:through_model] = ids.to(torch.int32)
+    return placed

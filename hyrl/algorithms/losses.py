@@ -68,6 +68,7 @@ def grpo_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, mask
               ref_log_probs: Tensor | None = None, kl_loss_coef: float = 0.0,
               kl_loss_type: str = "low_var_kl", entropy: Tensor | None = None,
               entropy_coef: float = 0.0, total_tokens: float | None = None,
+              pg_weights: Tensor | None = None,
               ) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO objective (DeepSeekMath eq. 3, with the token-level mean of DAPO), to minimise:
 
@@ -76,6 +77,9 @@ def grpo_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, mask
     log_probs, old_log_probs, mask, ref_log_probs, entropy: [B, T]; advantages: [B] or [B, T].
     Every mean is masked_token_mean over the same total_tokens, so with an explicit global total
     the loss and each stat are this micro-batch's share of the global mean (sum them up).
+    pg_weights: [B, T] constant per-token factors of the policy-gradient term (importance
+    weights against the rollout policy, hyrl.algorithms.mismatch); the KL and entropy terms
+    are not weighted.
     stats (detached scalars): pg_loss, clip_frac, approx_kl (k3 between pi_old and pi, for
     monitoring), kl (only with ref_log_probs), entropy (only with entropy).
     """
@@ -88,6 +92,8 @@ def grpo_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, mask
         return masked_token_mean(values, mask, total_tokens)
 
     pg, clipped = policy_loss(log_probs, old_log_probs, advantages, eps_clip, eps_clip_high)
+    if pg_weights is not None:
+        pg = pg * pg_weights.detach().to(pg.dtype)
     pg_loss = mean(pg)
     loss = pg_loss
     stats = {

@@ -23,6 +23,12 @@ class Generation:
     response_ids: list[int]  # includes the stop token when finish_reason == "stop"
     response_log_probs: list[float]
     finish_reason: str  # "stop" (end-of-sequence token) or "length" (hit max_new_tokens)
+    # --use-routing-replay: the top-k expert ids (global) the engine routed each token to,
+    # int32 [tokens, MoE layers, top-k]. Row i is the token at sequence position i of
+    # prompt + response; an engine returns every token that went through the model, i.e.
+    # len(prompt) + len(response) - 1 rows (the last sampled token is never fed back). Fewer
+    # rows are the LAST positions of that range (the earlier ones are routed by the trainer).
+    routed_experts: torch.Tensor | None = None
 
 
 @dataclass

@@ -53,7 +53,7 @@ def stop_ray(started: bool) -> None:
 
 
 def make_hf_engine(arch: Qwen3MoeArch, concurrency: int, pad_id: int, eos_id: int, seed: int,
-                   engine_index: int = 0):
+                   engine_index: int = 0, return_routed_experts: bool = False):
     """One hf engine inside a Ray actor: on the actor's GPU when Ray gave it one; its sampling
     stream seeded by (seed, engine index) so engines do not draw the same numbers."""
     from hyrl.rollout.hf_engine import HFRolloutEngine
@@ -61,7 +61,7 @@ def make_hf_engine(arch: Qwen3MoeArch, concurrency: int, pad_id: int, eos_id: in
     torch.manual_seed(seed + 1_000_003 * (engine_index + 1))
     device = "cuda" if torch.cuda.is_available() else "cpu"  # Ray sets CUDA_VISIBLE_DEVICES
     return HFRolloutEngine(arch, concurrency=concurrency, pad_id=pad_id, eos_id=eos_id,
-                           device=device)
+                           device=device, return_routed_experts=return_routed_experts)
 
 
 def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_id: int,
@@ -70,14 +70,16 @@ def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_
         from hyrl.rollout.hf_engine import HFRolloutEngine
 
         return HFRolloutEngine(arch, concurrency=layout.concurrency_per_engine, pad_id=pad_id,
-                               eos_id=eos_id, device=device)
+                               eos_id=eos_id, device=device,
+                               return_routed_experts=cfg.use_routing_replay)
     if layout.engine == "hf":
         import functools
 
         from hyrl.rollout.fleet import RolloutFleet
 
         factory = functools.partial(make_hf_engine, arch, layout.concurrency_per_engine, pad_id,
-                                    eos_id, cfg.seed)
+                                    eos_id, cfg.seed,
+                                    return_routed_experts=cfg.use_routing_replay)
         return RolloutFleet(factory, num_engines=layout.num_engines,
                             concurrency_per_engine=layout.concurrency_per_engine,
                             num_gpus_per_engine=layout.gpus_per_engine,
@@ -100,13 +102,17 @@ def write_rollout_model(arch: Qwen3MoeArch, directory) -> str:
 def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[int],
                        gpus_per_engine: int, mode: str, buffer_bytes: int, colocated: bool,
                        mem_fraction_static, server_args: list[str], log_dir: str, seed: int,
-                       startup_timeout_s: float, engine_index: int = 0):
+                       startup_timeout_s: float, engine_index: int = 0, *,
+                       return_routed_experts: bool = False, num_moe_layers: int | None = None,
+                       moe_top_k: int | None = None):
     """One SGLang server on this Ray actor's GPUs, and the engine that drives it.
 
     Ray's CUDA_VISIBLE_DEVICES maps the bundle's GPUs to 0..gpus_per_engine-1, so the server
     starts at base GPU 0. Weights reach it from this actor: "tensor" as CUDA IPC handles on the
     server's own GPU, "disk" through a directory; "distributed" engines are synced by the trainer
     over NCCL (see SGLangFleet) and take the tensor path only when a replacement must catch up.
+    With return_routed_experts (--use-routing-replay) the server records the experts it routes
+    each token to and every Generation carries them ([tokens, num_moe_layers, moe_top_k]).
     """
     from pathlib import Path
 
@@ -121,6 +127,7 @@ def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[i
         model_path, host=host, port=free_port(host), tp_size=gpus_per_engine, base_gpu_id=0,
         mem_fraction_static=mem_fraction_static, max_running_requests=concurrency,
         colocated=colocated, random_seed=seed + engine_index,
+        return_routed_experts=return_routed_experts,
         server_args=(server_args if any(a.split("=")[0] == "--load-format" for a in server_args)
                      else [*server_args, "--load-format", "dummy"]),
         log_path=Path(log_dir) / f"sglang_engine{engine_index}.log", die_with_parent=True)
@@ -129,7 +136,9 @@ def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[i
                {"directory": str(Path(log_dir) / f"weights_engine{engine_index}")})
     return SGLangEngine.launch(server, startup_timeout_s, concurrency=concurrency,
                                stop_token_ids=stop_token_ids, weight_sync=local_mode,
-                               buffer_bytes=buffer_bytes, weight_sync_options=options)
+                               buffer_bytes=buffer_bytes, weight_sync_options=options,
+                               return_routed_experts=return_routed_experts,
+                               num_moe_layers=num_moe_layers, moe_top_k=moe_top_k)
 
 
 class SGLangFleet:
@@ -198,6 +207,9 @@ def build_sglang_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArc
     from pathlib import Path
 
     server_args = shlex.split(cfg.sglang_server_args or "")
+    # Qwen3-MoE routes in every layer, so the engine returns num_layers x top-k ids per token
+    routed_experts = {"return_routed_experts": cfg.use_routing_replay,
+                      "num_moe_layers": arch.num_layers, "moe_top_k": arch.moe_router_topk}
     if cfg.sglang_router_url is not None:  # attached: hyrl starts nothing
         from hyrl.rollout.sglang.client import SGLangClient
         from hyrl.rollout.sglang.engine import SGLangEngine
@@ -209,7 +221,8 @@ def build_sglang_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArc
         engine = SGLangEngine(cfg.sglang_router_url, concurrency=layout.concurrency_per_engine,
                               stop_token_ids=[eos_id], weight_sync=layout.update_weight_mode,
                               buffer_bytes=cfg.update_weight_buffer_size,
-                              weight_sync_options=options, weight_sync_urls=urls)
+                              weight_sync_options=options, weight_sync_urls=urls,
+                              **routed_experts)
         if layout.update_weight_mode == "distributed":
             engine.weight_sync.connect()
         return engine
@@ -221,7 +234,8 @@ def build_sglang_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArc
         make_sglang_engine, model_path, layout.concurrency_per_engine, [eos_id],
         layout.gpus_per_engine, layout.update_weight_mode, cfg.update_weight_buffer_size,
         cfg.colocate, cfg.sglang_mem_fraction_static, server_args,
-        str(Path(run_dir).resolve() / "rollout_logs"), cfg.seed, SGLANG_STARTUP_TIMEOUT_S)
+        str(Path(run_dir).resolve() / "rollout_logs"), cfg.seed, SGLANG_STARTUP_TIMEOUT_S,
+        **routed_experts)
     fleet = RolloutFleet(factory, num_engines=layout.num_engines,
                          concurrency_per_engine=layout.concurrency_per_engine,
                          num_gpus_per_engine=layout.gpus_per_engine,

@@ -2,6 +2,8 @@
 
 The engine owns its own HF model; after every optimizer step the actor's weights arrive through
 the HF<->Megatron mapping table (`update_weights`): the CPU form of weight sync, no shared tensors.
+With `return_routed_experts` (--use-routing-replay) forward hooks on the transformers
+Qwen3-MoE routers record the top-k expert ids of every token that goes through the model.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from hyrl.rollout.base import Generation, SamplingParams
 
 class HFRolloutEngine:
     def __init__(self, arch: Qwen3MoeArch, concurrency: int, pad_id: int, eos_id: int,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", return_routed_experts: bool = False):
         from transformers import Qwen3MoeForCausalLM
 
         if concurrency < 1:
@@ -24,6 +26,21 @@ class HFRolloutEngine:
         self.device = torch.device(device)
         self.model = Qwen3MoeForCausalLM(arch.to_hf_config()).to(self.device).eval()
         self.peak_in_flight = 0  # most sequences decoded at once since construction
+        # --use-routing-replay: each MoE router's top-k ids, one [rows, k] tensor per forward
+        # call (prefill, then one per decoded token), recorded by forward hooks.
+        self.return_routed_experts = return_routed_experts
+        self._routed: list[list[torch.Tensor]] | None = None
+        if return_routed_experts:
+            routers = [layer.mlp.gate for layer in self.model.model.layers]
+            for index, router in enumerate(routers):
+                router.register_forward_hook(self._record_router(index))
+            self.num_moe_layers = len(routers)
+
+    def _record_router(self, layer: int):
+        def hook(module, inputs, outputs):
+            if self._routed is not None:
+                self._routed[layer].append(outputs[2].detach().to("cpu", torch.int32))
+        return hook
 
     @torch.no_grad()
     def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
@@ -48,6 +65,7 @@ class HFRolloutEngine:
         sampling = ({"do_sample": False} if greedy else
                     {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p,
                      "top_k": 0})
+        self._routed = [[] for _ in range(self.num_moe_layers)] if self.return_routed_experts else None
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask.to(self.device),
@@ -63,6 +81,15 @@ class HFRolloutEngine:
         # (of softmax(logits) when decoding greedily).
         logits = torch.stack(out.logits, dim=1).float().cpu() / (1.0 if greedy else params.temperature)
         log_probs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens[..., None])[..., 0]
+        routed = None
+        if self._routed is not None:
+            # per layer: the prefill's [rows x width, k] then one [rows, k] per decode step,
+            # as [rows, width + steps, k]; stacked over layers -> [rows, columns, layers, k]
+            rows = len(prompts)
+            routed = torch.stack([torch.cat([calls.view(rows, -1, calls.shape[-1])
+                                             for calls in per_layer], dim=1)
+                                  for per_layer in self._routed], dim=2)
+            self._routed = None
         generations = []
         for row, prompt in enumerate(prompts):
             tokens = new_tokens[row].tolist()
@@ -73,5 +100,8 @@ class HFRolloutEngine:
                 response_ids=tokens[:length],
                 response_log_probs=log_probs[row, :length].tolist(),
                 finish_reason="stop" if stop is not None else "length",
+                # the prompt's columns, then every response token but the last (never fed back)
+                routed_experts=None if routed is None else
+                routed[row, width - len(prompt):width + length - 1].clone(),
             ))
         return generations

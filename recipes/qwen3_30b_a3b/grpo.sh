@@ -86,6 +86,14 @@ GRPO_ARGS=(
   --kl-loss-coef 0.0                 # no reference model kept
   --entropy-coef 0.0
 )
+# MoE stability (README "MoE stability"): mismatch/* metrics are logged every step;
+# truncated importance sampling against SGLang's log-probs is on; routing replay (R3) is one
+# uncommented line away (it starts the servers with --enable-return-routed-experts).
+MISMATCH_ARGS=(
+  --use-tis
+  --tis-clip 2.0
+  # --use-routing-replay
+)
 RUN_ARGS=(
   --num-steps 3000
   --run-dir "runs/qwen3-30b-a3b-grpo-$(date +%Y%m%d-%H%M%S)"
@@ -93,7 +101,7 @@ RUN_ARGS=(
 )
 
 ARGS=("${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}"
-      "${ROLLOUT_ARGS[@]}" "${DATA_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" "$@")
+      "${ROLLOUT_ARGS[@]}" "${DATA_ARGS[@]}" "${GRPO_ARGS[@]}" "${MISMATCH_ARGS[@]}" "${RUN_ARGS[@]}" "$@")
 LAUNCHER="$ROOT/launch/torchrun.sh"  # --dry-run: one process at WORLD_SIZE = NNODES x NPROC
 [[ -n "${SLURM_JOB_ID:-}" && "$DRY_RUN" == 0 ]] && LAUNCHER="$ROOT/launch/srun.sh"
 NNODES="$NNODES" NPROC="$GPUS_PER_NODE" exec bash "$LAUNCHER" "${ARGS[@]}"

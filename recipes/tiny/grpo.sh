@@ -3,6 +3,7 @@
 #   bash recipes/tiny/grpo.sh                                  # one rank
 #   NPROC=2 bash recipes/tiny/grpo.sh --tensor-model-parallel-size 2 --sequence-parallel
 #   NPROC=2 bash recipes/tiny/grpo.sh --expert-model-parallel-size 2
+#   bash recipes/tiny/grpo.sh --use-tis --use-routing-replay    # MoE stability flags, below
 # Extra arguments are appended last, so they override anything below.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,6 +45,13 @@ GRPO_ARGS=(
   --kl-loss-coef 0.0
   --entropy-coef 0.0
 )
+# MoE stability (README "MoE stability"): mismatch/* metrics are logged every step; the
+# corrections are off here (engine and trainer agree to float32 rounding on CPU). To try them:
+MISMATCH_ARGS=(
+  # --use-tis --tis-clip 2.0                       # truncated importance sampling
+  # --use-mis --mis-low 0.5 --mis-high 2.0 --mis-level token   # masked importance sampling
+  # --use-routing-replay                           # replay the engine's MoE routing (R3)
+)
 RUN_ARGS=(
   --num-steps 1000
   --run-dir "runs/tiny-grpo-$(date +%Y%m%d-%H%M%S)"
@@ -52,4 +60,4 @@ RUN_ARGS=(
 
 exec bash "$ROOT/launch/torchrun.sh" \
   "${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
-  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" "$@"
+  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${MISMATCH_ARGS[@]}" "${RUN_ARGS[@]}" "$@"

@@ -99,3 +99,51 @@ def test_real_sglang_generates_and_takes_new_weights_from_tensor(tiny_checkpoint
         assert hf[0, 1:].tolist() == after_stop.response_ids
     finally:
         engine.shutdown()
+
+
+def test_real_sglang_returns_the_experts_transformers_routes_to(tiny_checkpoint, tmp_path):
+    """--use-routing-replay on SGLang: a server started with --enable-return-routed-experts gives
+    [prompt + response - 1, layers, top-k] ids that agree with transformers' own routing of the
+    same tokens (bf16 server vs fp32 transformers: a few near-ties may flip)."""
+    pytest.importorskip("sglang", reason="sglang is not installed")
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.base import SamplingParams
+    from hyrl.rollout.sglang.engine import SGLangEngine
+    from hyrl.rollout.sglang.server import SGLangServerProcess
+    from hyrl.rollout.sglang.weight_sync import free_port
+
+    path, model = tiny_checkpoint
+    server = SGLangServerProcess(
+        str(path), port=free_port(), tp_size=1, mem_fraction_static=0.2, max_running_requests=8,
+        random_seed=0, log_path=tmp_path / "sglang.log", return_routed_experts=True,
+        extra_flags=["--sglang-attention-backend", "triton", "--sglang-dtype", "bfloat16",
+                     "--sglang-disable-cuda-graph"])
+    engine = SGLangEngine.launch(server, startup_timeout_s=240, concurrency=4,
+                                 stop_token_ids=[EOS], weight_sync="tensor",
+                                 buffer_bytes=64 * 1024, weight_sync_options={"device": "cuda:0"},
+                                 return_routed_experts=True, num_moe_layers=TINY.num_layers,
+                                 moe_top_k=TINY.moe_router_topk)
+    try:
+        generations = engine.generate([[3, 4, 5], [12, 7]],
+                                      SamplingParams(max_new_tokens=6, temperature=1.0))
+    finally:
+        engine.shutdown()
+    recorded = []
+    hooks = [layer.mlp.gate.register_forward_hook(lambda m, i, o: recorded.append(o[2]))
+             for layer in model.model.layers]
+    agree = total = 0
+    try:
+        for g in generations:
+            rows = len(g.prompt_ids) + len(g.response_ids) - 1
+            assert g.routed_experts.shape == (rows, TINY.num_layers, TINY.moe_router_topk)
+            recorded.clear()
+            with torch.no_grad():
+                model(torch.tensor([(g.prompt_ids + g.response_ids)[:rows]]))
+            hf_ids = torch.stack(recorded, dim=1)  # [rows, layers, k]
+            same = (hf_ids.sort(-1).values == g.routed_experts.long().sort(-1).values).all(-1)
+            agree += int(same.sum())
+            total += same.numel()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert agree >= 0.9 * total, f"{agree} of {total} (token, layer) routings agree"

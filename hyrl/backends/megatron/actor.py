@@ -28,6 +28,7 @@ class ActorSettings:
     keep_reference: bool = False  # a frozen copy for KL (loss term or reward penalty)
     transformer_impl: str = "auto"
     token_dispatcher: str = "auto"
+    routing_replay: bool = False  # replay the engine's MoE routing (--use-routing-replay)
 
     @classmethod
     def from_flags(cls, flags) -> "ActorSettings":
@@ -39,6 +40,7 @@ class ActorSettings:
             entropy_coef=flags.entropy_coef,
             keep_reference=flags.kl_loss_coef > 0 or getattr(flags, "kl_coef", 0.0) > 0,
             transformer_impl=flags.transformer_impl, token_dispatcher=flags.moe_token_dispatcher_type,
+            routing_replay=getattr(flags, "use_routing_replay", False),
         )
 
 
@@ -48,7 +50,14 @@ class MegatronActor(MegatronTrainable):
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: ActorSettings):
         self.arch, self.layout, self.settings = arch, layout, settings
         super().__init__(build_gpt_model(arch, layout, settings.transformer_impl,
-                                         settings.token_dispatcher), settings.optim)
+                                         settings.token_dispatcher,
+                                         routing_replay=settings.routing_replay), settings.optim)
+        self.replay = None
+        self._routing_counts = torch.zeros(3, dtype=torch.float64)  # see routing_metrics
+        if settings.routing_replay:
+            from hyrl.backends.megatron.routing_replay import RoutingReplay
+
+            self.replay = RoutingReplay(self.model)
         self.ref_model = None
         if settings.keep_reference:
             # A second model (modules hold process groups, so no deepcopy) with the same weights.
@@ -62,12 +71,28 @@ class MegatronActor(MegatronTrainable):
             self._outputs(model, batch), batch.targets.to(self.device),
             self.settings.temperature, with_entropy)
 
+    def _micro_batch_context(self, micro_batch: TokenBatch):
+        if self.replay is None or micro_batch.routed_experts is None:
+            return super()._micro_batch_context(micro_batch)
+        return self.replay.replaying(micro_batch.routed_experts)
+
     @torch.no_grad()
     def log_probs(self, batch: TokenBatch, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-position log pi(target) and entropy under the current (or reference) weights."""
+        """Per-position log pi(target) and entropy under the current (or reference) weights.
+
+        With routing replay the actor (not the reference) replays `batch.routed_experts` and
+        counts, on response positions, where its own routing and the routing it used differ
+        from the engine's (read by `routing_metrics`)."""
         model = self.ref_model if reference else self.model
         model.eval()
-        outputs = [self._log_probs(model, mb, with_entropy=True) for mb in self._micro_batches(batch)]
+        outputs = []
+        for mb in self._micro_batches(batch):
+            if reference or self.replay is None or mb.routed_experts is None:
+                outputs.append(self._log_probs(model, mb, with_entropy=True))
+                continue
+            with self.replay.replaying(mb.routed_experts, record=True):
+                outputs.append(self._log_probs(model, mb, with_entropy=True))
+                self._routing_counts += self.replay.comparison(mb.routed_experts, mb.loss_mask > 0)
         length = batch.tokens.shape[1]
         return (torch.cat([self._pad_to(o[0], length) for o in outputs]).cpu(),
                 torch.cat([self._pad_to(o[1], length) for o in outputs]).cpu())
@@ -87,9 +112,24 @@ class MegatronActor(MegatronTrainable):
                 eps_clip=s.eps_clip, eps_clip_high=s.eps_clip_high,
                 ref_log_probs=mb.ref_log_probs if s.kl_loss_coef > 0 else None,
                 kl_loss_coef=s.kl_loss_coef, kl_loss_type=s.kl_loss_type, entropy=entropy,
-                entropy_coef=s.entropy_coef, total_tokens=total_tokens)
+                entropy_coef=s.entropy_coef, total_tokens=total_tokens, pg_weights=mb.pg_weights)
 
         return self._step(self._accumulate(batch, loss_fn, total_tokens), lr)
+
+    def routing_metrics(self) -> dict[str, float]:
+        """Routing against the engine's, summed over every rank's log-prob passes since the
+        last call (collective: all ranks call it), over (response position, layer) pairs:
+        mismatch/routing_compared, mismatch/routing_diff_frac (the actor's own top-k differs
+        from the engine's), mismatch/routing_replay_errors (megatron dispatched to experts
+        other than the engine's: 0 when the replay works)."""
+        counts = self._routing_counts.to(self.device)
+        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            torch.distributed.all_reduce(counts)  # TP (SP slices) and DP ranks see distinct tokens
+        self._routing_counts = torch.zeros(3, dtype=torch.float64)
+        compared, own_differs, used_differs = (float(x) for x in counts.cpu())
+        return {"mismatch/routing_compared": compared,
+                "mismatch/routing_diff_frac": own_differs / compared if compared else 0.0,
+                "mismatch/routing_replay_errors": used_differs}
 
     # -- weights --------------------------------------------------------------------------
     def export_hf_state_dict(self, keep: bool = True) -> dict[str, torch.Tensor]:

@@ -110,6 +110,7 @@ def transformer_config(
     layout: ParallelLayout,
     token_dispatcher: str = "auto",
     params_dtype: torch.dtype = torch.float32,
+    routing_replay: bool = False,
 ):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
@@ -132,6 +133,7 @@ def transformer_config(
         moe_token_dispatcher_type=token_dispatcher,
         moe_grouped_gemm=False,
         moe_router_dtype="fp32",
+        moe_enable_routing_replay=routing_replay,  # hyrl.backends.megatron.routing_replay
         qk_layernorm=arch.qk_layernorm,
         normalization=arch.normalization,
         layernorm_epsilon=arch.norm_epsilon,
@@ -177,11 +179,13 @@ def build_gpt_model(
     transformer_impl: str = "auto",
     token_dispatcher: str = "auto",
     value_head: bool = False,
+    routing_replay: bool = False,
 ):
     """A megatron-core GPTModel for this rank's shard (parallel_state must be initialised).
 
     value_head=True builds a critic: the vocab-parallel output layer becomes `ValueHead`, one
-    scalar per position.
+    scalar per position. routing_replay=True gives every MoE router megatron's RouterReplay
+    (see routing_replay.py).
     """
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import (
@@ -189,7 +193,7 @@ def build_gpt_model(
         get_gpt_layer_with_transformer_engine_spec,
     )
 
-    config = transformer_config(arch, layout, token_dispatcher)
+    config = transformer_config(arch, layout, token_dispatcher, routing_replay=routing_replay)
     if use_transformer_engine(transformer_impl):
         layer_spec = get_gpt_layer_with_transformer_engine_spec(
             num_experts=arch.num_experts, moe_grouped_gemm=False, qk_layernorm=arch.qk_layernorm

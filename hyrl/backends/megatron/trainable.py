@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -111,8 +112,9 @@ class MegatronTrainable:
         sums: dict[str, torch.Tensor] = {}
         for micro_batch in micro_batches:
             before = self._grads() if per_micro_batch else None
-            loss, stats = loss_fn(micro_batch.to(self.device))
-            loss.backward()
+            with self._micro_batch_context(micro_batch):  # forward and backward (recompute)
+                loss, stats = loss_fn(micro_batch.to(self.device))
+                loss.backward()
             if per_micro_batch:
                 added = {n: g - before[n] if n in before else g for n, g in self._grads().items()}
                 share = micro_batch.num_response_tokens / total_tokens
@@ -130,6 +132,11 @@ class MegatronTrainable:
             torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
             self._small_batch = ([float(p) for p in parts], float(len(batch)))
         return sums
+
+    def _micro_batch_context(self, micro_batch: TokenBatch):
+        """What stays in place around one micro-batch's forward and backward (the actor's
+        routing replay); nothing here."""
+        return nullcontext()
 
     def _grads(self) -> dict[str, torch.Tensor]:
         return {n: p.grad.detach().clone() for n, p in self.model.named_parameters()

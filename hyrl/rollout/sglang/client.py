@@ -25,12 +25,19 @@ Semantics:
   ``pause_generation(mode="abort")`` during a rollout) raises ``SGLangError``.
 * ``flush_cache`` is refused (HTTP 400) while requests are running; it is retried every
   ``retry_interval_s`` until ``deadline_s``.
+* With ``return_routed_experts`` (rollout routing replay) every /generate request carries
+  ``"return_routed_experts": true`` and the answer's ``meta_info.routed_experts`` - base64 of
+  int32 little-endian expert ids, one row per token that went through the model
+  (``prompt_tokens + completion_tokens - 1``), ``num_moe_layers x moe_top_k`` ids per row - becomes
+  ``Generation.routed_experts`` (int32 [rows, num_moe_layers, moe_top_k]). The server must run
+  with ``--enable-return-routed-experts``; without it SGLang leaves the key out, which raises.
 
-Only the standard library is used (urllib), so importing this module needs nothing extra.
+Only the standard library and torch (which ``Generation`` holds) are used.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.error
@@ -38,6 +45,8 @@ import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import torch
 
 from hyrl.rollout.base import Generation, SamplingParams
 
@@ -49,11 +58,19 @@ class SGLangError(RuntimeError):
 
 
 class SGLangClient:
-    def __init__(self, base_url: str, timeout_s: float = 600.0):
+    def __init__(self, base_url: str, timeout_s: float = 600.0, *,
+                 return_routed_experts: bool = False, num_moe_layers: int | None = None,
+                 moe_top_k: int | None = None):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"SGLang base_url must start with http:// or https://, got {base_url!r}")
+        if return_routed_experts and not (isinstance(num_moe_layers, int) and num_moe_layers >= 1
+                                          and isinstance(moe_top_k, int) and moe_top_k >= 1):
+            raise ValueError("return_routed_experts needs num_moe_layers and moe_top_k (integers "
+                             f">= 1) to shape the ids, got {num_moe_layers!r} and {moe_top_k!r}")
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.return_routed_experts = return_routed_experts
+        self.num_moe_layers, self.moe_top_k = num_moe_layers, moe_top_k
         self.last_request_latencies_s: list[float] = []  # of the latest generate_batch
 
     # ---- transport -------------------------------------------------------------------------
@@ -206,9 +223,11 @@ class SGLangClient:
     def generate(self, input_ids: Sequence[int], sampling_params: dict,
                  return_logprob: bool = True) -> dict:
         """The raw /generate answer for one prompt: {"output_ids", "meta_info", ...}."""
-        return self._call("POST", "/generate",
-                          {"input_ids": list(input_ids), "sampling_params": sampling_params,
-                           "return_logprob": return_logprob})
+        payload = {"input_ids": list(input_ids), "sampling_params": sampling_params,
+                   "return_logprob": return_logprob}
+        if self.return_routed_experts:  # only when asked: the ids cost the server a copy per token
+            payload["return_routed_experts"] = True
+        return self._call("POST", "/generate", payload)
 
     def generate_batch(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
                        stop_token_ids: Sequence[int], concurrency: int) -> list[Generation]:
@@ -265,8 +284,56 @@ class SGLangClient:
         else:
             raise self.error("/generate", 200, json.dumps(answer),
                              f"Unknown finish_reason {finish!r}")
+        routed_experts = (self.decode_routed_experts(answer, len(prompt) + len(response_ids) - 1)
+                          if self.return_routed_experts else None)
         return Generation(prompt_ids=list(prompt), response_ids=response_ids,
-                          response_log_probs=log_probs, finish_reason=finish_reason)
+                          response_log_probs=log_probs, finish_reason=finish_reason,
+                          routed_experts=routed_experts)
+
+    def decode_routed_experts(self, answer: dict, default_rows: int) -> torch.Tensor:
+        """meta_info.routed_experts (base64 int32 LE) -> int32 [rows, layers, top-k], a copy.
+
+        rows must be prompt_tokens + completion_tokens - 1 of meta_info (default_rows, from the
+        token lists, when the answer does not say).
+        """
+        meta = answer["meta_info"]
+        encoded = meta.get("routed_experts")
+        body = json.dumps({**answer, "meta_info": {  # the ids themselves would fill the preview
+            **meta, "routed_experts": f"<{len(encoded)} characters>" if isinstance(encoded, str)
+            else encoded}})
+        if encoded is None:
+            raise self.error("/generate", 200, body,
+                             "The answer has no meta_info.routed_experts although hyrl sent "
+                             "return_routed_experts=true (--use-routing-replay): start the server "
+                             "with --enable-return-routed-experts, or, behind a router, check that "
+                             "every worker was started with it")
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except (TypeError, ValueError) as err:  # binascii.Error is a ValueError
+            raise self.error("/generate", 200, body,
+                             f"meta_info.routed_experts is not base64 ({err})") from err
+        row_bytes = 4 * self.num_moe_layers * self.moe_top_k  # int32 ids
+        if len(raw) % row_bytes:
+            raise self.error("/generate", 200, body,
+                             f"meta_info.routed_experts has {len(raw)} bytes, not a whole number "
+                             f"of rows of {self.num_moe_layers} MoE layers x top-{self.moe_top_k} "
+                             f"int32 ids ({row_bytes} bytes); do the server's model and hyrl's "
+                             "--num-layers / --moe-router-topk agree?")
+        rows = len(raw) // row_bytes
+        prompt_tokens, completion_tokens = meta.get("prompt_tokens"), meta.get("completion_tokens")
+        expected_rows = (prompt_tokens + completion_tokens - 1
+                         if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int)
+                         else default_rows)
+        if rows != expected_rows:
+            raise self.error("/generate", 200, body,
+                             f"meta_info.routed_experts has {rows} rows of {self.num_moe_layers} "
+                             f"layers x top-{self.moe_top_k}, but prompt_tokens + "
+                             f"completion_tokens - 1 = {expected_rows} tokens went through the "
+                             "model; do the model's layer count and top-k match the server's?")
+        # bytearray: a writable copy, so the tensor owns its memory; SGLang writes little-endian
+        ids = torch.frombuffer(bytearray(raw), dtype=torch.int32) if raw else \
+            torch.empty(0, dtype=torch.int32)
+        return ids.view(rows, self.num_moe_layers, self.moe_top_k)
 
 
 def to_sglang_sampling_params(params: SamplingParams, stop_token_ids: Sequence[int]) -> dict:

@@ -13,7 +13,11 @@ Semantics:
 * ``generate`` sends one /generate request per prompt to ``base_url`` (a server this engine
   launched, an existing server, or an sglang-router in front of several), at most ``concurrency``
   in flight, and returns one ``Generation`` per prompt in order (see ``client.py`` for the
-  stop/length and log-prob conventions, which match ``HFRolloutEngine``).
+  stop/length and log-prob conventions, which match ``HFRolloutEngine``). With
+  ``return_routed_experts`` (--use-routing-replay) each one also carries ``routed_experts``, the
+  top-``moe_top_k`` expert ids of each of ``num_moe_layers`` layers for every token the server
+  ran (its servers need ``--enable-return-routed-experts``: ``SGLangServerProcess``'s
+  ``return_routed_experts``).
 * ``update_weights(hf_state_dict)`` receives FULL tensors under Hugging Face names: the trainer has
   already gathered the TP shards and EP experts and renamed them through hyrl's HF<->Megatron
   mapping table (``hyrl.models.qwen3_moe.hf_mapping``). Fused expert tensors are split into the
@@ -51,13 +55,16 @@ class SGLangEngine:
                  weight_sync: str = "tensor", buffer_bytes: int = 512 * 1024 ** 2,
                  weight_sync_options: Mapping | None = None,
                  weight_sync_urls: Sequence[str] | None = None, timeout_s: float = 600.0,
-                 server: SGLangServerProcess | None = None):
+                 server: SGLangServerProcess | None = None, return_routed_experts: bool = False,
+                 num_moe_layers: int | None = None, moe_top_k: int | None = None):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if weight_sync not in WEIGHT_SYNC_MODES:
             raise ValueError(f"weight_sync must be one of {sorted(WEIGHT_SYNC_MODES)}, "
                              f"got {weight_sync!r}")
-        self.client = SGLangClient(base_url, timeout_s)
+        self.client = SGLangClient(base_url, timeout_s,
+                                   return_routed_experts=return_routed_experts,
+                                   num_moe_layers=num_moe_layers, moe_top_k=moe_top_k)
         self.concurrency = concurrency
         self.stop_token_ids = list(stop_token_ids)
         self.server = server

@@ -16,7 +16,9 @@ Semantics:
   concurrency, so the server never queues what hyrl sends), ``--skip-tokenizer-init`` (hyrl sends
   and receives token ids), ``--skip-server-warmup`` (as slime: the warmup request can time out on
   a busy node; ``start`` checks /health_generate instead), ``--enable-memory-saver`` when
-  colocated (needed by release/resume_memory_occupation), and ``--random-seed`` when given.
+  colocated (needed by release/resume_memory_occupation), ``--random-seed`` when given, and
+  ``--enable-return-routed-experts`` with ``return_routed_experts`` (--use-routing-replay: the
+  server records each token's experts so /generate can return them).
 * ``extra_flags`` passes any other SGLang flag through, written with an ``--sglang-`` prefix that
   is stripped: ``["--sglang-attention-backend", "triton"]`` -> ``--attention-backend triton``.
   ``server_args`` are appended verbatim (already without the prefix, e.g. ``shlex.split`` of
@@ -45,7 +47,8 @@ LOG_TAIL_LINES = 40
 # Flags command() sets itself; passing them again through extra_flags would be ambiguous.
 MANAGED_FLAGS = ("--model-path", "--host", "--port", "--tp-size", "--base-gpu-id",
                  "--mem-fraction-static", "--max-running-requests", "--skip-tokenizer-init",
-                 "--skip-server-warmup", "--enable-memory-saver", "--random-seed")
+                 "--skip-server-warmup", "--enable-memory-saver", "--random-seed",
+                 "--enable-return-routed-experts")
 
 
 def _die_with_parent() -> None:
@@ -93,7 +96,8 @@ class SGLangServerProcess:
     def __init__(self, model_path: str, *, host: str = "127.0.0.1", port: int = 30000,
                  tp_size: int = 1, base_gpu_id: int = 0, mem_fraction_static: float | None = None,
                  max_running_requests: int = 256, colocated: bool = False,
-                 random_seed: int | None = None, extra_flags: Sequence[str] = (),
+                 random_seed: int | None = None, return_routed_experts: bool = False,
+                 extra_flags: Sequence[str] = (),
                  server_args: Sequence[str] = (),
                  log_path: str | Path = "sglang_server.log", python: str = sys.executable,
                  launch_command: Sequence[str] | None = None, env: dict[str, str] | None = None,
@@ -103,6 +107,7 @@ class SGLangServerProcess:
         self.mem_fraction_static = mem_fraction_static
         self.max_running_requests = max_running_requests
         self.colocated, self.random_seed = colocated, random_seed
+        self.return_routed_experts = return_routed_experts
         # Both checked here, so a bad flag fails at construction rather than at launch.
         self.extra_flags = strip_sglang_prefix(extra_flags) + check_not_managed(server_args)
         self.log_path = Path(log_path)
@@ -132,6 +137,8 @@ class SGLangServerProcess:
             cmd.append("--enable-memory-saver")
         if self.random_seed is not None:
             cmd += ["--random-seed", str(self.random_seed)]
+        if self.return_routed_experts:
+            cmd.append("--enable-return-routed-experts")
         return cmd + self.extra_flags
 
     def start(self, startup_timeout_s: float = 900.0, poll_interval_s: float = 1.0) -> SGLangClient:

@@ -1,0 +1,106 @@
+"""Train-inference mismatch: how far the trainer's log-probs are from the rollout engine's, and
+the importance-sampling corrections against the rollout policy.
+
+The engine samples token y_t from its own pi_rollout; the trainer's log-prob pass before the
+update, with the same weights, gives pi_old (called pi_old_train below). In exact arithmetic
+they are equal. Different kernels make them differ slightly; a token routed to other experts
+(MoE), a broken weight sync or a wrong name mapping makes them differ a lot. Per token:
+
+    log_ratio_t = log pi_old_train(y_t) - log pi_rollout(y_t),   ratio_t = exp(log_ratio_t)
+
+All tensors are [N, L] in the layout of batch.py; `mask` is 1 on response positions. Pure
+functions; the trainer applies them to the whole rollout batch before it is split into steps.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+# exp() of a log-ratio beyond this would overflow float32; ratios this far out are all "huge".
+_MAX_LOG_RATIO = 20.0
+
+
+def _log_ratio(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor) -> Tensor:
+    """log pi_old_train - log pi_rollout, 0 outside the mask, clamped to +-20."""
+    m = mask > 0
+    diff = (train_log_probs.double() - rollout_log_probs.double()).where(m, torch.zeros((), dtype=torch.float64))
+    return diff.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+
+
+def mismatch_metrics(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
+                     ) -> dict[str, float]:
+    """The mismatch/* metrics of one rollout batch, over its response tokens.
+
+    logprob_abs_diff_mean / _max: |log pi_old_train - log pi_rollout|;
+    kl: mean over tokens of k3 = r - log r - 1 with r = pi_old_train / pi_rollout, the
+        low-variance estimator of KL(pi_rollout || pi_old_train) for tokens drawn from
+        pi_rollout (Schulman 2020); never negative;
+    is_ratio_max / _min: the extreme ratios pi_old_train / pi_rollout.
+    An empty mask gives {} (nothing to compare).
+    """
+    m = mask > 0
+    if not bool(m.any()):
+        return {}
+    abs_diff = (train_log_probs.double() - rollout_log_probs.double()).abs()[m]
+    log_r = _log_ratio(train_log_probs, rollout_log_probs, mask)[m]
+    k3 = torch.exp(log_r) - log_r - 1
+    ratio = torch.exp(log_r)
+    return {
+        "mismatch/logprob_abs_diff_mean": float(abs_diff.mean()),
+        "mismatch/logprob_abs_diff_max": float(abs_diff.max()),
+        "mismatch/kl": float(k3.mean()),
+        "mismatch/is_ratio_max": float(ratio.max()),
+        "mismatch/is_ratio_min": float(ratio.min()),
+    }
+
+
+def tis_weights(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, clip: float
+                ) -> tuple[Tensor, float]:
+    """Truncated importance sampling (--use-tis): w_t = min(pi_old_train / pi_rollout, clip).
+
+    The policy-gradient term of token t is multiplied by w_t (a constant: no gradient flows
+    through it), which corrects the off-policy gap between the engine that sampled and the
+    trainer that learns, with the variance bounded by `clip` (Yao et al. 2025, "Your efficient
+    RL framework secretly brings you off-policy RL training"). Returns (weights [N, L] float32,
+    zero outside the mask; the share of response tokens whose ratio exceeded clip).
+    """
+    if not clip >= 1:
+        raise ValueError(f"tis clip must be >= 1, got {clip}")
+    m = mask > 0
+    ratio = torch.exp(_log_ratio(train_log_probs, rollout_log_probs, mask))
+    weights = torch.clamp(ratio, max=clip).where(m, torch.zeros((), dtype=ratio.dtype))
+    tokens = int(m.sum())
+    clipped = int((ratio[m] > clip).sum())
+    return weights.float(), clipped / tokens if tokens else 0.0
+
+
+def mis_keep(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, low: float,
+             high: float, level: str = "token") -> tuple[Tensor, float]:
+    """Masked importance sampling (--use-mis): which tokens stay in the policy-gradient loss.
+
+    level "token": token t stays when low <= ratio_t <= high.
+    level "sequence": a response stays (all its tokens) when its geometric-mean ratio
+        exp(mean_t log_ratio_t) over its response tokens is within [low, high].
+    Returns (keep [N, L] float32 of 0/1, zero outside the mask; the share of response tokens
+    dropped). Dropped tokens still count in the token-mean's denominator, so dropping some
+    does not up-weight the others.
+    """
+    if not 0 <= low < 1 < high:
+        raise ValueError(f"mis range must satisfy 0 <= low < 1 < high, got [{low}, {high}]")
+    m = mask > 0
+    log_r = _log_ratio(train_log_probs, rollout_log_probs, mask)
+    if level == "token":
+        ratio = torch.exp(log_r)
+        keep = (ratio >= low) & (ratio <= high) & m
+    elif level == "sequence":
+        lengths = m.sum(dim=1)
+        mean_log_r = log_r.sum(dim=1) / lengths.clamp(min=1)
+        geo = torch.exp(mean_log_r)
+        keep_row = (geo >= low) & (geo <= high)
+        keep = keep_row[:, None] & m
+    else:
+        raise ValueError(f"unknown mis level {level!r}; allowed: token, sequence")
+    tokens = int(m.sum())
+    dropped = tokens - int(keep.sum())
+    return keep.float(), dropped / tokens if tokens else 0.0
