@@ -166,7 +166,11 @@ print("grads equal")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout, nproc", [([], 1), (["--expert-model-parallel-size", "2"], 2)])
+@pytest.mark.parametrize("layout, nproc", [
+    ([], 1),
+    (["--expert-model-parallel-size", "2"], 2),
+    (["--tensor-model-parallel-size", "2", "--sequence-parallel"], 2),  # each rank a slice
+])
 def test_two_step_run_with_replay_uses_the_engines_experts_for_every_response_token(
         tmp_path, layout, nproc):
     run_dir = tmp_path / "run"

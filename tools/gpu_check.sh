@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Every GPU check in one script, sized for one GPU and 10 minutes:
 #   1. the GPU tests (tests/gpu: the CUDA trainer path and a real SGLang server),
-#   2. a short tiny-recipe GRPO run with --rollout-engine sglang --colocate on that GPU.
+#   2. a short tiny-recipe GRPO run with --rollout-engine sglang --colocate on that GPU,
+#      with --use-tis --use-routing-replay (SGLang's bf16 against the trainer: mismatch/*).
 # Needs the GPU stack of requirements.txt in $PYTHON's environment (SGLang, Transformer Engine);
 # a missing piece makes its tests skip and the run fail with the import error.
 #   bash tools/gpu_check.sh [OUT_DIR]          # OUT_DIR default: runs/gpu-check-<time>
 # Writes OUT_DIR/gpu_check.md (what ran, how long, pass/fail) next to the run directory and logs.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 PYTHON="${PYTHON:-python}"
 OUT="${1:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}"
 STEPS="${GPU_CHECK_STEPS:-20}"
@@ -49,6 +50,7 @@ echo "== 2/2 tiny GRPO recipe, SGLang colocated, $STEPS steps" >&2
 start=$(date +%s)
 PYTHON="$PYTHON" timeout 240 bash recipes/tiny/grpo.sh \
   --rollout-engine sglang --colocate --sglang-mem-fraction-static 0.3 \
+  --use-tis --use-routing-replay \
   --num-steps "$STEPS" --no-progress --run-dir "$OUT/tiny-grpo-sglang" 2>&1 | tee "$OUT/run.log"
 run_rc=${PIPESTATUS[0]}
 run_s=$(( $(date +%s) - start ))
@@ -59,7 +61,7 @@ run_s=$(( $(date +%s) - start ))
   echo "| check | exit | seconds |"
   echo "|---|---|---|"
   echo "| pytest tests/gpu | $tests_rc | $tests_s |"
-  echo "| tiny GRPO, sglang colocated, $STEPS steps | $run_rc | $run_s |"
+  echo "| tiny GRPO, sglang colocated, TIS + routing replay, $STEPS steps | $run_rc | $run_s |"
   echo
   echo "pytest summary: $(tail -n 1 "$OUT/pytest_gpu.log")"
   if [[ -f "$OUT/tiny-grpo-sglang/metrics.jsonl" ]]; then
@@ -69,7 +71,9 @@ rows = [json.loads(line) for line in open(sys.argv[1])]
 rows = [r for r in rows if "train/reward_mean" in r]
 if rows:
     first, last = rows[0], rows[-1]
-    keys = ("train/reward_mean", "perf/rollout_s", "perf/weight_sync_s", "perf/rollout_tokens_per_s")
+    keys = ("train/reward_mean", "perf/rollout_s", "perf/weight_sync_s", "perf/rollout_tokens_per_s",
+            "mismatch/logprob_abs_diff_mean", "mismatch/kl", "mismatch/tis_clipped_frac",
+            "mismatch/routing_diff_frac", "mismatch/routing_replay_errors")
     print("\n| step | " + " | ".join(keys) + " |\n|---" * (len(keys) + 1) + "|")
     for r in (first, last):
         print(f"| {r['step']} | " + " | ".join(f"{r.get(k, float('nan')):.4g}" for k in keys) + " |")
