@@ -92,6 +92,7 @@ def test_pack_places_engine_log_probs_and_routed_experts_on_their_positions():
     assert batch.rollout_log_probs[0, 2:4].tolist() == pytest.approx([-0.1, -0.2])
     assert batch.rollout_log_probs[1, 1:4].tolist() == pytest.approx([-0.3, -0.4, -0.5])
     assert batch.routed_experts.shape == (2, batch.tokens.shape[1], 2, 2)
+    assert batch.routed_experts.dtype == torch.int16  # half the host memory of int32
     assert torch.equal(batch.routed_experts[0, :4], routed[0])
     assert (batch.routed_experts[0, 4:] == -1).all()  # the last response token and padding
     assert (batch.routed_experts[1, :2] == -1).all() and (batch.routed_experts[1, 2:4] == 7).all()

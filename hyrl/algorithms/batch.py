@@ -21,8 +21,9 @@ class TokenBatch:
     returns:       [N, L] value targets (PPO)
     rollout_log_probs: [N, L] log pi_rollout(target), the engine's own, on response positions
     pg_weights:    [N, L] per-token weight of the policy-gradient term (--use-tis/--use-mis)
-    routed_experts: [N, L, layers, top-k] int32 expert ids the engine routed the token at
+    routed_experts: [N, L, layers, top-k] int16 expert ids the engine routed the token at
                    each position to (--use-routing-replay); -1 where the engine gave none
+                   (int16: half of int32's host memory, ids up to 32767)
     """
 
     tokens: torch.Tensor
@@ -139,14 +140,14 @@ def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch
 
 
 def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> torch.Tensor:
-    """[N, seq_len, layers, top-k] int32, -1 where no row gave ids (see `pack`)."""
+    """[N, seq_len, layers, top-k] int16, -1 where no row gave ids (see `pack`)."""
     shapes = {tuple(r.shape[1:]) for r in routed_experts if r is not None}
     if not shapes:
         raise ValueError("routed_experts given but every row is None")
     if len(shapes) > 1:
         raise ValueError(f"routed_experts rows differ in [layers, top-k]: {sorted(shapes)}")
     layers, top_k = shapes.pop()
-    placed = torch.full((len(prompts), seq_len, layers, top_k), -1, dtype=torch.int32)
+    placed = torch.full((len(prompts), seq_len, layers, top_k), -1, dtype=torch.int16)
     for row, (prompt, response, ids) in enumerate(zip(prompts, responses, routed_experts)):
         if ids is None:
             continue
@@ -155,5 +156,7 @@ def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> t
             raise ValueError(f"row {row}: routed experts for {ids.shape[0]} tokens, but only "
                              f"{through_model} went through the model (prompt {len(prompt)} + "
                              f"response {len(response)} - 1)")
-        placed[row, through_model - ids.shape[0]:through_model] = ids.to(torch.int32)
+        if ids.numel() and int(ids.max()) > torch.iinfo(torch.int16).max:
+            raise ValueError(f"row {row}: expert id {int(ids.max())} does not fit int16")
+        placed[row, through_model - ids.shape[0]:through_model] = ids.to(torch.int16)
     return placed
