@@ -1248,6 +1248,24 @@ def _check_mismatch_flags(c: RunConfig) -> None:
                       f"add {flag}, or remove it")
 
 
+def _check_routing_replay(c: RunConfig) -> None:
+    """SGLang's expert-parallel load balancer and redundant experts make the ids a server
+    returns physical expert slots, not the model's experts: replay would use wrong experts."""
+    if not c.use_routing_replay or c.rollout_engine != "sglang":
+        return
+    import shlex
+
+    tokens = shlex.split(c.sglang_server_args or "")
+    for i, token in enumerate(tokens):
+        flag, _, value = token.partition("=")
+        if not value and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            value = tokens[i + 1]
+        if flag == "--enable-eplb" or (flag == "--ep-num-redundant-experts" and value not in ("", "0")):
+            _fail("use_routing_replay", True, f"SGLang's {flag} makes the returned expert ids "
+                  "physical slots, not the model's experts", f"no {flag} in the server flags, "
+                  "or no --use-routing-replay")
+
+
 def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
     p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
     n = p * g
@@ -1656,6 +1674,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_batch_ramp(resolved, world_size)
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
+    _check_routing_replay(resolved)
     rollout_layout(resolved, world_size)
     _check_memory_flags(resolved)
     _check_eval_and_target(resolved)

@@ -53,6 +53,10 @@ class Trainer:
         self.rank = _dist().get_rank()
         self.dp_rank = parallel_state.get_data_parallel_rank()
         self.dp_size = parallel_state.get_data_parallel_world_size()
+        self.dp_rank_of = [self.dp_rank]  # every rank's DP rank, by global rank
+        if world_size > 1 and cfg.use_routing_replay:  # rank 0 sends each rank its rows' routing
+            self.dp_rank_of = [None] * world_size
+            _dist().all_gather_object(self.dp_rank_of, self.dp_rank)
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
 
         torch.manual_seed(cfg.seed)  # identical full weights on every rank before sharding
@@ -231,9 +235,10 @@ class Trainer:
         responses = schedules.batch_at(rollout_step, **self.batch_ramp)
         return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
 
-    def _rollout(self, timers: StageTimers, prompts_per_step: int) -> dict:
-        """Rank 0 generates and scores; the result is broadcast to every rank."""
-        payload = [None]
+    def _rollout(self, timers: StageTimers, prompts_per_step: int, responses_per_step: int) -> dict:
+        """Rank 0 generates and scores; the result is broadcast to every rank (routing ids,
+        --use-routing-replay, go to each rank for its own rows only)."""
+        payload, routed = [None], None
         if self.rank == 0:
             cfg = self.cfg
             with timers("rollout"):
@@ -253,18 +258,23 @@ class Trainer:
                 "prompts": [g.prompt_ids for g in generations],
                 "responses": [g.response_ids for g in generations],
                 "rollout_log_probs": [g.response_log_probs for g in generations],
-                "routed_experts": self._routed_experts(generations),
                 "finish_reasons": [g.finish_reason for g in generations],
                 "rewards": scored.rewards,
                 "reward_failures": scored.failures,
                 "reward_timeouts": scored.timeouts,
             }]
+            routed = self._routed_experts(generations)
         if self.world_size > 1:
             _dist().broadcast_object_list(payload, src=0)
-        return payload[0]
+        rollout = payload[0]
+        rollout["routed_experts"] = (self._scatter_routing(routed, len(rollout["prompts"]),
+                                                           responses_per_step)
+                                     if self.cfg.use_routing_replay else None)
+        return rollout
 
     def _routed_experts(self, generations) -> list | None:
-        """--use-routing-replay: each generation's expert ids (the engine must return them)."""
+        """--use-routing-replay: each generation's expert ids as int16 (the engine must return
+        them, each in [0, --num-experts))."""
         if not self.cfg.use_routing_replay:
             return None
         missing = [i for i, g in enumerate(generations) if g.routed_experts is None]
@@ -272,12 +282,53 @@ class Trainer:
             raise RuntimeError(f"--use-routing-replay: the {self.cfg.rollout_engine} engine "
                                f"returned no routed experts for {len(missing)} of "
                                f"{len(generations)} responses (first: {missing[:5]})")
-        return [g.routed_experts for g in generations]
+        for i, g in enumerate(generations):
+            ids = g.routed_experts
+            if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < self.cfg.num_experts):
+                raise RuntimeError(f"--use-routing-replay: response {i} was routed to experts "
+                                   f"{int(ids.min())}..{int(ids.max())}, outside the model's "
+                                   f"0..{self.cfg.num_experts - 1} (--num-experts): does the "
+                                   "engine serve the same model?")
+        return [g.routed_experts.to(torch.int16) for g in generations]
 
-    def _rank_rows(self, step_in_rollout: int, global_batch: int) -> slice:
-        """This DP rank's rows of optimizer step k (of `global_batch` responses) in the rollout."""
+    def _scatter_routing(self, routed: list | None, num_rows: int, responses_per_step: int
+                         ) -> list:
+        """Each rank gets the routing of the rows its log-prob pass and its optimizer steps
+        use, None for the others: the ids are the rollout's largest part (layers x top-k per
+        token), so no rank but 0 holds them all (collective)."""
+        if self.world_size == 1:
+            needed = self._rows_needed(self.dp_rank, num_rows, responses_per_step)
+            return [routed[i] if i in needed else None for i in range(num_rows)]
+        per_rank = None
+        if self.rank == 0:
+            per_rank = [{i: routed[i] for i in self._rows_needed(dp_rank, num_rows,
+                                                                 responses_per_step)}
+                        for dp_rank in self.dp_rank_of]
+        held = [None]
+        _dist().scatter_object_list(held, per_rank, src=0)
+        return [held[0].get(i) for i in range(num_rows)]
+
+    def _rows_needed(self, dp_rank: int, num_rows: int, responses_per_step: int) -> set[int]:
+        """Rollout rows data-parallel rank dp_rank works on: its log-prob share and its rows
+        of every optimizer step."""
+        rows = set(range(num_rows)[self._share_rows(num_rows, dp_rank)])
+        for k in range(self.cfg.optimizer_steps_per_rollout):
+            rows.update(range(num_rows)[self._rank_rows(k, responses_per_step, dp_rank)])
+        return rows
+
+    def _share_rows(self, num_rows: int, dp_rank: int | None = None) -> slice:
+        """A DP rank's contiguous share of the rollout in the no-grad passes (_all_rows)."""
+        dp_rank = self.dp_rank if dp_rank is None else dp_rank
+        share = num_rows // self.dp_size
+        return slice(dp_rank * share, (dp_rank + 1) * share)
+
+    def _rank_rows(self, step_in_rollout: int, global_batch: int,
+                   dp_rank: int | None = None) -> slice:
+        """A DP rank's rows (this one's by default) of optimizer step k (of `global_batch`
+        responses) in the rollout."""
+        dp_rank = self.dp_rank if dp_rank is None else dp_rank
         per_rank = global_batch // self.dp_size
-        start = step_in_rollout * global_batch + self.dp_rank * per_rank
+        start = step_in_rollout * global_batch + dp_rank * per_rank
         return slice(start, start + per_rank)
 
     def _all_rows(self, fn, batch: TokenBatch):
@@ -285,8 +336,7 @@ class Trainer:
 
         fn(local_batch) returns one [n, L] tensor or a tuple of them.
         """
-        share = len(batch) // self.dp_size
-        outputs = fn(batch.select(slice(self.dp_rank * share, (self.dp_rank + 1) * share)))
+        outputs = fn(batch.select(self._share_rows(len(batch))))
         single = isinstance(outputs, torch.Tensor)
         outputs = (outputs,) if single else outputs
         if self.dp_size > 1:
@@ -342,7 +392,7 @@ class Trainer:
                          **eval_metrics, "perf/eval_s": eval_s})
                 for rollout_step in range(first_step, cfg.num_steps + 1):
                     prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
-                    rollout = self._rollout(timers, prompts_per_step)
+                    rollout = self._rollout(timers, prompts_per_step, responses_per_step)
                     batch, rollout_metrics = self._prepare(rollout, timers)
                     rollout_metrics["batch/prompts_per_step"] = prompts_per_step
                     rollout_metrics["batch/responses_per_step"] = responses_per_step

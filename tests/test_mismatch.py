@@ -91,13 +91,23 @@ def test_pack_places_engine_log_probs_and_routed_experts_on_their_positions():
     assert torch.equal(batch.loss_mask > 0, batch.rollout_log_probs != 0)
     assert batch.rollout_log_probs[0, 2:4].tolist() == pytest.approx([-0.1, -0.2])
     assert batch.rollout_log_probs[1, 1:4].tolist() == pytest.approx([-0.3, -0.4, -0.5])
-    assert batch.routed_experts.shape == (2, batch.tokens.shape[1], 2, 2)
-    assert batch.routed_experts.dtype == torch.int16  # half the host memory of int32
-    assert torch.equal(batch.routed_experts[0, :4], routed[0])
-    assert (batch.routed_experts[0, 4:] == -1).all()  # the last response token and padding
-    assert (batch.routed_experts[1, :2] == -1).all() and (batch.routed_experts[1, 2:4] == 7).all()
+    dense = batch.routed_experts.dense()
+    assert dense.shape == (2, batch.tokens.shape[1], 2, 2)
+    assert dense.dtype == torch.int16  # half the host memory of int32
+    assert torch.equal(dense[0, :4], routed[0].to(torch.int16))
+    assert (dense[0, 4:] == -1).all()  # the last response token and padding
+    assert (dense[1, :2] == -1).all() and (dense[1, 2:4] == 7).all()
     sub = batch.select(slice(1, 2)).trim(3)
     assert sub.routed_experts.shape == (1, 3, 2, 2) and sub.rollout_log_probs.shape == (1, 3)
+    assert torch.equal(sub.routed_experts.dense(), dense[1:2, :3])
+
+
+def test_rows_a_rank_does_not_hold_are_never_used_silently():
+    batch = pack([[5, 6], [5, 7]], [[8, 1], [9, 1]], torch.zeros(2), pad_id=0,
+                 routed_experts=[torch.zeros(3, 2, 2, dtype=torch.int32), None])
+    assert batch.select(slice(0, 1)).routed_experts.dense().shape == (1, batch.tokens.shape[1], 2, 2)
+    with pytest.raises(RuntimeError, match="routing of row 0 of this micro-batch was not sent"):
+        batch.select(slice(1, 2)).routed_experts.dense()
 
 
 def test_pack_refuses_routing_or_log_probs_that_do_not_fit_the_sequence():
@@ -130,3 +140,29 @@ def test_a_correction_bound_without_its_switch_is_refused_not_ignored(tmp_path, 
         validate(RunConfig(run_dir=str(tmp_path / "run"), **flags), 1)
     switch = "use_mis" if "mis" in fragment.split(".*")[0] else "use_tis"
     validate(RunConfig(run_dir=str(tmp_path / "run"), **{**flags, switch: True}), 1)
+
+
+def test_non_finite_engine_log_probs_are_counted_and_dropped_not_propagated():
+    rollout = ROLLOUT.clone()
+    rollout[0, 1] = float("-inf")  # an engine's log-prob of a token it should not have sampled
+    m = mismatch_metrics(TRAIN, rollout, MASK)
+    assert m["mismatch/nonfinite_tokens"] == 1
+    assert m["mismatch/logprob_abs_diff_mean"] == pytest.approx((0.1 + 1.0) / 2)
+    assert all(math.isfinite(v) for v in m.values())
+    weights, _ = tis_weights(TRAIN, rollout, MASK, clip=3.0)
+    assert torch.isfinite(weights).all() and weights[0, 1] == 0.0 and weights[0, 0] > 0
+    keep, dropped = mis_keep(TRAIN, rollout, MASK, low=0.5, high=3.0)
+    assert keep[0].tolist() == [1.0, 0.0, 0.0] and dropped == pytest.approx(1 / 3)
+    keep, dropped = mis_keep(TRAIN, rollout, MASK, low=0.5, high=3.0, level="sequence")
+    assert keep[0].sum() == 0 and dropped == pytest.approx(2 / 3)  # its whole response goes
+
+
+@pytest.mark.parametrize("server_args", ["--enable-eplb", "--ep-num-redundant-experts 32",
+                                         "--ep-num-redundant-experts=8"])
+def test_routing_replay_refuses_sglang_flags_that_make_expert_ids_physical(tmp_path, server_args):
+    cfg = RunConfig(run_dir=str(tmp_path / "run"), rollout_engine="sglang",
+                    rollout_num_gpus=1, use_routing_replay=True, sglang_server_args=server_args)
+    with pytest.raises(ConfigError, match="--use-routing-replay.*physical slots"):
+        validate(cfg, 1)
+    validate(RunConfig(run_dir=str(tmp_path / "run"), rollout_engine="sglang", rollout_num_gpus=1,
+                       use_routing_replay=True, sglang_server_args="--ep-num-redundant-experts 0"), 1)

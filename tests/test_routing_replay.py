@@ -95,7 +95,7 @@ def test_misaligned_routing_is_seen_by_the_routing_comparison(pair):
     actor, engine, _ = pair
     batch = _rollout(engine, seed=1)
     shifted = batch.select(slice(None))
-    shifted.routed_experts = torch.roll(batch.routed_experts, shifts=1, dims=1)
+    shifted.routed_experts = torch.roll(batch.routed_experts.dense(), shifts=1, dims=1)
     shifted.routed_experts[:, 0] = -1
     old, _ = actor.log_probs(shifted)
     assert actor.routing_metrics()["mismatch/routing_diff_frac"] > 0.2
@@ -123,16 +123,17 @@ def test_replay_dispatches_to_the_engines_experts_and_shrinks_a_perturbed_router
     assert on["mismatch/logprob_abs_diff_mean"] < 0.5 * off["mismatch/logprob_abs_diff_mean"]
 
 
-def test_replay_holds_in_backward_with_full_recompute():
-    """Training with replay: the gradient with full recompute equals the one without (the
-    recomputed forward replays the same experts)."""
+def test_training_replays_in_forward_and_recompute_with_equal_gradients():
+    """Training with replay: every router call of train_step (forward, and the recomputed
+    forward under full recompute) dispatches to the given experts, and the gradient with full
+    recompute equals the one without."""
     import subprocess
     import sys
 
     proc = subprocess.run([sys.executable, "-c", _RECOMPUTE_SCRIPT], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "grads equal" in proc.stdout
+    assert "grads equal" in proc.stdout and "router calls replayed: 4, 8" in proc.stdout
 
 
 _RECOMPUTE_SCRIPT = r"""
@@ -140,11 +141,12 @@ import torch
 from hyrl.algorithms.batch import pack
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
 from hyrl.backends.megatron.model import ParallelLayout, init_distributed
+from hyrl.backends.megatron.routing_replay import local_rows, moe_routers
 from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.models.qwen3_moe.config import TINY
 
 init_distributed(ParallelLayout(), seed=5)
-grads = []
+grads, calls = [], []
 for layout in (ParallelLayout(), ParallelLayout(recompute_granularity="full")):
     torch.manual_seed(0)
     actor = MegatronActor(TINY, layout, ActorSettings(
@@ -157,11 +159,26 @@ for layout in (ParallelLayout(), ParallelLayout(recompute_granularity="full")):
     routed = [torch.cat([r, (r + 1) % TINY.num_experts], dim=-1).int() for r in routed]
     batch = pack(prompts, responses, torch.linspace(-1, 1, 8), pad_id=0, routed_experts=routed)
     batch.old_log_probs, _ = actor.log_probs(batch)
+    maps = []
+    hooks = [router.register_forward_hook(lambda m, i, o, layer=layer: maps.append((layer, o[1])))
+             for layer, router in enumerate(moe_routers(actor.model))]
     actor.train_step(batch, batch.num_response_tokens, lr=0.0)
+    for hook in hooks:
+        hook.remove()
+    # micro-batches of 4 rows: calls come layer 0, layer 1 per forward pass, micro-batch order
+    per_pass = len(maps) // 2
+    for index, (layer, routing_map) in enumerate(maps):
+        micro = index // per_pass
+        target = local_rows(batch.routed_experts.dense()[4 * micro:4 * micro + 4])[:, layer].long()
+        given = (target >= 0).all(dim=-1)
+        expected = torch.zeros_like(routing_map).scatter_(1, target.clamp(min=0), True)
+        assert given.sum() > 0 and torch.equal(routing_map[given], expected[given]), index
+    calls.append(len(maps))
     grads.append({n: p.grad.clone() for n, p in actor.model.named_parameters() if p.grad is not None})
 assert grads[0].keys() == grads[1].keys()
 assert all(torch.equal(grads[0][n], grads[1][n]) for n in grads[0]), "grads differ"
 print("grads equal")
+print("router calls replayed: %d, %d" % tuple(calls))
 """
 
 
@@ -170,8 +187,10 @@ print("grads equal")
     ([], 1),
     (["--expert-model-parallel-size", "2"], 2),
     (["--tensor-model-parallel-size", "2", "--sequence-parallel"], 2),  # each rank a slice
-    # token-packed micro-batches trimmed to their longest row; two optimizer steps per rollout
-    (["--use-dynamic-batch-size", "--max-tokens-per-gpu", "64", "--global-batch-size", "64"], 1),
+    # token-packed micro-batches trimmed to their longest row; two optimizer steps per rollout,
+    # whose rows differ from each DP rank's log-prob share (each rank receives both)
+    (["--expert-model-parallel-size", "2", "--use-dynamic-batch-size", "--max-tokens-per-gpu",
+      "64", "--global-batch-size", "64"], 2),
 ])
 def test_two_step_run_with_replay_uses_the_engines_experts_for_every_response_token(
         tmp_path, layout, nproc):

@@ -116,6 +116,14 @@ def test_a_row_count_other_than_the_tokens_the_model_ran_is_refused_naming_both(
             [2, 3], answer_with(bytes(48), prompt_tokens=2, completion_tokens=3))
 
 
+def test_a_server_count_that_disagrees_with_the_tokens_sent_and_returned_is_refused():
+    # the server says prompt 3 (+ completion 3 - 1 = 5 rows, 5 rows sent), hyrl sent 2 tokens
+    with pytest.raises(SGLangError, match="has 5 rows, but the prompt sent and the response "
+                                          "returned make 4 tokens"):
+        routing_client("http://127.0.0.1:1").to_generation(
+            [2, 3], answer_with(bytes(80), prompt_tokens=3, completion_tokens=3))
+
+
 def test_the_error_preview_shows_the_answer_without_the_encoded_ids():
     answer = answer_with(bytes(48), prompt_tokens=2, completion_tokens=3)
     with pytest.raises(SGLangError) as err:
@@ -189,3 +197,37 @@ def test_the_fleet_path_launches_every_engine_with_routed_experts(tmp_path, monk
     options = launched["options"]
     assert (options["return_routed_experts"], options["num_moe_layers"],
             options["moe_top_k"]) == (True, TINY.num_layers, TINY.moe_router_topk)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fake_experts", [4, 8])
+def test_the_trainer_replays_what_the_server_returns_and_refuses_ids_beyond_the_model(
+        tmp_path, fake_experts):
+    """The trainer through --sglang-router-url with --use-routing-replay (the fake plays router
+    and server; it is not SGLang). Ids of a server with more experts than the model (8 > 4)
+    stop the run naming the range instead of indexing out of bounds."""
+    from transformers import Qwen3MoeForCausalLM
+
+    from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors
+    from test_train_e2e import records, run_recipe
+
+    hf_names = checkpoint_named_tensors(Qwen3MoeForCausalLM(TINY.to_hf_config()).state_dict())
+    with FakeSGLangServer(weights={n: torch.zeros_like(t) for n, t in hf_names},
+                          enable_return_routed_experts=True, num_moe_layers=TINY.num_layers,
+                          moe_top_k=TINY.moe_router_topk, num_experts=fake_experts) as fake:
+        fake.router_workers = [fake.url]
+        run_dir = tmp_path / "run"
+        proc = run_recipe(run_dir, "--num-steps", "2", "--rollout-engine", "sglang",
+                          "--sglang-router-url", fake.url, "--update-weight-mode", "disk",
+                          "--rollout-concurrency", "16", "--use-routing-replay", "--use-tis")
+    if fake_experts > TINY.num_experts:
+        assert proc.returncode != 0
+        assert "routed to experts 0..7, outside the model's 0..3 (--num-experts)" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    assert len(rows) == 2
+    for row in rows:
+        assert row["mismatch/routing_compared"] > 0
+        assert row["mismatch/routing_replay_errors"] == 0  # megatron used the server's ids
+        assert row["mismatch/routing_diff_frac"] > 0  # the fake's ids are not the model's choice

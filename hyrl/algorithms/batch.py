@@ -21,9 +21,9 @@ class TokenBatch:
     returns:       [N, L] value targets (PPO)
     rollout_log_probs: [N, L] log pi_rollout(target), the engine's own, on response positions
     pg_weights:    [N, L] per-token weight of the policy-gradient term (--use-tis/--use-mis)
-    routed_experts: [N, L, layers, top-k] int16 expert ids the engine routed the token at
-                   each position to (--use-routing-replay); -1 where the engine gave none
-                   (int16: half of int32's host memory, ids up to 32767)
+    routed_experts: RoutedExperts, the expert ids the engine routed the token at each position
+                   to (--use-routing-replay), behaving as an [N, L, layers, top-k] field; its
+                   `dense()` gives the int16 tensor, -1 where the engine gave none
     """
 
     tokens: torch.Tensor
@@ -36,7 +36,7 @@ class TokenBatch:
     returns: torch.Tensor | None = None
     rollout_log_probs: torch.Tensor | None = None
     pg_weights: torch.Tensor | None = None
-    routed_experts: torch.Tensor | None = None
+    routed_experts: "RoutedExperts | None" = None
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
@@ -64,6 +64,53 @@ class TokenBatch:
         return replace(self, **{
             f.name: None if (value := getattr(self, f.name)) is None
             else value[:, :length] if value.ndim >= 2 else value for f in fields(self)})
+
+
+class RoutedExperts:
+    """TokenBatch's routed_experts: per row, the engine's expert ids, unpadded and held only
+    for the rows this rank needs (each data-parallel rank receives its own rows).
+
+    rows[i] is None (not held here) or (start, ids): int16 ids [T, layers, top-k] of sequence
+    positions start .. start + T - 1. Row slices (`select`) and position cuts (`trim`) behave as
+    on an [N, L, layers, top-k] tensor; `dense()` builds that int16 tensor, -1 where no ids.
+    """
+
+    ndim = 4
+
+    def __init__(self, rows: list, seq_len: int, layers: int, top_k: int):
+        self.rows, self.seq_len, self.layers, self.top_k = rows, seq_len, layers, top_k
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (len(self.rows), self.seq_len, self.layers, self.top_k)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        rows, positions = index if isinstance(index, tuple) else (index, slice(None))
+        if not isinstance(rows, slice) or not isinstance(positions, slice) or \
+                positions.start not in (None, 0) or positions.step not in (None, 1):
+            raise TypeError(f"RoutedExperts takes [row slice] or [row slice, :length], got {index!r}")
+        seq_len = self.seq_len if positions.stop is None else min(self.seq_len, positions.stop)
+        return RoutedExperts(self.rows[rows], seq_len, self.layers, self.top_k)
+
+    def to(self, device) -> "RoutedExperts":
+        return self  # stays in host memory; dense() goes to the device per micro-batch
+
+    def dense(self) -> torch.Tensor:
+        """[n, L, layers, top-k] int16, -1 where the engine gave no ids (padding, the last
+        response token, prompt positions an engine left out)."""
+        out = torch.full(self.shape, -1, dtype=torch.int16)
+        for row, held in enumerate(self.rows):
+            if held is None:
+                raise RuntimeError(f"hyrl bug: the routing of row {row} of this micro-batch was "
+                                   "not sent to this rank")
+            start, ids = held
+            stop = min(start + ids.shape[0], self.seq_len)
+            if stop > start:
+                out[row, start:stop] = ids[:stop - start]
+        return out
 
 
 def token_budget_ranges(lengths: list[int], max_tokens: int, pad_to_multiple_of: int = 1
@@ -100,9 +147,9 @@ def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch
 
     rollout_log_probs: the engine's log-prob of each response token, placed on the positions
         that predict them (those of the mask).
-    routed_experts: per row None or [T, layers, top-k] expert ids of sequence positions
-        len(prompt)+len(response)-1-T ... len(prompt)+len(response)-2 (see
-        hyrl.rollout.base.Generation); positions without ids hold -1.
+    routed_experts: per row None (a row this rank does not need) or [T, layers, top-k] expert
+        ids of sequence positions len(prompt)+len(response)-1-T ... len(prompt)+len(response)-2
+        (see hyrl.rollout.base.Generation); becomes a RoutedExperts.
     """
     if len(prompts) != len(responses) or len(prompts) != advantages.shape[0]:
         raise ValueError("prompts, responses and advantages must have the same length")
@@ -139,17 +186,16 @@ def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch
     return batch
 
 
-def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> torch.Tensor:
-    """[N, seq_len, layers, top-k] int16, -1 where no row gave ids (see `pack`)."""
+def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> RoutedExperts:
+    """The rows' ids as int16 with their start positions (see `pack`)."""
     shapes = {tuple(r.shape[1:]) for r in routed_experts if r is not None}
-    if not shapes:
-        raise ValueError("routed_experts given but every row is None")
     if len(shapes) > 1:
         raise ValueError(f"routed_experts rows differ in [layers, top-k]: {sorted(shapes)}")
-    layers, top_k = shapes.pop()
-    placed = torch.full((len(prompts), seq_len, layers, top_k), -1, dtype=torch.int16)
+    layers, top_k = shapes.pop() if shapes else (0, 0)
+    rows = []
     for row, (prompt, response, ids) in enumerate(zip(prompts, responses, routed_experts)):
         if ids is None:
+            rows.append(None)
             continue
         through_model = len(prompt) + len(response) - 1  # the last token is never fed back
         if ids.shape[0] > through_model:
@@ -158,5 +204,5 @@ def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> t
                              f"response {len(response)} - 1)")
         if ids.numel() and int(ids.max()) > torch.iinfo(torch.int16).max:
             raise ValueError(f"row {row}: expert id {int(ids.max())} does not fit int16")
-        placed[row, through_model - ids.shape[0]:through_model] = ids.to(torch.int16)
-    return placed
+        rows.append((through_model - ids.shape[0], ids.to(torch.int16)))
+    return RoutedExperts(rows, seq_len, layers, top_k)

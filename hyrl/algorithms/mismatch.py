@@ -21,9 +21,15 @@ from torch import Tensor
 _MAX_LOG_RATIO = 20.0
 
 
+def usable(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor) -> Tensor:
+    """Response tokens whose two log-probs are both finite (an engine can return -inf or nan
+    for a token it should not have sampled); the others cannot be compared or weighted."""
+    return (mask > 0) & torch.isfinite(train_log_probs) & torch.isfinite(rollout_log_probs)
+
+
 def _log_ratio(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor) -> Tensor:
-    """log pi_old_train - log pi_rollout, 0 outside the mask, clamped to +-20."""
-    m = mask > 0
+    """log pi_old_train - log pi_rollout on usable tokens, 0 elsewhere, clamped to +-20."""
+    m = usable(train_log_probs, rollout_log_probs, mask)
     diff = (train_log_probs.double() - rollout_log_probs.double()).where(m, torch.zeros((), dtype=torch.float64))
     return diff.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
 
@@ -36,17 +42,20 @@ def mismatch_metrics(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: T
     kl: mean over tokens of k3 = r - log r - 1 with r = pi_old_train / pi_rollout, the
         low-variance estimator of KL(pi_rollout || pi_old_train) for tokens drawn from
         pi_rollout (Schulman 2020); never negative;
-    is_ratio_max / _min: the extreme ratios pi_old_train / pi_rollout.
+    is_ratio_max / _min: the extreme ratios pi_old_train / pi_rollout;
+    nonfinite_tokens: response tokens left out because a log-prob was -inf or nan.
     An empty mask gives {} (nothing to compare).
     """
-    m = mask > 0
+    m = usable(train_log_probs, rollout_log_probs, mask)
+    nonfinite = int((mask > 0).sum()) - int(m.sum())
     if not bool(m.any()):
-        return {}
+        return {"mismatch/nonfinite_tokens": nonfinite} if nonfinite else {}
     abs_diff = (train_log_probs.double() - rollout_log_probs.double()).abs()[m]
     log_r = _log_ratio(train_log_probs, rollout_log_probs, mask)[m]
     k3 = torch.exp(log_r) - log_r - 1
     ratio = torch.exp(log_r)
     return {
+        "mismatch/nonfinite_tokens": nonfinite,
         "mismatch/logprob_abs_diff_mean": float(abs_diff.mean()),
         "mismatch/logprob_abs_diff_max": float(abs_diff.max()),
         "mismatch/kl": float(k3.mean()),
@@ -63,14 +72,15 @@ def tis_weights(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
     through it), which corrects the off-policy gap between the engine that sampled and the
     trainer that learns, with the variance bounded by `clip` (Yao et al. 2025, "Your efficient
     RL framework secretly brings you off-policy RL training"). Returns (weights [N, L] float32,
-    zero outside the mask; the share of response tokens whose ratio exceeded clip).
+    zero outside the mask and on tokens with a non-finite log-prob, which are dropped; the
+    share of response tokens whose ratio exceeded clip).
     """
     if not clip >= 1:
         raise ValueError(f"tis clip must be >= 1, got {clip}")
-    m = mask > 0
+    m = usable(train_log_probs, rollout_log_probs, mask)
     ratio = torch.exp(_log_ratio(train_log_probs, rollout_log_probs, mask))
     weights = torch.clamp(ratio, max=clip).where(m, torch.zeros((), dtype=ratio.dtype))
-    tokens = int(m.sum())
+    tokens = int((mask > 0).sum())
     clipped = int((ratio[m] > clip).sum())
     return weights.float(), clipped / tokens if tokens else 0.0
 
@@ -82,22 +92,24 @@ def mis_keep(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, l
     level "token": token t stays when low <= ratio_t <= high.
     level "sequence": a response stays (all its tokens) when its geometric-mean ratio
         exp(mean_t log_ratio_t) over its response tokens is within [low, high].
-    Returns (keep [N, L] float32 of 0/1, zero outside the mask; the share of response tokens
-    dropped). Dropped tokens still count in the token-mean's denominator, so dropping some
-    does not up-weight the others.
+    A token with a non-finite log-prob is dropped, and so is its whole response at level
+    "sequence". Returns (keep [N, L] float32 of 0/1, zero outside the mask; the share of
+    response tokens dropped). Dropped tokens still count in the token-mean's denominator, so
+    dropping some does not up-weight the others.
     """
     if not 0 <= low < 1 < high:
         raise ValueError(f"mis range must satisfy 0 <= low < 1 < high, got [{low}, {high}]")
     m = mask > 0
+    ok = usable(train_log_probs, rollout_log_probs, mask)
     log_r = _log_ratio(train_log_probs, rollout_log_probs, mask)
     if level == "token":
         ratio = torch.exp(log_r)
-        keep = (ratio >= low) & (ratio <= high) & m
+        keep = (ratio >= low) & (ratio <= high) & ok
     elif level == "sequence":
         lengths = m.sum(dim=1)
         mean_log_r = log_r.sum(dim=1) / lengths.clamp(min=1)
         geo = torch.exp(mean_log_r)
-        keep_row = (geo >= low) & (geo <= high)
+        keep_row = (geo >= low) & (geo <= high) & (ok == m).all(dim=1)
         keep = keep_row[:, None] & m
     else:
         raise ValueError(f"unknown mis level {level!r}; allowed: token, sequence")

@@ -46,12 +46,11 @@ GRPO_ARGS=(
   --entropy-coef 0.0
 )
 # MoE stability (README "MoE stability"): mismatch/* metrics are logged every step; the
-# corrections are off here (engine and trainer agree to float32 rounding on CPU). To try them:
-MISMATCH_ARGS=(
-  # --use-tis --tis-clip 2.0                       # truncated importance sampling
-  # --use-mis --mis-low 0.5 --mis-high 2.0 --mis-level token   # masked importance sampling
-  # --use-routing-replay                           # replay the engine's MoE routing (R3)
-)
+# corrections are off here (engine and trainer agree to float32 rounding on CPU). To try them,
+# append to the command line:
+#   --use-tis --tis-clip 2.0                                   truncated importance sampling
+#   --use-mis --mis-low 0.5 --mis-high 2.0 --mis-level token   masked importance sampling
+#   --use-routing-replay                                       replay the engine's MoE routing (R3)
 RUN_ARGS=(
   --num-steps 1000
   --run-dir "runs/tiny-grpo-$(date +%Y%m%d-%H%M%S)"
@@ -60,4 +59,4 @@ RUN_ARGS=(
 
 exec bash "$ROOT/launch/torchrun.sh" \
   "${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
-  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${MISMATCH_ARGS[@]}" "${RUN_ARGS[@]}" "$@"
+  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" "$@"

@@ -74,7 +74,7 @@ class MegatronActor(MegatronTrainable):
     def _micro_batch_context(self, micro_batch: TokenBatch):
         if self.replay is None or micro_batch.routed_experts is None:
             return super()._micro_batch_context(micro_batch)
-        return self.replay.replaying(micro_batch.routed_experts)
+        return self.replay.replaying(_dense(micro_batch.routed_experts))
 
     @torch.no_grad()
     def log_probs(self, batch: TokenBatch, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,9 +90,10 @@ class MegatronActor(MegatronTrainable):
             if reference or self.replay is None or mb.routed_experts is None:
                 outputs.append(self._log_probs(model, mb, with_entropy=True))
                 continue
-            with self.replay.replaying(mb.routed_experts, record=True):
+            routed = _dense(mb.routed_experts)
+            with self.replay.replaying(routed, record=True):
                 outputs.append(self._log_probs(model, mb, with_entropy=True))
-                self._routing_counts += self.replay.comparison(mb.routed_experts, mb.loss_mask > 0)
+                self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
         length = batch.tokens.shape[1]
         return (torch.cat([self._pad_to(o[0], length) for o in outputs]).cpu(),
                 torch.cat([self._pad_to(o[1], length) for o in outputs]).cpu())
@@ -147,3 +148,8 @@ class MegatronActor(MegatronTrainable):
         weights.load_full_state_dict(self.model, full, self.arch)
         if self.ref_model is not None:
             self.ref_model.load_state_dict(self.model.state_dict())
+
+
+def _dense(routed_experts) -> torch.Tensor:
+    """A micro-batch's routing as the [n, L, layers, top-k] tensor replay takes."""
+    return routed_experts.dense() if hasattr(routed_experts, "dense") else routed_experts

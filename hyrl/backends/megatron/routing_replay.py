@@ -90,6 +90,8 @@ class RoutingReplay:
             if router.router_replay is None:
                 raise ValueError("routing replay: the model was built without "
                                  "moe_enable_routing_replay=True")
+            if router.config.moe_router_fusion:  # the fused top-k never asks RouterReplay
+                raise ValueError("routing replay does not work with moe_router_fusion=True")
             router.router_replay = replay_class()
         self._used: list[torch.Tensor | None] = [None] * len(self.routers)
         self._hooks = [router.register_forward_hook(self._record_used(i))

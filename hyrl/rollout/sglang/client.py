@@ -330,6 +330,11 @@ class SGLangClient:
                              f"layers x top-{self.moe_top_k}, but prompt_tokens + "
                              f"completion_tokens - 1 = {expected_rows} tokens went through the "
                              "model; do the model's layer count and top-k match the server's?")
+        if rows != default_rows:  # the ids are placed by hyrl's own token counts
+            raise self.error("/generate", 200, body,
+                             f"meta_info.routed_experts has {rows} rows, but the prompt sent and "
+                             f"the response returned make {default_rows} tokens (prompt + "
+                             "response - 1): the server counted other tokens than it returned")
         # bytearray: a writable copy, so the tensor owns its memory; SGLang writes little-endian
         ids = torch.frombuffer(bytearray(raw), dtype=torch.int32) if raw else \
             torch.empty(0, dtype=torch.int32)
