@@ -361,6 +361,10 @@ class RunConfig:
     use_routing_replay: bool = _opt(
         False, "rollout routing replay (R3): the engine returns the experts it routed every "
         "token to and the trainer's MoE routers reuse them (on/off)", "mismatch")
+    measure_routing_mismatch: bool = _opt(
+        False, "the engine returns the experts it routed every token to and the trainer logs how "
+        "often its own routing differs (mismatch/routing_diff_frac), without replaying them; "
+        "implied by --use-routing-replay (on/off)", "mismatch")
 
     # --- task ----------------------------------------------------------------------------
     task: str | None = _opt(
@@ -1248,11 +1252,17 @@ def _check_mismatch_flags(c: RunConfig) -> None:
                       f"add {flag}, or remove it")
 
 
+def engine_returns_routing(c: RunConfig) -> bool:
+    """Whether the engines return the experts they routed each token to."""
+    return bool(c.use_routing_replay or c.measure_routing_mismatch)
+
+
 def _check_routing_replay(c: RunConfig) -> None:
     """SGLang's expert-parallel load balancer and redundant experts make the ids a server
     returns physical expert slots, not the model's experts: replay would use wrong experts."""
-    if not c.use_routing_replay or c.rollout_engine != "sglang":
+    if not engine_returns_routing(c) or c.rollout_engine != "sglang":
         return
+    switch = "use_routing_replay" if c.use_routing_replay else "measure_routing_mismatch"
     import shlex
 
     tokens = shlex.split(c.sglang_server_args or "")
@@ -1261,9 +1271,9 @@ def _check_routing_replay(c: RunConfig) -> None:
         if not value and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
             value = tokens[i + 1]
         if flag == "--enable-eplb" or (flag == "--ep-num-redundant-experts" and value not in ("", "0")):
-            _fail("use_routing_replay", True, f"SGLang's {flag} makes the returned expert ids "
-                  "physical slots, not the model's experts", f"no {flag} in the server flags, "
-                  "or no --use-routing-replay")
+            _fail(switch, True, f"SGLang's {flag} makes the returned expert ids physical "
+                  "slots, not the model's experts", f"no {flag} in the server flags, or no "
+                  f"--{switch.replace('_', '-')}")
 
 
 def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:

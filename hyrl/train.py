@@ -20,7 +20,7 @@ from hyrl.algorithms.batch import TokenBatch, pack
 from hyrl.algorithms.grpo import group_advantages
 from hyrl.algorithms.losses import kl_penalty
 from hyrl.algorithms.ppo import explained_variance, gae, masked_whiten, token_rewards
-from hyrl.config import ConfigError, RunConfig
+from hyrl.config import ConfigError, RunConfig, engine_returns_routing
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
 from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
 from hyrl.metrics.timers import StageTimers
@@ -54,7 +54,7 @@ class Trainer:
         self.dp_rank = parallel_state.get_data_parallel_rank()
         self.dp_size = parallel_state.get_data_parallel_world_size()
         self.dp_rank_of = [self.dp_rank]  # every rank's DP rank, by global rank
-        if world_size > 1 and cfg.use_routing_replay:  # rank 0 sends each rank its rows' routing
+        if world_size > 1 and engine_returns_routing(cfg):  # rank 0 sends each its rows' ids
             self.dp_rank_of = [None] * world_size
             _dist().all_gather_object(self.dp_rank_of, self.dp_rank)
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
@@ -237,7 +237,7 @@ class Trainer:
 
     def _rollout(self, timers: StageTimers, prompts_per_step: int, responses_per_step: int) -> dict:
         """Rank 0 generates and scores; the result is broadcast to every rank (routing ids,
-        --use-routing-replay, go to each rank for its own rows only)."""
+        --use-routing-replay, --measure-routing-mismatch, go to each rank for its own rows)."""
         payload, routed = [None], None
         if self.rank == 0:
             cfg = self.cfg
@@ -269,24 +269,24 @@ class Trainer:
         rollout = payload[0]
         rollout["routed_experts"] = (self._scatter_routing(routed, len(rollout["prompts"]),
                                                            responses_per_step)
-                                     if self.cfg.use_routing_replay else None)
+                                     if engine_returns_routing(self.cfg) else None)
         return rollout
 
     def _routed_experts(self, generations) -> list | None:
-        """--use-routing-replay: each generation's expert ids as int16 (the engine must return
-        them, each in [0, --num-experts))."""
-        if not self.cfg.use_routing_replay:
+        """--use-routing-replay / --measure-routing-mismatch: each generation's expert ids as
+        int16 (the engine must return them, each in [0, --num-experts))."""
+        if not engine_returns_routing(self.cfg):
             return None
         missing = [i for i, g in enumerate(generations) if g.routed_experts is None]
         if missing:
-            raise RuntimeError(f"--use-routing-replay: the {self.cfg.rollout_engine} engine "
-                               f"returned no routed experts for {len(missing)} of "
+            raise RuntimeError(f"routing replay/measurement: the {self.cfg.rollout_engine} "
+                               f"engine returned no routed experts for {len(missing)} of "
                                f"{len(generations)} responses (first: {missing[:5]})")
         for i, g in enumerate(generations):
             ids = g.routed_experts
             if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < self.cfg.num_experts):
-                raise RuntimeError(f"--use-routing-replay: response {i} was routed to experts "
-                                   f"{int(ids.min())}..{int(ids.max())}, outside the model's "
+                raise RuntimeError(f"routing replay/measurement: response {i} was routed to "
+                                   f"experts {int(ids.min())}..{int(ids.max())}, outside the model's "
                                    f"0..{self.cfg.num_experts - 1} (--num-experts): does the "
                                    "engine serve the same model?")
         return [g.routed_experts.to(torch.int16) for g in generations]
@@ -621,7 +621,7 @@ class Trainer:
                 old, rollout, mask, cfg.mis_low, cfg.mis_high, cfg.mis_level)
             weights = keep if weights is None else weights * keep
         batch.pg_weights = weights
-        if cfg.use_routing_replay:  # collective
+        if engine_returns_routing(cfg):  # collective
             metrics.update(self.actor.routing_metrics())
         return metrics
 

@@ -166,3 +166,10 @@ def test_routing_replay_refuses_sglang_flags_that_make_expert_ids_physical(tmp_p
         validate(cfg, 1)
     validate(RunConfig(run_dir=str(tmp_path / "run"), rollout_engine="sglang", rollout_num_gpus=1,
                        use_routing_replay=True, sglang_server_args="--ep-num-redundant-experts 0"), 1)
+
+
+def test_measuring_routing_on_sglang_refuses_physical_expert_ids_too(tmp_path):
+    cfg = RunConfig(run_dir=str(tmp_path / "run"), rollout_engine="sglang", rollout_num_gpus=1,
+                    measure_routing_mismatch=True, sglang_server_args="--enable-eplb")
+    with pytest.raises(ConfigError, match="--measure-routing-mismatch.*physical slots"):
+        validate(cfg, 1)

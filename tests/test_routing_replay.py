@@ -226,3 +226,34 @@ def test_ppo_takes_the_same_corrections_and_replay(tmp_path):
         assert record["mismatch/routing_replay_errors"] == 0
         assert record["mismatch/mis_masked_frac"] == 0.0  # float-noise ratios are all kept
         assert "critic/value_loss" in record and "actor/pg_loss" in record
+
+
+def test_measuring_only_reports_the_routing_difference_and_leaves_the_forward_alone(pair):
+    """--measure-routing-mismatch: the same comparison, but the routers route on their own, so
+    the log-probs are exactly those of a pass without any routing ids."""
+    import dataclasses
+
+    actor, engine, _ = pair
+    batch = _rollout(engine, seed=3)
+    routers = [p for n, p in actor.model.named_parameters() if n.endswith("mlp.router.weight")]
+    saved = [p.detach().clone() for p in routers]
+    settings = actor.settings
+    generator = torch.Generator().manual_seed(8)
+    with torch.no_grad():
+        for p in routers:
+            p.add_(torch.randn(p.shape, generator=generator) * 0.5 * p.std())
+    try:
+        plain = batch.select(slice(None))
+        plain.routed_experts = None
+        expected, _ = actor.log_probs(plain)
+        actor.settings = dataclasses.replace(settings, routing_replay=False, routing_measure=True)
+        measured, _ = actor.log_probs(batch)
+        routing = actor.routing_metrics()
+    finally:
+        actor.settings = settings
+        with torch.no_grad():
+            for p, s in zip(routers, saved):
+                p.copy_(s)
+    assert torch.equal(measured, expected)
+    assert routing["mismatch/routing_diff_frac"] > 0.05 and routing["mismatch/routing_compared"] > 0
+    assert "mismatch/routing_replay_errors" not in routing  # nothing was replayed

@@ -30,7 +30,8 @@ def usable(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor) -> 
 def _log_ratio(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor) -> Tensor:
     """log pi_old_train - log pi_rollout on usable tokens, 0 elsewhere, clamped to +-20."""
     m = usable(train_log_probs, rollout_log_probs, mask)
-    diff = (train_log_probs.double() - rollout_log_probs.double()).where(m, torch.zeros((), dtype=torch.float64))
+    diff = train_log_probs.double() - rollout_log_probs.double()
+    diff = diff.where(m, torch.zeros((), dtype=torch.float64))
     return diff.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
 
 

@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from hyrl.config import RolloutLayout, RunConfig
+from hyrl.config import RolloutLayout, RunConfig, engine_returns_routing
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import RolloutEngine
 
@@ -71,7 +71,7 @@ def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_
 
         return HFRolloutEngine(arch, concurrency=layout.concurrency_per_engine, pad_id=pad_id,
                                eos_id=eos_id, device=device,
-                               return_routed_experts=cfg.use_routing_replay)
+                               return_routed_experts=engine_returns_routing(cfg))
     if layout.engine == "hf":
         import functools
 
@@ -79,7 +79,7 @@ def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_
 
         factory = functools.partial(make_hf_engine, arch, layout.concurrency_per_engine, pad_id,
                                     eos_id, cfg.seed,
-                                    return_routed_experts=cfg.use_routing_replay)
+                                    return_routed_experts=engine_returns_routing(cfg))
         return RolloutFleet(factory, num_engines=layout.num_engines,
                             concurrency_per_engine=layout.concurrency_per_engine,
                             num_gpus_per_engine=layout.gpus_per_engine,
@@ -208,7 +208,7 @@ def build_sglang_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArc
 
     server_args = shlex.split(cfg.sglang_server_args or "")
     # Qwen3-MoE routes in every layer, so the engine returns num_layers x top-k ids per token
-    routed_experts = {"return_routed_experts": cfg.use_routing_replay,
+    routed_experts = {"return_routed_experts": engine_returns_routing(cfg),
                       "num_moe_layers": arch.num_layers, "moe_top_k": arch.moe_router_topk}
     if cfg.sglang_router_url is not None:  # attached: hyrl starts nothing
         from hyrl.rollout.sglang.client import SGLangClient

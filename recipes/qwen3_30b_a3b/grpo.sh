@@ -93,6 +93,7 @@ MISMATCH_ARGS=(
   --use-tis
   --tis-clip 2.0
   # --use-routing-replay
+  # --measure-routing-mismatch       # without replay: only log mismatch/routing_diff_frac
 )
 RUN_ARGS=(
   --num-steps 3000

@@ -51,6 +51,7 @@ GRPO_ARGS=(
 #   --use-tis --tis-clip 2.0                                   truncated importance sampling
 #   --use-mis --mis-low 0.5 --mis-high 2.0 --mis-level token   masked importance sampling
 #   --use-routing-replay                                       replay the engine's MoE routing (R3)
+#   --measure-routing-mismatch                                 only measure how often routing differs
 RUN_ARGS=(
   --num-steps 1000
   --run-dir "runs/tiny-grpo-$(date +%Y%m%d-%H%M%S)"

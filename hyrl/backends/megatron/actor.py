@@ -29,6 +29,7 @@ class ActorSettings:
     transformer_impl: str = "auto"
     token_dispatcher: str = "auto"
     routing_replay: bool = False  # replay the engine's MoE routing (--use-routing-replay)
+    routing_measure: bool = False  # only compare with it (--measure-routing-mismatch)
 
     @classmethod
     def from_flags(cls, flags) -> "ActorSettings":
@@ -41,6 +42,7 @@ class ActorSettings:
             keep_reference=flags.kl_loss_coef > 0 or getattr(flags, "kl_coef", 0.0) > 0,
             transformer_impl=flags.transformer_impl, token_dispatcher=flags.moe_token_dispatcher_type,
             routing_replay=getattr(flags, "use_routing_replay", False),
+            routing_measure=getattr(flags, "measure_routing_mismatch", False),
         )
 
 
@@ -51,10 +53,11 @@ class MegatronActor(MegatronTrainable):
         self.arch, self.layout, self.settings = arch, layout, settings
         super().__init__(build_gpt_model(arch, layout, settings.transformer_impl,
                                          settings.token_dispatcher,
-                                         routing_replay=settings.routing_replay), settings.optim)
-        self.replay = None
+                                         routing_replay=self._routing_hooks(settings)),
+                         settings.optim)
+        self.replay = None  # the routers' replay hooks: replaying, or only measuring
         self._routing_counts = torch.zeros(3, dtype=torch.float64)  # see routing_metrics
-        if settings.routing_replay:
+        if self._routing_hooks(settings):
             from hyrl.backends.megatron.routing_replay import RoutingReplay
 
             self.replay = RoutingReplay(self.model)
@@ -71,8 +74,12 @@ class MegatronActor(MegatronTrainable):
             self._outputs(model, batch), batch.targets.to(self.device),
             self.settings.temperature, with_entropy)
 
+    @staticmethod
+    def _routing_hooks(settings: ActorSettings) -> bool:
+        return settings.routing_replay or settings.routing_measure
+
     def _micro_batch_context(self, micro_batch: TokenBatch):
-        if self.replay is None or micro_batch.routed_experts is None:
+        if not self.settings.routing_replay or micro_batch.routed_experts is None:
             return super()._micro_batch_context(micro_batch)
         return self.replay.replaying(_dense(micro_batch.routed_experts))
 
@@ -82,7 +89,7 @@ class MegatronActor(MegatronTrainable):
 
         With routing replay the actor (not the reference) replays `batch.routed_experts` and
         counts, on response positions, where its own routing and the routing it used differ
-        from the engine's (read by `routing_metrics`)."""
+        from the engine's (read by `routing_metrics`); measuring only, it routes on its own."""
         model = self.ref_model if reference else self.model
         model.eval()
         outputs = []
@@ -91,7 +98,7 @@ class MegatronActor(MegatronTrainable):
                 outputs.append(self._log_probs(model, mb, with_entropy=True))
                 continue
             routed = _dense(mb.routed_experts)
-            with self.replay.replaying(routed, record=True):
+            with self.replay.replaying(routed, record=True, replay=self.settings.routing_replay):
                 outputs.append(self._log_probs(model, mb, with_entropy=True))
                 self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
         length = batch.tokens.shape[1]
@@ -128,9 +135,11 @@ class MegatronActor(MegatronTrainable):
             torch.distributed.all_reduce(counts)  # TP (SP slices) and DP ranks see distinct tokens
         self._routing_counts = torch.zeros(3, dtype=torch.float64)
         compared, own_differs, used_differs = (float(x) for x in counts.cpu())
-        return {"mismatch/routing_compared": compared,
-                "mismatch/routing_diff_frac": own_differs / compared if compared else 0.0,
-                "mismatch/routing_replay_errors": used_differs}
+        metrics = {"mismatch/routing_compared": compared,
+                   "mismatch/routing_diff_frac": own_differs / compared if compared else 0.0}
+        if self.settings.routing_replay:
+            metrics["mismatch/routing_replay_errors"] = used_differs
+        return metrics
 
     # -- weights --------------------------------------------------------------------------
     def export_hf_state_dict(self, keep: bool = True) -> dict[str, torch.Tensor]:

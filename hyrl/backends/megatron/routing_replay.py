@@ -35,6 +35,7 @@ def _replay_class():
             super().__init__()
             RouterReplay.global_router_replay_instances.remove(self)  # hyrl drives it per model
             self.keep_own = False
+            self.measure_only = False  # route on its own; only keep its choice for comparison
             self.own_topk_idx: torch.Tensor | None = None
 
         def get_replay_topk(self, scores, topk, num_groups=None, group_topk=None,
@@ -42,16 +43,18 @@ def _replay_class():
             if self.router_replay_action != RouterReplayAction.REPLAY_FORWARD:
                 return super().get_replay_topk(scores, topk, num_groups, group_topk,
                                                default_compute_topk)
-            _, own = default_compute_topk(scores, topk, num_groups=num_groups,
-                                          group_topk=group_topk)
+            own_scores, own = default_compute_topk(scores, topk, num_groups=num_groups,
+                                                   group_topk=group_topk)
             target = self.target_topk_idx.to(scores.device)
             if target.shape != own.shape:
                 raise RuntimeError(f"routing replay: {tuple(target.shape)} target ids for a router "
                                    f"that routes {tuple(own.shape)} (tokens, top-k)")
-            given = (target >= 0).all(dim=-1, keepdim=True)
-            used = torch.where(given, target.long(), own)
             if self.keep_own:
                 self.own_topk_idx = own.detach()
+            if self.measure_only:
+                return own_scores, own
+            given = (target >= 0).all(dim=-1, keepdim=True)
+            used = torch.where(given, target.long(), own)
             return scores.gather(1, used), used
 
     return PartialRouterReplay, RouterReplayAction
@@ -105,10 +108,12 @@ class RoutingReplay:
         return hook
 
     @contextmanager
-    def replaying(self, routed_experts: torch.Tensor | None, record: bool = False):
+    def replaying(self, routed_experts: torch.Tensor | None, record: bool = False,
+                  replay: bool = True):
         """Within the block the routers replay `routed_experts` ([b, s, layers, k], -1 where
         none) of the micro-batch being run. record=True keeps, per layer, the router's own
-        top-k and the routing map it dispatched with (read them with `comparison`)."""
+        top-k and the routing map it dispatched with (read them with `comparison`).
+        replay=False (--measure-routing-mismatch) routes as usual and only records."""
         if routed_experts is None:
             yield self
             return
@@ -117,10 +122,11 @@ class RoutingReplay:
                              f"model has {len(self.routers)}")
         rows = local_rows(routed_experts)                          # [tokens, layers, k]
         for layer, router in enumerate(self.routers):
-            replay = router.router_replay
-            replay.set_target_indices(rows[:, layer].contiguous())
-            replay.set_router_replay_action(self._actions.REPLAY_FORWARD)
-            replay.keep_own = record
+            hook = router.router_replay
+            hook.set_target_indices(rows[:, layer].contiguous())
+            hook.set_router_replay_action(self._actions.REPLAY_FORWARD)
+            hook.keep_own = record
+            hook.measure_only = not replay
         self._recording = record
         try:
             yield self
@@ -130,6 +136,7 @@ class RoutingReplay:
                 router.router_replay.clear_indices()
                 router.router_replay.clear_router_replay_action()
                 router.router_replay.keep_own = False
+                router.router_replay.measure_only = False
                 router.router_replay.own_topk_idx = None
 
     def comparison(self, routed_experts: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
