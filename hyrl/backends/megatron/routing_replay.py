@@ -122,11 +122,11 @@ class RoutingReplay:
                              f"model has {len(self.routers)}")
         rows = local_rows(routed_experts)                          # [tokens, layers, k]
         for layer, router in enumerate(self.routers):
-            hook = router.router_replay
-            hook.set_target_indices(rows[:, layer].contiguous())
-            hook.set_router_replay_action(self._actions.REPLAY_FORWARD)
-            hook.keep_own = record
-            hook.measure_only = not replay
+            replayer = router.router_replay
+            replayer.set_target_indices(rows[:, layer].contiguous())
+            replayer.set_router_replay_action(self._actions.REPLAY_FORWARD)
+            replayer.keep_own = record
+            replayer.measure_only = not replay
         self._recording = record
         try:
             yield self
