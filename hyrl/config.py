@@ -1222,34 +1222,33 @@ def _check_parallelism(c: RunConfig, world_size: int) -> None:
               "--sequence-parallel only with --tensor-model-parallel-size > 1")
 
 
+def _refuse_given(c: RunConfig, names, problem: str, allowed: str) -> None:
+    """Fail on the first of these flags given with a value other than its default."""
+    defaults = {f.name: f.default for f in _fields()}
+    for name in names:
+        value = getattr(c, name)
+        if value is not None and value != defaults[name]:
+            _fail(name, value, problem, allowed)
+
+
 def _check_ppo_only(c: RunConfig) -> None:
     """Under grpo, a PPO-only flag that was given is a mistake, not something to ignore."""
     if c.advantage_estimator != "grpo":
         return
     names = _PPO_ALGORITHM_FLAGS + tuple(f.name for f in _fields()
                                          if f.metadata["group"] == "critic")
-    defaults = {f.name: f.default for f in _fields()}
-    for name in names:
-        value = getattr(c, name)
-        if value is not None and value != defaults[name]:
-            _fail(name, value, "only used by PPO (--advantage-estimator gae); "
-                  "--advantage-estimator is grpo here",
-                  "remove it, or use --advantage-estimator gae")
+    _refuse_given(c, names, "only used by PPO (--advantage-estimator gae); "
+                  "--advantage-estimator is grpo here", "remove it, or use --advantage-estimator gae")
 
 
 def _check_mismatch_flags(c: RunConfig) -> None:
     """A bound of --use-tis / --use-mis given without the switch would silently do nothing."""
-    defaults = {f.name: f.default for f in _fields()}
     for switch, names in (("use_tis", ("tis_clip",)),
                           ("use_mis", ("mis_low", "mis_high", "mis_level"))):
-        if getattr(c, switch):
-            continue
-        for name in names:
-            value = getattr(c, name)
-            if value is not None and value != defaults[name]:
-                flag = "--" + switch.replace("_", "-")
-                _fail(name, value, f"only used with {flag}, which is off",
-                      f"add {flag}, or remove it")
+        if not getattr(c, switch):
+            flag = "--" + switch.replace("_", "-")
+            _refuse_given(c, names, f"only used with {flag}, which is off",
+                          f"add {flag}, or remove it")
 
 
 def engine_returns_routing(c: RunConfig) -> bool:

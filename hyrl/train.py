@@ -296,9 +296,8 @@ class Trainer:
         """Each rank gets the routing of the rows its log-prob pass and its optimizer steps
         use, None for the others: the ids are the rollout's largest part (layers x top-k per
         token), so no rank but 0 holds them all (collective)."""
-        if self.world_size == 1:
-            needed = self._rows_needed(self.dp_rank, num_rows, responses_per_step)
-            return [routed[i] if i in needed else None for i in range(num_rows)]
+        if self.world_size == 1:  # the one rank works on every row
+            return routed
         per_rank = None
         if self.rank == 0:
             per_rank = [{i: routed[i] for i in self._rows_needed(dp_rank, num_rows,

@@ -27,9 +27,9 @@ def usable(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor) -> 
     return (mask > 0) & torch.isfinite(train_log_probs) & torch.isfinite(rollout_log_probs)
 
 
-def _log_ratio(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor) -> Tensor:
-    """log pi_old_train - log pi_rollout on usable tokens, 0 elsewhere, clamped to +-20."""
-    m = usable(train_log_probs, rollout_log_probs, mask)
+def _log_ratio(train_log_probs: Tensor, rollout_log_probs: Tensor, m: Tensor) -> Tensor:
+    """log pi_old_train - log pi_rollout where m (the `usable` tokens), 0 elsewhere, clamped
+    to +-20."""
     diff = train_log_probs.double() - rollout_log_probs.double()
     diff = diff.where(m, torch.zeros((), dtype=torch.float64))
     return diff.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
@@ -52,7 +52,7 @@ def mismatch_metrics(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: T
     if not bool(m.any()):
         return {"mismatch/nonfinite_tokens": nonfinite} if nonfinite else {}
     abs_diff = (train_log_probs.double() - rollout_log_probs.double()).abs()[m]
-    log_r = _log_ratio(train_log_probs, rollout_log_probs, mask)[m]
+    log_r = _log_ratio(train_log_probs, rollout_log_probs, m)[m]
     k3 = torch.exp(log_r) - log_r - 1
     ratio = torch.exp(log_r)
     return {
@@ -79,7 +79,7 @@ def tis_weights(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
     if not clip >= 1:
         raise ValueError(f"tis clip must be >= 1, got {clip}")
     m = usable(train_log_probs, rollout_log_probs, mask)
-    ratio = torch.exp(_log_ratio(train_log_probs, rollout_log_probs, mask))
+    ratio = torch.exp(_log_ratio(train_log_probs, rollout_log_probs, m))
     weights = torch.clamp(ratio, max=clip).where(m, torch.zeros((), dtype=ratio.dtype))
     tokens = int((mask > 0).sum())
     clipped = int((ratio[m] > clip).sum())
@@ -102,7 +102,7 @@ def mis_keep(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, l
         raise ValueError(f"mis range must satisfy 0 <= low < 1 < high, got [{low}, {high}]")
     m = mask > 0
     ok = usable(train_log_probs, rollout_log_probs, mask)
-    log_r = _log_ratio(train_log_probs, rollout_log_probs, mask)
+    log_r = _log_ratio(train_log_probs, rollout_log_probs, ok)
     if level == "token":
         ratio = torch.exp(log_r)
         keep = (ratio >= low) & (ratio <= high) & ok
