@@ -20,9 +20,7 @@ import math
 import os
 from typing import Any
 
-import numpy as np
-
-from hyrl.data.arith import Prompt
+from hyrl.data.stream import Prompt, PromptStream
 
 DATA_EXTENSIONS = (".jsonl", ".parquet")
 
@@ -145,7 +143,7 @@ def encode_prompt(tokenizer, text: str, apply_chat_template: bool) -> list[int]:
 
 
 # -- dataset ---------------------------------------------------------------------------------
-class PromptDataset:
+class PromptDataset(PromptStream):
     """An endless, resumable stream of a file's prompts, shuffled per epoch like ArithTask.
 
     Every prompt is encoded once here. Prompts longer than max_prompt_len tokens are dropped and
@@ -156,15 +154,11 @@ class PromptDataset:
 
     def __init__(self, records: list[dict[str, str]], tokenizer, *, apply_chat_template: bool,
                  max_prompt_len: int | None, seed: int, source: str = "prompts"):
-        if seed < 0:
-            raise ValueError(f"seed must be non-negative, got {seed}")
+        super().__init__(seed)
         if max_prompt_len is not None and max_prompt_len < 1:
             raise ValueError(f"max_prompt_len must be >= 1 token, got {max_prompt_len}")
-        self.seed = seed
-        self.position = 0
         self.source = source
         self.dropped_too_long = 0
-        self._prompts: list[Prompt] = []
         longest = 0
         for record in records:
             ids = encode_prompt(tokenizer, record["prompt"], apply_chat_template)
@@ -172,62 +166,29 @@ class PromptDataset:
             if max_prompt_len is not None and len(ids) > max_prompt_len:
                 self.dropped_too_long += 1
                 continue
-            self._prompts.append(Prompt(prompt_ids=ids, label=record["label"],
-                                        text=record["prompt"], index=len(self._prompts)))
-        if not self._prompts:
+            self._pool.append(Prompt(prompt_ids=ids, label=record["label"],
+                                     text=record["prompt"], index=len(self._pool)))
+        if not self._pool:
             raise PromptDataError(f"{source}: all {len(records)} prompts are longer than "
                                   f"--rollout-max-prompt-len={max_prompt_len} tokens (longest "
                                   f"{longest}); nothing left to train on")
-        self._order_epoch = -1
-        self._order: list[int] = []
 
     def __len__(self) -> int:
-        return len(self._prompts)
-
-    @property
-    def num_prompts(self) -> int:
-        return len(self._prompts)
-
-    @property
-    def epoch(self) -> int:
-        return self.position // self.num_prompts
+        return self.num_prompts
 
     def prompts(self) -> list[Prompt]:
         """Every kept prompt in file order, index = position in this list (for evaluation)."""
-        return list(self._prompts)
+        return list(self._pool)
 
     eval_prompts = prompts  # the ArithTask name, so a trainer can evaluate either the same way
 
-    def _epoch_order(self, epoch: int) -> list[int]:
-        if epoch != self._order_epoch:
-            self._order = np.random.default_rng([self.seed, epoch]).permutation(
-                self.num_prompts).tolist()
-            self._order_epoch = epoch
-        return self._order
+    def _state_identity(self) -> dict[str, Any]:
+        return {"num_prompts": self.num_prompts}
 
-    def next_batch(self, n: int) -> list[Prompt]:
-        """The next n prompts of the stream, index = position in the stream."""
-        if n < 0:
-            raise ValueError(f"batch size must be non-negative, got {n}")
-        batch = []
-        for _ in range(n):
-            p = self._prompts[self._epoch_order(self.epoch)[self.position % self.num_prompts]]
-            batch.append(Prompt(p.prompt_ids, p.label, p.text, index=self.position))
-            self.position += 1
-        return batch
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "epoch": self.epoch, "position": self.position,
-                "num_prompts": self.num_prompts}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume the stream exactly where state_dict() was taken (adopting its seed)."""
+    def _check_state(self, state: dict[str, Any]) -> None:
         if state.get("num_prompts", self.num_prompts) != self.num_prompts:
             raise ValueError(f"state is for {state['num_prompts']} prompts, {self.source} has "
                              f"{self.num_prompts}")
-        self.seed = int(state["seed"])
-        self.position = int(state["position"])
-        self._order_epoch = -1
 
 
 def load_prompt_dataset(path: str, tokenizer, *, input_key: str = "prompt",
