@@ -143,8 +143,25 @@ class RunConfig:
         None, "layers per recomputation group (uniform) or layers recomputed (block) (layers); "
         "none = 1 with full recomputation", "parallelism")
     use_distributed_optimizer: bool = _opt(
-        False, "shard optimizer states over data-parallel ranks (on/off); counted by hyrl plan, "
-        "not yet implemented by the trainer", "parallelism")
+        False, "shard the fp32 main params and Adam states over data-parallel ranks (expert "
+        "parameters over expert-data-parallel ranks): megatron-core's distributed optimizer, "
+        "gradients reduce-scattered (on/off)", "parallelism")
+    bf16: bool = _opt(
+        False, "bfloat16 weights and activations, fp32 main params and Adam states in the "
+        "optimizer (megatron's Float16Module and mixed-precision optimizer) (on/off); off = "
+        "float32 throughout", "parallelism")
+    accumulate_allreduce_grads_in_fp32: bool = _opt(
+        True, "accumulate and reduce gradients in float32 buffers even under --bf16 (on/off)",
+        "parallelism")
+    overlap_grad_reduce: bool = _opt(
+        False, "start each gradient bucket's DP reduction as soon as its gradients are ready in "
+        "the last micro-batch's backward pass (on/off)", "parallelism")
+    overlap_param_gather: bool = _opt(
+        False, "with --use-distributed-optimizer: all-gather updated parameters bucket by bucket "
+        "during the next forward pass (on/off)", "parallelism")
+    ddp_bucket_size: int | None = _opt(
+        None, "parameters per gradient-reduction bucket of megatron's DDP (elements); none = "
+        "megatron's default (40M, or one bucket without overlap)", "parallelism")
     gpus_per_node: int | None = _opt(
         None, "GPUs per node (GPUs), for hyrl plan: TP and EP groups should not cross nodes; "
         "none = not checked", "parallelism")
@@ -1220,6 +1237,13 @@ def _check_parallelism(c: RunConfig, world_size: int) -> None:
         _fail("sequence_parallel", c.sequence_parallel,
               "sequence parallelism needs tensor parallelism (TP=1 here)",
               "--sequence-parallel only with --tensor-model-parallel-size > 1")
+    if c.overlap_param_gather and not c.use_distributed_optimizer:
+        _fail("overlap_param_gather", c.overlap_param_gather,
+              "parameters are all-gathered only by the distributed optimizer",
+              "add --use-distributed-optimizer, or drop --overlap-param-gather")
+    if c.ddp_bucket_size is not None and c.ddp_bucket_size < 1:
+        _fail("ddp_bucket_size", c.ddp_bucket_size, "must be positive",
+              "elements >= 1, or none for megatron's default")
 
 
 def _refuse_given(c: RunConfig, names, problem: str, allowed: str) -> None:

@@ -702,10 +702,6 @@ def preflight(cfg: RunConfig) -> None:
         from hyrl.config import world_size_from_env
 
         check_resumable(cfg, world_size_from_env())
-    if cfg.use_distributed_optimizer:
-        raise ConfigError("--use-distributed-optimizer", True, "the trainer does not shard "
-                          "optimizer states yet (hyrl plan counts it; training would silently "
-                          "keep full states on every rank)", "--no-use-distributed-optimizer")
     if cfg.rollout_engine == "sglang":
         _preflight_sglang(cfg)
     if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():

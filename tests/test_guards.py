@@ -35,11 +35,18 @@ def _batch(actor, advantage: float):
     return batch
 
 
+def _adam_exp_avgs(actor) -> list[torch.Tensor]:
+    """Adam's first moments in megatron's optimizer (one torch optimizer per chained part)."""
+    return [state["exp_avg"] for sub in actor.optimizer.chained_optimizers
+            for state in sub.optimizer.state.values()]
+
+
 def test_a_nan_loss_skips_the_update_and_leaves_weights_optimizer_and_schedule_untouched(actor):
     finite = _batch(actor, 1.0)
     actor.train_step(finite, finite.num_response_tokens, lr=1e-3)  # AdamW has state from here
     weights = {n: p.detach().clone() for n, p in actor.model.named_parameters()}
-    exp_avg = {k: v["exp_avg"].clone() for k, v in actor.optimizer.state.items()}
+    exp_avg = [m.clone() for m in _adam_exp_avgs(actor)]
+    assert exp_avg  # Adam has moments to compare
     steps, noise_steps = actor.optimizer_steps, actor.noise_scale.step
 
     poisoned = _batch(actor, float("nan"))
@@ -50,11 +57,12 @@ def test_a_nan_loss_skips_the_update_and_leaves_weights_optimizer_and_schedule_u
     assert actor.optimizer_steps == steps and metrics["actor/optimizer_steps"] == steps
     assert actor.noise_scale.step == noise_steps and "actor/noise_scale" not in metrics
     assert all(torch.equal(p, weights[n]) for n, p in actor.model.named_parameters())
-    assert all(torch.equal(v["exp_avg"], exp_avg[k]) for k, v in actor.optimizer.state.items())
-    assert all(p.grad is None for p in actor.model.parameters())
+    assert all(torch.equal(m, before) for m, before in zip(_adam_exp_avgs(actor), exp_avg))
 
     metrics = actor.train_step(finite, finite.num_response_tokens, lr=1e-3)
     assert metrics["actor/skipped"] == 0.0 and actor.optimizer_steps == steps + 1
+    assert torch.isfinite(torch.tensor(metrics["actor/grad_norm"]))  # no NaN grad left behind
+    assert all(torch.isfinite(p).all() for p in actor.model.parameters())
     assert (actor.skipped_steps, actor.consecutive_skips) == (2, 0)  # the run of skips ended
 
 

@@ -53,7 +53,8 @@ class MegatronActor(MegatronTrainable):
         self.arch, self.layout, self.settings = arch, layout, settings
         super().__init__(build_gpt_model(arch, layout, settings.transformer_impl,
                                          settings.token_dispatcher,
-                                         routing_replay=self._routing_hooks(settings)),
+                                         routing_replay=self._routing_hooks(settings),
+                                         params_dtype=settings.optim.params_dtype),
                          settings.optim)
         self.replay = None  # the routers' replay hooks: replaying, or only measuring
         self._routing_counts = torch.zeros(3, dtype=torch.float64)  # see routing_metrics
@@ -65,7 +66,8 @@ class MegatronActor(MegatronTrainable):
         if settings.keep_reference:
             # A second model (modules hold process groups, so no deepcopy) with the same weights.
             self.ref_model = build_gpt_model(arch, layout, settings.transformer_impl,
-                                             settings.token_dispatcher)
+                                             settings.token_dispatcher,
+                                             params_dtype=settings.optim.params_dtype)
             self.ref_model.load_state_dict(self.model.state_dict())
             self.ref_model.eval().requires_grad_(False)
 
@@ -90,7 +92,7 @@ class MegatronActor(MegatronTrainable):
         With routing replay the actor (not the reference) replays `batch.routed_experts` and
         counts, on response positions, where its own routing and the routing it used differ
         from the engine's (read by `routing_metrics`); measuring only, it routes on its own."""
-        model = self.ref_model if reference else self.model
+        model = self.ref_model if reference else self.ddp
         model.eval()
         outputs = []
         for mb in self._micro_batches(batch):
@@ -114,7 +116,7 @@ class MegatronActor(MegatronTrainable):
         s = self.settings
 
         def loss_fn(mb: TokenBatch):
-            log_probs, entropy = self._log_probs(self.model, mb, with_entropy=s.entropy_coef > 0)
+            log_probs, entropy = self._log_probs(self.ddp, mb, with_entropy=s.entropy_coef > 0)
             return grpo_loss(
                 log_probs, mb.old_log_probs, mb.advantages, mb.loss_mask,
                 eps_clip=s.eps_clip, eps_clip_high=s.eps_clip_high,
@@ -155,6 +157,7 @@ class MegatronActor(MegatronTrainable):
     def load_hf_state_dict(self, hf_state: dict[str, torch.Tensor]) -> None:
         full = hf_mapping.hf_to_megatron(hf_state, self.arch)
         weights.load_full_state_dict(self.model, full, self.arch)
+        self.reload_weights()
         if self.ref_model is not None:
             self.ref_model.load_state_dict(self.model.state_dict())
 

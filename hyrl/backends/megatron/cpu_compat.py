@@ -7,7 +7,11 @@ rest of hyrl runs megatron-core untouched.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
+from torch.overrides import TorchFunctionMode
 
 _applied = False
 
@@ -66,6 +70,69 @@ def apply() -> None:
 
     if not hasattr(moe_utils, "te_general_gemm"):
         moe_utils.te_general_gemm = None
+
+    _run_optimizers_on_cpu()
+
+
+class _CudaAsCpu(TorchFunctionMode):
+    """While active, megatron's `device='cuda'` tensors are made on the CPU, `.cuda()` returns
+    the tensor itself and `Tensor.type()` names CPU tensors as their CUDA twins (the optimizers
+    check `param.type() == 'torch.cuda.FloatTensor'`). Only megatron's optimizer code runs
+    under it (see _run_optimizers_on_cpu): the model's forward and backward never do."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _names_cuda(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if func is torch.Tensor.type and len(args) == 1 and not kwargs:
+            name = func(*args)
+            return name if name.startswith("torch.cuda.") else name.replace("torch.", "torch.cuda.", 1)
+        return func(*args, **kwargs)
+
+
+def _names_cuda(device) -> bool:
+    if isinstance(device, torch.device):
+        return device.type == "cuda"
+    if isinstance(device, str):
+        return device.startswith("cuda")
+    return isinstance(device, int) and not isinstance(device, bool)  # an ordinal: a CUDA device
+
+
+def _under_cuda_as_cpu(function):
+    @functools.wraps(function)
+    def wrapped(*args, **kwargs):
+        with _CudaAsCpu():
+            return function(*args, **kwargs)
+
+    wrapped._hyrl_cuda_as_cpu = True
+    return wrapped
+
+
+def _run_optimizers_on_cpu() -> None:
+    """megatron-core's optimizers (FP32, bf16 with fp32 main params, distributed) create their
+    scalars, norms and shards with device='cuda' and check CUDA tensor types: every method of
+    theirs, and the factory, runs under _CudaAsCpu on a CPU-only machine."""
+    from megatron.core import optimizer as mcore_optimizer
+    from megatron.core.optimizer import clip_grads, distrib_optimizer
+    from megatron.core.optimizer import optimizer as optimizer_classes
+
+    classes = [optimizer_classes.MegatronOptimizer, optimizer_classes.MixedPrecisionOptimizer,
+               optimizer_classes.Float16OptimizerWithFloat16Params,
+               optimizer_classes.FP32Optimizer, optimizer_classes.ChainedOptimizer,
+               distrib_optimizer.DistributedOptimizer]
+    for cls in classes:
+        for name, attr in list(vars(cls).items()):
+            if inspect.isfunction(attr) and not getattr(attr, "_hyrl_cuda_as_cpu", False):
+                setattr(cls, name, _under_cuda_as_cpu(attr))
+    for module, name in ((mcore_optimizer, "get_megatron_optimizer"),
+                         (clip_grads, "clip_grad_by_total_norm_fp32"),
+                         (clip_grads, "get_grad_norm_fp32"),
+                         (optimizer_classes, "clip_grad_by_total_norm_fp32"),
+                         (optimizer_classes, "get_grad_norm_fp32")):
+        if not getattr(getattr(module, name), "_hyrl_cuda_as_cpu", False):
+            setattr(module, name, _under_cuda_as_cpu(getattr(module, name)))
 
 
 def allow_sequence_parallel_torch_norm() -> None:

@@ -38,23 +38,25 @@ class MegatronCritic(MegatronTrainable):
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: CriticSettings):
         self.arch, self.settings = arch, settings
         super().__init__(build_gpt_model(arch, layout, settings.transformer_impl,
-                                         settings.token_dispatcher, value_head=True), settings.optim)
+                                         settings.token_dispatcher, value_head=True,
+                                         params_dtype=settings.optim.params_dtype), settings.optim)
 
     def load_trunk(self, full_state: dict[str, torch.Tensor]) -> None:
         """Everything but the value head from full Megatron-named weights (e.g. the actor's)."""
         weights.load_full_state_dict(self.model, full_state, self.arch,
                                      skip=lambda name: name.startswith(VALUE_HEAD_PREFIX))
+        self.reload_weights()
 
     def load_trunk_from_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
         self.load_trunk(hf_mapping.hf_to_megatron(hf_state, self.arch))
 
     def _values(self, batch: TokenBatch) -> torch.Tensor:
-        return self._outputs(self.model, batch).squeeze(-1).float()
+        return self._outputs(self.ddp, batch).squeeze(-1).float()
 
     @torch.no_grad()
     def values(self, batch: TokenBatch) -> torch.Tensor:
         """V(state up to position t) for every position: [N, L]."""
-        self.model.eval()
+        self.ddp.eval()
         length = batch.tokens.shape[1]
         return torch.cat([self._pad_to(self._values(mb), length)
                           for mb in self._micro_batches(batch)]).cpu()

@@ -158,6 +158,9 @@ def transformer_config(
         params_dtype=params_dtype,
         pipeline_dtype=params_dtype,
         bf16=params_dtype == torch.bfloat16,
+        # hyrl's losses are sums over tokens already divided by the global batch's token count:
+        # megatron's DDP then sums gradients over DP ranks instead of averaging them
+        calculate_per_token_loss=True,
         init_method_std=0.02,
     )
 
@@ -180,8 +183,10 @@ def build_gpt_model(
     token_dispatcher: str = "auto",
     value_head: bool = False,
     routing_replay: bool = False,
+    params_dtype: torch.dtype = torch.float32,
 ):
-    """A megatron-core GPTModel for this rank's shard (parallel_state must be initialised).
+    """A megatron-core GPTModel for this rank's shard (parallel_state must be initialised),
+    its parameters in params_dtype (bfloat16 under --bf16).
 
     value_head=True builds a critic: the vocab-parallel output layer becomes `ValueHead`, one
     scalar per position. routing_replay=True gives every MoE router megatron's RouterReplay
@@ -193,7 +198,8 @@ def build_gpt_model(
         get_gpt_layer_with_transformer_engine_spec,
     )
 
-    config = transformer_config(arch, layout, token_dispatcher, routing_replay=routing_replay)
+    config = transformer_config(arch, layout, token_dispatcher, params_dtype=params_dtype,
+                                routing_replay=routing_replay)
     if use_transformer_engine(transformer_impl):
         layer_spec = get_gpt_layer_with_transformer_engine_spec(
             num_experts=arch.num_experts, moe_grouped_gemm=False, qk_layernorm=arch.qk_layernorm
@@ -220,7 +226,22 @@ def build_gpt_model(
     )
     if value_head:
         model.output_layer = ValueHead(config)
+    _reduce_experts_over_expert_data_parallel(model)
     return model.to(cpu_compat.device())
+
+
+def _reduce_experts_over_expert_data_parallel(model: torch.nn.Module) -> None:
+    """Mark every expert parameter as megatron's DDP marks them only under EP > 1
+    (`allreduce=False`), so their gradients are reduced over the expert-data-parallel group and
+    they get the experts' own optimizer. megatron-core 0.16.1 leaves experts "dense" at EP = 1
+    and reduces them over DP alone; with TP > 1 and expert TP 1 each TP rank's experts see only
+    its own tokens, and their TP partial gradients would never be summed (tests/
+    test_parallel_parity.py, tp2). At TP = 1 the two groups are the same ranks."""
+    from hyrl.backends.megatron.weights import is_expert
+
+    for name, param in model.named_parameters():
+        if is_expert(name):
+            param.allreduce = False
 
 
 class ValueHead(torch.nn.Module):

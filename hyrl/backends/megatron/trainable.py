@@ -24,10 +24,17 @@ class OptimizerSettings:
     noise_scale_beta: float | None = 0.99  # None: do not measure the gradient noise scale
     max_tokens_per_micro_batch: int | None = None  # --use-dynamic-batch-size: pack by tokens
     pad_to_multiple_of: int = 1  # sequence parallel splits the sequence over TP ranks
+    bf16: bool = False  # bf16 weights and activations, fp32 main params in the optimizer
+    use_distributed_optimizer: bool = False  # main params and Adam states sharded over DP
+    grad_reduce_in_fp32: bool = True  # --accumulate-allreduce-grads-in-fp32
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    ddp_bucket_size: int | None = None  # elements per gradient-reduction bucket; None: megatron's
 
     @classmethod
     def from_flags(cls, flags, prefix: str = "") -> "OptimizerSettings":
-        """The actor's flags, or with prefix "critic_" the critic's (Adam betas/eps are shared)."""
+        """The actor's flags, or with prefix "critic_" the critic's (Adam betas/eps, precision
+        and the data-parallel machinery are shared)."""
         return cls(
             micro_batch_size=getattr(flags, f"{prefix}micro_batch_size"),
             weight_decay=getattr(flags, f"{prefix}weight_decay"),
@@ -36,29 +43,81 @@ class OptimizerSettings:
             noise_scale_beta=getattr(flags, "noise_scale_beta", 0.99),
             max_tokens_per_micro_batch=(flags.max_tokens_per_gpu
                                         if getattr(flags, "use_dynamic_batch_size", False) else None),
-            pad_to_multiple_of=flags.tensor_model_parallel_size)
+            pad_to_multiple_of=flags.tensor_model_parallel_size,
+            bf16=getattr(flags, "bf16", False),
+            use_distributed_optimizer=getattr(flags, "use_distributed_optimizer", False),
+            grad_reduce_in_fp32=getattr(flags, "accumulate_allreduce_grads_in_fp32", True),
+            overlap_grad_reduce=getattr(flags, "overlap_grad_reduce", False),
+            overlap_param_gather=getattr(flags, "overlap_param_gather", False),
+            ddp_bucket_size=getattr(flags, "ddp_bucket_size", None))
+
+    @property
+    def params_dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.bf16 else torch.float32
+
+
+def wrap_for_training(model: torch.nn.Module, optim: OptimizerSettings):
+    """megatron-core's training machinery around a GPTModel: Float16Module under bf16, its
+    DistributedDataParallel (gradient buffers, reduction over DP and expert-DP, the distributed
+    optimizer's reduce-scatter) and get_megatron_optimizer (Adam, fp32 main params under bf16,
+    weight-decay groups, clipping). Returns (ddp_model, optimizer)."""
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.transformer.module import Float16Module
+
+    config = model.config
+    module = Float16Module(config, model) if optim.bf16 else model  # bf16 params stay in `model`
+    ddp = DistributedDataParallel(config, DistributedDataParallelConfig(
+        grad_reduce_in_fp32=optim.grad_reduce_in_fp32,
+        overlap_grad_reduce=optim.overlap_grad_reduce,
+        overlap_param_gather=optim.overlap_param_gather,
+        use_distributed_optimizer=optim.use_distributed_optimizer,
+        bucket_size=optim.ddp_bucket_size,
+        # the loss is a sum over the global batch's tokens already divided by their count
+        # (calculate_per_token_loss in the model config): DP reductions sum, never average
+        average_in_collective=False), module)
+    optimizer = get_megatron_optimizer(OptimizerConfig(
+        optimizer="adam", lr=0.0, min_lr=0.0, weight_decay=optim.weight_decay,
+        adam_beta1=optim.adam_beta1, adam_beta2=optim.adam_beta2, adam_eps=optim.adam_eps,
+        clip_grad=optim.clip_grad, bf16=optim.bf16, params_dtype=optim.params_dtype,
+        use_distributed_optimizer=optim.use_distributed_optimizer,
+        overlap_param_gather=optim.overlap_param_gather), [ddp])
+    return ddp, optimizer
+
+
+def _sub_optimizers(optimizer) -> list:
+    return list(getattr(optimizer, "chained_optimizers", [optimizer]))
+
+
+def _holds_experts(sub_optimizer) -> bool:
+    return any(group.get("is_expert_parallel", False) for group in sub_optimizer.param_groups)
 
 
 class MegatronTrainable:
-    """One rank's shard of a model with its own optimizer. Every rank calls every method."""
+    """One rank's shard of a model with its own optimizer. Every rank calls every method.
+
+    `model` is the bare GPTModel (weights, checkpoints, routing hooks); `ddp` wraps it for
+    training (megatron's DistributedDataParallel, over a Float16Module under bf16) and
+    `optimizer` is megatron's (see wrap_for_training)."""
 
     metric_prefix = "model"
 
     def __init__(self, model: torch.nn.Module, optim: OptimizerSettings):
         self.model, self.optim = model, optim
         self.device = cpu_compat.device()
-        decay = [p for p in model.parameters() if p.ndim > 1]
-        no_decay = [p for p in model.parameters() if p.ndim <= 1]  # norms: no weight decay
-        self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": optim.weight_decay},
-             {"params": no_decay, "weight_decay": 0.0}],
-            lr=0.0, betas=(optim.adam_beta1, optim.adam_beta2), eps=optim.adam_eps)
+        self.ddp, self.optimizer = wrap_for_training(model, optim)
         self.optimizer_steps = 0
         self.skipped_steps = 0  # updates skipped for a non-finite loss or gradient norm, in all
         self.consecutive_skips = 0  # ... and in a row up to the latest step (0: it updated)
         self.noise_scale = (None if optim.noise_scale_beta is None
                             else GradientNoiseScale(beta=optim.noise_scale_beta))
         self._small_batch = None  # (|g_b|^2 list, b) measured by _accumulate for _step
+
+    def reload_weights(self) -> None:
+        """After weights were written into `model` from outside (a checkpoint, the actor's
+        initial weights): the optimizer's fp32 main params (bf16) or shards (distributed
+        optimizer) are refreshed from them, else its next step would write the old ones back."""
+        self.optimizer.reload_model_params()
 
     def _outputs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
         """The model's last layer for every position: [N, L, V/TP] logits or [N, L, 1] values."""
@@ -100,7 +159,8 @@ class MegatronTrainable:
         """
         from megatron.core import parallel_state
 
-        self.model.train()
+        self.ddp.train()
+        self.ddp.zero_grad_buffer()  # the main_grad buffers the backward hooks accumulate into
         self.optimizer.zero_grad(set_to_none=True)
         dp_size = parallel_state.get_data_parallel_world_size()
         micro_batches = list(self._micro_batches(batch))
@@ -111,12 +171,12 @@ class MegatronTrainable:
         small_sq: list[float] = []
         sums: dict[str, torch.Tensor] = {}
         for micro_batch in micro_batches:
-            before = self._grads() if per_micro_batch else None
+            before = self._local_grads(clone=True) if per_micro_batch else None
             with self._micro_batch_context(micro_batch):  # forward and backward (recompute)
                 loss, stats = loss_fn(micro_batch.to(self.device))
                 loss.backward()
             if per_micro_batch:
-                added = {n: g - before[n] if n in before else g for n, g in self._grads().items()}
+                added = {n: g - before[n] for n, g in self._local_grads().items()}
                 share = micro_batch.num_response_tokens / total_tokens
                 small_sq.append(grads.sharded_squared_norm(self.model, added, include_experts) / share**2)
             for key, value in {"loss": loss.detach(), **stats}.items():
@@ -126,7 +186,8 @@ class MegatronTrainable:
             self._small_batch = (small_sq, float(self.optim.micro_batch_size))
         elif self.noise_scale is not None and dp_size > 1:
             share = batch.num_response_tokens / total_tokens
-            local = torch.tensor([grads.sharded_squared_norm(self.model, None, include_experts)
+            local = torch.tensor([grads.sharded_squared_norm(self.model, self._local_grads(),
+                                                             include_experts)
                                   / share**2], dtype=torch.float64, device=self.device)
             parts = [torch.empty_like(local) for _ in range(dp_size)]
             torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
@@ -138,9 +199,11 @@ class MegatronTrainable:
         routing replay); nothing here."""
         return nullcontext()
 
-    def _grads(self) -> dict[str, torch.Tensor]:
-        return {n: p.grad.detach().clone() for n, p in self.model.named_parameters()
-                if p.grad is not None}
+    def _local_grads(self, clone: bool = False) -> dict[str, torch.Tensor]:
+        """This rank's gradients so far, before any reduction: the views of megatron's DDP
+        gradient buffers (`main_grad`) its backward hooks accumulate into."""
+        return {n: p.main_grad.detach().clone() if clone else p.main_grad.detach()
+                for n, p in self.model.named_parameters() if p.requires_grad}
 
     @staticmethod
     def _noise_includes_experts() -> bool:
@@ -151,30 +214,35 @@ class MegatronTrainable:
         return parallel_state.get_expert_model_parallel_world_size() == 1
 
     def _step(self, sums: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
-        """Reduce grads, clip, AdamW step; statistics summed over DP ranks (each is a share of
-        the global token mean) and returned as `<prefix>/<name>`.
+        """Reduce grads, clip, Adam step, all by megatron-core; statistics summed over DP ranks
+        (each is a share of the global token mean) and returned as `<prefix>/<name>`.
 
-        Numerical guard: when the loss or the gradient norm is not finite on any rank (every
-        rank agrees through one all-reduce over the world group), the update is skipped: grads
-        dropped, no AdamW step, optimizer_steps (hence the lr schedule) and the noise-scale
-        averages unchanged. `<prefix>/skipped` is 1 for such a step.
+        The order is megatron's own ChainedOptimizer.step (copy to main grads, grad norm, clip,
+        step, params back) with hyrl's numerical guard between the norm and the clip: when the
+        loss or the gradient norm is not finite on any rank (every rank agrees through one
+        all-reduce over the world group), the update is skipped: no Adam step, optimizer_steps
+        (hence the lr schedule) and the noise-scale averages unchanged, the grads dropped at the
+        next zero_grad. `<prefix>/skipped` is 1 for such a step.
         """
         from megatron.core import parallel_state
+        from megatron.core.distributed import finalize_model_grads
 
-        grads.finalize_grads(self.model)
-        grad_norm = grads.global_grad_norm(self.model)
-        skipped = not self._all_ranks_finite(sums["loss"], grad_norm)
+        # DP (or the distributed optimizer's reduce-scatter) and expert-DP reductions, the TP
+        # sums of sequence-parallel norms, router and q/k norms, embedding grads across PP
+        finalize_model_grads([self.ddp])
+        found_inf = self.optimizer.prepare_grads()  # main grads (fp32 under bf16); fp16 only
+        grad_norm = float(self.optimizer.get_grad_norm())
+        skipped = found_inf or not self._all_ranks_finite(sums["loss"], grad_norm)
         if skipped:
-            self.optimizer.zero_grad(set_to_none=True)
             self.skipped_steps += 1
             self.consecutive_skips += 1
             noise_metrics = {}
         else:
-            noise_metrics = self._update_noise_scale()
-            grads.clip_grads(self.model, self.optim.clip_grad, grad_norm)
+            noise_metrics = self._update_noise_scale(grad_norm)
+            self._clip(grad_norm)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            self.optimizer.step()
+            self.optimizer.step_with_ready_grads()
             self.optimizer_steps += 1
             self.consecutive_skips = 0
 
@@ -188,6 +256,18 @@ class MegatronTrainable:
                         f"{p}/optimizer_steps": self.optimizer_steps,
                         f"{p}/skipped": float(skipped), **noise_metrics})
         return metrics
+
+    def _clip(self, grad_norm: float) -> None:
+        """Scale every main grad by clip / norm when the norm exceeds --clip-grad (megatron's
+        clip_grad_by_total_norm_fp32, with the norm computed once for the guard)."""
+        from megatron.core.optimizer import clip_grads
+
+        if self.optim.clip_grad <= 0:
+            return
+        for sub in _sub_optimizers(self.optimizer):
+            params = sub.get_parameters()
+            if params:
+                clip_grads.clip_grad_by_total_norm_fp32(params, self.optim.clip_grad, grad_norm)
 
     def _all_ranks_finite(self, local_loss: torch.Tensor, grad_norm: float) -> bool:
         """True when no rank saw a non-finite loss share or gradient norm (collective)."""
@@ -214,15 +294,22 @@ class MegatronTrainable:
         if self.noise_scale is not None and state["noise_scale"] is not None:
             self.noise_scale.load_state_dict(state["noise_scale"])
 
-    def _update_noise_scale(self) -> dict[str, float]:
-        """Feed this step's small-batch norms and the reduced step gradient to the estimator."""
+    def _update_noise_scale(self, grad_norm: float) -> dict[str, float]:
+        """Feed this step's small-batch norms and the reduced step gradient to the estimator.
+
+        grad_norm: the norm of the whole reduced gradient (megatron's, before clipping); under
+        EP > 1 the estimate covers the dense parameters, whose reduced norm the dense part of
+        the optimizer gives (the experts' part is a separate optimizer over expert-DP)."""
         import math
 
         if self.noise_scale is None or self._small_batch is None:
             return {}
         small_sq, b_small = self._small_batch
-        big_sq = (grads.global_grad_norm(self.model) ** 2 if self._noise_includes_experts()
-                  else grads.sharded_squared_norm(self.model, None, include_experts=False))
+        if self._noise_includes_experts():
+            big_sq = grad_norm ** 2
+        else:
+            big_sq = sum(float(sub.get_grad_norm()) ** 2 for sub in _sub_optimizers(self.optimizer)
+                         if not _holds_experts(sub))
         b_big = b_small * len(small_sq)  # micro-batches of one rank, or one share per DP rank
         if not all(math.isfinite(x) for x in (*small_sq, big_sq)):
             return {}  # a non-finite step would poison the moving averages for good
