@@ -1640,9 +1640,15 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
 
 
 # Flags a resumed run (--load into a --run-dir holding a run) may change: its length, where it
-# checkpoints and resumes from, how it reports, how it reaches Ray (a requeued job's new head).
+# checkpoints and resumes from, how it reports, how it reaches Ray (a requeued job's new head),
+# and the trainer's parallel layout and world size (weights and optimizer states reshard).
 RESUME_MAY_CHANGE = ("num_steps", "save", "save_interval", "load", "progress", "log_wandb",
-                     "wandb_project", "max_skipped_steps", "ray_address")
+                     "wandb_project", "max_skipped_steps", "ray_address",
+                     "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                     "expert_model_parallel_size", "expert_tensor_parallel_size",
+                     "sequence_parallel", "overlap_grad_reduce",
+                     "overlap_param_gather", "ddp_bucket_size", "world_size", "data_parallel_size",
+                     "run_dir")  # a run directory moved or copied elsewhere is the same run
 
 
 def _check_run_dir(c: RunConfig, world_size: int) -> None:
@@ -1679,8 +1685,9 @@ def _check_resumed_config(c: RunConfig, world_size: int) -> None:
     if differs:
         _fail("run_dir", c.run_dir, "holds a run with another configuration, which --load would "
               "append to (" + "; ".join(differs[:6]) + ")",
-              "the run's own flags (only " + ", ".join(flag_name(k) for k in RESUME_MAY_CHANGE)
-              + " may change), or a new --run-dir")
+              "the run's own flags (only " + ", ".join(
+                  flag_name(k) for k in RESUME_MAY_CHANGE if k in {f.name for f in _fields()})
+              + " and WORLD_SIZE may change), or a new --run-dir")
 
 
 def validate(cfg: RunConfig, world_size: int) -> None:

@@ -124,7 +124,8 @@ def _current_layout(model) -> dict:
     }
 
 
-def _rename_keys(sharded: dict, renames: dict[str, str]) -> dict:
+def rename_sharded_keys(sharded: dict, renames: dict[str, str]) -> dict:
+    """Rename the ShardedTensors whose key is in renames (in place; the dict is returned)."""
     from megatron.core.dist_checkpointing import ShardedObject
 
     for item in sharded.values():
@@ -158,7 +159,7 @@ def save_mcore(model, out_dir: str | Path, arch: Qwen3MoeArch, spec: str = "loca
     cpu_compat.apply()  # CPU: the writer stages tensors with torch.cuda.synchronize()
     sharded = model.sharded_state_dict()
     # Whichever spec built the model, write the keys `spec` names.
-    sharded = _rename_keys(sharded, LOCAL_TO_TE_KEYS if spec == "transformer_engine" else TE_TO_LOCAL_KEYS)
+    sharded = rename_sharded_keys(sharded, LOCAL_TO_TE_KEYS if spec == "transformer_engine" else TE_TO_LOCAL_KEYS)
     dtypes = {p.dtype for p in model.parameters()}
     dist_checkpointing.save(sharded, str(model_dir))
     metadata = CheckpointMetadata(

@@ -9,15 +9,17 @@
         actor/                    the actor: a Megatron distributed checkpoint (mcore_io)
         reference/                the frozen KL reference (only when KL is on)
         critic/                   the PPO value model (only under --advantage-estimator gae)
-        rank_00000-of-00002.pt    one per rank: AdamW states of the actor (and critic), their
-                                  step/skip counters and noise-scale averages, RNG states
+        actor_optimizer/          the actor's optimizer (Adam moments, fp32 main params; megatron's
+                                  distributed optimizer or not) as a distributed checkpoint
+        critic_optimizer/         the critic's (PPO)
+        rank_00000-of-00002.pt    one per rank: step/skip counters, noise-scale averages, RNG states
       .tmp-step_9/                a save in progress, or one a crash interrupted (never read;
                                   the next save removes it)
 
 A save writes everything into .tmp-step_N, fsyncs it, renames it to step_N and then points
 `latest` at it (temp file + rename), so `latest` only ever names a complete directory. Weights
-reshard on load (distributed checkpoint), but AdamW states are saved per rank as they are:
-a checkpoint resumes only under the same world size and TP/EP/PP layout (refused otherwise).
+and optimizer states are megatron distributed checkpoints keyed in model space, so `--load`
+reshards them to any TP/EP/PP/DP layout and world size (see load_checkpoint for the RNG).
 
 What resumes exactly (tests/test_resume.py): weights, AdamW moments and step counters (hence
 the lr schedule), skipped-step counters, noise-scale averages, the task's position, cumulative
@@ -52,15 +54,21 @@ LATEST_FILE = "latest"
 STATE_FILE = "trainer_state.json"
 TMP_PREFIX = ".tmp-"
 FORMAT = "hyrl.trainer_state"
-FORMAT_VERSION = 1
-# The flags whose values must match between the saving and the resuming run (per-rank states).
+FORMAT_VERSION = 2  # 2: optimizer states in distributed checkpoints (reshardable)
+# The layout a checkpoint records; a resume under another one reshards (see load_checkpoint).
 LAYOUT_FLAGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
                 "expert_model_parallel_size", "expert_tensor_parallel_size")
+# What decides the kind of optimizer state saved: a resume must keep them (checked).
+OPTIMIZER_KIND_FLAGS = ("use_distributed_optimizer", "bf16")
 CRASH_HOOK = "HYRL_TEST_CRASH_IN_SAVE"
 
 
 def step_dir_name(rollout_step: int) -> str:
     return f"step_{rollout_step}"
+
+
+def optimizer_dir_name(model: str) -> str:
+    return f"{model}_optimizer"
 
 
 def rank_file_name(rank: int, world_size: int) -> str:
@@ -90,7 +98,8 @@ def resolve_load_dir(path: str | os.PathLike) -> Path:
 
 def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     """The step directory --load names and its loop state; ConfigError when the run cannot
-    resume from it (truncated, another layout, world size, architecture or algorithm)."""
+    resume from it (truncated, written by another format, architecture or algorithm). Another
+    layout or world size is fine: everything reshards."""
     from hyrl.checkpoint.mcore_io import METADATA_FILE, MODEL_SUBDIR
     from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
@@ -105,14 +114,6 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
         raise ConfigError("--load", where, f"{STATE_FILE} has format {state.get('format')!r} "
                           f"version {state.get('format_version')!r}",
                           f"{FORMAT!r} version {FORMAT_VERSION}")
-    saved, now = state["layout"], {**_layout_of(cfg), "world_size": world_size}
-    differs = [f"{'WORLD_SIZE' if k == 'world_size' else '--' + k.replace('_', '-')}: "
-               f"{saved.get(k)!r} in the checkpoint, {now[k]!r} now" for k in now
-               if saved.get(k) != now[k]]
-    if differs:
-        raise ConfigError("--load", where, "saved under another parallel layout and the "
-                          "optimizer states are per rank (" + "; ".join(differs) + ")",
-                          "the layout and world size the checkpoint was saved with")
     ours = Qwen3MoeArch.from_flags(cfg).as_dict()
     arch_differs = [f"--{k.replace('_', '-')}: {state['arch'].get(k)!r} in the checkpoint, "
                     f"{v!r} in the flags" for k, v in ours.items() if state["arch"].get(k) != v]
@@ -120,6 +121,11 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
         raise ConfigError("--load", where, "the checkpoint's architecture differs from the "
                           "flags (" + "; ".join(arch_differs) + ")",
                           "a checkpoint of the same architecture")
+    for flag, saved in state["optimizer"].items():  # the optimizer states' format follows them
+        if saved != getattr(cfg, flag):
+            raise ConfigError("--load", where, f"saved with --{flag.replace('_', '-')}={saved}, "
+                              f"this run has {getattr(cfg, flag)} (the optimizer states differ "
+                              "in kind)", f"the same --{flag.replace('_', '-')} as the checkpoint")
     if state["advantage_estimator"] != cfg.advantage_estimator:
         raise ConfigError("--load", where, f"saved by a {state['advantage_estimator']} run, this "
                           f"one is {cfg.advantage_estimator} (--advantage-estimator)",
@@ -127,7 +133,10 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     needed = [f"actor/{METADATA_FILE}", f"actor/{MODEL_SUBDIR}/metadata.json"]
     for part in state["models"][1:]:
         needed += [f"{part}/{METADATA_FILE}", f"{part}/{MODEL_SUBDIR}/metadata.json"]
-    needed += [rank_file_name(r, world_size) for r in range(world_size)]
+    for part in state["trainables"]:
+        needed.append(f"{optimizer_dir_name(part)}/metadata.json")
+    saved_world = state["layout"]["world_size"]
+    needed += [rank_file_name(r, saved_world) for r in range(saved_world)]
     missing = [name for name in needed if not (step_dir / name).is_file()]
     if missing:
         raise ConfigError("--load", where, f"truncated checkpoint: {', '.join(missing[:4])} "
@@ -177,6 +186,49 @@ def set_rng_state(state: dict) -> None:
 
 
 # -- save and load (collective: every rank calls) -----------------------------------------------
+# megatron's sharded-state metadata for optimizers. The distributed optimizer saves its states
+# "fully_reshardable": gathered per parameter in model space on each DP group's first rank (so
+# they reshard to any TP/EP/PP/DP layout; megatron-core 0.16.1 no longer writes the per-rank
+# "fully_sharded_model_space", and "dp_reshardable" reshards over DP only). Non-distributed
+# optimizers are in model space anyway. The chained parts (dense, experts) stay unprefixed.
+OPTIMIZER_SHARDING = {"distrib_optim_sharding_type": "fully_reshardable",
+                      "chained_optim_avoid_prefix": True}
+
+
+def _optimizer_sharded_state_dict(trainable, is_loading: bool) -> dict:
+    from hyrl.checkpoint.mcore_io import TE_TO_LOCAL_KEYS, rename_sharded_keys
+
+    # keyed by the model's sharded keys, under the local spec's names as save_mcore writes them
+    model_sharded = rename_sharded_keys(trainable.model.sharded_state_dict(), TE_TO_LOCAL_KEYS)
+    return trainable.optimizer.sharded_state_dict(model_sharded, is_loading=is_loading,
+                                                  metadata=OPTIMIZER_SHARDING)
+
+
+def save_optimizer(trainable, directory: Path) -> None:
+    """A trainable's Adam moments and fp32 main params (megatron's optimizer, distributed or
+    not) as a megatron distributed checkpoint (collective)."""
+    from megatron.core import dist_checkpointing
+
+    if torch.distributed.get_rank() == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+    torch.distributed.barrier()
+    dist_checkpointing.save(_optimizer_sharded_state_dict(trainable, is_loading=False),
+                            str(directory))
+
+
+def load_optimizer(trainable, directory: Path) -> None:
+    """save_optimizer's states, resharded to this run's layout (collective; the trainable's
+    weights are loaded first: the states are matched to its parameters)."""
+    from megatron.core import dist_checkpointing
+
+    from hyrl.backends.megatron import cpu_compat
+
+    cpu_compat.prepare_optimizer_states_for_load(trainable.optimizer)
+    state = dist_checkpointing.load(_optimizer_sharded_state_dict(trainable, is_loading=True),
+                                    str(directory))
+    trainable.optimizer.load_state_dict(state)
+
+
 def _fsync_tree(root: Path) -> None:
     for folder, _, files in os.walk(root):
         for name in files:
@@ -230,6 +282,8 @@ def save_checkpoint(save_dir: str | os.PathLike, rollout_step: int, cfg, arch, m
         save_mcore(model, tmp / name, arch)
         if crash_step is not None and int(crash_step) == rollout_step:
             _crash()
+    for name, trainable in trainables.items():
+        save_optimizer(trainable, tmp / optimizer_dir_name(name))
     per_rank = {name: t.state_dict() for name, t in trainables.items()}
     per_rank.update(rng=rng_state(), rank=rank, world_size=world_size, layout=_layout_of(cfg))
     torch.save(per_rank, tmp / rank_file_name(rank, world_size))
@@ -237,7 +291,9 @@ def save_checkpoint(save_dir: str | os.PathLike, rollout_step: int, cfg, arch, m
         state = {"format": FORMAT, "format_version": FORMAT_VERSION,
                  "layout": {**_layout_of(cfg), "world_size": world_size},
                  "arch": arch.as_dict(), "advantage_estimator": cfg.advantage_estimator,
-                 "models": list(models), "rollout_step": rollout_step, **loop_state}
+                 "models": list(models), "trainables": list(trainables),
+                 "optimizer": {flag: getattr(cfg, flag) for flag in OPTIMIZER_KIND_FLAGS},
+                 "rollout_step": rollout_step, **loop_state}
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
     dist.barrier()
     if rank == 0:
@@ -256,19 +312,43 @@ def save_checkpoint(save_dir: str | os.PathLike, rollout_step: int, cfg, arch, m
     return final
 
 
-def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dict:
-    """Load the models (resharded), this rank's optimizer states and counters; return this
-    rank's RNG states (set them with set_rng_state once nothing else will draw before the loop)."""
+def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dict | None:
+    """Load the models and the optimizers (both resharded to this run's layout), the counters
+    and noise-scale averages; return this rank's RNG states to restore (set them with
+    set_rng_state once nothing else will draw before the loop), or None.
+
+    Under the layout and world size it was saved with, every rank takes its own RNG states and
+    the run resumes exactly. Under another, the counters come from rank 0's file (every rank
+    holds the same ones), rank 0 (which samples the rollouts with the in-process engine) takes
+    its RNG states and the other ranks keep their fresh seeding: rollouts continue as they
+    would have, training differs only by the reduction order of the new layout."""
     from hyrl.checkpoint.mcore_io import load_mcore_into
 
     dist = torch.distributed
+    rank, world_size = dist.get_rank(), dist.get_world_size()
     for name, model in models.items():
         load_mcore_into(model, step_dir / name, arch)
-    per_rank = torch.load(step_dir / rank_file_name(dist.get_rank(), dist.get_world_size()),
+    for name, trainable in trainables.items():
+        trainable.reload_weights()  # main params from the loaded weights before the states land
+        load_optimizer(trainable, step_dir / optimizer_dir_name(name))
+    saved = read_loop_state(step_dir)["layout"]
+    same_layout = saved == {**_layout_of_model(), "world_size": world_size}
+    own = step_dir / rank_file_name(rank, saved["world_size"])
+    per_rank = torch.load(own if same_layout else step_dir / rank_file_name(0, saved["world_size"]),
                           weights_only=False)  # our own file: numpy and Python RNG states
     for name, trainable in trainables.items():
         trainable.load_state_dict(per_rank[name])
-    return per_rank["rng"]
+    return per_rank["rng"] if same_layout or rank == 0 else None
+
+
+def _layout_of_model() -> dict:
+    """LAYOUT_FLAGS of the running process groups."""
+    from megatron.core import parallel_state
+
+    return {"tensor_model_parallel_size": parallel_state.get_tensor_model_parallel_world_size(),
+            "pipeline_model_parallel_size": parallel_state.get_pipeline_model_parallel_world_size(),
+            "expert_model_parallel_size": parallel_state.get_expert_model_parallel_world_size(),
+            "expert_tensor_parallel_size": parallel_state.get_expert_tensor_parallel_world_size()}
 
 
 def read_loop_state(step_dir: Path) -> dict:

@@ -72,6 +72,7 @@ def apply() -> None:
         moe_utils.te_general_gemm = None
 
     _run_optimizers_on_cpu()
+    _skip_torch_adam_step_in_reshardable_load()
 
 
 class _CudaAsCpu(TorchFunctionMode):
@@ -182,3 +183,51 @@ def seed_model_parallel_rng(seed: int) -> None:
     tracker.set_states(
         {name: torch.Generator().manual_seed(s).get_state() for name, s in streams.items()}
     )
+
+
+def _skip_torch_adam_step_in_reshardable_load() -> None:
+    """Loading a "fully_reshardable" distributed-optimizer checkpoint copies every per-param state
+    of torch's Adam (the fallback without TE/Apex) from the checkpoint, `step` included, which
+    megatron-core 0.16.1 restores separately and does not pass: the copy skips it here."""
+    from megatron.core.optimizer import distrib_optimizer
+
+    cls = distrib_optimizer.DistributedOptimizer
+    original = cls._set_main_param_and_optimizer_states
+    if getattr(original, "_hyrl_skips_step", False):
+        return
+
+    @functools.wraps(original)
+    def set_states(self, model_param, tensors):
+        if "step" in tensors or self.config.use_precision_aware_optimizer_no_fp8_or_ds_fp8:
+            return original(self, model_param, tensors)
+        group_index, group_order = self.model_param_group_index_map[model_param]
+        state = self.optimizer.state[self.optimizer.param_groups[group_index]["params"][group_order]]
+        step = state.pop("step", None)
+        try:
+            return original(self, model_param, tensors)
+        finally:
+            if step is not None:
+                state["step"] = step
+
+    set_states._hyrl_skips_step = True
+    cls._set_main_param_and_optimizer_states = set_states
+
+
+def prepare_optimizer_states_for_load(optimizer) -> None:
+    """Give a fresh megatron optimizer the per-parameter states a checkpoint load expects.
+
+    Without Transformer Engine or Apex (CPU), megatron-core 0.16.1 falls back to torch's Adam,
+    which creates its states (and their `step`) at the first step; the distributed optimizer's
+    sharded_state_dict(is_loading=True) reads that `step` and fails on a fresh optimizer. With
+    TE's FusedAdam (GPU) the step lives in the param groups and this does nothing."""
+    from megatron.core.optimizer import distrib_optimizer
+
+    if distrib_optimizer.HAVE_APEX_OR_TE:
+        return
+    for sub in getattr(optimizer, "chained_optimizers", [optimizer]):
+        inner = getattr(sub, "optimizer", None)
+        if inner is None or getattr(sub, "init_state_fn", None) is None:
+            continue
+        sub.init_state_fn(inner, sub.config)
+        for state in inner.state.values():
+            state.setdefault("step", torch.tensor(0.0))

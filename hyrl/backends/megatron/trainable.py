@@ -281,13 +281,13 @@ class MegatronTrainable:
 
     # -- checkpoint state (hyrl.checkpoint.trainer_state) -------------------------------------
     def state_dict(self) -> dict:
-        """This rank's optimizer state and counters (the weights go to a distributed checkpoint)."""
-        return {"optimizer": self.optimizer.state_dict(), "optimizer_steps": self.optimizer_steps,
-                "skipped_steps": self.skipped_steps, "consecutive_skips": self.consecutive_skips,
+        """This rank's counters and noise-scale averages (weights and optimizer states go to
+        distributed checkpoints: hyrl.checkpoint.trainer_state)."""
+        return {"optimizer_steps": self.optimizer_steps, "skipped_steps": self.skipped_steps,
+                "consecutive_skips": self.consecutive_skips,
                 "noise_scale": None if self.noise_scale is None else self.noise_scale.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
         self.optimizer_steps = int(state["optimizer_steps"])
         self.skipped_steps = int(state["skipped_steps"])
         self.consecutive_skips = int(state["consecutive_skips"])
