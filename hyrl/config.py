@@ -142,6 +142,10 @@ class RunConfig:
     recompute_num_layers: int | None = _opt(
         None, "layers per recomputation group (uniform) or layers recomputed (block) (layers); "
         "none = 1 with full recomputation", "parallelism")
+    distributed_timeout_minutes: float = _opt(
+        10.0, "timeout of the trainer's NCCL (gloo on CPU) collectives (minutes, > 0), as "
+        "Megatron's flag; ranks waiting for rank 0's generation, rewards and evaluation wait "
+        "in a gloo group of their own without it", "parallelism")
     use_distributed_optimizer: bool = _opt(
         False, "shard the fp32 main params and Adam states over data-parallel ranks (expert "
         "parameters over expert-data-parallel ranks): megatron-core's distributed optimizer, "
@@ -1010,6 +1014,9 @@ def _check_ranges(c: RunConfig) -> None:
             _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1")
     if c.seed < 0:
         _fail("seed", c.seed, "must not be negative", "an integer >= 0")
+    if not c.distributed_timeout_minutes > 0:
+        _fail("distributed_timeout_minutes", c.distributed_timeout_minutes, "must be positive",
+              "minutes > 0 (Megatron's default: 10)")
 
     # optimizer (min_lr against the resolved learning rate: see _check_learning_rates)
     for name in ("lr", "ref_lr", "critic_lr", "critic_ref_lr"):
@@ -1641,9 +1648,11 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
 
 # Flags a resumed run (--load into a --run-dir holding a run) may change: its length, where it
 # checkpoints and resumes from, how it reports, how it reaches Ray (a requeued job's new head),
-# and the trainer's parallel layout and world size (weights and optimizer states reshard).
+# how long collectives may wait, and the trainer's parallel layout and world size (weights and
+# optimizer states reshard).
 RESUME_MAY_CHANGE = ("num_steps", "save", "save_interval", "load", "progress", "log_wandb",
                      "wandb_project", "max_skipped_steps", "ray_address",
+                     "distributed_timeout_minutes",
                      "tensor_model_parallel_size", "pipeline_model_parallel_size",
                      "expert_model_parallel_size", "expert_tensor_parallel_size",
                      "sequence_parallel", "overlap_grad_reduce",

@@ -7,6 +7,7 @@ One rollout step:  prompts -> responses (engine) -> rewards -> advantages -> old
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -47,7 +48,7 @@ class Trainer:
         self.cfg, self.world_size = cfg, world_size
         setup_start = time.perf_counter()
         layout = ParallelLayout.from_flags(cfg)
-        init_distributed(layout, seed=cfg.seed)
+        init_distributed(layout, seed=cfg.seed, timeout_minutes=cfg.distributed_timeout_minutes)
         from megatron.core import parallel_state
 
         self.rank = _dist().get_rank()
@@ -96,6 +97,10 @@ class Trainer:
             self.logger.write_config(config)
             if self.resume_state is not None:
                 self.task.load_state_dict(self.resume_state["task"])
+        if world_size > 1:  # rank 0 started the engines (minutes at 30B): wait outside NCCL
+            from hyrl.backends.megatron.collectives import wait_for_rank_0
+
+            wait_for_rank_0()
         self._sync_weights()
         if resumed_rng is not None:  # last: nothing draws from the generators before the loop
             from hyrl.checkpoint.trainer_state import set_rng_state
@@ -237,7 +242,10 @@ class Trainer:
 
     def _rollout(self, timers: StageTimers, prompts_per_step: int, responses_per_step: int) -> dict:
         """Rank 0 generates and scores; the result is broadcast to every rank (routing ids,
-        --use-routing-replay, --measure-routing-mismatch, go to each rank for its own rows)."""
+        --use-routing-replay, --measure-routing-mismatch, go to each rank for its own rows).
+        The other ranks wait in the gloo wait group, where no NCCL timeout fires."""
+        from hyrl.backends.megatron.collectives import wait_group
+
         payload, routed = [None], None
         if self.rank == 0:
             cfg = self.cfg
@@ -245,7 +253,7 @@ class Trainer:
                 prompts = self.task.next_batch(prompts_per_step)
                 repeated = [p for p in prompts for _ in range(cfg.n_samples_per_prompt)]
                 self._check_engines_hold_weights()
-                generations = self.engine.generate([p.prompt_ids for p in repeated], self.sampling)
+                generations = self._generate([p.prompt_ids for p in repeated], self.sampling)
                 self._engines_release()
             with timers("reward"):
                 texts = [self.tokenizer.decode(g.response_ids, skip_special_tokens=True)
@@ -265,7 +273,7 @@ class Trainer:
             }]
             routed = self._routed_experts(generations)
         if self.world_size > 1:
-            _dist().broadcast_object_list(payload, src=0)
+            _dist().broadcast_object_list(payload, src=0, group=wait_group())
         rollout = payload[0]
         rollout["routed_experts"] = (self._scatter_routing(routed, len(rollout["prompts"]),
                                                            responses_per_step)
@@ -291,21 +299,35 @@ class Trainer:
                                    "engine serve the same model?")
         return [g.routed_experts.to(torch.int16) for g in generations]
 
+    def _generate(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list:
+        """Rank 0's engine call (rollout and evaluation). HYRL_TEST_GENERATION_DELAY_S, a test
+        hook, first sleeps that long: a generation slower than --distributed-timeout-minutes."""
+        delay_s = float(os.environ.get("HYRL_TEST_GENERATION_DELAY_S", "0"))
+        if delay_s > 0:
+            time.sleep(delay_s)
+        return self.engine.generate(prompt_ids, sampling)
+
     def _scatter_routing(self, routed: list | None, num_rows: int, responses_per_step: int
                          ) -> list:
         """Each rank gets the routing of the rows its log-prob pass and its optimizer steps
         use, None for the others: the ids are the rollout's largest part (layers x top-k per
-        token), so no rank but 0 holds them all (collective)."""
+        token), so no rank but 0 holds them all. They go as int16 tensors (one flat tensor and
+        the row lengths per rank) over the gloo wait group: host memory, no GPU staging
+        (collective)."""
+        from hyrl.backends.megatron.collectives import recv_rows, send_rows
+
         if self.world_size == 1:  # the one rank works on every row
             return routed
-        per_rank = None
         if self.rank == 0:
-            per_rank = [{i: routed[i] for i in self._rows_needed(dp_rank, num_rows,
-                                                                 responses_per_step)}
-                        for dp_rank in self.dp_rank_of]
-        held = [None]
-        _dist().scatter_object_list(held, per_rank, src=0)
-        return [held[0].get(i) for i in range(num_rows)]
+            rows_of_dp_rank = {}  # one dict per DP rank: TP/EP peers share it (packed once)
+            for dp_rank in sorted(set(self.dp_rank_of)):
+                rows_of_dp_rank[dp_rank] = {i: routed[i] for i in self._rows_needed(
+                    dp_rank, num_rows, responses_per_step)}
+            held = send_rows({rank: rows_of_dp_rank[dp_rank]
+                              for rank, dp_rank in enumerate(self.dp_rank_of)})
+        else:
+            held = recv_rows()
+        return [held.get(i) for i in range(num_rows)]
 
     def _rows_needed(self, dp_rank: int, num_rows: int, responses_per_step: int) -> set[int]:
         """Rollout rows data-parallel rank dp_rank works on: its log-prob share and its rows
@@ -338,16 +360,12 @@ class Trainer:
         outputs = fn(batch.select(self._share_rows(len(batch))))
         single = isinstance(outputs, torch.Tensor)
         outputs = (outputs,) if single else outputs
-        if self.dp_size > 1:
+        if self.dp_size > 1:  # on the DP group's device (NCCL: the GPU), back in host memory
             from megatron.core import parallel_state
 
-            group = parallel_state.get_data_parallel_group()
-            gathered = []
-            for out in outputs:
-                parts = [torch.empty_like(out) for _ in range(self.dp_size)]
-                _dist().all_gather(parts, out.contiguous(), group=group)
-                gathered.append(torch.cat(parts))
-            outputs = tuple(gathered)
+            from hyrl.backends.megatron.collectives import all_gather_rows
+
+            outputs = all_gather_rows(outputs, parallel_state.get_data_parallel_group())
         return outputs[0] if single else outputs
 
     # -- the loop ---------------------------------------------------------------------------
@@ -486,12 +504,13 @@ class Trainer:
                     "records (actor/skipped, critic/skipped, train/skipped_steps)")
 
     def _preemption_requested(self) -> bool:
-        """Whether any rank got SIGTERM/SIGUSR1 (collective: every rank learns it at once)."""
-        from hyrl.backends.megatron import cpu_compat
+        """Whether any rank got SIGTERM/SIGUSR1 (collective: every rank learns it at once).
+        Over the gloo wait group: the other ranks wait here while rank 0 evaluates."""
+        from hyrl.backends.megatron.collectives import wait_group
 
-        flag = torch.tensor([0.0 if self.stop_signal is None else 1.0], device=cpu_compat.device())
+        flag = torch.tensor([0.0 if self.stop_signal is None else 1.0])
         if self.world_size > 1:
-            _dist().all_reduce(flag)
+            _dist().all_reduce(flag, group=wait_group())
         return bool(flag.item() > 0)
 
     def _save(self, rollout_step: int, samples: int, elapsed_s: float, tracker, totals) -> float:
@@ -546,7 +565,7 @@ class Trainer:
         devices = [] if engine_device is None or engine_device.type == "cpu" else [engine_device]
         self._check_engines_hold_weights()
         with torch.random.fork_rng(devices=devices):
-            generations = self.engine.generate([p.prompt_ids for p in prompts], params)
+            generations = self._generate([p.prompt_ids for p in prompts], params)
         texts = [self.tokenizer.decode(g.response_ids, skip_special_tokens=True) for g in generations]
         scored = self.reward_pool.score(texts, [p.label for p in prompts],
                                         [g.finish_reason for g in generations])

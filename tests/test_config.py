@@ -1236,3 +1236,20 @@ def test_eval_prompt_data_takes_name_file_pairs(cfg_of, data_file, tmp_path):
 ])
 def test_memory_flags_that_cannot_work_are_refused(cfg_of, argv, flag, value):
     assert_rejected(cfg_of(*argv), flag, value)
+
+
+def test_distributed_timeout_defaults_to_megatrons_ten_minutes_and_must_be_positive(run_dir):
+    assert parse_args(["--run-dir", run_dir]).distributed_timeout_minutes == 10.0
+    validate(parse_args(["--run-dir", run_dir, "--distributed-timeout-minutes", "0.5"]), 1)
+    for value in ("0", "-5"):
+        err = assert_rejected(parse_args(["--run-dir", run_dir, "--distributed-timeout-minutes",
+                                          value]), "--distributed-timeout-minutes", float(value))
+        assert "minutes > 0" in str(err)
+
+
+def test_distributed_timeout_may_change_on_resume(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    _a_run_in(run, "--num-steps", "3")
+    validate(parse_args(["--run-dir", str(run), "--load", str(tmp_path / "ckpt"),
+                         "--distributed-timeout-minutes", "60"]), 1)

@@ -1,18 +1,28 @@
-"""Specification of hyrl.backends.megatron.logprobs at tensor-parallel size 1.
+"""Specification of hyrl.backends.megatron.logprobs.
 
 With one TP rank the shard is the whole vocabulary, so the result must be exactly what torch
 computes from the full logits: log_softmax(logits / T)[target] and the entropy of
-Categorical(logits / T), with the same gradients.
+Categorical(logits / T), with the same gradients. The pass works in chunks of positions; it
+equals the unchunked pass it replaced (tests/logprobs_worker.py) at TP=1 and TP=2, and needs a
+fraction of its memory.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
+from logprobs_worker import unchunked_log_probs_and_entropy, values_and_grads
+
+WORKER = Path(__file__).with_name("logprobs_worker.py")
 
 VOCAB = 16
 
@@ -103,3 +113,92 @@ def test_bfloat16_logits_are_computed_in_float32(logits_and_targets):
     assert log_probs.dtype == torch.float32
     expected, _ = reference(logits.bfloat16().float(), targets, 1.0)
     assert torch.allclose(log_probs, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("chunk_positions", [1, 4, 64])  # 15 positions: uneven, and one chunk
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_chunks_give_the_values_and_gradients_of_the_unchunked_pass(
+        logits_and_targets, temperature, chunk_positions):
+    logits, targets = logits_and_targets
+    gen = torch.Generator().manual_seed(1)
+    weights = (torch.randn(3, 5, generator=gen), torch.randn(3, 5, generator=gen))
+
+    def chunked(*args, **kwargs):
+        return vocab_parallel_log_probs_and_entropy(*args, **kwargs,
+                                                    chunk_positions=chunk_positions)
+
+    ours = values_and_grads(chunked, logits, targets, temperature, weights)
+    reference = values_and_grads(unchunked_log_probs_and_entropy, logits, targets, temperature,
+                                 weights)
+    assert ours[2].abs().max() > 0.01
+    for mine, theirs in zip(ours, reference):  # log p, H, gradient
+        assert torch.allclose(mine, theirs, atol=1e-6, rtol=0)
+
+
+def test_a_loss_of_log_probs_alone_gets_the_unchunked_gradient(logits_and_targets):
+    # entropy not requested (no entropy term in backward) and requested but unused (its grad None)
+    logits, targets = logits_and_targets
+    expected = values_and_grads(unchunked_log_probs_and_entropy, logits, targets, 0.7,
+                                (torch.ones(3, 5), torch.zeros(3, 5)))[2]
+    for with_entropy in (False, True):
+        leaf = logits.clone().requires_grad_(True)
+        log_probs, _ = vocab_parallel_log_probs_and_entropy(
+            leaf, targets, temperature=0.7, with_entropy=with_entropy, chunk_positions=4)
+        (grad,) = torch.autograd.grad(log_probs.sum(), leaf)
+        assert torch.allclose(grad, expected, atol=1e-6, rtol=0)
+
+
+def test_bfloat16_logits_get_a_bfloat16_gradient_equal_to_the_unchunked_one(logits_and_targets):
+    logits, targets = logits_and_targets
+    weights = (torch.ones(3, 5), torch.ones(3, 5))
+    ours = values_and_grads(vocab_parallel_log_probs_and_entropy, logits.bfloat16(), targets,
+                            1.0, weights)
+    reference = values_and_grads(unchunked_log_probs_and_entropy, logits.bfloat16(), targets,
+                                 1.0, weights)
+    assert ours[2].dtype == torch.bfloat16
+    for mine, theirs in zip(ours, reference):
+        assert torch.allclose(mine.float(), theirs.float(), atol=1e-6, rtol=0)
+
+
+@pytest.mark.slow
+def test_at_tp2_values_equal_the_unchunked_pass_and_gradients_equal_torchs(tmp_path):
+    out = tmp_path / "tp2.json"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node=2", str(WORKER), "tp2", str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for temperature, result in json.loads(out.read_text()).items():
+        log_prob_diff, entropy_diff, _ = result["chunked_vs_unchunked"]
+        assert log_prob_diff <= 1e-6 and entropy_diff <= 1e-6, temperature
+        assert result["log_prob_grad_chunked_vs_unchunked"] <= 1e-6, temperature
+        assert result["grad_abs_max"] > 0.1
+        # against torch on the full vocabulary: log p, H and the gradient of both
+        assert max(result["chunked_vs_torch"]) <= 1e-5, temperature
+        # the unchunked pass's entropy gradient lacked the other shard's part of d log Z
+        # (its TP all-reduce has an identity backward): that is why it is not the reference
+        assert result["unchunked_vs_torch"][2] > 0.1, temperature
+
+
+def _peak_mib(impl: str, mode: str, positions: int, vocab: int) -> dict:
+    proc = subprocess.run([sys.executable, str(WORKER), "memory", impl, str(positions), str(vocab),
+                           mode], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_chunking_cuts_the_peak_memory_of_a_32k_vocabulary_pass():
+    # 2,048 positions x 32,768 columns: 256 MiB of float32 logits; chunks of 512 positions
+    for mode in ("no_grad", "backward"):
+        chunked = _peak_mib("chunked", mode, 2048, 32768)
+        unchunked = _peak_mib("unchunked", mode, 2048, 32768)
+        logits_mib = chunked["logits_mib"]
+        assert unchunked["peak_above_logits_mib"] > 3 * logits_mib, unchunked  # full-size copies
+        assert chunked["peak_above_logits_mib"] < 0.4 * unchunked["peak_above_logits_mib"], (
+            chunked, unchunked)
+        if mode == "no_grad":  # the log-prob pass: not one full-size copy
+            assert chunked["peak_above_logits_mib"] < logits_mib, chunked
+        else:  # the gradient (one logits' worth) and a few chunks
+            assert chunked["peak_above_logits_mib"] < 2 * logits_mib, chunked

@@ -38,9 +38,16 @@ class ParallelLayout:
         )
 
 
-def init_distributed(layout: ParallelLayout, seed: int, timeout_s: int = 600) -> None:
-    """torch.distributed (gloo on CPU, nccl on GPU) and megatron's parallel_state."""
+def init_distributed(layout: ParallelLayout, seed: int, timeout_minutes: float = 10.0) -> None:
+    """torch.distributed (gloo on CPU, nccl on GPU), megatron's parallel_state, and the gloo
+    group where ranks wait for rank 0 (collectives.wait_group).
+
+    timeout_minutes (--distributed-timeout-minutes) bounds every collective of the world and
+    megatron's groups, as in Megatron; the wait group has its own, longer one.
+    """
     from megatron.core import parallel_state
+
+    from hyrl.backends.megatron import collectives
 
     cpu_compat.apply()
     if not torch.distributed.is_initialized():
@@ -57,14 +64,16 @@ def init_distributed(layout: ParallelLayout, seed: int, timeout_s: int = 600) ->
             init_method=init_method,
             world_size=world_size,
             rank=int(os.environ.get("RANK", "0")),
-            timeout=datetime.timedelta(seconds=timeout_s),
+            timeout=datetime.timedelta(minutes=timeout_minutes),
         )
+    collectives.create_wait_group()
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(
             tensor_model_parallel_size=layout.tensor_model_parallel_size,
             pipeline_model_parallel_size=layout.pipeline_model_parallel_size,
             expert_model_parallel_size=layout.expert_model_parallel_size,
             expert_tensor_parallel_size=layout.expert_tensor_parallel_size,
+            distributed_timeout_minutes=timeout_minutes,
         )
     cpu_compat.seed_model_parallel_rng(seed)
 
@@ -72,10 +81,13 @@ def init_distributed(layout: ParallelLayout, seed: int, timeout_s: int = 600) ->
 def destroy_distributed() -> None:
     from megatron.core import parallel_state
 
+    from hyrl.backends.megatron import collectives
+
     if parallel_state.model_parallel_is_initialized():
         parallel_state.destroy_model_parallel()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+    collectives.forget_wait_group()
 
 
 def _free_port() -> int:
