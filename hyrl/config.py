@@ -160,9 +160,6 @@ class RunConfig:
     overlap_grad_reduce: bool = _opt(
         False, "start each gradient bucket's DP reduction as soon as its gradients are ready in "
         "the last micro-batch's backward pass (on/off)", "parallelism")
-    overlap_param_gather: bool = _opt(
-        False, "with --use-distributed-optimizer: all-gather updated parameters bucket by bucket "
-        "during the next forward pass (on/off)", "parallelism")
     ddp_bucket_size: int | None = _opt(
         None, "parameters per gradient-reduction bucket of megatron's DDP (elements); none = "
         "megatron's default (40M, or one bucket without overlap)", "parallelism")
@@ -1244,10 +1241,13 @@ def _check_parallelism(c: RunConfig, world_size: int) -> None:
         _fail("sequence_parallel", c.sequence_parallel,
               "sequence parallelism needs tensor parallelism (TP=1 here)",
               "--sequence-parallel only with --tensor-model-parallel-size > 1")
-    if c.overlap_param_gather and not c.use_distributed_optimizer:
-        _fail("overlap_param_gather", c.overlap_param_gather,
-              "parameters are all-gathered only by the distributed optimizer",
-              "add --use-distributed-optimizer, or drop --overlap-param-gather")
+    dp = c.data_parallel_size(world_size)
+    if c.overlap_grad_reduce and dp > 1 and c.noise_scale_beta is not None:
+        _fail("overlap_grad_reduce", c.overlap_grad_reduce,
+              f"the gradient noise scale (--noise-scale-beta={c.noise_scale_beta}) reads each "
+              f"data-parallel rank's gradient before the reduction (DP={dp}), which an overlapped "
+              "reduction overwrites as it runs", "--noise-scale-beta none, or no "
+              "--overlap-grad-reduce")
     if c.ddp_bucket_size is not None and c.ddp_bucket_size < 1:
         _fail("ddp_bucket_size", c.ddp_bucket_size, "must be positive",
               "elements >= 1, or none for megatron's default")
@@ -1656,7 +1656,7 @@ RESUME_MAY_CHANGE = ("num_steps", "save", "save_interval", "load", "progress", "
                      "tensor_model_parallel_size", "pipeline_model_parallel_size",
                      "expert_model_parallel_size", "expert_tensor_parallel_size",
                      "sequence_parallel", "overlap_grad_reduce",
-                     "overlap_param_gather", "ddp_bucket_size", "world_size", "data_parallel_size",
+                     "ddp_bucket_size", "world_size", "data_parallel_size",
                      "run_dir")  # a run directory moved or copied elsewhere is the same run
 
 

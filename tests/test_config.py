@@ -539,8 +539,10 @@ def test_run_dir_holding_a_run_is_resumed_only_with_load_and_the_same_configurat
                          "--no-progress", "--max-skipped-steps", "5"]), 1)
     err = assert_rejected(parse_args([*same, "--lr", "2e-4"]), "--run-dir", str(run))
     assert "--lr: 0.0001 in config.json, 0.0002 now" in str(err)
-    err = assert_rejected(parse_args(same), "--run-dir", str(run), world_size=2)
-    assert "world_size: 1 in config.json, 2 now" in str(err)
+    # the parallel layout and world size may change too: weights and optimizer states reshard
+    validate(parse_args([*same, "--expert-model-parallel-size", "2"]), 2)
+    err = assert_rejected(parse_args([*same, "--bf16"]), "--run-dir", str(run))
+    assert "--bf16: False in config.json, True now" in str(err)
 
 
 def test_save_interval_without_save_is_rejected(run_dir):

@@ -53,7 +53,7 @@ def test_token_packed_micro_batches_give_the_same_log_probs_loss_and_gradient(ac
         batch.old_log_probs = fixed_log_probs
         fixed_metrics = actor.train_step(batch, batch.num_response_tokens, lr=0.0)  # lr 0: no move
         actor.optim = dynamic
-        shapes = [tuple(mb.tokens.shape) for mb in actor._micro_batches(batch)]
+        shapes = [tuple(mb.tokens.shape) for mb, _ in actor._micro_batches(batch)]
         dynamic_log_probs, _ = actor.log_probs(batch)
         dynamic_metrics = actor.train_step(batch, batch.num_response_tokens, lr=0.0)
     finally:
@@ -65,3 +65,41 @@ def test_token_packed_micro_batches_give_the_same_log_probs_loss_and_gradient(ac
     torch.testing.assert_close(dynamic_log_probs[mask], fixed_log_probs[mask], rtol=0, atol=1e-6)
     for key in ("actor/loss", "actor/grad_norm", "actor/pg_loss"):
         assert dynamic_metrics[key] == pytest.approx(fixed_metrics[key], rel=1e-5, abs=1e-8), key
+
+
+def test_split_to_count_halves_the_widest_range_until_there_are_enough():
+    from hyrl.algorithms.batch import split_to_count
+
+    assert split_to_count([(0, 4), (4, 5)], 3) == [(0, 2), (2, 4), (4, 5)]
+    assert split_to_count([(0, 4)], 4) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert split_to_count([(0, 1), (1, 2)], 4) == [(0, 1), (1, 2)]  # single rows stay whole
+    assert split_to_count([(0, 3)], 1) == [(0, 3)]
+
+
+@pytest.mark.slow
+def test_dp_ranks_with_different_micro_batch_counts_under_ep_agree_and_match_one_rank(tmp_path):
+    """EP=2 x DP=2: rank 0's short rows pack into one micro-batch, rank 1's long rows need
+    four; both run four (the expert dispatch is a collective of every forward pass), and the
+    log-probs, loss and gradient norm equal one rank's."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    worker = Path(__file__).with_name("skew_worker.py")
+    results = {}
+    for nproc in (1, 2):
+        out = tmp_path / f"skew{nproc}.json"
+        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                               f"--nproc-per-node={nproc}", str(worker), str(out)],
+                              capture_output=True, text=True, timeout=240,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results[nproc] = json.loads(out.read_text())
+    assert results[2]["micro_batches"] == [4]  # rank 0's one range split to the agreed four
+    one, two = results[1], results[2]
+    assert torch.allclose(torch.tensor(two["log_probs"]), torch.tensor(one["log_probs"]),
+                          atol=1e-5)
+    assert two["loss"] == pytest.approx(one["loss"], abs=1e-6)
+    assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-5)

@@ -132,6 +132,7 @@ def ep2_runs(tmp_path_factory):
 
 
 RESHARDED_LAYOUTS = {
+    "ep2 itself": (2, ("--expert-model-parallel-size", "2", "--use-distributed-optimizer")),
     "one rank": (1, ("--use-distributed-optimizer",)),
     "tp2+sp": (2, ("--tensor-model-parallel-size", "2", "--sequence-parallel",
                    "--use-distributed-optimizer")),
@@ -142,8 +143,9 @@ RESHARDED_LAYOUTS = {
 @pytest.mark.parametrize("layout", list(RESHARDED_LAYOUTS))
 def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, ep2_runs, layout):
     """Weights and Adam states reshard: the resumed run continues the step sequence and its
-    records follow the uninterrupted EP=2 run's. Measured at step 12: 1.5e-4 relative off under
-    one rank (2e-5 resuming under EP=2 itself), 1.7e-3 when the Adam states are not loaded."""
+    records follow the uninterrupted EP=2 run's: exactly under EP=2 itself, within float32
+    reduction-order noise elsewhere (measured at step 12: 6e-8 relative under TP=2; 1.7e-3 when
+    the Adam states are not loaded)."""
     nproc, flags = RESHARDED_LAYOUTS[layout]
     run_dir = tmp_path / "run"
     shutil.copytree(ep2_runs / "saved", run_dir)
@@ -159,7 +161,7 @@ def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, 
     for got, want in zip(resumed[SAVED_AT:], uninterrupted[SAVED_AT:]):
         assert want["actor/grad_norm"] > 0  # a step that moves the weights
         for key in ("actor/grad_norm", "actor/loss"):
-            assert got[key] == pytest.approx(want[key], rel=5e-4, abs=1e-7), (got["step"], key)
+            assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-7), (got["step"], key)
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 # Every GPU check in one script, sized for one GPU and 10 minutes:
 #   1. the GPU tests (tests/gpu: the CUDA trainer path and a real SGLang server),
 #   2. a short tiny-recipe GRPO run with --rollout-engine sglang --colocate on that GPU,
-#      with --use-tis --use-routing-replay (SGLang's bf16 against the trainer: mismatch/*).
+#      with --use-tis --use-routing-replay (SGLang's bf16 against the trainer: mismatch/*), on
+#      the 30B recipes' training path: --bf16 --use-distributed-optimizer, PP=1.
 # Needs the GPU stack of requirements.txt in $PYTHON's environment (SGLang, Transformer Engine);
 # a missing piece makes its tests skip and the run fail with the import error.
 #   bash tools/gpu_check.sh [OUT_DIR]          # OUT_DIR default: runs/gpu-check-<time>
@@ -50,7 +51,7 @@ echo "== 2/2 tiny GRPO recipe, SGLang colocated, $STEPS steps" >&2
 start=$(date +%s)
 PYTHON="$PYTHON" timeout 240 bash recipes/tiny/grpo.sh \
   --rollout-engine sglang --colocate --sglang-mem-fraction-static 0.3 \
-  --use-tis --use-routing-replay \
+  --use-tis --use-routing-replay --bf16 --use-distributed-optimizer \
   --num-steps "$STEPS" --no-progress --run-dir "$OUT/tiny-grpo-sglang" 2>&1 | tee "$OUT/run.log"
 run_rc=${PIPESTATUS[0]}
 run_s=$(( $(date +%s) - start ))

@@ -59,6 +59,27 @@ class TokenBatch:
         last = torch.where(self.loss_mask > 0, positions, -1).max(dim=1).values
         return [int(x) + 2 for x in last]  # position x predicts token x+1, the last response token
 
+    def with_rows(self, rows: int) -> "TokenBatch":
+        """This batch grown to `rows` rows by copies of its first row that carry no loss (mask
+        and advantage zero): they run forward and backward, the collectives in them included,
+        and add nothing."""
+        extra = rows - len(self)
+        if extra <= 0:
+            return self
+
+        def grow(name, value):
+            if value is None:
+                return None
+            if isinstance(value, RoutedExperts):
+                return RoutedExperts(value.rows + [value.rows[0]] * extra, value.seq_len,
+                                     value.layers, value.top_k)
+            copies = value[:1].expand(extra, *value.shape[1:])
+            if name in ("loss_mask", "advantages"):
+                copies = torch.zeros_like(copies)
+            return torch.cat([value, copies])
+
+        return replace(self, **{f.name: grow(f.name, getattr(self, f.name)) for f in fields(self)})
+
     def trim(self, length: int) -> "TokenBatch":
         """The first `length` positions of every [N, L, ...] field ([N] advantages are kept)."""
         return replace(self, **{
@@ -111,6 +132,23 @@ class RoutedExperts:
             if stop > start:
                 out[row, start:stop] = ids[:stop - start]
         return out
+
+
+def split_to_count(ranges: list[tuple[int, int]], count: int) -> list[tuple[int, int]]:
+    """The same rows in `count` contiguous ranges: the range with the most rows is halved until
+    there are `count` of them (a range of one row is never split). Fewer ranges come back when
+    there are fewer rows than `count`; the caller pads with micro-batches that carry no loss.
+    Used so that every data-parallel rank runs the same number of micro-batches (the MoE
+    dispatch under EP is a collective of every forward pass)."""
+    ranges = list(ranges)
+    while len(ranges) < count:
+        widest = max(range(len(ranges)), key=lambda i: ranges[i][1] - ranges[i][0])
+        start, stop = ranges[widest]
+        if stop - start < 2:
+            break
+        middle = (start + stop) // 2
+        ranges[widest:widest + 1] = [(start, middle), (middle, stop)]
+    return ranges
 
 
 def token_budget_ranges(lengths: list[int], max_tokens: int, pad_to_multiple_of: int = 1

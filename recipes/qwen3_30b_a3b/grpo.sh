@@ -40,6 +40,8 @@ PARALLEL_ARGS=(
   --expert-model-parallel-size 16    # 128 experts / 16 = 8 per GPU
   --expert-tensor-parallel-size 1
   --pipeline-model-parallel-size 1
+  --bf16                             # bf16 weights/activations, fp32 main params + Adam states
+  --use-distributed-optimizer        # main params + Adam states sharded over (expert-)DP
   --recompute-granularity full       # keep only each layer's input, rebuild in backward
   --recompute-method uniform
   --recompute-num-layers 1

@@ -39,6 +39,8 @@ PARALLEL_ARGS=(
   --expert-model-parallel-size 32    # 128 experts / 32 = 4 per GPU
   --expert-tensor-parallel-size 1
   --pipeline-model-parallel-size 1
+  --bf16                             # bf16 weights/activations, fp32 main params + Adam states
+  --use-distributed-optimizer        # main params + Adam states sharded over (expert-)DP
   --recompute-granularity full
   --recompute-method uniform
   --recompute-num-layers 1

@@ -95,14 +95,16 @@ class MegatronActor(MegatronTrainable):
         model = self.ref_model if reference else self.ddp
         model.eval()
         outputs = []
-        for mb in self._micro_batches(batch):
+        for mb, rows in self._micro_batches(batch):
             if reference or self.replay is None or mb.routed_experts is None:
-                outputs.append(self._log_probs(model, mb, with_entropy=True))
-                continue
-            routed = _dense(mb.routed_experts)
-            with self.replay.replaying(routed, record=True, replay=self.settings.routing_replay):
-                outputs.append(self._log_probs(model, mb, with_entropy=True))
-                self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
+                log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
+            else:
+                routed = _dense(mb.routed_experts)
+                with self.replay.replaying(routed, record=True,
+                                           replay=self.settings.routing_replay):
+                    log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
+                    self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
+            outputs.append((log_probs[:rows], entropy[:rows]))  # not the loss-free padding rows
         length = batch.tokens.shape[1]
         return (torch.cat([self._pad_to(o[0], length) for o in outputs]).cpu(),
                 torch.cat([self._pad_to(o[1], length) for o in outputs]).cpu())

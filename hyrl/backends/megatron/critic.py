@@ -58,8 +58,8 @@ class MegatronCritic(MegatronTrainable):
         """V(state up to position t) for every position: [N, L]."""
         self.ddp.eval()
         length = batch.tokens.shape[1]
-        return torch.cat([self._pad_to(self._values(mb), length)
-                          for mb in self._micro_batches(batch)]).cpu()
+        return torch.cat([self._pad_to(self._values(mb)[:rows], length)  # not the padding rows
+                          for mb, rows in self._micro_batches(batch)]).cpu()
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One critic optimizer step; batch carries returns and old_values."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hyrl.algorithms.batch import TokenBatch, token_budget_ranges
+from hyrl.algorithms.batch import TokenBatch, split_to_count, token_budget_ranges
 from hyrl.backends.megatron import cpu_compat, grads
 from hyrl.backends.megatron.model import causal_attention_mask
 from hyrl.metrics.noise_scale import GradientNoiseScale
@@ -28,7 +28,6 @@ class OptimizerSettings:
     use_distributed_optimizer: bool = False  # main params and Adam states sharded over DP
     grad_reduce_in_fp32: bool = True  # --accumulate-allreduce-grads-in-fp32
     overlap_grad_reduce: bool = False
-    overlap_param_gather: bool = False
     ddp_bucket_size: int | None = None  # elements per gradient-reduction bucket; None: megatron's
 
     @classmethod
@@ -48,7 +47,6 @@ class OptimizerSettings:
             use_distributed_optimizer=getattr(flags, "use_distributed_optimizer", False),
             grad_reduce_in_fp32=getattr(flags, "accumulate_allreduce_grads_in_fp32", True),
             overlap_grad_reduce=getattr(flags, "overlap_grad_reduce", False),
-            overlap_param_gather=getattr(flags, "overlap_param_gather", False),
             ddp_bucket_size=getattr(flags, "ddp_bucket_size", None))
 
     @property
@@ -70,7 +68,6 @@ def wrap_for_training(model: torch.nn.Module, optim: OptimizerSettings):
     ddp = DistributedDataParallel(config, DistributedDataParallelConfig(
         grad_reduce_in_fp32=optim.grad_reduce_in_fp32,
         overlap_grad_reduce=optim.overlap_grad_reduce,
-        overlap_param_gather=optim.overlap_param_gather,
         use_distributed_optimizer=optim.use_distributed_optimizer,
         bucket_size=optim.ddp_bucket_size,
         # the loss is a sum over the global batch's tokens already divided by their count
@@ -80,8 +77,7 @@ def wrap_for_training(model: torch.nn.Module, optim: OptimizerSettings):
         optimizer="adam", lr=0.0, min_lr=0.0, weight_decay=optim.weight_decay,
         adam_beta1=optim.adam_beta1, adam_beta2=optim.adam_beta2, adam_eps=optim.adam_eps,
         clip_grad=optim.clip_grad, bf16=optim.bf16, params_dtype=optim.params_dtype,
-        use_distributed_optimizer=optim.use_distributed_optimizer,
-        overlap_param_gather=optim.overlap_param_gather), [ddp])
+        use_distributed_optimizer=optim.use_distributed_optimizer), [ddp])
     return ddp, optimizer
 
 
@@ -91,6 +87,15 @@ def _sub_optimizers(optimizer) -> list:
 
 def _holds_experts(sub_optimizer) -> bool:
     return any(group.get("is_expert_parallel", False) for group in sub_optimizer.param_groups)
+
+
+def _without_loss(batch: TokenBatch) -> TokenBatch:
+    """A micro-batch that runs forward and backward (and the collectives in them) but adds
+    nothing: no loss positions, no advantage."""
+    import dataclasses
+
+    return dataclasses.replace(batch, loss_mask=torch.zeros_like(batch.loss_mask),
+                               advantages=torch.zeros_like(batch.advantages))
 
 
 class MegatronTrainable:
@@ -126,20 +131,67 @@ class MegatronTrainable:
         positions = torch.arange(seq_len, device=self.device).expand_as(tokens)
         return model(tokens, positions, causal_attention_mask(seq_len, self.device))
 
-    def _micro_batches(self, batch: TokenBatch, size: int | None = None):
-        """Micro-batches of --micro-batch-size rows, or with --use-dynamic-batch-size contiguous
-        runs of rows packed to --max-tokens-per-gpu and trimmed to their longest sequence."""
+    def _micro_batches(self, batch: TokenBatch):
+        """(micro-batch, rows of `batch` it holds) pairs: --micro-batch-size rows, or with
+        --use-dynamic-batch-size contiguous runs of rows packed to --max-tokens-per-gpu and
+        trimmed to their longest sequence.
+
+        Under EP > 1 every data-parallel rank runs micro-batches of the same number and shapes
+        (collective): the expert dispatch of each forward pass is a collective over the EP ranks
+        and megatron's allgather dispatcher gathers equal token counts. A rank's micro-batch is
+        then grown by rows and positions that carry no loss (TokenBatch.with_rows), and a rank
+        with fewer rows than micro-batches runs loss-free copies; the first `rows` rows of each
+        micro-batch are the real ones."""
+        from megatron.core import parallel_state
+
         budget = self.optim.max_tokens_per_micro_batch
         if budget is None:
-            size = size or self.optim.micro_batch_size
+            size = self.optim.micro_batch_size
             for start in range(0, len(batch), size):
-                yield batch.select(slice(start, start + size))
+                part = batch.select(slice(start, start + size))
+                yield part, len(part)
             return
         lengths = batch.sequence_lengths()
         multiple = self.optim.pad_to_multiple_of
-        for start, stop in token_budget_ranges(lengths, budget, multiple):
-            longest = -(-max(lengths[start:stop]) // multiple) * multiple
-            yield batch.select(slice(start, stop)).trim(min(longest, batch.tokens.shape[1]))
+        ranges = token_budget_ranges(lengths, budget, multiple)
+        shapes = [(stop - start, min(-(-max(lengths[start:stop]) // multiple) * multiple,
+                                     batch.tokens.shape[1])) for start, stop in ranges]
+        if parallel_state.get_expert_model_parallel_world_size() > 1:
+            ranges = split_to_count(ranges, self._agreed_count(len(ranges)))
+            shapes = self._agreed_shapes([(stop - start, min(
+                -(-max(lengths[start:stop]) // multiple) * multiple, batch.tokens.shape[1]))
+                for start, stop in ranges])
+        for index, (rows, length) in enumerate(shapes):
+            if index < len(ranges):
+                start, stop = ranges[index]
+                yield batch.select(slice(start, stop)).trim(length).with_rows(rows), stop - start
+            else:  # this rank has fewer rows than the agreed number of micro-batches
+                yield _without_loss(batch.select(slice(0, 1)).trim(length).with_rows(rows)), 0
+
+    def _agreed_shapes(self, shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The (rows, length) of every micro-batch, the largest over the DP ranks (collective;
+        every rank passes as many shapes, or fewer when it has fewer rows: _agreed_count)."""
+        from megatron.core import parallel_state
+
+        count = self._agreed_count(len(shapes))
+        local = torch.zeros((count, 2), dtype=torch.int64, device=self.device)
+        if shapes:
+            local[:len(shapes)] = torch.tensor(shapes, dtype=torch.int64)
+        torch.distributed.all_reduce(local, op=torch.distributed.ReduceOp.MAX,
+                                     group=parallel_state.get_data_parallel_group())
+        return [(int(r), int(n)) for r, n in local.cpu()]
+
+    def _agreed_count(self, local_count: int) -> int:
+        """The most micro-batches any data-parallel rank needs (collective over DP): every rank
+        runs that many, so the expert dispatch of each forward pass meets on every EP rank."""
+        from megatron.core import parallel_state
+
+        if parallel_state.get_data_parallel_world_size() == 1:
+            return local_count
+        count = torch.tensor([local_count], dtype=torch.int64, device=self.device)
+        torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX,
+                                     group=parallel_state.get_data_parallel_group())
+        return int(count.item())
 
     @staticmethod
     def _pad_to(output: torch.Tensor, length: int) -> torch.Tensor:
@@ -163,16 +215,20 @@ class MegatronTrainable:
         self.ddp.zero_grad_buffer()  # the main_grad buffers the backward hooks accumulate into
         self.optimizer.zero_grad(set_to_none=True)
         dp_size = parallel_state.get_data_parallel_world_size()
-        micro_batches = list(self._micro_batches(batch))
+        micro_batches = [mb for mb, _ in self._micro_batches(batch)]
         # Dynamic micro-batches differ in size, and the estimator needs one small-batch size.
         per_micro_batch = (self.noise_scale is not None and dp_size == 1 and len(micro_batches) > 1
                            and self.optim.max_tokens_per_micro_batch is None)
         include_experts = self._noise_includes_experts()
         small_sq: list[float] = []
         sums: dict[str, torch.Tensor] = {}
-        for micro_batch in micro_batches:
+        for index, micro_batch in enumerate(micro_batches):
             before = self._local_grads(clone=True) if per_micro_batch else None
-            with self._micro_batch_context(micro_batch):  # forward and backward (recompute)
+            # --overlap-grad-reduce: megatron's DDP starts each bucket's reduction in the last
+            # micro-batch's backward pass; no_sync keeps the earlier ones to accumulation
+            last = index == len(micro_batches) - 1
+            with self._micro_batch_context(micro_batch), \
+                    (nullcontext() if last else self.ddp.no_sync()):  # forward, backward
                 loss, stats = loss_fn(micro_batch.to(self.device))
                 loss.backward()
             if per_micro_batch:
