@@ -145,10 +145,11 @@ class SGLangFleet:
     """RolloutEngine over a RolloutFleet of SGLang engine actors.
 
     generate: the fleet (placement, concurrency per engine, restarts, resubmission).
-    update_weights: "tensor"/"disk" through the fleet (each actor loads its own server, and a
-    replacement loads the newest weights before it serves); "distributed": this process
-    broadcasts over one NCCL group with every server (no object-store copy) and also hands the
-    fleet the weights, which only a replacement engine reads.
+    update_weights_stream (and update_weights, a whole dict): "tensor"/"disk" through the fleet,
+    bucket by bucket (each actor loads its own server, and a replacement loads the newest
+    weights before it serves); "distributed": this process broadcasts each bucket over one NCCL
+    group with every server and also hands the fleet the buckets, which only a replacement
+    engine reads (kept only with --rollout-max-restarts > 0).
     release_memory/resume_memory: on every engine (--colocate).
     """
 
@@ -180,13 +181,35 @@ class SGLangFleet:
     def update_weights(self, hf_state_dict) -> None:
         if self._distributed is None:
             self.fleet.update_weights(hf_state_dict)
-            stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]
-            self.last_sync_stats = max(stats, key=lambda s: s.elapsed_s) if stats else None
+            self._collect_stats()
             return
         from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors
 
         self.last_sync_stats = self._distributed.sync(checkpoint_named_tensors(hf_state_dict))
         self.fleet.stage_weights(hf_state_dict)
+
+    def update_weights_stream(self, buckets) -> None:
+        """tensor/disk: each bucket through the fleet to every engine actor; distributed: each
+        bucket broadcast from here, and kept in the object store for replacements."""
+        if self._distributed is None:
+            self.fleet.update_weights_stream(buckets)
+            self._collect_stats()
+            return
+        staged = self.fleet.staged_weights()
+
+        def staging(stream):
+            for bucket in stream:
+                if staged is not None:
+                    staged.put(bucket)
+                yield bucket
+
+        self.last_sync_stats = self._distributed.sync_buckets(staging(buckets))
+        if staged is not None:
+            self.fleet.stage_weights(staged)
+
+    def _collect_stats(self) -> None:
+        stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]
+        self.last_sync_stats = max(stats, key=lambda s: s.elapsed_s) if stats else None
 
     def release_memory(self) -> None:
         self.fleet.call_all("release_memory")
