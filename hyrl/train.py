@@ -192,21 +192,35 @@ class Trainer:
 
     # -- stages -----------------------------------------------------------------------------
     def _sync_weights(self) -> None:
-        # collective over TP and EP; only rank 0, which feeds the engines, keeps a full copy
-        hf_state = self.actor.export_hf_state_dict(keep=self.rank == 0)
-        if self.rank == 0:
-            self._engines_resume()
-            self.engine.update_weights(hf_state)
-            fleet = getattr(self.engine, "fleet", self.engine)  # SGLangFleet wraps a RolloutFleet
-            if hasattr(fleet, "stats"):  # engines on Ray: deaths and resubmissions so far
-                fleet_stats = fleet.stats()
-                self.sync_metrics["rollout/engine_restarts"] = sum(fleet_stats["restarts"])
-                self.sync_metrics["rollout/resubmitted_prompts"] = fleet_stats["resubmitted_prompts"]
-            stats = getattr(self.engine, "last_sync_stats", None)  # SGLang engines report these
-            if stats is not None:
-                self.sync_metrics.update({"perf/weight_transfer_s": stats.transfer_s,
-                                          "perf/weight_sync_bytes": stats.tensor_bytes,
-                                          "perf/weight_sync_buckets": stats.buckets})
+        """Stream the actor's weights to the engines in buckets of --update-weight-buffer-size:
+        every rank drives the TP/EP gathers, one parameter at a time; rank 0, which owns the
+        engines, keeps each bucket until the engine has taken it. perf/weight_sync_peak_bytes:
+        the most bytes rank 0's stream held at once (the buckets being filled or sent and the
+        gather buffers of the parameter in flight; see weight_buckets.LiveBytes)."""
+        from hyrl.models.weight_buckets import LiveBytes
+
+        live = LiveBytes()
+        buckets = self.actor.hf_weight_buckets(self.cfg.update_weight_buffer_size,
+                                               keep=self.rank == 0, live=live)
+        if self.rank != 0:
+            for _ in buckets:  # nothing is kept here: this only takes part in the gathers
+                pass
+            return
+        self._engines_resume()
+        self.engine.update_weights_stream(buckets)
+        self.sync_metrics["perf/weight_sync_peak_bytes"] = live.peak
+        fleet = getattr(self.engine, "fleet", self.engine)  # SGLangFleet wraps a RolloutFleet
+        if hasattr(fleet, "stats"):  # engines on Ray: deaths and resubmissions so far
+            fleet_stats = fleet.stats()
+            self.sync_metrics["rollout/engine_restarts"] = sum(fleet_stats["restarts"])
+            self.sync_metrics["rollout/resubmitted_prompts"] = fleet_stats["resubmitted_prompts"]
+        stats = getattr(self.engine, "last_sync_stats", None)  # SGLang engines report these
+        if stats is not None:
+            self.sync_metrics.update({"perf/weight_transfer_s": stats.transfer_s,
+                                      "perf/weight_sync_bytes": stats.tensor_bytes,
+                                      "perf/weight_sync_buckets": stats.buckets,
+                                      # copies the engine side made (device moves, disk clones)
+                                      "perf/weight_sync_engine_peak_bytes": stats.peak_bytes})
 
     def _engines_release(self) -> None:
         """--colocate: free the engines' GPU memory (weights, KV cache) for training."""

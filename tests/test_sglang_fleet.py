@@ -156,7 +156,27 @@ def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path,
     assert (flags["--max-running-requests"], flags["--mem-fraction-static"]) == ("64", "0.4")
     assert (flags["--random-seed"], flags["--load-format"]) == ("10", "dummy")  # seed + index
     assert "--enable-memory-saver" in command and flags["--attention-backend"] == "triton"
+    assert flags["--dtype"] == "bfloat16"
     assert launched["server"].log_path == tmp_path / "logs" / "sglang_engine3.log"
     assert launched["server"].die_with_parent
     assert launched["options"]["weight_sync"] == "tensor"
     assert launched["options"]["weight_sync_options"] == {"device": "cuda:0", "tp_size": 2}
+
+
+def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them(tmp_path):
+    """SGLang's ModelConfig indexes architectures[0] and, under --dtype auto, reads the config's
+    dtype (torch_dtype before transformers 5), turning a missing one into float16."""
+    import json
+
+    from transformers import AutoConfig
+
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.build import write_rollout_model
+
+    model = write_rollout_model(TINY, tmp_path / "model")
+    written = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert written["architectures"] == ["Qwen3MoeForCausalLM"]
+    assert (written["dtype"], written["torch_dtype"]) == ("bfloat16", "bfloat16")
+    loaded = AutoConfig.from_pretrained(model)  # what SGLang's get_config returns
+    assert loaded.architectures[0] == "Qwen3MoeForCausalLM" and loaded.dtype == torch.bfloat16
+    assert TINY.mismatches(written) == []  # still the flags' architecture

@@ -87,15 +87,26 @@ def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_
     return build_sglang_engine(cfg, layout, arch, pad_id, eos_id, run_dir)
 
 
+ROLLOUT_DTYPE = "bfloat16"  # the servers' weights and activations (SGLang --dtype)
+
+
 def write_rollout_model(arch: Qwen3MoeArch, directory) -> str:
     """The HF directory SGLang starts from: config.json only. Servers start with
     --load-format dummy (random weights, no files read) and the actor's weights arrive by
-    weight sync before the first rollout, so nothing of the model is written or read twice."""
+    weight sync before the first rollout, so nothing of the model is written or read twice.
+
+    SGLang picks its model class from ``architectures[0]`` and, under ``--dtype auto``, its
+    dtype from the config's ``dtype`` (transformers 5; ``torch_dtype`` before), turning a
+    missing one into float16; both are written, and the servers also get ``--dtype``."""
     from pathlib import Path
 
     directory = Path(directory)
-    if not (directory / "config.json").is_file():
-        arch.to_hf_config().save_pretrained(directory)
+    arch.to_hf_config().save_pretrained(directory)
+    config_path = directory / "config.json"
+    config = json.loads(config_path.read_text())
+    config.update(architectures=["Qwen3MoeForCausalLM"], dtype=ROLLOUT_DTYPE,
+                  torch_dtype=ROLLOUT_DTYPE)
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return str(directory)
 
 
@@ -126,7 +137,7 @@ def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[i
     server = SGLangServerProcess(
         model_path, host=host, port=free_port(host), tp_size=gpus_per_engine, base_gpu_id=0,
         mem_fraction_static=mem_fraction_static, max_running_requests=concurrency,
-        colocated=colocated, random_seed=seed + engine_index,
+        colocated=colocated, random_seed=seed + engine_index, dtype=ROLLOUT_DTYPE,
         return_routed_experts=return_routed_experts,
         server_args=(server_args if any(a.split("=")[0] == "--load-format" for a in server_args)
                      else [*server_args, "--load-format", "dummy"]),
