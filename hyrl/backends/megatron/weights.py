@@ -89,28 +89,36 @@ def iter_full_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
     for name, param in model.named_parameters():
         tensor, held = param.detach(), 0
         if _tp_split(param, name) and tp_size > 1:
-            parts_bytes = tp_size * tensor_bytes(tensor)
-            parts = [torch.empty_like(tensor) for _ in range(tp_size)]
-            live.add(parts_bytes)
-            torch.distributed.all_gather(parts, tensor.contiguous(), group=tp_group)
-            tensor = torch.cat(parts, dim=param.partition_dim)
-            held = tensor_bytes(tensor)
-            live.add(held)
-            del parts
-            live.release(parts_bytes)
+            tensor, held = _all_gather(tensor, tp_size, tp_group, live), tp_size * tensor_bytes(tensor)
+            if param.partition_dim != 0:  # shards side by side: one copy, then the buffer goes
+                full = torch.cat(tensor.unbind(0), dim=param.partition_dim)
+                live.add(tensor_bytes(full))
+                live.release(held)
+                tensor, held = full, tensor_bytes(full)
+            else:  # shards stacked along dim 0: the gather buffer is the full tensor
+                tensor = tensor.view(-1, *tensor.shape[2:])
         if is_expert(name) and ep_size > 1:
-            parts = [torch.empty_like(tensor) for _ in range(ep_size)]
-            live.add(ep_size * tensor_bytes(tensor))
-            torch.distributed.all_gather(parts, tensor.contiguous(), group=ep_group)
+            parts = _all_gather(tensor, ep_size, ep_group, live)  # [EP rank, *expert shape]
             local_id = int(_LOCAL_EXPERT.search(name)[2])
-            for ep_rank, part in enumerate(parts):
+            for ep_rank in range(ep_size):
                 global_id = ep_rank * local_experts + local_id
-                yield hf_mapping.from_te_name(_LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", name)), part
+                yield (hf_mapping.from_te_name(_LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", name)),
+                       parts[ep_rank])
             del parts
             live.release(ep_size * tensor_bytes(tensor) + held)
             continue
         yield hf_mapping.from_te_name(name), tensor
         live.release(held)
+
+
+def _all_gather(tensor: torch.Tensor, world: int, group, live: LiveBytes) -> torch.Tensor:
+    """[world, *tensor.shape], rank r's tensor at [r]: one buffer, written in place
+    (all_gather into a list would stage a second, flat copy: measured on gloo)."""
+    out = torch.empty((world * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype,
+                      device=tensor.device)  # ranks concatenated along dim 0, as gloo wants it
+    live.add(tensor_bytes(out))
+    torch.distributed.all_gather_into_tensor(out, tensor.contiguous(), group=group)
+    return out.view(world, *tensor.shape)
 
 
 @torch.no_grad()
@@ -146,7 +154,11 @@ def iter_hf_buckets(model: torch.nn.Module, arch: Qwen3MoeArch, buffer_bytes: in
     named = ((hf_name, hf_tensor)
              for name, tensor in iter_full_parameters(model, arch, live)
              for hf_name, hf_tensor in hf_mapping.megatron_to_hf_checkpoint(name, tensor, arch))
-    for index, bucket in enumerate(iter_buckets(named, buffer_bytes, live)):
+    index = 0
+    # not enumerate(): it keeps its last (index, bucket) tuple, so the previous bucket would
+    # stay alive until the next one is complete (measured: twice the memory)
+    for bucket in iter_buckets(named, buffer_bytes, live):
         if keeps(index):
             yield bucket
         del bucket
+        index += 1
