@@ -37,7 +37,9 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
     kept_on_rank0 = sum(1 for _ in actor.hf_weight_buckets(buffer_bytes, keep=rank == 0))
     owned = [k for k, _ in enumerate(actor.hf_weight_buckets(
         buffer_bytes, keep=lambda k: k % torch.distributed.get_world_size() == rank))]
+    freed = previous_bucket_freed_while_building_next(actor, buffer_bytes)
     result = {
+        "previous_bucket_freed_while_building_next": freed,
         "names_equal": sorted(streamed_dict) == sorted(reference),
         "no_duplicates": len(streamed) == len(streamed_dict),
         "bit_exact": all(torch.equal(streamed_dict[n], reference[n]) for n in reference),
@@ -56,6 +58,29 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
     with open(f"{out_path}.rank{rank}", "w") as out:
         json.dump(result, out)
     destroy_distributed()
+
+
+def previous_bucket_freed_while_building_next(actor, buffer_bytes: int) -> bool:
+    """Drop each bucket on receipt, then watch, from inside the name mapping (called for every
+    parameter that goes into the next bucket), whether the dropped bucket's tensors are gone."""
+    import weakref
+
+    dropped: list = []
+    alive_while_building = []
+    original = hf_mapping.megatron_to_hf_checkpoint
+
+    def watching(name, tensor, arch):
+        alive_while_building.append(any(ref() is not None for ref in dropped))
+        return original(name, tensor, arch)
+
+    hf_mapping.megatron_to_hf_checkpoint = watching
+    try:
+        for bucket in actor.hf_weight_buckets(buffer_bytes):
+            dropped = [weakref.ref(t) for _, t in bucket]
+            del bucket
+    finally:
+        hf_mapping.megatron_to_hf_checkpoint = original
+    return not any(alive_while_building)
 
 
 def list_of_buckets(stream):

@@ -91,10 +91,10 @@ def iter_full_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
         if _tp_split(param, name) and tp_size > 1:
             tensor, held = _all_gather(tensor, tp_size, tp_group, live), tp_size * tensor_bytes(tensor)
             if param.partition_dim != 0:  # shards side by side: one copy, then the buffer goes
-                full = torch.cat(tensor.unbind(0), dim=param.partition_dim)
-                live.add(tensor_bytes(full))
+                tensor = torch.cat(tensor.unbind(0), dim=param.partition_dim)
+                live.add(tensor_bytes(tensor))
                 live.release(held)
-                tensor, held = full, tensor_bytes(full)
+                held = tensor_bytes(tensor)
             else:  # shards stacked along dim 0: the gather buffer is the full tensor
                 tensor = tensor.view(-1, *tensor.shape[2:])
         if is_expert(name) and ep_size > 1:
