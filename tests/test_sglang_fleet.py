@@ -101,6 +101,43 @@ def test_disk_sync_through_the_fleet_reaches_every_server_and_generation_spreads
         engine.close()
 
 
+def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
+        ray_cluster, fakes, tmp_path):
+    """--update-weight-mode disk: the trainer ranks write shards + index; the engines only load
+    the directory, and a replacement loads the same one (nothing through the object store)."""
+    import functools
+
+    from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.rollout.base import DiskCheckpoint
+    from hyrl.rollout.sglang.weight_sync import write_index, write_shard
+
+    checkpoint = tmp_path / "sync-000001"
+    checkpoint.mkdir()
+    named = split_fused_experts(hf_weights(4.0))
+    weight_map = {**write_shard(named[:3], checkpoint / "model-rank00000-00000.safetensors"),
+                  **write_shard(named[3:], checkpoint / "model-rank00001-00000.safetensors")}
+    write_index(checkpoint, weight_map, total_bytes=800)
+    urls = [f.url for f in fakes]
+    fleet = RolloutFleet(functools.partial(make_disk_engine, urls, str(tmp_path)), num_engines=2,
+                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    engine = SGLangFleet(fleet, "disk", buffer_bytes=1 << 20, gpus_per_engine=1)
+    try:
+        engine.load_weights_from_disk(DiskCheckpoint(str(checkpoint), 800, 2))
+        assert [f.shift for f in fakes] == [4, 4]
+        assert (engine.last_sync_stats.tensor_bytes, engine.last_sync_stats.buckets) == (800, 2)
+        for fake in fakes:
+            assert fake.calls[-3:][0] == ("/update_weights_from_disk", fake.calls[-3][1])
+            assert fake.calls[-3][1]["model_path"] == str(checkpoint)
+        fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
+        fleet.kill_engine(1)
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 4) for p in PROMPTS]
+        fleet.call_all("server_url")  # returns once the replacement has started and loaded
+        assert fakes[1].shift == 4
+    finally:
+        engine.close()
+
+
 def test_distributed_sync_broadcasts_to_every_server_and_stages_weights_for_replacements(
         ray_cluster, fakes):
     import functools

@@ -63,6 +63,15 @@ class RolloutEngine(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class DiskCheckpoint:
+    """A safetensors checkpoint (shards + index) the trainer ranks wrote for the engines."""
+
+    directory: str
+    tensor_bytes: int
+    shards: int
+
+
 class BucketReceiver:
     """What an engine implements to take a weight stream: ``begin_weight_update``,
     ``load_weight_bucket`` per bucket, ``end_weight_update(succeeded)`` (always called, also

@@ -218,6 +218,11 @@ class SGLangFleet:
         if staged is not None:
             self.fleet.stage_weights(staged)
 
+    def load_weights_from_disk(self, checkpoint) -> None:
+        """disk: every engine loads the checkpoint the trainer ranks wrote."""
+        self.fleet.load_weights_from_disk(checkpoint)
+        self._collect_stats()
+
     def _collect_stats(self) -> None:
         stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]
         self.last_sync_stats = max(stats, key=lambda s: s.elapsed_s) if stats else None

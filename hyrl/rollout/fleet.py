@@ -55,6 +55,9 @@ A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
   kept). An engine that dies during the stream is replaced after
   it, and its replacement loads the kept buckets; an engine that raises fails the call with
   ``RolloutFleetError`` naming it, after every engine has been told the update ended.
+* ``load_weights_from_disk(checkpoint)``: every engine loads a checkpoint the trainer wrote to a
+  shared file system (``DiskCheckpoint``), and so does every later replacement: nothing goes
+  through the object store.
 * ``update_weights(hf_state_dict)``: one ``ray.put`` of a whole state dict the caller holds;
   every engine loads it and the call returns when all have (a dead engine is replaced, and the
   replacement loads the same weights).
@@ -84,7 +87,7 @@ from typing import Any
 import torch
 
 from hyrl.ray_actors import describe, remote_class
-from hyrl.rollout.base import Generation, RolloutEngine, SamplingParams
+from hyrl.rollout.base import DiskCheckpoint, Generation, RolloutEngine, SamplingParams
 
 MAX_MESSAGE_CHARS = 300  # an engine's exception text is cut to this in fleet errors
 
@@ -131,8 +134,11 @@ class _EngineActor:
                 "gpu_ids": list(ray.get_gpu_ids())}
 
     def update_weights(self, weights) -> None:
-        """A state dict, or the kept buckets of a streamed sync (fetched one at a time)."""
-        if isinstance(weights, StreamedWeights):
+        """A state dict, the kept buckets of a streamed sync (fetched one at a time), or a
+        checkpoint on disk."""
+        if isinstance(weights, DiskCheckpoint):
+            self._engine.load_weights_from_disk(weights)
+        elif isinstance(weights, StreamedWeights):
             import ray
 
             self._engine.update_weights_stream(ray.get(ref) for ref in weights.refs)
@@ -162,11 +168,17 @@ class StreamedWeights:
         self.refs: list = []
 
     def put(self, bucket) -> Any:
-        import ray
-
-        ref = ray.put(bucket)
+        ref = put_bucket(bucket)
         self.refs.append(ref)
         return ref
+
+
+def put_bucket(bucket) -> Any:
+    """One bucket into the object store, from host memory: a CUDA tensor pickled as it is would
+    be rebuilt on the same device index inside an actor that may not have it."""
+    import ray
+
+    return ray.put([(name, tensor.detach().to("cpu")) for name, tensor in bucket])
 
 
 class _Slot:
@@ -304,7 +316,7 @@ class RolloutFleet:
             for bucket in buckets:
                 if failure:
                     break
-                ref = kept.put(bucket) if self.keep_weights_for_replacements else ray.put(bucket)
+                ref = kept.put(bucket) if self.keep_weights_for_replacements else put_bucket(bucket)
                 del bucket
                 on_all("load_weight_bucket", ref)
                 del ref
@@ -316,6 +328,13 @@ class RolloutFleet:
                 self._replace(slot, dead[slot.index])
         if failure:
             raise failure[0]
+        self._run(deque(), [], [], None, until_all_idle=True)
+
+    def load_weights_from_disk(self, checkpoint: DiskCheckpoint) -> None:
+        """Every engine loads a checkpoint on a file system they share (no object-store copy);
+        replacements load the same one. Returns once all have."""
+        self._check_open()
+        self._weights_ref = checkpoint
         self._run(deque(), [], [], None, until_all_idle=True)
 
     def staged_weights(self) -> StreamedWeights | None:

@@ -96,6 +96,14 @@ class SGLangEngine(BucketReceiver):
     def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
         self.last_sync_stats = self.weight_sync.sync(checkpoint_named_tensors(hf_state_dict))
 
+    def load_weights_from_disk(self, checkpoint) -> None:
+        """Load a checkpoint the trainer ranks wrote (``checkpoint``: a ``DiskCheckpoint``)."""
+        if not isinstance(self.weight_sync, DiskWeightSync):
+            raise ValueError(f"load_weights_from_disk needs weight_sync='disk', this engine "
+                             f"syncs with {self.weight_sync.mode!r}")
+        self.last_sync_stats = self.weight_sync.sync_written(
+            checkpoint.directory, checkpoint.tensor_bytes, checkpoint.shards)
+
     def begin_weight_update(self) -> None:
         self.weight_sync.begin()
 

@@ -46,7 +46,10 @@ Strategies:
 * ``DiskWeightSync`` (anything else, e.g. a server that shares only a file system): writes each
   bucket as it arrives as one safetensors shard into ``directory`` (the previous shards removed
   first), then ``model.safetensors.index.json`` (+ ``config.json`` when given), then posts
-  ``/update_weights_from_disk``.
+  ``/update_weights_from_disk``. The trainer does better (``sync_written``): every trainer rank
+  writes the buckets it owns (``write_shard``), rank 0 the index (``write_index``) after
+  gathering the shard names, and the sync only posts ``/update_weights_from_disk`` of that
+  directory.
 """
 
 from __future__ import annotations
@@ -335,6 +338,26 @@ class DistributedWeightSync(_PausedSync):
         return _copied_bytes(bucket, list(zip(names, tensors)))
 
 
+def write_shard(bucket: NamedTensors, path: str | Path) -> dict[str, str]:
+    """One bucket as one safetensors file; returns its part of the index's weight_map."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    # clone(): split expert views share storage, which safetensors refuses to write.
+    save_file({n: t.detach().cpu().clone() for n, t in bucket}, path, metadata={"format": "pt"})
+    return {n: path.name for n, _ in bucket}
+
+
+def write_index(directory: str | Path, weight_map: Mapping[str, str], total_bytes: int,
+                config_json: Mapping | None = None) -> None:
+    """``model.safetensors.index.json`` (SGLang loads only the shards it names) (+ config.json)."""
+    directory = Path(directory)
+    index = {"metadata": {"total_size": total_bytes}, "weight_map": dict(weight_map)}
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
+    if config_json is not None:
+        (directory / "config.json").write_text(json.dumps(dict(config_json), indent=1))
+
+
 class DiskWeightSync(_PausedSync):
     mode = "disk"
 
@@ -345,43 +368,51 @@ class DiskWeightSync(_PausedSync):
         self.directory = Path(directory)
         self.config_json = dict(config_json) if config_json is not None else None
         self.load_format = load_format
+        self._written: tuple[Path, int, int] | None = None  # sync_written's checkpoint
 
     def write_checkpoint(self, buckets: Iterable[NamedTensors]) -> None:
         """All buckets as shards + index (+ config.json) in ``directory``."""
         self._begin_transfer()
         for bucket in buckets:
             self._write_shard(bucket)
-        self._write_index()
+        write_index(self.directory, self._weight_map, self._total_bytes, self.config_json)
+
+    def sync_written(self, directory: str | Path, tensor_bytes: int, shards: int) -> SyncStats:
+        """pause -> /update_weights_from_disk of a checkpoint others wrote (every trainer rank
+        its own shards, rank 0 the index) -> flush -> continue."""
+        self._written = (Path(directory), tensor_bytes, shards)
+        try:
+            self.begin()
+            stats = self.end(True)
+        finally:
+            self._written = None
+        stats.tensor_bytes, stats.buckets = tensor_bytes, shards
+        return stats
 
     def _begin_transfer(self) -> None:
+        if self._written is not None:
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         for old in [*self.directory.glob("*.safetensors"), *self.directory.glob("*.index.json")]:
             old.unlink()  # the server loads every shard in the directory
         self._weight_map, self._total_bytes = {}, 0
 
     def _write_shard(self, bucket: NamedTensors) -> int:
-        from safetensors.torch import save_file
-
         file_name = f"model-{len(set(self._weight_map.values())) + 1:05d}.safetensors"
-        # clone(): split expert views share storage, which safetensors refuses to write.
-        clones = {n: t.detach().cpu().clone() for n, t in bucket}
-        save_file(clones, self.directory / file_name, metadata={"format": "pt"})
-        self._weight_map.update({n: file_name for n, _ in bucket})
-        copied = sum(tensor_bytes(t) for t in clones.values())
-        self._total_bytes += copied
-        return copied
-
-    def _write_index(self) -> None:
-        index = {"metadata": {"total_size": self._total_bytes}, "weight_map": self._weight_map}
-        (self.directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
-        if self.config_json is not None:
-            (self.directory / "config.json").write_text(json.dumps(self.config_json, indent=1))
+        self._weight_map.update(write_shard(bucket, self.directory / file_name))
+        written = sum(tensor_bytes(t) for _, t in bucket)  # the clones, freed once written
+        self._total_bytes += written
+        return written
 
     def _send(self, bucket: NamedTensors, weight_version: str) -> int:
         return self._write_shard(bucket)
 
     def _end_transfer(self, weight_version: str) -> None:
-        self._write_index()
+        directory = self.directory
+        if self._written is not None:
+            directory = self._written[0]
+        else:
+            write_index(self.directory, self._weight_map, self._total_bytes, self.config_json)
         for client in self.clients:
-            client.update_weights_from_disk(str(self.directory), load_format=self.load_format,
+            client.update_weights_from_disk(str(directory), load_format=self.load_format,
                                             weight_version=weight_version)
