@@ -54,6 +54,11 @@ def test_three_steps_write_the_resolved_config_and_one_flushed_record_per_step(t
     assert all(REQUIRED_KEYS <= set(r) for r in rows)
     assert rows[0]["elapsed_s"] < rows[1]["elapsed_s"] < rows[2]["elapsed_s"]
     assert all(0.0 <= r["train/reward_mean"] <= 1.0 for r in rows)
+    # the tiny model (125k fp32 parameters, 0.5 MB) fits one default 512 MiB bucket: the sync
+    # held one bucket of the whole model, never more
+    model_bytes = 4 * 125_000
+    assert all(0.9 * model_bytes < r["perf/weight_sync_peak_bytes"] < 1.1 * model_bytes
+               for r in rows)
 
 
 @pytest.mark.slow
