@@ -202,6 +202,8 @@ class Trainer:
 
         if self._weight_sync_mode() == "disk":
             return self._sync_weights_through_disk()
+        if self._weight_sync_mode() == "tensor" and self.cfg.colocate:
+            return self._sync_weights_by_cuda_ipc()
         live = LiveBytes()
         buckets = self.actor.hf_weight_buckets(self.cfg.update_weight_buffer_size,
                                                keep=self.rank == 0, live=live)
@@ -227,6 +229,37 @@ class Trainer:
                                       "perf/weight_sync_buckets": stats.buckets,
                                       # copies the engine side made (device moves, disk clones)
                                       "perf/weight_sync_engine_peak_bytes": stats.peak_bytes})
+
+    def _sync_weights_by_cuda_ipc(self) -> None:
+        """--colocate, tensor mode: every rank keeps each bucket (the gathers leave it whole on
+        every GPU) and hands the engine on its GPU CUDA IPC handles of its own copy, through
+        rank 0 (hyrl.rollout.sglang.colocated). Peak bytes: the most on rank 0."""
+        from hyrl.models.weight_buckets import LiveBytes
+        from hyrl.rollout.sglang.colocated import stream_by_ipc, this_device
+        from hyrl.rollout.sglang.weight_sync import sglang_serializer
+
+        devices = [None] * self.world_size
+        torch.distributed.all_gather_object(devices, this_device())
+        status = ["ok"]
+        if self.rank == 0:  # a bad placement stops every rank here, not in a gather later
+            try:
+                self._engines_resume()
+                self.engine.prepare_ipc_sync(devices)
+            except Exception as err:  # noqa: BLE001 - re-raised below, on every rank
+                status, setup_error = [f"{type(err).__name__}: {err}"], err
+        torch.distributed.broadcast_object_list(status, src=0)
+        if status[0] != "ok":
+            if self.rank == 0:
+                raise setup_error
+            raise RuntimeError(f"weight sync by CUDA IPC could not start on rank 0: {status[0]}")
+        live = LiveBytes()
+        buckets = self.actor.hf_weight_buckets(self.cfg.update_weight_buffer_size, live=live)
+        if self.rank != 0:
+            stream_by_ipc(buckets, None, sglang_serializer())
+            return
+        self.engine.update_weights_by_ipc(buckets, sglang_serializer())
+        self.sync_metrics["perf/weight_sync_peak_bytes"] = live.peak
+        self._record_engine_sync_stats()
 
     def _weight_sync_mode(self) -> str:
         from hyrl.config import rollout_layout

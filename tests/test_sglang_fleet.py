@@ -217,3 +217,42 @@ def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them
     loaded = AutoConfig.from_pretrained(model)  # what SGLang's get_config returns
     assert loaded.architectures[0] == "Qwen3MoeForCausalLM" and loaded.dtype == torch.bfloat16
     assert TINY.mismatches(written) == []  # still the flags' architecture
+
+
+def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_stages_buckets(
+        ray_cluster, fakes, monkeypatch):
+    """--colocate tensor through SGLangFleet: rank 0 posts each server the serialized copy of
+    the training rank on its GPU (one gloo rank here, on the GPU both fakes claim), and keeps
+    the buckets for a replacement, which loads them through its own tensor path."""
+    import functools
+
+    import torch.distributed as dist
+
+    from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.models.weight_buckets import iter_buckets
+    from hyrl.rollout.sglang.weight_sync import free_port
+
+    urls = [f.url for f in fakes]
+    fleet = RolloutFleet(functools.partial(make_tensor_engine, urls), num_engines=2,
+                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    engine = SGLangFleet(fleet, "tensor", buffer_bytes=1 << 20, gpus_per_engine=1)
+    monkeypatch.setattr(RolloutFleet, "engine_devices", property(lambda self: [[("h", 0)]] * 2))
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                            world_size=1)
+    try:
+        engine.prepare_ipc_sync([("h", 0)])
+        engine.update_weights_by_ipc(iter_buckets(split_fused_experts(hf_weights(6.0)), 200),
+                                     pickle_serializer)
+        assert [f.shift for f in fakes] == [6, 6]
+        assert engine.last_sync_stats.buckets == 4
+        fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
+        fleet.kill_engine(1)
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 6) for p in PROMPTS]
+        fleet.call_all("server_url")  # returns once the replacement has started and loaded
+        assert fakes[1].shift == 6
+        with pytest.raises(ValueError, match="engine 0 runs on GPU"):
+            engine.prepare_ipc_sync([("other-host", 0)])
+    finally:
+        dist.destroy_process_group()
+        engine.close()

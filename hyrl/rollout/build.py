@@ -170,6 +170,7 @@ class SGLangFleet:
         self.mode = mode
         self.last_sync_stats = None
         self._distributed = None
+        self._ipc_sync = None  # --colocate tensor: the servers fed by the training ranks
         if mode == "distributed":
             from hyrl.rollout.sglang.client import SGLangClient
             from hyrl.rollout.sglang.weight_sync import DistributedWeightSync
@@ -222,6 +223,40 @@ class SGLangFleet:
         """disk: every engine loads the checkpoint the trainer ranks wrote."""
         self.fleet.load_weights_from_disk(checkpoint)
         self._collect_stats()
+
+    def prepare_ipc_sync(self, rank_devices) -> None:
+        """--colocate tensor, before each sync: the servers' URLs (a replacement has a new one)
+        and which training rank sits on each server's GPUs (``rank_devices``: every training
+        rank's (host, GPU)); raises when an engine GPU has no training rank."""
+        from hyrl.rollout.sglang.client import SGLangClient
+        from hyrl.rollout.sglang.colocated import ColocatedTensorSync, match_engine_ranks
+
+        urls = self.fleet.call_all("server_url")
+        # an engine keeps its bundle, so its GPUs, across replacements
+        engine_ranks = match_engine_ranks(rank_devices, self.fleet.engine_devices)
+        clients = [SGLangClient(url) for url in urls]
+        if self._ipc_sync is None:
+            self._ipc_sync = ColocatedTensorSync(clients, engine_ranks)
+        self._ipc_sync.clients, self._ipc_sync.engine_ranks = clients, engine_ranks
+
+    def update_weights_by_ipc(self, buckets, serializer) -> None:
+        """Rank 0's part of ``colocated.stream_by_ipc`` (every training rank runs it with its own
+        copy of the same buckets): each server gets the CUDA IPC handles of the training ranks
+        on its GPUs. The buckets are also kept for replacements (--rollout-max-restarts > 0),
+        which load them through their actor."""
+        from hyrl.rollout.sglang.colocated import stream_by_ipc
+
+        staged = self.fleet.staged_weights()
+
+        def staging(stream):
+            for bucket in stream:
+                if staged is not None:
+                    staged.put(bucket)
+                yield bucket
+
+        self.last_sync_stats = stream_by_ipc(staging(buckets), self._ipc_sync, serializer)
+        if staged is not None:
+            self.fleet.stage_weights(staged)
 
     def _collect_stats(self) -> None:
         stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]

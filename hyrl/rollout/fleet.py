@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -131,7 +132,7 @@ class _EngineActor:
         if weights is not None:
             self.update_weights(weights)
         return {"pid": os.getpid(), "node_ip": ray.util.get_node_ip_address(),
-                "gpu_ids": list(ray.get_gpu_ids())}
+                "host": socket.gethostname(), "gpu_ids": list(ray.get_gpu_ids())}
 
     def update_weights(self, weights) -> None:
         """A state dict, the kept buckets of a streamed sync (fetched one at a time), or a
@@ -199,6 +200,7 @@ class _Slot:
         self.chunks_served = 0
         self.peak_in_flight = 0  # prompts
         self.gpu_ids: list = []
+        self.host = ""  # the host name the current actor runs on
 
     @property
     def idle(self) -> bool:
@@ -396,6 +398,11 @@ class RolloutFleet:
         """Per engine, the GPU ids Ray gave its actor (ray.get_gpu_ids() inside it)."""
         return [list(s.gpu_ids) for s in self._slots]
 
+    @property
+    def engine_devices(self) -> list[list[tuple[str, int]]]:
+        """Per engine, its GPUs as (host name, physical GPU id), in the order Ray gave them."""
+        return [[(s.host, int(g)) for g in s.gpu_ids] for s in self._slots]
+
     def close(self) -> None:
         """Kill the engines, remove the placement group, shut Ray down if this fleet started it."""
         if self._closed:
@@ -566,7 +573,7 @@ class RolloutFleet:
                                     f"{_describe(exc.cause if exc.cause is not None else exc)}",
                                     engine_index=slot.index) from exc
         if kind == "start":
-            slot.started, slot.gpu_ids = True, value["gpu_ids"]
+            slot.started, slot.gpu_ids, slot.host = True, value["gpu_ids"], value["host"]
         elif kind == "generate":
             start, stop = bounds[chunk]
             if len(value) != stop - start:
