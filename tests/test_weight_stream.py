@@ -73,9 +73,10 @@ def test_every_rank_cuts_the_same_buckets_and_keeps_only_its_own(streamed, layou
     assert rank0["buckets_owned"] + rank1["buckets_owned"] == rank0["num_buckets"]
 
 
-def test_bfloat16_parameters_stream_as_bfloat16(tmp_path):
-    [result] = run_worker(tmp_path, "tp1", "bfloat16")
-    assert result["dtypes"] == ["torch.bfloat16"] and result["bit_exact"]
+@pytest.mark.parametrize("layout", ["tp1", "ep2"])
+def test_bfloat16_parameters_stream_as_bfloat16(tmp_path, layout):
+    for result in run_worker(tmp_path, layout, "bfloat16"):
+        assert result["dtypes"] == ["torch.bfloat16"] and result["bit_exact"]
 
 
 def test_per_parameter_mapping_equals_the_whole_dict_table():
