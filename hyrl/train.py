@@ -8,6 +8,7 @@ One rollout step:  prompts -> responses (engine) -> rewards -> advantages -> old
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -197,21 +198,119 @@ class Trainer:
 
     # -- stages -----------------------------------------------------------------------------
     def _sync_weights(self) -> None:
-        # collective over TP and EP; only rank 0, which feeds the engines, keeps a full copy
-        hf_state = self.actor.export_hf_state_dict(keep=self.rank == 0)
-        if self.rank == 0:
-            self._engines_resume()
-            self.engine.update_weights(hf_state)
-            fleet = getattr(self.engine, "fleet", self.engine)  # SGLangFleet wraps a RolloutFleet
-            if hasattr(fleet, "stats"):  # engines on Ray: deaths and resubmissions so far
-                fleet_stats = fleet.stats()
-                self.sync_metrics["rollout/engine_restarts"] = sum(fleet_stats["restarts"])
-                self.sync_metrics["rollout/resubmitted_prompts"] = fleet_stats["resubmitted_prompts"]
-            stats = getattr(self.engine, "last_sync_stats", None)  # SGLang engines report these
-            if stats is not None:
-                self.sync_metrics.update({"perf/weight_transfer_s": stats.transfer_s,
-                                          "perf/weight_sync_bytes": stats.tensor_bytes,
-                                          "perf/weight_sync_buckets": stats.buckets})
+        """Stream the actor's weights to the engines in buckets of --update-weight-buffer-size:
+        every rank drives the TP/EP gathers, one parameter at a time; rank 0, which owns the
+        engines, keeps each bucket until the engine has taken it. perf/weight_sync_peak_bytes:
+        the most bytes rank 0's stream held at once (the buckets being filled or sent and the
+        gather buffers of the parameter in flight; see weight_buckets.LiveBytes)."""
+        from hyrl.models.weight_buckets import LiveBytes
+
+        if self._weight_sync_mode() == "disk":
+            return self._sync_weights_through_disk()
+        if self._weight_sync_mode() == "tensor" and self.cfg.colocate:
+            return self._sync_weights_by_cuda_ipc()
+        live = LiveBytes()
+        buckets = self.actor.hf_weight_buckets(self.cfg.update_weight_buffer_size,
+                                               keep=self.rank == 0, live=live)
+        if self.rank != 0:
+            for _ in buckets:  # nothing is kept here: this only takes part in the gathers
+                pass
+            return
+        self._engines_resume()
+        self.engine.update_weights_stream(buckets)
+        self.sync_metrics["perf/weight_sync_peak_bytes"] = live.peak
+        self._record_engine_sync_stats()
+
+    def _record_engine_sync_stats(self) -> None:
+        fleet = getattr(self.engine, "fleet", self.engine)  # SGLangFleet wraps a RolloutFleet
+        if hasattr(fleet, "stats"):  # engines on Ray: deaths and resubmissions so far
+            fleet_stats = fleet.stats()
+            self.sync_metrics["rollout/engine_restarts"] = sum(fleet_stats["restarts"])
+            self.sync_metrics["rollout/resubmitted_prompts"] = fleet_stats["resubmitted_prompts"]
+        stats = getattr(self.engine, "last_sync_stats", None)  # SGLang engines report these
+        if stats is not None:
+            self.sync_metrics.update({"perf/weight_transfer_s": stats.transfer_s,
+                                      "perf/weight_sync_bytes": stats.tensor_bytes,
+                                      "perf/weight_sync_buckets": stats.buckets,
+                                      # copies the engine side made (device moves, disk clones)
+                                      "perf/weight_sync_engine_peak_bytes": stats.peak_bytes})
+
+    def _sync_weights_by_cuda_ipc(self) -> None:
+        """--colocate, tensor mode: every rank keeps each bucket (the gathers leave it whole on
+        every GPU) and hands the engine on its GPU CUDA IPC handles of its own copy, through
+        rank 0 (hyrl.rollout.sglang.colocated). Peak bytes: the most on rank 0."""
+        from hyrl.models.weight_buckets import LiveBytes
+        from hyrl.rollout.sglang.colocated import stream_by_ipc, this_device
+        from hyrl.rollout.sglang.weight_sync import sglang_serializer
+
+        devices = [None] * self.world_size
+        torch.distributed.all_gather_object(devices, this_device())
+        status = ["ok"]
+        if self.rank == 0:  # a bad placement stops every rank here, not in a gather later
+            try:
+                self._engines_resume()
+                self.engine.prepare_ipc_sync(devices)
+            except Exception as err:  # noqa: BLE001 - re-raised below, on every rank
+                status, setup_error = [f"{type(err).__name__}: {err}"], err
+        torch.distributed.broadcast_object_list(status, src=0)
+        if status[0] != "ok":
+            if self.rank == 0:
+                raise setup_error
+            raise RuntimeError(f"weight sync by CUDA IPC could not start on rank 0: {status[0]}")
+        live = LiveBytes()
+        buckets = self.actor.hf_weight_buckets(self.cfg.update_weight_buffer_size, live=live)
+        if self.rank != 0:
+            stream_by_ipc(buckets, None, sglang_serializer())
+            return
+        self.engine.update_weights_by_ipc(buckets, sglang_serializer())
+        self.sync_metrics["perf/weight_sync_peak_bytes"] = live.peak
+        self._record_engine_sync_stats()
+
+    def _weight_sync_mode(self) -> str:
+        from hyrl.config import rollout_layout
+
+        return rollout_layout(self.cfg, self.world_size).update_weight_mode
+
+    def _sync_weights_through_disk(self) -> None:
+        """--update-weight-mode disk: every rank writes the buckets it owns (bucket k on rank
+        k mod world size) as safetensors shards into RUN_DIR/rollout_weights/sync-N (a file
+        system the ranks and servers share), rank 0 the index after gathering the shard names;
+        the engines load it, and the previous sync's directory is removed. Peak bytes: a bucket
+        and its host copy on the rank that writes it."""
+        from hyrl.models.weight_buckets import LiveBytes, tensor_bytes
+        from hyrl.rollout.base import DiskCheckpoint
+        from hyrl.rollout.sglang.weight_sync import write_index, write_shard
+
+        self.disk_syncs = getattr(self, "disk_syncs", 0) + 1
+        root = self.run_dir / "rollout_weights"
+        directory = root / f"sync-{self.disk_syncs:06d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        live, weight_map, written, shards = LiveBytes(), {}, 0, 0
+        owned = self.actor.hf_weight_buckets(self.cfg.update_weight_buffer_size, live=live,
+                                             keep=lambda k: k % self.world_size == self.rank)
+        for bucket in owned:
+            size = sum(tensor_bytes(t) for _, t in bucket)
+            live.add(size)  # the host copies safetensors writes from
+            weight_map.update(write_shard(
+                bucket, directory / f"model-rank{self.rank:05d}-{shards:05d}.safetensors"))
+            live.release(size)
+            written, shards = written + size, shards + 1
+            del bucket
+        parts = [None] * self.world_size if self.rank == 0 else None
+        torch.distributed.gather_object((weight_map, written, shards, live.peak), parts, dst=0)
+        if self.rank != 0:
+            return
+        merged = {name: file for part in parts for name, file in part[0].items()}
+        total_bytes, total_shards = sum(p[1] for p in parts), sum(p[2] for p in parts)
+        write_index(directory, merged, total_bytes)
+        self._engines_resume()
+        self.engine.load_weights_from_disk(DiskCheckpoint(str(directory), total_bytes,
+                                                          total_shards))
+        for old in root.glob("sync-*"):  # every engine, replacements too, loads the newest
+            if old != directory:
+                shutil.rmtree(old, ignore_errors=True)
+        self.sync_metrics["perf/weight_sync_peak_bytes"] = max(p[3] for p in parts)
+        self._record_engine_sync_stats()
 
     def _engines_release(self) -> None:
         """--colocate: free the engines' GPU memory (weights, KV cache) for training."""

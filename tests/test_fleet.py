@@ -182,6 +182,21 @@ def test_engine_killed_mid_rollout_loses_and_duplicates_nothing_and_its_replacem
     assert fleet.stats()["restarts"] == after["restarts"]
 
 
+def test_a_streamed_sync_reaches_every_engine_and_replacements_replay_its_buckets(ray_cluster):
+    from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.models.weight_buckets import iter_buckets
+
+    with RolloutFleet(MAKE_ENGINE, num_engines=2, concurrency_per_engine=CONCURRENCY,
+                      num_cpus_per_engine=0.5, max_restarts=2) as fleet:
+        fleet.update_weights_stream(iter_buckets(split_fused_experts(WEIGHTS_B), 16 * 1024))
+        expected_b = local_generations(WEIGHTS_B, PROMPTS)
+        assert_same_generations(fleet.generate(PROMPTS, GREEDY), expected_b)
+        fleet.kill_engine(0)
+        fleet.kill_engine(1)  # both engines now start from the factory and replay the buckets
+        assert_same_generations(fleet.generate(PROMPTS, GREEDY), expected_b)
+        assert fleet.stats()["restarts"] == [1, 1]
+
+
 def test_engine_raising_in_generate_propagates_with_its_index_and_is_not_restarted(fleet):
     fleet.update_weights(WEIGHTS_A)
     prompts = PROMPTS[:5] + [POISON_PROMPT] + PROMPTS[6:]  # chunk 1 (prompts 4..7) raises

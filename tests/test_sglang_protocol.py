@@ -247,7 +247,7 @@ def test_server_command_line_is_built_from_the_flags(tmp_path):
     assert server.command() == [
         "python", "-m", "sglang.launch_server", "--model-path", "/ckpt/qwen3",
         "--host", "0.0.0.0", "--port", "30001", "--tp-size", "2", "--base-gpu-id", "4",
-        "--max-running-requests", "128", "--skip-tokenizer-init", "--skip-server-warmup",
+        "--dtype", "bfloat16", "--max-running-requests", "128", "--skip-tokenizer-init", "--skip-server-warmup",
         "--mem-fraction-static", "0.7", "--enable-memory-saver", "--random-seed", "7",
         "--attention-backend", "triton", "--disable-cuda-graph", "--log-level", "warning"]
 

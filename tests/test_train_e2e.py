@@ -54,6 +54,11 @@ def test_three_steps_write_the_resolved_config_and_one_flushed_record_per_step(t
     assert all(REQUIRED_KEYS <= set(r) for r in rows)
     assert rows[0]["elapsed_s"] < rows[1]["elapsed_s"] < rows[2]["elapsed_s"]
     assert all(0.0 <= r["train/reward_mean"] <= 1.0 for r in rows)
+    # the tiny model (125k fp32 parameters, 0.5 MB) fits one default 512 MiB bucket: the sync
+    # held one bucket of the whole model, never more
+    model_bytes = 4 * 125_000
+    assert all(0.9 * model_bytes < r["perf/weight_sync_peak_bytes"] < 1.1 * model_bytes
+               for r in rows)
 
 
 @pytest.mark.slow
@@ -302,10 +307,12 @@ def test_hf_engines_on_ray_and_reward_workers_train_and_count_failures(tmp_path)
 
 
 @pytest.mark.slow
-def test_sglang_engine_attached_to_a_router_trains_with_disk_weight_sync(tmp_path):
+@pytest.mark.parametrize("ranks", [1, 2], ids=["one_rank", "two_ep_ranks"])
+def test_sglang_engine_attached_to_a_router_trains_with_disk_weight_sync(tmp_path, ranks):
     """Protocol test of the trainer's SGLang path (tests/fake_sglang_server.py plays router and
     server; it is not SGLang): generation through /generate, and after every optimizer step the
-    weights go to disk and /update_weights_from_disk, between pause and flush + continue."""
+    weights go to disk and /update_weights_from_disk, between pause and flush + continue. Every
+    rank writes its own shards, rank 0 the index; only the newest sync's directory is kept."""
     from fake_sglang_server import FakeSGLangServer
     from transformers import Qwen3MoeForCausalLM
 
@@ -316,9 +323,11 @@ def test_sglang_engine_attached_to_a_router_trains_with_disk_weight_sync(tmp_pat
     with FakeSGLangServer(weights={name: torch_zeros_like(t) for name, t in hf_names}) as fake:
         fake.router_workers = [fake.url]
         run_dir = tmp_path / "run"
+        parallel = ["--expert-model-parallel-size", "2"] if ranks == 2 else []
         proc = run_recipe(run_dir, "--num-steps", "2", "--rollout-engine", "sglang",
                           "--sglang-router-url", fake.url, "--update-weight-mode", "disk",
-                          "--rollout-concurrency", "16")
+                          "--rollout-concurrency", "16", "--update-weight-buffer-size",
+                          str(1 << 20), *parallel, nproc=ranks)
         assert proc.returncode == 0, proc.stderr[-3000:]
         routes = fake.routes_called()
     rows = records(run_dir)
@@ -332,6 +341,15 @@ def test_sglang_engine_attached_to_a_router_trains_with_disk_weight_sync(tmp_pat
         assert routes[i - 1] == "/pause_generation"
         assert routes[i + 1:i + 3] == ["/flush_cache", "/continue_generation"]
     assert fake.shift != 0  # the trainer's weights replaced the fake's zeros
+    assert all(0 < r["perf/weight_sync_peak_bytes"] for r in rows)
+    [kept] = sorted((run_dir / "rollout_weights").iterdir())
+    assert kept.name == "sync-000003"
+    index = json.loads((kept / "model.safetensors.index.json").read_text())
+    writers = {file.split("-")[1] for file in index["weight_map"].values()}
+    shards = rows[-1]["perf/weight_sync_buckets"]  # bucket k is written by rank k % ranks
+    assert writers == {f"rank{k % ranks:05d}" for k in range(shards)}
+    assert sorted(set(index["weight_map"].values())) == sorted(
+        p.name for p in kept.glob("*.safetensors"))
 
 
 def torch_zeros_like(tensor):

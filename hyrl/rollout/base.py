@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
+
+from hyrl.models.weight_buckets import NamedTensors
 
 
 @dataclass(frozen=True)
@@ -51,3 +54,46 @@ class RolloutEngine(Protocol):
     def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
         """Load the actor's newest weights (HF names) before the next rollout."""
         ...
+
+    def update_weights_stream(self, buckets: Iterable[NamedTensors]) -> None:
+        """Load the actor's newest weights as they arrive: buckets of (HF checkpoint-layout name,
+        tensor) that together hold every weight once. A bucket is the caller's until the engine
+        asks for the next one, so an engine must be done with it (sent, copied) by then and
+        keep no reference; the weights take effect when the last bucket is in."""
+        ...
+
+
+@dataclass(frozen=True)
+class DiskCheckpoint:
+    """A safetensors checkpoint (shards + index) the trainer ranks wrote for the engines."""
+
+    directory: str
+    tensor_bytes: int
+    shards: int
+
+
+class BucketReceiver:
+    """What an engine implements to take a weight stream: ``begin_weight_update``,
+    ``load_weight_bucket`` per bucket, ``end_weight_update(succeeded)`` (always called, also
+    after a failure: an SGLang server must not stay paused). Engines on Ray are driven through
+    these three calls one bucket at a time (``fleet.py``); in-process ones by the stream."""
+
+    def begin_weight_update(self) -> None:
+        raise NotImplementedError
+
+    def load_weight_bucket(self, bucket: NamedTensors) -> None:
+        raise NotImplementedError
+
+    def end_weight_update(self, succeeded: bool = True) -> None:
+        raise NotImplementedError
+
+    def update_weights_stream(self, buckets: Iterable[NamedTensors]) -> None:
+        self.begin_weight_update()
+        succeeded = False
+        try:
+            for bucket in buckets:
+                self.load_weight_bucket(bucket)
+                del bucket  # the producer frees it when it builds the next one
+            succeeded = True
+        finally:
+            self.end_weight_update(succeeded)

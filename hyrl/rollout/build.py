@@ -87,15 +87,26 @@ def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_
     return build_sglang_engine(cfg, layout, arch, pad_id, eos_id, run_dir)
 
 
+ROLLOUT_DTYPE = "bfloat16"  # the servers' weights and activations (SGLang --dtype)
+
+
 def write_rollout_model(arch: Qwen3MoeArch, directory) -> str:
     """The HF directory SGLang starts from: config.json only. Servers start with
     --load-format dummy (random weights, no files read) and the actor's weights arrive by
-    weight sync before the first rollout, so nothing of the model is written or read twice."""
+    weight sync before the first rollout, so nothing of the model is written or read twice.
+
+    SGLang picks its model class from ``architectures[0]`` and, under ``--dtype auto``, its
+    dtype from the config's ``dtype`` (transformers 5; ``torch_dtype`` before), turning a
+    missing one into float16; both are written, and the servers also get ``--dtype``."""
     from pathlib import Path
 
     directory = Path(directory)
-    if not (directory / "config.json").is_file():
-        arch.to_hf_config().save_pretrained(directory)
+    arch.to_hf_config().save_pretrained(directory)
+    config_path = directory / "config.json"
+    config = json.loads(config_path.read_text())
+    config.update(architectures=["Qwen3MoeForCausalLM"], dtype=ROLLOUT_DTYPE,
+                  torch_dtype=ROLLOUT_DTYPE)
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return str(directory)
 
 
@@ -126,7 +137,7 @@ def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[i
     server = SGLangServerProcess(
         model_path, host=host, port=free_port(host), tp_size=gpus_per_engine, base_gpu_id=0,
         mem_fraction_static=mem_fraction_static, max_running_requests=concurrency,
-        colocated=colocated, random_seed=seed + engine_index,
+        colocated=colocated, random_seed=seed + engine_index, dtype=ROLLOUT_DTYPE,
         return_routed_experts=return_routed_experts,
         server_args=(server_args if any(a.split("=")[0] == "--load-format" for a in server_args)
                      else [*server_args, "--load-format", "dummy"]),
@@ -145,10 +156,11 @@ class SGLangFleet:
     """RolloutEngine over a RolloutFleet of SGLang engine actors.
 
     generate: the fleet (placement, concurrency per engine, restarts, resubmission).
-    update_weights: "tensor"/"disk" through the fleet (each actor loads its own server, and a
-    replacement loads the newest weights before it serves); "distributed": this process
-    broadcasts over one NCCL group with every server (no object-store copy) and also hands the
-    fleet the weights, which only a replacement engine reads.
+    update_weights_stream (and update_weights, a whole dict): "tensor"/"disk" through the fleet,
+    bucket by bucket (each actor loads its own server, and a replacement loads the newest
+    weights before it serves); "distributed": this process broadcasts each bucket over one NCCL
+    group with every server and also hands the fleet the buckets, which only a replacement
+    engine reads (kept only with --rollout-max-restarts > 0).
     release_memory/resume_memory: on every engine (--colocate).
     """
 
@@ -158,6 +170,7 @@ class SGLangFleet:
         self.mode = mode
         self.last_sync_stats = None
         self._distributed = None
+        self._ipc_sync = None  # --colocate tensor: the servers fed by the training ranks
         if mode == "distributed":
             from hyrl.rollout.sglang.client import SGLangClient
             from hyrl.rollout.sglang.weight_sync import DistributedWeightSync
@@ -180,13 +193,74 @@ class SGLangFleet:
     def update_weights(self, hf_state_dict) -> None:
         if self._distributed is None:
             self.fleet.update_weights(hf_state_dict)
-            stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]
-            self.last_sync_stats = max(stats, key=lambda s: s.elapsed_s) if stats else None
+            self._collect_stats()
             return
         from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors
 
         self.last_sync_stats = self._distributed.sync(checkpoint_named_tensors(hf_state_dict))
         self.fleet.stage_weights(hf_state_dict)
+
+    def update_weights_stream(self, buckets) -> None:
+        """tensor/disk: each bucket through the fleet to every engine actor; distributed: each
+        bucket broadcast from here, and kept in the object store for replacements."""
+        if self._distributed is None:
+            self.fleet.update_weights_stream(buckets)
+            self._collect_stats()
+            return
+        staged = self.fleet.staged_weights()
+
+        def staging(stream):
+            for bucket in stream:
+                if staged is not None:
+                    staged.put(bucket)
+                yield bucket
+
+        self.last_sync_stats = self._distributed.sync_buckets(staging(buckets))
+        if staged is not None:
+            self.fleet.stage_weights(staged)
+
+    def load_weights_from_disk(self, checkpoint) -> None:
+        """disk: every engine loads the checkpoint the trainer ranks wrote."""
+        self.fleet.load_weights_from_disk(checkpoint)
+        self._collect_stats()
+
+    def prepare_ipc_sync(self, rank_devices) -> None:
+        """--colocate tensor, before each sync: the servers' URLs (a replacement has a new one)
+        and which training rank sits on each server's GPUs (``rank_devices``: every training
+        rank's (host, GPU)); raises when an engine GPU has no training rank."""
+        from hyrl.rollout.sglang.client import SGLangClient
+        from hyrl.rollout.sglang.colocated import ColocatedTensorSync, match_engine_ranks
+
+        urls = self.fleet.call_all("server_url")
+        # an engine keeps its bundle, so its GPUs, across replacements
+        engine_ranks = match_engine_ranks(rank_devices, self.fleet.engine_devices)
+        clients = [SGLangClient(url) for url in urls]
+        if self._ipc_sync is None:
+            self._ipc_sync = ColocatedTensorSync(clients, engine_ranks)
+        self._ipc_sync.clients, self._ipc_sync.engine_ranks = clients, engine_ranks
+
+    def update_weights_by_ipc(self, buckets, serializer) -> None:
+        """Rank 0's part of ``colocated.stream_by_ipc`` (every training rank runs it with its own
+        copy of the same buckets): each server gets the CUDA IPC handles of the training ranks
+        on its GPUs. The buckets are also kept for replacements (--rollout-max-restarts > 0),
+        which load them through their actor."""
+        from hyrl.rollout.sglang.colocated import stream_by_ipc
+
+        staged = self.fleet.staged_weights()
+
+        def staging(stream):
+            for bucket in stream:
+                if staged is not None:
+                    staged.put(bucket)
+                yield bucket
+
+        self.last_sync_stats = stream_by_ipc(staging(buckets), self._ipc_sync, serializer)
+        if staged is not None:
+            self.fleet.stage_weights(staged)
+
+    def _collect_stats(self) -> None:
+        stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]
+        self.last_sync_stats = max(stats, key=lambda s: s.elapsed_s) if stats else None
 
     def release_memory(self) -> None:
         self.fleet.call_all("release_memory")

@@ -46,8 +46,21 @@ A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
   when they arrive, and those engines serve again after that.
 * Accounting (``stats()``): restarts per engine, prompts resubmitted after a death, chunks served
   per engine, and the peak number of prompts in flight per engine (never above the concurrency).
-* ``update_weights``: one ``ray.put``; every engine loads it and the call returns when all have
-  (a dead engine is replaced, and the replacement loads the same weights).
+* ``update_weights_stream(buckets)`` (what the trainer sends): one ``ray.put`` per bucket, which
+  every engine loads (``begin_weight_update`` / ``load_weight_bucket`` / ``end_weight_update``
+  on its engine) before the next bucket is taken; the call returns when all have ended. The
+  driver holds one bucket at a time. For replacements the fleet keeps the buckets' objects of
+  the newest sync in the object store (one copy, the previous sync's dropped as the next one
+  starts) when ``max_restarts > 0`` (without restarts there are no replacements, and nothing is
+  kept). An engine that dies during the stream is replaced after
+  it, and its replacement loads the kept buckets; an engine that raises fails the call with
+  ``RolloutFleetError`` naming it, after every engine has been told the update ended.
+* ``load_weights_from_disk(checkpoint)``: every engine loads a checkpoint the trainer wrote to a
+  shared file system (``DiskCheckpoint``), and so does every later replacement: nothing goes
+  through the object store.
+* ``update_weights(hf_state_dict)``: one ``ray.put`` of a whole state dict the caller holds;
+  every engine loads it and the call returns when all have (a dead engine is replaced, and the
+  replacement loads the same weights).
 * ``kill_engine(i)`` kills engine i's process (``ray.kill``) and nothing else: the fleet finds
   out at its next call on that engine, as it would after a crash (fault drills and tests).
 * ``on_chunk_done(engine_index, chunk_index)``, if set, is called in the driver after each chunk's
@@ -66,6 +79,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -74,7 +88,7 @@ from typing import Any
 import torch
 
 from hyrl.ray_actors import describe, remote_class
-from hyrl.rollout.base import Generation, RolloutEngine, SamplingParams
+from hyrl.rollout.base import DiskCheckpoint, Generation, RolloutEngine, SamplingParams
 
 MAX_MESSAGE_CHARS = 300  # an engine's exception text is cut to this in fleet errors
 
@@ -111,23 +125,61 @@ class _EngineActor:
     def __init__(self, make_engine: Callable[[int], RolloutEngine], engine_index: int):
         self._engine = make_engine(engine_index)
 
-    def prepare(self, hf_state_dict: dict[str, torch.Tensor] | None) -> dict[str, Any]:
+    def prepare(self, weights) -> dict[str, Any]:
         """Load the newest weights, if any, and say where this engine runs."""
         import ray
 
-        if hf_state_dict is not None:
-            self._engine.update_weights(hf_state_dict)
+        if weights is not None:
+            self.update_weights(weights)
         return {"pid": os.getpid(), "node_ip": ray.util.get_node_ip_address(),
-                "gpu_ids": list(ray.get_gpu_ids())}
+                "host": socket.gethostname(), "gpu_ids": list(ray.get_gpu_ids())}
 
-    def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
-        self._engine.update_weights(hf_state_dict)
+    def update_weights(self, weights) -> None:
+        """A state dict, the kept buckets of a streamed sync (fetched one at a time), or a
+        checkpoint on disk."""
+        if isinstance(weights, DiskCheckpoint):
+            self._engine.load_weights_from_disk(weights)
+        elif isinstance(weights, StreamedWeights):
+            import ray
+
+            self._engine.update_weights_stream(ray.get(ref) for ref in weights.refs)
+        else:
+            self._engine.update_weights(weights)
+
+    def begin_weight_update(self) -> None:
+        self._engine.begin_weight_update()
+
+    def load_weight_bucket(self, bucket) -> None:
+        self._engine.load_weight_bucket(bucket)
+
+    def end_weight_update(self, succeeded: bool) -> None:
+        self._engine.end_weight_update(succeeded)
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         return self._engine.generate(prompts, params)
 
     def call(self, method: str, *args) -> Any:
         return getattr(self._engine, method)(*args)
+
+
+class StreamedWeights:
+    """The object-store refs of one streamed sync's buckets, in order (for replacements)."""
+
+    def __init__(self) -> None:
+        self.refs: list = []
+
+    def put(self, bucket) -> Any:
+        ref = put_bucket(bucket)
+        self.refs.append(ref)
+        return ref
+
+
+def put_bucket(bucket) -> Any:
+    """One bucket into the object store, from host memory: a CUDA tensor pickled as it is would
+    be rebuilt on the same device index inside an actor that may not have it."""
+    import ray
+
+    return ray.put([(name, tensor.detach().to("cpu")) for name, tensor in bucket])
 
 
 class _Slot:
@@ -148,6 +200,7 @@ class _Slot:
         self.chunks_served = 0
         self.peak_in_flight = 0  # prompts
         self.gpu_ids: list = []
+        self.host = ""  # the host name the current actor runs on
 
     @property
     def idle(self) -> bool:
@@ -182,6 +235,8 @@ class RolloutFleet:
         self.max_restarts = max_restarts
         self.startup_timeout_s = float(startup_timeout_s)
         self.on_chunk_done = on_chunk_done
+        # replacements replay the newest streamed sync from the object store; none without restarts
+        self.keep_weights_for_replacements = max_restarts > 0
         self.resubmitted_prompts = 0  # prompts sent again after their engine died, fleet's life
         self._closed = False
         self._owns_ray = False
@@ -228,14 +283,76 @@ class RolloutFleet:
         self._weights_ref = ray.put(hf_state_dict)
         self._run(deque(), [], [], None, until_all_idle=True)
 
-    def stage_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
-        """Record the newest weights for replacements only: the running engines already have
-        them (the caller synced them outside the fleet, e.g. over NCCL); an engine started
-        later, or still starting now, loads them before it serves."""
+    def update_weights_stream(self, buckets) -> None:
+        """Stream buckets to every engine, one ray.put per bucket (see the module doc)."""
         import ray
 
         self._check_open()
-        self._weights_ref = ray.put(hf_state_dict)
+        self._run(deque(), [], [], None, until_all_idle=True)  # replacements up, nothing running
+        targets = [s for s in self._slots if s.idle and not s.retired]
+        kept = StreamedWeights()
+        self._weights_ref = kept  # the previous sync's buckets are dropped from here on
+        for slot in targets:
+            slot.weights_ref = kept
+        dead: dict[int, BaseException] = {}
+        failure: list = []
+
+        def on_all(call, *args) -> None:
+            live = [s for s in targets if s.index not in dead]
+            refs = [getattr(s.actor, call).remote(*args) for s in live]
+            for slot, ref in zip(live, refs):
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    dead[slot.index] = exc
+                except ray.exceptions.RayTaskError as exc:
+                    failure.append(RolloutFleetError(
+                        f"engine {slot.index} raised in {call}, not restarted: "
+                        f"{_describe(exc.cause if exc.cause is not None else exc)}",
+                        engine_index=slot.index))
+                    failure[-1].__cause__ = exc
+
+        streamed = False
+        try:
+            on_all("begin_weight_update")
+            for bucket in buckets:
+                if failure:
+                    break
+                ref = kept.put(bucket) if self.keep_weights_for_replacements else put_bucket(bucket)
+                del bucket
+                on_all("load_weight_bucket", ref)
+                del ref
+            streamed = not failure
+        finally:
+            on_all("end_weight_update", streamed)
+        for slot in targets:
+            if slot.index in dead:
+                self._replace(slot, dead[slot.index])
+        if failure:
+            raise failure[0]
+        self._run(deque(), [], [], None, until_all_idle=True)
+
+    def load_weights_from_disk(self, checkpoint: DiskCheckpoint) -> None:
+        """Every engine loads a checkpoint on a file system they share (no object-store copy);
+        replacements load the same one. Returns once all have."""
+        self._check_open()
+        self._weights_ref = checkpoint
+        self._run(deque(), [], [], None, until_all_idle=True)
+
+    def staged_weights(self) -> StreamedWeights | None:
+        """A collector for weights synced outside the fleet (e.g. over NCCL), to hand to
+        ``stage_weights`` after the sync; None when replacements are not kept."""
+        return StreamedWeights() if self.keep_weights_for_replacements else None
+
+    def stage_weights(self, weights) -> None:
+        """Record the newest weights for replacements only: the running engines already have
+        them (the caller synced them outside the fleet, e.g. over NCCL); an engine started
+        later, or still starting now, loads them before it serves. ``weights``: a state dict
+        or a ``StreamedWeights`` from ``staged_weights``."""
+        import ray
+
+        self._check_open()
+        self._weights_ref = weights if isinstance(weights, StreamedWeights) else ray.put(weights)
         for slot in self._slots:
             if slot.actor is not None and slot.started and not slot.retired:
                 slot.weights_ref = self._weights_ref
@@ -280,6 +397,11 @@ class RolloutFleet:
     def engine_gpu_ids(self) -> list[list]:
         """Per engine, the GPU ids Ray gave its actor (ray.get_gpu_ids() inside it)."""
         return [list(s.gpu_ids) for s in self._slots]
+
+    @property
+    def engine_devices(self) -> list[list[tuple[str, int]]]:
+        """Per engine, its GPUs as (host name, physical GPU id), in the order Ray gave them."""
+        return [[(s.host, int(g)) for g in s.gpu_ids] for s in self._slots]
 
     def close(self) -> None:
         """Kill the engines, remove the placement group, shut Ray down if this fleet started it."""
@@ -451,7 +573,7 @@ class RolloutFleet:
                                     f"{_describe(exc.cause if exc.cause is not None else exc)}",
                                     engine_index=slot.index) from exc
         if kind == "start":
-            slot.started, slot.gpu_ids = True, value["gpu_ids"]
+            slot.started, slot.gpu_ids, slot.host = True, value["gpu_ids"], value["host"]
         elif kind == "generate":
             start, stop = bounds[chunk]
             if len(value) != stop - start:

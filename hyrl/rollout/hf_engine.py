@@ -1,7 +1,10 @@
 """`--rollout-engine hf`: transformers generation on a Qwen3-MoE copy of the actor (CPU path).
 
 The engine owns its own HF model; after every optimizer step the actor's weights arrive through
-the HF<->Megatron mapping table (`update_weights`): the CPU form of weight sync, no shared tensors.
+the HF<->Megatron mapping table: the CPU form of weight sync, no shared tensors. A stream of
+buckets in the checkpoint layout (`update_weights_stream`, what the trainer sends) is copied into
+the model bucket by bucket, each expert's tensors into their rows of the fused expert weights,
+cast to the engine's dtype; a whole fused state dict (`update_weights`) goes in at once.
 With `return_routed_experts` (--use-routing-replay) forward hooks on the transformers
 Qwen3-MoE routers record the top-k expert ids of every token that goes through the model.
 """
@@ -10,11 +13,13 @@ from __future__ import annotations
 
 import torch
 
+from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.rollout.base import Generation, SamplingParams
+from hyrl.models.weight_buckets import NamedTensors
+from hyrl.rollout.base import BucketReceiver, Generation, SamplingParams
 
 
-class HFRolloutEngine:
+class HFRolloutEngine(BucketReceiver):
     def __init__(self, arch: Qwen3MoeArch, concurrency: int, pad_id: int, eos_id: int,
                  device: str | torch.device = "cpu", return_routed_experts: bool = False):
         from transformers import Qwen3MoeForCausalLM
@@ -45,6 +50,43 @@ class HFRolloutEngine:
     @torch.no_grad()
     def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
         self.model.load_state_dict(hf_state_dict, strict=True)
+
+    # -- the weight stream (BucketReceiver) --------------------------------------------------
+    def begin_weight_update(self) -> None:
+        self._targets = self.model.state_dict()  # shares storage with the parameters
+        self._pending = {name for name, _ in hf_mapping.split_fused_experts(self._targets)}
+
+    @torch.no_grad()
+    def load_weight_bucket(self, bucket: NamedTensors) -> None:
+        for name, tensor in bucket:
+            target = self._target(name)
+            if tuple(tensor.shape) != tuple(target.shape):
+                raise ValueError(f"weight update: {name} has shape {tuple(tensor.shape)}, the "
+                                 f"engine's is {tuple(target.shape)}")
+            target.copy_(tensor)
+            self._pending.discard(name)
+
+    def end_weight_update(self, succeeded: bool = True) -> None:
+        pending, self._targets, self._pending = self._pending, None, set()
+        if succeeded and pending:
+            raise KeyError(f"weight update: {len(pending)} weights never arrived, e.g. "
+                           f"{sorted(pending)[:3]}; the engine now holds a mix of old and new")
+
+    def _target(self, name: str) -> torch.Tensor:
+        """The engine tensor (or fused-expert rows) a checkpoint-layout name loads into."""
+        slot = hf_mapping.fused_expert_slot(name)
+        if slot is None:
+            if name not in self._targets:
+                raise KeyError(f"weight update: {name} is not a weight of the engine's "
+                               f"Qwen3MoeForCausalLM")
+            return self._targets[name]
+        fused_name, expert, part = slot
+        if fused_name not in self._targets or expert >= self._targets[fused_name].shape[0]:
+            raise KeyError(f"weight update: {name} is not a weight of the engine's "
+                           f"Qwen3MoeForCausalLM")
+        rows = self._targets[fused_name][expert]
+        ffn = rows.shape[0] // 2
+        return {"gate": rows[:ffn], "up": rows[ffn:], "down": rows}[part]
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:

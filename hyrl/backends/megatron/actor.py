@@ -152,6 +152,12 @@ class MegatronActor(MegatronTrainable):
         full = self.export_full_state_dict(keep)
         return hf_mapping.megatron_to_hf(full, self.arch) if keep else {}
 
+    def hf_weight_buckets(self, buffer_bytes: int, keep=True, live=None):
+        """The weights as a stream of HF checkpoint-layout buckets of <= buffer_bytes, gathered
+        one parameter at a time (collective: every rank iterates to the end; see
+        ``weights.iter_hf_buckets`` for keep and live)."""
+        return weights.iter_hf_buckets(self.model, self.arch, buffer_bytes, keep, live)
+
     def export_full_state_dict(self, keep: bool = True) -> dict[str, torch.Tensor]:
         """Full Megatron-named weights (global expert ids) in host memory (collective)."""
         return weights.gather_full_state_dict(self.model, self.arch, keep)

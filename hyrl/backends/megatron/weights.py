@@ -1,13 +1,16 @@
-"""Full (HF-mappable) weights <-> this rank's Megatron shards, across TP and EP."""
+"""Full (HF-mappable) weights <-> this rank's Megatron shards, across TP and EP; the weight
+stream that weight sync sends (one parameter gathered at a time, cut into buckets)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 
 import torch
 
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+from hyrl.models.weight_buckets import LiveBytes, NamedTensors, iter_buckets, tensor_bytes
 
 _LOCAL_EXPERT = re.compile(r"(\.mlp\.experts\.local_experts\.)(\d+)(\.)")
 
@@ -65,14 +68,16 @@ def load_full_state_dict(model: torch.nn.Module, full: dict[str, torch.Tensor],
 
 
 @torch.no_grad()
-def gather_full_state_dict(model: torch.nn.Module, arch: Qwen3MoeArch,
-                           keep: bool = True) -> dict[str, torch.Tensor]:
-    """The full model in host memory: TP shards concatenated, experts gathered over EP.
+def iter_full_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
+                         live: LiveBytes | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+    """(Megatron name with global expert ids, full tensor), one parameter at a time, on the
+    parameter's device and in its dtype: TP shards all-gathered and concatenated, an expert
+    all-gathered over EP (one item per EP rank's copy of that local expert).
 
-    Collective: every rank calls it. keep=False: this rank takes part in the gathers and keeps
-    nothing (returns {}), so only the rank that sends weights to the engines holds a full copy;
-    one parameter at a time is gathered on the device and moved to the host.
-    """
+    Collective: every rank iterates to the end, in the same order (``named_parameters``), and
+    every rank gets every full tensor. ``live`` counts the gather buffers this allocates, from
+    the all-gather until the consumer asks for the next parameter; an ungathered parameter is
+    yielded as itself (a view: nothing allocated, nothing counted)."""
     from megatron.core import parallel_state
 
     tp_group = parallel_state.get_tensor_model_parallel_group()
@@ -80,23 +85,80 @@ def gather_full_state_dict(model: torch.nn.Module, arch: Qwen3MoeArch,
     ep_group = parallel_state.get_expert_model_parallel_group()
     ep_size = parallel_state.get_expert_model_parallel_world_size()
     local_experts = _num_local_experts(arch)
-    full: dict[str, torch.Tensor] = {}
+    live = live if live is not None else LiveBytes()
     for name, param in model.named_parameters():
-        tensor = param.detach()
+        tensor, held = param.detach(), 0
         if _tp_split(param, name) and tp_size > 1:
-            parts = [torch.empty_like(tensor) for _ in range(tp_size)]
-            torch.distributed.all_gather(parts, tensor.contiguous(), group=tp_group)
-            tensor = torch.cat(parts, dim=param.partition_dim)
+            tensor, held = _all_gather(tensor, tp_size, tp_group, live), tp_size * tensor_bytes(tensor)
+            if param.partition_dim != 0:  # shards side by side: one copy, then the buffer goes
+                tensor = torch.cat(tensor.unbind(0), dim=param.partition_dim)
+                live.add(tensor_bytes(tensor))
+                live.release(held)
+                held = tensor_bytes(tensor)
+            else:  # shards stacked along dim 0: the gather buffer is the full tensor
+                tensor = tensor.view(-1, *tensor.shape[2:])
         if is_expert(name) and ep_size > 1:
-            parts = [torch.empty_like(tensor) for _ in range(ep_size)]
-            torch.distributed.all_gather(parts, tensor.contiguous(), group=ep_group)
+            parts = _all_gather(tensor, ep_size, ep_group, live)  # [EP rank, *expert shape]
             local_id = int(_LOCAL_EXPERT.search(name)[2])
-            for ep_rank, part in enumerate(parts):
+            for ep_rank in range(ep_size):
                 global_id = ep_rank * local_experts + local_id
-                global_key = _LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", name)
-                if keep:
-                    full[hf_mapping.from_te_name(global_key)] = part.to("cpu", copy=True)
+                yield (hf_mapping.from_te_name(_LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", name)),
+                       parts[ep_rank])
+            del parts
+            live.release(ep_size * tensor_bytes(tensor) + held)
             continue
+        yield hf_mapping.from_te_name(name), tensor
+        live.release(held)
+
+
+def _all_gather(tensor: torch.Tensor, world: int, group, live: LiveBytes) -> torch.Tensor:
+    """[world, *tensor.shape], rank r's tensor at [r]: one buffer, written in place
+    (all_gather into a list would stage a second, flat copy: measured on gloo)."""
+    out = torch.empty((world * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype,
+                      device=tensor.device)  # ranks concatenated along dim 0, as gloo wants it
+    live.add(tensor_bytes(out))
+    torch.distributed.all_gather_into_tensor(out, tensor.contiguous(), group=group)
+    return out.view(world, *tensor.shape)
+
+
+@torch.no_grad()
+def gather_full_state_dict(model: torch.nn.Module, arch: Qwen3MoeArch,
+                           keep: bool = True) -> dict[str, torch.Tensor]:
+    """The full model in host memory (conversion, checkpoints, the critic's first weights).
+
+    Collective: every rank calls it. keep=False: this rank takes part in the gathers and keeps
+    nothing (returns {}). Weight sync does not use it: see ``iter_hf_buckets``."""
+    full: dict[str, torch.Tensor] = {}
+    for name, tensor in iter_full_parameters(model, arch):
         if keep:
-            full[hf_mapping.from_te_name(name)] = tensor.to("cpu", copy=True)
+            full[name] = tensor.to("cpu", copy=True)
     return full
+
+
+def iter_hf_buckets(model: torch.nn.Module, arch: Qwen3MoeArch, buffer_bytes: int,
+                    keep: Callable[[int], bool] | bool = True,
+                    live: LiveBytes | None = None) -> Iterator[NamedTensors]:
+    """The model as buckets of HF checkpoint-layout tensors (``hf_mapping.
+    megatron_to_hf_checkpoint``), each <= buffer_bytes (one larger tensor is a bucket alone),
+    built one Megatron parameter at a time: no rank ever holds more than a bucket, the tensors
+    that overflowed it and the gather buffers of one parameter.
+
+    Collective: every rank iterates to the end (a rank that keeps nothing still drives the
+    gathers: ``for _ in iter_hf_buckets(...): pass``). Bucket k (counting from 0, the same cut
+    on every rank) is yielded where ``keep(k)`` (or ``keep``) is true and dropped elsewhere.
+    Tensors are on the parameters' device in their dtype; treat them as read-only (some are
+    views of the parameters). ``live`` counts the buckets and the gather buffers (see
+    ``LiveBytes``); its peak is what a sync reports as perf/weight_sync_peak_bytes."""
+    keeps = keep if callable(keep) else (lambda index: keep)
+    live = live if live is not None else LiveBytes()
+    named = ((hf_name, hf_tensor)
+             for name, tensor in iter_full_parameters(model, arch, live)
+             for hf_name, hf_tensor in hf_mapping.megatron_to_hf_checkpoint(name, tensor, arch))
+    index = 0
+    # not enumerate(): it keeps its last (index, bucket) tuple, so the previous bucket would
+    # stay alive until the next one is complete (measured: twice the memory)
+    for bucket in iter_buckets(named, buffer_bytes, live):
+        if keeps(index):
+            yield bucket
+        del bucket
+        index += 1

@@ -3,12 +3,23 @@
 Used by weight sync (actor -> rollout engine) and by checkpoint conversion. It maps *full*
 (unsharded) tensors; splitting them over TP/EP ranks is the backend's job.
 
+Two HF layouts: the *state dict* of transformers' Qwen3MoeForCausalLM, whose experts are fused
+per layer (``mlp.experts.gate_up_proj`` [E, 2F, H], ``mlp.experts.down_proj`` [E, H, F]), and
+the *checkpoint* layout that ``save_pretrained`` writes and SGLang's ``load_weights`` reads, one
+tensor per expert (``mlp.experts.{e}.{gate,up,down}_proj.weight``). Whole dicts convert with
+``megatron_to_hf`` / ``hf_to_megatron``; weight sync streams one Megatron parameter at a time
+through ``megatron_to_hf_checkpoint`` and never builds the fused stacks.
+
 Megatron names are the local-spec names with global expert ids
 (`decoder.layers.{i}.mlp.experts.local_experts.{e}`); `te_names=True` gives the
 Transformer Engine spec's names, which differ only where TE fuses the input norm into QKV.
 """
 
 from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Mapping
 
 import torch
 
@@ -36,6 +47,16 @@ EXPERT_FC1 = "decoder.layers.{i}.mlp.experts.local_experts.{e}.linear_fc1.weight
 EXPERT_FC2 = "decoder.layers.{i}.mlp.experts.local_experts.{e}.linear_fc2.weight"
 HF_GATE_UP = "model.layers.{i}.mlp.experts.gate_up_proj"  # [experts, 2 * ffn, hidden], [gate; up]
 HF_DOWN = "model.layers.{i}.mlp.experts.down_proj"  # [experts, hidden, ffn]
+
+# Checkpoint layout of one expert (what save_pretrained writes; fc1 rows are [gate; up]).
+CKPT_GATE = "model.layers.{i}.mlp.experts.{e}.gate_proj.weight"
+CKPT_UP = "model.layers.{i}.mlp.experts.{e}.up_proj.weight"
+CKPT_DOWN = "model.layers.{i}.mlp.experts.{e}.down_proj.weight"
+_QKV_RE = re.compile(r"^decoder\.layers\.(\d+)\.self_attention\.linear_qkv\.weight$")
+_EXPERT_RE = re.compile(r"^decoder\.layers\.(\d+)\.mlp\.experts\.local_experts\.(\d+)\."
+                        r"linear_fc([12])\.weight$")
+_CKPT_EXPERT_RE = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\."
+                             r"(gate|up|down)_proj\.weight$")
 
 # Transformer Engine spec: the input norm is fused into linear_qkv.
 TE_RENAMES = {".input_layernorm.weight": ".self_attention.linear_qkv.layer_norm_weight"}
@@ -117,3 +138,73 @@ def hf_to_megatron(hf: dict[str, torch.Tensor], arch: Qwen3MoeArch,
     if te_names:
         mcore = {to_te_name(k): v for k, v in mcore.items()}
     return mcore
+
+
+# -- one parameter at a time (weight sync) ---------------------------------------------------
+
+def megatron_to_hf_checkpoint(name: str, tensor: torch.Tensor,
+                              arch: Qwen3MoeArch) -> Iterator[tuple[str, torch.Tensor]]:
+    """One full Megatron parameter (local or TE name, global expert id) -> its HF tensors in
+    the checkpoint layout, lazily: q/k/v are copies made one at a time, the rest are views.
+
+    Same values as ``split_fused_experts(megatron_to_hf(full))`` for that parameter."""
+    name = from_te_name(name)
+    renamed = _rename_table(arch).get(name)
+    if renamed is not None:
+        yield renamed, tensor
+        return
+    if match := _QKV_RE.match(name):
+        i = int(match[1])
+        q_rows, k_rows, v_rows = _qkv_split_sizes(arch)
+        qkv = tensor.view(arch.num_query_groups, q_rows + k_rows + v_rows, -1)
+        for hf_name, part in zip(HF_QKV, torch.split(qkv, [q_rows, k_rows, v_rows], dim=1)):
+            yield hf_name.format(i=i), part.reshape(-1, arch.hidden_size)
+        return
+    if match := _EXPERT_RE.match(name):
+        i, e = int(match[1]), int(match[2])
+        if match[3] == "2":
+            yield CKPT_DOWN.format(i=i, e=e), tensor
+            return
+        ffn = tensor.shape[0] // 2
+        yield CKPT_GATE.format(i=i, e=e), tensor[:ffn]
+        yield CKPT_UP.format(i=i, e=e), tensor[ffn:]
+        return
+    raise KeyError(f"{name}: not a Qwen3-MoE parameter the weight-name table knows "
+                   f"(e.g. {megatron_names(arch)[:2]})")
+
+
+@functools.lru_cache(maxsize=8)
+def _rename_table(arch: Qwen3MoeArch) -> dict[str, str]:
+    return dict(_renames(arch))
+
+
+def split_fused_experts(hf_state: Mapping[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
+    """HF state dict (fused experts) -> checkpoint layout (one view per expert), in order."""
+    named: list[tuple[str, torch.Tensor]] = []
+    for name, tensor in hf_state.items():
+        if name.endswith(".mlp.experts.gate_up_proj"):
+            i = _layer_of(name)
+            ffn = tensor.shape[1] // 2
+            for e in range(tensor.shape[0]):
+                named += [(CKPT_GATE.format(i=i, e=e), tensor[e, :ffn]),
+                          (CKPT_UP.format(i=i, e=e), tensor[e, ffn:])]
+        elif name.endswith(".mlp.experts.down_proj"):
+            i = _layer_of(name)
+            named += [(CKPT_DOWN.format(i=i, e=e), tensor[e]) for e in range(tensor.shape[0])]
+        else:
+            named.append((name, tensor))
+    return named
+
+
+def fused_expert_slot(checkpoint_name: str) -> tuple[str, int, str] | None:
+    """Where a checkpoint-layout expert tensor lives in the fused state dict:
+    (fused name, expert, "gate" | "up" | "down"); None for a tensor that is not an expert's."""
+    match = _CKPT_EXPERT_RE.match(checkpoint_name)
+    if match is None:
+        return None
+    fused = ".down_proj" if match[3] == "down" else ".gate_up_proj"
+    return match[1] + fused, int(match[2]), match[3]
+
+
+def _layer_of(name: str) -> int:
+    return int(name.split("model.layers.", 1)[1].split(".", 1)[0])

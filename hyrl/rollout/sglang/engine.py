@@ -5,7 +5,8 @@
                                  buffer_bytes=512 << 20,
                                  weight_sync_options={"device": "cuda:0"})
     generations = engine.generate(prompts, SamplingParams(max_new_tokens=512, temperature=1.0))
-    engine.update_weights(hf_state_dict)     # engine.last_sync_stats -> perf/weight_sync_s
+    engine.update_weights_stream(buckets)    # engine.last_sync_stats -> perf/weight_transfer_s
+    engine.update_weights(hf_state_dict)     # or a whole state dict
     engine.shutdown()
 
 Semantics:
@@ -18,12 +19,15 @@ Semantics:
   top-``moe_top_k`` expert ids of each of ``num_moe_layers`` layers for every token the server
   ran (its servers need ``--enable-return-routed-experts``: ``SGLangServerProcess``'s
   ``return_routed_experts``).
-* ``update_weights(hf_state_dict)`` receives FULL tensors under Hugging Face names: the trainer has
-  already gathered the TP shards and EP experts and renamed them through hyrl's HF<->Megatron
-  mapping table (``hyrl.models.qwen3_moe.hf_mapping``). Fused expert tensors are split into the
-  per-expert checkpoint names SGLang loads (``weight_sync.checkpoint_named_tensors``), cut into
-  buckets of ``buffer_bytes``, and sent with the chosen strategy (``weight_sync.py``:
-  "tensor" | "distributed" | "disk"; ``weight_sync_options`` go to its constructor). Weights are
+* ``update_weights_stream(buckets)`` receives FULL tensors under Hugging Face checkpoint names,
+  bucket by bucket: the trainer gathers the TP shards and EP experts one parameter at a time and
+  renames them through hyrl's HF<->Megatron mapping table (``hyrl.models.qwen3_moe.hf_mapping``).
+  Each bucket is sent with the chosen strategy (``weight_sync.py``: "tensor" | "distributed" |
+  "disk"; ``weight_sync_options`` go to its constructor) before the next one is taken. The
+  engine is a ``BucketReceiver``: engines on Ray get the same stream as begin / bucket / end
+  calls. ``update_weights(hf_state_dict)`` takes a whole state dict (fused experts), split into
+  the per-expert checkpoint names (``weight_sync.checkpoint_named_tensors``) and cut into
+  buckets of ``buffer_bytes``. Weights are
   sent to ``weight_sync_urls`` - each server directly, never through a router, which does not
   fan weight routes out - defaulting to ``[base_url]``. ``last_sync_stats`` holds the
   ``SyncStats`` (elapsed_s, transfer_s, tensor_bytes, buckets) of the latest sync.
@@ -40,7 +44,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from hyrl.rollout.base import Generation, SamplingParams
+from hyrl.models.weight_buckets import NamedTensors
+from hyrl.rollout.base import BucketReceiver, Generation, SamplingParams
 from hyrl.rollout.sglang.client import SGLangClient
 from hyrl.rollout.sglang.server import SGLangServerProcess
 from hyrl.rollout.sglang.weight_sync import (DiskWeightSync, DistributedWeightSync, SyncStats,
@@ -50,7 +55,7 @@ WEIGHT_SYNC_MODES = {"tensor": TensorWeightSync, "distributed": DistributedWeigh
                      "disk": DiskWeightSync}
 
 
-class SGLangEngine:
+class SGLangEngine(BucketReceiver):
     def __init__(self, base_url: str, *, concurrency: int, stop_token_ids: Sequence[int],
                  weight_sync: str = "tensor", buffer_bytes: int = 512 * 1024 ** 2,
                  weight_sync_options: Mapping | None = None,
@@ -90,6 +95,26 @@ class SGLangEngine:
     @torch.no_grad()
     def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
         self.last_sync_stats = self.weight_sync.sync(checkpoint_named_tensors(hf_state_dict))
+
+    def load_weights_from_disk(self, checkpoint) -> None:
+        """Load a checkpoint the trainer ranks wrote (``checkpoint``: a ``DiskCheckpoint``)."""
+        if not isinstance(self.weight_sync, DiskWeightSync):
+            raise ValueError(f"load_weights_from_disk needs weight_sync='disk', this engine "
+                             f"syncs with {self.weight_sync.mode!r}")
+        self.last_sync_stats = self.weight_sync.sync_written(
+            checkpoint.directory, checkpoint.tensor_bytes, checkpoint.shards)
+
+    def begin_weight_update(self) -> None:
+        self.weight_sync.begin()
+
+    @torch.no_grad()
+    def load_weight_bucket(self, bucket: NamedTensors) -> None:
+        self.weight_sync.send(bucket)
+
+    def end_weight_update(self, succeeded: bool = True) -> None:
+        stats = self.weight_sync.end(succeeded)
+        if succeeded:
+            self.last_sync_stats = stats
 
     def server_url(self) -> str:
         """The URL this engine generates from (its own server when it launched one)."""

@@ -11,7 +11,8 @@ Semantics:
 
 * ``command()`` builds ``python -m sglang.launch_server ...`` from the arguments without starting
   anything. The flags hyrl sets: model path, host, port, ``--tp-size`` (= GPUs per engine),
-  ``--base-gpu-id``, ``--mem-fraction-static`` (omitted when None: SGLang picks),
+  ``--base-gpu-id``, ``--dtype`` (bfloat16 unless told: SGLang's "auto" would turn a config
+  without a dtype into float16), ``--mem-fraction-static`` (omitted when None: SGLang picks),
   ``--max-running-requests`` (= the rollout
   concurrency, so the server never queues what hyrl sends), ``--skip-tokenizer-init`` (hyrl sends
   and receives token ids), ``--skip-server-warmup`` (as slime: the warmup request can time out on
@@ -43,10 +44,11 @@ from pathlib import Path
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
 
 SGLANG_FLAG_PREFIX = "--sglang-"
+SERVER_DTYPES = ("bfloat16", "float16", "float32")  # what --dtype may be (besides SGLang's "auto")
 LOG_TAIL_LINES = 40
 # Flags command() sets itself; passing them again through extra_flags would be ambiguous.
 MANAGED_FLAGS = ("--model-path", "--host", "--port", "--tp-size", "--base-gpu-id",
-                 "--mem-fraction-static", "--max-running-requests", "--skip-tokenizer-init",
+                 "--dtype", "--mem-fraction-static", "--max-running-requests", "--skip-tokenizer-init",
                  "--skip-server-warmup", "--enable-memory-saver", "--random-seed",
                  "--enable-return-routed-experts")
 
@@ -97,7 +99,7 @@ class SGLangServerProcess:
                  tp_size: int = 1, base_gpu_id: int = 0, mem_fraction_static: float | None = None,
                  max_running_requests: int = 256, colocated: bool = False,
                  random_seed: int | None = None, return_routed_experts: bool = False,
-                 extra_flags: Sequence[str] = (),
+                 dtype: str = "bfloat16", extra_flags: Sequence[str] = (),
                  server_args: Sequence[str] = (),
                  log_path: str | Path = "sglang_server.log", python: str = sys.executable,
                  launch_command: Sequence[str] | None = None, env: dict[str, str] | None = None,
@@ -108,6 +110,9 @@ class SGLangServerProcess:
         self.max_running_requests = max_running_requests
         self.colocated, self.random_seed = colocated, random_seed
         self.return_routed_experts = return_routed_experts
+        if dtype not in SERVER_DTYPES:
+            raise ValueError(f"SGLang server dtype {dtype!r} is not one of {SERVER_DTYPES}")
+        self.dtype = dtype
         # Both checked here, so a bad flag fails at construction rather than at launch.
         self.extra_flags = strip_sglang_prefix(extra_flags) + check_not_managed(server_args)
         self.log_path = Path(log_path)
@@ -128,6 +133,7 @@ class SGLangServerProcess:
                "--port", str(self.port),
                "--tp-size", str(self.tp_size),
                "--base-gpu-id", str(self.base_gpu_id),
+               "--dtype", self.dtype,
                "--max-running-requests", str(self.max_running_requests),
                "--skip-tokenizer-init",
                "--skip-server-warmup"]

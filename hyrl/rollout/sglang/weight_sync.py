@@ -1,33 +1,37 @@
-"""Actor -> SGLang weight sync: bucketing and the three transfer strategies.
+"""Actor -> SGLang weight sync: the three transfer strategies, fed one bucket at a time.
 
     sync = TensorWeightSync([client], buffer_bytes=1 << 30, tp_size=1, device="cuda:0")
-    stats = sync.sync(checkpoint_named_tensors(hf_state_dict))   # -> SyncStats
+    stats = sync.sync_buckets(actor_buckets)       # a stream of buckets -> SyncStats
+    stats = sync.sync(checkpoint_named_tensors(hf_state_dict))   # or (name, tensor) pairs
 
 Semantics, common to all strategies:
 
-* Input is (name, tensor) pairs in the *checkpoint* layout SGLang's ``load_weights`` reads (what
-  ``save_pretrained`` writes): ``checkpoint_named_tensors`` turns hyrl's HF state dict, whose
-  experts are fused (``mlp.experts.gate_up_proj`` [E, 2F, H], ``mlp.experts.down_proj``
-  [E, H, F]), into per-expert ``mlp.experts.{e}.{gate,up,down}_proj.weight`` views.
-* ``bucket_named_tensors`` cuts the pairs, in order, into buckets of at most ``buffer_bytes``
-  bytes; a tensor larger than ``buffer_bytes`` is a bucket by itself. One bucket = one HTTP call
-  per server (and, for distributed, one round of broadcasts), so ``buffer_bytes`` bounds the extra
-  memory a transfer holds at once.
-* ``sync`` runs, on every server: ``/pause_generation`` -> the transfer (one call per bucket,
-  each with ``flush_cache=false``) -> ``/flush_cache`` once (KV cached under the old weights must
-  not be reused) -> ``/continue_generation``. ``/continue_generation`` is sent also when the
-  transfer fails (try/finally), so a failed sync never leaves a server paused; the transfer's
-  error is the one raised. Each call carries ``weight_version`` = the number of syncs so far, so
-  ``/get_model_info`` shows which weights a server holds.
-* ``sync`` returns ``SyncStats``: wall time of the whole sync and of the transfer alone, bytes
-  and buckets sent (per server).
+* Tensors are (name, tensor) pairs in the *checkpoint* layout SGLang's ``load_weights`` reads
+  (what ``save_pretrained`` writes): one tensor per expert, ``mlp.experts.{e}.{gate,up,down}_
+  proj.weight``. The trainer streams them in that layout (``hf_mapping.megatron_to_hf_checkpoint``);
+  ``checkpoint_named_tensors`` splits a state dict with fused experts into it.
+* A bucket is a list of such pairs of at most ``buffer_bytes`` bytes (a larger tensor is a bucket
+  by itself: ``hyrl.models.weight_buckets``). ``sync_buckets`` takes the buckets as given (the
+  trainer cuts them with the same ``--update-weight-buffer-size``); ``sync`` cuts pairs itself.
+  One bucket = one HTTP call per server (and, for distributed, one round of broadcasts), and a
+  bucket is dropped before the next is asked for, so a sync holds one bucket at a time.
+* A sync runs, on every server: ``/pause_generation`` (``begin``) -> the transfer (one call per
+  bucket, each with ``flush_cache=false``; ``send``) -> ``/flush_cache`` once (KV cached under
+  the old weights must not be reused) -> ``/continue_generation`` (``end``). ``end`` sends
+  ``/continue_generation`` also when the transfer failed, so a failed sync never leaves a server
+  paused; the transfer's error is the one raised. Each call carries ``weight_version`` = the
+  number of syncs so far, so ``/get_model_info`` shows which weights a server holds.
+* ``end`` returns ``SyncStats``: wall time of the whole sync and of the transfer alone, bytes
+  and buckets sent (per server), and ``peak_bytes``, the most bytes of copies this sync made at
+  once (device copies, disk clones; 0 when it sent the caller's tensors as they were).
 
 Strategies:
 
 * ``TensorWeightSync`` (colocated: trainer and server on the same node): each bucket is moved to
-  ``device`` (the engine's GPU), serialized - by SGLang's ``MultiprocessingSerializer``, which
-  sends CUDA IPC handles, not bytes - and posted to ``/update_weights_from_tensor`` with one copy
-  of the payload per TP rank. The bucket's GPU tensors are kept alive until the sync returns.
+  ``device`` (the engine's GPU; no copy when it is there already), serialized - by SGLang's
+  ``MultiprocessingSerializer``, which sends CUDA IPC handles, not bytes - and posted to
+  ``/update_weights_from_tensor`` with one copy of the payload per TP rank. The server has copied
+  the tensors when the call returns, so the bucket is freed before the next one is moved.
   With ``device=None`` CPU tensors travel as shared-memory handles: same node, but slower.
   Tests inject a plain serializer.
 * ``DistributedWeightSync`` (servers on other GPUs/nodes): ``connect()`` (run by the first sync)
@@ -35,12 +39,17 @@ Strategies:
   ``1 + sum(tp sizes before k)``.., and makes this process rank 0 of a new process group of
   ``1 + sum(tp sizes)`` ranks (NCCL on GPU; ``backend="gloo"`` for tests) - created the way SGLang
   creates its side, so the default process group is untouched. Per bucket it posts
-  ``/update_weights_from_distributed`` (names, dtypes, shapes) to every server concurrently and
-  broadcasts the tensors, in that order, from rank 0. A server that answers with an error while
-  the broadcasts wait aborts the sync instead of hanging.
-* ``DiskWeightSync`` (anything else, e.g. a server that shares only a file system): writes the
-  buckets as HF safetensors shards + ``model.safetensors.index.json`` (+ ``config.json`` when
-  given) into ``directory``, replacing the previous shards, then posts ``/update_weights_from_disk``.
+  ``/update_weights_from_distributed`` (names, dtypes, shapes) to every server concurrently,
+  starts every broadcast of the bucket (asynchronous, in the order of the names) and then waits
+  once: for the servers' answers, which come after they received and loaded the bucket. A server
+  that answers with an error aborts the sync instead of hanging on its broadcasts.
+* ``DiskWeightSync`` (anything else, e.g. a server that shares only a file system): writes each
+  bucket as it arrives as one safetensors shard into ``directory`` (the previous shards removed
+  first), then ``model.safetensors.index.json`` (+ ``config.json`` when given), then posts
+  ``/update_weights_from_disk``. The trainer does better (``sync_written``): every trainer rank
+  writes the buckets it owns (``write_shard``), rank 0 the index (``write_index``) after
+  gathering the shard names, and the sync only posts ``/update_weights_from_disk`` of that
+  directory.
 """
 
 from __future__ import annotations
@@ -51,60 +60,27 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from hyrl.models.qwen3_moe import hf_mapping
+from hyrl.models.weight_buckets import NamedTensors, iter_buckets, tensor_bytes
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
 
-NamedTensors = list[tuple[str, torch.Tensor]]
 Serializer = Callable[[NamedTensors], str]
-
-FUSED_GATE_UP = ".mlp.experts.gate_up_proj"  # [experts, 2 * ffn, hidden], rows [gate; up]
-FUSED_DOWN = ".mlp.experts.down_proj"  # [experts, hidden, ffn]
-
-
-def tensor_bytes(tensor: torch.Tensor) -> int:
-    return tensor.numel() * tensor.element_size()
 
 
 def checkpoint_named_tensors(hf_state_dict: Mapping[str, torch.Tensor]) -> NamedTensors:
     """hyrl's HF state dict (fused experts) -> the per-expert checkpoint names SGLang loads."""
-    named: NamedTensors = []
-    for name, tensor in hf_state_dict.items():
-        if name.endswith(FUSED_GATE_UP):
-            prefix = name[: -len(".gate_up_proj")]
-            ffn = tensor.shape[1] // 2
-            for e in range(tensor.shape[0]):
-                named.append((f"{prefix}.{e}.gate_proj.weight", tensor[e, :ffn]))
-                named.append((f"{prefix}.{e}.up_proj.weight", tensor[e, ffn:]))
-        elif name.endswith(FUSED_DOWN):
-            prefix = name[: -len(".down_proj")]
-            named += [(f"{prefix}.{e}.down_proj.weight", tensor[e]) for e in range(tensor.shape[0])]
-        else:
-            named.append((name, tensor))
-    return named
+    return hf_mapping.split_fused_experts(hf_state_dict)
 
 
 def bucket_named_tensors(named: Iterable[tuple[str, torch.Tensor]], buffer_bytes: int) -> list[NamedTensors]:
     """Consecutive buckets of <= buffer_bytes each; an oversize tensor is a bucket by itself."""
-    if buffer_bytes < 1:
-        raise ValueError(f"buffer_bytes must be >= 1, got {buffer_bytes}")
-    buckets: list[NamedTensors] = []
-    current: NamedTensors = []
-    current_bytes = 0
-    for name, tensor in named:
-        size = tensor_bytes(tensor)
-        if current and current_bytes + size > buffer_bytes:
-            buckets.append(current)
-            current, current_bytes = [], 0
-        current.append((name, tensor))
-        current_bytes += size
-    if current:
-        buckets.append(current)
-    return buckets
+    return list(iter_buckets(named, buffer_bytes))
 
 
 def sglang_serializer() -> Serializer:
@@ -126,10 +102,12 @@ class SyncStats:
     transfer_s: float  # the weight calls / broadcasts alone
     tensor_bytes: int  # sent to each server
     buckets: int
+    peak_bytes: int = 0  # most bytes of copies (device moves, disk clones) held at once
 
 
 class _PausedSync:
-    """pause -> transfer -> flush -> continue on every server; subclasses supply the transfer."""
+    """pause -> transfer -> flush -> continue on every server; subclasses supply the transfer
+    (``_begin_transfer``, ``_send`` one bucket, ``_end_transfer``)."""
 
     mode = ""
 
@@ -140,35 +118,79 @@ class _PausedSync:
         self.buffer_bytes = buffer_bytes
         self.pause_mode = pause_mode
         self.version = 0  # syncs done; sent as weight_version
+        self._open = None  # the sync in progress: its counters
 
     def sync(self, named: Iterable[tuple[str, torch.Tensor]]) -> SyncStats:
-        buckets = bucket_named_tensors(named, self.buffer_bytes)
-        self.version += 1
-        start = time.perf_counter()
-        self._on_all(lambda c: c.pause_generation(self.pause_mode))
+        return self.sync_buckets(iter_buckets(named, self.buffer_bytes))
+
+    def sync_buckets(self, buckets: Iterable[NamedTensors]) -> SyncStats:
+        self.begin()
         succeeded = False
         try:
-            transfer_start = time.perf_counter()
-            self._transfer(buckets, str(self.version))
-            transfer_s = time.perf_counter() - transfer_start
-            self._on_all(lambda c: c.flush_cache())
+            for bucket in buckets:
+                self.send(bucket)
+                del bucket
             succeeded = True
+        finally:
+            stats = self.end(succeeded)
+        return stats
+
+    def begin(self) -> None:
+        self.version += 1
+        self._open = {"start": time.perf_counter(), "transfer_s": 0.0, "bytes": 0, "buckets": 0,
+                      "peak": 0}
+        self._on_all(lambda c: c.pause_generation(self.pause_mode))
+        try:
+            self._begin_transfer()
+        except BaseException:
+            self._on_all(lambda c: c.continue_generation())
+            raise
+
+    def send(self, bucket: NamedTensors) -> None:
+        start = time.perf_counter()
+        copies = self._send(bucket, str(self.version))
+        self._open["transfer_s"] += time.perf_counter() - start
+        self._open["bytes"] += sum(tensor_bytes(t) for _, t in bucket)
+        self._open["buckets"] += 1
+        self._open["peak"] = max(self._open["peak"], copies)
+
+    def end(self, succeeded: bool = True) -> SyncStats | None:
+        """Flush (after a complete transfer) and continue; always continues."""
+        opened, self._open = self._open, None
+        try:
+            if succeeded:
+                start = time.perf_counter()
+                self._end_transfer(str(self.version))
+                opened["transfer_s"] += time.perf_counter() - start
+                self._on_all(lambda c: c.flush_cache())
         finally:
             try:
                 self._on_all(lambda c: c.continue_generation())
             except SGLangError:
                 if succeeded:
                     raise  # otherwise the transfer's error, already propagating, is the one to see
-        return SyncStats(mode=self.mode, elapsed_s=time.perf_counter() - start,
-                         transfer_s=transfer_s, buckets=len(buckets),
-                         tensor_bytes=sum(tensor_bytes(t) for b in buckets for _, t in b))
+        return SyncStats(mode=self.mode, elapsed_s=time.perf_counter() - opened["start"],
+                         transfer_s=opened["transfer_s"], buckets=opened["buckets"],
+                         tensor_bytes=opened["bytes"], peak_bytes=opened["peak"])
 
     def _on_all(self, call: Callable[[SGLangClient], object]) -> None:
         for client in self.clients:
             call(client)
 
-    def _transfer(self, buckets: list[NamedTensors], weight_version: str) -> None:
+    def _begin_transfer(self) -> None:
+        pass
+
+    def _send(self, bucket: NamedTensors, weight_version: str) -> int:
+        """Send one bucket; return the bytes of the copies it made (freed on return)."""
         raise NotImplementedError
+
+    def _end_transfer(self, weight_version: str) -> None:
+        pass
+
+
+def _copied_bytes(original: NamedTensors, sent: NamedTensors) -> int:
+    return sum(tensor_bytes(s) for (_, o), (_, s) in zip(original, sent)
+               if s.untyped_storage().data_ptr() != o.untyped_storage().data_ptr())
 
 
 class TensorWeightSync(_PausedSync):
@@ -183,18 +205,17 @@ class TensorWeightSync(_PausedSync):
         self.serializer = serializer
         self.load_format = load_format
 
-    def _transfer(self, buckets: list[NamedTensors], weight_version: str) -> None:
+    def _send(self, bucket: NamedTensors, weight_version: str) -> int:
         serialize = self.serializer or sglang_serializer()
-        alive: list[NamedTensors] = []  # the server copies from these via IPC; free them only after
-        for bucket in buckets:
-            if self.device is not None:
-                bucket = [(n, t.detach().to(self.device)) for n, t in bucket]
-            alive.append(bucket)
-            payload = serialize(bucket)
-            for client in self.clients:
-                client.update_weights_from_tensor([payload] * self.tp_size,
-                                                  load_format=self.load_format, flush_cache=False,
-                                                  weight_version=weight_version)
+        moved = bucket
+        if self.device is not None:
+            moved = [(n, t.detach().to(self.device)) for n, t in bucket]
+        payload = serialize(moved)
+        for client in self.clients:  # each call returns once the server has copied the bucket
+            client.update_weights_from_tensor([payload] * self.tp_size,
+                                              load_format=self.load_format, flush_cache=False,
+                                              weight_version=weight_version)
+        return _copied_bytes(bucket, moved)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -293,29 +314,48 @@ class DistributedWeightSync(_PausedSync):
         dist.destroy_process_group(self.group)
         self.group = None
 
-    def _transfer(self, buckets: list[NamedTensors], weight_version: str) -> None:
+    def _begin_transfer(self) -> None:
         self.connect()
-        for bucket in buckets:
-            tensors = [t.detach().to(self.device).contiguous() for _, t in bucket]
-            names = [n for n, _ in bucket]
-            dtypes = [str(t.dtype).removeprefix("torch.") for t in tensors]
-            shapes = [list(t.shape) for t in tensors]
-            posts = [self._pool.submit(c.update_weights_from_distributed, names, dtypes, shapes,
-                                       self.group_name, False, weight_version)
-                     for c in self.clients]
-            for tensor in tensors:  # the servers receive in the order of `names`
-                self._wait(self.group.broadcast(tensor, 0), posts)
-            for post in posts:
-                post.result()
 
-    def _wait(self, work, posts: list[Future]) -> None:
-        """Wait for one broadcast, but give up as soon as a server's call has failed."""
-        while not work.is_completed():
-            for post in posts:
-                if post.done() and post.exception() is not None:
-                    raise post.exception()
-            time.sleep(0.001)
-        work.wait()
+    def _send(self, bucket: NamedTensors, weight_version: str) -> int:
+        tensors = [t.detach().to(self.device).contiguous() for _, t in bucket]
+        names = [n for n, _ in bucket]
+        dtypes = [str(t.dtype).removeprefix("torch.") for t in tensors]
+        shapes = [list(t.shape) for t in tensors]
+        posts = [self._pool.submit(c.update_weights_from_distributed, names, dtypes, shapes,
+                                   self.group_name, False, weight_version)
+                 for c in self.clients]
+        # every broadcast of the bucket at once, in the order of `names` (as the servers receive)
+        works = [self.group.broadcast(tensor, 0) for tensor in tensors]
+        # A server answers after it has received and loaded the whole bucket, so waiting for the
+        # answers is waiting for the broadcasts; the first error ends the wait.
+        done, _ = wait(posts, return_when=FIRST_EXCEPTION)
+        for post in done:
+            if post.exception() is not None:
+                raise post.exception()
+        for work in works:
+            work.wait()
+        return _copied_bytes(bucket, list(zip(names, tensors)))
+
+
+def write_shard(bucket: NamedTensors, path: str | Path) -> dict[str, str]:
+    """One bucket as one safetensors file; returns its part of the index's weight_map."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    # clone(): split expert views share storage, which safetensors refuses to write.
+    save_file({n: t.detach().cpu().clone() for n, t in bucket}, path, metadata={"format": "pt"})
+    return {n: path.name for n, _ in bucket}
+
+
+def write_index(directory: str | Path, weight_map: Mapping[str, str], total_bytes: int,
+                config_json: Mapping | None = None) -> None:
+    """``model.safetensors.index.json`` (SGLang loads only the shards it names) (+ config.json)."""
+    directory = Path(directory)
+    index = {"metadata": {"total_size": total_bytes}, "weight_map": dict(weight_map)}
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
+    if config_json is not None:
+        (directory / "config.json").write_text(json.dumps(dict(config_json), indent=1))
 
 
 class DiskWeightSync(_PausedSync):
@@ -328,28 +368,51 @@ class DiskWeightSync(_PausedSync):
         self.directory = Path(directory)
         self.config_json = dict(config_json) if config_json is not None else None
         self.load_format = load_format
+        self._written: tuple[Path, int, int] | None = None  # sync_written's checkpoint
 
-    def write_checkpoint(self, buckets: list[NamedTensors]) -> None:
-        from safetensors.torch import save_file
+    def write_checkpoint(self, buckets: Iterable[NamedTensors]) -> None:
+        """All buckets as shards + index (+ config.json) in ``directory``."""
+        self._begin_transfer()
+        for bucket in buckets:
+            self._write_shard(bucket)
+        write_index(self.directory, self._weight_map, self._total_bytes, self.config_json)
 
+    def sync_written(self, directory: str | Path, tensor_bytes: int, shards: int) -> SyncStats:
+        """pause -> /update_weights_from_disk of a checkpoint others wrote (every trainer rank
+        its own shards, rank 0 the index) -> flush -> continue."""
+        self._written = (Path(directory), tensor_bytes, shards)
+        try:
+            self.begin()
+            stats = self.end(True)
+        finally:
+            self._written = None
+        stats.tensor_bytes, stats.buckets = tensor_bytes, shards
+        return stats
+
+    def _begin_transfer(self) -> None:
+        if self._written is not None:
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         for old in [*self.directory.glob("*.safetensors"), *self.directory.glob("*.index.json")]:
             old.unlink()  # the server loads every shard in the directory
-        weight_map, total_bytes = {}, 0
-        for k, bucket in enumerate(buckets):
-            file_name = f"model-{k + 1:05d}-of-{len(buckets):05d}.safetensors"
-            # clone(): split expert views share storage, which safetensors refuses to write.
-            save_file({n: t.detach().cpu().clone() for n, t in bucket}, self.directory / file_name,
-                      metadata={"format": "pt"})
-            weight_map.update({n: file_name for n, _ in bucket})
-            total_bytes += sum(tensor_bytes(t) for _, t in bucket)
-        index = {"metadata": {"total_size": total_bytes}, "weight_map": weight_map}
-        (self.directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
-        if self.config_json is not None:
-            (self.directory / "config.json").write_text(json.dumps(self.config_json, indent=1))
+        self._weight_map, self._total_bytes = {}, 0
 
-    def _transfer(self, buckets: list[NamedTensors], weight_version: str) -> None:
-        self.write_checkpoint(buckets)
+    def _write_shard(self, bucket: NamedTensors) -> int:
+        file_name = f"model-{len(set(self._weight_map.values())) + 1:05d}.safetensors"
+        self._weight_map.update(write_shard(bucket, self.directory / file_name))
+        written = sum(tensor_bytes(t) for _, t in bucket)  # the clones, freed once written
+        self._total_bytes += written
+        return written
+
+    def _send(self, bucket: NamedTensors, weight_version: str) -> int:
+        return self._write_shard(bucket)
+
+    def _end_transfer(self, weight_version: str) -> None:
+        directory = self.directory
+        if self._written is not None:
+            directory = self._written[0]
+        else:
+            write_index(self.directory, self._weight_map, self._total_bytes, self.config_json)
         for client in self.clients:
-            client.update_weights_from_disk(str(self.directory), load_format=self.load_format,
+            client.update_weights_from_disk(str(directory), load_format=self.load_format,
                                             weight_version=weight_version)

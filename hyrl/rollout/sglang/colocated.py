@@ -1,0 +1,127 @@
+"""--colocate + --update-weight-mode tensor: each engine gets every bucket by CUDA IPC from the
+training ranks on its own GPUs (slime's colocated path); nothing goes through Ray.
+
+    devices = all ranks' this_device()              # (host, physical GPU) per training rank
+    engine_ranks = match_engine_ranks(devices, engine_devices)   # rank 0, once per layout
+    stream_by_ipc(buckets, sync_on_rank0_else_None, serializer)  # every rank, same buckets
+
+Semantics:
+
+* The weight stream leaves the whole bucket on every training rank (TP and EP all-gathers, DP
+  replicas), on that rank's GPU. Per bucket, every rank serializes its own copy (SGLang's
+  ``MultiprocessingSerializer``: CUDA IPC handles, not bytes), the handles are gathered to rank
+  0, and rank 0 posts ``/update_weights_from_tensor`` to every engine with one entry per engine
+  TP rank: the handles of the training rank on that TP rank's GPU, so each server process reads
+  a copy on its own GPU.
+* Rank 0 then broadcasts whether the bucket went in. Until then every rank keeps its copy (the
+  servers read it in place); on a failure every rank raises (rank 0 the server's error, the
+  others a RuntimeError quoting it) instead of waiting forever in the next gather. Rank 0's
+  ``ColocatedTensorSync`` pauses before the first bucket and flushes + continues after the last
+  (continues also after a failure), as every weight sync does.
+* ``match_engine_ranks`` maps engine k's TP rank j (its j-th GPU, as Ray gave them) to the
+  training rank on the same host and physical GPU, and raises naming the engine and GPU that
+  no training rank sits on.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from hyrl.models.weight_buckets import NamedTensors, tensor_bytes
+from hyrl.rollout.sglang.client import SGLangClient
+from hyrl.rollout.sglang.weight_sync import Serializer, _PausedSync
+
+Device = tuple[str, int]  # (host name, physical GPU id)
+
+
+def this_device() -> Device:
+    """This process's current CUDA device as (host name, physical GPU id)."""
+    index = torch.cuda.current_device()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        index = int(visible.split(",")[index])
+    return socket.gethostname(), index
+
+
+def match_engine_ranks(rank_devices: Sequence[Device],
+                       engine_devices: Sequence[Sequence[Device]]) -> list[list[int]]:
+    """Per engine, per TP rank, the training rank on the same GPU."""
+    rank_of = {tuple(device): rank for rank, device in enumerate(rank_devices)}
+    plan = []
+    for engine, devices in enumerate(engine_devices):
+        missing = [tuple(d) for d in devices if tuple(d) not in rank_of]
+        if missing:
+            raise ValueError(
+                f"--update-weight-mode tensor with --colocate: engine {engine} runs on GPU(s) "
+                f"{missing} where no training rank runs (training ranks: {list(rank_devices)}); "
+                "Ray must place the engines on the training GPUs, or use "
+                "--update-weight-mode disk")
+        plan.append([rank_of[tuple(d)] for d in devices])
+    return plan
+
+
+class ColocatedTensorSync(_PausedSync):
+    """Rank 0's side: pause / one post per bucket per engine / flush + continue."""
+
+    mode = "tensor"
+
+    def __init__(self, clients: Sequence[SGLangClient], engine_ranks: Sequence[Sequence[int]],
+                 load_format: str | None = None, pause_mode: str = "abort"):
+        super().__init__(clients, buffer_bytes=0, pause_mode=pause_mode)
+        if len(engine_ranks) != len(self.clients):
+            raise ValueError(f"{len(engine_ranks)} rank lists for {len(self.clients)} engines")
+        self.engine_ranks = [list(r) for r in engine_ranks]
+        self.load_format = load_format
+
+    def send_payloads(self, payloads: Sequence[str], num_bytes: int) -> None:
+        """One bucket, already serialized by every training rank (``payloads[rank]``)."""
+        start = time.perf_counter()
+        for client, ranks in zip(self.clients, self.engine_ranks):
+            client.update_weights_from_tensor([payloads[r] for r in ranks],
+                                              load_format=self.load_format, flush_cache=False,
+                                              weight_version=str(self.version))
+        self._open["transfer_s"] += time.perf_counter() - start
+        self._open["bytes"] += num_bytes
+        self._open["buckets"] += 1
+
+    def _send(self, bucket: NamedTensors, weight_version: str) -> int:
+        raise TypeError("ColocatedTensorSync takes serialized buckets: use stream_by_ipc")
+
+
+def stream_by_ipc(buckets: Iterable[NamedTensors], sync: ColocatedTensorSync | None,
+                  serializer: Serializer):
+    """Collective (every training rank, the same buckets; ``sync`` on rank 0 only): see the
+    module doc. Returns rank 0's SyncStats (None elsewhere)."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if rank == 0:
+        sync.begin()
+    succeeded, stats = False, None
+    try:
+        for bucket in buckets:
+            payload = serializer(bucket)
+            payloads = [None] * world if rank == 0 else None
+            dist.gather_object(payload, payloads, dst=0)
+            status, error = ["ok"], None
+            if rank == 0:
+                try:
+                    sync.send_payloads(payloads, sum(tensor_bytes(t) for _, t in bucket))
+                except Exception as err:  # noqa: BLE001 - every rank must hear of it
+                    status, error = [f"{type(err).__name__}: {err}"], err
+            dist.broadcast_object_list(status, src=0)  # the servers have copied: free the copies
+            del bucket, payload, payloads
+            if error is not None:
+                raise error
+            if status[0] != "ok":
+                raise RuntimeError(f"weight sync by CUDA IPC failed on rank 0: {status[0]}")
+        succeeded = True
+    finally:
+        if rank == 0:
+            stats = sync.end(succeeded)
+    return stats
