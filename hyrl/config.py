@@ -1186,9 +1186,15 @@ def _check_eval_and_target(c: RunConfig) -> None:
 def _check_parallelism(c: RunConfig, world_size: int) -> None:
     tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
     ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
-    if pp > 1:
-        _fail("pipeline_model_parallel_size", pp, "pipeline parallelism is not implemented yet",
-              "1")
+    if c.num_layers % pp != 0:
+        _fail("pipeline_model_parallel_size", pp,
+              f"{c.num_layers} layers (--num-layers) do not split evenly into {pp} stages",
+              f"a PP dividing {c.num_layers}: {_divisors(c.num_layers)}")
+    if pp > 1 and engine_returns_routing(c):
+        switch = "use_routing_replay" if c.use_routing_replay else "measure_routing_mismatch"
+        _fail(switch, True, f"routing replay and its measurement map each layer's ids to the "
+              f"routers of one model, not of a pipeline stage (PP={pp})",
+              f"--pipeline-model-parallel-size 1, or no --{switch.replace('_', '-')}")
     if world_size % (tp * pp) != 0:
         _fail("tensor_model_parallel_size", tp,
               f"world size {world_size} is not divisible by TP x PP = {tp} x {pp} = {tp * pp}",

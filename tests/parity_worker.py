@@ -1,6 +1,8 @@
 """Run by torchrun from tests: load fixed HF weights into a sharded actor, report logits and one step.
 
-Usage: torchrun --nproc-per-node N tests/parity_worker.py OUT.json TP EP
+Usage: torchrun --nproc-per-node N tests/parity_worker.py OUT.json TP EP [PP]
+Under PP > 1 the logits live on the last stage only: the full-logit check is left out there
+(log-probs, loss, gradient norm, weights and the critic are compared on every layout).
 """
 
 import json
@@ -17,11 +19,11 @@ from hyrl.backends.megatron.model import (
 from hyrl.models.qwen3_moe.config import TINY
 
 
-def main(out_path: str, tp: int, ep: int) -> None:
+def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
     from megatron.core import parallel_state
 
     layout = ParallelLayout(tensor_model_parallel_size=tp, expert_model_parallel_size=ep,
-                            sequence_parallel=tp > 1)
+                            pipeline_model_parallel_size=pp, sequence_parallel=tp > 1)
     init_distributed(layout, seed=7)
     torch.manual_seed(0)
     from transformers import Qwen3MoeForCausalLM
@@ -48,15 +50,17 @@ def main(out_path: str, tp: int, ep: int) -> None:
     hf_grad_norm = float(torch.sqrt(sum(p.grad.pow(2).sum() for p in hf_model.parameters())))
     hf_log_probs = hf_log_probs.detach()
     # Full logits: this rank's vocabulary shard, gathered over TP, against transformers'.
-    with torch.no_grad():
-        seq_len = local.tokens.shape[1]
-        shard = actor.model(local.tokens, torch.arange(seq_len).expand_as(local.tokens),
-                            causal_attention_mask(seq_len, local.tokens.device))
-        shards = [torch.empty_like(shard) for _ in range(tp)]
-        torch.distributed.all_gather(shards, shard.contiguous(),
-                                     group=parallel_state.get_tensor_model_parallel_group())
-        logits = torch.cat(shards, dim=-1)
-        hf_logits = hf_model(local.tokens).logits
+    logits = hf_logits = torch.zeros(())  # under PP: not compared (see the module doc)
+    if pp == 1:
+        with torch.no_grad():
+            seq_len = local.tokens.shape[1]
+            shard = actor.model(local.tokens, torch.arange(seq_len).expand_as(local.tokens),
+                                causal_attention_mask(seq_len, local.tokens.device))
+            shards = [torch.empty_like(shard) for _ in range(tp)]
+            torch.distributed.all_gather(shards, shard.contiguous(),
+                                         group=parallel_state.get_tensor_model_parallel_group())
+            logits = torch.cat(shards, dim=-1)
+            hf_logits = hf_model(local.tokens).logits
     log_probs, _ = actor.log_probs(local)
     local.old_log_probs = log_probs
     metrics = actor.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
@@ -72,9 +76,10 @@ def main(out_path: str, tp: int, ep: int) -> None:
     critic = MegatronCritic(TINY, layout, CriticSettings(
         optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0), value_clip=0.2))
     critic.load_trunk_from_hf(hf_model.state_dict())
-    with torch.no_grad():
-        head = critic.model.output_layer.weight
-        head.copy_(torch.linspace(-0.05, 0.05, head.numel()).view_as(head))
+    if hasattr(critic.model, "output_layer"):  # the last pipeline stage holds the head
+        with torch.no_grad():
+            head = critic.model.output_layer.weight
+            head.copy_(torch.linspace(-0.05, 0.05, head.numel()).view_as(head))
     values = critic.values(local)
     local.old_values = values
     local.returns = local.loss_mask * torch.linspace(0, 1, local.tokens.shape[1])
@@ -102,4 +107,5 @@ def main(out_path: str, tp: int, ep: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+         int(sys.argv[4]) if len(sys.argv) > 4 else 1)

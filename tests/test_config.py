@@ -307,11 +307,23 @@ def test_world_size_not_divisible_by_tp_is_rejected_naming_the_world_size(cfg_of
     assert "world size 3" in str(err)
 
 
-def test_pipeline_parallelism_is_rejected_as_not_implemented(cfg_of):
-    err = assert_rejected(cfg_of("--pipeline-model-parallel-size", "2"),
+def test_pipeline_stages_must_split_the_layers_evenly_and_exclude_routing_replay(cfg_of):
+    validate(cfg_of("--pipeline-model-parallel-size", "2"), 2)  # 2 layers, 2 stages
+    err = assert_rejected(cfg_of("--pipeline-model-parallel-size", "2", "--num-layers", "3"),
                           "--pipeline-model-parallel-size", 2, world_size=2)
-    assert "not implemented" in str(err)
-    assert err.allowed == "1"
+    assert "3 layers (--num-layers) do not split evenly into 2 stages" in str(err)
+    assert err.allowed == "a PP dividing 3: [1, 3]"
+    err = assert_rejected(cfg_of("--pipeline-model-parallel-size", "2", "--use-routing-replay"),
+                          "--use-routing-replay", True, world_size=2)
+    assert "routers of one model, not of a pipeline stage (PP=2)" in str(err)
+
+
+def test_overlap_grad_reduce_is_refused_with_the_noise_scale_under_data_parallelism(cfg_of):
+    validate(cfg_of("--overlap-grad-reduce"), 1)  # DP = 1: nothing is reduced early
+    validate(cfg_of("--overlap-grad-reduce", "--noise-scale-beta", "none"), 2)
+    err = assert_rejected(cfg_of("--overlap-grad-reduce"), "--overlap-grad-reduce", True,
+                          world_size=2)
+    assert "reads each data-parallel rank's gradient before the reduction (DP=2)" in str(err)
 
 
 def test_heads_not_divisible_by_tp_are_rejected_naming_the_heads(cfg_of):

@@ -182,7 +182,7 @@ def test_a_model_type_other_than_qwen3_moe_is_refused(hf_dir, tmp_path, capsys):
     (["--tp", "3"], "--tp 3: must divide num_attention_heads (4), num_query_groups (2), vocab_size (16)"),
     (["--tp", "0"], "--tp 0: must be a positive integer"),
     (["--ep", "3"], "--ep 3: must divide num_experts (4); valid: [1, 2, 4]"),
-    (["--pp", "2"], "--pp 2: hyrl's trainer has no pipeline parallelism"),
+    (["--pp", "3"], "--pp 3: must divide num_layers (2); valid: [1, 2]"),
     (["--transformer-impl", "te"], "--transformer-impl: invalid choice: 'te'"),
 ])
 def test_a_layout_the_architecture_cannot_use_is_refused_naming_the_flag(

@@ -1,6 +1,6 @@
 """`hyrl convert`: Hugging Face <-> Megatron distributed checkpoints for Qwen3-MoE.
 
-    hyrl convert hf-to-mcore --hf-dir D --out M [--tp N --ep N --pp 1] [--transformer-impl local]
+    hyrl convert hf-to-mcore --hf-dir D --out M [--tp N --ep N --pp N] [--transformer-impl local]
     hyrl convert mcore-to-hf --load M --out D
 """
 
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     to_mcore.add_argument("--ep", "--expert-model-parallel-size", dest="ep", type=int, default=1,
                           metavar="N", help=f"expert-parallel size the checkpoint is meant for ({layout})")
     to_mcore.add_argument("--pp", "--pipeline-model-parallel-size", dest="pp", type=int, default=1,
-                          metavar="N", help="pipeline-parallel size: 1 (hyrl's trainer has no PP)")
+                          metavar="N", help=f"pipeline-parallel size the checkpoint is meant for ({layout})")
     to_mcore.add_argument("--transformer-impl", choices=("local", "transformer_engine"), default="local",
                           help="whose sharded-checkpoint key names to write: megatron's local layer "
                                "spec or Transformer Engine's (default: local; hyrl loads either)")

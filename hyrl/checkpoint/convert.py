@@ -51,9 +51,9 @@ def check_layout(arch: Qwen3MoeArch, tp: int = 1, ep: int = 1, pp: int = 1) -> N
     if arch.num_experts % ep:
         raise ConversionError(f"--ep {ep}: must divide num_experts ({arch.num_experts}); "
                               f"valid: {_divisors(arch.num_experts)}")
-    if pp != 1:
-        raise ConversionError(f"--pp {pp}: hyrl's trainer has no pipeline parallelism; the checkpoint "
-                              "does not depend on the layout, convert with --pp 1")
+    if arch.num_layers % pp:
+        raise ConversionError(f"--pp {pp}: must divide num_layers ({arch.num_layers}); "
+                              f"valid: {_divisors(arch.num_layers)}")
 
 
 def check_out_dir(out_dir: str | Path) -> None:

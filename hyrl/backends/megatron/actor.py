@@ -72,9 +72,12 @@ class MegatronActor(MegatronTrainable):
             self.ref_model.eval().requires_grad_(False)
 
     def _log_probs(self, model: torch.nn.Module, batch: TokenBatch, with_entropy: bool):
+        return self._log_probs_of(self._outputs(model, batch), batch, with_entropy)
+
+    def _log_probs_of(self, logits: torch.Tensor, batch: TokenBatch, with_entropy: bool):
+        """log pi(target) and entropy from the vocab-parallel logits of `batch`."""
         return vocab_parallel_log_probs_and_entropy(
-            self._outputs(model, batch), batch.targets.to(self.device),
-            self.settings.temperature, with_entropy)
+            logits, batch.targets.to(self.device), self.settings.temperature, with_entropy)
 
     @staticmethod
     def _routing_hooks(settings: ActorSettings) -> bool:
@@ -94,18 +97,16 @@ class MegatronActor(MegatronTrainable):
         from the engine's (read by `routing_metrics`); measuring only, it routes on its own."""
         model = self.ref_model if reference else self.ddp
         model.eval()
-        outputs = []
+        if reference or self.replay is None or batch.routed_experts is None:
+            return self._forward_only(model, batch, lambda mb, logits: self._log_probs_of(
+                logits, mb, with_entropy=True))
+        outputs, length = [], batch.tokens.shape[1]  # replay: no pipeline (refused with PP)
         for mb, rows in self._micro_batches(batch):
-            if reference or self.replay is None or mb.routed_experts is None:
+            routed = _dense(mb.routed_experts)
+            with self.replay.replaying(routed, record=True, replay=self.settings.routing_replay):
                 log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
-            else:
-                routed = _dense(mb.routed_experts)
-                with self.replay.replaying(routed, record=True,
-                                           replay=self.settings.routing_replay):
-                    log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
-                    self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
+                self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
             outputs.append((log_probs[:rows], entropy[:rows]))  # not the loss-free padding rows
-        length = batch.tokens.shape[1]
         return (torch.cat([self._pad_to(o[0], length) for o in outputs]).cpu(),
                 torch.cat([self._pad_to(o[1], length) for o in outputs]).cpu())
 
@@ -117,8 +118,8 @@ class MegatronActor(MegatronTrainable):
         """
         s = self.settings
 
-        def loss_fn(mb: TokenBatch):
-            log_probs, entropy = self._log_probs(self.ddp, mb, with_entropy=s.entropy_coef > 0)
+        def loss_fn(mb: TokenBatch, logits: torch.Tensor):
+            log_probs, entropy = self._log_probs_of(logits, mb, with_entropy=s.entropy_coef > 0)
             return grpo_loss(
                 log_probs, mb.old_log_probs, mb.advantages, mb.loss_mask,
                 eps_clip=s.eps_clip, eps_clip_high=s.eps_clip_high,

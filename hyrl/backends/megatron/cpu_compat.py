@@ -73,6 +73,7 @@ def apply() -> None:
 
     _run_optimizers_on_cpu()
     _skip_torch_adam_step_in_reshardable_load()
+    _run_pipeline_schedules_on_cpu()
 
 
 class _CudaAsCpu(TorchFunctionMode):
@@ -183,6 +184,19 @@ def seed_model_parallel_rng(seed: int) -> None:
     tracker.set_states(
         {name: torch.Generator().manual_seed(s).get_state() for name, s in streams.items()}
     )
+
+
+def _run_pipeline_schedules_on_cpu() -> None:
+    """megatron-core's pipeline schedules count tokens and size their send/receive buffers with
+    device='cuda': on a CPU-only machine they run under _CudaAsCpu (the model's forward and
+    backward inside them too; only PP > 1 takes this path)."""
+    from megatron.core.pipeline_parallel import schedules
+
+    for name in ("forward_backward_pipelining_without_interleaving",
+                 "forward_backward_pipelining_with_interleaving"):
+        function = getattr(schedules, name)
+        if not getattr(function, "_hyrl_cuda_as_cpu", False):
+            setattr(schedules, name, _under_cuda_as_cpu(function))
 
 
 def _skip_torch_adam_step_in_reshardable_load() -> None:

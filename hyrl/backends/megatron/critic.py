@@ -50,22 +50,21 @@ class MegatronCritic(MegatronTrainable):
     def load_trunk_from_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
         self.load_trunk(hf_mapping.hf_to_megatron(hf_state, self.arch))
 
-    def _values(self, batch: TokenBatch) -> torch.Tensor:
-        return self._outputs(self.ddp, batch).squeeze(-1).float()
+    @staticmethod
+    def _values_of(output: torch.Tensor) -> torch.Tensor:
+        return output.squeeze(-1).float()
 
     @torch.no_grad()
     def values(self, batch: TokenBatch) -> torch.Tensor:
         """V(state up to position t) for every position: [N, L]."""
         self.ddp.eval()
-        length = batch.tokens.shape[1]
-        return torch.cat([self._pad_to(self._values(mb)[:rows], length)  # not the padding rows
-                          for mb, rows in self._micro_batches(batch)]).cpu()
+        return self._forward_only(self.ddp, batch, lambda mb, out: (self._values_of(out),))[0]
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One critic optimizer step; batch carries returns and old_values."""
 
-        def loss_fn(mb: TokenBatch):
-            values = self._values(mb)
+        def loss_fn(mb: TokenBatch, output: torch.Tensor):
+            values = self._values_of(output)
             loss, clip_frac = value_loss(values, mb.old_values, mb.returns, mb.loss_mask,
                                          self.settings.value_clip, total_tokens=total_tokens)
             return loss, {"value_clip_frac": clip_frac}

@@ -17,7 +17,8 @@ from hyrl.backends.megatron.weights import is_expert
 @torch.no_grad()
 def sharded_squared_norm(model: torch.nn.Module, tensors: dict[str, torch.Tensor],
                          include_experts: bool = True) -> float:
-    """|x|^2 of a model-shaped set of tensors (by parameter name), summed over TP and EP shards.
+    """|x|^2 of a model-shaped set of tensors (by parameter name), summed over TP and EP shards
+    and pipeline stages.
 
     Not reduced over data parallelism: per-rank values stay per rank.
     """
@@ -40,4 +41,7 @@ def sharded_squared_norm(model: torch.nn.Module, tensors: dict[str, torch.Tensor
         torch.distributed.all_reduce(dense_sq, group=parallel_state.get_tensor_model_parallel_group())
     if include_experts and parallel_state.get_expert_model_parallel_world_size() > 1:
         torch.distributed.all_reduce(expert_sq, group=parallel_state.get_expert_model_parallel_group())
-    return float(dense_sq + expert_sq)
+    total = dense_sq + expert_sq
+    if parallel_state.get_pipeline_model_parallel_world_size() > 1:  # each stage: its layers
+        torch.distributed.all_reduce(total, group=parallel_state.get_pipeline_model_parallel_group())
+    return float(total)

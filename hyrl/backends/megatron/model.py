@@ -224,19 +224,24 @@ def build_gpt_model(
             qk_layernorm=arch.qk_layernorm,
             normalization=arch.normalization,
         )
+    from megatron.core import parallel_state
+
+    # a pipeline stage builds its share of the layers; the first embeds, the last projects
+    first_stage = parallel_state.is_pipeline_first_stage(ignore_virtual=True)
+    last_stage = parallel_state.is_pipeline_last_stage(ignore_virtual=True)
     model = GPTModel(
         config=config,
         transformer_layer_spec=layer_spec,
         vocab_size=arch.vocab_size,
         max_sequence_length=arch.max_position_embeddings,
-        pre_process=True,
-        post_process=True,
+        pre_process=first_stage,
+        post_process=last_stage,
         parallel_output=True,  # logits stay vocab-parallel; log-probs are computed across TP
         share_embeddings_and_output_weights=not arch.untie_embeddings_and_output_weights,
         position_embedding_type="rope",
         rotary_base=int(arch.rotary_base),
     )
-    if value_head:
+    if value_head and last_stage:
         model.output_layer = ValueHead(config)
     _reduce_experts_over_expert_data_parallel(model)
     return model.to(cpu_compat.device())

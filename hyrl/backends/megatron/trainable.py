@@ -89,6 +89,12 @@ def _holds_experts(sub_optimizer) -> bool:
     return any(group.get("is_expert_parallel", False) for group in sub_optimizer.param_groups)
 
 
+def forward_backward_func_results(results) -> list[dict]:
+    """megatron's schedule returns the stats of each micro-batch on the last stage (a list of
+    dicts), and nothing (an empty list) on the other stages."""
+    return list(results or [])
+
+
 def _without_loss(batch: TokenBatch) -> TokenBatch:
     """A micro-batch that runs forward and backward (and the collectives in them) but adds
     nothing: no loss positions, no advantage."""
@@ -141,7 +147,8 @@ class MegatronTrainable:
         and megatron's allgather dispatcher gathers equal token counts. A rank's micro-batch is
         then grown by rows and positions that carry no loss (TokenBatch.with_rows), and a rank
         with fewer rows than micro-batches runs loss-free copies; the first `rows` rows of each
-        micro-batch are the real ones."""
+        micro-batch are the real ones. Under PP > 1 all micro-batches of a pass share one shape
+        (the pipeline's activations are exchanged at a fixed shape)."""
         from megatron.core import parallel_state
 
         budget = self.optim.max_tokens_per_micro_batch
@@ -161,6 +168,10 @@ class MegatronTrainable:
             shapes = self._agreed_shapes([(stop - start, min(
                 -(-max(lengths[start:stop]) // multiple) * multiple, batch.tokens.shape[1]))
                 for start, stop in ranges])
+        if self._pipelined() and shapes:
+            # stages pass activations of one fixed shape (megatron's allgather dispatcher
+            # rules out variable_seq_lengths): every micro-batch grows to the largest
+            shapes = [(max(r for r, _ in shapes), max(n for _, n in shapes))] * len(shapes)
         for index, (rows, length) in enumerate(shapes):
             if index < len(ranges):
                 start, stop = ranges[index]
@@ -202,7 +213,8 @@ class MegatronTrainable:
         return torch.cat([output, pad], dim=1)
 
     def _accumulate(self, batch: TokenBatch, loss_fn, total_tokens: float) -> dict[str, torch.Tensor]:
-        """Forward/backward every micro-batch; `loss_fn(micro_batch) -> (loss, stats)`.
+        """Forward/backward every micro-batch; `loss_fn(micro_batch, outputs) -> (loss, stats)`
+        with outputs the model's last layer for the micro-batch (see _outputs).
 
         For the gradient noise scale it also measures small-batch squared gradient norms:
         this rank's gradient before the data-parallel reduction when DP > 1, else each
@@ -215,6 +227,8 @@ class MegatronTrainable:
         self.ddp.zero_grad_buffer()  # the main_grad buffers the backward hooks accumulate into
         self.optimizer.zero_grad(set_to_none=True)
         dp_size = parallel_state.get_data_parallel_world_size()
+        if self._pipelined():
+            return self._accumulate_pipelined(batch, loss_fn, total_tokens)
         micro_batches = [mb for mb, _ in self._micro_batches(batch)]
         # Dynamic micro-batches differ in size, and the estimator needs one small-batch size.
         per_micro_batch = (self.noise_scale is not None and dp_size == 1 and len(micro_batches) > 1
@@ -229,7 +243,8 @@ class MegatronTrainable:
             last = index == len(micro_batches) - 1
             with self._micro_batch_context(micro_batch), \
                     (nullcontext() if last else self.ddp.no_sync()):  # forward, backward
-                loss, stats = loss_fn(micro_batch.to(self.device))
+                micro_batch = micro_batch.to(self.device)
+                loss, stats = loss_fn(micro_batch, self._outputs(self.ddp, micro_batch))
                 loss.backward()
             if per_micro_batch:
                 added = {n: g - before[n] for n, g in self._local_grads().items()}
@@ -245,6 +260,118 @@ class MegatronTrainable:
             local = torch.tensor([grads.sharded_squared_norm(self.model, self._local_grads(),
                                                              include_experts)
                                   / share**2], dtype=torch.float64, device=self.device)
+            parts = [torch.empty_like(local) for _ in range(dp_size)]
+            torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
+            self._small_batch = ([float(p) for p in parts], float(len(batch)))
+        return sums
+
+    # -- pipeline parallelism (PP > 1): megatron's schedules ------------------------------------
+    @staticmethod
+    def _pipelined() -> bool:
+        from megatron.core import parallel_state
+
+        return parallel_state.get_pipeline_model_parallel_world_size() > 1
+
+    def _run_pipeline(self, module, micro_batches: list, on_last_stage, forward_only: bool
+                      ) -> list[dict]:
+        """Every (micro-batch, rows) through megatron's pipeline schedule (1F1B, or forward
+        only): `on_last_stage(micro_batch, rows, output)` turns the last stage's output into
+        (loss, stats dict); the stats of every micro-batch come back on the last stage, [] on
+        the others (collective over the pipeline group)."""
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        def forward_step(data_iterator, model):
+            micro_batch, rows = next(data_iterator)
+            micro_batch = micro_batch.to(self.device)
+            output = self._outputs(model, micro_batch)
+
+            def loss_func(output_tensor):
+                loss, stats = on_last_stage(micro_batch, rows, output_tensor)
+                # (loss, token count, stats): with calculate_per_token_loss megatron leaves the
+                # loss as it is (hyrl's is already a share of the global token mean)
+                return loss, torch.ones((), dtype=torch.int, device=self.device), stats
+
+            return output, loss_func
+
+        return forward_backward_func_results(get_forward_backward_func()(
+            forward_step_func=forward_step, data_iterator=iter(micro_batches), model=[module],
+            num_microbatches=len(micro_batches),
+            seq_length=max(mb.tokens.shape[1] for mb, _ in micro_batches),
+            micro_batch_size=max(len(mb) for mb, _ in micro_batches), forward_only=forward_only))
+
+    def _forward_only(self, module, batch: TokenBatch, outputs_of) -> tuple[torch.Tensor, ...]:
+        """A no-grad pass over every row: outputs_of(micro_batch, model outputs) gives a tuple
+        of [n, l] tensors per micro-batch; they come back as [N, L] tensors on the CPU, on
+        every pipeline stage."""
+        length = batch.tokens.shape[1]
+
+        def padded(parts):
+            return tuple(torch.cat([self._pad_to(part[i], length) for part in parts]).cpu()
+                         for i in range(len(parts[0])))
+
+        if not self._pipelined():
+            parts = []
+            for micro_batch, rows in self._micro_batches(batch):
+                micro_batch = micro_batch.to(self.device)
+                parts.append(tuple(t[:rows] for t in outputs_of(
+                    micro_batch, self._outputs(module, micro_batch))))  # not the padding rows
+            return padded(parts)
+
+        def on_last_stage(micro_batch, rows, output):
+            outs = outputs_of(micro_batch, output)
+            return output.new_zeros(()), {str(i): t[:rows].detach() for i, t in enumerate(outs)}
+
+        results = self._run_pipeline(module, list(self._micro_batches(batch)), on_last_stage,
+                                     forward_only=True)
+        gathered = padded([tuple(r[str(i)] for i in range(len(r))) for r in results]) \
+            if results else None  # the last stage's, in host memory; broadcast as objects
+        return self._from_last_stage(gathered)
+
+    def _from_last_stage(self, value):
+        """The last pipeline stage's value (a tensor, or a dict of them) on every stage of this
+        rank's pipeline (collective over the pipeline group); the value itself without PP."""
+        if not self._pipelined():
+            return value
+        from megatron.core import parallel_state
+
+        from hyrl.backends.megatron.collectives import collective_device
+
+        group = parallel_state.get_pipeline_model_parallel_group()
+        last = torch.distributed.get_process_group_ranks(group)[-1]
+        holder = [value]
+        torch.distributed.broadcast_object_list(holder, src=last, group=group,
+                                                device=collective_device(group))
+        return holder[0]
+
+    def _accumulate_pipelined(self, batch: TokenBatch, loss_fn, total_tokens: float
+                              ) -> dict[str, torch.Tensor]:
+        """_accumulate under PP > 1: megatron's 1F1B schedule runs forward and backward of every
+        micro-batch; the sums come from the last stage to every stage. The noise scale measures
+        each DP rank's gradient (DP > 1); one micro-batch's gradient cannot be told apart while
+        the stages interleave them, so at DP = 1 it measures nothing (see README)."""
+        from megatron.core import parallel_state
+
+        def on_last_stage(micro_batch, rows, output):
+            loss, stats = loss_fn(micro_batch, output)
+            return loss, {"loss": loss.detach(), **{k: v.detach() for k, v in stats.items()}}
+
+        if self.optim.overlap_grad_reduce:
+            self.ddp.config.no_sync_func = self.ddp.no_sync  # the schedule's own no_sync
+        results = self._run_pipeline(self.ddp, list(self._micro_batches(batch)), on_last_stage,
+                                     forward_only=False)
+        sums: dict[str, torch.Tensor] = {}
+        for stats in results:
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value.double()
+        sums = {k: v.cpu() for k, v in self._from_last_stage(
+            {k: v.to(self.device) for k, v in sums.items()}).items()}
+        self._small_batch = None
+        dp_size = parallel_state.get_data_parallel_world_size()
+        if self.noise_scale is not None and dp_size > 1:
+            share = batch.num_response_tokens / total_tokens
+            local = torch.tensor([grads.sharded_squared_norm(
+                self.model, self._local_grads(), self._noise_includes_experts()) / share**2],
+                dtype=torch.float64, device=self.device)
             parts = [torch.empty_like(local) for _ in range(dp_size)]
             torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
             self._small_batch = ([float(p) for p in parts], float(len(batch)))

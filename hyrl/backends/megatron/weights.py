@@ -25,12 +25,28 @@ def _num_local_experts(arch: Qwen3MoeArch) -> int:
     return arch.num_experts // parallel_state.get_expert_model_parallel_world_size()
 
 
+_LOCAL_LAYER = re.compile(r"^(decoder\.layers\.)(\d+)(\.)")
+
+
+def global_layer_name(local_name: str, arch: Qwen3MoeArch) -> str:
+    """A pipeline stage's local layer index -> the model's (stage s holds layers s*L/PP ..)."""
+    from megatron.core import parallel_state
+
+    offset = (parallel_state.get_pipeline_model_parallel_rank()
+              * (arch.num_layers // parallel_state.get_pipeline_model_parallel_world_size()))
+    if offset == 0:
+        return local_name
+    return _LOCAL_LAYER.sub(lambda m: f"{m[1]}{int(m[2]) + offset}{m[3]}", local_name)
+
+
 def global_name(local_name: str, arch: Qwen3MoeArch) -> str:
-    """Local expert index -> global expert id (EP rank r holds experts r*E_local .. )."""
+    """Local layer and expert indices -> the model's layer and expert ids (pipeline stage s
+    holds layers s*L/PP .., EP rank r experts r*E_local ..)."""
     from megatron.core import parallel_state
 
     offset = parallel_state.get_expert_model_parallel_rank() * _num_local_experts(arch)
-    return _LOCAL_EXPERT.sub(lambda m: f"{m[1]}{int(m[2]) + offset}{m[3]}", local_name)
+    return _LOCAL_EXPERT.sub(lambda m: f"{m[1]}{int(m[2]) + offset}{m[3]}",
+                             global_layer_name(local_name, arch))
 
 
 def _tp_split(param: torch.nn.Parameter, name: str) -> bool:
@@ -70,14 +86,78 @@ def load_full_state_dict(model: torch.nn.Module, full: dict[str, torch.Tensor],
 @torch.no_grad()
 def iter_full_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
                          live: LiveBytes | None = None) -> Iterator[tuple[str, torch.Tensor]]:
-    """(Megatron name with global expert ids, full tensor), one parameter at a time, on the
-    parameter's device and in its dtype: TP shards all-gathered and concatenated, an expert
-    all-gathered over EP (one item per EP rank's copy of that local expert).
+    """(Megatron name with global layer and expert ids, full tensor), one parameter at a time,
+    on the parameter's device and in its dtype: TP shards all-gathered and concatenated, an
+    expert all-gathered over EP (one item per EP rank's copy of that local expert), and under
+    PP every stage's parameters, stage after stage, broadcast from the stage that holds them.
 
-    Collective: every rank iterates to the end, in the same order (``named_parameters``), and
-    every rank gets every full tensor. ``live`` counts the gather buffers this allocates, from
-    the all-gather until the consumer asks for the next parameter; an ungathered parameter is
+    Collective: every rank iterates to the end, in the same order, and every rank gets every
+    full tensor. ``live`` counts the buffers this allocates, from the gather (or broadcast)
+    until the consumer asks for the next parameter; an ungathered parameter of this rank is
     yielded as itself (a view: nothing allocated, nothing counted)."""
+    from megatron.core import parallel_state
+
+    live = live if live is not None else LiveBytes()
+    pp_size = parallel_state.get_pipeline_model_parallel_world_size()
+    if pp_size == 1:
+        yield from _iter_stage_parameters(model, arch, live)
+        return
+    pp_group = parallel_state.get_pipeline_model_parallel_group()
+    pp_ranks = torch.distributed.get_process_group_ranks(pp_group)
+    my_stage = parallel_state.get_pipeline_model_parallel_rank()
+    device = next(model.parameters()).device
+    stage_items: list = [None] * pp_size  # every stage's (name, shape, dtype), in stage order
+    torch.distributed.all_gather_object(stage_items, _stage_parameter_items(model, arch),
+                                        group=pp_group)
+    for stage in range(pp_size):
+        if stage == my_stage:
+            for name, tensor in _iter_stage_parameters(model, arch, live):
+                torch.distributed.broadcast(tensor.contiguous(), src=pp_ranks[stage],
+                                            group=pp_group)
+                yield name, tensor
+            continue
+        for name, shape, dtype in stage_items[stage]:
+            tensor = torch.empty(shape, dtype=getattr(torch, dtype), device=device)
+            live.add(tensor_bytes(tensor))
+            torch.distributed.broadcast(tensor, src=pp_ranks[stage], group=pp_group)
+            yield name, tensor
+            del tensor
+            live.release(tensor_bytes_of(shape, dtype))
+
+
+def tensor_bytes_of(shape, dtype: str) -> int:
+    return torch.Size(shape).numel() * torch.empty((), dtype=getattr(torch, dtype)).element_size()
+
+
+def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
+    """What _iter_stage_parameters yields on this stage, as (name, full shape, dtype name),
+    without gathering anything: the other stages allocate their receive buffers from it."""
+    from megatron.core import parallel_state
+
+    tp_size = parallel_state.get_tensor_model_parallel_world_size()
+    ep_size = parallel_state.get_expert_model_parallel_world_size()
+    local_experts = _num_local_experts(arch)
+    items = []
+    for name, param in model.named_parameters():
+        shape = list(param.shape)
+        if _tp_split(param, name) and tp_size > 1:
+            shape[param.partition_dim] *= tp_size
+        dtype = str(param.dtype).removeprefix("torch.")
+        layer_name = global_layer_name(name, arch)
+        if is_expert(name) and ep_size > 1:
+            local_id = int(_LOCAL_EXPERT.search(name)[2])
+            for ep_rank in range(ep_size):
+                global_id = ep_rank * local_experts + local_id
+                items.append((hf_mapping.from_te_name(
+                    _LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", layer_name)), shape, dtype))
+            continue
+        items.append((hf_mapping.from_te_name(global_name(name, arch)), shape, dtype))
+    return items
+
+
+def _iter_stage_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
+                           live: LiveBytes) -> Iterator[tuple[str, torch.Tensor]]:
+    """iter_full_parameters within one pipeline stage (every rank of the stage iterates)."""
     from megatron.core import parallel_state
 
     tp_group = parallel_state.get_tensor_model_parallel_group()
@@ -85,8 +165,8 @@ def iter_full_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
     ep_group = parallel_state.get_expert_model_parallel_group()
     ep_size = parallel_state.get_expert_model_parallel_world_size()
     local_experts = _num_local_experts(arch)
-    live = live if live is not None else LiveBytes()
     for name, param in model.named_parameters():
+        layer_name = global_layer_name(name, arch)
         tensor, held = param.detach(), 0
         if _tp_split(param, name) and tp_size > 1:
             tensor, held = _all_gather(tensor, tp_size, tp_group, live), tp_size * tensor_bytes(tensor)
@@ -102,12 +182,12 @@ def iter_full_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
             local_id = int(_LOCAL_EXPERT.search(name)[2])
             for ep_rank in range(ep_size):
                 global_id = ep_rank * local_experts + local_id
-                yield (hf_mapping.from_te_name(_LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", name)),
-                       parts[ep_rank])
+                yield (hf_mapping.from_te_name(
+                    _LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", layer_name)), parts[ep_rank])
             del parts
             live.release(ep_size * tensor_bytes(tensor) + held)
             continue
-        yield hf_mapping.from_te_name(name), tensor
+        yield hf_mapping.from_te_name(layer_name), tensor
         live.release(held)
 
 
