@@ -250,6 +250,12 @@ class RunConfig:
     colocate: bool = _opt(
         False, "rollout engines share the training GPUs: SGLang releases its memory while the "
         "actor trains and resumes it for generation (on/off)", "rollout")
+    offload_train: bool | None = _opt(
+        None, "with --colocate, the trainer's GPU memory goes to host memory while the engines "
+        "generate (slime's --offload-train): gradient buffers freed, optimizer states, the KL "
+        "reference and the critic parked before the engines resume, the actor's weights after "
+        "the weight sync; all back before the log-prob pass (on/off); none = on with --colocate",
+        "rollout")
     sglang_router_url: str | None = _opt(
         None, "attach to running SGLang servers behind this sglang-router instead of starting "
         "engines (http://HOST:PORT); none = start engines", "rollout")
@@ -1652,6 +1658,17 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
                          True)
 
 
+def offloads_train(c: RunConfig) -> bool:
+    """Whether the trainer offloads its GPU memory while colocated engines generate."""
+    return c.colocate if c.offload_train is None else c.offload_train
+
+
+def _check_offload_train(c: RunConfig) -> None:
+    if c.offload_train and not c.colocate:
+        _fail("offload_train", True, "offloading frees the training GPUs for colocated engines "
+              "only, and --colocate is off", "--colocate --offload-train, or --no-offload-train")
+
+
 # Flags a resumed run (--load into a --run-dir holding a run) may change: its length, where it
 # checkpoints and resumes from, how it reports, how it reaches Ray (a requeued job's new head),
 # how long collectives may wait, and the trainer's parallel layout and world size (weights and
@@ -1731,6 +1748,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_algorithm_rollout_task(resolved)
     _check_routing_replay(resolved)
     rollout_layout(resolved, world_size)
+    _check_offload_train(resolved)
     _check_memory_flags(resolved)
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)

@@ -22,7 +22,7 @@ from hyrl.algorithms.batch import TokenBatch, pack
 from hyrl.algorithms.grpo import group_advantages
 from hyrl.algorithms.losses import kl_penalty
 from hyrl.algorithms.ppo import explained_variance, gae, masked_whiten, token_rewards
-from hyrl.config import ConfigError, RunConfig, engine_returns_routing
+from hyrl.config import ConfigError, RunConfig, engine_returns_routing, offloads_train
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
 from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
 from hyrl.metrics.timers import StageTimers
@@ -89,6 +89,8 @@ class Trainer:
         self.logger = None
         self.engines_released = False  # --colocate: engine memory freed while the actor trains
         self.sync_metrics: dict = {}  # the engine's own account of the latest weight sync
+        self.offloading = offloads_train(cfg)  # --offload-train: see _sync_to_engines
+        self.trainer_offloaded = False
         if self.rank == 0:
             self._print_layout()
             self._setup_rollout_side()
@@ -102,7 +104,7 @@ class Trainer:
             from hyrl.backends.megatron.collectives import wait_for_rank_0
 
             wait_for_rank_0()
-        self._sync_weights()
+        self._sync_to_engines(StageTimers())  # with --offload-train: offloaded for generation
         if resumed_rng is not None:  # last: nothing draws from the generators before the loop
             from hyrl.checkpoint.trainer_state import set_rng_state
 
@@ -312,6 +314,63 @@ class Trainer:
         self.sync_metrics["perf/weight_sync_peak_bytes"] = max(p[3] for p in parts)
         self._record_engine_sync_stats()
 
+    # -- --offload-train: the trainer's GPU memory around generation (colocated engines) -----
+    # A rollout step: [trainer offloaded] generate -> engines release (rank 0) -> restore
+    # trainer (every rank) -> log-probs, values, training -> park training state (grads freed,
+    # optimizer states, reference, critic), empty_cache, barrier -> engines resume and take the
+    # weights (the sync reads them on every rank) -> park the actor's weights, empty_cache.
+    def _sync_to_engines(self, timers: StageTimers) -> None:
+        """The weight sync; with --offload-train the engines resume only once every rank has
+        parked its training state, and the actor's weights are parked after it.
+        perf/offload_freed_bytes: what rank 0 released (torch.cuda.memory_allocated before -
+        after on GPU, the storage bytes on CPU); perf/offload_s: offload and restore."""
+        freed = 0
+        if self.offloading:
+            with timers("offload"):
+                freed += self.actor.offload_training_state()
+                if self.critic is not None:  # not synced: all of it goes now
+                    freed += self.critic.offload_training_state() + self.critic.offload_weights()
+                self._free_cached_blocks(barrier=True)
+        with timers("weight_sync"):
+            self._sync_weights()
+        if self.offloading:
+            with timers("offload"):
+                freed += self.actor.offload_weights()
+                self._free_cached_blocks(barrier=False)
+            self.trainer_offloaded = True
+            self.sync_metrics["perf/offload_freed_bytes"] = freed
+
+    def _free_cached_blocks(self, barrier: bool) -> None:
+        """Hand this rank's freed blocks back to the driver; with barrier, wait for every rank
+        (rank 0 resumes the engines after it, into all GPUs' freed memory)."""
+        from hyrl.backends.megatron.collectives import wait_for_rank_0
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        if barrier and self.world_size > 1:
+            wait_for_rank_0()
+
+    def _restore_trainer(self, timers: StageTimers) -> None:
+        """Every rank takes its offloaded memory back; rank 0 released the engines before it
+        broadcast the rollout, so no rank gets here before the engines' memory is free."""
+        if not self.trainer_offloaded:
+            return
+        with timers("offload"):
+            for part in self._trainables().values():
+                part.restore_offloaded()
+        self.trainer_offloaded = False
+
+    def _reclaim_gpus_from_engines(self) -> None:
+        """Outside a rollout step (a checkpoint): rank 0 releases the engines, then every rank
+        restores the trainer."""
+        from hyrl.backends.megatron.collectives import wait_for_rank_0
+
+        if self.rank == 0:
+            self._engines_release()
+        if self.world_size > 1:
+            wait_for_rank_0()
+        self._restore_trainer(StageTimers())
+
     def _engines_release(self) -> None:
         """--colocate: free the engines' GPU memory (weights, KV cache) for training."""
         if self.cfg.colocate and not self.engines_released:
@@ -509,6 +568,7 @@ class Trainer:
                 for rollout_step in range(first_step, cfg.num_steps + 1):
                     prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
                     rollout = self._rollout(timers, prompts_per_step, responses_per_step)
+                    self._restore_trainer(timers)  # the engines released their memory in _rollout
                     batch, rollout_metrics = self._prepare(rollout, timers)
                     rollout_metrics["batch/prompts_per_step"] = prompts_per_step
                     rollout_metrics["batch/responses_per_step"] = responses_per_step
@@ -528,14 +588,12 @@ class Trainer:
                             records.append({"step": self.actor.optimizer_steps, "samples": samples,
                                             "time": time.perf_counter(), **metrics,
                                             "train/skipped_steps": self._skipped_steps()})
-                        with timers("weight_sync"):
-                            self._sync_weights()
+                        self._sync_to_engines(timers)
                     else:
                         records.append({"step": self.actor.optimizer_steps, "samples": samples,
                                         "train/skipped_steps": self._skipped_steps()})
                         if cfg.colocate:  # released engines get their (unchanged) weights back
-                            with timers("weight_sync"):
-                                self._sync_weights()
+                            self._sync_to_engines(timers)
                     records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
                     records[0].update(rollout_metrics)
                     stage_times = timers.pop()  # stage timers of the whole rollout step
@@ -617,6 +675,9 @@ class Trainer:
         from hyrl.checkpoint.trainer_state import save_checkpoint
 
         began = time.perf_counter()
+        reclaimed = self.trainer_offloaded  # the checkpoint reads weights and optimizer states
+        if reclaimed:
+            self._reclaim_gpus_from_engines()
         loop_state = {}
         if self.rank == 0:
             loop_state = {"samples": samples, "elapsed_s": elapsed_s,
@@ -627,6 +688,8 @@ class Trainer:
                                self._checkpoint_models(), self._trainables(), loop_state)
         if self.rank == 0:
             print(f"hyrl: checkpoint {path} written", flush=True)
+        if reclaimed:  # the engines get the (unchanged) weights back
+            self._sync_to_engines(StageTimers())
         return time.perf_counter() - began
 
     def close(self) -> None:

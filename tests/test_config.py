@@ -476,6 +476,21 @@ def test_colocated_sglang_uses_the_training_gpus_and_refuses_nccl_sync(cfg_of):
     assert "one GPU" in str(err)
 
 
+def test_offload_train_follows_colocate_and_is_refused_without_it(cfg_of):
+    from hyrl.config import offloads_train, validate
+
+    sg = ("--rollout-engine", "sglang")
+    colocated = cfg_of(*sg, "--colocate")
+    validate(colocated, 1)
+    assert offloads_train(colocated)  # none = on with --colocate
+    assert not offloads_train(cfg_of(*sg, "--colocate", "--no-offload-train"))
+    assert not offloads_train(cfg_of(*sg, "--rollout-num-gpus", "1"))
+    err = assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "1", "--offload-train"),
+                          "--offload-train", True)
+    assert "--colocate" in str(err) and "--colocate" in err.allowed
+    assert_rejected(cfg_of("--offload-train"), "--offload-train", True)  # hf: never colocated
+
+
 def test_router_url_attaches_and_refuses_engine_flags_and_tensor_sync(cfg_of):
     sg = ("--rollout-engine", "sglang", "--sglang-router-url", "http://10.0.0.5:30000")
     layout = layout_of(cfg_of(*sg))

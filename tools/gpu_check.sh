@@ -3,7 +3,10 @@
 #   1. the GPU tests (tests/gpu: the CUDA trainer path and a real SGLang server),
 #   2. a short tiny-recipe GRPO run with --rollout-engine sglang --colocate on that GPU,
 #      with --use-tis --use-routing-replay (SGLang's bf16 against the trainer: mismatch/*), on
-#      the 30B recipes' training path: --bf16 --use-distributed-optimizer, PP=1.
+#      the 30B recipes' training path: --bf16 --use-distributed-optimizer, PP=1; --colocate
+#      turns on --offload-train, and the report prints the bytes its offload freed per step
+#      (perf/offload_freed_bytes, from the run's metrics.jsonl; tests/gpu/test_offload_cuda.py
+#      checks torch.cuda.memory_allocated around the offload of a bare actor).
 # Needs the GPU stack of requirements.txt in $PYTHON's environment (SGLang, Transformer Engine);
 # a missing piece makes its tests skip and the run fail with the import error.
 #   bash tools/gpu_check.sh [OUT_DIR]          # OUT_DIR default: runs/gpu-check-<time>
@@ -75,9 +78,19 @@ if rows:
     keys = ("train/reward_mean", "perf/rollout_s", "perf/weight_sync_s", "perf/rollout_tokens_per_s",
             "mismatch/logprob_abs_diff_mean", "mismatch/kl", "mismatch/tis_clipped_frac",
             "mismatch/routing_diff_frac", "mismatch/routing_replay_errors")
-    print("\n| step | " + " | ".join(keys) + " |\n|---" * (len(keys) + 1) + "|")
+    print("\n| step | " + " | ".join(keys) + " |\n" + "|---" * (len(keys) + 1) + "|")
     for r in (first, last):
         print(f"| {r['step']} | " + " | ".join(f"{r.get(k, float('nan')):.4g}" for k in keys) + " |")
+# --offload-train (on with --colocate): rank 0's torch.cuda.memory_allocated drop per step
+freed = [(r["step"], r["perf/offload_freed_bytes"], r.get("perf/offload_s", float("nan")))
+         for r in json.loads("[" + ",".join(open(sys.argv[1])) + "]")
+         if "perf/offload_freed_bytes" in r]
+if freed:
+    print("\nbytes freed by offload (rank 0, perf/offload_freed_bytes) and perf/offload_s:")
+    for step, freed_bytes, seconds in (freed[0], freed[-1]):
+        print(f"  step {step}: {freed_bytes} B ({freed_bytes / 2**20:.1f} MiB), {seconds:.3f} s")
+else:
+    print("\nno perf/offload_freed_bytes in metrics.jsonl: the trainer did not offload")
 EOF
   fi
 } >> "$REPORT"

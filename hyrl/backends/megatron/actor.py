@@ -71,6 +71,9 @@ class MegatronActor(MegatronTrainable):
             self.ref_model.load_state_dict(self.model.state_dict())
             self.ref_model.eval().requires_grad_(False)
 
+    def frozen_models(self) -> list[torch.nn.Module]:
+        return [] if self.ref_model is None else [self.ref_model]
+
     def _log_probs(self, model: torch.nn.Module, batch: TokenBatch, with_entropy: bool):
         return self._log_probs_of(self._outputs(model, batch), batch, with_entropy)
 

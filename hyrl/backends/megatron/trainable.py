@@ -501,3 +501,37 @@ class MegatronTrainable:
         return {f"{p}/noise_scale": self.noise_scale.b_simple,
                 f"{p}/noise_grad_sq": self.noise_scale.grad_sq,
                 f"{p}/noise_trace_sigma": self.noise_scale.trace_sigma}
+
+    # -- --offload-train: GPU memory handed to colocated engines (hyrl.backends.megatron.offload)
+    def _offload(self):
+        from hyrl.backends.megatron.offload import TrainableOffload
+
+        if getattr(self, "_offload_state", None) is None:
+            self._offload_state = TrainableOffload(self, self.frozen_models())
+        return self._offload_state
+
+    def frozen_models(self) -> list[torch.nn.Module]:
+        """Models without an optimizer that go with the training state (the actor's reference)."""
+        return []
+
+    def offload_training_state(self) -> int:
+        """Free the gradient buffers, park the optimizer states (and frozen models) in host
+        memory; the weights stay for the weight sync. Bytes released on this rank's device:
+        torch.cuda.memory_allocated before - after on GPU, the storage bytes on CPU."""
+        return self._measure_freed(self._offload().offload_training_state)
+
+    def offload_weights(self) -> int:
+        """Park the weights in host memory (after the weight sync); bytes released as above."""
+        return self._measure_freed(self._offload().offload_weights)
+
+    def restore_offloaded(self) -> None:
+        """Everything offloaded back on the device (weights, optimizer states, zeroed grads)."""
+        self._offload().restore()
+
+    def _measure_freed(self, offload) -> int:
+        if self.device.type != "cuda":
+            return offload()
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        offload()
+        return before - torch.cuda.memory_allocated()
