@@ -91,13 +91,14 @@ def test_live_bytes_match_the_plan_within_5_percent(live, name):
 
 @pytest.mark.slow
 def test_the_layouts_differ_where_the_plan_says(live):
-    """Not four copies of one number: fp32 weights are twice bf16's, the distributed optimizer
-    halves the dense states, and EP halves the experts' weights."""
+    """Not four copies of one number: bf16 weights take 2 B, fp32 4 B per parameter; the
+    distributed optimizer shards the dense states under EP; replicated bf16 keeps 12 B."""
     dp2, tp2 = live["dp2 bf16 distributed optimizer"][0], live["tp2 sp fp32"][0]
     ep2, pp2 = live["ep2 fp32 distributed optimizer"][0], live["pp2 bf16"][0]
     assert dp2["weights"] * 2 == pytest.approx(dp2["params"] * 4, rel=0.01)  # bf16
     assert tp2["weights"] == pytest.approx(tp2["params"] * 4, rel=0.01)  # fp32
-    assert ep2["optimizer"] < 8 * ep2["params"] * 0.9  # dense states sharded over DP = 2
+    # dense states sharded over DP = 2 (the experts, 88% of the rank's params, are not: expert-DP 1)
+    assert ep2["optimizer"] < 0.95 * 8 * ep2["params"]
     assert pp2["optimizer"] == pytest.approx(12 * pp2["params"], rel=0.01)  # replicated bf16
 
 
