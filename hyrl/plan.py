@@ -9,9 +9,12 @@ layout can be checked on a laptop. What it counts, per GPU, in GiB (2**30 bytes)
 - parameters from the architecture flags (`param_counts`), split as Megatron splits them:
   attention, router, norms and the (vocab-parallel) embedding and output layer over TP (and
   their layers over PP), routed experts over EP x ETP;
-- actor weights, gradients and Adam states at Megatron's mixed-precision byte counts
-  (`BYTES_*` below), states sharded over data-parallel ranks with --use-distributed-optimizer;
-- activations of one micro-batch with the chosen recomputation (`activation_bytes_per_token`);
+- actor weights, gradients and optimizer states at the bytes the trainer's precision flags give
+  (`bytes_per_param`: --bf16, --accumulate-allreduce-grads-in-fp32), states sharded over
+  data-parallel ranks (experts over expert-DP) with --use-distributed-optimizer;
+- activations of one micro-batch with the chosen recomputation (`activation_bytes_per_token`),
+  in the activation dtype, with the s x s scores of unfused attention when the trainer runs the
+  local spec (`attention_implementation`), and the chunked log-prob pass's logits;
 - the frozen reference (weights only) when a KL term is on, the critic (its own weights, grads,
   Adam and activations) under gae;
 - SGLang: its weights copy and the KV cache its --sglang-mem-fraction-static leaves, in tokens
@@ -24,6 +27,7 @@ what may be slow. Everything not modelled is listed in NOT_MODELLED and printed 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import itertools
 import json
 import math
@@ -37,13 +41,18 @@ from hyrl.config import (ARITH_PROMPT_TOKENS, ConfigError, RunConfig, load, reso
                          rollout_layout)
 
 GIB = 2 ** 30
-# Mixed precision as Megatron runs it on GPUs (megatron/training/theoretical_memory_usage.py:
-# 18 bytes per parameter, or 6 + 12 / DP with the distributed optimizer).
-BYTES_WEIGHT = 2  # bf16 parameters on the GPU
-BYTES_GRAD = 4  # fp32 main gradients (Megatron DDP's grad buffer, accumulate/reduce in fp32)
-BYTES_ADAM = 12  # fp32 master copy + Adam m + Adam v, 4 bytes each
-BYTES_ACTIVATION = 2  # bf16 activations
+# Bytes per element as hyrl's trainer runs megatron-core (hyrl/backends/megatron/trainable.py,
+# wrap_for_training), by precision flag: see bytes_per_param.
+BYTES_FP32, BYTES_BF16 = 4, 2
+# megatron-core 0.16.1's DDP gradient buffer under --use-distributed-optimizer: every parameter
+# starts at a multiple of 64 elements, the bucket ends at a multiple of lcm(DP, 128)
+# (param_and_grad_buffer.py, _pad_start_of_param_if_needed / _pad_end_of_bucket_if_needed).
+PARAM_ALIGN_ELEMENTS = 64
+# Positions per chunk of the log-prob pass (hyrl/backends/megatron/logprobs.py CHUNK_POSITIONS;
+# tests/test_plan.py pins the two equal: the plan imports no torch).
+LOGPROB_CHUNK_POSITIONS = 512
 BYTES_KV = 2  # bf16 KV cache in SGLang
+BYTES_SGLANG_WEIGHT = 2  # SGLang serves bf16 weights whatever the trainer's precision
 # Fraction of GPU memory kept free for fragmentation, the CUDA context and NCCL buffers.
 SAFETY_MARGIN = 0.10
 # SGLang picks its default --mem-fraction-static from GPU memory and TP size (about 0.8-0.9 on
@@ -64,6 +73,8 @@ NOT_MODELLED = (
     "the full HF state dict gathered for weight sync beyond one --update-weight-buffer-size bucket",
     "SGLang's CUDA graphs and decode workspace (outside its static fraction)",
     "context parallelism (hyrl has no CP flag; CP = 1)",
+    "the distributed optimizer's buffer padding (< 64 elements per tensor; tests/test_plan_live.py"
+    " measures it inside 5%)",
 )
 
 
@@ -138,9 +149,29 @@ def sequence_length(c: RunConfig) -> tuple[int, int]:
     return prompt, c.rollout_max_response_len
 
 
+def bytes_per_activation(c: RunConfig) -> int:
+    """Activations are in the weights' dtype: bf16 under --bf16 (Float16Module), else fp32."""
+    return BYTES_BF16 if c.bf16 else BYTES_FP32
+
+
+def attention_implementation(c: RunConfig) -> tuple[str, str]:
+    """("flash" | "unfused", why) as build_gpt_model picks the layer spec
+    (hyrl/backends/megatron/model.py, use_transformer_engine): Transformer Engine's spec runs
+    fused/flash attention (no s x s scores kept); the local spec (CPU, --transformer-impl local)
+    runs megatron's DotProductAttention, which materialises [b, a/TP, s, s] scores. `auto` takes
+    Transformer Engine where it is installed: here, on the machine that makes the plan."""
+    if c.transformer_impl == "local":
+        return "unfused", "--transformer-impl local"
+    if c.transformer_impl == "transformer_engine":
+        return "flash", "--transformer-impl transformer_engine"
+    if importlib.util.find_spec("transformer_engine") is not None:
+        return "flash", "auto: transformer_engine installed here"
+    return "unfused", ("auto: transformer_engine not installed here, the local spec (plan a TE "
+                       "cluster with --transformer-impl transformer_engine)")
+
+
 def flash_attention(c: RunConfig) -> bool:
-    """Transformer Engine (auto on GPU) runs fused/flash attention: no s x s scores are kept."""
-    return c.transformer_impl != "local"
+    return attention_implementation(c)[0] == "flash"
 
 
 def activation_bytes_per_token(c: RunConfig, seq_len: int) -> dict:
@@ -149,28 +180,57 @@ def activation_bytes_per_token(c: RunConfig, seq_len: int) -> dict:
     After Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
     Models" (arXiv:2205.05198), section 4.1: a GPT layer keeps s*b*h*(34 + 5*a*s/h) bytes
     (attention 11sbh + 5as^2b, MLP 19sbh, norms 4sbh), with sequence parallelism all of it / t.
-    Their terms are re-derived here for Qwen3-MoE (GQA, qk-norm, SwiGLU experts, no dropout):
-      norms      2h + 2h                 inputs of the two RMSNorms
-      attention  2h                      QKV input (norm output)
-                 2(a + 2g)d              Q, K, V
-                 2(a + g)d               qk-layernorm inputs (with --qk-layernorm)
-                 2ad                     attention output = out-projection input
-                 5as                     softmax scores and their copies (unfused attention
-                                         only; the paper's 5as^2b / (sb); 0 with flash attention
-                                         and removed by selective recomputation)
-      MoE        2h + 4E                 router input, fp32 router logits
-                 k(2h + 4f + 2f)         per routed copy: expert input, gate/up output (2f),
+    Their terms are re-derived here for Qwen3-MoE (GQA, qk-norm, SwiGLU experts, no dropout),
+    with B = 2 bytes per activation under --bf16, else 4 (bytes_per_activation):
+      norms      B(h + h)                inputs of the two RMSNorms
+      attention  Bh                      QKV input (norm output)
+                 B(a + 2g)d              Q, K, V
+                 B(a + g)d               qk-layernorm inputs (with --qk-layernorm)
+                 Bad                     attention output = out-projection input
+      scores     unfused attention only (the local spec's DotProductAttention), per token a x s:
+                 4 B fp32 softmax output (kept by softmax's backward) + under --bf16 its 2 B
+                 bf16 copy (kept by the probs x V matmul): 4as fp32, 6as bf16 (no dropout
+                 mask: attention dropout 0); 0 with flash attention; removed by selective
+                 recomputation
+      MoE        Bh + 4E                 router input, fp32 router logits
+                 kB(h + 2f + f)          per routed copy: expert input, gate/up output (2f),
                                          SwiGLU output (f) = down-projection input
-                 2kh                     expert outputs before the weighted combine
+                 kBh                     expert outputs before the weighted combine
     """
     h, a, g, d = c.hidden_size, c.num_attention_heads, c.num_query_groups, c.kv_channels
     k, f, e = c.moe_router_topk, c.moe_ffn_hidden_size, c.num_experts
-    b = BYTES_ACTIVATION
+    b = bytes_per_activation(c)
     norms = b * (h + h)
     attention = b * (h + (a + 2 * g) * d + ((a + g) * d if c.qk_layernorm else 0) + a * d)
-    scores = 0 if flash_attention(c) else 5 * a * seq_len
+    scores = 0 if flash_attention(c) else (BYTES_FP32 + (b if c.bf16 else 0)) * a * seq_len
     moe = b * h + 4 * e + k * b * (h + 2 * f + f) + k * b * h
     return {"norms": norms, "attention": attention, "attention_scores": scores, "moe": moe}
+
+
+# The unfused attention of the layer being run (or recomputed) needs, beyond the scores it keeps,
+# megatron's global matmul buffer (B bytes per score, parallel_state.get_global_memory_buffer)
+# and about 3 fp32 copies in the softmax backward (gradient of the probabilities, of the masked
+# and of the scaled scores): an estimate read from the code path, per score element.
+UNFUSED_WORKSPACE_FP32_COPIES = 3
+
+
+def attention_workspace(c: RunConfig, tokens_per_micro_batch: int, seq_len: int) -> float:
+    """Bytes of one layer's unfused-attention workspace on one GPU (0 with flash attention):
+    T x a/TP x s score elements x (B + 3 x 4 B), T tokens of sequences of s."""
+    if flash_attention(c):
+        return 0.0
+    scores = tokens_per_micro_batch * c.num_attention_heads * seq_len / c.tensor_model_parallel_size
+    return scores * (bytes_per_activation(c) + UNFUSED_WORKSPACE_FP32_COPIES * BYTES_FP32)
+
+
+def logits_bytes(c: RunConfig, tokens_per_micro_batch: int) -> float:
+    """The actor's output layer and log-prob pass (hyrl/backends/megatron/logprobs.py) on one GPU:
+    the fp32 logits it keeps for backward (Float16Module casts them to fp32 under --bf16), their
+    fp32 gradient, and up to 3 fp32 working copies of one chunk of LOGPROB_CHUNK_POSITIONS:
+        4 x T x V/TP + 4 x T x V/TP + 3 x 4 x min(T, 512) x V/TP."""
+    shard = c.vocab_size / c.tensor_model_parallel_size
+    chunk = min(tokens_per_micro_batch, LOGPROB_CHUNK_POSITIONS)
+    return (2 * BYTES_FP32 * tokens_per_micro_batch + 3 * BYTES_FP32 * chunk) * shard
 
 
 def activation_memory(c: RunConfig, tokens_per_micro_batch: int, seq_len: int,
@@ -179,11 +239,12 @@ def activation_memory(c: RunConfig, tokens_per_micro_batch: int, seq_len: int,
 
     per layer (no recompute)  A = T x (norms + attention + scores + moe) / TP   (T tokens; SP / TP)
     selective                 A without the attention-score term (Korthikanti: 34sbh/t)
-    full, uniform, n layers   ceil(L/n) x 2*T*h / TP (group inputs) + n x A (one group rebuilt)
-    full, block, n layers     n x 2*T*h / TP + (L - n) x A + A
+    full, uniform, n layers   ceil(L/n) x B*T*h / TP (group inputs) + n x A (one group rebuilt)
+    full, block, n layers     n x B*T*h / TP + (L - n) x A + A
+    plus, with unfused attention, one layer's attention workspace (attention_workspace).
     With PP (1F1B) the first stage holds PP micro-batches of L/PP layers: L layers' worth in all
     (Korthikanti section 4.2.3), so layers_held = L whatever PP is.
-    Logits (actor): 2*T*V/TP bf16 + 4*T*V/TP fp32 for the log-softmax (the paper's 4sbv/t).
+    Logits (actor): logits_bytes.
     """
     tp = c.tensor_model_parallel_size
     parts = activation_bytes_per_token(c, seq_len)
@@ -191,7 +252,7 @@ def activation_memory(c: RunConfig, tokens_per_micro_batch: int, seq_len: int,
     if c.recompute_granularity == "selective":
         full_layer -= parts["attention_scores"]
     per_layer = tokens_per_micro_batch * full_layer / tp
-    layer_input = BYTES_ACTIVATION * tokens_per_micro_batch * c.hidden_size / tp
+    layer_input = bytes_per_activation(c) * tokens_per_micro_batch * c.hidden_size / tp
     layers = c.num_layers
     if c.recompute_granularity == "full":
         n = c.recompute_num_layers or 1
@@ -201,9 +262,10 @@ def activation_memory(c: RunConfig, tokens_per_micro_batch: int, seq_len: int,
             stored = n * layer_input + (layers - n) * per_layer + per_layer
     else:
         stored = layers * per_layer
-    logits = (2 + 4) * tokens_per_micro_batch * c.vocab_size / tp if with_logits else 0
+    logits = logits_bytes(c, tokens_per_micro_batch) if with_logits else 0
     return {"layers": stored, "logits": logits, "per_layer_no_recompute": per_layer,
-            "bytes_per_token_per_layer": full_layer}
+            "bytes_per_token_per_layer": full_layer,
+            "attention_workspace": attention_workspace(c, tokens_per_micro_batch, seq_len)}
 
 
 # --- rank layout -------------------------------------------------------------------------------
@@ -260,47 +322,100 @@ def _gib(n_bytes: float) -> float:
 
 
 def _line(name: str, n_bytes: float, formula: str) -> dict:
-    return {"name": name, "gib": round(_gib(n_bytes), 3), "formula": formula}
+    return {"name": name, "gib": round(_gib(n_bytes), 3), "bytes": int(round(n_bytes)),
+            "formula": formula}
 
 
-def _model_state_lines(prefix: str, per_gpu: dict, layout: dict, distributed: bool) -> list:
-    """Weights, gradients and Adam states of one trained model on one GPU."""
+def bytes_per_param(c: RunConfig) -> dict:
+    """Bytes per parameter of weights, gradients and optimizer states as wrap_for_training runs
+    megatron-core 0.16.1 (hyrl/backends/megatron/trainable.py):
+
+    weights    2 under --bf16 (Float16Module), else 4
+    gradients  4 with --accumulate-allreduce-grads-in-fp32 (DDP's fp32 main_grad buffer), else
+               the weights' dtype
+    optimizer  --bf16: 12 = fp32 main params 4 + Adam m 4 + v 4 (Float16Optimizer /
+               distributed optimizer's shard_fp32_from_float16 groups);
+               fp32: 8 = Adam m + v (FP32Optimizer, and the distributed optimizer's fp32 shards
+               are views of the weights: no master copy)
+    """
+    weight = BYTES_BF16 if c.bf16 else BYTES_FP32
+    grad = BYTES_FP32 if c.accumulate_allreduce_grads_in_fp32 else weight
+    optimizer = 3 * BYTES_FP32 if c.bf16 else 2 * BYTES_FP32
+    return {"weight": weight, "grad": grad, "optimizer": optimizer}
+
+
+def _model_state_lines(prefix: str, per_gpu: dict, layout: dict, c: RunConfig) -> list:
+    """Weights, gradients and optimizer states of one trained model on one GPU.
+
+    With --use-distributed-optimizer megatron shards main params and Adam states over DP (the
+    experts' over expert-DP): each rank keeps 1/DP of every bucket. Weights and gradients stay
+    whole (the gradient is reduce-scattered into a full-size buffer); the buffers' alignment
+    padding (PARAM_ALIGN_ELEMENTS per tensor) is under 0.1% of any model here and not counted.
+    """
     dense, experts = per_gpu["dense"], per_gpu["experts"]
     params = dense + experts
+    per = bytes_per_param(c)
+    precision = "bf16" if c.bf16 else "fp32"
+    grad_text = ("fp32 main_grad buffer, --accumulate-allreduce-grads-in-fp32"
+                 if c.accumulate_allreduce_grads_in_fp32 else f"{precision} grad buffer")
+    state_text = ("fp32 main params + Adam m + v" if c.bf16
+                  else "Adam m + v; fp32 weights are their own main params")
     lines = [
-        _line(f"{prefix} weights", BYTES_WEIGHT * params,
-              f"{BYTES_WEIGHT} B x (dense {dense / 1e9:.3f}B + experts {experts / 1e9:.3f}B) "
-              "params per GPU (bf16)"),
-        _line(f"{prefix} gradients", BYTES_GRAD * params,
-              f"{BYTES_GRAD} B x {params / 1e9:.3f}B params (fp32 main grads, Megatron DDP)"),
+        _line(f"{prefix} weights", per["weight"] * params,
+              f"{per['weight']} B x (dense {_fmt_params(dense)} + experts "
+              f"{_fmt_params(experts)}) params per GPU ({precision}"
+              f"{', Float16Module' if c.bf16 else ''})"),
+        _line(f"{prefix} gradients", per["grad"] * params,
+              f"{per['grad']} B x {_fmt_params(params)} params ({grad_text}, megatron DDP)"),
     ]
-    if distributed:
-        adam = BYTES_ADAM * (dense / layout["dp"] + experts / layout["expert_dp"])
-        formula = (f"{BYTES_ADAM} B x (dense / DP={layout['dp']} + experts / expert-DP="
-                   f"{layout['expert_dp']}) (fp32 master + m + v, distributed optimizer)")
+    if c.use_distributed_optimizer:
+        states = per["optimizer"] * (dense / layout["dp"] + experts / layout["expert_dp"])
+        formula = (f"{per['optimizer']} B x (dense / DP={layout['dp']} + experts / expert-DP="
+                   f"{layout['expert_dp']}) ({state_text}, distributed optimizer)")
     else:
-        adam = BYTES_ADAM * params
-        formula = (f"{BYTES_ADAM} B x {params / 1e9:.3f}B params (fp32 master + m + v, "
+        states = per["optimizer"] * params
+        formula = (f"{per['optimizer']} B x {_fmt_params(params)} params ({state_text}, "
                    "replicated; --use-distributed-optimizer shards it)")
-    lines.append(_line(f"{prefix} optimizer (Adam)", adam, formula))
+    lines.append(_line(f"{prefix} optimizer (Adam)", states, formula))
     return lines
 
 
 def _activation_line(prefix: str, c: RunConfig, tokens: int, seq_len: int,
-                     micro_text: str, with_logits: bool) -> tuple[dict, dict]:
+                     micro_text: str, with_logits: bool) -> tuple[dict, list]:
+    """The activation lines of one model; act["total"] is their sum in bytes."""
     act = activation_memory(c, tokens, seq_len, with_logits)
     recompute = c.recompute_granularity or "none"
     if recompute == "full":
         recompute += f" {c.recompute_method or 'uniform'} x{c.recompute_num_layers or 1}"
-    attn = "flash attention" if flash_attention(c) else "unfused attention (5as term)"
+    kind, why = attention_implementation(c)
+    b = bytes_per_activation(c)
+    scores = activation_bytes_per_token(c, seq_len)["attention_scores"]
+    if kind == "flash":
+        attn = f"flash attention ({why}): no s x s scores"
+    elif c.recompute_granularity == "selective":
+        attn = f"unfused attention ({why}): scores recomputed (selective)"
+    else:
+        attn = (f"unfused attention ({why}): {scores / (c.num_attention_heads * seq_len):.0f} B x "
+                "a x s scores per token")
+    tp = c.tensor_model_parallel_size
     lines = [_line(f"{prefix} activations", act["layers"],
                    f"{micro_text} = {tokens} tokens x {act['bytes_per_token_per_layer']:.0f} "
-                   f"B/token/layer / TP={c.tensor_model_parallel_size} x {c.num_layers} layers, "
-                   f"recompute {recompute}, {attn} (Korthikanti et al. 2022)")]
+                   f"B/token/layer ({'bf16' if c.bf16 else 'fp32'}, {b} B) / TP={tp} x "
+                   f"{c.num_layers} layers, recompute {recompute}, {attn} "
+                   "(after Korthikanti et al. 2022)")]
+    if act["attention_workspace"]:
+        lines.append(_line(
+            f"{prefix} attention workspace", act["attention_workspace"],
+            f"one layer's unfused attention: {tokens} tokens x a={c.num_attention_heads} / TP="
+            f"{tp} x s={seq_len} scores x ({b} B matmul buffer + "
+            f"{UNFUSED_WORKSPACE_FP32_COPIES} x 4 B fp32 softmax-backward copies)"))
     if with_logits:
+        chunk = min(tokens, LOGPROB_CHUNK_POSITIONS)
         lines.append(_line(f"{prefix} logits", act["logits"],
-                           f"6 B x {tokens} tokens x V={c.vocab_size} / TP (bf16 logits + fp32 "
-                           "log-softmax)"))
+                           f"(2 x 4 B x {tokens} tokens + 3 x 4 B x {chunk}-position chunk) x "
+                           f"V={c.vocab_size} / TP={tp} (fp32 logits kept + their gradient + the "
+                           "chunked log-prob pass's working copies)"))
+    act["total"] = act["layers"] + act["logits"] + act["attention_workspace"]
     return act, lines
 
 
@@ -361,21 +476,22 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
     prompt_len, response_len = sequence_length(c)
     seq_len = prompt_len + response_len
     actor = _params_per_gpu(c, counts)
-    lines = _model_state_lines("actor", actor, layout, c.use_distributed_optimizer)
+    lines = _model_state_lines("actor", actor, layout, c)
     tokens, micro_text = _micro_batch_tokens(c, c.micro_batch_size, seq_len)
     act, act_lines = _activation_line("actor", c, tokens, seq_len, micro_text, True)
-    activations = act["layers"] + act["logits"]
+    activations = act["total"]
     if c.kl_loss_coef > 0 or c.kl_coef > 0:
-        lines.append(_line("reference weights", BYTES_WEIGHT * (actor["dense"] + actor["experts"]),
-                           f"{BYTES_WEIGHT} B x actor params per GPU (frozen, for the KL term)"))
+        weight = bytes_per_param(c)["weight"]
+        lines.append(_line("reference weights", weight * (actor["dense"] + actor["experts"]),
+                           f"{weight} B x actor params per GPU (frozen, for the KL term)"))
     critic_activations = 0.0
     critic_act_lines: list = []
     if c.advantage_estimator == "gae":
         critic = _params_per_gpu(c, counts, value_head=True)
-        lines += _model_state_lines("critic", critic, layout, c.use_distributed_optimizer)
+        lines += _model_state_lines("critic", critic, layout, c)
         c_tokens, c_text = _micro_batch_tokens(c, c.critic_micro_batch_size, seq_len)
         c_act, critic_act_lines = _activation_line("critic", c, c_tokens, seq_len, c_text, False)
-        critic_activations = c_act["layers"]
+        critic_activations = c_act["total"]
     lines.append(_line("weight-sync bucket", c.update_weight_buffer_size,
                        "--update-weight-buffer-size (one bucket gathered at a time)"))
     resident = sum(line["gib"] for line in lines) * GIB
@@ -441,7 +557,7 @@ def _sglang_plan(c: RunConfig, counts: dict, rollout, seq_len: int, resident: fl
     fraction_text = f"{fraction}" if fraction is not None else \
         f"{SGLANG_DEFAULT_MEM_FRACTION} (assumed default)"
     fraction = SGLANG_DEFAULT_MEM_FRACTION if fraction is None else fraction
-    weights = BYTES_WEIGHT * counts["total"] / t_engine
+    weights = BYTES_SGLANG_WEIGHT * counts["total"] / t_engine
     kv_heads = max(c.num_query_groups / t_engine, 1)
     kv_per_token = 2 * c.num_layers * kv_heads * c.kv_channels * BYTES_KV
     out = {"gpus_per_engine": t_engine, "num_engines": rollout.num_engines,

@@ -17,15 +17,17 @@ def tiny(**changes) -> RunConfig:
 
 
 def qwen(**changes) -> RunConfig:
-    base = dict(tensor_model_parallel_size=4, sequence_parallel=True,
+    # the GPU setting (bf16, Transformer Engine): the plan does not depend on this machine
+    base = dict(tensor_model_parallel_size=4, sequence_parallel=True, bf16=True,
+                transformer_impl="transformer_engine",
                 expert_model_parallel_size=8, rollout_max_response_len=8192,
                 rollout_batch_size=32, micro_batch_size=1)
     return resolve(dataclasses.replace(QWEN, **{**base, **changes}))
 
 
 def line(plan: dict, name: str) -> float:
-    """A memory line in bytes (the plan keeps GiB to 3 decimals: compare with a tolerance)."""
-    return next(x for x in plan["memory"]["lines"] if x["name"] == name)["gib"] * 2 ** 30
+    """A memory line in bytes."""
+    return next(x for x in plan["memory"]["lines"] if x["name"] == name)["bytes"]
 
 
 def test_qwen3_30b_a3b_parameter_counts_match_the_published_sizes():
@@ -47,11 +49,20 @@ def test_tiny_parameter_counts_by_hand():
     assert counts["active"] == 2 * (per_layer_dense + 2 * 12288) + 2112 == 76672
 
 
-def test_weights_grads_and_adam_bytes_per_parameter_on_one_gpu():
-    plan = hplan.make_plan(tiny(), 1)
-    assert line(plan, "actor weights") == pytest.approx(2 * 125824, abs=2 ** 30 * 1e-3)
-    assert line(plan, "actor gradients") == pytest.approx(4 * 125824, abs=2 ** 30 * 1e-3)
-    assert line(plan, "actor optimizer (Adam)") == pytest.approx(12 * 125824, abs=2 ** 30 * 1e-3)
+def test_weights_grads_and_optimizer_bytes_per_parameter_follow_the_precision_flags():
+    # fp32 (the default): 4 B weights, 4 B grads, Adam m + v = 8 B (no master copy)
+    fp32 = hplan.make_plan(tiny(), 1)
+    assert line(fp32, "actor weights") == 4 * 125824
+    assert line(fp32, "actor gradients") == 4 * 125824
+    assert line(fp32, "actor optimizer (Adam)") == 8 * 125824
+    # --bf16: 2 B weights, fp32 main grads, fp32 master + m + v = 12 B
+    bf16 = hplan.make_plan(tiny(bf16=True), 1)
+    assert line(bf16, "actor weights") == 2 * 125824
+    assert line(bf16, "actor gradients") == 4 * 125824
+    assert line(bf16, "actor optimizer (Adam)") == 12 * 125824
+    # --bf16 --no-accumulate-allreduce-grads-in-fp32: bf16 gradient buffers
+    bf16_grads = hplan.make_plan(tiny(bf16=True, accumulate_allreduce_grads_in_fp32=False), 1)
+    assert line(bf16_grads, "actor gradients") == 2 * 125824
 
 
 def test_tp_splits_dense_and_ep_splits_experts():
@@ -71,31 +82,82 @@ def test_distributed_optimizer_divides_adam_by_dp_and_experts_by_expert_dp():
     assert plan["layout"]["dp"] == 4 and plan["layout"]["expert_dp"] == 1
     dense = 2 * (12288 + 160 + 256) + 2048 + 64  # 27520
     experts = 2 * 1 * 12288  # 24576
-    assert line(plan, "actor optimizer (Adam)") == pytest.approx(
-        12 * (dense / 4 + experts / 1), abs=2 ** 30 * 1e-3)
+    assert line(plan, "actor optimizer (Adam)") == 8 * (dense / 4 + experts / 1)
+    bf16 = hplan.make_plan(dataclasses.replace(c, bf16=True), 4)
+    assert line(bf16, "actor optimizer (Adam)") == 12 * (dense / 4 + experts / 1)
+    # weights and gradients stay whole on every rank
+    assert line(bf16, "actor gradients") == 4 * (dense + experts)
     replicated = hplan.make_plan(dataclasses.replace(c, use_distributed_optimizer=False), 4)
-    assert line(replicated, "actor optimizer (Adam)") == pytest.approx(
-        12 * (dense + experts), abs=2 ** 30 * 1e-3)
+    assert line(replicated, "actor optimizer (Adam)") == 8 * (dense + experts)
 
 
 def test_activation_bytes_per_token_by_hand():
-    parts = hplan.activation_bytes_per_token(TINY, seq_len=7)
-    assert parts["norms"] == 2 * (64 + 64)
+    te_bf16 = hplan.activation_bytes_per_token(
+        tiny(transformer_impl="transformer_engine", bf16=True), seq_len=7)
+    assert te_bf16["norms"] == 2 * (64 + 64)
     # 2 x (QKV input 64 + Q,K,V (4 + 2*2) x 16 + qk-norm inputs (4 + 2) x 16 + core output 64)
-    assert parts["attention"] == 2 * (64 + 128 + 96 + 64) == 704
+    assert te_bf16["attention"] == 2 * (64 + 128 + 96 + 64) == 704
     # 2*64 router input + 4*4 fp32 logits + top-2 x 2 B x (64 + 2*64 + 64) + 2 x 2 B x 64
-    assert parts["moe"] == 128 + 16 + 1024 + 256 == 1424
-    assert parts["attention_scores"] == 0  # flash attention keeps no s x s scores
+    assert te_bf16["moe"] == 128 + 16 + 1024 + 256 == 1424
+    assert te_bf16["attention_scores"] == 0  # flash attention keeps no s x s scores
+    te_fp32 = hplan.activation_bytes_per_token(tiny(transformer_impl="transformer_engine"), 7)
+    assert (te_fp32["norms"], te_fp32["attention"]) == (4 * 128, 4 * 352)
+    assert te_fp32["moe"] == 4 * 64 + 16 + 2 * 4 * 256 + 2 * 4 * 64 == 2832
+    # unfused (local spec): a = 4 heads x s = 7 scores per token, fp32 softmax output (4 B),
+    # plus under bf16 its bf16 copy (2 B)
+    assert hplan.activation_bytes_per_token(
+        tiny(transformer_impl="local"), 7)["attention_scores"] == 4 * 4 * 7
+    assert hplan.activation_bytes_per_token(
+        tiny(transformer_impl="local", bf16=True), 7)["attention_scores"] == 6 * 4 * 7
+
+
+def test_auto_attention_follows_whether_transformer_engine_is_installed(monkeypatch):
+    monkeypatch.setattr(hplan.importlib.util, "find_spec", lambda name: None)
+    assert hplan.attention_implementation(tiny())[0] == "unfused"
+    monkeypatch.setattr(hplan.importlib.util, "find_spec", lambda name: object())
+    assert hplan.attention_implementation(tiny())[0] == "flash"
+    assert hplan.attention_implementation(tiny(transformer_impl="local"))[0] == "unfused"
 
 
 def test_activation_memory_no_recompute_and_full_recompute_by_hand():
     tokens = 16 * 7  # micro-batch 16 x (5-token prompt + 2-token response)
-    none = hplan.activation_memory(tiny(), tokens, 7)
+    c = tiny(transformer_impl="transformer_engine", bf16=True)
+    none = hplan.activation_memory(c, tokens, 7)
     assert none["layers"] == 2 * tokens * 2384  # 2 layers x tokens x (256 + 704 + 1424) B
-    assert none["logits"] == 6 * tokens * 16
-    full = hplan.activation_memory(tiny(recompute_granularity="full"), tokens, 7)
+    # fp32 logits kept + their fp32 gradient (8 B) + 3 fp32 copies of one chunk (all 112 tokens)
+    assert none["logits"] == (8 * tokens + 12 * tokens) * 16
+    assert none["attention_workspace"] == 0
+    full = hplan.activation_memory(dataclasses.replace(c, recompute_granularity="full"), tokens, 7)
     # uniform groups of 1: each layer's input (2 B x h) + one layer rebuilt in the backward
     assert full["layers"] == 2 * (2 * tokens * 64) + tokens * 2384
+
+
+def test_unfused_attention_adds_scores_and_one_layers_workspace():
+    tokens = 16 * 7
+    c = tiny(transformer_impl="local")  # fp32
+    act = hplan.activation_memory(c, tokens, 7)
+    # per token per layer: 512 norms + 1408 attention + 112 scores + 2832 MoE
+    assert act["layers"] == 2 * tokens * (512 + 1408 + 112 + 2832)
+    # 112 tokens x 4 heads x 7 scores x (4 B matmul buffer + 3 x 4 B fp32 copies)
+    assert act["attention_workspace"] == tokens * 4 * 7 * 16
+    selective = hplan.activation_memory(
+        dataclasses.replace(c, recompute_granularity="selective"), tokens, 7)
+    assert selective["layers"] == 2 * tokens * (512 + 1408 + 2832)
+    assert selective["attention_workspace"] == act["attention_workspace"]
+
+
+def test_qwen3_unfused_fp32_attention_at_9k_tokens_by_hand():
+    # the trainer's local spec in fp32, TP 4: one 9216-token sequence, 32 / 4 heads
+    plan = hplan.make_plan(qwen(bf16=False, transformer_impl="local", rollout_max_prompt_len=1024,
+                                recompute_granularity="full"), 32)
+    assert line(plan, "actor attention workspace") == 9216 * 8 * 9216 * (4 + 12)  # 10.1 GiB
+    # the logits: 8 B x 9216 x 151936 / 4 + 12 B x 512 x 151936 / 4
+    assert line(plan, "actor logits") == 8 * 9216 * 37984 + 12 * 512 * 37984
+
+
+def test_logprob_chunk_is_the_trainers():
+    logprobs = pytest.importorskip("hyrl.backends.megatron.logprobs")
+    assert hplan.LOGPROB_CHUNK_POSITIONS == logprobs.CHUNK_POSITIONS
 
 
 def test_recompute_reduces_activations_on_qwen3():
