@@ -5,9 +5,8 @@ live tensors (each storage once).
 Usage: torchrun --nproc-per-node N tests/plan_live_worker.py OUT_DIR FLAGS_JSON
 
 FLAGS_JSON holds RunConfig fields; the model, layout and optimizer come from them through the
-trainer's own from_flags. With --pipeline-model-parallel-size 2 (not in the trainer yet) this
-rank's stage is built with megatron-core directly (build_stage) and the step runs the two stages
-by hand (send/recv), with the trainer's TransformerConfig and wrap_for_training.
+trainer's own from_flags and build_gpt_model (under --pipeline-model-parallel-size 2 this rank's
+stage); the step runs the two stages by hand (send/recv), so Adam states exist.
 """
 
 import json
@@ -17,37 +16,13 @@ from pathlib import Path
 import torch
 
 from hyrl.backends.megatron import cpu_compat
-from hyrl.backends.megatron.model import (ParallelLayout, _reduce_experts_over_expert_data_parallel,
-                                          build_gpt_model, causal_attention_mask,
-                                          destroy_distributed, init_distributed, transformer_config)
+from hyrl.backends.megatron.model import (ParallelLayout, build_gpt_model, causal_attention_mask,
+                                          destroy_distributed, init_distributed)
 from hyrl.backends.megatron.trainable import OptimizerSettings, wrap_for_training
 from hyrl.config import RunConfig, resolve
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 BATCH, SEQ_LEN = 2, 16
-
-
-def build_stage(arch: Qwen3MoeArch, layout: ParallelLayout, params_dtype: torch.dtype):
-    """This pipeline rank's GPTModel stage: build_gpt_model's local spec and config, with
-    pre_process / post_process from parallel_state (megatron-core builds L / PP layers)."""
-    from megatron.core import parallel_state
-    from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-
-    cpu_compat.allow_sequence_parallel_torch_norm()
-    model = GPTModel(
-        config=transformer_config(arch, layout, params_dtype=params_dtype),
-        transformer_layer_spec=get_gpt_layer_local_spec(
-            num_experts=arch.num_experts, moe_grouped_gemm=False,
-            qk_layernorm=arch.qk_layernorm, normalization=arch.normalization),
-        vocab_size=arch.vocab_size, max_sequence_length=arch.max_position_embeddings,
-        pre_process=parallel_state.is_pipeline_first_stage(),
-        post_process=parallel_state.is_pipeline_last_stage(),
-        parallel_output=True,
-        share_embeddings_and_output_weights=not arch.untie_embeddings_and_output_weights,
-        position_embedding_type="rope", rotary_base=int(arch.rotary_base))
-    _reduce_experts_over_expert_data_parallel(model)
-    return model.to(cpu_compat.device())
 
 
 def one_step(model, ddp, optimizer, vocab_size: int) -> None:
@@ -129,11 +104,8 @@ def main(out_dir: str, flags_json: str) -> None:
     optim = OptimizerSettings.from_flags(c)
     init_distributed(layout, seed=3)
     torch.manual_seed(0)
-    if layout.pipeline_model_parallel_size > 1:
-        model = build_stage(arch, layout, optim.params_dtype)
-    else:
-        model = build_gpt_model(arch, layout, transformer_impl="local",
-                                params_dtype=optim.params_dtype)
+    model = build_gpt_model(arch, layout, transformer_impl="local",  # this rank's stage
+                            params_dtype=optim.params_dtype)
     ddp, optimizer = wrap_for_training(model, optim)
     one_step(model, ddp, optimizer, arch.vocab_size)
     rank = torch.distributed.get_rank()
