@@ -167,6 +167,28 @@ def test_ppo_actor_and_critic_step_at_their_own_cadence(tmp_path):
 
 
 @pytest.mark.slow
+def test_ppo_on_two_pipeline_stages_in_bf16_with_the_distributed_optimizer(tmp_path):
+    """PP=2: actor, critic and the KL reference through megatron's pipeline schedule, dynamic
+    micro-batches, bf16 and the distributed optimizer; the engine's log-probs equal the
+    trainer's (the weights it got were streamed from both stages) within bf16 noise."""
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "3", "--num-critic-only-steps", "0",
+                      "--pipeline-model-parallel-size", "2", "--bf16",
+                      "--use-distributed-optimizer", "--use-dynamic-batch-size",
+                      "--max-tokens-per-gpu", "64", "--kl-loss-coef", "0.01", nproc=2,
+                      recipe=PPO_RECIPE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    assert [r["samples"] for r in rows] == [128, 256, 384]
+    assert all(CRITIC_KEYS - {"perf/critic_train_s", "perf/value_s"} <= set(r) for r in rows)
+    assert all(r["actor/skipped"] == 0.0 and r["critic/grad_norm"] > 0 for r in rows)
+    # the hf engine samples in float32 from the bf16 weights it received
+    assert all(r["mismatch/logprob_abs_diff_mean"] < 1e-2 for r in rows)
+    # no per-micro-batch noise scale at DP = 1 under PP (1F1B interleaves micro-batches)
+    assert not any("actor/noise_scale" in r for r in rows)
+
+
+@pytest.mark.slow
 def test_ppo_on_two_ranks_with_tp_critic_kl_penalty_and_two_actor_steps_per_rollout(tmp_path):
     run_dir = tmp_path / "run"
     proc = run_recipe(run_dir, "--num-steps", "2", "--num-critic-only-steps", "0",
