@@ -12,6 +12,8 @@ and the reward pool share one instance; whoever started it shuts it down (`stop_
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 
@@ -207,17 +209,8 @@ class SGLangFleet:
             self.fleet.update_weights_stream(buckets)
             self._collect_stats()
             return
-        staged = self.fleet.staged_weights()
-
-        def staging(stream):
-            for bucket in stream:
-                if staged is not None:
-                    staged.put(bucket)
-                yield bucket
-
-        self.last_sync_stats = self._distributed.sync_buckets(staging(buckets))
-        if staged is not None:
-            self.fleet.stage_weights(staged)
+        with self._staging(buckets) as passing:
+            self.last_sync_stats = self._distributed.sync_buckets(passing)
 
     def load_weights_from_disk(self, checkpoint) -> None:
         """disk: every engine loads the checkpoint the trainer ranks wrote."""
@@ -246,15 +239,22 @@ class SGLangFleet:
         which load them through their actor."""
         from hyrl.rollout.sglang.colocated import stream_by_ipc
 
+        with self._staging(buckets) as passing:
+            self.last_sync_stats = stream_by_ipc(passing, self._ipc_sync, serializer)
+
+    @contextlib.contextmanager
+    def _staging(self, buckets):
+        """The buckets as they pass, each also kept for replacements (--rollout-max-restarts >
+        0), which the fleet gets once the stream has been sent."""
         staged = self.fleet.staged_weights()
 
-        def staging(stream):
-            for bucket in stream:
+        def passing():
+            for bucket in buckets:
                 if staged is not None:
                     staged.put(bucket)
                 yield bucket
 
-        self.last_sync_stats = stream_by_ipc(staging(buckets), self._ipc_sync, serializer)
+        yield passing()
         if staged is not None:
             self.fleet.stage_weights(staged)
 
