@@ -136,6 +136,7 @@ RESHARDED_LAYOUTS = {
     "one rank": (1, ("--use-distributed-optimizer",)),
     "tp2+sp": (2, ("--tensor-model-parallel-size", "2", "--sequence-parallel",
                    "--use-distributed-optimizer")),
+    "pp2": (2, ("--pipeline-model-parallel-size", "2", "--use-distributed-optimizer")),
 }
 
 
