@@ -66,3 +66,32 @@ def test_qwen3_30b_a3b_table_has_the_expected_size():
     names = hf_mapping.megatron_names(QWEN3_30B_A3B)
     # 3 global + 48 layers x (6 renames + qkv + 128 experts x 2)
     assert len(names) == 3 + 48 * (6 + 1 + 256)
+
+
+def test_grouped_gemm_expert_names_map_to_the_local_specs_experts():
+    """Transformer Engine's grouped experts (weight{e} of one linear_fc1/fc2) are the local
+    spec's local_experts.{e}: one name table serves both."""
+    from hyrl.models.qwen3_moe.hf_mapping import from_te_name
+
+    assert (from_te_name("decoder.layers.3.mlp.experts.linear_fc1.weight7")
+            == "decoder.layers.3.mlp.experts.local_experts.7.linear_fc1.weight")
+    assert (from_te_name("decoder.layers.0.mlp.experts.linear_fc2.weight12")
+            == "decoder.layers.0.mlp.experts.local_experts.12.linear_fc2.weight")
+    local = "decoder.layers.0.mlp.experts.local_experts.2.linear_fc1.weight"
+    assert from_te_name(local) == local  # local names stay as they are
+    assert (from_te_name("decoder.layers.1.self_attention.linear_qkv.layer_norm_weight")
+            == "decoder.layers.1.input_layernorm.weight")
+
+
+def test_megatron_names_grouped_experts_weight_e_and_checkpoints_them_like_sequential_mlp():
+    """Pins what the mapping above assumes of the pinned megatron-core (TE does not import
+    here, so its source is read): TEGroupedMLP keys expert e as `linear_fc1.weight{e}` and its
+    sharded checkpoint is interchangeable with SequentialMLP's (so a local-spec checkpoint
+    loads into the grouped model)."""
+    import inspect
+
+    from megatron.core.transformer.moe import experts
+
+    source = inspect.getsource(experts.TEGroupedMLP.sharded_state_dict)
+    assert "f'{name}.weight{i}'" in source
+    assert "interchangable with SequentialMLP's" in source

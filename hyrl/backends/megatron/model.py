@@ -123,7 +123,10 @@ def transformer_config(
     token_dispatcher: str = "auto",
     params_dtype: torch.dtype = torch.float32,
     routing_replay: bool = False,
+    grouped_gemm: bool = False,
 ):
+    """megatron's TransformerConfig for this architecture and layout. grouped_gemm: experts as
+    one grouped GEMM (Transformer Engine's TEGroupedMLP; build_gpt_model turns it on with TE)."""
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     if token_dispatcher == "auto":
@@ -143,7 +146,9 @@ def transformer_config(
         moe_router_load_balancing_type="none",
         moe_aux_loss_coeff=0.0,
         moe_token_dispatcher_type=token_dispatcher,
-        moe_grouped_gemm=False,
+        # grouped GEMM (all local experts in one kernel) with Transformer Engine; the local spec
+        # runs its experts one after another
+        moe_grouped_gemm=grouped_gemm,
         moe_router_dtype="fp32",
         moe_enable_routing_replay=routing_replay,  # hyrl.backends.megatron.routing_replay
         qk_layernorm=arch.qk_layernorm,
@@ -210,11 +215,12 @@ def build_gpt_model(
         get_gpt_layer_with_transformer_engine_spec,
     )
 
+    with_te = use_transformer_engine(transformer_impl)  # the one place the kernels are chosen
     config = transformer_config(arch, layout, token_dispatcher, params_dtype=params_dtype,
-                                routing_replay=routing_replay)
-    if use_transformer_engine(transformer_impl):
+                                routing_replay=routing_replay, grouped_gemm=with_te)
+    if with_te:
         layer_spec = get_gpt_layer_with_transformer_engine_spec(
-            num_experts=arch.num_experts, moe_grouped_gemm=False, qk_layernorm=arch.qk_layernorm
+            num_experts=arch.num_experts, moe_grouped_gemm=True, qk_layernorm=arch.qk_layernorm
         )
     else:
         cpu_compat.allow_sequence_parallel_torch_norm()

@@ -69,7 +69,7 @@ def load_full_state_dict(model: torch.nn.Module, full: dict[str, torch.Tensor],
     for name, param in model.named_parameters():
         if skip(name):
             continue
-        key = hf_mapping.from_te_name(global_name(name, arch))
+        key = global_name(hf_mapping.from_te_name(name), arch)
         if key not in full:
             missing.append(key)
             continue
@@ -138,7 +138,8 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
     ep_size = parallel_state.get_expert_model_parallel_world_size()
     local_experts = _num_local_experts(arch)
     items = []
-    for name, param in model.named_parameters():
+    for te_name, param in model.named_parameters():
+        name = hf_mapping.from_te_name(te_name)  # the local spec's names
         shape = list(param.shape)
         if _tp_split(param, name) and tp_size > 1:
             shape[param.partition_dim] *= tp_size
@@ -148,10 +149,10 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
             local_id = int(_LOCAL_EXPERT.search(name)[2])
             for ep_rank in range(ep_size):
                 global_id = ep_rank * local_experts + local_id
-                items.append((hf_mapping.from_te_name(
-                    _LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", layer_name)), shape, dtype))
+                items.append((_LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", layer_name), shape,
+                              dtype))
             continue
-        items.append((hf_mapping.from_te_name(global_name(name, arch)), shape, dtype))
+        items.append((global_name(name, arch), shape, dtype))
     return items
 
 
@@ -165,7 +166,8 @@ def _iter_stage_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
     ep_group = parallel_state.get_expert_model_parallel_group()
     ep_size = parallel_state.get_expert_model_parallel_world_size()
     local_experts = _num_local_experts(arch)
-    for name, param in model.named_parameters():
+    for te_name, param in model.named_parameters():
+        name = hf_mapping.from_te_name(te_name)  # the local spec's names
         layer_name = global_layer_name(name, arch)
         tensor, held = param.detach(), 0
         if _tp_split(param, name) and tp_size > 1:
@@ -182,12 +184,11 @@ def _iter_stage_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
             local_id = int(_LOCAL_EXPERT.search(name)[2])
             for ep_rank in range(ep_size):
                 global_id = ep_rank * local_experts + local_id
-                yield (hf_mapping.from_te_name(
-                    _LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", layer_name)), parts[ep_rank])
+                yield _LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", layer_name), parts[ep_rank]
             del parts
             live.release(ep_size * tensor_bytes(tensor) + held)
             continue
-        yield hf_mapping.from_te_name(layer_name), tensor
+        yield layer_name, tensor
         live.release(held)
 
 

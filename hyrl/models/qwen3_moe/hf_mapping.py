@@ -69,7 +69,18 @@ def to_te_name(name: str) -> str:
     return name
 
 
+# Transformer Engine's grouped GEMM (TEGroupedMLP, moe_grouped_gemm) keeps a layer's local
+# experts as weight0 .. weight{E-1} of one linear_fc1 / linear_fc2 (megatron-core 0.16.1
+# experts.py; its sharded checkpoint is interchangeable with the local spec's SequentialMLP).
+_GROUPED_EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(linear_fc[12])\.weight(\d+)$")
+
+
 def from_te_name(name: str) -> str:
+    """A Transformer Engine parameter name as the local spec names it (the names this table and
+    the HF mapping use): the fused input norm, and grouped-GEMM experts as local experts."""
+    grouped = _GROUPED_EXPERT_RE.match(name)
+    if grouped:
+        return f"{grouped[1]}.local_experts.{grouped[3]}.{grouped[2]}.weight"
     for local, te in TE_RENAMES.items():
         if name.endswith(te):
             return name[: -len(te)] + local
