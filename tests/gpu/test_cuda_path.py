@@ -29,7 +29,12 @@ def cuda_megatron():
     destroy_distributed()
 
 
-def test_megatron_logits_match_transformers_on_cuda(cuda_megatron):
+@pytest.mark.parametrize("impl", ["local", "transformer_engine"])
+def test_megatron_logits_match_transformers_on_cuda(cuda_megatron, impl):
+    """Both layer specs; with Transformer Engine the experts are one grouped GEMM (TEGroupedMLP)
+    whose weight{e} names the name table maps."""
+    if impl == "transformer_engine":
+        pytest.importorskip("transformer_engine", reason="Transformer Engine is not installed")
     from transformers import Qwen3MoeForCausalLM
 
     from hyrl.backends.megatron import weights
@@ -40,7 +45,10 @@ def test_megatron_logits_match_transformers_on_cuda(cuda_megatron):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
     hf_model = Qwen3MoeForCausalLM(TINY.to_hf_config()).cuda().eval()
-    model = build_gpt_model(TINY, ParallelLayout(), transformer_impl="local").eval()
+    model = build_gpt_model(TINY, ParallelLayout(), transformer_impl=impl).eval()
+    if impl == "transformer_engine":
+        assert model.config.moe_grouped_gemm
+        assert any(".mlp.experts.linear_fc1.weight" in n for n, _ in model.named_parameters())
     assert next(model.parameters()).is_cuda
     weights.load_full_state_dict(model, hf_mapping.hf_to_megatron(hf_model.state_dict(), TINY), TINY)
     tokens = torch.randint(0, TINY.vocab_size, (3, 12), device="cuda")
