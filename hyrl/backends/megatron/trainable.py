@@ -142,9 +142,10 @@ class MegatronTrainable:
         --use-dynamic-batch-size contiguous runs of rows packed to --max-tokens-per-gpu and
         trimmed to their longest sequence.
 
-        Under EP > 1 every data-parallel rank runs micro-batches of the same number and shapes
-        (collective): the expert dispatch of each forward pass is a collective over the EP ranks
-        and megatron's allgather dispatcher gathers equal token counts. A rank's micro-batch is
+        Under EP > 1 every data-parallel rank runs the same number of micro-batches (collective):
+        the expert dispatch of each forward pass is a collective over the EP ranks; with
+        megatron's allgather dispatcher, which gathers equal token counts, also of the same
+        shapes. A rank's micro-batch is
         then grown by rows and positions that carry no loss (TokenBatch.with_rows), and a rank
         with fewer rows than micro-batches runs loss-free copies; the first `rows` rows of each
         micro-batch are the real ones. Under PP > 1 all micro-batches of a pass share one shape
@@ -165,12 +166,16 @@ class MegatronTrainable:
                                      batch.tokens.shape[1])) for start, stop in ranges]
         if parallel_state.get_expert_model_parallel_world_size() > 1:
             ranges = split_to_count(ranges, self._agreed_count(len(ranges)))
-            shapes = self._agreed_shapes([(stop - start, min(
-                -(-max(lengths[start:stop]) // multiple) * multiple, batch.tokens.shape[1]))
-                for start, stop in ranges])
+            shapes = [(stop - start, min(-(-max(lengths[start:stop]) // multiple) * multiple,
+                                         batch.tokens.shape[1])) for start, stop in ranges]
+            if self.model.config.moe_token_dispatcher_type == "allgather":
+                shapes = self._agreed_shapes(shapes)  # it gathers equal token counts
+            else:  # alltoall exchanges any counts: only the number of micro-batches is agreed
+                shapes += [shapes[-1] if shapes else (1, batch.tokens.shape[1])] * (
+                    self._agreed_count(len(shapes)) - len(shapes))
         if self._pipelined() and shapes:
-            # stages pass activations of one fixed shape (megatron's allgather dispatcher
-            # rules out variable_seq_lengths): every micro-batch grows to the largest
+            # stages pass activations of one fixed shape (megatron allows variable lengths
+            # only with the alltoall dispatcher): every micro-batch grows to the largest
             shapes = [(max(r for r, _ in shapes), max(n for _, n in shapes))] * len(shapes)
         for index, (rows, length) in enumerate(shapes):
             if index < len(ranges):
