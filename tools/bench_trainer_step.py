@@ -28,6 +28,16 @@ WARMUP_STEPS = 10
 KEYS = ("perf/step_s", "perf/actor_train_s", "perf/logprob_s")
 
 
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def run_once(checkout: Path, run_dir: Path, num_steps: int, extra: list[str]) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
@@ -74,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                            capture_output=True)
     medians = {name: {k: statistics.median(r[k] for r in rs) for k in KEYS}
                for name, rs in runs.items()}
-    result = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+    result = {"machine": f"{_cpu_name()}, {os.cpu_count()} cores",
               "baseline": args.baseline, "num_steps": args.num_steps, "repeats": args.repeats,
               "extra_flags": extra, "median_s": medians,
               "ratio_current_over_baseline": {k: medians["current"][k] / medians["baseline"][k]
