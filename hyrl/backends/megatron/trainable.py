@@ -73,6 +73,7 @@ def wrap_for_training(model: torch.nn.Module, optim: OptimizerSettings):
         # the loss is a sum over the global batch's tokens already divided by their count
         # (calculate_per_token_loss in the model config): DP reductions sum, never average
         average_in_collective=False), module)
+    config.no_sync_func = ddp.no_sync  # what megatron's pipeline schedules hold micro-batches in
     optimizer = get_megatron_optimizer(OptimizerConfig(
         optimizer="adam", lr=0.0, min_lr=0.0, weight_decay=optim.weight_decay,
         adam_beta1=optim.adam_beta1, adam_beta2=optim.adam_beta2, adam_eps=optim.adam_eps,
@@ -87,12 +88,6 @@ def _sub_optimizers(optimizer) -> list:
 
 def _holds_experts(sub_optimizer) -> bool:
     return any(group.get("is_expert_parallel", False) for group in sub_optimizer.param_groups)
-
-
-def forward_backward_func_results(results) -> list[dict]:
-    """megatron's schedule returns the stats of each micro-batch on the last stage (a list of
-    dicts), and nothing (an empty list) on the other stages."""
-    return list(results or [])
 
 
 def _without_loss(batch: TokenBatch) -> TokenBatch:
@@ -257,18 +252,26 @@ class MegatronTrainable:
                 small_sq.append(grads.sharded_squared_norm(self.model, added, include_experts) / share**2)
             for key, value in {"loss": loss.detach(), **stats}.items():
                 sums[key] = sums.get(key, 0.0) + value.detach().double()
-        self._small_batch = None
-        if per_micro_batch:
-            self._small_batch = (small_sq, float(self.optim.micro_batch_size))
-        elif self.noise_scale is not None and dp_size > 1:
-            share = batch.num_response_tokens / total_tokens
-            local = torch.tensor([grads.sharded_squared_norm(self.model, self._local_grads(),
-                                                             include_experts)
-                                  / share**2], dtype=torch.float64, device=self.device)
-            parts = [torch.empty_like(local) for _ in range(dp_size)]
-            torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
-            self._small_batch = ([float(p) for p in parts], float(len(batch)))
+        self._small_batch = ((small_sq, float(self.optim.micro_batch_size)) if per_micro_batch
+                             else self._per_rank_small_batch(batch, total_tokens))
         return sums
+
+    def _per_rank_small_batch(self, batch: TokenBatch, total_tokens: float):
+        """Under DP > 1 (and the noise scale on), every DP rank's |g|^2 before the reduction,
+        rescaled from its share of the global token mean to a mean over its own tokens, with
+        b = this rank's rows (collective over DP); None otherwise."""
+        from megatron.core import parallel_state
+
+        dp_size = parallel_state.get_data_parallel_world_size()
+        if self.noise_scale is None or dp_size == 1:
+            return None
+        share = batch.num_response_tokens / total_tokens
+        local = torch.tensor([grads.sharded_squared_norm(self.model, self._local_grads(),
+                                                         self._noise_includes_experts())
+                              / share**2], dtype=torch.float64, device=self.device)
+        parts = [torch.empty_like(local) for _ in range(dp_size)]
+        torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
+        return [float(p) for p in parts], float(len(batch))
 
     # -- pipeline parallelism (PP > 1): megatron's schedules ------------------------------------
     @staticmethod
@@ -298,11 +301,12 @@ class MegatronTrainable:
 
             return output, loss_func
 
-        return forward_backward_func_results(get_forward_backward_func()(
+        results = get_forward_backward_func()(
             forward_step_func=forward_step, data_iterator=iter(micro_batches), model=[module],
             num_microbatches=len(micro_batches),
             seq_length=max(mb.tokens.shape[1] for mb, _ in micro_batches),
-            micro_batch_size=max(len(mb) for mb, _ in micro_batches), forward_only=forward_only))
+            micro_batch_size=max(len(mb) for mb, _ in micro_batches), forward_only=forward_only)
+        return list(results or [])  # the last stage's list of stats; nothing elsewhere
 
     def _forward_only(self, module, batch: TokenBatch, outputs_of) -> tuple[torch.Tensor, ...]:
         """A no-grad pass over every row: outputs_of(micro_batch, model outputs) gives a tuple
@@ -354,33 +358,19 @@ class MegatronTrainable:
         micro-batch; the sums come from the last stage to every stage. The noise scale measures
         each DP rank's gradient (DP > 1); one micro-batch's gradient cannot be told apart while
         the stages interleave them, so at DP = 1 it measures nothing (see README)."""
-        from megatron.core import parallel_state
-
         def on_last_stage(micro_batch, rows, output):
             loss, stats = loss_fn(micro_batch, output)
             return loss, {"loss": loss.detach(), **{k: v.detach() for k, v in stats.items()}}
 
-        if self.optim.overlap_grad_reduce:
-            self.ddp.config.no_sync_func = self.ddp.no_sync  # the schedule's own no_sync
         results = self._run_pipeline(self.ddp, list(self._micro_batches(batch)), on_last_stage,
                                      forward_only=False)
-        sums: dict[str, torch.Tensor] = {}
+        sums: dict[str, float] = {}
         for stats in results:
             for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value.double()
-        sums = {k: v.cpu() for k, v in self._from_last_stage(
-            {k: v.to(self.device) for k, v in sums.items()}).items()}
-        self._small_batch = None
-        dp_size = parallel_state.get_data_parallel_world_size()
-        if self.noise_scale is not None and dp_size > 1:
-            share = batch.num_response_tokens / total_tokens
-            local = torch.tensor([grads.sharded_squared_norm(
-                self.model, self._local_grads(), self._noise_includes_experts()) / share**2],
-                dtype=torch.float64, device=self.device)
-            parts = [torch.empty_like(local) for _ in range(dp_size)]
-            torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
-            self._small_batch = ([float(p) for p in parts], float(len(batch)))
-        return sums
+                sums[key] = sums.get(key, 0.0) + float(value)
+        sums = self._from_last_stage(sums)
+        self._small_batch = self._per_rank_small_batch(batch, total_tokens)
+        return {k: torch.tensor(v, dtype=torch.float64) for k, v in sums.items()}
 
     def _micro_batch_context(self, micro_batch: TokenBatch):
         """What stays in place around one micro-batch's forward and backward (the actor's
