@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,16 +25,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP_STEPS = 10
 KEYS = ("perf/step_s", "perf/actor_train_s", "perf/logprob_s")
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run_once(checkout: Path, run_dir: Path, num_steps: int, extra: list[str]) -> dict[str, float]:
@@ -84,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
                            capture_output=True)
     medians = {name: {k: statistics.median(r[k] for r in rs) for k in KEYS}
                for name, rs in runs.items()}
-    result = {"machine": f"{_cpu_name()}, {os.cpu_count()} cores",
+    from bench_vs_trl import cpu_model  # tools/ is this script's folder
+
+    result = {"machine": f"{cpu_model()}, {os.cpu_count()} cores",
               "baseline": args.baseline, "num_steps": args.num_steps, "repeats": args.repeats,
               "extra_flags": extra, "median_s": medians,
               "ratio_current_over_baseline": {k: medians["current"][k] / medians["baseline"][k]

@@ -88,14 +88,9 @@ class PeakRss:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from bench_vs_trl import cpu_model  # tools/ is this script's folder
+
+    cpu = cpu_model()
     import psutil
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
