@@ -778,13 +778,95 @@ def _split_sglang_passthrough(argv: list[str], parser: argparse.ArgumentParser
     return own, passed
 
 
+# The marker a recipe puts between its own flags and the ones appended to it (its "$@").
+RECIPE_MARKER = "--"
+# Flags that exclude each other, as groups: a side is its leading flag and the flags that only
+# go with it. When a recipe's flags (before RECIPE_MARKER) hold one side and the appended ones
+# the other, the recipe's side is dropped: what is appended wins. Given by the user on both
+# sides, validation refuses them as before.
+EXCLUSIVE_FLAGS = (
+    (("lr",), ("ref_lr", "ref_global_batch_size", "lr_scaling")),
+    (("critic_lr",), ("critic_ref_lr", "critic_ref_global_batch_size", "critic_lr_scaling")),
+    (("global_batch_size",), ("num_steps_per_rollout",)),
+    (("rm_type",), ("custom_rm_path",)),
+)
+
+
+def _flag_fields(parser: argparse.ArgumentParser) -> dict[str, tuple[str, object]]:
+    """Every option string -> (field, its argparse action)."""
+    return {option: (action.dest, action) for action in parser._actions
+            for option in action.option_strings if option.startswith("--")}
+
+
+def _given_fields(tokens: list[str], options: dict) -> set[str]:
+    return {options[token.split("=", 1)[0]][0] for token in tokens
+            if token.split("=", 1)[0] in options}
+
+
+def _without_fields(tokens: list[str], fields: set[str], options: dict) -> list[str]:
+    """tokens less every occurrence of the flags of `fields` and their values."""
+    kept, i = [], 0
+    while i < len(tokens):
+        flag, sep, _ = tokens[i].partition("=")
+        entry = options.get(flag)
+        if entry is None or entry[0] not in fields:
+            kept.append(tokens[i])
+            i += 1
+            continue
+        action, i = entry[1], i + 1
+        if sep or isinstance(action, argparse.BooleanOptionalAction):
+            continue  # the value, if any, was in the token itself
+        if action.nargs == "+":
+            while i < len(tokens) and not tokens[i].startswith("--"):
+                i += 1
+        else:
+            i += 1
+    return kept
+
+
+def appended_wins(argv: list[str], parser: argparse.ArgumentParser | None = None
+                  ) -> tuple[list[str], list[str]]:
+    """(argv without RECIPE_MARKER, notes): a recipe's flags and the ones appended after its
+    marker, with the recipe's side of every EXCLUSIVE_FLAGS pair dropped where the appended
+    flags take the other side. Without a marker nothing changes (every flag is the user's)."""
+    argv = list(argv)
+    if RECIPE_MARKER not in argv:
+        return argv, []
+    cut = argv.index(RECIPE_MARKER)
+    recipe, appended = argv[:cut], argv[cut + 1:]
+    if RECIPE_MARKER in appended:
+        raise ConfigError(RECIPE_MARKER, None, "given twice: it separates a recipe's own flags "
+                          "from the ones appended to it", "one -- (the recipe's)")
+    options = _flag_fields(parser or build_parser())
+    in_recipe, by_user = _given_fields(recipe, options), _given_fields(appended, options)
+    dropped, notes = set(), []
+    for side_a, side_b in EXCLUSIVE_FLAGS:
+        for mine, theirs in ((side_a, side_b), (side_b, side_a)):
+            replaced = [f for f in theirs if f in in_recipe and f not in by_user]
+            if replaced and any(f in by_user for f in mine):
+                dropped.update(replaced)
+                given = [flag_name(f) for f in mine if f in by_user]
+                notes.append(f"{', '.join(given)} from the command line "
+                             f"{'replaces' if len(given) == 1 else 'replace'} the recipe's "
+                             + ", ".join(flag_name(f) for f in replaced))
+    return _without_fields(recipe, dropped, options) + appended, notes
+
+
 def parse_args(argv: list[str]) -> RunConfig:
     """argv (without the command) -> RunConfig. Raises ConfigError; neither validates nor
     resolves (flags not given stay None; see `resolve` and `load`). Undeclared --sglang-NAME
-    [VALUE] flags are appended to --sglang-server-args as --NAME [VALUE]."""
+    [VALUE] flags are appended to --sglang-server-args as --NAME [VALUE]. A recipe's flags
+    come before RECIPE_MARKER, the ones appended to it after: later flags win, also across
+    the pairs of EXCLUSIVE_FLAGS (see `appended_wins`; a note on stderr says what was
+    replaced, from rank 0 only)."""
     import shlex
+    import sys
 
     parser = build_parser()
+    argv, notes = appended_wins(argv, parser)
+    if os.environ.get("RANK", "0") == "0":
+        for note in notes:
+            print(f"hyrl: {note}", file=sys.stderr, flush=True)
     argv, passthrough = _split_sglang_passthrough(list(argv), parser)
     try:
         namespace, extras = parser.parse_known_args(argv)

@@ -22,7 +22,8 @@
 #     sbatch --nodes 2 launch/sbatch.template recipes/qwen3_30b_a3b/grpo.sh     # Slurm
 #   NODE_RANK=0 MASTER_ADDR=host0 bash recipes/qwen3_30b_a3b/grpo.sh            # by hand, per node
 # Under Slurm (SLURM_JOB_ID set) it launches through launch/srun.sh, else launch/torchrun.sh.
-# Extra arguments are appended last, so they override anything below.
+# Extra arguments come after the -- marker and win over anything below, also over the
+# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; README "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -104,7 +105,7 @@ RUN_ARGS=(
 )
 
 ARGS=("${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}"
-      "${ROLLOUT_ARGS[@]}" "${DATA_ARGS[@]}" "${GRPO_ARGS[@]}" "${MISMATCH_ARGS[@]}" "${RUN_ARGS[@]}" "$@")
+      "${ROLLOUT_ARGS[@]}" "${DATA_ARGS[@]}" "${GRPO_ARGS[@]}" "${MISMATCH_ARGS[@]}" "${RUN_ARGS[@]}" -- "$@")
 LAUNCHER="$ROOT/launch/torchrun.sh"  # --dry-run: one process at WORLD_SIZE = NNODES x NPROC
 [[ -n "${SLURM_JOB_ID:-}" && "$DRY_RUN" == 0 ]] && LAUNCHER="$ROOT/launch/srun.sh"
 NNODES="$NNODES" NPROC="$GPUS_PER_NODE" exec bash "$LAUNCHER" "${ARGS[@]}"

@@ -20,7 +20,8 @@
 #   DATA=... HF_CHECKPOINT=... ROLLOUT_NODES=1 sbatch --nodes 5 launch/sbatch.template \
 #     recipes/qwen3_30b_a3b/ppo.sh
 # Under Slurm (SLURM_JOB_ID set) it launches through launch/srun.sh (torchrun on the first
-# NNODES nodes), else launch/torchrun.sh. Extra arguments are appended last and win.
+# NNODES nodes), else launch/torchrun.sh. Extra arguments come after the
+# -- marker and win, also over the recipe's side of an exclusive pair (README).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -122,7 +123,7 @@ RUN_ARGS=(
 
 ARGS=("${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}"
       "${CRITIC_ARGS[@]}" "${ROLLOUT_ARGS[@]}" "${DATA_ARGS[@]}" "${PPO_ARGS[@]}" "${MISMATCH_ARGS[@]}" "${RUN_ARGS[@]}"
-      "$@")
+      -- "$@")
 LAUNCHER="$ROOT/launch/torchrun.sh"  # --dry-run: one process at WORLD_SIZE = NNODES x NPROC
 [[ -n "${SLURM_JOB_ID:-}" && "$DRY_RUN" == 0 ]] && LAUNCHER="$ROOT/launch/srun.sh"
 NNODES="$NNODES" NPROC="$GPUS_PER_NODE" exec bash "$LAUNCHER" "${ARGS[@]}"

@@ -4,7 +4,8 @@
 #   NPROC=2 bash recipes/tiny/grpo.sh --tensor-model-parallel-size 2 --sequence-parallel
 #   NPROC=2 bash recipes/tiny/grpo.sh --expert-model-parallel-size 2
 #   bash recipes/tiny/grpo.sh --use-tis --use-routing-replay    # MoE stability flags, below
-# Extra arguments are appended last, so they override anything below.
+# Extra arguments come after the -- marker and win over anything below, also over the
+# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; README "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -60,4 +61,4 @@ RUN_ARGS=(
 
 exec bash "$ROOT/launch/torchrun.sh" \
   "${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
-  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" "$@"
+  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" -- "$@"

@@ -4,7 +4,8 @@
 # --rm-type, --eval-prompt-data): the arithmetic task written out as records
 # {"prompt": "3+4=", "label": "7"} (tests/data/tiny_arith.jsonl) and a local tokenizer directory.
 #   bash recipes/tiny/grpo_data.sh --num-steps 200
-# Extra arguments are appended last, so they override anything below.
+# Extra arguments come after the -- marker and win over anything below, also over the
+# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; README "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -52,4 +53,4 @@ RUN_ARGS=(
 
 exec bash "$ROOT/launch/torchrun.sh" \
   "${MODEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" "${DATA_ARGS[@]}" \
-  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" "$@"
+  "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" -- "$@"

@@ -4,7 +4,8 @@
 #   bash recipes/tiny/ppo.sh
 #   bash recipes/tiny/ppo.sh --critic-global-batch-size 32     # 4 critic steps per actor step
 #   NPROC=2 bash recipes/tiny/ppo.sh --tensor-model-parallel-size 2 --sequence-parallel
-# Extra arguments are appended last, so they override anything below.
+# Extra arguments come after the -- marker and win over anything below, also over the
+# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; README "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -69,4 +70,4 @@ RUN_ARGS=(
 
 exec bash "$ROOT/launch/torchrun.sh" \
   "${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
-  "${CRITIC_ARGS[@]}" "${ROLLOUT_ARGS[@]}" "${PPO_ARGS[@]}" "${RUN_ARGS[@]}" "$@"
+  "${CRITIC_ARGS[@]}" "${ROLLOUT_ARGS[@]}" "${PPO_ARGS[@]}" "${RUN_ARGS[@]}" -- "$@"
