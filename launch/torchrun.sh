@@ -8,7 +8,8 @@
 # NNODES, NODE_RANK and MASTER_ADDR and calls this script once per node.
 # With --dry-run among the flags: ONE process validates the flags at WORLD_SIZE = NNODES x
 # NPROC and prints the resolved configuration (no torchrun, no GPU; what `hyrl plan` and
-# `hyrl sweep` use).
+# `hyrl sweep` use). Before starting several ranks it validates the same way, so a refused
+# flag is reported once (exit 2) and nothing starts.
 set -euo pipefail
 NPROC="${NPROC:-1}"
 NNODES="${NNODES:-1}"
@@ -30,6 +31,12 @@ if [[ "$WORLD_SIZE" == 1 ]]; then
   # One rank needs no rendezvous; WORLD_SIZE=1 keeps validation and the job consistent.
   echo "+ WORLD_SIZE=1 $PYTHON -m hyrl.train $*" >&2
   WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 exec "$PYTHON" -m hyrl.train "$@"
+fi
+# Several ranks: validate the flags in one process first (a dry run, about a second), so a
+# refused flag prints its message once and exits 2, not once per rank under torchrun's report.
+if ! check_err=$(WORLD_SIZE=$WORLD_SIZE RANK=0 LOCAL_RANK=0 "$PYTHON" -m hyrl.train --dry-run "$@" 2>&1 >/dev/null); then
+  printf '%s\n' "$check_err" >&2
+  exit 2
 fi
 if [[ "$NNODES" == 1 ]]; then
   MASTER_PORT="${MASTER_PORT:-$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"

@@ -406,3 +406,15 @@ def test_a_record_without_the_input_key_is_refused_before_any_process_group(tmp_
     assert proc.returncode == 2
     assert "--prompt-data=" in proc.stderr and "line 2" in proc.stderr and "'prompt'" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_refused_flag_under_several_ranks_is_reported_once_before_any_rank_starts(tmp_path):
+    """launch/torchrun.sh validates in one process first: the message that names the flag is
+    all there is (exit 2), not one per rank under torchrun's ChildFailedError report."""
+    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--tensor-model-parallel-size", "2",
+                      nproc=2)
+    assert proc.returncode == 2
+    message = "--sequence-parallel=False: Megatron requires sequence parallelism"
+    assert proc.stderr.count(message) == 1
+    assert "ChildFailedError" not in proc.stderr and "torchrun" not in proc.stderr
+    assert not (tmp_path / "run").exists()
