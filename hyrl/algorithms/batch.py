@@ -59,26 +59,30 @@ class TokenBatch:
         last = torch.where(self.loss_mask > 0, positions, -1).max(dim=1).values
         return [int(x) + 2 for x in last]  # position x predicts token x+1, the last response token
 
+    def without_loss(self) -> "TokenBatch":
+        """This batch with no loss positions and no advantage: it runs forward and backward,
+        the collectives in them included, and adds nothing."""
+        return replace(self, loss_mask=torch.zeros_like(self.loss_mask),
+                       advantages=torch.zeros_like(self.advantages))
+
     def with_rows(self, rows: int) -> "TokenBatch":
-        """This batch grown to `rows` rows by copies of its first row that carry no loss (mask
-        and advantage zero): they run forward and backward, the collectives in them included,
-        and add nothing."""
+        """This batch grown to `rows` rows by copies of its first row without loss (see
+        without_loss)."""
         extra = rows - len(self)
         if extra <= 0:
             return self
+        first = self.select(slice(0, 1)).without_loss()
 
-        def grow(name, value):
+        def grow(value, copy):
             if value is None:
                 return None
             if isinstance(value, RoutedExperts):
-                return RoutedExperts(value.rows + [value.rows[0]] * extra, value.seq_len,
+                return RoutedExperts(value.rows + copy.rows * extra, value.seq_len,
                                      value.layers, value.top_k)
-            copies = value[:1].expand(extra, *value.shape[1:])
-            if name in ("loss_mask", "advantages"):
-                copies = torch.zeros_like(copies)
-            return torch.cat([value, copies])
+            return torch.cat([value, copy.expand(extra, *value.shape[1:])])
 
-        return replace(self, **{f.name: grow(f.name, getattr(self, f.name)) for f in fields(self)})
+        return replace(self, **{f.name: grow(getattr(self, f.name), getattr(first, f.name))
+                                for f in fields(self)})
 
     def trim(self, length: int) -> "TokenBatch":
         """The first `length` positions of every [N, L, ...] field ([N] advantages are kept)."""

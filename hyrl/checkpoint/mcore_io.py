@@ -112,7 +112,8 @@ def arch_mismatches(found: Qwen3MoeArch, expected: Qwen3MoeArch, found_in: str, 
             for name in ours if ours[name] != theirs[name]]
 
 
-def _current_layout(model) -> dict:
+def current_layout(model) -> dict:
+    """The parallel layout of the running process groups (and the model's sequence parallel)."""
     from megatron.core import parallel_state
 
     return {
@@ -165,7 +166,7 @@ def save_mcore(model, out_dir: str | Path, arch: Qwen3MoeArch, spec: str = "loca
     metadata = CheckpointMetadata(
         arch=arch, spec=spec,
         dtype=str(next(iter(dtypes))).removeprefix("torch.") if len(dtypes) == 1 else "mixed",
-        saved_layout=_current_layout(model), intended_layout=intended_layout or _current_layout(model),
+        saved_layout=current_layout(model), intended_layout=intended_layout or current_layout(model),
         source=source, hyrl_version=_version("hyrl"), megatron_core_version=_version("megatron-core"))
     if rank == 0:
         if hf_assets_from is not None:

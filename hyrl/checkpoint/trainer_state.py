@@ -322,7 +322,7 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
     holds the same ones), rank 0 (which samples the rollouts with the in-process engine) takes
     its RNG states and the other ranks keep their fresh seeding: rollouts continue as they
     would have, training differs only by the reduction order of the new layout."""
-    from hyrl.checkpoint.mcore_io import load_mcore_into
+    from hyrl.checkpoint.mcore_io import current_layout, load_mcore_into
 
     dist = torch.distributed
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -332,23 +332,14 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
         trainable.reload_weights()  # main params from the loaded weights before the states land
         load_optimizer(trainable, step_dir / optimizer_dir_name(name))
     saved = read_loop_state(step_dir)["layout"]
-    same_layout = saved == {**_layout_of_model(), "world_size": world_size}
+    running = current_layout(next(iter(models.values())))
+    same_layout = saved == {**{k: running[k] for k in LAYOUT_FLAGS}, "world_size": world_size}
     own = step_dir / rank_file_name(rank, saved["world_size"])
     per_rank = torch.load(own if same_layout else step_dir / rank_file_name(0, saved["world_size"]),
                           weights_only=False)  # our own file: numpy and Python RNG states
     for name, trainable in trainables.items():
         trainable.load_state_dict(per_rank[name])
     return per_rank["rng"] if same_layout or rank == 0 else None
-
-
-def _layout_of_model() -> dict:
-    """LAYOUT_FLAGS of the running process groups."""
-    from megatron.core import parallel_state
-
-    return {"tensor_model_parallel_size": parallel_state.get_tensor_model_parallel_world_size(),
-            "pipeline_model_parallel_size": parallel_state.get_pipeline_model_parallel_world_size(),
-            "expert_model_parallel_size": parallel_state.get_expert_model_parallel_world_size(),
-            "expert_tensor_parallel_size": parallel_state.get_expert_tensor_parallel_world_size()}
 
 
 def read_loop_state(step_dir: Path) -> dict:

@@ -103,15 +103,14 @@ class MegatronActor(MegatronTrainable):
         if reference or self.replay is None or batch.routed_experts is None:
             return self._forward_only(model, batch, lambda mb, logits: self._log_probs_of(
                 logits, mb, with_entropy=True))
-        outputs, length = [], batch.tokens.shape[1]  # replay: no pipeline (refused with PP)
+        outputs = []  # replay: no pipeline (refused with PP)
         for mb, rows in self._micro_batches(batch):
             routed = _dense(mb.routed_experts)
             with self.replay.replaying(routed, record=True, replay=self.settings.routing_replay):
                 log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
                 self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
             outputs.append((log_probs[:rows], entropy[:rows]))  # not the loss-free padding rows
-        return (torch.cat([self._pad_to(o[0], length) for o in outputs]).cpu(),
-                torch.cat([self._pad_to(o[1], length) for o in outputs]).cpu())
+        return self._cat_padded(outputs, batch.tokens.shape[1])
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One optimizer step over this rank's share of the global batch (micro-batch accumulation).

@@ -90,15 +90,6 @@ def _holds_experts(sub_optimizer) -> bool:
     return any(group.get("is_expert_parallel", False) for group in sub_optimizer.param_groups)
 
 
-def _without_loss(batch: TokenBatch) -> TokenBatch:
-    """A micro-batch that runs forward and backward (and the collectives in them) but adds
-    nothing: no loss positions, no advantage."""
-    import dataclasses
-
-    return dataclasses.replace(batch, loss_mask=torch.zeros_like(batch.loss_mask),
-                               advantages=torch.zeros_like(batch.advantages))
-
-
 class MegatronTrainable:
     """One rank's shard of a model with its own optimizer. Every rank calls every method.
 
@@ -157,12 +148,13 @@ class MegatronTrainable:
         lengths = batch.sequence_lengths()
         multiple = self.optim.pad_to_multiple_of
         ranges = token_budget_ranges(lengths, budget, multiple)
+        expert_parallel = parallel_state.get_expert_model_parallel_world_size() > 1
+        if expert_parallel:
+            ranges = split_to_count(ranges, self._agreed_count(len(ranges)))
+        # (rows, length): each range trimmed to its longest sequence, in multiples for SP
         shapes = [(stop - start, min(-(-max(lengths[start:stop]) // multiple) * multiple,
                                      batch.tokens.shape[1])) for start, stop in ranges]
-        if parallel_state.get_expert_model_parallel_world_size() > 1:
-            ranges = split_to_count(ranges, self._agreed_count(len(ranges)))
-            shapes = [(stop - start, min(-(-max(lengths[start:stop]) // multiple) * multiple,
-                                         batch.tokens.shape[1])) for start, stop in ranges]
+        if expert_parallel:
             if self.model.config.moe_token_dispatcher_type == "allgather":
                 shapes = self._agreed_shapes(shapes)  # it gathers equal token counts
             else:  # alltoall exchanges any counts: only the number of micro-batches is agreed
@@ -177,7 +169,7 @@ class MegatronTrainable:
                 start, stop = ranges[index]
                 yield batch.select(slice(start, stop)).trim(length).with_rows(rows), stop - start
             else:  # this rank has fewer rows than the agreed number of micro-batches
-                yield _without_loss(batch.select(slice(0, 1)).trim(length).with_rows(rows)), 0
+                yield batch.select(slice(0, 1)).trim(length).without_loss().with_rows(rows), 0
 
     def _agreed_shapes(self, shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """The (rows, length) of every micro-batch, the largest over the DP ranks (collective;
@@ -211,6 +203,13 @@ class MegatronTrainable:
             return output
         pad = output.new_zeros((output.shape[0], length - output.shape[1], *output.shape[2:]))
         return torch.cat([output, pad], dim=1)
+
+    @classmethod
+    def _cat_padded(cls, parts: list[tuple[torch.Tensor, ...]], length: int
+                    ) -> tuple[torch.Tensor, ...]:
+        """Micro-batches' tuples of [n, l] outputs as [N, length] tensors in host memory."""
+        return tuple(torch.cat([cls._pad_to(part[i], length) for part in parts]).cpu()
+                     for i in range(len(parts[0])))
 
     def _accumulate(self, batch: TokenBatch, loss_fn, total_tokens: float) -> dict[str, torch.Tensor]:
         """Forward/backward every micro-batch; `loss_fn(micro_batch, outputs) -> (loss, stats)`
@@ -313,18 +312,13 @@ class MegatronTrainable:
         of [n, l] tensors per micro-batch; they come back as [N, L] tensors on the CPU, on
         every pipeline stage."""
         length = batch.tokens.shape[1]
-
-        def padded(parts):
-            return tuple(torch.cat([self._pad_to(part[i], length) for part in parts]).cpu()
-                         for i in range(len(parts[0])))
-
         if not self._pipelined():
             parts = []
             for micro_batch, rows in self._micro_batches(batch):
                 micro_batch = micro_batch.to(self.device)
                 parts.append(tuple(t[:rows] for t in outputs_of(
                     micro_batch, self._outputs(module, micro_batch))))  # not the padding rows
-            return padded(parts)
+            return self._cat_padded(parts, length)
 
         def on_last_stage(micro_batch, rows, output):
             outs = outputs_of(micro_batch, output)
@@ -332,8 +326,9 @@ class MegatronTrainable:
 
         results = self._run_pipeline(module, list(self._micro_batches(batch)), on_last_stage,
                                      forward_only=True)
-        gathered = padded([tuple(r[str(i)] for i in range(len(r))) for r in results]) \
-            if results else None  # the last stage's, in host memory; broadcast as objects
+        gathered = (self._cat_padded([tuple(r[str(i)] for i in range(len(r))) for r in results],
+                                     length)
+                    if results else None)  # the last stage's, in host memory; sent as objects
         return self._from_last_stage(gathered)
 
     def _from_last_stage(self, value):

@@ -129,14 +129,27 @@ def tensor_bytes_of(shape, dtype: str) -> int:
     return torch.Size(shape).numel() * torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
+def _full_names(name: str, arch: Qwen3MoeArch) -> list[str]:
+    """The full model's names of this rank's parameter `name` (local-spec naming): its global
+    layer id, and for an expert under EP one name per EP rank's copy of that local expert, in
+    the order an EP all-gather returns them."""
+    from megatron.core import parallel_state
+
+    layer_name = global_layer_name(name, arch)
+    ep_size = parallel_state.get_expert_model_parallel_world_size()
+    if not (is_expert(name) and ep_size > 1):
+        return [layer_name]
+    local_id, local_experts = int(_LOCAL_EXPERT.search(name)[2]), _num_local_experts(arch)
+    return [_LOCAL_EXPERT.sub(rf"\g<1>{ep_rank * local_experts + local_id}\g<3>", layer_name)
+            for ep_rank in range(ep_size)]
+
+
 def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
     """What _iter_stage_parameters yields on this stage, as (name, full shape, dtype name),
     without gathering anything: the other stages allocate their receive buffers from it."""
     from megatron.core import parallel_state
 
     tp_size = parallel_state.get_tensor_model_parallel_world_size()
-    ep_size = parallel_state.get_expert_model_parallel_world_size()
-    local_experts = _num_local_experts(arch)
     items = []
     for te_name, param in model.named_parameters():
         name = hf_mapping.from_te_name(te_name)  # the local spec's names
@@ -144,15 +157,7 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
         if _tp_split(param, name) and tp_size > 1:
             shape[param.partition_dim] *= tp_size
         dtype = str(param.dtype).removeprefix("torch.")
-        layer_name = global_layer_name(name, arch)
-        if is_expert(name) and ep_size > 1:
-            local_id = int(_LOCAL_EXPERT.search(name)[2])
-            for ep_rank in range(ep_size):
-                global_id = ep_rank * local_experts + local_id
-                items.append((_LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", layer_name), shape,
-                              dtype))
-            continue
-        items.append((global_name(name, arch), shape, dtype))
+        items += [(full_name, shape, dtype) for full_name in _full_names(name, arch)]
     return items
 
 
@@ -165,10 +170,9 @@ def _iter_stage_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
     tp_size = parallel_state.get_tensor_model_parallel_world_size()
     ep_group = parallel_state.get_expert_model_parallel_group()
     ep_size = parallel_state.get_expert_model_parallel_world_size()
-    local_experts = _num_local_experts(arch)
     for te_name, param in model.named_parameters():
         name = hf_mapping.from_te_name(te_name)  # the local spec's names
-        layer_name = global_layer_name(name, arch)
+        full_names = _full_names(name, arch)
         tensor, held = param.detach(), 0
         if _tp_split(param, name) and tp_size > 1:
             tensor, held = _all_gather(tensor, tp_size, tp_group, live), tp_size * tensor_bytes(tensor)
@@ -181,14 +185,12 @@ def _iter_stage_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
                 tensor = tensor.view(-1, *tensor.shape[2:])
         if is_expert(name) and ep_size > 1:
             parts = _all_gather(tensor, ep_size, ep_group, live)  # [EP rank, *expert shape]
-            local_id = int(_LOCAL_EXPERT.search(name)[2])
-            for ep_rank in range(ep_size):
-                global_id = ep_rank * local_experts + local_id
-                yield _LOCAL_EXPERT.sub(rf"\g<1>{global_id}\g<3>", layer_name), parts[ep_rank]
+            for ep_rank, full_name in enumerate(full_names):
+                yield full_name, parts[ep_rank]
             del parts
             live.release(ep_size * tensor_bytes(tensor) + held)
             continue
-        yield layer_name, tensor
+        yield full_names[0], tensor
         live.release(held)
 
 
