@@ -24,6 +24,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyrl.metrics.target import TARGET_ALLOWED, TargetSyntaxError
+from hyrl.metrics.target import parse_target as _parse_target
+
 GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic",
           "eval", "mismatch", "task", "run")
 
@@ -52,9 +55,6 @@ TASK_VOCAB_SIZE = 16
 DEFAULT_LR = 3e-4
 # Learning-rate scaling with the global batch: lr(B) = LR0 * (B / B0) ** k, k by rule.
 LR_SCALING_EXPONENTS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
-# Metric namespaces a --target may name.
-TARGET_PREFIXES = ("eval/", "train/")
-TARGET_ALLOWED = "METRIC=VALUE, e.g. eval/accuracy=0.77"
 
 
 class ConfigError(ValueError):
@@ -527,30 +527,12 @@ def scaled_lr(ref_lr: float, batch: int, ref_batch: int, rule: str) -> float:
 
 
 def parse_target(text: str) -> tuple[str, float]:
-    """--target "METRIC=VALUE" -> (METRIC, VALUE), e.g. "eval/accuracy=0.77" -> ("eval/accuracy",
-    0.77). METRIC must lie under eval/ or train/ and VALUE be a finite number; raises
-    ConfigError on --target otherwise."""
-    if not isinstance(text, str):
-        raise ConfigError("--target", text, f"wrong type ({type(text).__name__})",
-                          TARGET_ALLOWED)
-    metric, sep, value_text = text.partition("=")
-    metric, value_text = metric.strip(), value_text.strip()
-    if not sep:
-        raise ConfigError("--target", text, "no '=' between the metric and the value",
-                          TARGET_ALLOWED)
-    if not any(metric.startswith(p) and len(metric) > len(p) for p in TARGET_PREFIXES):
-        raise ConfigError("--target", text,
-                          f"the metric {metric!r} is not named under "
-                          + " or ".join(TARGET_PREFIXES), TARGET_ALLOWED)
+    """--target "METRIC=VALUE" -> (METRIC, VALUE) under eval/ or train/ (the rules are
+    `hyrl.metrics.target.parse_target`'s); raises ConfigError on --target otherwise."""
     try:
-        value = float(value_text)
-    except ValueError:
-        raise ConfigError("--target", text, f"the value {value_text!r} is not a number",
-                          TARGET_ALLOWED) from None
-    if not math.isfinite(value):
-        raise ConfigError("--target", text, f"the value {value_text!r} is not a finite number",
-                          TARGET_ALLOWED)
-    return metric, value
+        return _parse_target(text)
+    except TargetSyntaxError as err:
+        raise ConfigError("--target", text, err.problem, TARGET_ALLOWED) from None
 
 
 # ------------------------------------------------------------------------------------------

@@ -239,6 +239,8 @@ def test_bad_inputs_raise_naming_what_is_allowed(sweep, tmp_path):
     with pytest.raises(AnalysisError, match="metrics.jsonl"):
         analyze([tmp_path / "empty"], TARGET)
     assert parse_target("eval/accuracy=0.77") == ("eval/accuracy", 0.77)
+    # Foreign run directories name their own metrics: no eval/ or train/ prefix required.
+    assert parse_target("val_acc=0.5") == ("val_acc", 0.5)
     for bad in ("eval/accuracy", "=0.7", "eval/accuracy=high", "eval/accuracy=nan"):
         with pytest.raises(AnalysisError, match="METRIC=VALUE"):
             parse_target(bad)

@@ -35,6 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from hyrl.metrics.target import TargetSyntaxError
+from hyrl.metrics.target import parse_target as _parse_target
+
 CLEAR_FRACTION = 0.10  # first alignment level = start + CLEAR_FRACTION * (target - start)
 DEFAULT_LEVELS = 10
 DEFAULT_TOLERANCE = 0.2
@@ -479,17 +482,13 @@ def stage_shares(run: Run) -> dict[str, float]:
 
 
 def parse_target(text: str) -> tuple[str, float]:
-    """'eval/accuracy=0.77' -> ('eval/accuracy', 0.77)."""
-    metric, sep, value = str(text).rpartition("=")
-    metric = metric.strip()
+    """'eval/accuracy=0.77' -> ('eval/accuracy', 0.77): `hyrl.metrics.target.parse_target`'s
+    rules with any metric name (foreign run directories log their own)."""
     try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not sep or not metric or not math.isfinite(number):
-        raise AnalysisError(f"--target {text!r}: expected METRIC=VALUE with a finite number, "
-                            "e.g. --target eval/accuracy=0.77")
-    return metric, number
+        return _parse_target(text, prefixes=None)
+    except TargetSyntaxError as err:
+        raise AnalysisError(f"--target {text!r}: {err.problem}; expected METRIC=VALUE with a "
+                            "finite number, e.g. --target eval/accuracy=0.77") from None
 
 
 def _metric_names(runs: list[Run]) -> list[str]:
