@@ -1,5 +1,6 @@
 # make demo: the batch-size study on the tiny GRPO recipe (sweep + analysis) on CPU.
 # make demo-grpo: one tiny GRPO run and its reward curve.  make test: the test suite.
+# make lint: ruff (lint, format check) and mypy, as configured in pyproject.toml.
 # Both create .venv from requirements-cpu.txt (plus this package, editable) when it is missing.
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c
@@ -10,7 +11,7 @@ STAMP_TIME := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= runs/demo-sweep-$(STAMP_TIME)
 RUN_DIR ?= runs/demo-grpo-$(STAMP_TIME)
 
-.PHONY: demo demo-grpo test venv clean-venv
+.PHONY: demo demo-grpo test lint format venv clean-venv
 
 venv: $(STAMP)
 
@@ -31,6 +32,16 @@ demo-grpo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# Applies ruff's fixes and formatting in place.
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 clean-venv:
 	rm -rf $(VENV)
