@@ -2,6 +2,9 @@
 impossible edit exits non-zero naming the flag."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +89,53 @@ def test_a_layout_that_does_not_fit_names_the_flags(capsys):
 def test_more_rollout_gpus_than_the_colocated_world_is_refused(capsys):
     assert hplan.main([str(QWEN_GRPO), "--", "--rollout-num-gpus", "24"]) == 2
     assert "--rollout-num-gpus=24" in capsys.readouterr().err
+
+
+# --- launch/srun.sh: the flags are checked in one process before srun starts any rank ---------
+
+SRUN_REFUSAL = "--sequence-parallel=False: Megatron requires sequence parallelism"
+
+
+def _srun_launch(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """launch/srun.sh inside a faked one-node Slurm allocation of 2 GPUs: `srun` and `scontrol`
+    on PATH are stand-ins; the fake srun appends its arguments to the returned file."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "srun.calls"
+    fakes = {"srun": f'echo "$@" >> {calls}\n', "scontrol": "echo node1\n"}
+    for name, body in fakes.items():
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": sys.executable,
+           "PYTHONPATH": str(ROOT), "SLURM_JOB_ID": "1", "SLURM_NNODES": "1",
+           "SLURM_JOB_NODELIST": "node1", "SLURM_GPUS_ON_NODE": "2", "NNODES": "1",
+           "NPROC": "2"}
+    script = f'source {ROOT}/recipes/tiny/model.sh; exec bash {ROOT}/launch/srun.sh ' \
+             '"${MODEL_ARGS[@]}" "$@"'
+    proc = subprocess.run(["bash", "-c", script, "srun-test", *flags], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    return proc, calls
+
+
+def test_srun_launcher_reports_a_refused_flag_once_and_never_calls_srun(tmp_path):
+    proc, calls = _srun_launch(tmp_path, "--tensor-model-parallel-size", "2")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()  # hyrl's message is all there is
+    assert len(lines) == 1 and SRUN_REFUSAL in lines[0] and "hyrl train: error:" in lines[0]
+    assert not calls.exists()
+
+
+def test_srun_launcher_passes_a_valid_flag_line_to_srun(tmp_path):
+    proc, calls = _srun_launch(tmp_path, "--expert-model-parallel-size", "2")
+    assert proc.returncode == 0, proc.stderr
+    (call,) = calls.read_text().splitlines()
+    assert "--nodes 1 --ntasks 1" in call and "--nodelist node1" in call
+    assert call.endswith("launch/torchrun.sh " + " ".join(_tiny_model_flags())
+                         + " --expert-model-parallel-size 2")
+
+
+def _tiny_model_flags() -> list[str]:
+    out = subprocess.run(["bash", "-c", f'source {ROOT}/recipes/tiny/model.sh; '
+                          'printf "%s\\n" "${MODEL_ARGS[@]}"'],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split()
