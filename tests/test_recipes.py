@@ -1,5 +1,6 @@
 """Every runnable recipe plans at its intended world size through `hyrl plan RECIPE`; an
-impossible edit exits non-zero naming the flag."""
+impossible edit exits non-zero naming the flag. Every Qwen3-30B-A3B recipe, the sweep included,
+dry-runs without GPU, data or Slurm; launch/srun.sh refuses a flag once, before srun."""
 
 import json
 import os
@@ -13,10 +14,12 @@ from hyrl import plan as hplan
 
 ROOT = Path(__file__).resolve().parents[1]
 # Runnable recipes: scripts with a shebang (model.sh, data.sh are sourced fragments); sweep
-# scripts run `hyrl sweep`, which has no dry run of its own.
+# scripts run `hyrl sweep`, not one configuration `hyrl plan` could read (their dry run: below).
 RECIPES = sorted(p for p in ROOT.glob("recipes/*/*.sh")
                  if p.read_text().startswith("#!") and not p.name.startswith("sweep"))
 QWEN_GRPO = ROOT / "recipes/qwen3_30b_a3b/grpo.sh"
+QWEN_RECIPES = sorted(p for p in ROOT.glob("recipes/qwen3_30b_a3b/*.sh")
+                      if p.read_text().startswith("#!"))
 
 
 @pytest.fixture(autouse=True)
@@ -139,3 +142,63 @@ def _tiny_model_flags() -> list[str]:
                           'printf "%s\\n" "${MODEL_ARGS[@]}"'],
                          capture_output=True, text=True, check=True).stdout
     return out.split()
+
+
+# --- every Qwen3-30B-A3B recipe dry-runs here: no GPU, no data, no Slurm ------------------------
+
+def _dry_run(recipe: Path, env: dict) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run(["bash", str(recipe), "--dry-run"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_every_qwen3_recipe_is_covered_by_the_dry_run_test():
+    assert [p.name for p in QWEN_RECIPES] == ["grpo.sh", "ppo.sh", "sweep_grpo.sh"]
+
+
+@pytest.mark.parametrize("slurm_env", [{}, {"SLURM_JOB_ID": "1"}], ids=["here", "in-slurm-job"])
+@pytest.mark.parametrize("recipe", QWEN_RECIPES, ids=lambda p: p.name)
+def test_qwen3_recipe_dry_runs_without_gpu_data_or_slurm(recipe, slurm_env):
+    """A dry run skips the machine checks (inside a Slurm job too: no srun is called) and uses
+    data.sh's stand-ins for the missing DATA, HF_CHECKPOINT and EVAL_DATA."""
+    proc = _dry_run(recipe, slurm_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if recipe.name == "sweep_grpo.sh":
+        _assert_sweep_plan(proc.stdout)
+        return
+    config = json.loads(proc.stdout)  # the resolved configuration, as `hyrl train --dry-run`
+    assert config["world_size"] == {"grpo.sh": 16, "ppo.sh": 32}[recipe.name]
+    assert config["prompt_data"].endswith("recipes/qwen3_30b_a3b/dry_run/prompts.jsonl")
+    assert (config["global_batch_size"], config["lr"]) == (1024, 1e-6)
+
+
+def _assert_sweep_plan(stdout: str) -> None:
+    """One line per member, `LABEL: KEY=VALUE ...` of its resolved configuration: P = 128 x m
+    prompts, B = 1024 x m, lr = 1e-6 x sqrt(m), every member 1,000,000 responses long."""
+    members = {}
+    for line in stdout.strip().splitlines():
+        label, values = line.split(": ")
+        members[label] = dict(kv.split("=", 1) for kv in values.split())
+    assert list(members) == ["main x1", "main x2", "main x4", "main x8", "main x16",
+                             "main x2 fixed-lr", "p64 x1"]
+    for m in (1, 2, 4, 8, 16):
+        member = members[f"main x{m}"]
+        assert int(member["rollout_batch_size"]) == 128 * m
+        assert int(member["global_batch_size"]) == 1024 * m
+        assert float(member["lr"]) == pytest.approx(1e-6 * m ** 0.5)
+        assert int(member["num_steps"]) == -(-1_000_000 // (128 * m * 8))
+    fixed = members["main x2 fixed-lr"]
+    assert (fixed["global_batch_size"], float(fixed["lr"]), fixed["lr_scaling"]) == \
+        ("2048", 1e-6, "none")
+    p64 = members["p64 x1"]
+    assert p64["global_batch_size"] == "512"
+    assert float(p64["lr"]) == pytest.approx(1e-6 * 0.5 ** 0.5)
+    assert {m["target"] for m in members.values()} == {"eval/heldout/accuracy=0.77"}
+    assert {m["world_size"] for m in members.values()} == {"16"}
+
+
+def test_a_sweep_member_the_flags_cannot_run_names_the_flag_in_the_dry_run():
+    proc = _dry_run(ROOT / "recipes/qwen3_30b_a3b/sweep_grpo.sh", {"NNODES": "1"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("hyrl train: error: --expert-model-parallel-size=16")
+    assert proc.stdout == ""
