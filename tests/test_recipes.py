@@ -99,20 +99,25 @@ def test_more_rollout_gpus_than_the_colocated_world_is_refused(capsys):
 SRUN_REFUSAL = "--sequence-parallel=False: Megatron requires sequence parallelism"
 
 
-def _srun_launch(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """launch/srun.sh inside a faked one-node Slurm allocation of 2 GPUs: `srun` and `scontrol`
-    on PATH are stand-ins; the fake srun appends its arguments to the returned file."""
+def _fake_slurm(tmp_path: Path, hosts: str = "node1") -> tuple[dict, Path]:
+    """(environment, calls file) of a faked Slurm job: `srun` and `scontrol` on PATH are
+    stand-ins; the fake srun appends its arguments to the calls file, never runs anything."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "srun.calls"
-    fakes = {"srun": f'echo "$@" >> {calls}\n', "scontrol": "echo node1\n"}
+    fakes = {"srun": f'echo "$@" >> {calls}\n', "scontrol": f"printf '%s\\n' {hosts}\n"}
     for name, body in fakes.items():
         (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": sys.executable,
-           "PYTHONPATH": str(ROOT), "SLURM_JOB_ID": "1", "SLURM_NNODES": "1",
-           "SLURM_JOB_NODELIST": "node1", "SLURM_GPUS_ON_NODE": "2", "NNODES": "1",
-           "NPROC": "2"}
+           "PYTHONPATH": str(ROOT), "SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": hosts}
+    return env, calls
+
+
+def _srun_launch(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """launch/srun.sh inside a faked one-node Slurm allocation of 2 GPUs."""
+    env, calls = _fake_slurm(tmp_path)
+    env.update(SLURM_NNODES="1", SLURM_GPUS_ON_NODE="2", NNODES="1", NPROC="2")
     script = f'source {ROOT}/recipes/tiny/model.sh; exec bash {ROOT}/launch/srun.sh ' \
              '"${MODEL_ARGS[@]}" "$@"'
     proc = subprocess.run(["bash", "-c", script, "srun-test", *flags], env=env, cwd=tmp_path,
@@ -135,6 +140,18 @@ def test_srun_launcher_passes_a_valid_flag_line_to_srun(tmp_path):
     assert "--nodes 1 --ntasks 1" in call and "--nodelist node1" in call
     assert call.endswith("launch/torchrun.sh " + " ".join(_tiny_model_flags())
                          + " --expert-model-parallel-size 2")
+
+
+def test_sbatch_template_reports_a_refused_flag_once_before_ray_or_any_srun_step(tmp_path):
+    env, calls = _fake_slurm(tmp_path, hosts="node1 node2")
+    env.update(SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(tmp_path), RUN_DIR=str(tmp_path / "run"))
+    proc = subprocess.run(["bash", str(ROOT / "launch/sbatch.template"), str(QWEN_GRPO),
+                           "--expert-model-parallel-size", "3"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("hyrl train: error: --expert-model-parallel-size=3")
+    assert not calls.exists() and not (tmp_path / "run").exists()
 
 
 def _tiny_model_flags() -> list[str]:
