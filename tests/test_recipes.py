@@ -15,24 +15,37 @@ from hyrl import plan as hplan
 ROOT = Path(__file__).resolve().parents[1]
 # Runnable recipes: scripts with a shebang (model.sh, data.sh are sourced fragments); sweep
 # scripts run `hyrl sweep`, not one configuration `hyrl plan` could read (their dry run: below).
-RECIPES = sorted(p for p in ROOT.glob("recipes/*/*.sh")
-                 if p.read_text().startswith("#!") and not p.name.startswith("sweep"))
+RECIPES = sorted(
+    p
+    for p in ROOT.glob("recipes/*/*.sh")
+    if p.read_text().startswith("#!") and not p.name.startswith("sweep")
+)
 QWEN_GRPO = ROOT / "recipes/qwen3_30b_a3b/grpo.sh"
-QWEN_RECIPES = sorted(p for p in ROOT.glob("recipes/qwen3_30b_a3b/*.sh")
-                      if p.read_text().startswith("#!"))
+QWEN_RECIPES = sorted(
+    p for p in ROOT.glob("recipes/qwen3_30b_a3b/*.sh") if p.read_text().startswith("#!")
+)
 
 
 @pytest.fixture(autouse=True)
 def _clean_layout_env(monkeypatch):
-    for name in ("NNODES", "NPROC", "GPUS_PER_NODE", "GPU_MEMORY_GIB", "ROLLOUT_NODES",
-                 "SLURM_JOB_ID", "DATA", "HF_CHECKPOINT", "EVAL_DATA", "RAY_ADDRESS"):
+    for name in (
+        "NNODES",
+        "NPROC",
+        "GPUS_PER_NODE",
+        "GPU_MEMORY_GIB",
+        "ROLLOUT_NODES",
+        "SLURM_JOB_ID",
+        "DATA",
+        "HF_CHECKPOINT",
+        "EVAL_DATA",
+        "RAY_ADDRESS",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
 def test_recipes_are_found():
     names = {f"{p.parent.name}/{p.name}" for p in RECIPES}
-    assert {"tiny/grpo.sh", "tiny/ppo.sh", "qwen3_30b_a3b/grpo.sh",
-            "qwen3_30b_a3b/ppo.sh"} <= names
+    assert {"tiny/grpo.sh", "tiny/ppo.sh", "qwen3_30b_a3b/grpo.sh", "qwen3_30b_a3b/ppo.sh"} <= names
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -66,8 +79,9 @@ def _plan_json(recipe: Path, *extra: str) -> str:
 
 def test_tiny_recipe_plans_the_world_size_of_nproc(monkeypatch):
     monkeypatch.setenv("NPROC", "2")
-    plan = json.loads(_plan_json(ROOT / "recipes/tiny/grpo.sh", "--",
-                                 "--expert-model-parallel-size", "2"))
+    plan = json.loads(
+        _plan_json(ROOT / "recipes/tiny/grpo.sh", "--", "--expert-model-parallel-size", "2")
+    )
     assert plan["world_size"] == 2 and plan["layout"]["ep"] == 2
 
 
@@ -109,8 +123,14 @@ def _fake_slurm(tmp_path: Path, hosts: str = "node1") -> tuple[dict, Path]:
     for name, body in fakes.items():
         (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
         (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": sys.executable,
-           "PYTHONPATH": str(ROOT), "SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": hosts}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+        "SLURM_JOB_ID": "1",
+        "SLURM_JOB_NODELIST": hosts,
+    }
     return env, calls
 
 
@@ -118,10 +138,18 @@ def _srun_launch(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProce
     """launch/srun.sh inside a faked one-node Slurm allocation of 2 GPUs."""
     env, calls = _fake_slurm(tmp_path)
     env.update(SLURM_NNODES="1", SLURM_GPUS_ON_NODE="2", NNODES="1", NPROC="2")
-    script = f'source {ROOT}/recipes/tiny/model.sh; exec bash {ROOT}/launch/srun.sh ' \
-             '"${MODEL_ARGS[@]}" "$@"'
-    proc = subprocess.run(["bash", "-c", script, "srun-test", *flags], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    script = (
+        f"source {ROOT}/recipes/tiny/model.sh; exec bash {ROOT}/launch/srun.sh "
+        '"${MODEL_ARGS[@]}" "$@"'
+    )
+    proc = subprocess.run(
+        ["bash", "-c", script, "srun-test", *flags],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return proc, calls
 
 
@@ -138,16 +166,28 @@ def test_srun_launcher_passes_a_valid_flag_line_to_srun(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (call,) = calls.read_text().splitlines()
     assert "--nodes 1 --ntasks 1" in call and "--nodelist node1" in call
-    assert call.endswith("launch/torchrun.sh " + " ".join(_tiny_model_flags())
-                         + " --expert-model-parallel-size 2")
+    assert call.endswith(
+        "launch/torchrun.sh " + " ".join(_tiny_model_flags()) + " --expert-model-parallel-size 2"
+    )
 
 
 def test_sbatch_template_reports_a_refused_flag_once_before_ray_or_any_srun_step(tmp_path):
     env, calls = _fake_slurm(tmp_path, hosts="node1 node2")
     env.update(SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(tmp_path), RUN_DIR=str(tmp_path / "run"))
-    proc = subprocess.run(["bash", str(ROOT / "launch/sbatch.template"), str(QWEN_GRPO),
-                           "--expert-model-parallel-size", "3"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "launch/sbatch.template"),
+            str(QWEN_GRPO),
+            "--expert-model-parallel-size",
+            "3",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("hyrl train: error: --expert-model-parallel-size=3")
@@ -155,18 +195,28 @@ def test_sbatch_template_reports_a_refused_flag_once_before_ray_or_any_srun_step
 
 
 def _tiny_model_flags() -> list[str]:
-    out = subprocess.run(["bash", "-c", f'source {ROOT}/recipes/tiny/model.sh; '
-                          'printf "%s\\n" "${MODEL_ARGS[@]}"'],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", f'source {ROOT}/recipes/tiny/model.sh; printf "%s\\n" "${{MODEL_ARGS[@]}}"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return out.split()
 
 
 # --- every Qwen3-30B-A3B recipe dry-runs here: no GPU, no data, no Slurm ------------------------
 
+
 def _dry_run(recipe: Path, env: dict) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT), **env}
-    return subprocess.run(["bash", str(recipe), "--dry-run"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", str(recipe), "--dry-run"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_every_qwen3_recipe_is_covered_by_the_dry_run_test():
@@ -196,20 +246,30 @@ def _assert_sweep_plan(stdout: str) -> None:
     for line in stdout.strip().splitlines():
         label, values = line.split(": ")
         members[label] = dict(kv.split("=", 1) for kv in values.split())
-    assert list(members) == ["main x1", "main x2", "main x4", "main x8", "main x16",
-                             "main x2 fixed-lr", "p64 x1"]
+    assert list(members) == [
+        "main x1",
+        "main x2",
+        "main x4",
+        "main x8",
+        "main x16",
+        "main x2 fixed-lr",
+        "p64 x1",
+    ]
     for m in (1, 2, 4, 8, 16):
         member = members[f"main x{m}"]
         assert int(member["rollout_batch_size"]) == 128 * m
         assert int(member["global_batch_size"]) == 1024 * m
-        assert float(member["lr"]) == pytest.approx(1e-6 * m ** 0.5)
+        assert float(member["lr"]) == pytest.approx(1e-6 * m**0.5)
         assert int(member["num_steps"]) == -(-1_000_000 // (128 * m * 8))
     fixed = members["main x2 fixed-lr"]
-    assert (fixed["global_batch_size"], float(fixed["lr"]), fixed["lr_scaling"]) == \
-        ("2048", 1e-6, "none")
+    assert (fixed["global_batch_size"], float(fixed["lr"]), fixed["lr_scaling"]) == (
+        "2048",
+        1e-6,
+        "none",
+    )
     p64 = members["p64 x1"]
     assert p64["global_batch_size"] == "512"
-    assert float(p64["lr"]) == pytest.approx(1e-6 * 0.5 ** 0.5)
+    assert float(p64["lr"]) == pytest.approx(1e-6 * 0.5**0.5)
     assert {m["target"] for m in members.values()} == {"eval/heldout/accuracy=0.77"}
     assert {m["world_size"] for m in members.values()} == {"16"}
 
