@@ -5,8 +5,8 @@
 # are left to the rollout engines (Ray, see launch/sbatch.template). Master address = the first
 # host (scontrol show hostnames "$SLURM_JOB_NODELIST"), port MASTER_PORT (default 29500).
 # Before launching it checks that the allocation holds NNODES (+ ROLLOUT_NODES) nodes with
-# NPROC GPUs each, and runs the flags' dry run at WORLD_SIZE = NNODES x NPROC: a layout the
-# flags cannot use stops here, naming the flag, with nothing launched.
+# NPROC GPUs each, and runs the flags' dry run at WORLD_SIZE = NNODES x NPROC in one process:
+# a refused flag prints its message once (exit 2), naming the flag, and srun is never called.
 # SRUN_ARGS adds flags to srun (default --overlap, so training can share nodes with Ray's steps).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,11 +30,10 @@ gpus_here="${gpus_here##*:}"  # "h100:8" -> 8
 if [[ "$gpus_here" =~ ^[0-9]+$ ]] && (( gpus_here < NPROC )); then
   fail "NPROC=$NPROC ranks per node (GPUS_PER_NODE in the recipe), the allocation has $gpus_here GPUs per node; allowed: NPROC <= $gpus_here, or sbatch --gpus-per-node $NPROC"
 fi
-WORLD_SIZE=$((NNODES * NPROC))
-echo "+ WORLD_SIZE=$WORLD_SIZE $PYTHON -m hyrl.train --dry-run ...   # check the layout first" >&2
-if ! WORLD_SIZE=$WORLD_SIZE RANK=0 LOCAL_RANK=0 "$PYTHON" -m hyrl.train --dry-run "$@" >/dev/null; then
-  fail "the flags cannot run at WORLD_SIZE = NNODES x NPROC = $NNODES x $NPROC = $WORLD_SIZE (the error above names the flag); nothing launched"
-fi
+# The flags at WORLD_SIZE = NNODES x NPROC, in this one process (launch/validate.sh).
+# shellcheck source=launch/validate.sh
+source "$HERE/validate.sh"
+validate_flags "$((NNODES * NPROC))" "$@"
 mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 export MASTER_ADDR="${MASTER_ADDR:-${HOSTS[0]}}"
 export MASTER_PORT="${MASTER_PORT:-29500}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run `python -m hyrl.train FLAGS` on NPROC ranks per node with torchrun.
+# Run `python -m hyrl train FLAGS` on NPROC ranks per node with torchrun.
 #   NPROC=2 bash launch/torchrun.sh --tensor-model-parallel-size 2 --sequence-parallel ...
 #   NNODES=2 NODE_RANK=0 MASTER_ADDR=host0 NPROC=8 bash launch/torchrun.sh FLAGS   # on host0
 #   NNODES=2 NODE_RANK=1 MASTER_ADDR=host0 NPROC=8 bash launch/torchrun.sh FLAGS   # on host1
@@ -23,31 +23,29 @@ PYTHON="${PYTHON:-python}"
 WORLD_SIZE=$((NNODES * NPROC))
 for arg in "$@"; do
   if [[ "$arg" == "--dry-run" ]]; then
-    echo "+ WORLD_SIZE=$WORLD_SIZE $PYTHON -m hyrl.train $*" >&2
-    WORLD_SIZE=$WORLD_SIZE RANK=0 LOCAL_RANK=0 exec "$PYTHON" -m hyrl.train "$@"
+    echo "+ WORLD_SIZE=$WORLD_SIZE $PYTHON -m hyrl train $*" >&2
+    WORLD_SIZE=$WORLD_SIZE RANK=0 LOCAL_RANK=0 exec "$PYTHON" -m hyrl train "$@"
   fi
 done
 if [[ "$WORLD_SIZE" == 1 ]]; then
   # One rank needs no rendezvous; WORLD_SIZE=1 keeps validation and the job consistent.
-  echo "+ WORLD_SIZE=1 $PYTHON -m hyrl.train $*" >&2
-  WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 exec "$PYTHON" -m hyrl.train "$@"
+  echo "+ WORLD_SIZE=1 $PYTHON -m hyrl train $*" >&2
+  WORLD_SIZE=1 RANK=0 LOCAL_RANK=0 exec "$PYTHON" -m hyrl train "$@"
 fi
-# Several ranks: validate the flags in one process first (a dry run, about a second), so a
-# refused flag prints its message once and exits 2, not once per rank under torchrun's report.
-if ! check_err=$(WORLD_SIZE=$WORLD_SIZE RANK=0 LOCAL_RANK=0 "$PYTHON" -m hyrl.train --dry-run "$@" 2>&1 >/dev/null); then
-  printf '%s\n' "$check_err" >&2
-  exit 2
-fi
+# Several ranks: validate the flags in one process first (launch/validate.sh).
+# shellcheck source=launch/validate.sh
+source "$(dirname "${BASH_SOURCE[0]}")/validate.sh"
+validate_flags "$WORLD_SIZE" "$@"
 if [[ "$NNODES" == 1 ]]; then
   MASTER_PORT="${MASTER_PORT:-$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
-  echo "+ torchrun --standalone --nproc-per-node $NPROC -m hyrl.train $*" >&2
+  echo "+ torchrun --standalone --nproc-per-node $NPROC -m hyrl train $*" >&2
   exec "$PYTHON" -m torch.distributed.run --nnodes 1 --nproc-per-node "$NPROC" \
-    --master-addr 127.0.0.1 --master-port "$MASTER_PORT" -m hyrl.train "$@"
+    --master-addr 127.0.0.1 --master-port "$MASTER_PORT" -m hyrl train "$@"
 fi
 NODE_RANK="${NODE_RANK:?launch/torchrun.sh: NNODES=$NNODES needs NODE_RANK (0..$((NNODES - 1))) on every node}"
 MASTER_ADDR="${MASTER_ADDR:?launch/torchrun.sh: NNODES=$NNODES needs MASTER_ADDR (the host of node rank 0)}"
 MASTER_PORT="${MASTER_PORT:-29500}"
-echo "+ [node $NODE_RANK/$NNODES] torchrun --nnodes $NNODES --node-rank $NODE_RANK --nproc-per-node $NPROC --master-addr $MASTER_ADDR --master-port $MASTER_PORT -m hyrl.train $*" >&2
+echo "+ [node $NODE_RANK/$NNODES] torchrun --nnodes $NNODES --node-rank $NODE_RANK --nproc-per-node $NPROC --master-addr $MASTER_ADDR --master-port $MASTER_PORT -m hyrl train $*" >&2
 exec "$PYTHON" -m torch.distributed.run --nnodes "$NNODES" --node-rank "$NODE_RANK" \
   --nproc-per-node "$NPROC" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
-  -m hyrl.train "$@"
+  -m hyrl train "$@"

@@ -1,7 +1,11 @@
 """Every runnable recipe plans at its intended world size through `hyrl plan RECIPE`; an
-impossible edit exits non-zero naming the flag."""
+impossible edit exits non-zero naming the flag. Every Qwen3-30B-A3B recipe, the sweep included,
+dry-runs without GPU, data or Slurm; launch/srun.sh refuses a flag once, before srun."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,23 +14,38 @@ from hyrl import plan as hplan
 
 ROOT = Path(__file__).resolve().parents[1]
 # Runnable recipes: scripts with a shebang (model.sh, data.sh are sourced fragments); sweep
-# scripts run `hyrl sweep`, which has no dry run of its own.
-RECIPES = sorted(p for p in ROOT.glob("recipes/*/*.sh")
-                 if p.read_text().startswith("#!") and not p.name.startswith("sweep"))
+# scripts run `hyrl sweep`, not one configuration `hyrl plan` could read (their dry run: below).
+RECIPES = sorted(
+    p
+    for p in ROOT.glob("recipes/*/*.sh")
+    if p.read_text().startswith("#!") and not p.name.startswith("sweep")
+)
 QWEN_GRPO = ROOT / "recipes/qwen3_30b_a3b/grpo.sh"
+QWEN_RECIPES = sorted(
+    p for p in ROOT.glob("recipes/qwen3_30b_a3b/*.sh") if p.read_text().startswith("#!")
+)
 
 
 @pytest.fixture(autouse=True)
 def _clean_layout_env(monkeypatch):
-    for name in ("NNODES", "NPROC", "GPUS_PER_NODE", "GPU_MEMORY_GIB", "ROLLOUT_NODES",
-                 "SLURM_JOB_ID", "DATA", "HF_CHECKPOINT", "EVAL_DATA", "RAY_ADDRESS"):
+    for name in (
+        "NNODES",
+        "NPROC",
+        "GPUS_PER_NODE",
+        "GPU_MEMORY_GIB",
+        "ROLLOUT_NODES",
+        "SLURM_JOB_ID",
+        "DATA",
+        "HF_CHECKPOINT",
+        "EVAL_DATA",
+        "RAY_ADDRESS",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
 def test_recipes_are_found():
     names = {f"{p.parent.name}/{p.name}" for p in RECIPES}
-    assert {"tiny/grpo.sh", "tiny/ppo.sh", "qwen3_30b_a3b/grpo.sh",
-            "qwen3_30b_a3b/ppo.sh"} <= names
+    assert {"tiny/grpo.sh", "tiny/ppo.sh", "qwen3_30b_a3b/grpo.sh", "qwen3_30b_a3b/ppo.sh"} <= names
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -60,8 +79,9 @@ def _plan_json(recipe: Path, *extra: str) -> str:
 
 def test_tiny_recipe_plans_the_world_size_of_nproc(monkeypatch):
     monkeypatch.setenv("NPROC", "2")
-    plan = json.loads(_plan_json(ROOT / "recipes/tiny/grpo.sh", "--",
-                                 "--expert-model-parallel-size", "2"))
+    plan = json.loads(
+        _plan_json(ROOT / "recipes/tiny/grpo.sh", "--", "--expert-model-parallel-size", "2")
+    )
     assert plan["world_size"] == 2 and plan["layout"]["ep"] == 2
 
 
@@ -86,3 +106,176 @@ def test_a_layout_that_does_not_fit_names_the_flags(capsys):
 def test_more_rollout_gpus_than_the_colocated_world_is_refused(capsys):
     assert hplan.main([str(QWEN_GRPO), "--", "--rollout-num-gpus", "24"]) == 2
     assert "--rollout-num-gpus=24" in capsys.readouterr().err
+
+
+# --- launch/srun.sh: the flags are checked in one process before srun starts any rank ---------
+
+SRUN_REFUSAL = "--sequence-parallel=False: Megatron requires sequence parallelism"
+
+
+def _fake_slurm(tmp_path: Path, hosts: str = "node1") -> tuple[dict, Path]:
+    """(environment, calls file) of a faked Slurm job: `srun` and `scontrol` on PATH are
+    stand-ins; the fake srun appends its arguments to the calls file, never runs anything."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "srun.calls"
+    fakes = {"srun": f'echo "$@" >> {calls}\n', "scontrol": f"printf '%s\\n' {hosts}\n"}
+    for name, body in fakes.items():
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+        "SLURM_JOB_ID": "1",
+        "SLURM_JOB_NODELIST": hosts,
+    }
+    return env, calls
+
+
+def _srun_launch(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """launch/srun.sh inside a faked one-node Slurm allocation of 2 GPUs."""
+    env, calls = _fake_slurm(tmp_path)
+    env.update(SLURM_NNODES="1", SLURM_GPUS_ON_NODE="2", NNODES="1", NPROC="2")
+    script = (
+        f"source {ROOT}/recipes/tiny/model.sh; exec bash {ROOT}/launch/srun.sh "
+        '"${MODEL_ARGS[@]}" "$@"'
+    )
+    proc = subprocess.run(
+        ["bash", "-c", script, "srun-test", *flags],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc, calls
+
+
+def test_srun_launcher_reports_a_refused_flag_once_and_never_calls_srun(tmp_path):
+    proc, calls = _srun_launch(tmp_path, "--tensor-model-parallel-size", "2")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()  # hyrl's message is all there is
+    assert len(lines) == 1 and SRUN_REFUSAL in lines[0] and "hyrl train: error:" in lines[0]
+    assert not calls.exists()
+
+
+def test_srun_launcher_passes_a_valid_flag_line_to_srun(tmp_path):
+    proc, calls = _srun_launch(tmp_path, "--expert-model-parallel-size", "2")
+    assert proc.returncode == 0, proc.stderr
+    (call,) = calls.read_text().splitlines()
+    assert "--nodes 1 --ntasks 1" in call and "--nodelist node1" in call
+    assert call.endswith(
+        "launch/torchrun.sh " + " ".join(_tiny_model_flags()) + " --expert-model-parallel-size 2"
+    )
+
+
+def test_sbatch_template_reports_a_refused_flag_once_before_ray_or_any_srun_step(tmp_path):
+    env, calls = _fake_slurm(tmp_path, hosts="node1 node2")
+    env.update(SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(tmp_path), RUN_DIR=str(tmp_path / "run"))
+    proc = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "launch/sbatch.template"),
+            str(QWEN_GRPO),
+            "--expert-model-parallel-size",
+            "3",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("hyrl train: error: --expert-model-parallel-size=3")
+    assert not calls.exists() and not (tmp_path / "run").exists()
+
+
+def _tiny_model_flags() -> list[str]:
+    out = subprocess.run(
+        ["bash", "-c", f'source {ROOT}/recipes/tiny/model.sh; printf "%s\\n" "${{MODEL_ARGS[@]}}"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.split()
+
+
+# --- every Qwen3-30B-A3B recipe dry-runs here: no GPU, no data, no Slurm ------------------------
+
+
+def _dry_run(recipe: Path, env: dict) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run(
+        ["bash", str(recipe), "--dry-run"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_every_qwen3_recipe_is_covered_by_the_dry_run_test():
+    assert [p.name for p in QWEN_RECIPES] == ["grpo.sh", "ppo.sh", "sweep_grpo.sh"]
+
+
+@pytest.mark.parametrize("slurm_env", [{}, {"SLURM_JOB_ID": "1"}], ids=["here", "in-slurm-job"])
+@pytest.mark.parametrize("recipe", QWEN_RECIPES, ids=lambda p: p.name)
+def test_qwen3_recipe_dry_runs_without_gpu_data_or_slurm(recipe, slurm_env):
+    """A dry run skips the machine checks (inside a Slurm job too: no srun is called) and uses
+    data.sh's stand-ins for the missing DATA, HF_CHECKPOINT and EVAL_DATA."""
+    proc = _dry_run(recipe, slurm_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if recipe.name == "sweep_grpo.sh":
+        _assert_sweep_plan(proc.stdout)
+        return
+    config = json.loads(proc.stdout)  # the resolved configuration, as `hyrl train --dry-run`
+    assert config["world_size"] == {"grpo.sh": 16, "ppo.sh": 32}[recipe.name]
+    assert config["prompt_data"].endswith("recipes/qwen3_30b_a3b/dry_run/prompts.jsonl")
+    assert (config["global_batch_size"], config["lr"]) == (1024, 1e-6)
+
+
+def _assert_sweep_plan(stdout: str) -> None:
+    """One line per member, `LABEL: KEY=VALUE ...` of its resolved configuration: P = 128 x m
+    prompts, B = 1024 x m, lr = 1e-6 x sqrt(m), every member 1,000,000 responses long."""
+    members = {}
+    for line in stdout.strip().splitlines():
+        label, values = line.split(": ")
+        members[label] = dict(kv.split("=", 1) for kv in values.split())
+    assert list(members) == [
+        "main x1",
+        "main x2",
+        "main x4",
+        "main x8",
+        "main x16",
+        "main x2 fixed-lr",
+        "p64 x1",
+    ]
+    for m in (1, 2, 4, 8, 16):
+        member = members[f"main x{m}"]
+        assert int(member["rollout_batch_size"]) == 128 * m
+        assert int(member["global_batch_size"]) == 1024 * m
+        assert float(member["lr"]) == pytest.approx(1e-6 * m**0.5)
+        assert int(member["num_steps"]) == -(-1_000_000 // (128 * m * 8))
+    fixed = members["main x2 fixed-lr"]
+    assert (fixed["global_batch_size"], float(fixed["lr"]), fixed["lr_scaling"]) == (
+        "2048",
+        1e-6,
+        "none",
+    )
+    p64 = members["p64 x1"]
+    assert p64["global_batch_size"] == "512"
+    assert float(p64["lr"]) == pytest.approx(1e-6 * 0.5**0.5)
+    assert {m["target"] for m in members.values()} == {"eval/heldout/accuracy=0.77"}
+    assert {m["world_size"] for m in members.values()} == {"16"}
+
+
+def test_a_sweep_member_the_flags_cannot_run_names_the_flag_in_the_dry_run():
+    proc = _dry_run(ROOT / "recipes/qwen3_30b_a3b/sweep_grpo.sh", {"NNODES": "1"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("hyrl train: error: --expert-model-parallel-size=16")
+    assert proc.stdout == ""

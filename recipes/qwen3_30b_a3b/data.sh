@@ -6,8 +6,9 @@
 #   HF_CHECKPOINT  local Hugging Face directory of Qwen/Qwen3-30B-A3B (weights + tokenizer;
 #                  its config.json must match model.sh)
 #   EVAL_DATA      optional held-out prompts (same format), logged as eval/heldout/accuracy
-# With --dry-run (hyrl plan, hyrl sweep's checks) missing files are replaced by the stand-ins
-# in dry_run/, so a layout can be planned on a laptop; the plan does not depend on the data.
+# With --dry-run (hyrl plan, hyrl sweep's checks, sweep_grpo.sh --dry-run) missing files
+# (DATA, HF_CHECKPOINT, a set EVAL_DATA) are replaced by the stand-ins in dry_run/, so a layout
+# can be planned on a laptop; the plan does not depend on the data.
 DATA="${DATA:-/path/to/dapo-math-17k.jsonl}"
 HF_CHECKPOINT="${HF_CHECKPOINT:-/path/to/Qwen3-30B-A3B}"
 EVAL_DATA="${EVAL_DATA:-}"
@@ -33,6 +34,11 @@ if [[ "$DRY_RUN" == 1 && ! -d "$HF_CHECKPOINT" ]]; then
   DATA_ARGS+=(--tokenizer-path "$HERE/dry_run")
 else
   DATA_ARGS+=(--hf-checkpoint "$HF_CHECKPOINT")
+fi
+if [[ "$DRY_RUN" == 1 && -n "$EVAL_DATA" && ! -f "$EVAL_DATA" ]]; then
+  echo "dry run: EVAL_DATA=$EVAL_DATA does not exist here; validating with the stand-in" \
+    "$HERE/dry_run/prompts.jsonl" >&2
+  EVAL_DATA="$HERE/dry_run/prompts.jsonl"
 fi
 if [[ -n "$EVAL_DATA" ]]; then
   DATA_ARGS+=(--eval-prompt-data heldout "$EVAL_DATA" --eval-interval 10

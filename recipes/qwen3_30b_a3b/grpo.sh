@@ -23,7 +23,7 @@
 #   NODE_RANK=0 MASTER_ADDR=host0 bash recipes/qwen3_30b_a3b/grpo.sh            # by hand, per node
 # Under Slurm (SLURM_JOB_ID set) it launches through launch/srun.sh, else launch/torchrun.sh.
 # Extra arguments come after the -- marker and win over anything below, also over the
-# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; README "Running a recipe").
+# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; docs/recipes.md "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -89,7 +89,7 @@ GRPO_ARGS=(
   --kl-loss-coef 0.0                 # no reference model kept
   --entropy-coef 0.0
 )
-# MoE stability (README "MoE stability"): mismatch/* metrics are logged every step;
+# MoE stability (docs/moe-stability.md): mismatch/* metrics are logged every step;
 # truncated importance sampling against SGLang's log-probs is on; routing replay (R3) is one
 # uncommented line away (it starts the servers with --enable-return-routed-experts).
 MISMATCH_ARGS=(

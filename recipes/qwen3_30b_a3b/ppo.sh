@@ -21,7 +21,7 @@
 #     recipes/qwen3_30b_a3b/ppo.sh
 # Under Slurm (SLURM_JOB_ID set) it launches through launch/srun.sh (torchrun on the first
 # NNODES nodes), else launch/torchrun.sh. Extra arguments come after the
-# -- marker and win, also over the recipe's side of an exclusive pair (README).
+# -- marker and win, also over the recipe's side of an exclusive pair (docs/recipes.md).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -106,7 +106,7 @@ PPO_ARGS=(
   --kl-loss-coef 0.0
   --entropy-coef 0.0
 )
-# MoE stability (README "MoE stability"): mismatch/* metrics are logged every step;
+# MoE stability (docs/moe-stability.md): mismatch/* metrics are logged every step;
 # truncated importance sampling against SGLang's log-probs is on; routing replay (R3) is one
 # uncommented line away (it starts the servers with --enable-return-routed-experts).
 MISMATCH_ARGS=(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The batch-size study on Qwen3-30B-A3B GRPO (DESIGN.md), then its analysis.
 #   DATA=... HF_CHECKPOINT=... EVAL_DATA=... bash recipes/qwen3_30b_a3b/sweep_grpo.sh [OUT_DIR]
+#   bash recipes/qwen3_30b_a3b/sweep_grpo.sh --dry-run      # any machine: no GPU, no data
 # Members: P = 128 (the reference, B0 = 1024, lr0 = 1e-6), 256, 512, 1024, 2048 prompts x 8
 # responses, lr by the square-root rule from grpo.sh's reference; the fixed-lr control at
 # P = 256 (lr 1e-6); and P = 64 (B = 512, lr 1e-6 x sqrt(1/2)) as a second sweep of one member,
@@ -11,25 +12,98 @@
 #   hyrl plan recipes/qwen3_30b_a3b/grpo.sh -- --rollout-batch-size 2048 --global-batch-size 16384
 # EVAL_DATA (held-out prompts) is required: the target is measured on it.
 # Re-running with the same OUT_DIR resumes (finished members are skipped).
+# With --dry-run nothing runs and nothing is written: every member's flags (the ones hyrl sweep
+# appends) go through grpo.sh --dry-run, one process each, with data.sh's stand-ins for missing
+# DATA, HF_CHECKPOINT and EVAL_DATA; one line per member on stdout, its resolved values. A
+# member the flags cannot run prints the error that names the flag and exits 2.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-OUT="${1:-runs/sweep-qwen3-30b-a3b-grpo-$(date +%Y%m%d-%H%M%S)}"
+PYTHON="${PYTHON:-python}"
+DRY_RUN=0
+OUT=""
+for arg in "$@"; do
+  if [[ "$arg" == "--dry-run" ]]; then
+    DRY_RUN=1
+  elif [[ -z "$OUT" ]]; then
+    OUT="$arg"
+  else
+    echo "sweep_grpo.sh: OUT_DIR given twice ($OUT, $arg); allowed: [OUT_DIR] [--dry-run]" >&2
+    exit 2
+  fi
+done
+OUT="${OUT:-runs/sweep-qwen3-30b-a3b-grpo-$(date +%Y%m%d-%H%M%S)}"
 TARGET="${TARGET:-eval/heldout/accuracy=0.77}"
 MAX_SAMPLES="${MAX_SAMPLES:-1000000}"   # responses per member
-: "${EVAL_DATA:?set EVAL_DATA to the held-out prompts (.jsonl/.parquet, fields prompt and label)}"
-export EVAL_DATA  # data.sh adds --eval-prompt-data heldout "$EVAL_DATA" --eval-interval 10
+if [[ "$DRY_RUN" == 0 ]]; then
+  : "${EVAL_DATA:?set EVAL_DATA to the held-out prompts (.jsonl/.parquet, fields prompt and label)}"
+fi
+# data.sh adds --eval-prompt-data heldout "$EVAL_DATA" --eval-interval 10 (in a dry run a
+# missing file is replaced by its stand-in).
+export EVAL_DATA="${EVAL_DATA:-/path/to/heldout.jsonl}"
 
+LR_RULE=sqrt
+SEED=1234
 SWEEP_ARGS=(
-  --lr-rule sqrt
-  --seeds 1234
+  --lr-rule "$LR_RULE"
+  --seeds "$SEED"
   --max-samples "$MAX_SAMPLES"
   --max-parallel 1                 # one member at a time on the allocation
 )
+
+dry_run() {  # FLAGS...: grpo.sh's resolved configuration (JSON); its error and exit 2 if refused
+  local config err
+  err="$(mktemp)"
+  if ! config="$(bash "$HERE/grpo.sh" --dry-run "$@" 2>"$err")"; then
+    grep -v -e '^+ ' -e '^dry run: ' "$err" >&2 || true  # the error, not the echoed command
+    rm -f "$err"
+    exit 2
+  fi
+  rm -f "$err"
+  printf '%s\n' "$config"
+}
+
+resolved() {  # FORMAT: str.format of FORMAT with the JSON configuration on stdin
+  "$PYTHON" -c 'import json, sys; print(sys.argv[1].format(**json.load(sys.stdin)))' "$1"
+}
+
+member() {  # LABEL M LR_SCALING EXTRA...: one member's dry run with the flags hyrl sweep appends
+  local label="$1" m="$2" scaling="$3" P B config
+  shift 3
+  P=$((P0 * m))
+  B=$((B0 * m))
+  config="$(dry_run "$@" --rollout-batch-size "$P" --global-batch-size "$B" --lr none \
+    --ref-lr "$lr0" --ref-global-batch-size "$B0" --lr-scaling "$scaling" --seed "$SEED" \
+    --num-steps $(((MAX_SAMPLES + P * G - 1) / (P * G))))"
+  resolved "$label: rollout_batch_size={rollout_batch_size} global_batch_size={global_batch_size}\
+ lr={lr} lr_scaling={lr_scaling} num_steps={num_steps} world_size={world_size}\
+ target={target}" <<< "$config"
+}
+
+# sweep NAME MULTS FIXED_LR_MULT EXTRA...: `hyrl sweep` of grpo.sh into OUT/NAME; with --dry-run
+# the probe (grpo.sh with EXTRA: P0, G, B0, lr0) and then every member through member().
+sweep() {
+  local name="$1" mults="$2" fixed="$3" base P0 G B0 lr0 m
+  shift 3
+  if [[ "$DRY_RUN" == 0 ]]; then
+    hyrl sweep "$HERE/grpo.sh" --out "$OUT/$name" --batch-mults "$mults" \
+      ${fixed:+--fixed-lr-control "$fixed"} "${SWEEP_ARGS[@]}" -- "$@"
+    return
+  fi
+  base="$(dry_run "$@")"
+  read -r P0 G B0 lr0 <<< "$(resolved \
+    '{rollout_batch_size} {n_samples_per_prompt} {global_batch_size} {lr}' <<< "$base")"
+  for m in ${mults//,/ }; do
+    member "$name x$m" "$m" "$LR_RULE" "$@"
+  done
+  if [[ -n "$fixed" ]]; then
+    member "$name x$fixed fixed-lr" "$fixed" none "$@"
+  fi
+}
+
 # P = 128 x 1, 2, 4, 8, 16 = 128 ... 2048, plus P = 256 at the reference lr.
-hyrl sweep "$HERE/grpo.sh" --out "$OUT/main" --batch-mults 1,2,4,8,16 --fixed-lr-control 2 \
-  "${SWEEP_ARGS[@]}" -- --target "$TARGET"
+sweep main 1,2,4,8,16 2 --target "$TARGET"
 # P = 64: grpo.sh derives its lr from the reference (--ref-lr 1e-6 at 1024, sqrt).
-hyrl sweep "$HERE/grpo.sh" --out "$OUT/p64" --batch-mults 1 "${SWEEP_ARGS[@]}" -- \
-  --target "$TARGET" --rollout-batch-size 64 --global-batch-size 512
+sweep p64 1 "" --target "$TARGET" --rollout-batch-size 64 --global-batch-size 512
+[[ "$DRY_RUN" == 1 ]] && exit 0
 hyrl analyze "$OUT/main" "$OUT/p64" --target "$TARGET" --reference b1024-ref-s1234 \
   --out "$OUT/analysis"

@@ -5,7 +5,7 @@
 #   NPROC=2 bash recipes/tiny/grpo.sh --expert-model-parallel-size 2
 #   bash recipes/tiny/grpo.sh --use-tis --use-routing-replay    # MoE stability flags, below
 # Extra arguments come after the -- marker and win over anything below, also over the
-# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; README "Running a recipe").
+# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; docs/recipes.md "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -46,7 +46,7 @@ GRPO_ARGS=(
   --kl-loss-coef 0.0
   --entropy-coef 0.0
 )
-# MoE stability (README "MoE stability"): mismatch/* metrics are logged every step; the
+# MoE stability (docs/moe-stability.md): mismatch/* metrics are logged every step; the
 # corrections are off here (engine and trainer agree to float32 rounding on CPU). To try them,
 # append to the command line:
 #   --use-tis --tis-clip 2.0                                   truncated importance sampling
