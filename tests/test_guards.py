@@ -92,8 +92,8 @@ def test_skipped_steps_are_logged_and_the_run_stops_after_max_skipped_steps_in_a
                                                                                      monkeypatch):
     script = tmp_path / "nan_train.py"
     script.write_text(NAN_FROM_SECOND_STEP)
-    python = tmp_path / "python"  # launch/torchrun.sh runs "$PYTHON -m hyrl.train FLAGS"
-    python.write_text(f'#!/bin/bash\nexec {sys.executable} {script} "${{@:3}}"\n')
+    python = tmp_path / "python"  # launch/torchrun.sh runs "$PYTHON -m hyrl train FLAGS"
+    python.write_text(f'#!/bin/bash\nexec {sys.executable} {script} "${{@:4}}"\n')
     python.chmod(python.stat().st_mode | stat.S_IXUSR)
     run_dir = tmp_path / "run"
     monkeypatch.setenv("PYTHON", str(python))
