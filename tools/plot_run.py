@@ -3,7 +3,8 @@
 
     python tools/plot_run.py RUN_DIR [--out RUN_DIR/reward.png] [--window 10]
 
-Reads only RUN_DIR/metrics.jsonl. Prints steps, wall-clock, and the mean train/reward_mean over
+Reads only RUN_DIR/metrics.jsonl (a step re-logged after a resume counts once, its later
+line winning). Prints steps, wall-clock, and the mean train/reward_mean over
 the first and the last `window` rollout steps.
 """
 

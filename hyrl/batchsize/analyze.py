@@ -35,6 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from hyrl.metrics.run_dir import (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_FILE,
+                                  RunFileError, is_run_dir, read_config, read_metrics,
+                                  read_summary, read_sweep)
+from hyrl.metrics.run_dir import number as _num
 from hyrl.metrics.target import TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
 
@@ -49,20 +53,6 @@ class AnalysisError(ValueError):
 
 
 # --- numbers -------------------------------------------------------------------------------
-
-def _num(value) -> float:
-    """A float from a metrics/config value: numbers, or strings such as "nan" / "inf"; else NaN."""
-    if isinstance(value, bool) or value is None:
-        return math.nan
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return math.nan
-    return math.nan
-
 
 def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -111,44 +101,12 @@ class Run:
     notes: list[str] = field(default_factory=list)
 
 
-def _read_json(path: Path, what: str):
+def _read_json(read, path, what: str):
+    """`read(path)`, with a file that is not JSON named as an AnalysisError saying `what`."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise AnalysisError(f"{path}: not valid JSON ({err}); {what}") from None
-
-
-def _read_records(path: Path, notes: list[str]) -> list[dict]:
-    """metrics.jsonl lines, merged by `step` (a resumed run re-logs steps; the later line wins),
-    sorted by step. A record without `step` joins the step before it. Unreadable lines (a live
-    run's half-written last line) are skipped and counted in `notes`."""
-    merged: dict[float, dict] = {}
-    order: list[float] = []
-    bad = 0
-    last_step = 0.0
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if not isinstance(rec, dict):
-                bad += 1
-                continue
-            step = _num(rec.get("step"))
-            step = step if math.isfinite(step) else last_step
-            last_step = step
-            if step not in merged:
-                merged[step] = {}
-                order.append(step)
-            merged[step].update(rec)
-            merged[step].setdefault("step", step)
-    if bad:
-        notes.append(f"{path}: skipped {bad} unreadable line(s)")
-    return [merged[s] for s in sorted(order)]
+        return read(path)
+    except RunFileError as err:
+        raise AnalysisError(f"{err.path}: not valid JSON ({err.error}); {what}") from None
 
 
 def _median_samples_step(records: list[dict]) -> float | None:
@@ -165,27 +123,25 @@ def load_run(path, name: str | None = None) -> Run:
     else rollout_batch_size * n_samples_per_prompt, else the median difference of consecutive
     `samples`) and the learning rate (`lr`, else the largest logged `actor/lr`)."""
     path = Path(path)
-    metrics = path / "metrics.jsonl"
-    if not metrics.is_file():
-        raise AnalysisError(f"{path} is not a run directory: missing {metrics}")
+    if not is_run_dir(path):
+        raise AnalysisError(f"{path} is not a run directory: missing {path / METRICS_FILE}")
     notes: list[str] = []
     config: dict = {}
-    if (path / "config.json").is_file():
-        loaded = _read_json(path / "config.json", "config.json must hold one JSON object")
+    if (path / CONFIG_FILE).is_file():
+        loaded = _read_json(read_config, path, "config.json must hold one JSON object")
         if isinstance(loaded, dict):
             config = loaded
         else:
-            notes.append(f"{path / 'config.json'}: not a JSON object; ignored")
+            notes.append(f"{path / CONFIG_FILE}: not a JSON object; ignored")
     else:
         notes.append(f"{path}: no config.json; batch sizes derived from metrics.jsonl")
     summary = None
-    if (path / "summary.json").is_file():
-        try:
-            loaded = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-            summary = loaded if isinstance(loaded, dict) else None
-        except json.JSONDecodeError:
-            notes.append(f"{path / 'summary.json'}: not valid JSON; ignored")
-    records = _read_records(metrics, notes)
+    try:
+        loaded = read_summary(path)
+        summary = loaded if isinstance(loaded, dict) else None
+    except RunFileError:
+        notes.append(f"{path / SUMMARY_FILE}: not valid JSON; ignored")
+    records = read_metrics(path, notes)
 
     P = _opt(config.get("rollout_batch_size"))
     G = _opt(config.get("n_samples_per_prompt"))
@@ -210,12 +166,8 @@ def load_run(path, name: str | None = None) -> Run:
                responses_per_step_source=source, notes=notes)
 
 
-def _is_run_dir(path: Path) -> bool:
-    return (path / "metrics.jsonl").is_file()
-
-
 def _sweep_members(sweep_dir: Path, notes: list[str]) -> tuple[list[Path], Path | None]:
-    data = _read_json(sweep_dir / "sweep.json", "sweep.json must hold an object with "
+    data = _read_json(read_sweep, sweep_dir, "sweep.json must hold an object with "
                       "'reference' and 'members'")
     if not isinstance(data, dict) or not isinstance(data.get("members"), list):
         raise AnalysisError(f"{sweep_dir / 'sweep.json'}: expected an object with a 'members' "
@@ -229,9 +181,9 @@ def _sweep_members(sweep_dir: Path, notes: list[str]) -> tuple[list[Path], Path 
         if isinstance(member, dict):
             rel = member.get("run_dir") or member.get("path") or name
         d = Path(rel) if Path(rel).is_absolute() else sweep_dir / rel
-        if not _is_run_dir(d) and _is_run_dir(sweep_dir / name):
+        if not is_run_dir(d) and is_run_dir(sweep_dir / name):
             d = sweep_dir / name
-        if _is_run_dir(d):
+        if is_run_dir(d):
             dirs.append(d)
             by_name[name] = d
         else:
@@ -266,7 +218,7 @@ def collect_runs(paths: Iterable) -> tuple[list[Run], str | None, list[str]]:
             found.append(p)
             continue
         p = Path(p)
-        if p.is_file() and p.name in ("metrics.jsonl", "sweep.json", "config.json"):
+        if p.is_file() and p.name in (METRICS_FILE, SWEEP_FILE, CONFIG_FILE):
             p = p.parent
         if not p.exists():
             raise AnalysisError(f"PATH {p}: does not exist; give a run directory (with "
@@ -275,9 +227,9 @@ def collect_runs(paths: Iterable) -> tuple[list[Run], str | None, list[str]]:
         if not p.is_dir():
             raise AnalysisError(f"PATH {p}: is a file; give a run directory (with metrics.jsonl) "
                                 "or a sweep directory (with sweep.json or run subdirectories)")
-        if _is_run_dir(p):
+        if is_run_dir(p):
             found.append(p)
-        elif (p / "sweep.json").is_file():
+        elif (p / SWEEP_FILE).is_file():
             dirs, ref = _sweep_members(p, notes)
             found.extend(dirs)
             if ref is not None:
@@ -287,7 +239,7 @@ def collect_runs(paths: Iterable) -> tuple[list[Run], str | None, list[str]]:
                     notes.append(f"{p / 'sweep.json'} names reference {ref.name}; "
                                  f"keeping {sweep_ref.name} from the first sweep")
         else:
-            subdirs = sorted(d for d in p.iterdir() if d.is_dir() and _is_run_dir(d))
+            subdirs = sorted(d for d in p.iterdir() if d.is_dir() and is_run_dir(d))
             if not subdirs:
                 raise AnalysisError(
                     f"PATH {p}: neither a run directory (missing {p / 'metrics.jsonl'}) nor a "

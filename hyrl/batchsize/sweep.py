@@ -26,8 +26,8 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    NAME.incomplete-<UTC time> (never deleted) and the member runs again, as do failed members.
    A sweep.json written with other arguments is refused.
 
-Only the standard library, `hyrl.config` (standard library only) and rich are imported: the
-trainer is reached through the recipe, as a subprocess.
+Only the standard library, `hyrl.config` and `hyrl.metrics.run_dir` (standard library only) and
+rich are imported: the trainer is reached through the recipe, as a subprocess.
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from hyrl.config import LR_SCALING_EXPONENTS, scaled_lr
+from hyrl.metrics.run_dir import SWEEP_FILE, RunFileError, has_summary, read_sweep, write_sweep
 
 DEFAULT_MULTS = (1, 2, 4, 8, 16)
 DEFAULT_RULE = "sqrt"
 RULES = tuple(LR_SCALING_EXPONENTS)  # none, sqrt, linear
-SWEEP_FILE = "sweep.json"
 PROBE_DIR = ".probe-never-created"
 DRY_RUN_DIR = ".dry-run-never-created"
 DRY_RUN_TIMEOUT_S = 900  # a dry run on a cluster imports the full stack; generous
@@ -368,26 +368,19 @@ def validate_members(recipe: Path, members: list[dict], base: dict, extra_args: 
 
 def write_sweep_json(out_dir: Path, sweep: dict) -> None:
     """Atomically: write a temporary file next to sweep.json, flush it to disk, rename."""
-    path = Path(out_dir) / SWEEP_FILE
-    tmp = path.with_name(f".{SWEEP_FILE}.tmp-{os.getpid()}")
-    sweep["updated_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(sweep, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_sweep(out_dir, sweep)
 
 
 def read_sweep_json(out_dir) -> dict | None:
     path = Path(out_dir) / SWEEP_FILE
-    if not path.is_file():
-        return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise SweepError(f"--out {out_dir}: {path} is unreadable ({err}); allowed: a new "
+        data = read_sweep(out_dir)
+    except (OSError, RunFileError) as err:
+        why = err.error if isinstance(err, RunFileError) else err
+        raise SweepError(f"--out {out_dir}: {path} is unreadable ({why}); allowed: a new "
                          "directory") from None
+    if data is None:
+        return None
     if not isinstance(data, dict) or not isinstance(data.get("members"), list):
         raise SweepError(f"--out {out_dir}: {path} holds no sweep (no 'members' list); "
                          "allowed: a new directory")
@@ -439,7 +432,7 @@ def _move_aside(out_dir: Path, member: dict) -> list[str]:
 
 
 def _is_done(out_dir: Path, member: dict) -> bool:
-    return (out_dir / member["run_dir"] / "summary.json").is_file()
+    return has_summary(out_dir / member["run_dir"])
 
 
 class _Display:

@@ -6,9 +6,9 @@ target, R = end-to-end responses per second of the whole loop. Both are measured
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
+
+from hyrl.metrics.run_dir import write_summary  # noqa: F401  (the trainer writes it from here)
 
 # Metric namespaces a training run's --target may name (what the trainer logs).
 TARGET_PREFIXES = ("eval/", "train/")
@@ -128,10 +128,3 @@ def summary(tracker: TargetTracker | None, totals: RunTotals) -> dict:
                         for key, seconds in sorted(totals.stage_seconds.items())} if elapsed > 0 else {},
     }
     return out
-
-
-def write_summary(run_dir: str | Path, content: dict) -> None:
-    path = Path(run_dir) / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
