@@ -39,6 +39,7 @@ from pathlib import Path
 
 from hyrl.config import (ARITH_PROMPT_TOKENS, ConfigError, RunConfig, load, resolve,
                          rollout_layout)
+from hyrl.recipes import dry_run, error_lines
 
 GIB = 2 ** 30
 # Bytes per element as hyrl's trainer runs megatron-core (hyrl/backends/megatron/trainable.py,
@@ -766,26 +767,16 @@ def recipe_dry_run(recipe: str, extra: list[str]) -> dict:
     env.setdefault("PYTHON", sys.executable)
     # A run directory that never exists, so the dry run never refuses an existing one.
     probe = ["--run-dir", os.path.join(env.get("TMPDIR", "/tmp"), f"hyrl-plan-{os.getpid()}-none")]
-    cmd = ["bash", recipe, "--dry-run", *extra, *probe]
     try:
-        done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=RECIPE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise PlanError(f"{shlex.join(cmd)}: no answer in {RECIPE_TIMEOUT_S} s") from None
+        done = dry_run(recipe, [*extra, *probe], env, RECIPE_TIMEOUT_S)
+    except subprocess.TimeoutExpired as err:
+        raise PlanError(f"{shlex.join(err.cmd)}: no answer in {RECIPE_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        lines = [ln for ln in done.stderr.splitlines() if ln.strip() and not ln.startswith("+ ")]
-        errors = [ln for ln in lines if "error" in ln.lower()]
-        raise PlanError("\n".join(errors[-3:] or lines[-5:]) or f"exit {done.returncode}")
-    text = done.stdout
-    start = text.find("{")
-    try:
-        resolved, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
-    except json.JSONDecodeError:
-        resolved = None
-    if not isinstance(resolved, dict):
+        raise PlanError(error_lines(done.stderr, 5) or f"exit {done.returncode}")
+    if done.config is None:
         raise PlanError(f"{recipe} --dry-run printed no JSON on stdout (does it pass --dry-run "
                         "on to hyrl.train?)")
-    return resolved
+    return done.config
 
 
 def _split_world_size(args: list[str]) -> tuple[list[str], int | None]:

@@ -26,13 +26,12 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    NAME.incomplete-<UTC time> (never deleted) and the member runs again, as do failed members.
    A sweep.json written with other arguments is refused.
 
-Only the standard library, `hyrl.config` and `hyrl.metrics.run_dir` (standard library only) and
-rich are imported: the trainer is reached through the recipe, as a subprocess.
+Only the standard library, `hyrl.config`, `hyrl.metrics.run_dir` and `hyrl.recipes` (standard
+library only) and rich are imported: the trainer is reached through the recipe, as a subprocess.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shlex
@@ -48,6 +47,7 @@ from typing import Iterable, Sequence
 
 from hyrl.config import LR_SCALING_EXPONENTS, scaled_lr
 from hyrl.metrics.run_dir import SWEEP_FILE, RunFileError, has_summary, read_sweep, write_sweep
+from hyrl.recipes import dry_run, error_lines
 
 DEFAULT_MULTS = (1, 2, 4, 8, 16)
 DEFAULT_RULE = "sqrt"
@@ -243,38 +243,24 @@ def member_flags(member: dict, base: dict, run_dir) -> list[str]:
 
 # --- talking to the recipe ---------------------------------------------------------------------
 
-def _tail(text: str, n: int = 12) -> str:
-    """The recipe's error lines (its last 3), else its last n lines; the launcher's echo of the
-    command line ('+ ...') left out."""
-    lines = [ln for ln in (text or "").strip().splitlines()
-             if ln.strip() and not ln.startswith("+ ")]
-    errors = [ln for ln in lines if "error" in ln.lower()]
-    return "\n".join(errors[-3:] if errors else lines[-n:]) or "(no output on stderr)"
-
-
 def _dry_run(recipe: Path, args: list[str], env: dict) -> tuple[dict | None, str]:
     """(resolved config, "") from `bash RECIPE --dry-run ARGS`, or (None, why it failed)."""
-    cmd = ["bash", str(recipe), "--dry-run", *args]
     try:
-        done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=DRY_RUN_TIMEOUT_S)
+        done = dry_run(recipe, args, env, DRY_RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return None, f"the dry run did not finish in {DRY_RUN_TIMEOUT_S} s"
     except OSError as err:
         return None, f"cannot run bash: {err}"
     if done.returncode != 0:
-        return None, f"exit {done.returncode}:\n{_tail(done.stderr)}"
-    text = done.stdout.strip()
-    start = text.find("{")
-    try:
-        config, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
-    except json.JSONDecodeError as err:
-        config = None
-        text = f"{text[:200]} ({err})"
-    if not isinstance(config, dict):
+        return None, (f"exit {done.returncode}:\n"
+                      + (error_lines(done.stderr, 12) or "(no output on stderr)"))
+    if done.config is None:
+        text = done.stdout.strip()
+        if done.json_error:
+            text = f"{text[:200]} ({done.json_error})"
         return None, ("the dry run printed no JSON object on stdout (does the recipe pass "
                       f"--dry-run on to `hyrl train`?): {text[:200]!r}")
-    return config, ""
+    return done.config, ""
 
 
 def _unused_path(path: Path) -> Path:
