@@ -75,7 +75,7 @@ def _train(argv: list[str]) -> int:
 # `hyrl cost` loads no torch. Each function takes the command's arguments, returns the exit code.
 COMMANDS = {"train": "hyrl.cli:_train", "sweep": "hyrl.batchsize.sweep_cli:main",
             "analyze": "hyrl.batchsize.analyze_cli:main",
-            "profile-rollout": "hyrl.rollout.profile_cli:main", "plan": "hyrl.plan:main",
+            "profile-rollout": "hyrl.rollout.profile_cli:main", "plan": "hyrl.plan.cli:main",
             "convert": "hyrl.checkpoint.cli:main", "cost": "hyrl.batchsize.cost:main"}
 
 
