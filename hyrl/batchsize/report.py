@@ -12,7 +12,8 @@ import json
 import math
 from pathlib import Path
 
-from hyrl.batchsize.analyze import Run, metric_curve
+from hyrl.batchsize.curves import metric_curve
+from hyrl.batchsize.runs import Run
 
 
 # --- formatting ------------------------------------------------------------------------------
