@@ -26,7 +26,6 @@ def finite_or_none(value) -> float | None:
     return x if math.isfinite(x) else None
 
 
-
 @dataclass
 class Run:
     """One run directory, read. `records` are metrics.jsonl merged by step and sorted by step."""

@@ -13,6 +13,7 @@ MAX_RANKS_LISTED = 64
 # consecutive ranks first vary TP, then CP, EP, DP, and PP last.
 MEGATRON_ORDER = ("tp", "cp", "ep", "dp", "pp")
 
+
 def rank_groups(sizes: dict[str, int], token: str) -> list[list[int]]:
     """Megatron's rank groups of the parallelism `token` ("tp", "dp", "tp-ep", ...).
 

@@ -29,7 +29,6 @@ NOT_MODELLED = (
 )
 
 
-
 def _gib(n_bytes: float) -> float:
     return n_bytes / GIB
 
@@ -41,7 +40,6 @@ def _line(name: str, n_bytes: float, formula: str) -> dict:
 
 def format_params(n: float) -> str:
     return f"{n / 1e9:.3f}B" if n >= 1e8 else f"{n / 1e6:.3f}M" if n >= 1e4 else f"{n:.0f}"
-
 
 
 def _model_state_lines(prefix: str, per_gpu: dict, layout: dict, c: RunConfig) -> list:
