@@ -40,7 +40,8 @@ def test_each_log_appends_one_line_readable_before_close(tmp_path):
 
         run.log({"step": 2, "loss": 0.25})
         assert len(lines(tmp_path / "run")) == 2
-        assert read_metrics(tmp_path / "run") == [{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.25}]
+        assert read_metrics(tmp_path / "run") == [{"step": 1, "loss": 0.5},
+                                                  {"step": 2, "loss": 0.25}]
     finally:
         run.close()
 

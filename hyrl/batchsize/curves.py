@@ -72,7 +72,8 @@ def _xy(curve) -> tuple[Sequence[float], Sequence[float]]:
         return curve[0], curve[3]
     if len(curve) == 2:
         return curve[0], curve[1]
-    raise TypeError("a curve is (samples, values) or metric_curve's (samples, elapsed, steps, values)")
+    raise TypeError("a curve is (samples, values) or metric_curve's "
+                    "(samples, elapsed, steps, values)")
 
 
 def alignment_detail(run_curve, ref_curve, target: float, start_value: float, tolerance: float,

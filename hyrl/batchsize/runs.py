@@ -17,7 +17,8 @@ from hyrl.metrics.run_dir import number as _num
 
 
 class AnalysisError(ValueError):
-    """Bad input to the analysis (a path, a flag value, a metric); the message says what is allowed."""
+    """Bad input to the analysis (a path, a flag value, a metric); the message says what is
+    allowed."""
 
 
 def finite_or_none(value) -> float | None:
@@ -133,7 +134,8 @@ def _sweep_members(sweep_dir: Path, notes: list[str]) -> tuple[list[Path], Path 
         notes.append(f"{sweep_dir}: member(s) without metrics.jsonl skipped: {', '.join(missing)}")
     if not dirs:
         raise AnalysisError(f"{sweep_dir / 'sweep.json'} lists members but none has a run "
-                            f"directory with metrics.jsonl (missing: {', '.join(missing) or 'all'})")
+                            "directory with metrics.jsonl (missing: "
+                            f"{', '.join(missing) or 'all'})")
     reference = None
     ref_name = data.get("reference")
     if isinstance(ref_name, str) and ref_name:
@@ -149,8 +151,9 @@ def collect_runs(paths: Iterable) -> tuple[list[Run], str | None, list[str]]:
     """Expand paths into runs. A path is a run directory (holds metrics.jsonl), a sweep directory
     (holds sweep.json, whose `members` name its run directories), or a directory whose
     subdirectories are run directories; a `Run` passes through. Returns (runs, the reference
-    named by the first sweep.json or None, notes about the sweeps; each run keeps its own). Run names are directory base names; names
-    that collide get their parent directory as prefix."""
+    named by the first sweep.json or None, notes about the sweeps; each run keeps its own).
+    Run names are directory base names; names that collide get their parent directory as
+    prefix."""
     notes: list[str] = []
     found: list[Run | Path] = []
     sweep_ref: Path | None = None

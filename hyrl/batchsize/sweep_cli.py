@@ -33,7 +33,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="sweep directory: sweep.json, one run directory and log per member")
     parser.add_argument("--batch-mults", default="1,2,4,8,16", metavar="M,M,...",
-                        help="batch multipliers, positive integers including 1 (default 1,2,4,8,16)")
+                        help="batch multipliers, positive integers including 1 "
+                        "(default 1,2,4,8,16)")
     parser.add_argument("--lr-rule", default="sqrt", choices=("sqrt", "linear", "none"),
                         help="lr = lr0 x (B / B0)^k, k = 1/2, 1, 0 (default sqrt)")
     parser.add_argument("--fixed-lr-control", default=None, metavar="M",

@@ -72,7 +72,8 @@ class TargetTracker:
         return {"metric": self.metric, "value": self.value, "reached_at": self.reached_at}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume: only a tracker of the same target takes the state (another target starts over)."""
+        """Resume: only a tracker of the same target takes the state (another target starts
+        over)."""
         if (state["metric"], state["value"]) == (self.metric, self.value):
             self.reached_at = state["reached_at"]
 
@@ -124,7 +125,8 @@ def summary(tracker: TargetTracker | None, totals: RunTotals) -> dict:
         "elapsed_s": elapsed,
         "throughput_responses_per_s": samples / elapsed if elapsed > 0 else None,
         "eval_s": totals.eval_seconds,
-        "stage_share": {key[len("perf/"):-len("_s")]: seconds / elapsed
-                        for key, seconds in sorted(totals.stage_seconds.items())} if elapsed > 0 else {},
+        "stage_share": ({key[len("perf/"):-len("_s")]: seconds / elapsed
+                         for key, seconds in sorted(totals.stage_seconds.items())}
+                        if elapsed > 0 else {}),
     }
     return out
