@@ -23,6 +23,8 @@ def write_sweep_json(out_dir: Path, sweep: dict) -> None:
 
 
 def read_sweep_json(out_dir) -> dict | None:
+    """The sweep recorded in `out_dir` (None when there is none); SweepError when sweep.json
+    is unreadable or holds no sweep."""
     path = Path(out_dir) / SWEEP_FILE
     try:
         data = read_sweep(out_dir)
@@ -39,6 +41,8 @@ def read_sweep_json(out_dir) -> dict | None:
 
 
 def check_same_sweep(old: dict, new: dict, out_dir: Path) -> None:
+    """SweepError unless a re-run into `out_dir` repeats the arguments (and the recipe still
+    resolves the same reference numbers)."""
     diffs = [f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in ARGUMENT_KEYS
              if old.get(k) != new[k]]
     if not diffs and old.get("base") != new["base"]:
@@ -81,4 +85,5 @@ def move_aside(out_dir: Path, member: dict) -> list[str]:
 
 
 def is_done(out_dir: Path, member: dict) -> bool:
+    """A member whose run wrote summary.json (every run does when it ends) is done."""
     return has_summary(out_dir / member["run_dir"])
