@@ -20,7 +20,11 @@ def megatron_model(hf_model):
     """A one-rank gloo GPTModel (local spec) holding the HF model's weights."""
     from hyrl.backends.megatron import weights
     from hyrl.backends.megatron.model import (
-        ParallelLayout, build_gpt_model, destroy_distributed, init_distributed)
+        ParallelLayout,
+        build_gpt_model,
+        destroy_distributed,
+        init_distributed,
+    )
 
     layout = ParallelLayout()
     init_distributed(layout, seed=1)

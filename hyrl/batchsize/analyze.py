@@ -33,8 +33,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from hyrl.batchsize.curves import (CLEAR_FRACTION, DEFAULT_LEVELS, alignment, alignment_detail,
-                                   alignment_levels, metric_curve, samples_to_reach)
+from hyrl.batchsize.curves import (
+    CLEAR_FRACTION,
+    DEFAULT_LEVELS,
+    alignment,
+    alignment_detail,
+    alignment_levels,
+    metric_curve,
+    samples_to_reach,
+)
 from hyrl.batchsize.runs import AnalysisError, Run, collect_runs, finite_or_none, load_run
 from hyrl.metrics.run_dir import number as _num
 from hyrl.metrics.target import TargetSyntaxError

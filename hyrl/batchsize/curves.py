@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from hyrl.batchsize.runs import Run
 from hyrl.metrics.run_dir import number as _num

@@ -15,7 +15,6 @@ from pathlib import Path
 from hyrl.batchsize.curves import metric_curve
 from hyrl.batchsize.runs import Run
 
-
 # --- formatting ------------------------------------------------------------------------------
 
 def _g(x, digits: int = 3) -> str:

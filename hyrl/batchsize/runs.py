@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
-from hyrl.metrics.run_dir import (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, SWEEP_FILE,
-                                  RunFileError, is_run_dir, read_config, read_metrics,
-                                  read_summary, read_sweep)
+from hyrl.metrics.run_dir import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    SWEEP_FILE,
+    RunFileError,
+    is_run_dir,
+    read_config,
+    read_metrics,
+    read_summary,
+    read_sweep,
+)
 from hyrl.metrics.run_dir import number as _num
 
 

@@ -41,16 +41,32 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from hyrl.batchsize.sweep_plan import (DEFAULT_MULTS, DEFAULT_RULE, RULES, SweepError,
-                                       check_fixed, check_rule, member_flags, member_name,
-                                       parse_mults, parse_seeds, plan_members, positive_int)
+from hyrl.batchsize.sweep_plan import (
+    DEFAULT_MULTS,
+    DEFAULT_RULE,
+    RULES,
+    SweepError,
+    check_fixed,
+    check_rule,
+    member_flags,
+    member_name,
+    parse_mults,
+    parse_seeds,
+    plan_members,
+    positive_int,
+)
 from hyrl.batchsize.sweep_probe import base_from_config, probe, validate_members
-from hyrl.batchsize.sweep_record import (check_same_sweep, is_done, move_aside, read_sweep_json,
-                                         write_sweep_json)
+from hyrl.batchsize.sweep_record import (
+    check_same_sweep,
+    is_done,
+    move_aside,
+    read_sweep_json,
+    write_sweep_json,
+)
 from hyrl.metrics.run_dir import SWEEP_FILE
 
 __all__ = ["DEFAULT_MULTS", "DEFAULT_RULE", "RULES", "SweepError", "analyze_command",
@@ -66,8 +82,13 @@ class _Display:
         self.progress = None
         if not enabled:
             return
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.progress = Progress(TextColumn("{task.description:<28}"), BarColumn(bar_width=20),
                                  MofNCompleteColumn(), TextColumn("{task.fields[status]:<22}"),

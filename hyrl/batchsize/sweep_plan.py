@@ -4,7 +4,7 @@ multiplier with its learning rate re-derived by the rule (step 2 of `hyrl.batchs
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from hyrl.config import LR_SCALING_EXPONENTS, scaled_lr
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 import os
 import subprocess
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 from hyrl.batchsize.sweep_plan import SweepError, base_numbers, member_flags
 from hyrl.recipes import dry_run, error_lines

@@ -5,7 +5,7 @@ re-run repeats the arguments, and the member directories: done, or moved aside t
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hyrl.batchsize.sweep_plan import SweepError
@@ -54,7 +54,7 @@ def check_same_sweep(old: dict, new: dict, out_dir: Path) -> None:
 
 
 def _utc_stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def move_aside(out_dir: Path, member: dict) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 CONFIG_FILE = "config.json"
@@ -153,7 +153,7 @@ def has_summary(run_dir: str | os.PathLike) -> bool:
 
 def write_sweep(sweep_dir: str | os.PathLike, sweep: dict) -> None:
     """sweep.json, atomically, stamped with `updated_utc` (set in `sweep` too)."""
-    sweep["updated_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sweep["updated_utc"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     _write_atomic(Path(sweep_dir) / SWEEP_FILE, sweep, sort_keys=False)
 
 

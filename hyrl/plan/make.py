@@ -6,13 +6,29 @@ import dataclasses
 import math
 
 from hyrl.config import RunConfig, resolve, rollout_layout
-from hyrl.plan.layout import (MAX_RANKS_LISTED, groups_spanning_nodes, layout_groups,
-                              parallel_layout, summarise_groups)
-from hyrl.plan.memory import (BYTES_KV, BYTES_SGLANG_WEIGHT, GIB, LOGPROB_CHUNK_POSITIONS,
-                              SGLANG_DEFAULT_MEM_FRACTION, UNFUSED_WORKSPACE_FP32_COPIES,
-                              activation_bytes_per_token, activation_memory,
-                              attention_implementation, bytes_per_activation, bytes_per_param,
-                              param_counts, params_per_gpu, sequence_length)
+from hyrl.plan.layout import (
+    MAX_RANKS_LISTED,
+    groups_spanning_nodes,
+    layout_groups,
+    parallel_layout,
+    summarise_groups,
+)
+from hyrl.plan.memory import (
+    BYTES_KV,
+    BYTES_SGLANG_WEIGHT,
+    GIB,
+    LOGPROB_CHUNK_POSITIONS,
+    SGLANG_DEFAULT_MEM_FRACTION,
+    UNFUSED_WORKSPACE_FP32_COPIES,
+    activation_bytes_per_token,
+    activation_memory,
+    attention_implementation,
+    bytes_per_activation,
+    bytes_per_param,
+    param_counts,
+    params_per_gpu,
+    sequence_length,
+)
 
 # Fraction of GPU memory kept free for fragmentation, the CUDA context and NCCL buffers.
 SAFETY_MARGIN = 0.10

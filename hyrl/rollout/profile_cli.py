@@ -71,8 +71,13 @@ def main(argv: list[str]) -> int:
     from hyrl.data.arith import ArithTask
     from hyrl.data.tokenizer import build_tokenizer
     from hyrl.rollout.base import SamplingParams
-    from hyrl.rollout.profile import (ProgressBar, hf_engine_factory, print_table,
-                                      profile_engine, write_outputs)
+    from hyrl.rollout.profile import (
+        ProgressBar,
+        hf_engine_factory,
+        print_table,
+        profile_engine,
+        write_outputs,
+    )
 
     tokenizer = build_tokenizer()
     task = ArithTask(tokenizer, seed=args.seed)
