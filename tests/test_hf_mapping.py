@@ -20,7 +20,11 @@ def megatron_model(hf_model):
     """A one-rank gloo GPTModel (local spec) holding the HF model's weights."""
     from hyrl.backends.megatron import weights
     from hyrl.backends.megatron.model import (
-        ParallelLayout, build_gpt_model, destroy_distributed, init_distributed)
+        ParallelLayout,
+        build_gpt_model,
+        destroy_distributed,
+        init_distributed,
+    )
 
     layout = ParallelLayout()
     init_distributed(layout, seed=1)
@@ -95,3 +99,25 @@ def test_megatron_names_grouped_experts_weight_e_and_checkpoints_them_like_seque
     source = inspect.getsource(experts.TEGroupedMLP.sharded_state_dict)
     assert "f'{name}.weight{i}'" in source
     assert "interchangable with SequentialMLP's" in source
+
+
+def test_split_then_fuse_experts_is_the_identity_and_the_split_names_are_save_pretrained_s(
+        hf_model):
+    fused = hf_model.state_dict()
+    split = dict(hf_mapping.split_fused_experts(fused))
+    assert "model.layers.0.mlp.experts.1.up_proj.weight" in split
+    assert not any(name.endswith("gate_up_proj") for name in split)
+    refused = hf_mapping.fuse_split_experts(split)
+    assert set(refused) == set(fused)
+    assert all(torch.equal(refused[name], fused[name]) for name in fused)
+
+
+def test_fuse_refuses_missing_expert_ids_and_missing_projections():
+    one = torch.zeros(2, 3)
+    prefix = "model.layers.0.mlp.experts"
+    gap = {f"{prefix}.{e}.{p}_proj.weight": one for e in (0, 2) for p in ("gate", "up", "down")}
+    with pytest.raises(ValueError, match=r"expert ids \[0, 2\] are not 0..1"):
+        hf_mapping.fuse_split_experts(gap)
+    no_down = {f"{prefix}.0.{p}_proj.weight": one for p in ("gate", "up")}
+    with pytest.raises(ValueError, match=r"\.0: has \['gate_proj', 'up_proj'\], needs"):
+        hf_mapping.fuse_split_experts(no_down)

@@ -1,6 +1,7 @@
 """hyrl plan: parameter counts, per-GPU memory lines, rank layout and the fit check (pure)."""
 
 import dataclasses
+import importlib.util
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_weights_grads_and_optimizer_bytes_per_parameter_follow_the_precision_fl
 
 
 def test_tp_splits_dense_and_ep_splits_experts():
-    per_gpu = hplan._params_per_gpu(tiny(tensor_model_parallel_size=2, sequence_parallel=True,
+    per_gpu = hplan.params_per_gpu(tiny(tensor_model_parallel_size=2, sequence_parallel=True,
                                          expert_model_parallel_size=2), hplan.param_counts(TINY))
     # dense: 2 layers x (12288 / 2 + 160 norms + 256 router) + (1024 + 1024) / 2 + 64
     assert per_gpu["dense"] == 2 * (6144 + 160 + 256) + 1024 + 64
@@ -112,9 +113,9 @@ def test_activation_bytes_per_token_by_hand():
 
 
 def test_auto_attention_follows_whether_transformer_engine_is_installed(monkeypatch):
-    monkeypatch.setattr(hplan.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert hplan.attention_implementation(tiny())[0] == "unfused"
-    monkeypatch.setattr(hplan.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
     assert hplan.attention_implementation(tiny())[0] == "flash"
     assert hplan.attention_implementation(tiny(transformer_impl="local"))[0] == "unfused"
 

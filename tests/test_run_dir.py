@@ -7,6 +7,9 @@ logged step must be on disk at once, and a reopened run must only ever add lines
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +40,8 @@ def test_each_log_appends_one_line_readable_before_close(tmp_path):
 
         run.log({"step": 2, "loss": 0.25})
         assert len(lines(tmp_path / "run")) == 2
-        assert read_metrics(tmp_path / "run") == [{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.25}]
+        assert read_metrics(tmp_path / "run") == [{"step": 1, "loss": 0.5},
+                                                  {"step": 2, "loss": 0.25}]
     finally:
         run.close()
 
@@ -181,3 +185,45 @@ def test_real_clock_measures_nonnegative_seconds():
         pass
     (seconds,) = timers.pop().values()
     assert 0.0 <= seconds < 1.0
+
+
+def test_a_step_relogged_after_a_resume_is_read_once_with_the_later_values(tmp_path):
+    run = RunDirectory(tmp_path)
+    for step, reward in ((1, 0.0), (2, 0.5), (3, 0.6)):
+        run.log({"step": step, "reward": reward})
+    run.close()
+    resumed = RunDirectory(tmp_path)  # resumed from the step-1 checkpoint: 2 and 3 logged again
+    for step, reward in ((2, 0.4), (3, 0.7)):
+        resumed.log({"step": step, "reward": reward})
+    resumed.close()
+
+    assert read_metrics(tmp_path) == [
+        {"step": 1, "reward": 0.0},
+        {"step": 2, "reward": 0.4},
+        {"step": 3, "reward": 0.7},
+    ]
+
+
+def test_a_half_written_last_line_is_skipped_and_noted(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "rew')
+    notes = []
+    assert read_metrics(tmp_path, notes) == [{"step": 1, "reward": 0.5}]
+    assert notes == [f"{tmp_path / 'metrics.jsonl'}: skipped 1 unreadable line(s)"]
+
+
+def test_plot_run_counts_a_relogged_step_once(tmp_path):
+    """tools/plot_run.py reads through read_metrics: 3 steps logged, step 2 twice, plot 3."""
+    pytest.importorskip("matplotlib")
+    lines_written = [{"step": 1, "elapsed_s": 1.0, "train/reward_mean": 0.25},
+                     {"step": 2, "elapsed_s": 2.0, "train/reward_mean": 0.25},
+                     {"step": 2, "elapsed_s": 2.5, "train/reward_mean": 0.75},
+                     {"step": 3, "elapsed_s": 3.5, "train/reward_mean": 0.75}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines_written))
+    tool = Path(__file__).resolve().parents[1] / "tools" / "plot_run.py"
+    done = subprocess.run([sys.executable, str(tool), str(tmp_path), "--window", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "steps 3, wall-clock 3.5 s" in done.stdout
+    # the later line of step 2 wins: the first window (step 1) 0.25, the last (step 3) 0.75
+    assert "first 1 steps 0.250, last 1 steps 0.750" in done.stdout
+    assert (tmp_path / "reward.png").is_file()

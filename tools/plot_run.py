@@ -3,7 +3,8 @@
 
     python tools/plot_run.py RUN_DIR [--out RUN_DIR/reward.png] [--window 10]
 
-Reads only RUN_DIR/metrics.jsonl. Prints steps, wall-clock, and the mean train/reward_mean over
+Reads only RUN_DIR/metrics.jsonl (a step re-logged after a resume counts once, its later
+line winning). Prints steps, wall-clock, and the mean train/reward_mean over
 the first and the last `window` rollout steps.
 """
 
@@ -43,8 +44,8 @@ def main() -> int:
     fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, xs, label in ((by_step, steps, "optimizer step"), (by_time, elapsed, "wall-clock (s)")):
         ax.plot(xs, rewards, lw=0.8, alpha=0.5, label="per step")
-        smooth = [sum(rewards[max(0, i - window + 1): i + 1]) / len(rewards[max(0, i - window + 1): i + 1])
-                  for i in range(len(rewards))]
+        ends = [rewards[max(0, i - window + 1): i + 1] for i in range(len(rewards))]
+        smooth = [sum(end) / len(end) for end in ends]
         ax.plot(xs, smooth, lw=1.8, label=f"{window}-step mean")
         ax.set_xlabel(label)
         ax.set_ylabel("train/reward_mean")
@@ -55,7 +56,8 @@ def main() -> int:
     fig.tight_layout()
     out = Path(args.out) if args.out else Path(args.run_dir) / "reward.png"
     fig.savefig(out, dpi=110)
-    print(f"steps {len(records)}, wall-clock {elapsed[-1]:.1f} s (after {records[0].get('perf/setup_s', 0):.1f} s setup)")
+    setup_s = records[0].get("perf/setup_s", 0)
+    print(f"steps {len(records)}, wall-clock {elapsed[-1]:.1f} s (after {setup_s:.1f} s setup)")
     print(f"train/reward_mean: first {window} steps {first:.3f}, last {window} steps {last:.3f}")
     print(f"plot: {out}")
     return 0

@@ -22,56 +22,40 @@ A metric is "higher is better" when the target lies at or above the reference's 
 (accuracy, reward) and "lower is better" otherwise (a loss); "reaches a level" follows that
 direction.
 
-Only the run directory is read (config.json, metrics.jsonl, optional summary.json, and sweep.json
-of a parent sweep directory), so this module imports neither torch nor any training code.
+Reading runs is `hyrl.batchsize.runs`, curves and alignment `hyrl.batchsize.curves`; this module
+measures each run and gives the verdicts. Only the run directory is read (config.json,
+metrics.jsonl, optional summary.json, and sweep.json of a parent sweep directory), so this
+module imports neither torch nor any training code.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
+from hyrl.batchsize.curves import (
+    CLEAR_FRACTION,
+    DEFAULT_LEVELS,
+    alignment,
+    alignment_detail,
+    alignment_levels,
+    metric_curve,
+    samples_to_reach,
+)
+from hyrl.batchsize.runs import AnalysisError, Run, collect_runs, finite_or_none, load_run
+from hyrl.metrics.run_dir import number as _num
 from hyrl.metrics.target import TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
 
-CLEAR_FRACTION = 0.10  # first alignment level = start + CLEAR_FRACTION * (target - start)
-DEFAULT_LEVELS = 10
+__all__ = ["AnalysisError", "Run", "alignment", "alignment_levels", "analyze", "collect_runs",
+           "json_safe", "load_run", "metric_curve", "parse_target", "samples_to_reach",
+           "stage_shares", "throughput"]
+
 DEFAULT_TOLERANCE = 0.2
-_EPS = 1e-9  # slack on the tolerance band against float round-off
-
-
-class AnalysisError(ValueError):
-    """Bad input to the analysis (a path, a flag value, a metric); the message says what is allowed."""
-
-
-# --- numbers -------------------------------------------------------------------------------
-
-def _num(value) -> float:
-    """A float from a metrics/config value: numbers, or strings such as "nan" / "inf"; else NaN."""
-    if isinstance(value, bool) or value is None:
-        return math.nan
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return math.nan
-    return math.nan
 
 
 def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _opt(value) -> float | None:
-    """Finite float or None."""
-    x = _num(value)
-    return x if math.isfinite(x) else None
 
 
 def _ratio(a, b) -> float | None:
@@ -93,349 +77,6 @@ def json_safe(obj):
     return obj
 
 
-# --- the run directory -----------------------------------------------------------------------
-
-@dataclass
-class Run:
-    """One run directory, read. `records` are metrics.jsonl merged by step and sorted by step."""
-
-    name: str
-    path: Path
-    config: dict
-    records: list[dict]
-    prompts_per_step: float | None
-    responses_per_step: float | None
-    lr: float | None
-    summary: dict | None = None
-    responses_per_step_source: str = ""
-    notes: list[str] = field(default_factory=list)
-
-
-def _read_json(path: Path, what: str):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise AnalysisError(f"{path}: not valid JSON ({err}); {what}") from None
-
-
-def _read_records(path: Path, notes: list[str]) -> list[dict]:
-    """metrics.jsonl lines, merged by `step` (a resumed run re-logs steps; the later line wins),
-    sorted by step. A record without `step` joins the step before it. Unreadable lines (a live
-    run's half-written last line) are skipped and counted in `notes`."""
-    merged: dict[float, dict] = {}
-    order: list[float] = []
-    bad = 0
-    last_step = 0.0
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if not isinstance(rec, dict):
-                bad += 1
-                continue
-            step = _num(rec.get("step"))
-            step = step if math.isfinite(step) else last_step
-            last_step = step
-            if step not in merged:
-                merged[step] = {}
-                order.append(step)
-            merged[step].update(rec)
-            merged[step].setdefault("step", step)
-    if bad:
-        notes.append(f"{path}: skipped {bad} unreadable line(s)")
-    return [merged[s] for s in sorted(order)]
-
-
-def _median_samples_step(records: list[dict]) -> float | None:
-    samples = [_num(r.get("samples")) for r in records]
-    samples = [s for s in samples if math.isfinite(s)]
-    diffs = [b - a for a, b in zip(samples, samples[1:]) if b - a > 0]
-    return float(statistics.median(diffs)) if diffs else None
-
-
-def load_run(path, name: str | None = None) -> Run:
-    """Read a run directory: config.json (optional for foreign directories), metrics.jsonl,
-    optional summary.json. Derives prompts per step (rollout_batch_size, else
-    global_batch_size / n_samples_per_prompt), responses per optimizer step (global_batch_size,
-    else rollout_batch_size * n_samples_per_prompt, else the median difference of consecutive
-    `samples`) and the learning rate (`lr`, else the largest logged `actor/lr`)."""
-    path = Path(path)
-    metrics = path / "metrics.jsonl"
-    if not metrics.is_file():
-        raise AnalysisError(f"{path} is not a run directory: missing {metrics}")
-    notes: list[str] = []
-    config: dict = {}
-    if (path / "config.json").is_file():
-        loaded = _read_json(path / "config.json", "config.json must hold one JSON object")
-        if isinstance(loaded, dict):
-            config = loaded
-        else:
-            notes.append(f"{path / 'config.json'}: not a JSON object; ignored")
-    else:
-        notes.append(f"{path}: no config.json; batch sizes derived from metrics.jsonl")
-    summary = None
-    if (path / "summary.json").is_file():
-        try:
-            loaded = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-            summary = loaded if isinstance(loaded, dict) else None
-        except json.JSONDecodeError:
-            notes.append(f"{path / 'summary.json'}: not valid JSON; ignored")
-    records = _read_records(metrics, notes)
-
-    P = _opt(config.get("rollout_batch_size"))
-    G = _opt(config.get("n_samples_per_prompt"))
-    B = _opt(config.get("global_batch_size"))
-    if P is None and B is not None and G:
-        P = B / G
-    if B is not None:
-        responses, source = B, "global_batch_size"
-    elif P is not None and G is not None:
-        responses, source = P * G, "rollout_batch_size * n_samples_per_prompt"
-    else:
-        responses, source = _median_samples_step(records), "median step of samples"
-        if responses is None:
-            source = "unknown"
-    lr = _opt(config.get("lr"))
-    if lr is None:
-        logged = [_num(r.get("actor/lr")) for r in records]
-        logged = [x for x in logged if math.isfinite(x)]
-        lr = max(logged) if logged else None
-    return Run(name=name or path.resolve().name, path=path, config=config, records=records,
-               prompts_per_step=P, responses_per_step=responses, lr=lr, summary=summary,
-               responses_per_step_source=source, notes=notes)
-
-
-def _is_run_dir(path: Path) -> bool:
-    return (path / "metrics.jsonl").is_file()
-
-
-def _sweep_members(sweep_dir: Path, notes: list[str]) -> tuple[list[Path], Path | None]:
-    data = _read_json(sweep_dir / "sweep.json", "sweep.json must hold an object with "
-                      "'reference' and 'members'")
-    if not isinstance(data, dict) or not isinstance(data.get("members"), list):
-        raise AnalysisError(f"{sweep_dir / 'sweep.json'}: expected an object with a 'members' "
-                            "list of {name, ...}")
-    dirs, missing, by_name = [], [], {}
-    for member in data["members"]:
-        name = member.get("name") if isinstance(member, dict) else member
-        if not isinstance(name, str) or not name:
-            raise AnalysisError(f"{sweep_dir / 'sweep.json'}: member {member!r} has no 'name'")
-        rel = name
-        if isinstance(member, dict):
-            rel = member.get("run_dir") or member.get("path") or name
-        d = Path(rel) if Path(rel).is_absolute() else sweep_dir / rel
-        if not _is_run_dir(d) and _is_run_dir(sweep_dir / name):
-            d = sweep_dir / name
-        if _is_run_dir(d):
-            dirs.append(d)
-            by_name[name] = d
-        else:
-            missing.append(name)
-    if missing:
-        notes.append(f"{sweep_dir}: member(s) without metrics.jsonl skipped: {', '.join(missing)}")
-    if not dirs:
-        raise AnalysisError(f"{sweep_dir / 'sweep.json'} lists members but none has a run "
-                            f"directory with metrics.jsonl (missing: {', '.join(missing) or 'all'})")
-    reference = None
-    ref_name = data.get("reference")
-    if isinstance(ref_name, str) and ref_name:
-        reference = by_name.get(ref_name) or next((d for d in dirs if d.name == ref_name), None)
-        if reference is None:
-            raise AnalysisError(f"{sweep_dir / 'sweep.json'} names reference {ref_name!r}, but no "
-                                f"member run directory has that name; members with runs: "
-                                f"{', '.join(by_name)}")
-    return dirs, reference
-
-
-def collect_runs(paths: Iterable) -> tuple[list[Run], str | None, list[str]]:
-    """Expand paths into runs. A path is a run directory (holds metrics.jsonl), a sweep directory
-    (holds sweep.json, whose `members` name its run directories), or a directory whose
-    subdirectories are run directories; a `Run` passes through. Returns (runs, the reference
-    named by the first sweep.json or None, notes about the sweeps; each run keeps its own). Run names are directory base names; names
-    that collide get their parent directory as prefix."""
-    notes: list[str] = []
-    found: list[Run | Path] = []
-    sweep_ref: Path | None = None
-    for p in paths:
-        if isinstance(p, Run):
-            found.append(p)
-            continue
-        p = Path(p)
-        if p.is_file() and p.name in ("metrics.jsonl", "sweep.json", "config.json"):
-            p = p.parent
-        if not p.exists():
-            raise AnalysisError(f"PATH {p}: does not exist; give a run directory (with "
-                                "metrics.jsonl) or a sweep directory (with sweep.json or run "
-                                "subdirectories)")
-        if not p.is_dir():
-            raise AnalysisError(f"PATH {p}: is a file; give a run directory (with metrics.jsonl) "
-                                "or a sweep directory (with sweep.json or run subdirectories)")
-        if _is_run_dir(p):
-            found.append(p)
-        elif (p / "sweep.json").is_file():
-            dirs, ref = _sweep_members(p, notes)
-            found.extend(dirs)
-            if ref is not None:
-                if sweep_ref is None:
-                    sweep_ref = ref
-                elif ref.resolve() != sweep_ref.resolve():
-                    notes.append(f"{p / 'sweep.json'} names reference {ref.name}; "
-                                 f"keeping {sweep_ref.name} from the first sweep")
-        else:
-            subdirs = sorted(d for d in p.iterdir() if d.is_dir() and _is_run_dir(d))
-            if not subdirs:
-                raise AnalysisError(
-                    f"PATH {p}: neither a run directory (missing {p / 'metrics.jsonl'}) nor a "
-                    f"sweep directory (missing {p / 'sweep.json'}, and no subdirectory holds "
-                    "metrics.jsonl)")
-            found.extend(subdirs)
-
-    # One entry per directory; disambiguate clashing base names with the parent's name.
-    unique: list[Run | Path] = []
-    seen: set[Path] = set()
-    for item in found:
-        key = (item.path if isinstance(item, Run) else item).resolve()
-        if key not in seen:
-            seen.add(key)
-            unique.append(item)
-    base = [(item.name if isinstance(item, Run) else item.resolve().name) for item in unique]
-    runs: list[Run] = []
-    reference: str | None = None
-    for item, name in zip(unique, base):
-        if isinstance(item, Run):
-            run = item
-        else:
-            if base.count(name) > 1:
-                name = f"{item.resolve().parent.name}/{name}"
-            run = load_run(item, name=name)
-            if sweep_ref is not None and item.resolve() == sweep_ref.resolve():
-                reference = run.name
-        runs.append(run)
-    return runs, reference, notes
-
-
-# --- curves ----------------------------------------------------------------------------------
-
-def metric_curve(run: Run, metric: str) -> tuple[list[float], list[float], list[float], list[float]]:
-    """(samples, elapsed_s, steps, values) at the records holding a finite `metric`. A record
-    that lacks `samples` / `elapsed_s` takes the last value logged before it (NaN if none)."""
-    samples, elapsed, steps, values = [], [], [], []
-    last_samples, last_elapsed = math.nan, math.nan
-    for rec in run.records:
-        s, e = _num(rec.get("samples")), _num(rec.get("elapsed_s"))
-        last_samples = s if math.isfinite(s) else last_samples
-        last_elapsed = e if math.isfinite(e) else last_elapsed
-        if metric not in rec:
-            continue
-        v = _num(rec[metric])
-        if not math.isfinite(v) or not math.isfinite(last_samples):
-            continue
-        samples.append(last_samples)
-        elapsed.append(last_elapsed)
-        steps.append(_num(rec.get("step")))
-        values.append(v)
-    return samples, elapsed, steps, values
-
-
-def samples_to_reach(samples: Sequence[float], values: Sequence[float], level: float,
-                     higher_is_better: bool = True) -> float | None:
-    """x (cumulative samples; or elapsed seconds, or steps) at which `values` first reaches
-    `level` (>= level, or <= level when lower is better), linearly interpolated between the two
-    evaluations around the crossing. The first evaluation reaching it gives its own x. None if
-    the curve never reaches the level (or x is unknown there)."""
-    prev_x = prev_v = None
-    for x, v in zip(samples, values):
-        x, v = float(x), float(v)
-        if not math.isfinite(v):
-            continue
-        hit = v >= level if higher_is_better else v <= level
-        if hit:
-            if prev_v is None or v == prev_v:
-                out = x
-            else:
-                out = prev_x + (level - prev_v) / (v - prev_v) * (x - prev_x)
-            return out if math.isfinite(out) else None
-        prev_x, prev_v = x, v
-    return None
-
-
-def alignment_levels(target: float, start_value: float, n_levels: int = DEFAULT_LEVELS) -> list[float]:
-    """n evenly spaced levels from start + CLEAR_FRACTION * (target - start) to the target."""
-    first = start_value + CLEAR_FRACTION * (target - start_value)
-    if n_levels <= 1:
-        return [float(target)]
-    step = (target - first) / (n_levels - 1)
-    return [first + i * step for i in range(n_levels - 1)] + [float(target)]
-
-
-def _xy(curve) -> tuple[Sequence[float], Sequence[float]]:
-    """(x, values) from a metric_curve 4-tuple or an (x, values) pair."""
-    if len(curve) == 4:
-        return curve[0], curve[3]
-    if len(curve) == 2:
-        return curve[0], curve[1]
-    raise TypeError("a curve is (samples, values) or metric_curve's (samples, elapsed, steps, values)")
-
-
-def alignment_detail(run_curve, ref_curve, target: float, start_value: float, tolerance: float,
-                     n_levels: int = DEFAULT_LEVELS, higher_is_better: bool | None = None
-                     ) -> tuple[bool, list[tuple[float, float]], str]:
-    """alignment() plus the reason, in words."""
-    if higher_is_better is None:
-        higher_is_better = target >= start_value
-    if target == start_value:
-        return False, [], "the target equals the reference's starting value; no level to compare"
-    run_x, run_v = _xy(run_curve)
-    ref_x, ref_v = _xy(ref_curve)
-    ratios: list[tuple[float, float]] = []
-    run_hits = ref_hits = 0
-    for level in alignment_levels(target, start_value, n_levels):
-        s_run = samples_to_reach(run_x, run_v, level, higher_is_better)
-        s_ref = samples_to_reach(ref_x, ref_v, level, higher_is_better)
-        run_hits += s_run is not None
-        ref_hits += s_ref is not None
-        if s_run is None or s_ref is None or s_ref <= 0:
-            continue
-        ratios.append((level, s_run / s_ref))
-    if not ratios:
-        if not run_v:
-            why = "the run has no evaluations of the metric"
-        elif run_hits == 0:
-            why = "the run reaches none of the levels"
-        elif ref_hits == 0:
-            why = "the reference reaches none of the levels"
-        else:
-            why = "the run and the reference reach no level in common after their start"
-        return False, [], f"no common level: {why}"
-    lo, hi = 1 - tolerance, 1 + tolerance
-    outside = [(lv, r) for lv, r in ratios if not lo - _EPS <= r <= hi + _EPS]
-    span = f"{min(r for _, r in ratios):.3g}-{max(r for _, r in ratios):.3g}"
-    if outside:
-        lv, r = max(outside, key=lambda t: abs(t[1] - 1))
-        return False, ratios, (f"samples ratio {r:.3g} at level {lv:.4g} lies outside "
-                               f"1 +/- {tolerance:g} ({len(outside)} of {len(ratios)} levels; "
-                               f"ratios {span})")
-    return True, ratios, (f"all {len(ratios)} common levels within 1 +/- {tolerance:g} "
-                          f"(ratios {span})")
-
-
-def alignment(run_curve, ref_curve, target: float, start_value: float, tolerance: float,
-              n_levels: int = DEFAULT_LEVELS, higher_is_better: bool | None = None
-              ) -> tuple[bool, list[tuple[float, float]]]:
-    """(aligned, [(level, run samples / reference samples), ...]) over the levels both curves
-    reach, from start + 10% of (target - start) up to the target (n evenly spaced). Curves are
-    metric_curve() tuples or (samples, values) pairs. Aligned iff every ratio lies within
-    1 +/- tolerance; no common level -> not aligned."""
-    aligned, ratios, _ = alignment_detail(run_curve, ref_curve, target, start_value, tolerance,
-                                          n_levels, higher_is_better)
-    return aligned, ratios
-
-
 # --- per-run quantities ----------------------------------------------------------------------
 
 def _final(run: Run) -> tuple[float | None, float | None, float | None]:
@@ -443,7 +84,7 @@ def _final(run: Run) -> tuple[float | None, float | None, float | None]:
     for rec in reversed(run.records):
         s, e = _num(rec.get("samples")), _num(rec.get("elapsed_s"))
         if math.isfinite(s) and math.isfinite(e):
-            return s, e, _opt(rec.get("step"))
+            return s, e, finite_or_none(rec.get("step"))
     return None, None, None
 
 
@@ -563,7 +204,7 @@ def analyze(paths, target: tuple[str, float], reference: str | None = None,
             "path": str(run.path),
             "is_reference": run.name == ref_name,
             "prompts_per_step": run.prompts_per_step,
-            "n_samples_per_prompt": _opt(run.config.get("n_samples_per_prompt")),
+            "n_samples_per_prompt": finite_or_none(run.config.get("n_samples_per_prompt")),
             "responses_per_step": run.responses_per_step,
             "responses_per_step_source": run.responses_per_step_source,
             "lr": run.lr,

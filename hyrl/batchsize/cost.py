@@ -8,7 +8,12 @@ save 720,000 GPU-hours, $2.16M.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import sys
+
+from hyrl.cli_args import parse_args
 
 
 class CostError(ValueError):
@@ -73,3 +78,26 @@ def format_table(result: dict) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def main(argv: list[str]) -> int:
+    """`hyrl cost`: the table (or --json), 0; 2 on a bad flag or value."""
+    parser = argparse.ArgumentParser(
+        prog="hyrl cost", description="GPU-hours and dollars of a job, and what a cut saves.")
+    parser.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs (>= 1)")
+    parser.add_argument("--hours", type=float, required=True, metavar="H", help="hours (> 0)")
+    parser.add_argument("--usd-per-gpu-hour", type=float, required=True, metavar="P",
+                        help="dollars per GPU-hour (>= 0)")
+    parser.add_argument("--time-reduction", type=float, required=True, metavar="F",
+                        help="fraction of time cut, 0 <= F < 1 (0.1 = 10%%)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    try:
+        result = cost(args.gpus, args.hours, args.usd_per_gpu_hour, args.time_reduction)
+    except CostError as err:
+        print(f"hyrl cost: error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result) if args.json else format_table(result))
+    return 0

@@ -12,8 +12,8 @@ import json
 import math
 from pathlib import Path
 
-from hyrl.batchsize.analyze import Run, metric_curve
-
+from hyrl.batchsize.curves import metric_curve
+from hyrl.batchsize.runs import Run
 
 # --- formatting ------------------------------------------------------------------------------
 
@@ -165,7 +165,8 @@ def _plots(result: dict, runs: list[Run], out: Path) -> list[Path]:
                                            rows[n]["responses_per_step"] or 0, n))
     curves = {n: metric_curve(by_name[n], metric) for n in order}
     max_t = max((t for c in curves.values() for t in c[1] if math.isfinite(t)), default=0.0)
-    t_scale, t_unit = (3600.0, "h") if max_t >= 3 * 3600 else (60.0, "min") if max_t >= 120 else (1.0, "s")
+    t_scale, t_unit = ((3600.0, "h") if max_t >= 3 * 3600
+                       else (60.0, "min") if max_t >= 120 else (1.0, "s"))
     written = []
     axes_spec = [
         ("samples", 0, "cumulative samples (responses)", 1.0),

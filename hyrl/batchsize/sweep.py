@@ -26,420 +26,53 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    NAME.incomplete-<UTC time> (never deleted) and the member runs again, as do failed members.
    A sweep.json written with other arguments is refused.
 
-Only the standard library, `hyrl.config` (standard library only) and rich are imported: the
-trainer is reached through the recipe, as a subprocess.
+One concern per module: `sweep_plan` (arguments, members), `sweep_probe` (the recipe's dry
+runs), `sweep_record` (sweep.json and the member directories), this one (running the members
+and the summary). Only the standard library, `hyrl.config`, `hyrl.metrics.run_dir` and
+`hyrl.recipes` (standard library only) and rich are imported: the trainer is reached through
+the recipe, as a subprocess.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import shlex
 import signal
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from hyrl.config import LR_SCALING_EXPONENTS, scaled_lr
+from hyrl.batchsize.sweep_plan import (
+    DEFAULT_MULTS,
+    DEFAULT_RULE,
+    RULES,
+    SweepError,
+    check_fixed,
+    check_rule,
+    member_flags,
+    member_name,
+    parse_mults,
+    parse_seeds,
+    plan_members,
+    positive_int,
+)
+from hyrl.batchsize.sweep_probe import base_from_config, probe, validate_members
+from hyrl.batchsize.sweep_record import (
+    check_same_sweep,
+    is_done,
+    move_aside,
+    read_sweep_json,
+    write_sweep_json,
+)
+from hyrl.metrics.run_dir import SWEEP_FILE
 
-DEFAULT_MULTS = (1, 2, 4, 8, 16)
-DEFAULT_RULE = "sqrt"
-RULES = tuple(LR_SCALING_EXPONENTS)  # none, sqrt, linear
-SWEEP_FILE = "sweep.json"
-PROBE_DIR = ".probe-never-created"
-DRY_RUN_DIR = ".dry-run-never-created"
-DRY_RUN_TIMEOUT_S = 900  # a dry run on a cluster imports the full stack; generous
-MAX_DRY_RUNS_AT_ONCE = 8
-# The arguments that define a sweep; a re-run into the same --out must repeat them.
-ARGUMENT_KEYS = ("recipe", "extra_args", "batch_mults", "lr_rule", "fixed_lr_control", "seeds",
-                 "max_samples")
-STATUSES = ("pending", "running", "done", "failed")
-
-
-class SweepError(ValueError):
-    """A sweep that cannot start: names the flag or member, the value and what is allowed."""
-
-
-# --- arguments ---------------------------------------------------------------------------------
-
-def _positive_int(value, flag: str, what: str = "a positive integer") -> int:
-    if isinstance(value, bool):
-        raise SweepError(f"{flag} {value!r}: not an integer; allowed: {what}")
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise SweepError(f"{flag} {value!r}: not an integer; allowed: {what}") from None
-    if not isinstance(value, int) or value < 1:
-        raise SweepError(f"{flag} {value!r}: must be >= 1; allowed: {what}")
-    return value
-
-
-def _int_list(text, flag: str, minimum: int, allowed: str) -> list[int]:
-    """'1,2,4' or [1, 2, 4] -> [1, 2, 4]; each an integer >= minimum, no repeats."""
-    if isinstance(text, str):
-        items = [t.strip() for t in text.split(",")]
-    elif isinstance(text, Iterable):
-        items = list(text)
-    else:
-        raise SweepError(f"{flag} {text!r}: expected a comma-separated list; allowed: {allowed}")
-    if not items or items == [""]:
-        raise SweepError(f"{flag}: empty list; allowed: {allowed}")
-    out: list[int] = []
-    for item in items:
-        try:
-            if isinstance(item, bool) or isinstance(item, float):
-                raise ValueError
-            value = int(item)
-        except (TypeError, ValueError):
-            raise SweepError(f"{flag} {text!r}: {item!r} is not an integer; "
-                             f"allowed: {allowed}") from None
-        if value < minimum:
-            raise SweepError(f"{flag} {text!r}: {value} is below {minimum}; allowed: {allowed}")
-        if value in out:
-            raise SweepError(f"{flag} {text!r}: {value} appears twice; allowed: {allowed}")
-        out.append(value)
-    return out
-
-
-def parse_mults(text) -> list[int]:
-    """--batch-mults: positive integers including 1 (the reference), sorted ascending."""
-    allowed = "comma-separated positive integers including 1, e.g. 1,2,4,8,16"
-    mults = _int_list(text, "--batch-mults", 1, allowed)
-    if 1 not in mults:
-        raise SweepError(f"--batch-mults {','.join(map(str, mults))}: must include 1 (the "
-                         f"reference recipe's batch); allowed: {allowed}")
-    return sorted(mults)
-
-
-def parse_seeds(text) -> list[int]:
-    """--seeds: integers >= 0, no repeats, in the order given (the first seed's m = 1 member is
-    the reference)."""
-    return _int_list(text, "--seeds", 0, "comma-separated integers >= 0, e.g. 1234,5678")
-
-
-def _check_rule(rule: str) -> str:
-    if rule not in RULES:
-        raise SweepError(f"--lr-rule {rule!r}: unknown rule; allowed: {', '.join(RULES)}")
-    return rule
-
-
-def _check_fixed(fixed, mults: Sequence[int], rule: str) -> int | None:
-    """--fixed-lr-control M: any integer >= 2 (M = 1 would repeat the reference). Under
-    --lr-rule none it would repeat the member at M when M is one of --batch-mults."""
-    if fixed is None:
-        return None
-    allowed = "an integer >= 2 (the batch multiplier run at the reference lr)"
-    fixed = _positive_int(fixed, "--fixed-lr-control", allowed)
-    if fixed == 1:
-        raise SweepError("--fixed-lr-control 1: at m = 1 the fixed lr is the reference member "
-                         f"itself; allowed: {allowed}")
-    if rule == "none" and fixed in mults:
-        raise SweepError(f"--fixed-lr-control {fixed}: under --lr-rule none the member at "
-                         f"multiplier {fixed} already runs at the reference lr; allowed: a "
-                         "multiplier not in --batch-mults, or another --lr-rule")
-    return fixed
-
-
-# --- the plan ----------------------------------------------------------------------------------
-
-def _base_numbers(base: dict) -> tuple[int, int, int, float]:
-    try:
-        P0, G, B0, lr = base["P0"], base["G"], base["B0"], base["lr"]
-    except KeyError as missing:
-        raise SweepError(f"base: missing {missing}; expected P0, G, B0 and lr") from None
-    for key, value in (("P0", P0), ("G", G), ("B0", B0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SweepError(f"base {key}={value!r}: expected an integer >= 1")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (math.isfinite(lr)
-                                                                          and lr > 0):
-        raise SweepError(f"base lr={lr!r}: expected a finite number > 0")
-    if (P0 * G) % B0 != 0:
-        raise SweepError(f"base: P0 x G = {P0} x {G} is not a multiple of B0 = {B0}")
-    return P0, G, B0, float(lr)
-
-
-def member_name(B: int, kind: str, seed: int) -> str:
-    """b{B}-{kind}-s{seed}; kind is the lr rule, 'ref' (m = 1) or 'fixed' (the control)."""
-    return f"b{B}-{kind}-s{seed}"
-
-
-def plan_members(base: dict, mults: Sequence[int] = DEFAULT_MULTS, rule: str = DEFAULT_RULE,
-                 fixed_lr_control: int | None = None, seeds: Sequence[int] = (1234,),
-                 max_samples: int | None = None) -> list[dict]:
-    """The sweep's members, pure. `base`: {"P0", "G", "B0", "lr"} of the reference recipe.
-
-    For each seed (in order) and multiplier m (ascending): P = P0 m prompts and B = B0 m
-    responses per optimizer step (G kept, so the optimizer steps per rollout are kept too),
-    lr = scaled_lr(lr0, B, B0, rule). Then, with `fixed_lr_control` = M, a member at P0 M, B0 M
-    and lr0 (lr_scaling "none"). With `max_samples` = N, num_steps = ceil(N / (P G)) rollout
-    steps, else None (the recipe's own). Each member: name, mult, prompts_per_step,
-    responses_per_step, responses_per_rollout, lr, lr_scaling, seed, fixed_lr_control,
-    is_reference, num_steps, run_dir (relative to the sweep directory), status "pending",
-    returncode None, wall_s None. Raises SweepError naming the flag on a bad argument.
-    """
-    P0, G, B0, lr0 = _base_numbers(base)
-    mults = parse_mults(mults)
-    rule = _check_rule(rule)
-    fixed = _check_fixed(fixed_lr_control, mults, rule)
-    seeds = parse_seeds(seeds)
-    if max_samples is not None:
-        max_samples = _positive_int(max_samples, "--max-samples",
-                                    "a positive number of responses")
-
-    def member(m: int, seed: int, fixed_lr: bool) -> dict:
-        P, B = P0 * m, B0 * m
-        scaling = "none" if fixed_lr else rule
-        kind = "fixed" if fixed_lr else ("ref" if m == 1 else rule)
-        name = member_name(B, kind, seed)
-        return {
-            "name": name,
-            "mult": m,
-            "prompts_per_step": P,
-            "responses_per_step": B,
-            "responses_per_rollout": P * G,
-            "lr": scaled_lr(lr0, B, B0, scaling),
-            "lr_scaling": scaling,
-            "seed": seed,
-            "fixed_lr_control": fixed_lr,
-            "is_reference": False,
-            "num_steps": None if max_samples is None else math.ceil(max_samples / (P * G)),
-            "run_dir": name,
-            "status": "pending",
-            "returncode": None,
-            "wall_s": None,
-        }
-
-    members = []
-    for seed in seeds:
-        members += [member(m, seed, False) for m in mults]
-        if fixed is not None:
-            members.append(member(fixed, seed, True))
-    members[0]["is_reference"] = True  # first seed, m = 1 (mults are sorted and include 1)
-    return members
-
-
-def member_flags(member: dict, base: dict, run_dir) -> list[str]:
-    """The flags the sweep appends (after EXTRA) to the recipe for one member."""
-    flags = [
-        "--rollout-batch-size", str(member["prompts_per_step"]),
-        "--global-batch-size", str(member["responses_per_step"]),
-        "--lr", "none",
-        "--ref-lr", repr(float(base["lr"])),
-        "--ref-global-batch-size", str(base["B0"]),
-        "--lr-scaling", member["lr_scaling"],
-        "--seed", str(member["seed"]),
-    ]
-    if member.get("num_steps") is not None:
-        flags += ["--num-steps", str(member["num_steps"])]
-    return flags + ["--run-dir", str(run_dir), "--no-progress"]
-
-
-# --- talking to the recipe ---------------------------------------------------------------------
-
-def _tail(text: str, n: int = 12) -> str:
-    """The recipe's error lines (its last 3), else its last n lines; the launcher's echo of the
-    command line ('+ ...') left out."""
-    lines = [ln for ln in (text or "").strip().splitlines()
-             if ln.strip() and not ln.startswith("+ ")]
-    errors = [ln for ln in lines if "error" in ln.lower()]
-    return "\n".join(errors[-3:] if errors else lines[-n:]) or "(no output on stderr)"
-
-
-def _dry_run(recipe: Path, args: list[str], env: dict) -> tuple[dict | None, str]:
-    """(resolved config, "") from `bash RECIPE --dry-run ARGS`, or (None, why it failed)."""
-    cmd = ["bash", str(recipe), "--dry-run", *args]
-    try:
-        done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=DRY_RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return None, f"the dry run did not finish in {DRY_RUN_TIMEOUT_S} s"
-    except OSError as err:
-        return None, f"cannot run bash: {err}"
-    if done.returncode != 0:
-        return None, f"exit {done.returncode}:\n{_tail(done.stderr)}"
-    text = done.stdout.strip()
-    start = text.find("{")
-    try:
-        config, _ = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
-    except json.JSONDecodeError as err:
-        config = None
-        text = f"{text[:200]} ({err})"
-    if not isinstance(config, dict):
-        return None, ("the dry run printed no JSON object on stdout (does the recipe pass "
-                      f"--dry-run on to `hyrl train`?): {text[:200]!r}")
-    return config, ""
-
-
-def _unused_path(path: Path) -> Path:
-    candidate, i = path, 1
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}-{i}")
-        i += 1
-    return candidate
-
-
-def probe(recipe, extra_args: Sequence[str] = (), out_dir=".", env: dict | None = None) -> dict:
-    """The recipe's resolved configuration (with EXTRA), from a dry run that creates nothing."""
-    recipe = Path(recipe)
-    env = dict(os.environ if env is None else env)
-    never = _unused_path(Path(out_dir).resolve() / PROBE_DIR)
-    config, why = _dry_run(recipe, [*extra_args, "--run-dir", str(never)], env)
-    if config is None:
-        raise SweepError(f"RECIPE {recipe}: the probe `bash {recipe} --dry-run ...` failed, "
-                         f"{why}")
-    return config
-
-
-def base_from_config(config: dict, recipe="RECIPE") -> dict:
-    """{P0, G, B0, lr, optimizer_steps_per_rollout, seed, target} from a resolved config."""
-    keys = {"P0": "rollout_batch_size", "G": "n_samples_per_prompt", "B0": "global_batch_size",
-            "lr": "lr"}
-    missing = [v for v in keys.values() if config.get(v) is None]
-    if missing:
-        raise SweepError(f"RECIPE {recipe}: the dry run's configuration lacks "
-                         f"{', '.join(missing)}; is it `hyrl train --dry-run` output?")
-    if config.get("batch_ramp"):
-        raise SweepError(f"RECIPE {recipe}: it sets --batch-ramp {config['batch_ramp']}; a "
-                         "sweep runs fixed batch sizes; allowed: a recipe without a ramp, or "
-                         "add `-- --batch-ramp none`")
-    base = {k: config[v] for k, v in keys.items()}
-    base["lr"] = float(base["lr"])
-    base["optimizer_steps_per_rollout"] = config.get(
-        "optimizer_steps_per_rollout", base["P0"] * base["G"] // base["B0"])
-    base["seed"] = config.get("seed")
-    base["target"] = config.get("target")
-    _base_numbers(base)
-    return base
-
-
-def _check_resolved(member: dict, config: dict, base: dict) -> str:
-    """'' when the member's dry run resolved what the sweep planned, else what differs."""
-    expect = {"rollout_batch_size": member["prompts_per_step"],
-              "n_samples_per_prompt": base["G"],
-              "global_batch_size": member["responses_per_step"],
-              "seed": member["seed"]}
-    if member.get("num_steps") is not None:
-        expect["num_steps"] = member["num_steps"]
-    wrong = [f"{k}={config.get(k)!r} (planned {v!r})" for k, v in expect.items()
-             if config.get(k) != v]
-    lr = config.get("lr")
-    if not isinstance(lr, (int, float)) or not math.isclose(lr, member["lr"], rel_tol=1e-9):
-        wrong.append(f"lr={lr!r} (planned {member['lr']!r})")
-    if wrong:
-        return ("the recipe resolved " + ", ".join(wrong) + "; does it append its extra "
-                "arguments last, after its own flags?")
-    return ""
-
-
-def validate_members(recipe: Path, members: list[dict], base: dict, extra_args: Sequence[str],
-                     out_dir: Path, env: dict) -> None:
-    """Dry-run every member (run directories under a path that is never created); raise
-    SweepError naming each member the recipe rejects, with the recipe's error."""
-    never = _unused_path(out_dir / DRY_RUN_DIR)
-
-    def check(member: dict) -> str:
-        flags = member_flags(member, base, never / member["name"])
-        config, why = _dry_run(recipe, [*extra_args, *flags], env)
-        if config is None:
-            return why
-        return _check_resolved(member, config, base)
-
-    workers = max(1, min(MAX_DRY_RUNS_AT_ONCE, len(members), os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        problems = list(pool.map(check, members))
-    bad = [(m, why) for m, why in zip(members, problems) if why]
-    if bad:
-        text = "\n".join(f"  member {m['name']} (P={m['prompts_per_step']}, "
-                         f"B={m['responses_per_step']}, lr={m['lr']:.4g}): "
-                         + why.replace("\n", "\n    ") for m, why in bad)
-        raise SweepError(f"{len(bad)} of {len(members)} member(s) rejected by RECIPE {recipe} "
-                         f"in a dry run; nothing was launched (change --batch-mults, or pass "
-                         f"flags after --):\n{text}")
-
-
-# --- sweep.json --------------------------------------------------------------------------------
-
-def write_sweep_json(out_dir: Path, sweep: dict) -> None:
-    """Atomically: write a temporary file next to sweep.json, flush it to disk, rename."""
-    path = Path(out_dir) / SWEEP_FILE
-    tmp = path.with_name(f".{SWEEP_FILE}.tmp-{os.getpid()}")
-    sweep["updated_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(sweep, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def read_sweep_json(out_dir) -> dict | None:
-    path = Path(out_dir) / SWEEP_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise SweepError(f"--out {out_dir}: {path} is unreadable ({err}); allowed: a new "
-                         "directory") from None
-    if not isinstance(data, dict) or not isinstance(data.get("members"), list):
-        raise SweepError(f"--out {out_dir}: {path} holds no sweep (no 'members' list); "
-                         "allowed: a new directory")
-    return data
-
-
-def _check_same_sweep(old: dict, new: dict, out_dir: Path) -> None:
-    diffs = [f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in ARGUMENT_KEYS
-             if old.get(k) != new[k]]
-    if not diffs and old.get("base") != new["base"]:
-        diffs = [f"base: the recipe resolved {old.get('base')!r} then, {new['base']!r} now"]
-    if diffs:
-        raise SweepError(f"--out {out_dir}: holds a sweep with other arguments ("
-                         + "; ".join(diffs) + "); allowed: a new directory, or the same "
-                         "arguments to resume it")
-
-
-# --- running -----------------------------------------------------------------------------------
-
-def _utc_stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def _move_aside(out_dir: Path, member: dict) -> list[str]:
-    """Rename an unfinished member directory (and its log) to NAME.incomplete-<UTC time>[.log];
-    returns the new names. Nothing is deleted. An empty directory is left where it is."""
-    name = member["name"]
-    run_dir, log = out_dir / member["run_dir"], out_dir / f"{name}.log"
-    moved = []
-    has_data = run_dir.is_symlink() or run_dir.is_file() or (run_dir.is_dir()
-                                                            and any(run_dir.iterdir()))
-    if not has_data and not log.exists():
-        return moved
-    stamp = _utc_stamp()
-    i = 0
-    while True:
-        tag = f"{name}.incomplete-{stamp}" + (f"-{i}" if i else "")
-        aside, aside_log = out_dir / tag, out_dir / f"{tag}.log"
-        if not aside.exists() and not aside_log.exists():
-            break
-        i += 1
-    if has_data:
-        os.rename(run_dir, aside)
-        moved.append(aside.name)
-    if log.exists():
-        os.rename(log, aside_log)
-        moved.append(aside_log.name)
-    return moved
-
-
-def _is_done(out_dir: Path, member: dict) -> bool:
-    return (out_dir / member["run_dir"] / "summary.json").is_file()
+__all__ = ["DEFAULT_MULTS", "DEFAULT_RULE", "RULES", "SweepError", "analyze_command",
+           "base_from_config", "failed_members", "member_flags", "member_name", "parse_mults",
+           "parse_seeds", "plan_members", "print_summary", "probe", "read_sweep_json",
+           "run_sweep", "validate_members", "write_sweep_json"]
 
 
 class _Display:
@@ -449,8 +82,13 @@ class _Display:
         self.progress = None
         if not enabled:
             return
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.progress = Progress(TextColumn("{task.description:<28}"), BarColumn(bar_width=20),
                                  MofNCompleteColumn(), TextColumn("{task.fields[status]:<22}"),
@@ -572,14 +210,14 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
     if out.exists() and not out.is_dir():
         raise SweepError(f"--out {out_dir}: exists and is not a directory; allowed: a new "
                          "directory or a sweep directory")
-    max_parallel = _positive_int(max_parallel, "--max-parallel", "an integer >= 1")
+    max_parallel = positive_int(max_parallel, "--max-parallel", "an integer >= 1")
     mults = parse_mults(batch_mults)
-    rule = _check_rule(lr_rule)
-    fixed = _check_fixed(fixed_lr_control, mults, rule)
+    rule = check_rule(lr_rule)
+    fixed = check_fixed(fixed_lr_control, mults, rule)
     if seeds is not None:
         seeds = parse_seeds(seeds)
     if max_samples is not None:
-        max_samples = _positive_int(max_samples, "--max-samples",
+        max_samples = positive_int(max_samples, "--max-samples",
                                     "a positive number of responses")
     extra_args = [str(a) for a in extra_args]
     old = read_sweep_json(out) if out.is_dir() else None
@@ -606,7 +244,7 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
         "members": members,
     }
     if old is not None:
-        _check_same_sweep(old, sweep, out)
+        check_same_sweep(old, sweep, out)
     validate_members(recipe_path, members, base, extra_args, out, env)
 
     # Resume: finished members keep their record; the rest are (re)run from a clean directory.
@@ -614,7 +252,7 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
     for m in members:
         m["log"] = f"{m['name']}.log"
         prev = earlier.get(m["name"], {})
-        if _is_done(out, m):
+        if is_done(out, m):
             m.update(status="done", returncode=prev.get("returncode", 0),
                      wall_s=prev.get("wall_s"), resumed=True)
             if prev.get("command"):
@@ -623,7 +261,7 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
     out.mkdir(parents=True, exist_ok=True)
     for m in members:
         if m["status"] != "done":
-            m["moved_aside"] += _move_aside(out, m)
+            m["moved_aside"] += move_aside(out, m)
     write_sweep_json(out, sweep)
 
     if max_parallel > 1 and "MASTER_PORT" in env:
@@ -653,7 +291,7 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
                         continue
                     log.close()
                     del running[name]
-                    ok = rc == 0 and _is_done(out, m)
+                    ok = rc == 0 and is_done(out, m)
                     m.update(status="done" if ok else "failed", returncode=rc,
                              wall_s=round(time.monotonic() - t0, 3))
                     if rc == 0 and not ok:

@@ -10,12 +10,12 @@ fuses them, writing splits them again, so a saved directory looks like `save_pre
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
 import torch
 
+from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -25,9 +25,6 @@ TORCH_SINGLE = "pytorch_model.bin"
 # Files besides the weights that make a directory usable by transformers / SGLang.
 ASSET_PATTERNS = ("config.json", "generation_config.json", "tokenizer*", "special_tokens_map.json",
                   "vocab.json", "merges.txt", "added_tokens.json", "chat_template*")
-
-_PER_EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
-
 
 class ConversionError(ValueError):
     """Bad input to a conversion: the message names the flag or field and the offending value."""
@@ -162,46 +159,10 @@ def load_raw_hf_tensors(hf_dir: str | Path) -> dict[str, torch.Tensor]:
 
 def fuse_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """On-disk per-expert tensors -> transformers 5's fused gate_up_proj / down_proj."""
-    fused: dict[str, torch.Tensor] = {}
-    per_expert: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
-    for name, tensor in tensors.items():
-        match = _PER_EXPERT.match(name)
-        if match is None:
-            fused[name] = tensor
-        else:
-            per_expert.setdefault(match[1], {}).setdefault(int(match[2]), {})[match[3]] = tensor
-    for prefix, experts in per_expert.items():
-        if sorted(experts) != list(range(len(experts))):
-            raise ConversionError(f"{prefix}: expert ids {sorted(experts)} are not 0..{len(experts) - 1}")
-        ordered = [experts[e] for e in range(len(experts))]
-        for e, parts in enumerate(ordered):
-            if set(parts) != {"gate_proj", "up_proj", "down_proj"}:
-                raise ConversionError(f"{prefix}.{e}: has {sorted(parts)}, needs gate_proj, up_proj, down_proj")
-        fused[f"{prefix}.gate_up_proj"] = torch.stack(
-            [torch.cat([p["gate_proj"], p["up_proj"]]) for p in ordered])
-        fused[f"{prefix}.down_proj"] = torch.stack([p["down_proj"] for p in ordered])
-    return fused
-
-
-def split_experts(hf_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """transformers 5's fused experts -> one tensor per expert and projection (on-disk names).
-
-    The per-expert tensors are views into the fused ones: no copy until a shard is written.
-    """
-    out: dict[str, torch.Tensor] = {}
-    for name, tensor in hf_state.items():
-        if name.endswith(".mlp.experts.gate_up_proj"):
-            prefix, ffn = name[: -len(".gate_up_proj")], tensor.shape[1] // 2
-            for e in range(tensor.shape[0]):
-                out[f"{prefix}.{e}.gate_proj.weight"] = tensor[e, :ffn]
-                out[f"{prefix}.{e}.up_proj.weight"] = tensor[e, ffn:]
-        elif name.endswith(".mlp.experts.down_proj"):
-            prefix = name[: -len(".down_proj")]
-            for e in range(tensor.shape[0]):
-                out[f"{prefix}.{e}.down_proj.weight"] = tensor[e]
-        else:
-            out[name] = tensor
-    return out
+    try:
+        return hf_mapping.fuse_split_experts(tensors)
+    except ValueError as err:
+        raise ConversionError(str(err)) from None
 
 
 def load_hf_state_dict(hf_dir: str | Path) -> dict[str, torch.Tensor]:
@@ -221,7 +182,7 @@ def save_hf_state_dict(hf_state: dict[str, torch.Tensor], out_dir: str | Path,
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tensors = split_experts(hf_state)
+    tensors = dict(hf_mapping.split_fused_experts(hf_state))
     shards: list[dict[str, torch.Tensor]] = [{}]
     shard_bytes = 0
     for name in sorted(tensors):

@@ -1,6 +1,9 @@
-"""The run directory: config.json once, metrics.jsonl one flushed line per optimizer step.
+"""The run-directory format, written and read here only.
 
-Analysis tools read only these files. metrics.jsonl is opened for append and never rewritten.
+A run directory holds config.json (written once), metrics.jsonl (one flushed line per optimizer
+step, opened for append and never rewritten) and summary.json (written at the end of every run);
+a sweep directory holds sweep.json, whose members are run directories. Analysis tools read only
+these files, through the readers below.
 """
 
 from __future__ import annotations
@@ -8,7 +11,21 @@ from __future__ import annotations
 import json
 import math
 import os
+from datetime import UTC, datetime
 from pathlib import Path
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+SWEEP_FILE = "sweep.json"
+
+
+class RunFileError(ValueError):
+    """A run-directory file that is not valid JSON; `path` and `error` say which and why."""
+
+    def __init__(self, path: Path, error: json.JSONDecodeError):
+        self.path, self.error = path, error
+        super().__init__(f"{path}: not valid JSON ({error})")
 
 
 def _jsonable(value):
@@ -17,17 +34,45 @@ def _jsonable(value):
     return value
 
 
+def number(value) -> float:
+    """A float from a metrics/config value: numbers, or strings such as "nan" / "inf" (how
+    metrics.jsonl keeps non-finite values); else NaN."""
+    if isinstance(value, bool) or value is None:
+        return math.nan
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def _write_atomic(path: Path, content: dict, sort_keys: bool) -> None:
+    """Write a temporary file next to `path`, flush it to disk, rename: a reader sees the old
+    file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(content, f, indent=2, sort_keys=sort_keys)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 class RunDirectory:
+    """The trainer's writer: config.json once, then one metrics.jsonl line per optimizer step
+    (mirrored to wandb when a run is given)."""
+
     def __init__(self, path: str | os.PathLike, wandb_run=None):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")
+        self._metrics = open(self.path / METRICS_FILE, "a", encoding="utf-8")
         self._wandb = wandb_run
 
     def write_config(self, config: dict) -> None:
-        tmp = self.path / "config.json.tmp"
-        tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(self.path / "config.json")
+        _write_atomic(self.path / CONFIG_FILE, config, sort_keys=True)
 
     def log(self, record: dict) -> None:
         self._metrics.write(json.dumps({k: _jsonable(v) for k, v in record.items()}) + "\n")
@@ -42,10 +87,80 @@ class RunDirectory:
             self._wandb.finish()
 
 
-def read_metrics(path: str | os.PathLike) -> list[dict]:
-    """All records of a run directory's metrics.jsonl."""
-    with open(Path(path) / "metrics.jsonl", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def is_run_dir(path: str | os.PathLike) -> bool:
+    return (Path(path) / METRICS_FILE).is_file()
+
+
+def read_metrics(path: str | os.PathLike, notes: list[str] | None = None) -> list[dict]:
+    """A run directory's metrics.jsonl records, merged by `step` (a resumed run re-logs steps;
+    the later line's values win), sorted by step. A record without `step` joins the step before
+    it. Unreadable lines (a live run's half-written last line) are skipped and counted in
+    `notes` when given."""
+    metrics = Path(path) / METRICS_FILE
+    merged: dict[float, dict] = {}
+    bad = 0
+    last_step = 0.0
+    with open(metrics, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                bad += 1
+                continue
+            if not isinstance(rec, dict):
+                bad += 1
+                continue
+            step = number(rec.get("step"))
+            step = step if math.isfinite(step) else last_step
+            last_step = step
+            merged.setdefault(step, {}).update(rec)
+            merged[step].setdefault("step", step)
+    if bad and notes is not None:
+        notes.append(f"{metrics}: skipped {bad} unreadable line(s)")
+    return [merged[s] for s in sorted(merged)]
+
+
+def _read_json(path: Path):
+    """The JSON value in `path`, None when there is no such file; RunFileError when not JSON."""
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise RunFileError(path, err) from None
+
+
+def read_config(run_dir: str | os.PathLike):
+    """config.json's value (None without one); RunFileError when it is not JSON."""
+    return _read_json(Path(run_dir) / CONFIG_FILE)
+
+
+def write_summary(run_dir: str | os.PathLike, content: dict) -> None:
+    _write_atomic(Path(run_dir) / SUMMARY_FILE, content, sort_keys=True)
+
+
+def read_summary(run_dir: str | os.PathLike):
+    """summary.json's value (None without one); RunFileError when it is not JSON."""
+    return _read_json(Path(run_dir) / SUMMARY_FILE)
+
+
+def has_summary(run_dir: str | os.PathLike) -> bool:
+    """A run that ended writes summary.json; without it the run was interrupted or failed."""
+    return (Path(run_dir) / SUMMARY_FILE).is_file()
+
+
+def write_sweep(sweep_dir: str | os.PathLike, sweep: dict) -> None:
+    """sweep.json, atomically, stamped with `updated_utc` (set in `sweep` too)."""
+    sweep["updated_utc"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _write_atomic(Path(sweep_dir) / SWEEP_FILE, sweep, sort_keys=False)
+
+
+def read_sweep(sweep_dir: str | os.PathLike):
+    """sweep.json's value (None without one); RunFileError when it is not JSON, OSError when it
+    cannot be read."""
+    return _read_json(Path(sweep_dir) / SWEEP_FILE)
 
 
 def start_wandb(project: str, run_dir: Path, config: dict):

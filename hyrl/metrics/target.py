@@ -6,9 +6,9 @@ target, R = end-to-end responses per second of the whole loop. Both are measured
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
+
+from hyrl.metrics.run_dir import write_summary  # noqa: F401  (the trainer writes it from here)
 
 # Metric namespaces a training run's --target may name (what the trainer logs).
 TARGET_PREFIXES = ("eval/", "train/")
@@ -72,7 +72,8 @@ class TargetTracker:
         return {"metric": self.metric, "value": self.value, "reached_at": self.reached_at}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume: only a tracker of the same target takes the state (another target starts over)."""
+        """Resume: only a tracker of the same target takes the state (another target starts
+        over)."""
         if (state["metric"], state["value"]) == (self.metric, self.value):
             self.reached_at = state["reached_at"]
 
@@ -124,14 +125,8 @@ def summary(tracker: TargetTracker | None, totals: RunTotals) -> dict:
         "elapsed_s": elapsed,
         "throughput_responses_per_s": samples / elapsed if elapsed > 0 else None,
         "eval_s": totals.eval_seconds,
-        "stage_share": {key[len("perf/"):-len("_s")]: seconds / elapsed
-                        for key, seconds in sorted(totals.stage_seconds.items())} if elapsed > 0 else {},
+        "stage_share": ({key[len("perf/"):-len("_s")]: seconds / elapsed
+                         for key, seconds in sorted(totals.stage_seconds.items())}
+                        if elapsed > 0 else {}),
     }
     return out
-
-
-def write_summary(run_dir: str | Path, content: dict) -> None:
-    path = Path(run_dir) / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)

@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyrl.ray_actors import describe, remote_class
+from hyrl.ray_actors import ActorSlot, describe
 from hyrl.rewards.base import RewardFn
 
 MAX_ERRORS = 5  # messages kept in ScoredBatch.errors
@@ -99,14 +99,12 @@ class _RewardWorker:
         return _score_one(self._fn, text, label, finish_reason)
 
 
-class _Slot:
+class _Slot(ActorSlot):
     """One worker position in the pool; its actor is replaced when it hangs or dies."""
 
-    def __init__(self, index: int):
-        self.index = index
-        self.actor = None
+    def __init__(self, index: int, options: dict, factory_ref, startup_timeout_s: float):
+        super().__init__(index, _RewardWorker, options, (factory_ref,), startup_timeout_s)
         self.ready_ref = None  # set while the actor is starting
-        self.start_deadline = 0.0
         self.alive = False  # started and usable
         self.queue: deque[int] = deque()
         self.call = None  # (ref, item index, deadline) while a call is in flight
@@ -114,6 +112,10 @@ class _Slot:
     @property
     def starting(self) -> bool:
         return self.ready_ref is not None
+
+    def kill(self) -> None:
+        super().kill()
+        self.ready_ref, self.alive, self.call = None, False, None
 
 
 class RewardPool:
@@ -149,7 +151,8 @@ class RewardPool:
         try:
             self._actor_options = {"num_cpus": 1, **(actor_options or {})}
             self._factory_ref = ray.put(reward_fn_factory)
-            self._slots = [_Slot(i) for i in range(num_workers)]
+            self._slots = [_Slot(i, self._actor_options, self._factory_ref,
+                                 self.startup_timeout_s) for i in range(num_workers)]
             for slot in self._slots:
                 self._spawn(slot)
             self._await_startup()
@@ -178,7 +181,7 @@ class RewardPool:
             import ray
 
             for slot in self._slots:
-                self._kill(slot)
+                slot.kill()
             self._slots = []
             if self._owns_ray and ray.is_initialized():
                 ray.shutdown()
@@ -202,26 +205,11 @@ class RewardPool:
 
     # -- actors -----------------------------------------------------------------------------
     def _spawn(self, slot: _Slot) -> None:
-        slot.actor = remote_class(_RewardWorker).options(**self._actor_options).remote(
-            self._factory_ref)
-        slot.ready_ref = slot.actor.ready.remote()
-        slot.start_deadline = time.monotonic() + self.startup_timeout_s
-        slot.alive = False
-        slot.call = None
-
-    def _kill(self, slot: _Slot) -> None:
-        import ray
-
-        if slot.actor is not None:
-            try:
-                ray.kill(slot.actor, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        slot.actor, slot.ready_ref, slot.alive, slot.call = None, None, False, None
+        """A new actor in an empty slot; `ready_ref` answers once it has built its reward fn."""
+        slot.ready_ref = slot.start().ready.remote()
 
     def _replace(self, slot: _Slot) -> None:
-        self._kill(slot)
-        self._spawn(slot)
+        slot.ready_ref = slot.replace().ready.remote()
         self.worker_restarts += 1
 
     def _await_startup(self) -> None:
@@ -305,7 +293,7 @@ class RewardPool:
                         slot.ready_ref, slot.alive = None, True
                     except Exception as exc:  # noqa: BLE001
                         notes.append(f"worker {slot.index}: failed to start: {_describe(exc)}")
-                        self._kill(slot)  # its queued items go to the other workers
+                        slot.kill()  # its queued items go to the other workers
                     continue
                 _, i, _ = slot.call
                 slot.call = None
@@ -331,7 +319,7 @@ class RewardPool:
                 elif slot.starting and slot.ready_ref not in ready and now >= slot.start_deadline:
                     notes.append(f"worker {slot.index}: did not start within "
                                  f"{self.startup_timeout_s:g} s")
-                    self._kill(slot)
+                    slot.kill()
 
         failed.sort()
         errors = [f"index {i}: {m}" for i, m in failed[:MAX_ERRORS]]

@@ -87,7 +87,7 @@ from typing import Any
 
 import torch
 
-from hyrl.ray_actors import describe, remote_class
+from hyrl.ray_actors import ActorSlot, describe
 from hyrl.rollout.base import DiskCheckpoint, Generation, RolloutEngine, SamplingParams
 
 MAX_MESSAGE_CHARS = 300  # an engine's exception text is cut to this in fleet errors
@@ -182,20 +182,17 @@ def put_bucket(bucket) -> Any:
     return ray.put([(name, tensor.detach().to("cpu")) for name, tensor in bucket])
 
 
-class _Slot:
+class _Slot(ActorSlot):
     """One engine position (one placement-group bundle); its actor is replaced when it dies."""
 
-    def __init__(self, index: int):
-        self.index = index
-        self.actor = None
+    def __init__(self, index: int, options: dict, factory_ref, startup_timeout_s: float):
+        super().__init__(index, _EngineActor, options, (factory_ref, index), startup_timeout_s)
         self.call = None  # the one outstanding ObjectRef on this actor, or None when idle
         self.call_kind = ""  # "start" | "load" | "generate" | "abandoned"
         self.chunk: int | None = None  # chunk index while call_kind == "generate"
-        self.start_deadline = 0.0
         self.started = False  # the current actor has built its engine and loaded its weights
         self.weights_ref = None  # the weights the current actor has (or is loading)
         self.retired = False  # died more than max_restarts times; never used again
-        self.restarts = 0
         self.last_error = ""
         self.chunks_served = 0
         self.peak_in_flight = 0  # prompts
@@ -205,6 +202,10 @@ class _Slot:
     @property
     def idle(self) -> bool:
         return self.actor is not None and self.started and self.call is None
+
+    def kill(self) -> None:
+        super().kill()
+        self.call, self.call_kind, self.chunk, self.started = None, "", None, False
 
 
 class RolloutFleet:
@@ -256,9 +257,11 @@ class RolloutFleet:
         try:
             self._create_placement_group(placement_strategy)
             self._factory_ref = ray.put(make_engine)
-            self._slots = [_Slot(i) for i in range(num_engines)]
+            self._slots = [_Slot(i, self._actor_options(i), self._factory_ref,
+                                 self.startup_timeout_s) for i in range(num_engines)]
             for slot in self._slots:
-                self._spawn(slot)
+                slot.start()
+                self._prepare(slot)
             self._run(deque(), [], [], None, until_all_idle=True)
         except BaseException:
             self.close()
@@ -412,7 +415,7 @@ class RolloutFleet:
 
         if ray.is_initialized():
             for slot in self._slots:
-                self._kill(slot)
+                slot.kill()
             if self._placement_group is not None:
                 try:
                     ray.util.remove_placement_group(self._placement_group)
@@ -447,42 +450,34 @@ class RolloutFleet:
                 f"({strategy}) was not ready within {self.startup_timeout_s:g} s; "
                 f"available: {ray.available_resources()}") from None
 
-    def _spawn(self, slot: _Slot) -> None:
-        """Start an actor in the slot's bundle; its first call loads the newest weights."""
+    def _actor_options(self, index: int) -> dict:
+        """Ray options of engine `index`'s actors: its placement-group bundle's resources."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         strategy = PlacementGroupSchedulingStrategy(
-            placement_group=self._placement_group, placement_group_bundle_index=slot.index)
-        slot.actor = remote_class(_EngineActor).options(
-            num_cpus=self.bundle.get("CPU", 0), num_gpus=self.bundle.get("GPU", 0),
-            scheduling_strategy=strategy).remote(self._factory_ref, slot.index)
-        slot.call, slot.call_kind, slot.chunk = slot.actor.prepare.remote(self._weights_ref), "start", None
+            placement_group=self._placement_group, placement_group_bundle_index=index)
+        return {"num_cpus": self.bundle.get("CPU", 0), "num_gpus": self.bundle.get("GPU", 0),
+                "scheduling_strategy": strategy}
+
+    def _prepare(self, slot: _Slot) -> None:
+        """The first call of a slot's new actor: build its engine, load the newest weights."""
+        slot.call = slot.actor.prepare.remote(self._weights_ref)
+        slot.call_kind, slot.chunk = "start", None
         slot.weights_ref = self._weights_ref
-        slot.start_deadline = time.monotonic() + self.startup_timeout_s
         slot.started = False
-
-    def _kill(self, slot: _Slot) -> None:
-        import ray
-
-        if slot.actor is not None:
-            try:
-                ray.kill(slot.actor, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        slot.actor, slot.call, slot.call_kind, slot.chunk, slot.started = None, None, "", None, False
 
     def _replace(self, slot: _Slot, exc: BaseException) -> None:
         """A death: a new actor in the same bundle, or RolloutFleetError past max_restarts."""
         slot.last_error = _describe(exc)
-        self._kill(slot)
         if slot.restarts >= self.max_restarts:
+            slot.kill()
             slot.retired = True
             raise RolloutFleetError(
                 f"engine {slot.index} died after {slot.restarts} restart(s) (max_restarts="
                 f"{self.max_restarts}) and is retired; last error: {slot.last_error}",
                 engine_index=slot.index) from exc
-        slot.restarts += 1
-        self._spawn(slot)
+        slot.replace()
+        self._prepare(slot)
 
     # -- the event loop -----------------------------------------------------------------------
     def _run(self, queue: deque[int], bounds: list[tuple[int, int]],

@@ -207,6 +207,34 @@ def split_fused_experts(hf_state: Mapping[str, torch.Tensor]) -> list[tuple[str,
     return named
 
 
+def fuse_split_experts(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Checkpoint layout (one tensor per expert and projection) -> HF state dict with fused
+    experts: the inverse of `split_fused_experts`. ValueError when a layer's expert ids are not
+    0..E-1 or an expert lacks one of its three projections."""
+    fused: dict[str, torch.Tensor] = {}
+    per_expert: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
+    for name, tensor in tensors.items():
+        match = _CKPT_EXPERT_RE.match(name)
+        if match is None:
+            fused[name] = tensor
+        else:
+            experts = per_expert.setdefault(match[1], {})
+            experts.setdefault(int(match[2]), {})[f"{match[3]}_proj"] = tensor
+    for prefix, experts in per_expert.items():
+        if sorted(experts) != list(range(len(experts))):
+            raise ValueError(f"{prefix}: expert ids {sorted(experts)} are not "
+                             f"0..{len(experts) - 1}")
+        ordered = [experts[e] for e in range(len(experts))]
+        for e, parts in enumerate(ordered):
+            if set(parts) != {"gate_proj", "up_proj", "down_proj"}:
+                raise ValueError(f"{prefix}.{e}: has {sorted(parts)}, needs gate_proj, up_proj, "
+                                 "down_proj")
+        fused[f"{prefix}.gate_up_proj"] = torch.stack(
+            [torch.cat([p["gate_proj"], p["up_proj"]]) for p in ordered])
+        fused[f"{prefix}.down_proj"] = torch.stack([p["down_proj"] for p in ordered])
+    return fused
+
+
 def fused_expert_slot(checkpoint_name: str) -> tuple[str, int, str] | None:
     """Where a checkpoint-layout expert tensor lives in the fused state dict:
     (fused name, expert, "gate" | "up" | "down"); None for a tensor that is not an expert's."""

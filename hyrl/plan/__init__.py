@@ -1,0 +1,50 @@
+"""`hyrl plan`: rank layout, GPUs and a per-GPU memory estimate of a run, before it starts.
+
+    hyrl plan RECIPE.sh [--json] [-- EXTRA RECIPE FLAGS]
+    hyrl plan [--json] -- TRAIN FLAGS --world-size N
+
+`make_plan(cfg, world_size)` is pure arithmetic on a resolved RunConfig (no torch, no GPU), so a
+layout can be checked on a laptop. What it counts, per GPU, in GiB (2**30 bytes):
+
+- parameters from the architecture flags (`param_counts`), split as Megatron splits them:
+  attention, router, norms and the (vocab-parallel) embedding and output layer over TP (and
+  their layers over PP), routed experts over EP x ETP;
+- actor weights, gradients and optimizer states at the bytes the trainer's precision flags give
+  (`bytes_per_param`: --bf16, --accumulate-allreduce-grads-in-fp32), states sharded over
+  data-parallel ranks (experts over expert-DP) with --use-distributed-optimizer;
+- activations of one micro-batch with the chosen recomputation (`activation_bytes_per_token`),
+  in the activation dtype, with the s x s scores of unfused attention when the trainer runs the
+  local spec (`attention_implementation`), and the chunked log-prob pass's logits;
+- the frozen reference (weights only) when a KL term is on, the critic (its own weights, grads,
+  Adam and activations) under gae;
+- SGLang: its weights copy and the KV cache its --sglang-mem-fraction-static leaves, in tokens
+  and in sequences of the longest length, against --rollout-concurrency.
+
+`check_fit(plan)` lists what cannot work (each names the flag to change); `plan["warnings"]`
+what may be slow. Everything not modelled is listed in NOT_MODELLED and printed with the table.
+
+One concern per module: `memory` (parameter counts, bytes, activations), `layout` (rank
+groups), `make` (the plan and the fit check), `render` (the table), `cli` (the command, a
+recipe read through its dry run).
+"""
+
+from hyrl.plan.cli import PlanError, config_from_dry_run, main, recipe_dry_run
+from hyrl.plan.layout import MEGATRON_ORDER, rank_groups
+from hyrl.plan.make import NOT_MODELLED, SAFETY_MARGIN, check_fit, make_plan, make_plan_memory
+from hyrl.plan.memory import (
+                              LOGPROB_CHUNK_POSITIONS,
+                              activation_bytes_per_token,
+                              activation_memory,
+                              attention_implementation,
+                              bytes_per_param,
+                              param_counts,
+                              params_per_gpu,
+                              sequence_length,
+)
+from hyrl.plan.render import describe_for_dry_run, format_plan
+
+__all__ = ["LOGPROB_CHUNK_POSITIONS", "MEGATRON_ORDER", "NOT_MODELLED", "SAFETY_MARGIN",
+           "PlanError", "activation_bytes_per_token", "activation_memory",
+           "attention_implementation", "bytes_per_param", "check_fit", "config_from_dry_run",
+           "describe_for_dry_run", "format_plan", "main", "make_plan", "make_plan_memory",
+           "param_counts", "params_per_gpu", "rank_groups", "recipe_dry_run", "sequence_length"]
