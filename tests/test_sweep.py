@@ -346,6 +346,71 @@ def test_cli_missing_recipe_exits_2(tmp_path, capsys):
     assert "RECIPE" in capsys.readouterr().err
 
 
+# --- hyrl sweep --dry-run ---------------------------------------------------------------------
+
+def dry_run_members(stdout: str) -> dict[str, tuple[dict, list[str]]]:
+    """`NAME: KEY=VALUE ...; appends: FLAGS` lines -> {NAME: (values, flags)}."""
+    members = {}
+    for line in stdout.strip().splitlines():
+        name, rest = line.split(": ", 1)
+        values, flags = rest.split("; appends: ")
+        members[name] = (dict(kv.split("=", 1) for kv in values.split()), flags.split())
+    return members
+
+
+def test_dry_run_prints_every_member_and_writes_nothing(recipe, calls, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(recipe), "--out", str(out), "--batch-mults", "1,2,4",
+            "--fixed-lr-control", "4", "--max-samples", "2048", "--dry-run"]
+    assert main(argv) == 0
+    members = dry_run_members(capsys.readouterr().out)
+    assert list(members) == [
+        "b128-ref-s1234", "b256-sqrt-s1234", "b512-sqrt-s1234", "b512-fixed-s1234"]
+    # By hand: P = 16 m, B = 128 m, lr = 3e-4 sqrt(m) (the control keeps 3e-4),
+    # ceil(2048 / (P x 8)) rollout steps.
+    for name, m, lr in [("b128-ref-s1234", 1, 3e-4), ("b256-sqrt-s1234", 2, 3e-4 * 2**0.5),
+                        ("b512-sqrt-s1234", 4, 6e-4), ("b512-fixed-s1234", 4, 3e-4)]:
+        values, flags = members[name]
+        assert int(values["rollout_batch_size"]) == 16 * m
+        assert int(values["global_batch_size"]) == 128 * m
+        assert float(values["lr"]) == pytest.approx(lr)
+        assert int(values["num_steps"]) == 16 // m
+        assert values["seed"] == "1234"
+        # The flags a real run appends, its run directory included.
+        assert flags[flags.index("--global-batch-size") + 1] == str(128 * m)
+        assert flags[flags.index("--run-dir") + 1] == str(out.resolve() / name)
+    assert members["b512-fixed-s1234"][0]["lr_scaling"] == "none"
+    assert launched(calls) == [] and not out.exists()
+
+
+def test_dry_run_of_a_refused_member_exits_2_naming_the_flag(
+        recipe, calls, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "sweep"
+    monkeypatch.setenv("FAKE_BAD_B", "512")
+    argv = ["sweep", str(recipe), "--out", str(out), "--batch-mults", "1,2,4", "--dry-run"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "member b512-sqrt-s1234" in captured.err
+    assert "--micro-batch-size=32: does not divide B=512" in captured.err
+    assert launched(calls) == [] and not out.exists()
+
+
+def test_dry_run_into_an_earlier_sweep_checks_its_arguments_and_changes_nothing(
+        recipe, calls, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    quiet_sweep(recipe, out, batch_mults=[1, 2])
+    calls.unlink()
+    before = {str(p): p.stat().st_mtime_ns for p in out.rglob("*")}
+    argv = ["sweep", str(recipe), "--out", str(out), "--dry-run"]
+    assert main([*argv, "--batch-mults", "1,2,4"]) == 2  # as a real re-run: other arguments
+    assert "--out" in capsys.readouterr().err
+    assert main([*argv, "--batch-mults", "1,2"]) == 0
+    assert list(dry_run_members(capsys.readouterr().out)) == ["b128-ref-s1234", "b256-sqrt-s1234"]
+    assert launched(calls) == []
+    assert {str(p): p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+
 def test_sigterm_stops_the_members_and_the_rerun_resumes(recipe, calls, tmp_path):
     out = tmp_path / "sweep"
     argv = [sys.executable, "-m", "hyrl", "sweep", str(recipe), "--out", str(out),

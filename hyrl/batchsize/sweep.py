@@ -18,6 +18,8 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    b{B}-fixed-s{seed} for the control; the reference is the first seed's m = 1 member.
 3. Validate: a dry run of every member (its flags after EXTRA, so the sweep's flags win) before
    anything is launched; a member the recipe rejects is named with the recipe's error.
+   Steps 1 to 3 are `check_sweep`, which writes nothing: `hyrl sweep --dry-run` stops there
+   and prints each member's resolved values and appended flags (`dry_run_lines`).
 4. Run: up to --max-parallel members at once, `bash RECIPE EXTRA... MEMBER FLAGS`, output to
    DIR/NAME.log, environment inherited. sweep.json is rewritten atomically before the launch
    and whenever a member starts or ends.
@@ -27,8 +29,8 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    A sweep.json written with other arguments is refused.
 
 One concern per module: `sweep_plan` (arguments, members), `sweep_probe` (the recipe's dry
-runs), `sweep_record` (sweep.json and the member directories), this one (running the members
-and the summary). Only the standard library, `hyrl.config`, `hyrl.metrics.run_dir` and
+runs), `sweep_record` (sweep.json and the member directories), this one (checking, running
+the members and the summary). Only the standard library, `hyrl.config`, `hyrl.metrics.run_dir` and
 `hyrl.recipes` (standard library only) and rich are imported: the trainer is reached through
 the recipe, as a subprocess.
 """
@@ -43,6 +45,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from hyrl.batchsize.sweep_plan import (
@@ -69,10 +72,11 @@ from hyrl.batchsize.sweep_record import (
 )
 from hyrl.metrics.run_dir import SWEEP_FILE
 
-__all__ = ["DEFAULT_MULTS", "DEFAULT_RULE", "RULES", "SweepError", "analyze_command",
-           "base_from_config", "failed_members", "member_flags", "member_name", "parse_mults",
-           "parse_seeds", "plan_members", "print_summary", "probe", "read_sweep_json",
-           "run_sweep", "validate_members", "write_sweep_json"]
+__all__ = ["DEFAULT_MULTS", "DEFAULT_RULE", "RULES", "CheckedSweep", "SweepError",
+           "analyze_command", "base_from_config", "check_sweep", "dry_run_lines",
+           "failed_members", "member_flags", "member_name", "parse_mults", "parse_seeds",
+           "plan_members", "print_summary", "probe", "read_sweep_json", "run_sweep",
+           "validate_members", "write_sweep_json"]
 
 
 class _Display:
@@ -187,20 +191,34 @@ def _signals_interrupt():
             signal.signal(sig, handler)
 
 
-def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
-              lr_rule: str = DEFAULT_RULE, fixed_lr_control: int | None = None,
-              seeds: Sequence[int] | str | None = None, max_samples: int | None = None,
-              max_parallel: int = 1, extra_args: Sequence[str] = (), env: dict | None = None,
-              console=None, show_progress: bool = True, poll_s: float = 0.2) -> dict:
-    """Probe, plan, validate and run a sweep into `out_dir`; returns sweep.json's content.
+@dataclass
+class CheckedSweep:
+    """A sweep probed, planned and dry-run member by member (steps 1 to 3); nothing written.
 
-    `seeds` None = the recipe's own seed. `env` None = this process's environment (NPROC, PYTHON,
-    CUDA_VISIBLE_DEVICES... reach the recipe unchanged). A member that exits non-zero is marked
-    failed and the others go on; the caller decides the exit code (see `failed_members`).
-    Raises SweepError (nothing launched) for a bad argument, a failing probe, a member the
-    recipe rejects in a dry run, or an --out holding another sweep. On KeyboardInterrupt the
-    running members are stopped, recorded as pending again, and the interrupt is re-raised.
-    """
+    `sweep` is the content sweep.json will hold, every member pending; `earlier` the sweep.json
+    already in `out` (a re-run), else None; `resolved` each member's configuration from its
+    dry run, in the order of sweep["members"]."""
+
+    recipe: Path
+    out: Path
+    env: dict
+    base: dict
+    sweep: dict
+    earlier: dict | None
+    resolved: list[dict]
+    max_parallel: int
+
+
+def check_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
+                lr_rule: str = DEFAULT_RULE, fixed_lr_control: int | None = None,
+                seeds: Sequence[int] | str | None = None, max_samples: int | None = None,
+                max_parallel: int = 1, extra_args: Sequence[str] = (),
+                env: dict | None = None) -> CheckedSweep:
+    """Everything a sweep does before it writes: the arguments checked, the recipe probed, the
+    members planned and each one dry-run through the recipe. Reads `out_dir` (an earlier
+    sweep.json must hold the same arguments) and creates nothing; `hyrl sweep --dry-run` stops
+    here. Raises SweepError for a bad argument, a failing probe, a member the recipe rejects in
+    a dry run, or an --out holding another sweep (arguments as in `run_sweep`)."""
     recipe_path = Path(recipe)
     if not recipe_path.is_file():
         raise SweepError(f"RECIPE {recipe}: no such file; allowed: a recipe script such as "
@@ -245,7 +263,29 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
     }
     if old is not None:
         check_same_sweep(old, sweep, out)
-    validate_members(recipe_path, members, base, extra_args, out, env)
+    resolved = validate_members(recipe_path, members, base, extra_args, out, env)
+    return CheckedSweep(recipe_path, out, env, base, sweep, old, resolved, max_parallel)
+
+
+def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
+              lr_rule: str = DEFAULT_RULE, fixed_lr_control: int | None = None,
+              seeds: Sequence[int] | str | None = None, max_samples: int | None = None,
+              max_parallel: int = 1, extra_args: Sequence[str] = (), env: dict | None = None,
+              console=None, show_progress: bool = True, poll_s: float = 0.2) -> dict:
+    """Probe, plan, validate and run a sweep into `out_dir`; returns sweep.json's content.
+
+    `seeds` None = the recipe's own seed. `env` None = this process's environment (NPROC, PYTHON,
+    CUDA_VISIBLE_DEVICES... reach the recipe unchanged). A member that exits non-zero is marked
+    failed and the others go on; the caller decides the exit code (see `failed_members`).
+    Raises SweepError (nothing launched) for a bad argument, a failing probe, a member the
+    recipe rejects in a dry run, or an --out holding another sweep. On KeyboardInterrupt the
+    running members are stopped, recorded as pending again, and the interrupt is re-raised.
+    """
+    checked = check_sweep(recipe, out_dir, batch_mults, lr_rule, fixed_lr_control, seeds,
+                          max_samples, max_parallel, extra_args, env)
+    recipe_path, out, env, base = checked.recipe, checked.out, checked.env, checked.base
+    sweep, old, extra_args = checked.sweep, checked.earlier, checked.sweep["extra_args"]
+    members, max_parallel = sweep["members"], checked.max_parallel
 
     # Resume: finished members keep their record; the rest are (re)run from a clean directory.
     earlier = {m.get("name"): m for m in (old or {}).get("members", []) if isinstance(m, dict)}
@@ -308,6 +348,23 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
             write_sweep_json(out, sweep)
             raise
     return sweep
+
+
+# The resolved values a dry run prints per member: the planned numbers, then the layout.
+DRY_RUN_KEYS = ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "lr",
+                "lr_scaling", "num_steps", "seed", "world_size", "target")
+
+
+def dry_run_lines(checked: CheckedSweep) -> list[str]:
+    """One line per member, `NAME: KEY=VALUE ...; appends: FLAGS`: the values the recipe
+    resolved in the member's dry run (the DRY_RUN_KEYS it has) and the flags the sweep appends
+    after EXTRA, run directory included, as a real run would pass them."""
+    lines = []
+    for member, config in zip(checked.sweep["members"], checked.resolved):
+        values = " ".join(f"{k}={config[k]}" for k in DRY_RUN_KEYS if k in config)
+        flags = member_flags(member, checked.base, checked.out / member["run_dir"])
+        lines.append(f"{member['name']}: {values}; appends: {shlex.join(flags)}")
+    return lines
 
 
 def failed_members(sweep: dict) -> list[dict]:

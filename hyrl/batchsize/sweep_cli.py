@@ -1,6 +1,8 @@
-"""`hyrl sweep RECIPE --out DIR [...] [-- EXTRA RECIPE FLAGS]`: the parser and the command.
+"""`hyrl sweep RECIPE --out DIR [--dry-run] [...] [-- EXTRA RECIPE FLAGS]`: the parser and the
+command.
 
-The sweep itself (probe, plan, validate, run, resume) is `hyrl.batchsize.sweep`.
+The sweep itself (probe, plan, validate, run, resume) is `hyrl.batchsize.sweep`; --dry-run
+stops after the validation, prints the plan and writes nothing.
 """
 
 from __future__ import annotations
@@ -8,13 +10,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hyrl.batchsize.sweep import SweepError, failed_members, print_summary, run_sweep
+from hyrl.batchsize.sweep import (
+    SweepError,
+    check_sweep,
+    dry_run_lines,
+    failed_members,
+    print_summary,
+    run_sweep,
+)
 from hyrl.cli_args import parse_args
 
 
 def main(argv: list[str]) -> int:
-    """`hyrl sweep`: 0 when every member finished, 1 when one failed, 2 on a refused
-    argument (nothing launched), 130 when interrupted."""
+    """`hyrl sweep`: 0 when every member finished (with --dry-run: when every member passed
+    its dry run), 1 when one failed, 2 on a refused argument or member (nothing launched),
+    130 when interrupted."""
     # Everything after the first `--` goes to the recipe, untouched.
     extra: list[str] = []
     if "--" in argv:
@@ -48,9 +58,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-parallel", default="1", metavar="N",
                         help="members running at once (default 1)")
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="probe, plan and dry-run every member as a real sweep does before "
+                        "it launches, print one line per member (its resolved values and the "
+                        "flags the sweep appends) and stop: nothing runs, nothing is written")
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
+    if args.dry_run:
+        return _dry_run(args, extra)
     try:
         sweep = run_sweep(args.recipe, args.out, batch_mults=args.batch_mults,
                           lr_rule=args.lr_rule, fixed_lr_control=args.fixed_lr_control,
@@ -66,3 +82,21 @@ def main(argv: list[str]) -> int:
         return 130
     print_summary(sweep, args.out)
     return 1 if failed_members(sweep) else 0
+
+
+def _dry_run(args: argparse.Namespace, extra: list[str]) -> int:
+    """The checks of a real sweep (same arguments, same messages), then the plan on stdout."""
+    try:
+        checked = check_sweep(args.recipe, args.out, batch_mults=args.batch_mults,
+                              lr_rule=args.lr_rule, fixed_lr_control=args.fixed_lr_control,
+                              seeds=args.seeds, max_samples=args.max_samples,
+                              max_parallel=args.max_parallel, extra_args=extra)
+    except SweepError as err:
+        print(f"hyrl sweep: error: {err}", file=sys.stderr)
+        return 2
+    for line in dry_run_lines(checked):
+        print(line)
+    members = checked.sweep["members"]
+    print(f"hyrl sweep --dry-run: {len(members)} member(s) of {checked.recipe} pass its dry "
+          f"run; nothing launched, nothing written in {checked.out}", file=sys.stderr)
+    return 0

@@ -101,22 +101,23 @@ def _check_resolved(member: dict, config: dict, base: dict) -> str:
 
 
 def validate_members(recipe: Path, members: list[dict], base: dict, extra_args: Sequence[str],
-                     out_dir: Path, env: dict) -> None:
-    """Dry-run every member (run directories under a path that is never created); raise
-    SweepError naming each member the recipe rejects, with the recipe's error."""
+                     out_dir: Path, env: dict) -> list[dict]:
+    """Dry-run every member (run directories under a path that is never created); return each
+    member's resolved configuration, in the members' order (what `hyrl sweep --dry-run`
+    prints). Raise SweepError naming each member the recipe rejects, with the recipe's error."""
     never = _unused_path(out_dir / DRY_RUN_DIR)
 
-    def check(member: dict) -> str:
+    def check(member: dict) -> tuple[dict | None, str]:
         flags = member_flags(member, base, never / member["name"])
         config, why = _dry_run(recipe, [*extra_args, *flags], env)
         if config is None:
-            return why
-        return _check_resolved(member, config, base)
+            return None, why
+        return config, _check_resolved(member, config, base)
 
     workers = max(1, min(MAX_DRY_RUNS_AT_ONCE, len(members), os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        problems = list(pool.map(check, members))
-    bad = [(m, why) for m, why in zip(members, problems) if why]
+        answers = list(pool.map(check, members))
+    bad = [(m, why) for m, (_, why) in zip(members, answers) if why]
     if bad:
         text = "\n".join(f"  member {m['name']} (P={m['prompts_per_step']}, "
                          f"B={m['responses_per_step']}, lr={m['lr']:.4g}): "
@@ -124,3 +125,4 @@ def validate_members(recipe: Path, members: list[dict], base: dict, extra_args: 
         raise SweepError(f"{len(bad)} of {len(members)} member(s) rejected by RECIPE {recipe} "
                          f"in a dry run; nothing was launched (change --batch-mults, or pass "
                          f"flags after --):\n{text}")
+    return [config for config, _ in answers]
