@@ -239,43 +239,90 @@ def test_qwen3_recipe_dry_runs_without_gpu_data_or_slurm(recipe, slurm_env):
     assert (config["global_batch_size"], config["lr"]) == (1024, 1e-6)
 
 
-def _assert_sweep_plan(stdout: str) -> None:
-    """One line per member, `LABEL: KEY=VALUE ...` of its resolved configuration: P = 128 x m
-    prompts, B = 1024 x m, lr = 1e-6 x sqrt(m), every member 1,000,000 responses long."""
+def _sweep_members(stdout: str) -> dict[str, tuple[dict, list[str]]]:
+    """`hyrl sweep --dry-run`'s lines, `NAME: KEY=VALUE ...; appends: FLAGS` -> {NAME: (values,
+    flags)}, in the order printed."""
     members = {}
     for line in stdout.strip().splitlines():
-        label, values = line.split(": ")
-        members[label] = dict(kv.split("=", 1) for kv in values.split())
-    assert list(members) == [
-        "main x1",
-        "main x2",
-        "main x4",
-        "main x8",
-        "main x16",
-        "main x2 fixed-lr",
-        "p64 x1",
-    ]
+        name, rest = line.split(": ", 1)
+        values, flags = rest.split("; appends: ")
+        members[name] = (dict(kv.split("=", 1) for kv in values.split()), flags.split())
+    return members
+
+
+def _assert_sweep_plan(stdout: str) -> None:
+    """One line per member of the two sweeps (main, p64): P = 128 x m prompts, B = 1024 x m,
+    lr = 1e-6 x sqrt(m), every member 1,000,000 responses long; the control at B = 2048 keeps
+    1e-6; p64's one member B = 512 at 1e-6 x sqrt(1/2)."""
+    members = _sweep_members(stdout)
+    main = [f"b{1024 * m}-sqrt-s1234" for m in (2, 4, 8, 16)]
+    assert list(members) == ["b1024-ref-s1234", *main, "b2048-fixed-s1234", "b512-ref-s1234"]
     for m in (1, 2, 4, 8, 16):
-        member = members[f"main x{m}"]
-        assert int(member["rollout_batch_size"]) == 128 * m
-        assert int(member["global_batch_size"]) == 1024 * m
-        assert float(member["lr"]) == pytest.approx(1e-6 * m**0.5)
-        assert int(member["num_steps"]) == -(-1_000_000 // (128 * m * 8))
-    fixed = members["main x2 fixed-lr"]
+        values, flags = members[f"b{1024 * m}-{'ref' if m == 1 else 'sqrt'}-s1234"]
+        assert int(values["rollout_batch_size"]) == 128 * m
+        assert int(values["global_batch_size"]) == 1024 * m
+        assert float(values["lr"]) == pytest.approx(1e-6 * m**0.5)
+        assert int(values["num_steps"]) == -(-1_000_000 // (128 * m * 8))
+        assert flags[flags.index("--global-batch-size") + 1] == str(1024 * m)
+        assert Path(flags[flags.index("--run-dir") + 1]).parent.name == "main"
+    fixed, fixed_flags = members["b2048-fixed-s1234"]
     assert (fixed["global_batch_size"], float(fixed["lr"]), fixed["lr_scaling"]) == (
         "2048",
         1e-6,
         "none",
     )
-    p64 = members["p64 x1"]
+    assert Path(fixed_flags[fixed_flags.index("--run-dir") + 1]).parent.name == "main"
+    p64, p64_flags = members["b512-ref-s1234"]
     assert p64["global_batch_size"] == "512"
     assert float(p64["lr"]) == pytest.approx(1e-6 * 0.5**0.5)
-    assert {m["target"] for m in members.values()} == {"eval/heldout/accuracy=0.77"}
-    assert {m["world_size"] for m in members.values()} == {"16"}
+    assert Path(p64_flags[p64_flags.index("--run-dir") + 1]).parent.name == "p64"
+    assert {v["target"] for v, _ in members.values()} == {"eval/heldout/accuracy=0.77"}
+    assert {v["world_size"] for v, _ in members.values()} == {"16"}
 
 
 def test_a_sweep_member_the_flags_cannot_run_names_the_flag_in_the_dry_run():
     proc = _dry_run(ROOT / "recipes/qwen3_30b_a3b/sweep_grpo.sh", {"NNODES": "1"})
     assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("hyrl train: error: --expert-model-parallel-size=16")
+    assert proc.stderr.startswith("hyrl sweep: error: RECIPE ")  # the sweep's own message
+    (refusal,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("hyrl train: error:")]
+    assert refusal.startswith("hyrl train: error: --expert-model-parallel-size=16")
     assert proc.stdout == ""
+
+
+def test_tiny_sweep_dry_run_prints_its_members_and_creates_nothing(tmp_path):
+    """B = 128 x m (m = 1, 2, 4, 8) at lr 3e-4 x sqrt(m), the control at B = 512 and 3e-4; each
+    member 128,000 responses long, i.e. 1000 / m rollout steps of 16 m x 8 responses."""
+    out = tmp_path / "sweep"
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "recipes/tiny/sweep_grpo.sh"), str(out), "--dry-run"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    members = _sweep_members(proc.stdout)
+    assert list(members) == [
+        "b128-ref-s1234",
+        "b256-sqrt-s1234",
+        "b512-sqrt-s1234",
+        "b1024-sqrt-s1234",
+        "b512-fixed-s1234",
+    ]
+    for name, m, lr in [
+        ("b128-ref-s1234", 1, 3e-4),
+        ("b256-sqrt-s1234", 2, 3e-4 * 2**0.5),
+        ("b512-sqrt-s1234", 4, 6e-4),
+        ("b1024-sqrt-s1234", 8, 3e-4 * 8**0.5),
+        ("b512-fixed-s1234", 4, 3e-4),
+    ]:
+        values, flags = members[name]
+        assert int(values["rollout_batch_size"]) == 16 * m
+        assert int(values["global_batch_size"]) == 128 * m
+        assert float(values["lr"]) == pytest.approx(lr)
+        assert int(values["num_steps"]) == 1000 // m
+        assert values["target"] == "eval/accuracy=0.9"
+        assert flags[flags.index("--run-dir") + 1] == str(out.resolve() / name)
+    assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -12,10 +12,11 @@
 #   hyrl plan recipes/qwen3_30b_a3b/grpo.sh -- --rollout-batch-size 2048 --global-batch-size 16384
 # EVAL_DATA (held-out prompts) is required: the target is measured on it.
 # Re-running with the same OUT_DIR resumes (finished members are skipped).
-# With --dry-run nothing runs and nothing is written: every member's flags (the ones hyrl sweep
-# appends) go through grpo.sh --dry-run, one process each, with data.sh's stand-ins for missing
-# DATA, HF_CHECKPOINT and EVAL_DATA; one line per member on stdout, its resolved values. A
-# member the flags cannot run prints the error that names the flag and exits 2.
+# With --dry-run nothing runs and nothing is written: each sweep is `hyrl sweep --dry-run`
+# with the arguments of the real run (the probe and every member through grpo.sh --dry-run,
+# with data.sh's stand-ins for missing DATA, HF_CHECKPOINT and EVAL_DATA); one line per member
+# on stdout, its resolved values and the flags the sweep appends. A member the flags cannot
+# run prints hyrl's error naming the flag and exits 2.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python}"
@@ -41,63 +42,21 @@ fi
 # missing file is replaced by its stand-in).
 export EVAL_DATA="${EVAL_DATA:-/path/to/heldout.jsonl}"
 
-LR_RULE=sqrt
-SEED=1234
 SWEEP_ARGS=(
-  --lr-rule "$LR_RULE"
-  --seeds "$SEED"
+  --lr-rule sqrt
+  --seeds 1234
   --max-samples "$MAX_SAMPLES"
   --max-parallel 1                 # one member at a time on the allocation
 )
+[[ "$DRY_RUN" == 1 ]] && SWEEP_ARGS+=(--dry-run)
 
-dry_run() {  # FLAGS...: grpo.sh's resolved configuration (JSON); its error and exit 2 if refused
-  local config err
-  err="$(mktemp)"
-  if ! config="$(bash "$HERE/grpo.sh" --dry-run "$@" 2>"$err")"; then
-    grep -v -e '^+ ' -e '^dry run: ' "$err" >&2 || true  # the error, not the echoed command
-    rm -f "$err"
-    exit 2
-  fi
-  rm -f "$err"
-  printf '%s\n' "$config"
-}
-
-resolved() {  # FORMAT: str.format of FORMAT with the JSON configuration on stdin
-  "$PYTHON" -c 'import json, sys; print(sys.argv[1].format(**json.load(sys.stdin)))' "$1"
-}
-
-member() {  # LABEL M LR_SCALING EXTRA...: one member's dry run with the flags hyrl sweep appends
-  local label="$1" m="$2" scaling="$3" P B config
-  shift 3
-  P=$((P0 * m))
-  B=$((B0 * m))
-  config="$(dry_run "$@" --rollout-batch-size "$P" --global-batch-size "$B" --lr none \
-    --ref-lr "$lr0" --ref-global-batch-size "$B0" --lr-scaling "$scaling" --seed "$SEED" \
-    --num-steps $(((MAX_SAMPLES + P * G - 1) / (P * G))))"
-  resolved "$label: rollout_batch_size={rollout_batch_size} global_batch_size={global_batch_size}\
- lr={lr} lr_scaling={lr_scaling} num_steps={num_steps} world_size={world_size}\
- target={target}" <<< "$config"
-}
-
-# sweep NAME MULTS FIXED_LR_MULT EXTRA...: `hyrl sweep` of grpo.sh into OUT/NAME; with --dry-run
-# the probe (grpo.sh with EXTRA: P0, G, B0, lr0) and then every member through member().
+# sweep NAME MULTS FIXED_LR_MULT EXTRA...: `hyrl sweep` of grpo.sh into OUT/NAME (with --dry-run
+# its checks only: hyrl sweep --dry-run, same arguments).
 sweep() {
-  local name="$1" mults="$2" fixed="$3" base P0 G B0 lr0 m
+  local name="$1" mults="$2" fixed="$3"
   shift 3
-  if [[ "$DRY_RUN" == 0 ]]; then
-    hyrl sweep "$HERE/grpo.sh" --out "$OUT/$name" --batch-mults "$mults" \
-      ${fixed:+--fixed-lr-control "$fixed"} "${SWEEP_ARGS[@]}" -- "$@"
-    return
-  fi
-  base="$(dry_run "$@")"
-  read -r P0 G B0 lr0 <<< "$(resolved \
-    '{rollout_batch_size} {n_samples_per_prompt} {global_batch_size} {lr}' <<< "$base")"
-  for m in ${mults//,/ }; do
-    member "$name x$m" "$m" "$LR_RULE" "$@"
-  done
-  if [[ -n "$fixed" ]]; then
-    member "$name x$fixed fixed-lr" "$fixed" none "$@"
-  fi
+  "$PYTHON" -m hyrl sweep "$HERE/grpo.sh" --out "$OUT/$name" --batch-mults "$mults" \
+    ${fixed:+--fixed-lr-control "$fixed"} "${SWEEP_ARGS[@]}" -- "$@"
 }
 
 # P = 128 x 1, 2, 4, 8, 16 = 128 ... 2048, plus P = 256 at the reference lr.
@@ -105,5 +64,5 @@ sweep main 1,2,4,8,16 2 --target "$TARGET"
 # P = 64: grpo.sh derives its lr from the reference (--ref-lr 1e-6 at 1024, sqrt).
 sweep p64 1 "" --target "$TARGET" --rollout-batch-size 64 --global-batch-size 512
 [[ "$DRY_RUN" == 1 ]] && exit 0
-hyrl analyze "$OUT/main" "$OUT/p64" --target "$TARGET" --reference b1024-ref-s1234 \
+"$PYTHON" -m hyrl analyze "$OUT/main" "$OUT/p64" --target "$TARGET" --reference b1024-ref-s1234 \
   --out "$OUT/analysis"

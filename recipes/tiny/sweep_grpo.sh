@@ -1,15 +1,33 @@
 #!/usr/bin/env bash
 # The batch-size study on the tiny GRPO recipe, then its analysis (what `make demo` runs).
 #   bash recipes/tiny/sweep_grpo.sh [OUT_DIR]
+#   bash recipes/tiny/sweep_grpo.sh [OUT_DIR] --dry-run   # the plan only; nothing runs, no files
 # Members: B = 128 (reference), 256, 512, 1024 responses per step (prompts x 8), lr by the
 # square-root rule from 3e-4 at B=128, plus the fixed-lr control at 4x (B=512, lr 3e-4).
 # Every member consumes the same 128,000 responses, so curves compare per sample.
 # Validation: greedy accuracy on the 100 training prompts every 5 rollout steps (the tiny model
 # memorises rather than generalises, so a held-out split would not reach a useful target).
 # Re-running with the same OUT_DIR resumes: finished members are skipped.
+# With --dry-run it is `hyrl sweep --dry-run` with the same arguments: the probe and every
+# member through grpo.sh --dry-run, one line per member on stdout (its resolved values and the
+# flags the sweep appends); a member the flags cannot run prints the error naming the flag
+# and exits 2.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-OUT="${1:-runs/sweep-tiny-grpo-$(date +%Y%m%d-%H%M%S)}"
+PYTHON="${PYTHON:-python}"
+DRY_RUN=0
+OUT=""
+for arg in "$@"; do
+  if [[ "$arg" == "--dry-run" ]]; then
+    DRY_RUN=1
+  elif [[ -z "$OUT" ]]; then
+    OUT="$arg"
+  else
+    echo "sweep_grpo.sh: OUT_DIR given twice ($OUT, $arg); allowed: [OUT_DIR] [--dry-run]" >&2
+    exit 2
+  fi
+done
+OUT="${OUT:-runs/sweep-tiny-grpo-$(date +%Y%m%d-%H%M%S)}"
 TARGET="eval/accuracy=0.9"
 
 SWEEP_ARGS=(
@@ -20,11 +38,13 @@ SWEEP_ARGS=(
   --max-samples 128000
   --max-parallel 1
 )
+[[ "$DRY_RUN" == 1 ]] && SWEEP_ARGS+=(--dry-run)
 EVAL_ARGS=(
   --eval-interval 5
   --task-eval-fraction 0
   --eval-temperature 0
   --target "$TARGET"
 )
-hyrl sweep "$HERE/grpo.sh" --out "$OUT" "${SWEEP_ARGS[@]}" -- "${EVAL_ARGS[@]}"
-hyrl analyze "$OUT" --target "$TARGET" --out "$OUT/analysis"
+"$PYTHON" -m hyrl sweep "$HERE/grpo.sh" --out "$OUT" "${SWEEP_ARGS[@]}" -- "${EVAL_ARGS[@]}"
+[[ "$DRY_RUN" == 1 ]] && exit 0
+"$PYTHON" -m hyrl analyze "$OUT" --target "$TARGET" --out "$OUT/analysis"
