@@ -47,6 +47,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from hyrl.batchsize.sweep_plan import (
     DEFAULT_MULTS,
@@ -283,12 +284,12 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
     """
     checked = check_sweep(recipe, out_dir, batch_mults, lr_rule, fixed_lr_control, seeds,
                           max_samples, max_parallel, extra_args, env)
-    recipe_path, out, env, base = checked.recipe, checked.out, checked.env, checked.base
-    sweep, old, extra_args = checked.sweep, checked.earlier, checked.sweep["extra_args"]
-    members, max_parallel = sweep["members"], checked.max_parallel
+    out, env, base, sweep = checked.out, checked.env, checked.base, checked.sweep
+    members = sweep["members"]
 
     # Resume: finished members keep their record; the rest are (re)run from a clean directory.
-    earlier = {m.get("name"): m for m in (old or {}).get("members", []) if isinstance(m, dict)}
+    earlier = {m.get("name"): m for m in (checked.earlier or {}).get("members", [])
+               if isinstance(m, dict)}
     for m in members:
         m["log"] = f"{m['name']}.log"
         prev = earlier.get(m["name"], {})
@@ -304,7 +305,7 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
             m["moved_aside"] += move_aside(out, m)
     write_sweep_json(out, sweep)
 
-    if max_parallel > 1 and "MASTER_PORT" in env:
+    if checked.max_parallel > 1 and "MASTER_PORT" in env:
         # Members running side by side must not share a rendezvous port; the launcher picks a
         # free one when MASTER_PORT is unset.
         env.pop("MASTER_PORT")
@@ -313,13 +314,13 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
 
         console = Console()
     queue = [m for m in members if m["status"] != "done"]
-    running: dict[str, tuple[dict, subprocess.Popen, object, float]] = {}
+    running: dict[str, tuple[dict, subprocess.Popen, TextIO, float]] = {}
     with _Display(members, console, show_progress) as display, _signals_interrupt():
         try:
             while queue or running:
-                while queue and len(running) < max_parallel:
+                while queue and len(running) < checked.max_parallel:
                     m = queue.pop(0)
-                    proc, log = _launch(recipe_path, m, base, extra_args, out, env)
+                    proc, log = _launch(checked.recipe, m, base, sweep["extra_args"], out, env)
                     running[m["name"]] = (m, proc, log, time.monotonic())
                     m.update(status="running", returncode=None, wall_s=None)
                     display.started(m["name"])

@@ -125,4 +125,4 @@ def validate_members(recipe: Path, members: list[dict], base: dict, extra_args: 
         raise SweepError(f"{len(bad)} of {len(members)} member(s) rejected by RECIPE {recipe} "
                          f"in a dry run; nothing was launched (change --batch-mults, or pass "
                          f"flags after --):\n{text}")
-    return [config for config, _ in answers if config is not None]  # none is None here
+    return [config for config, _ in answers if config is not None]  # a None was raised above

@@ -62,7 +62,7 @@ def move_aside(out_dir: Path, member: dict) -> list[str]:
     returns the new names. Nothing is deleted. An empty directory is left where it is."""
     name = member["name"]
     run_dir, log = out_dir / member["run_dir"], out_dir / f"{name}.log"
-    moved = []
+    moved: list[str] = []
     has_data = run_dir.is_symlink() or run_dir.is_file() or (run_dir.is_dir()
                                                             and any(run_dir.iterdir()))
     if not has_data and not log.exists():
