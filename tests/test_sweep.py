@@ -401,12 +401,15 @@ def test_dry_run_into_an_earlier_sweep_checks_its_arguments_and_changes_nothing(
     out = tmp_path / "sweep"
     quiet_sweep(recipe, out, batch_mults=[1, 2])
     calls.unlink()
+    (out / "b256-sqrt-s1234" / "summary.json").unlink()  # as if interrupted: a re-run reruns it
     before = {str(p): p.stat().st_mtime_ns for p in out.rglob("*")}
     argv = ["sweep", str(recipe), "--out", str(out), "--dry-run"]
     assert main([*argv, "--batch-mults", "1,2,4"]) == 2  # as a real re-run: other arguments
     assert "--out" in capsys.readouterr().err
     assert main([*argv, "--batch-mults", "1,2"]) == 0
-    assert list(dry_run_members(capsys.readouterr().out)) == ["b128-ref-s1234", "b256-sqrt-s1234"]
+    captured = capsys.readouterr()
+    assert list(dry_run_members(captured.out)) == ["b128-ref-s1234", "b256-sqrt-s1234"]
+    assert captured.err.rstrip().endswith("skipped by a real one: b128-ref-s1234")
     assert launched(calls) == []
     assert {str(p): p.stat().st_mtime_ns for p in out.rglob("*")} == before
 

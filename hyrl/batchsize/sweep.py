@@ -75,9 +75,9 @@ from hyrl.metrics.run_dir import SWEEP_FILE
 
 __all__ = ["DEFAULT_MULTS", "DEFAULT_RULE", "RULES", "CheckedSweep", "SweepError",
            "analyze_command", "base_from_config", "check_sweep", "dry_run_lines",
-           "failed_members", "member_flags", "member_name", "parse_mults", "parse_seeds",
-           "plan_members", "print_summary", "probe", "read_sweep_json", "run_sweep",
-           "validate_members", "write_sweep_json"]
+           "dry_run_summary", "failed_members", "member_flags", "member_name", "parse_mults",
+           "parse_seeds", "plan_members", "print_summary", "probe", "read_sweep_json",
+           "run_sweep", "validate_members", "write_sweep_json"]
 
 
 class _Display:
@@ -366,6 +366,18 @@ def dry_run_lines(checked: CheckedSweep) -> list[str]:
         flags = member_flags(member, checked.base, checked.out / member["run_dir"])
         lines.append(f"{member['name']}: {values}; appends: {shlex.join(flags)}")
     return lines
+
+
+def dry_run_summary(checked: CheckedSweep) -> str:
+    """The dry run's last word: how many members passed, that nothing was written, and which
+    members an earlier run in the same --out finished (a real re-run skips them)."""
+    members = checked.sweep["members"]
+    text = (f"hyrl sweep --dry-run: {len(members)} member(s) of {checked.recipe} passed their "
+            f"dry runs; nothing launched, nothing written in {checked.out}")
+    done = [m["name"] for m in members if is_done(checked.out, m)]
+    if done:
+        text += f"; done in an earlier run, skipped by a real one: {', '.join(done)}"
+    return text
 
 
 def failed_members(sweep: dict) -> list[dict]:

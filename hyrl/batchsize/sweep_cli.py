@@ -14,6 +14,7 @@ from hyrl.batchsize.sweep import (
     SweepError,
     check_sweep,
     dry_run_lines,
+    dry_run_summary,
     failed_members,
     print_summary,
     run_sweep,
@@ -96,7 +97,5 @@ def _dry_run(args: argparse.Namespace, extra: list[str]) -> int:
         return 2
     for line in dry_run_lines(checked):
         print(line)
-    members = checked.sweep["members"]
-    print(f"hyrl sweep --dry-run: {len(members)} member(s) of {checked.recipe} pass its dry "
-          f"run; nothing launched, nothing written in {checked.out}", file=sys.stderr)
+    print(dry_run_summary(checked), file=sys.stderr)
     return 0
