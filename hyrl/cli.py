@@ -13,7 +13,7 @@ commands:
   sweep    run a recipe at several batch sizes, lr re-derived by a scaling rule, resumable:
            hyrl sweep RECIPE --out DIR [--batch-mults 1,2,4,8,16] [--lr-rule sqrt|linear|none]
            [--fixed-lr-control M] [--seeds 1234,...] [--max-samples N] [--max-parallel 1]
-           [-- EXTRA RECIPE FLAGS...]
+           [--dry-run: check every member, write nothing] [-- EXTRA RECIPE FLAGS...]
   analyze  samples / throughput / time to a target, alignment, fastest valid batch:
            hyrl analyze PATH... --target eval/accuracy=0.77 [--reference NAME]
            [--tolerance 0.2] --out DIR   (PATH: run or sweep directories)
