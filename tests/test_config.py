@@ -127,6 +127,14 @@ def test_config_module_imports_neither_torch_nor_megatron():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_no_config_module_nor_the_rollout_layout_imports_torch_or_megatron():
+    code = ("import sys, hyrl.rollout.layout; from hyrl.config import *; "
+            "import hyrl.config.validate; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 # --------------------------------------------------------------------------- parsing
 
 
