@@ -22,6 +22,7 @@ imports, tests/test_sweep.py).
 
 import importlib
 
+from hyrl.config.applies import SGLANG_ONLY
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
@@ -60,8 +61,8 @@ __all__ = [
     "rollout_layout", "scaled_lr", "validate", "world_size_from_env",
 ]
 
-_FROM_ROLLOUT_LAYOUT = ("SGLANG_ONLY", "RolloutLayout", "engine_returns_routing",
-                        "offloads_train", "rollout_layout")
+_FROM_ROLLOUT_LAYOUT = ("RolloutLayout", "engine_returns_routing", "offloads_train",
+                        "rollout_layout")
 
 
 def __getattr__(name: str):

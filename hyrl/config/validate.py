@@ -7,6 +7,7 @@ import math
 import os
 from typing import Any
 
+from hyrl.config.applies import check_applies_only_with
 from hyrl.config.errors import ConfigError, _fail, divisors, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
@@ -35,9 +36,6 @@ _POSITIVE_INTS = (
     "task_max_operand", "num_steps",
 )  # None (not given) is skipped: resolved later.
 
-
-# Flags only PPO uses (besides the critic group): an error under grpo when given.
-_PPO_ALGORITHM_FLAGS = ("gamma", "lambd", "normalize_advantages", "kl_coef")
 
 
 def parse_target(text: str) -> tuple[str, float]:
@@ -229,19 +227,12 @@ def _check_eval_and_target(c: RunConfig) -> None:
 
 
 def _check_parallelism(c: RunConfig, world_size: int) -> None:
-    from hyrl.rollout.layout import engine_returns_routing  # not at the top: see hyrl.config
-
     tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
     ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
     if c.num_layers % pp != 0:
         _fail("pipeline_model_parallel_size", pp,
               f"{c.num_layers} layers (--num-layers) do not split evenly into {pp} stages",
               f"a PP dividing {c.num_layers}: {divisors(c.num_layers)}")
-    if pp > 1 and engine_returns_routing(c):
-        switch = "use_routing_replay" if c.use_routing_replay else "measure_routing_mismatch"
-        _fail(switch, True, f"routing replay and its measurement map each layer's ids to the "
-              f"routers of one model, not of a pipeline stage (PP={pp})",
-              f"--pipeline-model-parallel-size 1, or no --{switch.replace('_', '-')}")
     if world_size % (tp * pp) != 0:
         _fail("tensor_model_parallel_size", tp,
               f"world size {world_size} is not divisible by TP x PP = {tp} x {pp} = {tp * pp}",
@@ -290,10 +281,6 @@ def _check_parallelism(c: RunConfig, world_size: int) -> None:
         _fail("sequence_parallel", c.sequence_parallel,
               f"Megatron requires sequence parallelism with MoE when TP > 1 (TP={tp})",
               "add --sequence-parallel")
-    if c.sequence_parallel and tp == 1:
-        _fail("sequence_parallel", c.sequence_parallel,
-              "sequence parallelism needs tensor parallelism (TP=1 here)",
-              "--sequence-parallel only with --tensor-model-parallel-size > 1")
     dp = c.data_parallel_size(world_size)
     if c.overlap_grad_reduce and dp > 1 and c.noise_scale_beta is not None:
         _fail("overlap_grad_reduce", c.overlap_grad_reduce,
@@ -304,36 +291,6 @@ def _check_parallelism(c: RunConfig, world_size: int) -> None:
     if c.ddp_bucket_size is not None and c.ddp_bucket_size < 1:
         _fail("ddp_bucket_size", c.ddp_bucket_size, "must be positive",
               "elements >= 1, or none for megatron's default")
-
-
-def _refuse_given(c: RunConfig, names, problem: str, allowed: str) -> None:
-    """Fail on the first of these flags given with a value other than its default."""
-    defaults = {f.name: f.default for f in _fields()}
-    for name in names:
-        value = getattr(c, name)
-        if value is not None and value != defaults[name]:
-            _fail(name, value, problem, allowed)
-
-
-def _check_ppo_only(c: RunConfig) -> None:
-    """Under grpo, a PPO-only flag that was given is a mistake, not something to ignore."""
-    if c.advantage_estimator != "grpo":
-        return
-    names = _PPO_ALGORITHM_FLAGS + tuple(f.name for f in _fields()
-                                         if f.metadata["group"] == "critic")
-    _refuse_given(c, names, "only used by PPO (--advantage-estimator gae); "
-                  "--advantage-estimator is grpo here",
-                  "remove it, or use --advantage-estimator gae")
-
-
-def _check_mismatch_flags(c: RunConfig) -> None:
-    """A bound of --use-tis / --use-mis given without the switch would silently do nothing."""
-    for switch, names in (("use_tis", ("tis_clip",)),
-                          ("use_mis", ("mis_low", "mis_high", "mis_level"))):
-        if not getattr(c, switch):
-            flag = "--" + switch.replace("_", "-")
-            _refuse_given(c, names, f"only used with {flag}, which is off",
-                          f"add {flag}, or remove it")
 
 
 def _check_routing_replay(c: RunConfig) -> None:
@@ -402,9 +359,6 @@ def _check_batch_ramp(c: RunConfig, world_size: int) -> None:
         start, end, _ = parse_batch_ramp(c.batch_ramp)
     except ValueError as err:
         _fail("batch_ramp", c.batch_ramp, str(err), "START:END:STEPS with integers >= 1")
-    if c.advantage_estimator != "grpo":
-        _fail("batch_ramp", c.batch_ramp, "is not supported with PPO yet (the critic's batch "
-              "would have to follow)", "remove it, or use --advantage-estimator grpo")
     if start != c.global_batch_size:
         _fail("batch_ramp", c.batch_ramp, f"START={start} differs from the global batch size "
               f"B={c.global_batch_size} of the first step", f"START = {c.global_batch_size}")
@@ -516,14 +470,6 @@ def _check_prompt_data_and_rewards(c: RunConfig) -> None:
             _fail("eval_prompt_data", "none", f"--eval-interval={c.eval_interval} evaluates "
                   "held-out prompts, and --prompt-data has no held-out split",
                   "--eval-prompt-data NAME FILE [NAME FILE ...], or --eval-interval 0")
-    else:
-        for name in ("prompt_data", "tokenizer_path", "eval_prompt_data", "rollout_max_prompt_len"):
-            if getattr(c, name) is not None:
-                _fail(name, getattr(c, name), f"applies to --task prompt_data, not {c.task}",
-                      "leave it unset, or train on --prompt-data")
-        if c.apply_chat_template:
-            _fail("apply_chat_template", True, f"applies to --task prompt_data, not {c.task}",
-                  "--no-apply-chat-template")
     if c.rm_type is not None and c.custom_rm_path is not None:
         _fail("custom_rm_path", c.custom_rm_path, f"given together with --rm-type {c.rm_type}",
               "one of --rm-type and --custom-rm-path")
@@ -555,11 +501,6 @@ def _check_prompt_data_and_rewards(c: RunConfig) -> None:
 
 
 def _check_memory_flags(c: RunConfig) -> None:
-    if c.recompute_granularity != "full":
-        for name in ("recompute_method", "recompute_num_layers"):
-            if getattr(c, name) is not None:
-                _fail(name, getattr(c, name), "applies to --recompute-granularity full only",
-                      "leave it unset, or --recompute-granularity full")
     if c.recompute_num_layers is not None and not 1 <= c.recompute_num_layers <= c.num_layers:
         _fail("recompute_num_layers", c.recompute_num_layers, "not a count of layers",
               f"1..{c.num_layers}")
@@ -567,9 +508,6 @@ def _check_memory_flags(c: RunConfig) -> None:
         _fail("max_tokens_per_gpu", "none", "--use-dynamic-batch-size packs micro-batches by it",
               "a token count, e.g. --max-tokens-per-gpu 16384")
     if c.max_tokens_per_gpu is not None:
-        if not c.use_dynamic_batch_size:
-            _fail("max_tokens_per_gpu", c.max_tokens_per_gpu,
-                  "applies only with --use-dynamic-batch-size", "add --use-dynamic-batch-size")
         longest = c.max_position_embeddings if c.task == "prompt_data" else \
             ARITH_PROMPT_TOKENS + c.rollout_max_response_len
         if c.rollout_max_prompt_len is not None:
@@ -588,12 +526,6 @@ def _check_memory_flags(c: RunConfig) -> None:
             _fail("hf_checkpoint", c.hf_checkpoint, "not an existing directory", allowed)
         if not os.path.isfile(os.path.join(c.hf_checkpoint, "config.json")):
             _fail("hf_checkpoint", c.hf_checkpoint, "has no config.json", allowed)
-
-
-def _check_offload_train(c: RunConfig) -> None:
-    if c.offload_train and not c.colocate:
-        _fail("offload_train", True, "offloading frees the training GPUs for colocated engines "
-              "only, and --colocate is off", "--colocate --offload-train, or --no-offload-train")
 
 
 # Flags a resumed run (--load into a --run-dir holding a run) may change: its length, where it
@@ -655,11 +587,12 @@ def validate(cfg: RunConfig, world_size: int) -> None:
 
     Takes a config as parsed (flags not given still None) or a resolved one: it checks the
     values given, then resolves (see `resolve`) and checks the resolved values. Order: types,
-    ranges, PPO-only flags under grpo, resolution (learning-rate scaling included), minimum
-    learning rates against the resolved rates, parallel layout, batch divisibility (actor,
-    batch ramp, then critic), algorithm/rollout/task (held-out split included), --target,
-    --critic-load, --save/--save-interval, --run-dir (a run in it only with --load and a
-    matching config.json).
+    ranges, resolution (learning-rate scaling included), flags given without the condition
+    they apply under (`hyrl.config.applies`: PPO-only flags under grpo, SGLang-only flags
+    under hf, ...), minimum learning rates against the resolved rates, parallel layout, batch
+    divisibility (actor, batch ramp, then critic), algorithm/rollout/task (held-out split
+    included), --target, --critic-load, --save/--load paths, --run-dir (a run in it only with
+    --load and a matching config.json).
     """
     from hyrl.rollout.layout import rollout_layout  # not at the top: see hyrl.config
 
@@ -668,9 +601,8 @@ def validate(cfg: RunConfig, world_size: int) -> None:
                           "an integer >= 1")
     _check_types(cfg)
     _check_ranges(cfg)
-    _check_ppo_only(cfg)
-    _check_mismatch_flags(cfg)
     resolved = resolve(cfg)
+    check_applies_only_with(resolved)
     _check_learning_rates(resolved, cfg)
     _check_parallelism(resolved, world_size)
     _check_batch(resolved, cfg, world_size)
@@ -679,7 +611,6 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_algorithm_rollout_task(resolved)
     _check_routing_replay(resolved)
     rollout_layout(resolved, world_size)
-    _check_offload_train(resolved)
     _check_memory_flags(resolved)
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)
@@ -688,9 +619,6 @@ def validate(cfg: RunConfig, world_size: int) -> None:
 
 
 def _check_save_load(c: RunConfig) -> None:
-    if c.save_interval is not None and c.save is None:
-        _fail("save_interval", c.save_interval, "given without --save (no checkpoint would be "
-              "written)", "--save DIR with it, or none")
     for name in ("save", "load"):
         if getattr(c, name) == "":
             _fail(name, "", "an empty path", "a directory path, or none")

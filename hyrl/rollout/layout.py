@@ -29,10 +29,6 @@ class RolloutLayout:
     uses_ray: bool  # engines or reward workers run as Ray actors
 
 
-SGLANG_ONLY = ("sglang_router_url", "sglang_mem_fraction_static", "sglang_server_args",
-               "update_weight_mode", "colocate", "rollout_num_gpus")
-
-
 def _router_url_ok(url: str) -> bool:
     scheme, sep, rest = url.partition("://")
     host, colon, port = rest.rstrip("/").rpartition(":")
@@ -42,6 +38,9 @@ def _router_url_ok(url: str) -> bool:
 
 def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
     """Resolve and check the rollout flags; raises ConfigError naming the flag.
+
+    The flags that do not apply to the engine (SGLang-only flags with hf, engine flags with
+    --sglang-router-url) are refused before, by validation (`hyrl.config.applies`).
 
     hf: --rollout-num-engines none = one engine in the trainer process; N = N engines as Ray
     actors with --rollout-num-gpus-per-engine GPUs each (none = 0). sglang: engines take
@@ -54,16 +53,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
     """
     uses_ray_rewards = c.reward_num_workers > 0
     if c.rollout_engine == "hf":
-        for name in SGLANG_ONLY:
-            value = getattr(c, name)
-            if value not in (None, False):
-                _fail(name, value, "applies to --rollout-engine sglang only",
-                      "leave it unset with --rollout-engine hf")
         if c.rollout_num_engines is None:
-            if c.rollout_num_gpus_per_engine is not None:
-                _fail("rollout_num_gpus_per_engine", c.rollout_num_gpus_per_engine,
-                      "the hf engine runs inside the trainer unless --rollout-num-engines is given",
-                      "leave it unset, or give --rollout-num-engines N for Ray engine actors")
             return RolloutLayout("hf", True, 1, 0, 0, c.rollout_concurrency, "load_state_dict",
                                  uses_ray_rewards)
         per_engine = c.rollout_num_gpus_per_engine or 0
@@ -75,15 +65,6 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
         if not _router_url_ok(c.sglang_router_url):
             _fail("sglang_router_url", c.sglang_router_url, "not an http(s)://HOST:PORT address",
                   "e.g. http://10.0.0.5:30000")
-        for name in ("rollout_num_engines", "rollout_num_gpus", "rollout_num_gpus_per_engine",
-                     "sglang_mem_fraction_static", "sglang_server_args"):
-            if getattr(c, name) is not None:
-                _fail(name, getattr(c, name), "hyrl starts no engine with --sglang-router-url "
-                      "(the servers behind the router were started elsewhere)",
-                      "leave it unset, or drop --sglang-router-url")
-        if c.colocate:
-            _fail("colocate", True, "attached servers cannot release the training GPUs' memory",
-                  "--no-colocate with --sglang-router-url")
         mode = c.update_weight_mode or "distributed"
         if mode == "tensor":
             _fail("update_weight_mode", mode, "tensor handles reach only engines that hyrl "
