@@ -30,9 +30,11 @@ def flag_name(field_name: str) -> str:
 
 
 def _fail(name: str, value: Any, problem: str, allowed: str):
+    """Raise the ConfigError of RunConfig field `name` (the checks' one way to refuse)."""
     raise ConfigError(flag_name(name), value, problem, allowed)
 
 
 def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending: what a message offers when a size must divide n."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))

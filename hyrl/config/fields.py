@@ -15,8 +15,6 @@ from hyrl.schedules import LR_SCALING_EXPONENTS
 
 GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic",
           "eval", "mismatch", "task", "run")
-
-
 GROUP_TITLES = {
     "model": "model architecture",
     "parallelism": "parallelism (Megatron layout)",
@@ -34,17 +32,14 @@ GROUP_TITLES = {
 
 # The arithmetic task's prompt ("a+b=" style, with BOS) is this many tokens long.
 ARITH_PROMPT_TOKENS = 5
-
-
 # Size of the tiny task's tokenizer vocabulary.
 TASK_VOCAB_SIZE = 16
-
-
 # Peak learning rate when neither --lr nor --ref-lr is given (per optimizer step).
 DEFAULT_LR = 3e-4
 
 
 def _opt(default, help: str, group: str, choices: tuple | None = None):
+    """A RunConfig field: its default, help text (with its unit), group and choices."""
     metadata = {"help": help, "group": group}
     if choices is not None:
         metadata["choices"] = tuple(choices)
@@ -473,8 +468,6 @@ class RunConfig:
 
 # The step counts per rollout need only these resolved.
 _BATCH_FIELDS = ("global_batch_size", "critic_global_batch_size")
-
-
 # Under gae each critic setting not given takes the actor's value.
 _CRITIC_FROM_ACTOR = {
     "critic_global_batch_size": "global_batch_size",
@@ -486,8 +479,6 @@ _CRITIC_FROM_ACTOR = {
     "critic_weight_decay": "weight_decay",
     "critic_clip_grad": "clip_grad",
 }
-
-
 # Under gae these take a fixed value when not given.
 _GAE_DEFAULTS = {"gamma": 1.0, "lambd": 1.0, "normalize_advantages": True, "value_clip": 0.2}
 
@@ -518,12 +509,11 @@ def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> No
 # ------------------------------------------------------------------------------------------
 # Field types
 # ------------------------------------------------------------------------------------------
+
 # "opt" kinds also take None ("none" on the command line): the flag was not given.
 _KINDS = {int: "int", float: "float", str: "str", bool: "bool",
           int | None: "optint", float | None: "optfloat", str | None: "optstr",
           bool | None: "optbool", list[str] | None: "optlist"}
-
-
 _KIND_NAMES = {
     "int": "an integer",
     "float": "a finite number",
@@ -535,8 +525,6 @@ _KIND_NAMES = {
     "optbool": "true, false or none",
     "optlist": "one or more strings, or none",
 }
-
-
 _TYPE_NAMES = {"int": int, "float": float, "str": str, "bool": bool,
                "int | None": int | None, "float | None": float | None,
                "str | None": str | None, "bool | None": bool | None,
@@ -571,6 +559,7 @@ def _allowed_text(kind: str, choices: tuple | None) -> str:
 
 
 def _check_types(cfg: RunConfig) -> None:
+    """Every value has its field's type and, where it has choices, is one of them."""
     for f in _fields():
         value = getattr(cfg, f.name)
         kind = _kind(f)

@@ -191,8 +191,6 @@ def _split_sglang_passthrough(argv: list[str], parser: argparse.ArgumentParser
 
 # The marker a recipe puts between its own flags and the ones appended to it (its "$@").
 RECIPE_MARKER = "--"
-
-
 # Flags that exclude each other, as groups: a side is its leading flag and the flags that only
 # go with it. When a recipe's flags (before RECIPE_MARKER) hold one side and the appended ones
 # the other, the recipe's side is dropped: what is appended wins. Given by the user on both
