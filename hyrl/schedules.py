@@ -1,10 +1,38 @@
-"""Learning-rate schedules: linear warmup, then constant, linear or cosine decay to min_lr."""
+"""Learning-rate schedules: linear warmup, then constant, linear or cosine decay to min_lr;
+the peak rate scaled with the global batch (`scaled_lr`); batch-size ramps."""
 
 from __future__ import annotations
 
 import math
 
 DECAY_STYLES = ("constant", "linear", "cosine")
+
+# Learning-rate scaling with the global batch: lr(B) = LR0 * (B / B0) ** k, k by rule.
+LR_SCALING_EXPONENTS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+
+
+def scaled_lr(ref_lr: float, batch: int, ref_batch: int, rule: str) -> float:
+    """The learning rate at global batch `batch` from a reference recipe: LR0 x (B / B0)^k.
+
+    `ref_lr` is LR0, the peak learning rate tuned at `ref_batch` = B0 responses per optimizer
+    step; k is 1/2 for rule "sqrt", 1 for "linear" and 0 for "none" (LR0 at every B). "sqrt" is
+    the square-root scaling rule for Adam-style optimizers (Malladi et al. 2022, "On the SDEs
+    and Scaling Rules for Adaptive Gradient Algorithms"; the batch-size study's "sqrt
+    scaling"); "linear" is the rule for SGD (Goyal et al. 2017). Example: LR0 = 1e-6 at
+    B0 = 1024 gives 2e-6 at B = 4096 under sqrt and 5e-7 at B = 512 under linear.
+
+    Raises ValueError for an unknown rule, a batch below 1 or a rate that is not positive.
+    """
+    if rule not in LR_SCALING_EXPONENTS:
+        raise ValueError(f"unknown learning-rate scaling rule {rule!r}; allowed: "
+                         + ", ".join(LR_SCALING_EXPONENTS))
+    for name, value in (("batch", batch), ("ref_batch", ref_batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(ref_lr, bool) or not isinstance(ref_lr, (int, float)) \
+            or not (math.isfinite(ref_lr) and ref_lr > 0):
+        raise ValueError(f"ref_lr must be a finite number > 0, got {ref_lr!r}")
+    return float(ref_lr) * (batch / ref_batch) ** LR_SCALING_EXPONENTS[rule]
 
 
 def lr_at(step: int, *, lr: float, min_lr: float, warmup_steps: int, decay_style: str,

@@ -12,8 +12,6 @@ import pytest
 
 from hyrl.config import (
     GROUPS,
-    LR_SCALING_EXPONENTS,
-    SGLANG_ONLY,
     ConfigError,
     RunConfig,
     build_parser,
@@ -22,11 +20,11 @@ from hyrl.config import (
     parse_args,
     parse_target,
     resolve,
-    rollout_layout,
-    scaled_lr,
     validate,
     world_size_from_env,
 )
+from hyrl.config.applies import SGLANG_ONLY
+from hyrl.rollout.layout import rollout_layout
 
 
 @pytest.fixture
@@ -122,6 +120,14 @@ def test_parser_has_one_flag_per_field_in_argument_groups():
 
 def test_config_module_imports_neither_torch_nor_megatron():
     code = ("import sys, hyrl.config; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_config_module_nor_the_rollout_layout_imports_torch_or_megatron():
+    code = ("import sys, hyrl.rollout.layout; from hyrl.config import *; "
+            "import hyrl.config.applies, hyrl.config.docs, hyrl.config.validate; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -937,24 +943,6 @@ def test_default_global_batch_not_splitting_over_data_parallel_says_where_it_cam
 
 
 # --------------------------------------------------------------------------- learning-rate scaling
-
-
-def test_scaled_lr_hand_numbers():
-    assert scaled_lr(1e-6, 4096, 1024, "sqrt") == pytest.approx(2e-6, rel=1e-12)
-    assert scaled_lr(1e-6, 512, 1024, "linear") == pytest.approx(5e-7, rel=1e-12)
-    assert scaled_lr(1e-6, 4096, 1024, "none") == 1e-6
-    assert scaled_lr(1e-6, 1024, 1024, "sqrt") == 1e-6  # at B0 every rule gives LR0
-    assert LR_SCALING_EXPONENTS == {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
-    assert "Malladi" in scaled_lr.__doc__ and "sqrt" in scaled_lr.__doc__
-
-
-@pytest.mark.parametrize("args", [
-    (1e-6, 4096, 1024, "cubic"), (1e-6, 0, 1024, "sqrt"), (1e-6, 4096, 0, "sqrt"),
-    (0.0, 4096, 1024, "sqrt"), (float("nan"), 4096, 1024, "sqrt"),
-])
-def test_scaled_lr_rejects_bad_inputs(args):
-    with pytest.raises(ValueError):
-        scaled_lr(*args)
 
 
 def test_lr_scaling_flags_are_parsed_and_default_to_no_scaling(cfg_of):

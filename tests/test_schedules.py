@@ -1,4 +1,4 @@
-"""Specification of hyrl.schedules.lr_at, with values computed by hand.
+"""Specification of hyrl.schedules (lr_at, scaled_lr), with values computed by hand.
 
 Running example: lr 1.0, min_lr 0.1, 4 warmup steps, 12 steps in all, so decay runs over the
 8 steps 4..12: step 6 is a quarter of the way, step 8 half way, step 12 the end.
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from hyrl.schedules import DECAY_STYLES, lr_at
+from hyrl.schedules import DECAY_STYLES, LR_SCALING_EXPONENTS, lr_at, scaled_lr
 
 
 def lr(step: int, style: str, *, warmup_steps: int = 4, total_steps: int = 12,
@@ -103,3 +103,24 @@ def test_batch_ramp_text_must_be_three_positive_integers():
     for bad in ("128:512", "a:b:c", "0:512:10", "128:512:0"):
         with pytest.raises(ValueError):
             parse_batch_ramp(bad)
+
+
+# --------------------------------------------------------------------------- learning-rate scaling
+
+
+def test_scaled_lr_hand_numbers():
+    assert scaled_lr(1e-6, 4096, 1024, "sqrt") == pytest.approx(2e-6, rel=1e-12)
+    assert scaled_lr(1e-6, 512, 1024, "linear") == pytest.approx(5e-7, rel=1e-12)
+    assert scaled_lr(1e-6, 4096, 1024, "none") == 1e-6
+    assert scaled_lr(1e-6, 1024, 1024, "sqrt") == 1e-6  # at B0 every rule gives LR0
+    assert LR_SCALING_EXPONENTS == {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+    assert "Malladi" in scaled_lr.__doc__ and "sqrt" in scaled_lr.__doc__
+
+
+@pytest.mark.parametrize("args", [
+    (1e-6, 4096, 1024, "cubic"), (1e-6, 0, 1024, "sqrt"), (1e-6, 4096, 0, "sqrt"),
+    (0.0, 4096, 1024, "sqrt"), (float("nan"), 4096, 1024, "sqrt"),
+])
+def test_scaled_lr_rejects_bad_inputs(args):
+    with pytest.raises(ValueError):
+        scaled_lr(*args)

@@ -11,9 +11,10 @@ import pytest
 import torch
 from fake_sglang_server import FakeSGLangServer, routed_expert_ids
 
-from hyrl.config import parse_args, rollout_layout
+from hyrl.config import parse_args
 from hyrl.models.qwen3_moe.config import TINY
 from hyrl.rollout.base import SamplingParams
+from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
 from hyrl.rollout.sglang.engine import SGLangEngine
 from hyrl.rollout.sglang.server import SGLangServerProcess, strip_sglang_prefix

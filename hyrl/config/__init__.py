@@ -1,0 +1,72 @@
+"""Run configuration for `hyrl train`: every flag declared once, parsed and validated up front.
+
+Each flag is one field of `RunConfig` (`fields`); the command-line parser is generated from the
+fields (`--some-name` for field `some_name`, `parser`). `parse_args` turns argv into a
+`RunConfig` and `validate` checks it against the world size (`validate`). Flags whose default
+is "none" mean "not given": `resolve` returns a new `RunConfig` with each of them replaced by
+the value it stands for (the global batch from P x G, the learning rate from the default or
+from a reference recipe scaled to the global batch, see `hyrl.schedules.scaled_lr`, the
+critic's settings from the actor's under PPO; `resolve`), and `load` does all three (parse,
+validate, resolve) for the command line. All of them raise `ConfigError` (`errors`), which
+names the flag, the offending value and what is allowed, before any process group or model
+exists.
+
+The package uses the standard library only (no torch, no megatron) so that it is quick to
+import and usable on a login node. The names below are its public face; the rollout layout
+(`hyrl.rollout.layout`) and the learning-rate rule (`hyrl.schedules`) are re-exported for the
+callers that still import them from here. hyrl.rollout.layout raises this package's errors, so
+it is imported on first use (here and in the functions that need it), never when hyrl.config
+is: importing the config loads no hyrl.rollout module (which the sweep tools keep out of their
+imports, tests/test_sweep.py).
+"""
+
+import importlib
+
+from hyrl.config.applies import SGLANG_ONLY
+from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
+from hyrl.config.fields import (
+    ARITH_PROMPT_TOKENS,
+    DEFAULT_LR,
+    GROUP_TITLES,
+    GROUPS,
+    TASK_VOCAB_SIZE,
+    RunConfig,
+)
+from hyrl.config.parser import (
+    EXCLUSIVE_FLAGS,
+    RECIPE_MARKER,
+    SGLANG_PASS_PREFIX,
+    appended_wins,
+    build_parser,
+    parse_args,
+)
+from hyrl.config.resolve import resolve
+from hyrl.config.validate import (
+    DATA_EXTENSIONS,
+    RESUME_MAY_CHANGE,
+    batch_ramp_unit,
+    load,
+    parse_target,
+    validate,
+    world_size_from_env,
+)
+from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
+
+__all__ = [
+    "ARITH_PROMPT_TOKENS", "DATA_EXTENSIONS", "DEFAULT_LR", "EXCLUSIVE_FLAGS", "GROUPS",
+    "GROUP_TITLES", "HELP_HINT", "LR_SCALING_EXPONENTS", "RECIPE_MARKER", "RESUME_MAY_CHANGE",
+    "SGLANG_ONLY", "SGLANG_PASS_PREFIX", "TASK_VOCAB_SIZE", "ConfigError", "RolloutLayout",
+    "RunConfig", "appended_wins", "batch_ramp_unit", "build_parser", "engine_returns_routing",
+    "flag_name", "load", "offloads_train", "parse_args", "parse_target", "resolve",
+    "rollout_layout", "scaled_lr", "validate", "world_size_from_env",
+]
+
+_FROM_ROLLOUT_LAYOUT = ("RolloutLayout", "engine_returns_routing", "offloads_train",
+                        "rollout_layout")
+
+
+def __getattr__(name: str):
+    """The rollout-layout names, loaded from hyrl.rollout.layout on first use."""
+    if name in _FROM_ROLLOUT_LAYOUT:
+        return getattr(importlib.import_module("hyrl.rollout.layout"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

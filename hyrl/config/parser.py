@@ -1,0 +1,301 @@
+"""The `hyrl train` command line: the parser generated from RunConfig's fields, `parse_args`,
+SGLang pass-through flags and the recipe marker (`appended_wins`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import math
+import os
+
+from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
+from hyrl.config.fields import (
+    GROUP_TITLES,
+    GROUPS,
+    RunConfig,
+    _allowed_text,
+    _base,
+    _fields,
+    _kind,
+)
+
+
+class _Abort(Exception):
+    """Carries a ConfigError through argparse (which swallows ValueError from type functions)."""
+
+    def __init__(self, error: ConfigError):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _converter(f: dataclasses.Field):
+    kind = _kind(f)
+    base = _base(kind)
+    choices = f.metadata.get("choices")
+    flag = flag_name(f.name)
+
+    def convert(text: str):
+        if kind != base and text.strip().lower() == "none":
+            return None
+        try:
+            if base == "int":
+                value = int(text)
+            elif base == "float":
+                value = float(text)
+                if not math.isfinite(value):
+                    raise _Abort(ConfigError(flag, text, "not a finite number",
+                                             _allowed_text(kind, choices)))
+            else:
+                value = text
+        except ValueError:
+            raise _Abort(ConfigError(flag, text, "not an integer" if base == "int" else
+                                     "not a number",
+                                     _allowed_text(kind, choices))) from None
+        if choices and value not in choices:
+            by_lower = {str(c).lower(): str(c) for c in choices}
+            close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1)
+            close = [by_lower[m] for m in close]
+            problem = "not a valid choice" + (f" (did you mean {close[0]}?)" if close else "")
+            raise _Abort(ConfigError(flag, text, problem, _allowed_text(kind, choices)))
+        return value
+
+    convert.__name__ = kind
+    return convert
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """An ArgumentParser that raises ConfigError instead of printing and exiting."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise ConfigError("command line", None, message, HELP_HINT)
+
+
+def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
+    """The `hyrl train` parser, generated from RunConfig's fields and grouped by concern."""
+    parser = _RaisingParser(
+        prog=prog,
+        description="Train a Mixture-of-Experts policy with GRPO or PPO on Megatron-core. "
+                    "Flags may repeat; the last one wins.",
+        allow_abbrev=False,
+        exit_on_error=False,
+    )
+    groups = {name: parser.add_argument_group(GROUP_TITLES[name]) for name in GROUPS}
+    for f in _fields():
+        kind = _kind(f)
+        group = groups[f.metadata["group"]]
+        default = f.default
+        help_text = f"{f.metadata['help']} (default: {'none' if default is None else default})"
+        if kind == "optlist":  # --flag A B C; "--flag none" = not given
+            group.add_argument(flag_name(f.name), dest=f.name, default=default, nargs="+",
+                               type=_converter(f), metavar="VALUE", help=help_text)
+        elif _base(kind) == "bool":
+            # An optional bool stays None (not given) unless --flag or --no-flag appears.
+            group.add_argument(flag_name(f.name), dest=f.name, default=default,
+                               action=argparse.BooleanOptionalAction, help=help_text)
+        else:
+            kwargs = {}
+            choices = f.metadata.get("choices")
+            if choices and kind == _base(kind):
+                kwargs["choices"] = choices
+            elif choices:
+                # argparse would reject None ('none') against the choices; the converter checks.
+                kwargs["metavar"] = "{" + ",".join(str(c) for c in choices) + "}|none"
+            else:
+                kwargs["metavar"] = _base(kind).upper() + ("|none" if kind != _base(kind) else "")
+            group.add_argument(flag_name(f.name), dest=f.name, default=default,
+                               type=_converter(f), help=help_text, **kwargs)
+    return parser
+
+
+def _all_flags(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
+
+
+def _action_for(parser: argparse.ArgumentParser, option: str):
+    for action in parser._actions:
+        if option in action.option_strings:
+            return action
+    return None
+
+
+def _argument_error(parser: argparse.ArgumentParser, err: argparse.ArgumentError,
+                    argv: list[str]) -> ConfigError:
+    option = (err.argument_name or "").split("/")[0]
+    action = _action_for(parser, option)
+    if action is None:
+        return ConfigError(option or "command line", None, err.message, HELP_HINT)
+    if isinstance(action, argparse.BooleanOptionalAction):
+        given = next((a for a in argv if a.split("=", 1)[0] in action.option_strings
+                      and "=" in a), option)
+        flag, _, value = given.partition("=")
+        return ConfigError(flag, value or None, "a boolean flag takes no value",
+                           " or ".join(action.option_strings))
+    f = next(f for f in _fields() if f.name == action.dest)
+    return ConfigError(option, None, f"{err.message} (write {option}=VALUE for a value "
+                       "that starts with '-')", _allowed_text(_kind(f), f.metadata.get("choices")))
+
+
+def _unknown_error(parser: argparse.ArgumentParser, token: str, argv: list[str]) -> ConfigError:
+    if token.startswith("-") and token not in ("-", "--"):
+        flag, sep, value = token.partition("=")
+        close = difflib.get_close_matches(flag, _all_flags(parser), n=3, cutoff=0.6)
+        if close:
+            allowed = f"did you mean {' or '.join(close)}? ({HELP_HINT})"
+        else:
+            allowed = f"a known flag ({HELP_HINT})"
+        return ConfigError(flag, value if sep else None, "unknown flag", allowed)
+    problem = "stray argument not attached to any flag"
+    index = argv.index(token) if token in argv else -1
+    if index > 0:
+        previous = _action_for(parser, argv[index - 1])
+        if isinstance(previous, argparse.BooleanOptionalAction):
+            problem += (f" ({argv[index - 1]} is a boolean flag and takes no value; "
+                        f"use {' or '.join(previous.option_strings)})")
+    return ConfigError("<positional>", token, problem,
+                       f"flags only, as --name VALUE or --name=VALUE ({HELP_HINT})")
+
+
+SGLANG_PASS_PREFIX = "--sglang-"
+
+
+def _split_sglang_passthrough(argv: list[str], parser: argparse.ArgumentParser
+                              ) -> tuple[list[str], list[str]]:
+    """(hyrl's own args, pass-through server flags): an undeclared --sglang-NAME [VALUE] becomes
+    --NAME [VALUE] for sglang.launch_server. A near miss of a declared --sglang-* flag is a typo,
+    not a pass-through, and is refused (so --sglang-router-ur does not reach SGLang)."""
+    declared = [f for f in _all_flags(parser) if f.startswith(SGLANG_PASS_PREFIX)]
+    own, passed = [], []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        flag, sep, value = token.partition("=")
+        if flag.startswith(SGLANG_PASS_PREFIX) and flag not in declared \
+                and len(flag) > len(SGLANG_PASS_PREFIX):
+            close = difflib.get_close_matches(flag, declared, n=1, cutoff=0.85)
+            if close:
+                raise ConfigError(flag, value if sep else None, "unknown flag",
+                                  f"did you mean {close[0]}? (other --sglang-NAME flags pass "
+                                  "through to sglang.launch_server as --NAME)")
+            passed.append("--" + flag[len(SGLANG_PASS_PREFIX):])
+            if sep:
+                passed.append(value)
+            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                passed.append(argv[i + 1])
+                i += 1
+        else:
+            own.append(token)
+        i += 1
+    return own, passed
+
+
+# The marker a recipe puts between its own flags and the ones appended to it (its "$@").
+RECIPE_MARKER = "--"
+# Flags that exclude each other, as groups: a side is its leading flag and the flags that only
+# go with it. When a recipe's flags (before RECIPE_MARKER) hold one side and the appended ones
+# the other, the recipe's side is dropped: what is appended wins. Given by the user on both
+# sides, validation refuses them as before.
+EXCLUSIVE_FLAGS = (
+    (("lr",), ("ref_lr", "ref_global_batch_size", "lr_scaling")),
+    (("critic_lr",), ("critic_ref_lr", "critic_ref_global_batch_size", "critic_lr_scaling")),
+    (("global_batch_size",), ("num_steps_per_rollout",)),
+    (("rm_type",), ("custom_rm_path",)),
+)
+
+
+def _flag_fields(parser: argparse.ArgumentParser) -> dict[str, tuple[str, object]]:
+    """Every option string -> (field, its argparse action)."""
+    return {option: (action.dest, action) for action in parser._actions
+            for option in action.option_strings if option.startswith("--")}
+
+
+def _given_fields(tokens: list[str], options: dict) -> set[str]:
+    return {options[token.split("=", 1)[0]][0] for token in tokens
+            if token.split("=", 1)[0] in options}
+
+
+def _without_fields(tokens: list[str], fields: set[str], options: dict) -> list[str]:
+    """tokens less every occurrence of the flags of `fields` and their values."""
+    kept, i = [], 0
+    while i < len(tokens):
+        flag, sep, _ = tokens[i].partition("=")
+        entry = options.get(flag)
+        if entry is None or entry[0] not in fields:
+            kept.append(tokens[i])
+            i += 1
+            continue
+        action, i = entry[1], i + 1
+        if sep or isinstance(action, argparse.BooleanOptionalAction):
+            continue  # the value, if any, was in the token itself
+        if action.nargs == "+":
+            while i < len(tokens) and not tokens[i].startswith("--"):
+                i += 1
+        else:
+            i += 1
+    return kept
+
+
+def appended_wins(argv: list[str], parser: argparse.ArgumentParser | None = None
+                  ) -> tuple[list[str], list[str]]:
+    """(argv without RECIPE_MARKER, notes): a recipe's flags and the ones appended after its
+    marker, with the recipe's side of every EXCLUSIVE_FLAGS pair dropped where the appended
+    flags take the other side. Without a marker nothing changes (every flag is the user's)."""
+    argv = list(argv)
+    if RECIPE_MARKER not in argv:
+        return argv, []
+    cut = argv.index(RECIPE_MARKER)
+    recipe, appended = argv[:cut], argv[cut + 1:]
+    if RECIPE_MARKER in appended:
+        raise ConfigError(RECIPE_MARKER, None, "given twice: it separates a recipe's own flags "
+                          "from the ones appended to it", "one -- (the recipe's)")
+    options = _flag_fields(parser or build_parser())
+    in_recipe, by_user = _given_fields(recipe, options), _given_fields(appended, options)
+    dropped, notes = set(), []
+    for side_a, side_b in EXCLUSIVE_FLAGS:
+        for mine, theirs in ((side_a, side_b), (side_b, side_a)):
+            replaced = [f for f in theirs if f in in_recipe and f not in by_user]
+            if replaced and any(f in by_user for f in mine):
+                dropped.update(replaced)
+                given = [flag_name(f) for f in mine if f in by_user]
+                notes.append(f"{', '.join(given)} from the command line "
+                             f"{'replaces' if len(given) == 1 else 'replace'} the recipe's "
+                             + ", ".join(flag_name(f) for f in replaced))
+    return _without_fields(recipe, dropped, options) + appended, notes
+
+
+def parse_args(argv: list[str]) -> RunConfig:
+    """argv (without the command) -> RunConfig. Raises ConfigError; neither validates nor
+    resolves (flags not given stay None; see `resolve` and `load`). Undeclared --sglang-NAME
+    [VALUE] flags are appended to --sglang-server-args as --NAME [VALUE]. A recipe's flags
+    come before RECIPE_MARKER, the ones appended to it after: later flags win, also across
+    the pairs of EXCLUSIVE_FLAGS (see `appended_wins`; a note on stderr says what was
+    replaced, from rank 0 only)."""
+    import shlex
+    import sys
+
+    parser = build_parser()
+    argv, notes = appended_wins(argv, parser)
+    if os.environ.get("RANK", "0") == "0":
+        for note in notes:
+            print(f"hyrl: {note}", file=sys.stderr, flush=True)
+    argv, passthrough = _split_sglang_passthrough(list(argv), parser)
+    try:
+        namespace, extras = parser.parse_known_args(argv)
+    except _Abort as abort:
+        raise abort.error from None
+    except argparse.ArgumentError as err:
+        raise _argument_error(parser, err, argv) from None
+    if extras:
+        raise _unknown_error(parser, extras[0], argv)
+    for f in _fields():  # --list-flag none -> [None] from argparse -> None (not given)
+        value = getattr(namespace, f.name)
+        if _kind(f) == "optlist" and isinstance(value, list) and None in value:
+            if value != [None]:
+                raise ConfigError(flag_name(f.name), " ".join(str(v) for v in value),
+                                  "'none' mixed with values", _allowed_text("optlist", None))
+            setattr(namespace, f.name, None)
+    if passthrough:
+        given = namespace.sglang_server_args
+        namespace.sglang_server_args = " ".join(
+            ([given] if given else []) + [shlex.quote(arg) for arg in passthrough])
+    return RunConfig(**vars(namespace))

@@ -1,0 +1,26 @@
+"""docs/flags.md is generated from the flag declarations and stays in step with them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hyrl.config import EXCLUSIVE_FLAGS, GROUP_TITLES, RunConfig, flag_name
+from hyrl.config.applies import APPLIES_ONLY_WITH
+from hyrl.config.docs import FLAGS_MD, REGENERATE, render
+
+
+def test_flags_md_is_what_the_generator_writes():
+    assert FLAGS_MD.read_text(encoding="utf-8") == render(), (
+        f"docs/flags.md is stale: regenerate it with `{REGENERATE}`")
+
+
+def test_the_reference_lists_every_flag_group_rule_and_exclusive_pair():
+    text = render()
+    for f in dataclasses.fields(RunConfig):
+        assert f"| `{flag_name(f.name)}`" in text, f.name
+    for title in GROUP_TITLES.values():
+        assert f"## {title}\n" in text
+    for rule in APPLIES_ONLY_WITH:
+        assert f"| {rule.condition} |" in text
+    for side_a, side_b in EXCLUSIVE_FLAGS:
+        assert f"| `{flag_name(side_a[0])}`" in text and f"`{flag_name(side_b[0])}`" in text
