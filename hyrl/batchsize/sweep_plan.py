@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from hyrl.config import LR_SCALING_EXPONENTS, scaled_lr
+from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
 
 DEFAULT_MULTS = (1, 2, 4, 8, 16)
 DEFAULT_RULE = "sqrt"

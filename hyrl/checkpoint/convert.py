@@ -19,10 +19,23 @@ from pathlib import Path
 import torch
 
 from hyrl.checkpoint.hf_io import (
-    ConversionError, copy_assets, hf_shapes, load_hf_state_dict, read_hf_arch, save_hf_state_dict)
+    ConversionError,
+    copy_assets,
+    hf_shapes,
+    load_hf_state_dict,
+    read_hf_arch,
+    save_hf_state_dict,
+)
 from hyrl.checkpoint.mcore_io import (
-    HF_ASSETS_SUBDIR, SPECS, CheckpointMetadata, load_mcore_into, read_checkpoint_metadata,
-    save_mcore, stored_dtypes)
+    HF_ASSETS_SUBDIR,
+    SPECS,
+    CheckpointMetadata,
+    load_mcore_into,
+    read_checkpoint_metadata,
+    save_mcore,
+    stored_dtypes,
+)
+from hyrl.config.errors import divisors
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
@@ -31,10 +44,6 @@ __all__ = ["ConversionError", "check_layout", "hf_to_mcore", "mcore_to_hf", "rea
 
 
 # -- checks (no process group, no model) -------------------------------------------------------
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def check_layout(arch: Qwen3MoeArch, tp: int = 1, ep: int = 1, pp: int = 1) -> None:
     """Refuse a layout hyrl cannot build for this architecture, naming the flag."""
     for flag, value in (("--tp", tp), ("--ep", ep), ("--pp", pp)):
@@ -45,15 +54,15 @@ def check_layout(arch: Qwen3MoeArch, tp: int = 1, ep: int = 1, pp: int = 1) -> N
                       "num_query_groups": arch.num_query_groups, "vocab_size": arch.vocab_size}
     bad = {name: n for name, n in tp_must_divide.items() if n % tp}
     if bad:
-        valid = [d for d in _divisors(arch.num_query_groups) if all(n % d == 0 for n in tp_must_divide.values())]
+        valid = [d for d in divisors(arch.num_query_groups) if all(n % d == 0 for n in tp_must_divide.values())]
         raise ConversionError(f"--tp {tp}: must divide " + ", ".join(f"{k} ({v})" for k, v in bad.items())
                               + f"; valid: {valid}")
     if arch.num_experts % ep:
         raise ConversionError(f"--ep {ep}: must divide num_experts ({arch.num_experts}); "
-                              f"valid: {_divisors(arch.num_experts)}")
+                              f"valid: {divisors(arch.num_experts)}")
     if arch.num_layers % pp:
         raise ConversionError(f"--pp {pp}: must divide num_layers ({arch.num_layers}); "
-                              f"valid: {_divisors(arch.num_layers)}")
+                              f"valid: {divisors(arch.num_layers)}")
 
 
 def check_out_dir(out_dir: str | Path) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from hyrl.config import RunConfig, resolve, rollout_layout
+from hyrl.config import RunConfig, resolve
+from hyrl.rollout.layout import rollout_layout
 from hyrl.plan.layout import (
     MAX_RANKS_LISTED,
     groups_spanning_nodes,

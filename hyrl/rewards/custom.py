@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib
 import traceback
-from collections.abc import Callable
 
 from hyrl.rewards.base import RewardFn
 

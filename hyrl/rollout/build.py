@@ -1,4 +1,4 @@
-"""Build the rollout side the flags ask for (see `hyrl.config.rollout_layout`).
+"""Build the rollout side the flags ask for (see `hyrl.rollout.layout.rollout_layout`).
 
     hf, --rollout-num-engines none   one HFRolloutEngine inside the trainer's rank 0, no Ray
     hf, --rollout-num-engines N      RolloutFleet of N HFRolloutEngine Ray actors
