@@ -88,6 +88,16 @@ class HFRolloutEngine(BucketReceiver):
         ffn = rows.shape[0] // 2
         return {"gate": rows[:ffn], "up": rows[ffn:], "down": rows}[part]
 
+    # Nothing to give back or stop: the model shares the process (and the GPU) with the trainer.
+    def release_memory(self) -> None:
+        pass
+
+    def resume_memory(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         generations: list[Generation] = []

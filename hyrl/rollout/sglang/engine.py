@@ -132,6 +132,9 @@ class SGLangEngine(BucketReceiver):
         for client in self.weight_sync.clients:
             client.resume_memory_occupation(tags)
 
+    def close(self) -> None:
+        self.shutdown()
+
     def shutdown(self) -> None:
         if isinstance(self.weight_sync, DistributedWeightSync):
             self.weight_sync.close()

@@ -1,0 +1,489 @@
+"""The RL loop. Every rank runs `Trainer.run`; rank 0 also owns the rollout side (the engines,
+the task, the rewards). hyrl.train.main validates the flags and calls `train` here.
+
+One rollout step (`Trainer.rollout_step`):
+  prepare  prompts -> responses (engine) -> rewards -> old log-probs -> advantages
+  critic   (PPO) its optimizer steps on the rollout
+  actor    optimizer steps (global batch B each, split over DP ranks and micro-batches)
+  sync     the new weights to the engines
+  log      one record per actor optimizer step
+The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
+hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyrl import schedules
+from hyrl.algorithms import mismatch
+from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
+from hyrl.algorithms.batch import TokenBatch
+from hyrl.backends.factory import build_backend, shutdown_backend
+from hyrl.config import (RunConfig, batch_ramp_unit, engine_returns_routing, offloads_train,
+                         parse_target, rollout_layout, scaled_lr)
+from hyrl.evaluation import eval_schedule, evaluate
+from hyrl.metrics.run_dir import RunDirectory, start_wandb
+from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
+from hyrl.metrics.timers import StageTimers
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+from hyrl.rollout.base import RolloutBatch
+from hyrl.rollout.side import RolloutSide
+from hyrl.rollout.weight_update import WeightSync
+from hyrl.rows import DataParallelRows, all_rows, scatter_routing
+
+
+class TrainingStopped(RuntimeError):
+    """Every rank stops the run (after the metrics of the last step are written): exit 1."""
+
+
+PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+@dataclass
+class LoopClock:
+    """elapsed_s = now - start; evaluations and checkpoints stay off it (the clock pauses)."""
+
+    start: float
+    last_record_time: float  # perf/step_s of a record: its time since the previous one
+
+    def pause(self, seconds: float) -> None:
+        self.start += seconds
+        self.last_record_time += seconds
+
+
+class Trainer:
+    def __init__(self, cfg: RunConfig, world_size: int):
+        self.cfg, self.world_size = cfg, world_size
+        setup_start = time.perf_counter()
+        self.arch = Qwen3MoeArch.from_flags(cfg)
+        self.backend = build_backend(cfg, world_size, self.arch)
+        self.rank = self.backend.rank
+        self.actor, self.critic = self.backend.actor, self.backend.critic
+        self.rows = DataParallelRows(self.backend.dp_rank, self.backend.dp_size,
+                                     cfg.optimizer_steps_per_rollout)
+        self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
+        self.advantage_settings = AdvantageSettings.from_flags(cfg)
+        self.batch_ramp = None
+        if cfg.batch_ramp:
+            start_b, end_b, ramp_steps = schedules.parse_batch_ramp(cfg.batch_ramp)
+            self.batch_ramp = dict(start=start_b, end=end_b, steps=ramp_steps,
+                                   unit=batch_ramp_unit(cfg, world_size))
+        self.resume_state, resumed_rng = None, None
+        if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
+            from hyrl.checkpoint.trainer_state import check_resumable
+
+            step_dir, self.resume_state = check_resumable(cfg, world_size)
+            resumed_rng = self.backend.load_checkpoint(step_dir)
+            if self.rank == 0:
+                print(f"hyrl: resuming from {step_dir} (after rollout step "
+                      f"{self.resume_state['rollout_step']})", flush=True)
+
+        self.run_dir = Path(cfg.run_dir)
+        self.logger = None
+        self.rollout: RolloutSide | None = None  # rank 0's: engines, task, rewards
+        self.sync_metrics: dict = {}  # the engine's own account of the latest weight sync
+        self.weight_sync = WeightSync(rollout_layout(cfg, world_size).update_weight_mode,
+                                      cfg.colocate, cfg.update_weight_buffer_size, self.run_dir,
+                                      self.backend)
+        self.offloading = offloads_train(cfg)  # --offload-train: see _sync_to_engines
+        self.trainer_offloaded = False
+        self._previous_handlers = {}
+        if self.rank == 0:
+            print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
+            self.rollout = RolloutSide(cfg, world_size, self.arch, self.backend.device(),
+                                       self.run_dir)
+            config = cfg.to_dict(world_size)
+            wandb_run = start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
+            self.logger = RunDirectory(self.run_dir, wandb_run)  # appends to metrics.jsonl
+            self.logger.write_config(config)
+            if self.resume_state is not None:
+                self.rollout.task.load_state_dict(self.resume_state["task"])
+        self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
+        self._sync_to_engines(StageTimers())  # with --offload-train: offloaded for generation
+        if resumed_rng is not None:  # last: nothing draws from the generators before the loop
+            self.backend.set_rng_state(resumed_rng)
+        self.stop_signal = None  # the preemption signal received, if any (every rank has a handler)
+        self._previous_handlers = {sig: signal.signal(sig, self._on_preemption_signal)
+                                   for sig in PREEMPTION_SIGNALS}
+        self.setup_s = time.perf_counter() - setup_start
+
+    def _on_preemption_signal(self, signum, frame) -> None:
+        self.stop_signal = signal.Signals(signum).name  # acted on at the next rollout-step boundary
+
+    def _trainables(self) -> dict:
+        return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
+
+    # -- one rollout step ---------------------------------------------------------------------
+    def rollout_step(self, rollout_step: int, timers: StageTimers) -> tuple[list[dict], dict]:
+        """prepare -> critic -> actor -> sync: the step's records (one per actor optimizer
+        step, each with its "time"; a critic-only warm-up rollout gets one too) and the
+        rollout's own metrics (rewards, log-probs, critic), which go on the first record."""
+        cfg = self.cfg
+        prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
+        batch, rollout_metrics = self._prepare(timers, prompts_per_step, responses_per_step)
+        rollout_metrics["batch/prompts_per_step"] = prompts_per_step
+        rollout_metrics["batch/responses_per_step"] = responses_per_step
+        if self.critic is not None:
+            with timers("critic_train"):
+                rollout_metrics.update(self._critic_updates(batch))
+        if rollout_step > cfg.num_critic_only_steps:
+            records = self._actor_updates(batch, timers, responses_per_step)
+            self._sync_to_engines(timers)
+        else:
+            records = [{"step": self.actor.optimizer_steps, "samples": self.samples,
+                        "train/skipped_steps": self._skipped_steps()}]
+            if cfg.colocate:  # released engines get their (unchanged) weights back
+                self._sync_to_engines(timers)
+        records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
+        return records, rollout_metrics
+
+    def _prepare(self, timers: StageTimers, prompts_per_step: int, responses_per_step: int
+                 ) -> tuple[TokenBatch, dict]:
+        """The rollout packed; old/reference log-probs, values, advantages for every row."""
+        rollout = self._rollout(timers, prompts_per_step, responses_per_step)
+        self._restore_trainer(timers)  # the engines released their memory in _rollout
+        batch = rollout.to_token_batch(self.pad_multiple)
+        mask = batch.loss_mask
+        with timers("logprob"):
+            batch.old_log_probs, entropy = all_rows(self.actor.log_probs, batch, self.rows,
+                                                    self.backend)
+            if self.actor.ref_model is not None:
+                batch.ref_log_probs = all_rows(
+                    lambda b: self.actor.log_probs(b, reference=True)[0], batch, self.rows,
+                    self.backend)
+        metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
+        metrics["train/entropy"] = float((entropy * mask).sum() / mask.sum().clamp(min=1))
+        metrics.update(self._mismatch(batch))
+        values = None
+        if self.advantage_settings.needs_values:
+            with timers("value"):
+                values = all_rows(self.critic.values, batch, self.rows, self.backend) * mask
+        result = compute_advantages(self.advantage_settings, rollout.rewards_tensor(), mask,
+                                    batch.old_log_probs, batch.ref_log_probs, values)
+        batch.advantages = result.advantages
+        if values is not None:
+            batch.returns, batch.old_values = result.returns, values
+        metrics.update(result.metrics)
+        return batch, metrics
+
+    def _rollout(self, timers: StageTimers, prompts_per_step: int,
+                 responses_per_step: int) -> RolloutBatch:
+        """Rank 0 generates and scores; the result is broadcast to every rank (routing ids,
+        --use-routing-replay, --measure-routing-mismatch, go to each rank for its own rows).
+        The other ranks wait in the backend's wait group, where no NCCL timeout fires."""
+        rollout, routed = None, None
+        if self.rank == 0:
+            rollout, routed = self.rollout.rollout(timers, prompts_per_step)
+        rollout = self.backend.broadcast_from_rank_0(rollout)
+        rollout.routed_experts = (scatter_routing(routed, len(rollout), responses_per_step,
+                                                  self.rows, self.backend)
+                                  if engine_returns_routing(self.cfg) else None)
+        return rollout
+
+    def _mismatch(self, batch: TokenBatch) -> dict:
+        """mismatch/* metrics of the trainer's old log-probs against the engine's, and the
+        importance weights of --use-tis / --use-mis (set on batch.pg_weights)."""
+        cfg = self.cfg
+        old, rollout, mask = batch.old_log_probs, batch.rollout_log_probs, batch.loss_mask
+        metrics = mismatch.mismatch_metrics(old, rollout, mask)
+        weights = None
+        if cfg.use_tis:
+            weights, metrics["mismatch/tis_clipped_frac"] = mismatch.tis_weights(
+                old, rollout, mask, cfg.tis_clip)
+        if cfg.use_mis:
+            keep, metrics["mismatch/mis_masked_frac"] = mismatch.mis_keep(
+                old, rollout, mask, cfg.mis_low, cfg.mis_high, cfg.mis_level)
+            weights = keep if weights is None else weights * keep
+        batch.pg_weights = weights
+        if engine_returns_routing(cfg):  # collective
+            metrics.update(self.actor.routing_metrics())
+        return metrics
+
+    def _critic_updates(self, batch: TokenBatch) -> dict:
+        """Every critic optimizer step of this rollout; their statistics averaged."""
+        cfg = self.cfg
+        size = cfg.critic_global_batch_size
+        steps = cfg.responses_per_rollout // size
+        history = []
+        for j in range(steps):
+            lr = schedules.lr_at(self.critic.optimizer_steps, lr=cfg.critic_lr,
+                                 min_lr=cfg.critic_min_lr, warmup_steps=cfg.critic_lr_warmup_steps,
+                                 decay_style=cfg.critic_lr_decay_style,
+                                 total_steps=cfg.num_steps * steps)
+            history.append(self.critic.train_step(
+                batch.select(self.rows.of_step(j, size)),
+                batch.loss_mask[j * size:(j + 1) * size].sum().item(), lr))
+        keys = dict.fromkeys(k for h in history for k in h)  # a skipped step has no noise metrics
+        averaged = {k: sum(h[k] for h in history if k in h) / sum(k in h for h in history)
+                    for k in keys}
+        averaged["critic/skipped"] = sum(h["critic/skipped"] for h in history)  # a count
+        averaged["critic/optimizer_steps"] = history[-1]["critic/optimizer_steps"]
+        averaged["critic/lr"] = history[-1]["critic/lr"]
+        return averaged
+
+    def _actor_updates(self, batch: TokenBatch, timers: StageTimers,
+                       responses_per_step: int) -> list[dict]:
+        """The actor's optimizer steps of this rollout, a record each; samples counts the
+        responses the updates consumed (a skipped one consumes none)."""
+        records = []
+        for k in range(self.cfg.optimizer_steps_per_rollout):
+            with timers("actor_train"):
+                metrics = self._actor_update(batch, k, responses_per_step)
+            if not metrics["actor/skipped"]:
+                self.samples += responses_per_step
+            metrics["train/loss"] = metrics["actor/loss"]
+            records.append({"step": self.actor.optimizer_steps, "samples": self.samples,
+                            "time": time.perf_counter(), **metrics,
+                            "train/skipped_steps": self._skipped_steps()})
+        return records
+
+    def _actor_update(self, batch: TokenBatch, k: int, responses_per_step: int) -> dict:
+        cfg = self.cfg
+        peak_lr = cfg.lr
+        if self.batch_ramp is not None and cfg.ref_lr is not None:  # re-derived as B changes
+            peak_lr = scaled_lr(cfg.ref_lr, responses_per_step, cfg.ref_global_batch_size,
+                                cfg.lr_scaling)
+        lr = schedules.lr_at(self.actor.optimizer_steps, lr=peak_lr, min_lr=cfg.min_lr,
+                             warmup_steps=cfg.lr_warmup_steps, decay_style=cfg.lr_decay_style,
+                             total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout)
+        global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
+        return self.actor.train_step(batch.select(self.rows.of_step(k, responses_per_step)),
+                                     batch.loss_mask[global_rows].sum().item(), lr)
+
+    def _batch_sizes(self, rollout_step: int) -> tuple[int, int]:
+        """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp)."""
+        cfg = self.cfg
+        if self.batch_ramp is None:
+            return cfg.rollout_batch_size, cfg.global_batch_size
+        responses = schedules.batch_at(rollout_step, **self.batch_ramp)
+        return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
+
+    # -- sync: the weights to the engines, and --offload-train around it ------------------------
+    # A rollout step: [trainer offloaded] generate -> engines release (rank 0) -> restore
+    # trainer (every rank) -> log-probs, values, training -> park training state (grads freed,
+    # optimizer states, reference, critic), empty_cache, barrier -> engines resume and take the
+    # weights (the sync reads them on every rank) -> park the actor's weights, empty_cache.
+    def _sync_to_engines(self, timers: StageTimers) -> None:
+        """The weight sync; with --offload-train the engines resume only once every rank has
+        parked its training state, and the actor's weights are parked after it.
+        perf/offload_freed_bytes: what rank 0 released (torch.cuda.memory_allocated before -
+        after on GPU, the storage bytes on CPU); perf/offload_s: offload and restore."""
+        freed = 0
+        if self.offloading:
+            with timers("offload"):
+                freed += self.actor.offload_training_state()
+                if self.critic is not None:  # not synced: all of it goes now
+                    freed += self.critic.offload_training_state() + self.critic.offload_weights()
+                self._free_cached_blocks(barrier=True)
+        with timers("weight_sync"):
+            self._sync_weights()
+        if self.offloading:
+            with timers("offload"):
+                freed += self.actor.offload_weights()
+                self._free_cached_blocks(barrier=False)
+            self.trainer_offloaded = True
+            self.sync_metrics["perf/offload_freed_bytes"] = freed
+
+    def _sync_weights(self) -> None:
+        engine = self.rollout.engine if self.rollout is not None else None
+        self.sync_metrics.update(self.weight_sync.sync(self.actor, engine, self._engines_resume))
+
+    def _engines_resume(self) -> None:
+        """Rank 0: the engines retake their memory right before they take the weights."""
+        if self.rollout is not None:
+            self.rollout.resume_engines()
+
+    def _free_cached_blocks(self, barrier: bool) -> None:
+        """Hand this rank's freed blocks back to the driver; with barrier, wait for every rank
+        (rank 0 resumes the engines after it, into all GPUs' freed memory)."""
+        self.backend.free_cached_memory()
+        if barrier:
+            self.backend.wait_for_rank_0()
+
+    def _restore_trainer(self, timers: StageTimers) -> None:
+        """Every rank takes its offloaded memory back; rank 0 released the engines before it
+        broadcast the rollout, so no rank gets here before the engines' memory is free."""
+        if not self.trainer_offloaded:
+            return
+        with timers("offload"):
+            for part in self._trainables().values():
+                part.restore_offloaded()
+        self.trainer_offloaded = False
+
+    def _reclaim_gpus_from_engines(self) -> None:
+        """Outside a rollout step (a checkpoint): rank 0 releases the engines, then every rank
+        restores the trainer."""
+        if self.rollout is not None:
+            self.rollout.release_engines()
+        self.backend.wait_for_rank_0()
+        self._restore_trainer(StageTimers())
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        cfg = self.cfg
+        timers = StageTimers()
+        tracker = TargetTracker(*parse_target(cfg.target)) if cfg.target else None
+        totals = RunTotals()
+        self.samples, first_step, elapsed_s = 0, 1, 0.0
+        if self.resume_state is not None:  # the loop where the checkpoint left it
+            resumed = self.resume_state
+            self.samples, elapsed_s = resumed["samples"], resumed["elapsed_s"]
+            first_step = resumed["rollout_step"] + 1
+            totals.load_state_dict(resumed["totals"])
+            if tracker is not None and resumed["tracker"] is not None:
+                tracker.load_state_dict(resumed["tracker"])
+        # elapsed_s continues across a resume
+        clock = LoopClock(time.perf_counter() - elapsed_s, time.perf_counter())
+        progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
+
+        def log(record: dict) -> None:
+            if self.logger is None:
+                return
+            self.logger.log(record)
+            totals.update(record)
+            if tracker is not None and tracker.update(record):
+                write_summary(self.run_dir, summary(tracker, totals))
+
+        eval_due = eval_schedule(cfg) if self.rank == 0 else set()
+        try:
+            with progress as bar:
+                task_id = (bar.add_task("training", total=cfg.num_steps, completed=first_step - 1)
+                           if bar else None)
+                if 0 in eval_due and first_step == 1:  # the starting point of every curve
+                    eval_metrics, eval_s = self._evaluate()
+                    clock.pause(eval_s)
+                    log({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
+                         **eval_metrics, "perf/eval_s": eval_s})
+                for rollout_step in range(first_step, cfg.num_steps + 1):
+                    records, rollout_metrics = self.rollout_step(rollout_step, timers)
+                    self._log_rollout_step(rollout_step, records, rollout_metrics, timers,
+                                           clock, first_step, eval_due, log)
+                    if bar:
+                        description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
+                        if "eval/accuracy" in records[-1]:
+                            description += f" eval {records[-1]['eval/accuracy']:.2f}"
+                        bar.update(task_id, advance=1, description=description)
+                    self._check_skipped_steps(rollout_step)
+                    preempted = self.backend.any_rank(self.stop_signal is not None)
+                    if cfg.save and (preempted or rollout_step == cfg.num_steps or (
+                            cfg.save_interval and rollout_step % cfg.save_interval == 0)):
+                        # checkpoints stay off the elapsed_s clock, as evaluation
+                        clock.pause(self._save(rollout_step, time.perf_counter() - clock.start,
+                                               tracker, totals))
+                    if preempted:
+                        self._report_preemption(rollout_step)
+                        break
+        finally:
+            if self.logger is not None:
+                write_summary(self.run_dir, summary(tracker, totals))
+                self.logger.close()
+
+    def _log_rollout_step(self, rollout_step: int, records: list[dict], rollout_metrics: dict,
+                          timers: StageTimers, clock: LoopClock, first_step: int,
+                          eval_due: set[int], log) -> None:
+        """The step's stage times, weight-sync and evaluation metrics on its records, each
+        logged with its elapsed_s and perf/step_s; an evaluation stays off the clock."""
+        records[0].update(rollout_metrics)
+        stage_times = timers.pop()  # stage timers of the whole rollout step
+        records[-1].update(stage_times)
+        # perf/overhead_s: the rollout step's wall time not spent in a timed stage
+        # (generation, reward, log-probs/values, training, weight sync)
+        records[-1]["perf/overhead_s"] = (records[-1]["time"] - clock.last_record_time
+                                          - sum(stage_times.values()))
+        records[-1].update(self.sync_metrics)
+        if rollout_step == first_step:
+            records[0]["perf/setup_s"] = self.setup_s
+        eval_s = 0.0
+        if rollout_step in eval_due:  # evaluation stays off the elapsed_s clock
+            eval_metrics, eval_s = self._evaluate()
+            records[-1].update(eval_metrics)
+            records[-1]["perf/eval_s"] = eval_s
+        for record in records:  # their times were taken before the evaluation
+            now = record.pop("time")
+            record.update(rollout_step=rollout_step, elapsed_s=now - clock.start)
+            record["perf/step_s"] = now - clock.last_record_time
+            clock.last_record_time = now
+            log(record)
+        clock.pause(eval_s)  # the clock resumes after the evaluation
+
+    def _evaluate(self) -> tuple[dict, float]:
+        return evaluate(self.cfg, self.rollout, self.backend.device())
+
+    def _skipped_steps(self) -> int:
+        """Optimizer steps skipped for a non-finite loss or gradient norm, actor and critic."""
+        return sum(part.skipped_steps for part in self._trainables().values())
+
+    def _check_skipped_steps(self, rollout_step: int) -> None:
+        """Stop (every rank alike: the skip decision is all-reduced) after --max-skipped-steps
+        skipped optimizer steps in a row of the actor or the critic."""
+        for part in self._trainables().values():
+            if part.consecutive_skips >= self.cfg.max_skipped_steps:
+                raise TrainingStopped(
+                    f"the {part.metric_prefix} skipped {part.consecutive_skips} optimizer steps in a "
+                    f"row (up to rollout step {rollout_step}) for a non-finite loss or gradient norm "
+                    f"(--max-skipped-steps={self.cfg.max_skipped_steps}); metrics.jsonl holds their "
+                    "records (actor/skipped, critic/skipped, train/skipped_steps)")
+
+    def _report_preemption(self, rollout_step: int) -> None:
+        if self.rank == 0:
+            cfg = self.cfg
+            saved = (f"checkpoint {cfg.save}/step_{rollout_step} written; resume "
+                     f"with --load {cfg.save}" if cfg.save else
+                     "no checkpoint written (no --save)")
+            print(f"hyrl: {self.stop_signal or 'a preemption signal'} received: "
+                  f"stopping after rollout step {rollout_step}; {saved}", flush=True)
+
+    def _save(self, rollout_step: int, elapsed_s: float, tracker, totals) -> float:
+        """A checkpoint of the state after this rollout step (collective); its seconds."""
+        began = time.perf_counter()
+        reclaimed = self.trainer_offloaded  # the checkpoint reads weights and optimizer states
+        if reclaimed:
+            self._reclaim_gpus_from_engines()
+        loop_state = {}
+        if self.rank == 0:
+            loop_state = {"samples": self.samples, "elapsed_s": elapsed_s,
+                          "task": self.rollout.task.state_dict(),
+                          "tracker": None if tracker is None else tracker.state_dict(),
+                          "totals": totals.state_dict()}
+        path = self.backend.save_checkpoint(self.cfg.save, rollout_step, loop_state)
+        if self.rank == 0:
+            print(f"hyrl: checkpoint {path} written", flush=True)
+        if reclaimed:  # the engines get the (unchanged) weights back
+            self._sync_to_engines(StageTimers())
+        return time.perf_counter() - began
+
+    def close(self) -> None:
+        """Stop the rollout side (engines, reward workers, Ray if it started it)."""
+        if self.rollout is not None:
+            self.rollout.close()
+        for sig, handler in self._previous_handlers.items():
+            signal.signal(sig, handler)
+
+    @staticmethod
+    def _progress():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn())
+
+
+def train(cfg: RunConfig, world_size: int) -> Path:
+    trainer = None
+    try:
+        trainer = Trainer(cfg, world_size)
+        trainer.run()
+    except TrainingStopped as err:
+        if trainer is not None and trainer.rank == 0:
+            print(f"hyrl train: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    finally:
+        if trainer is not None:
+            trainer.close()
+        shutdown_backend()
+    return Path(cfg.run_dir)
