@@ -14,7 +14,8 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 
 def preflight(cfg: RunConfig) -> None:
-    """Flag checks that depend on this machine (CUDA, Transformer Engine), before any process group."""
+    """Flag checks that depend on this machine (CUDA, Transformer Engine), before any process
+    group."""
     from hyrl.backends.megatron import cpu_compat
     from hyrl.backends.megatron.model import transformer_engine_importable
 
@@ -22,7 +23,8 @@ def preflight(cfg: RunConfig) -> None:
         raise ConfigError("--moe-token-dispatcher-type", "alltoall",
                           "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
                           "allgather or auto on a machine without CUDA")
-    for flag, hf_dir in (("--hf-checkpoint", cfg.hf_checkpoint), ("--critic-load", cfg.critic_load)):
+    for flag, hf_dir in (("--hf-checkpoint", cfg.hf_checkpoint),
+                         ("--critic-load", cfg.critic_load)):
         if hf_dir:
             check_hf_architecture(flag, hf_dir, cfg)
     preflight_data(cfg)
@@ -73,7 +75,8 @@ def preflight_data(cfg: RunConfig) -> None:
 
 
 def check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
-    """A Hugging Face checkpoint (--hf-checkpoint, --critic-load) of the model flags' architecture."""
+    """A Hugging Face checkpoint (--hf-checkpoint, --critic-load) of the architecture the model
+    flags describe."""
     hf_config = json.loads((Path(hf_dir) / "config.json").read_text())
     problems = Qwen3MoeArch.from_flags(cfg).mismatches(hf_config)
     if problems:

@@ -99,7 +99,8 @@ class Trainer:
             self.rollout = RolloutSide(cfg, world_size, self.arch, self.backend.device(),
                                        self.run_dir)
             config = cfg.to_dict(world_size)
-            wandb_run = start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
+            wandb_run = (start_wandb(cfg.wandb_project, self.run_dir, config)
+                         if cfg.log_wandb else None)
             self.logger = RunDirectory(self.run_dir, wandb_run)  # appends to metrics.jsonl
             self.logger.write_config(config)
             if self.resume_state is not None:
@@ -425,10 +426,11 @@ class Trainer:
         for part in self._trainables().values():
             if part.consecutive_skips >= self.cfg.max_skipped_steps:
                 raise TrainingStopped(
-                    f"the {part.metric_prefix} skipped {part.consecutive_skips} optimizer steps in a "
-                    f"row (up to rollout step {rollout_step}) for a non-finite loss or gradient norm "
-                    f"(--max-skipped-steps={self.cfg.max_skipped_steps}); metrics.jsonl holds their "
-                    "records (actor/skipped, critic/skipped, train/skipped_steps)")
+                    f"the {part.metric_prefix} skipped {part.consecutive_skips} optimizer steps "
+                    f"in a row (up to rollout step {rollout_step}) for a non-finite loss or "
+                    f"gradient norm (--max-skipped-steps={self.cfg.max_skipped_steps}); "
+                    "metrics.jsonl holds their records (actor/skipped, critic/skipped, "
+                    "train/skipped_steps)")
 
     def _report_preemption(self, rollout_step: int) -> None:
         if self.rank == 0:
@@ -467,7 +469,8 @@ class Trainer:
 
     @staticmethod
     def _progress():
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
 
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn())

@@ -15,8 +15,6 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
 from hyrl.backends.base import TrainBackend, TrainedActor
 from hyrl.models.weight_buckets import LiveBytes, tensor_bytes
 from hyrl.rollout.base import DiskCheckpoint, RolloutEngine

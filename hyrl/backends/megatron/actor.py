@@ -39,10 +39,10 @@ class ActorSettings:
             eps_clip_high=flags.eps_clip if flags.eps_clip_high is None else flags.eps_clip_high,
             kl_loss_coef=flags.kl_loss_coef, kl_loss_type=flags.kl_loss_type,
             entropy_coef=flags.entropy_coef,
-            keep_reference=flags.kl_loss_coef > 0 or getattr(flags, "kl_coef", 0.0) > 0,
+            keep_reference=flags.kl_loss_coef > 0 or flags.kl_coef > 0,
             transformer_impl=flags.transformer_impl, token_dispatcher=flags.moe_token_dispatcher_type,
-            routing_replay=getattr(flags, "use_routing_replay", False),
-            routing_measure=getattr(flags, "measure_routing_mismatch", False),
+            routing_replay=flags.use_routing_replay,
+            routing_measure=flags.measure_routing_mismatch,
         )
 
 

@@ -32,9 +32,9 @@ class ParallelLayout:
             expert_model_parallel_size=flags.expert_model_parallel_size,
             expert_tensor_parallel_size=flags.expert_tensor_parallel_size,
             sequence_parallel=flags.sequence_parallel,
-            recompute_granularity=getattr(flags, "recompute_granularity", None),
-            recompute_method=getattr(flags, "recompute_method", None),
-            recompute_num_layers=getattr(flags, "recompute_num_layers", None),
+            recompute_granularity=flags.recompute_granularity,
+            recompute_method=flags.recompute_method,
+            recompute_num_layers=flags.recompute_num_layers,
         )
 
 

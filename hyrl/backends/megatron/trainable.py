@@ -39,15 +39,15 @@ class OptimizerSettings:
             weight_decay=getattr(flags, f"{prefix}weight_decay"),
             adam_beta1=flags.adam_beta1, adam_beta2=flags.adam_beta2, adam_eps=flags.adam_eps,
             clip_grad=getattr(flags, f"{prefix}clip_grad"),
-            noise_scale_beta=getattr(flags, "noise_scale_beta", 0.99),
+            noise_scale_beta=flags.noise_scale_beta,
             max_tokens_per_micro_batch=(flags.max_tokens_per_gpu
-                                        if getattr(flags, "use_dynamic_batch_size", False) else None),
+                                        if flags.use_dynamic_batch_size else None),
             pad_to_multiple_of=flags.tensor_model_parallel_size,
-            bf16=getattr(flags, "bf16", False),
-            use_distributed_optimizer=getattr(flags, "use_distributed_optimizer", False),
-            grad_reduce_in_fp32=getattr(flags, "accumulate_allreduce_grads_in_fp32", True),
-            overlap_grad_reduce=getattr(flags, "overlap_grad_reduce", False),
-            ddp_bucket_size=getattr(flags, "ddp_bucket_size", None))
+            bf16=flags.bf16,
+            use_distributed_optimizer=flags.use_distributed_optimizer,
+            grad_reduce_in_fp32=flags.accumulate_allreduce_grads_in_fp32,
+            overlap_grad_reduce=flags.overlap_grad_reduce,
+            ddp_bucket_size=flags.ddp_bucket_size)
 
     @property
     def params_dtype(self) -> torch.dtype:
