@@ -17,7 +17,6 @@ import signal
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 from hyrl import schedules
@@ -45,16 +44,49 @@ class TrainingStopped(RuntimeError):
 PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
-@dataclass
-class LoopClock:
-    """elapsed_s = now - start; evaluations and checkpoints stay off it (the clock pauses)."""
+class RunLog:
+    """What the records of a run carry across rollout steps: the samples consumed, the clock
+    (elapsed_s continues across a resume; evaluations and checkpoints stay off it), the
+    target tracker and the run totals. Rank 0 writes them (logger: None elsewhere)."""
 
-    start: float
-    last_record_time: float  # perf/step_s of a record: its time since the previous one
+    def __init__(self, cfg: RunConfig, logger: RunDirectory | None, run_dir: Path,
+                 resume_state: dict | None):
+        self.logger, self.run_dir = logger, run_dir
+        self.tracker = TargetTracker(*parse_target(cfg.target)) if cfg.target else None
+        self.totals = RunTotals()
+        self.samples, self.first_step, elapsed_s = 0, 1, 0.0  # samples: responses consumed
+        if resume_state is not None:  # the loop where the checkpoint left it
+            self.samples, elapsed_s = resume_state["samples"], resume_state["elapsed_s"]
+            self.first_step = resume_state["rollout_step"] + 1
+            self.totals.load_state_dict(resume_state["totals"])
+            if self.tracker is not None and resume_state["tracker"] is not None:
+                self.tracker.load_state_dict(resume_state["tracker"])
+        self.start = time.perf_counter() - elapsed_s  # elapsed_s = now - start
+        self.last_record_time = time.perf_counter()  # a record's perf/step_s: since this
 
     def pause(self, seconds: float) -> None:
+        """Take seconds (an evaluation, a checkpoint) off the clock."""
         self.start += seconds
         self.last_record_time += seconds
+
+    def write(self, record: dict) -> None:
+        if self.logger is None:
+            return
+        self.logger.log(record)
+        self.totals.update(record)
+        if self.tracker is not None and self.tracker.update(record):
+            write_summary(self.run_dir, summary(self.tracker, self.totals))
+
+    def state_dict(self) -> dict:
+        """The loop's part of a checkpoint (the task's is added by its owner)."""
+        return {"samples": self.samples, "elapsed_s": time.perf_counter() - self.start,
+                "tracker": None if self.tracker is None else self.tracker.state_dict(),
+                "totals": self.totals.state_dict()}
+
+    def close(self) -> None:
+        if self.logger is not None:
+            write_summary(self.run_dir, summary(self.tracker, self.totals))
+            self.logger.close()
 
 
 class Trainer:
@@ -121,10 +153,10 @@ class Trainer:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
 
     # -- one rollout step ---------------------------------------------------------------------
-    def rollout_step(self, rollout_step: int, timers: StageTimers) -> tuple[list[dict], dict]:
-        """prepare -> critic -> actor -> sync: the step's records (one per actor optimizer
-        step, each with its "time"; a critic-only warm-up rollout gets one too) and the
-        rollout's own metrics (rewards, log-probs, critic), which go on the first record."""
+    def rollout_step(self, rollout_step: int, timers: StageTimers) -> tuple[dict, dict]:
+        """prepare -> critic -> actor -> sync -> log; (the rollout's metrics, its last record).
+        One record per actor optimizer step (a skipped one included); a critic-only warm-up
+        rollout gets one too. The rollout's own metrics go on the first."""
         cfg = self.cfg
         prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
         batch, rollout_metrics = self._prepare(timers, prompts_per_step, responses_per_step)
@@ -133,16 +165,17 @@ class Trainer:
         if self.critic is not None:
             with timers("critic_train"):
                 rollout_metrics.update(self._critic_updates(batch))
-        if rollout_step > cfg.num_critic_only_steps:
+        trains_actor = rollout_step > cfg.num_critic_only_steps
+        if trains_actor:
             records = self._actor_updates(batch, timers, responses_per_step)
-            self._sync_to_engines(timers)
         else:
-            records = [{"step": self.actor.optimizer_steps, "samples": self.samples,
+            records = [{"step": self.actor.optimizer_steps, "samples": self.run_log.samples,
                         "train/skipped_steps": self._skipped_steps()}]
-            if cfg.colocate:  # released engines get their (unchanged) weights back
-                self._sync_to_engines(timers)
+        if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
+            self._sync_to_engines(timers)
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
-        return records, rollout_metrics
+        self._log_rollout_step(rollout_step, records, rollout_metrics, timers)
+        return rollout_metrics, records[-1]
 
     def _prepare(self, timers: StageTimers, prompts_per_step: int, responses_per_step: int
                  ) -> tuple[TokenBatch, dict]:
@@ -237,9 +270,9 @@ class Trainer:
             with timers("actor_train"):
                 metrics = self._actor_update(batch, k, responses_per_step)
             if not metrics["actor/skipped"]:
-                self.samples += responses_per_step
+                self.run_log.samples += responses_per_step
             metrics["train/loss"] = metrics["actor/loss"]
-            records.append({"step": self.actor.optimizer_steps, "samples": self.samples,
+            records.append({"step": self.actor.optimizer_steps, "samples": self.run_log.samples,
                             "time": time.perf_counter(), **metrics,
                             "train/skipped_steps": self._skipped_steps()})
         return records
@@ -329,89 +362,65 @@ class Trainer:
     def run(self) -> None:
         cfg = self.cfg
         timers = StageTimers()
-        tracker = TargetTracker(*parse_target(cfg.target)) if cfg.target else None
-        totals = RunTotals()
-        self.samples, first_step, elapsed_s = 0, 1, 0.0
-        if self.resume_state is not None:  # the loop where the checkpoint left it
-            resumed = self.resume_state
-            self.samples, elapsed_s = resumed["samples"], resumed["elapsed_s"]
-            first_step = resumed["rollout_step"] + 1
-            totals.load_state_dict(resumed["totals"])
-            if tracker is not None and resumed["tracker"] is not None:
-                tracker.load_state_dict(resumed["tracker"])
-        # elapsed_s continues across a resume
-        clock = LoopClock(time.perf_counter() - elapsed_s, time.perf_counter())
+        self.run_log = run_log = RunLog(cfg, self.logger, self.run_dir, self.resume_state)
+        first_step = run_log.first_step
+        self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
         progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
-
-        def log(record: dict) -> None:
-            if self.logger is None:
-                return
-            self.logger.log(record)
-            totals.update(record)
-            if tracker is not None and tracker.update(record):
-                write_summary(self.run_dir, summary(tracker, totals))
-
-        eval_due = eval_schedule(cfg) if self.rank == 0 else set()
         try:
             with progress as bar:
                 task_id = (bar.add_task("training", total=cfg.num_steps, completed=first_step - 1)
                            if bar else None)
-                if 0 in eval_due and first_step == 1:  # the starting point of every curve
+                if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
                     eval_metrics, eval_s = self._evaluate()
-                    clock.pause(eval_s)
-                    log({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
-                         **eval_metrics, "perf/eval_s": eval_s})
+                    run_log.pause(eval_s)
+                    run_log.write({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
+                                   **eval_metrics, "perf/eval_s": eval_s})
                 for rollout_step in range(first_step, cfg.num_steps + 1):
-                    records, rollout_metrics = self.rollout_step(rollout_step, timers)
-                    self._log_rollout_step(rollout_step, records, rollout_metrics, timers,
-                                           clock, first_step, eval_due, log)
+                    rollout_metrics, last_record = self.rollout_step(rollout_step, timers)
                     if bar:
                         description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
-                        if "eval/accuracy" in records[-1]:
-                            description += f" eval {records[-1]['eval/accuracy']:.2f}"
+                        if "eval/accuracy" in last_record:
+                            description += f" eval {last_record['eval/accuracy']:.2f}"
                         bar.update(task_id, advance=1, description=description)
                     self._check_skipped_steps(rollout_step)
                     preempted = self.backend.any_rank(self.stop_signal is not None)
                     if cfg.save and (preempted or rollout_step == cfg.num_steps or (
                             cfg.save_interval and rollout_step % cfg.save_interval == 0)):
                         # checkpoints stay off the elapsed_s clock, as evaluation
-                        clock.pause(self._save(rollout_step, time.perf_counter() - clock.start,
-                                               tracker, totals))
+                        run_log.pause(self._save(rollout_step))
                     if preempted:
                         self._report_preemption(rollout_step)
                         break
         finally:
-            if self.logger is not None:
-                write_summary(self.run_dir, summary(tracker, totals))
-                self.logger.close()
+            run_log.close()
 
     def _log_rollout_step(self, rollout_step: int, records: list[dict], rollout_metrics: dict,
-                          timers: StageTimers, clock: LoopClock, first_step: int,
-                          eval_due: set[int], log) -> None:
+                          timers: StageTimers) -> None:
         """The step's stage times, weight-sync and evaluation metrics on its records, each
-        logged with its elapsed_s and perf/step_s; an evaluation stays off the clock."""
+        written with its elapsed_s and perf/step_s; an evaluation stays off the clock."""
+        run_log = self.run_log
         records[0].update(rollout_metrics)
         stage_times = timers.pop()  # stage timers of the whole rollout step
         records[-1].update(stage_times)
         # perf/overhead_s: the rollout step's wall time not spent in a timed stage
         # (generation, reward, log-probs/values, training, weight sync)
-        records[-1]["perf/overhead_s"] = (records[-1]["time"] - clock.last_record_time
+        records[-1]["perf/overhead_s"] = (records[-1]["time"] - run_log.last_record_time
                                           - sum(stage_times.values()))
         records[-1].update(self.sync_metrics)
-        if rollout_step == first_step:
+        if rollout_step == run_log.first_step:
             records[0]["perf/setup_s"] = self.setup_s
         eval_s = 0.0
-        if rollout_step in eval_due:  # evaluation stays off the elapsed_s clock
+        if rollout_step in self.eval_due:  # evaluation stays off the elapsed_s clock
             eval_metrics, eval_s = self._evaluate()
             records[-1].update(eval_metrics)
             records[-1]["perf/eval_s"] = eval_s
         for record in records:  # their times were taken before the evaluation
             now = record.pop("time")
-            record.update(rollout_step=rollout_step, elapsed_s=now - clock.start)
-            record["perf/step_s"] = now - clock.last_record_time
-            clock.last_record_time = now
-            log(record)
-        clock.pause(eval_s)  # the clock resumes after the evaluation
+            record.update(rollout_step=rollout_step, elapsed_s=now - run_log.start)
+            record["perf/step_s"] = now - run_log.last_record_time
+            run_log.last_record_time = now
+            run_log.write(record)
+        run_log.pause(eval_s)  # the clock resumes after the evaluation
 
     def _evaluate(self) -> tuple[dict, float]:
         return evaluate(self.cfg, self.rollout, self.backend.device())
@@ -441,18 +450,15 @@ class Trainer:
             print(f"hyrl: {self.stop_signal or 'a preemption signal'} received: "
                   f"stopping after rollout step {rollout_step}; {saved}", flush=True)
 
-    def _save(self, rollout_step: int, elapsed_s: float, tracker, totals) -> float:
+    def _save(self, rollout_step: int) -> float:
         """A checkpoint of the state after this rollout step (collective); its seconds."""
         began = time.perf_counter()
+        loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
+        if self.rank == 0:
+            loop_state = {**self.run_log.state_dict(), "task": self.rollout.task.state_dict()}
         reclaimed = self.trainer_offloaded  # the checkpoint reads weights and optimizer states
         if reclaimed:
             self._reclaim_gpus_from_engines()
-        loop_state = {}
-        if self.rank == 0:
-            loop_state = {"samples": self.samples, "elapsed_s": elapsed_s,
-                          "task": self.rollout.task.state_dict(),
-                          "tracker": None if tracker is None else tracker.state_dict(),
-                          "totals": totals.state_dict()}
         path = self.backend.save_checkpoint(self.cfg.save, rollout_step, loop_state)
         if self.rank == 0:
             print(f"hyrl: checkpoint {path} written", flush=True)
