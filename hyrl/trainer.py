@@ -24,8 +24,15 @@ from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.backends.factory import build_backend, shutdown_backend
-from hyrl.config import (RunConfig, batch_ramp_unit, engine_returns_routing, offloads_train,
-                         parse_target, rollout_layout, scaled_lr)
+from hyrl.config import (
+    RunConfig,
+    batch_ramp_unit,
+    engine_returns_routing,
+    offloads_train,
+    parse_target,
+    rollout_layout,
+    scaled_lr,
+)
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
 from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
@@ -475,8 +482,13 @@ class Trainer:
 
     @staticmethod
     def _progress():
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn())

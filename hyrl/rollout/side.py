@@ -62,8 +62,11 @@ class RolloutSide:
         tokenizer: --prompt-data files or the built-in arithmetic task."""
         cfg = self.cfg
         if cfg.task == "prompt_data":
-            from hyrl.data.prompt_data import (load_eval_prompt_sets, load_prompt_dataset,
-                                               load_tokenizer)
+            from hyrl.data.prompt_data import (
+                load_eval_prompt_sets,
+                load_prompt_dataset,
+                load_tokenizer,
+            )
 
             self.tokenizer = load_tokenizer(cfg.tokenizer_path or cfg.hf_checkpoint)
             data_options = dict(input_key=cfg.input_key, label_key=cfg.label_key,

@@ -10,8 +10,12 @@ import torch
 from hyrl.backends.megatron import collectives, cpu_compat
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
 from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
-from hyrl.backends.megatron.model import (ParallelLayout, destroy_distributed, init_distributed,
-                                          use_transformer_engine)
+from hyrl.backends.megatron.model import (
+    ParallelLayout,
+    destroy_distributed,
+    init_distributed,
+    use_transformer_engine,
+)
 from hyrl.checkpoint import trainer_state
 from hyrl.config import RunConfig, engine_returns_routing
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
