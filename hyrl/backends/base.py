@@ -72,8 +72,14 @@ class TrainBackend(Protocol):
     dp_rank: int
     dp_size: int
     dp_rank_of: list[int]  # every rank's DP rank, by global rank (when routing ids are sent)
-    actor: TrainedActor
-    critic: TrainedCritic | None
+
+    @property
+    def actor(self) -> TrainedActor: ...
+
+    @property
+    def critic(self) -> TrainedCritic | None:
+        """None without a value model (GRPO)."""
+        ...
 
     def describe(self) -> str:
         """One line for the log: ranks, device, parallel layout, the layer implementation."""
