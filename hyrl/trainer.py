@@ -231,17 +231,10 @@ class Trainer:
         """mismatch/* metrics of the trainer's old log-probs against the engine's, and the
         importance weights of --use-tis / --use-mis (set on batch.pg_weights)."""
         cfg = self.cfg
-        old, rollout, mask = batch.old_log_probs, batch.rollout_log_probs, batch.loss_mask
-        metrics = mismatch.mismatch_metrics(old, rollout, mask)
-        weights = None
-        if cfg.use_tis:
-            weights, metrics["mismatch/tis_clipped_frac"] = mismatch.tis_weights(
-                old, rollout, mask, cfg.tis_clip)
-        if cfg.use_mis:
-            keep, metrics["mismatch/mis_masked_frac"] = mismatch.mis_keep(
-                old, rollout, mask, cfg.mis_low, cfg.mis_high, cfg.mis_level)
-            weights = keep if weights is None else weights * keep
-        batch.pg_weights = weights
+        metrics, batch.pg_weights = mismatch.corrections(
+            batch.old_log_probs, batch.rollout_log_probs, batch.loss_mask, use_tis=cfg.use_tis,
+            tis_clip=cfg.tis_clip, use_mis=cfg.use_mis, mis_low=cfg.mis_low,
+            mis_high=cfg.mis_high, mis_level=cfg.mis_level)
         if engine_returns_routing(cfg):  # collective
             metrics.update(self.actor.routing_metrics())
         return metrics
