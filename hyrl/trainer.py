@@ -97,6 +97,9 @@ class RunLog:
 
 
 class Trainer:
+    """The loop on one rank: the backend's actor (and critic), rank 0's rollout side, the
+    weight sync between them, and the records of the run."""
+
     def __init__(self, cfg: RunConfig, world_size: int):
         self.cfg, self.world_size = cfg, world_size
         setup_start = time.perf_counter()
@@ -125,7 +128,7 @@ class Trainer:
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
-        self.rollout: RolloutSide | None = None  # rank 0's: engines, task, rewards
+        self.rollout_side: RolloutSide | None = None  # rank 0's: engines, task, rewards
         self.sync_metrics: dict = {}  # the engine's own account of the latest weight sync
         self.weight_sync = WeightSync(rollout_layout(cfg, world_size).update_weight_mode,
                                       cfg.colocate, cfg.update_weight_buffer_size, self.run_dir,
@@ -135,15 +138,15 @@ class Trainer:
         self._previous_handlers = {}
         if self.rank == 0:
             print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
-            self.rollout = RolloutSide(cfg, world_size, self.arch, self.backend.device(),
-                                       self.run_dir)
+            self.rollout_side = RolloutSide(cfg, world_size, self.arch,
+                                            self.backend.device(), self.run_dir)
             config = cfg.to_dict(world_size)
             wandb_run = (start_wandb(cfg.wandb_project, self.run_dir, config)
                          if cfg.log_wandb else None)
             self.logger = RunDirectory(self.run_dir, wandb_run)  # appends to metrics.jsonl
             self.logger.write_config(config)
             if self.resume_state is not None:
-                self.rollout.task.load_state_dict(self.resume_state["task"])
+                self.rollout_side.task.load_state_dict(self.resume_state["task"])
         self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
         self._sync_to_engines(StageTimers())  # with --offload-train: offloaded for generation
         if resumed_rng is not None:  # last: nothing draws from the generators before the loop
@@ -220,7 +223,7 @@ class Trainer:
         The other ranks wait in the backend's wait group, where no NCCL timeout fires."""
         rollout, routed = None, None
         if self.rank == 0:
-            rollout, routed = self.rollout.rollout(timers, prompts_per_step)
+            rollout, routed = self.rollout_side.rollout(timers, prompts_per_step)
         rollout = self.backend.broadcast_from_rank_0(rollout)
         rollout.routed_experts = (scatter_routing(routed, len(rollout), responses_per_step,
                                                   self.rows, self.backend)
@@ -325,13 +328,13 @@ class Trainer:
             self.sync_metrics["perf/offload_freed_bytes"] = freed
 
     def _sync_weights(self) -> None:
-        engine = self.rollout.engine if self.rollout is not None else None
+        engine = self.rollout_side.engine if self.rollout_side is not None else None
         self.sync_metrics.update(self.weight_sync.sync(self.actor, engine, self._engines_resume))
 
     def _engines_resume(self) -> None:
         """Rank 0: the engines retake their memory right before they take the weights."""
-        if self.rollout is not None:
-            self.rollout.resume_engines()
+        if self.rollout_side is not None:
+            self.rollout_side.resume_engines()
 
     def _free_cached_blocks(self, barrier: bool) -> None:
         """Hand this rank's freed blocks back to the driver; with barrier, wait for every rank
@@ -353,8 +356,8 @@ class Trainer:
     def _reclaim_gpus_from_engines(self) -> None:
         """Outside a rollout step (a checkpoint): rank 0 releases the engines, then every rank
         restores the trainer."""
-        if self.rollout is not None:
-            self.rollout.release_engines()
+        if self.rollout_side is not None:
+            self.rollout_side.release_engines()
         self.backend.wait_for_rank_0()
         self._restore_trainer(StageTimers())
 
@@ -423,7 +426,7 @@ class Trainer:
         run_log.pause(eval_s)  # the clock resumes after the evaluation
 
     def _evaluate(self) -> tuple[dict, float]:
-        return evaluate(self.cfg, self.rollout, self.backend.device())
+        return evaluate(self.cfg, self.rollout_side, self.backend.device())
 
     def _skipped_steps(self) -> int:
         """Optimizer steps skipped for a non-finite loss or gradient norm, actor and critic."""
@@ -455,7 +458,8 @@ class Trainer:
         began = time.perf_counter()
         loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
         if self.rank == 0:
-            loop_state = {**self.run_log.state_dict(), "task": self.rollout.task.state_dict()}
+            loop_state = {**self.run_log.state_dict(),
+                          "task": self.rollout_side.task.state_dict()}
         reclaimed = self.trainer_offloaded  # the checkpoint reads weights and optimizer states
         if reclaimed:
             self._reclaim_gpus_from_engines()
@@ -468,8 +472,8 @@ class Trainer:
 
     def close(self) -> None:
         """Stop the rollout side (engines, reward workers, Ray if it started it)."""
-        if self.rollout is not None:
-            self.rollout.close()
+        if self.rollout_side is not None:
+            self.rollout_side.close()
         for sig, handler in self._previous_handlers.items():
             signal.signal(sig, handler)
 

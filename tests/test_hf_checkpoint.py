@@ -30,7 +30,7 @@ def test_actor_reference_and_engine_hold_the_checkpoint_weights(hf_dir, tmp_path
     trainer = Trainer(cfg, world_size=1)
     try:
         actor_weights = trainer.actor.export_hf_state_dict()
-        engine_weights = trainer.rollout.engine.model.state_dict()
+        engine_weights = trainer.rollout_side.engine.model.state_dict()
         assert actor_weights.keys() == expected.keys()
         for name, tensor in expected.items():
             assert torch.equal(actor_weights[name], tensor), name

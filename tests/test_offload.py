@@ -171,9 +171,10 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
     trainer.cfg = SimpleNamespace(colocate=True)
     trainer.actor, trainer.critic, trainer.rank, trainer.world_size = actor, None, 0, 1
     trainer.backend = _OneRank()
-    trainer.rollout = RolloutSide.__new__(RolloutSide)  # rank 0's engines, faked
-    trainer.rollout.cfg = trainer.cfg
-    trainer.rollout.engine, trainer.rollout.engines_released = _FakeEngine(events), True
+    trainer.rollout_side = RolloutSide.__new__(RolloutSide)  # rank 0's engines, faked
+    trainer.rollout_side.cfg = trainer.cfg
+    side = trainer.rollout_side
+    side.engine, side.engines_released = _FakeEngine(events), True
     trainer.offloading, trainer.trainer_offloaded, trainer.sync_metrics = True, False, {}
 
     def sync_weights():  # what the real one does first on rank 0, then it reads the weights
