@@ -33,42 +33,9 @@ commands:
 
 
 def _train(argv: list[str]) -> int:
-    from hyrl.config import ConfigError, build_parser, load, world_size_from_env
+    from hyrl.train import main
 
-    if any(a in ("-h", "--help") for a in argv):
-        build_parser().print_help()
-        print("\n  --dry-run             resolve and validate the flags, print the resolved "
-              "configuration as JSON, start nothing")
-        return 0
-    dry_run = "--dry-run" in argv
-    argv = [a for a in argv if a != "--dry-run"]
-    try:
-        world_size = world_size_from_env()
-        cfg = load(argv, world_size)  # parsed, validated, every derived value resolved
-        if not dry_run:  # a dry run plans for the cluster from any machine: no machine checks
-            from hyrl.train import preflight
-
-            preflight(cfg)
-    except ConfigError as err:
-        # Every rank validates before any process group starts; one of them says why.
-        if os.environ.get("RANK", "0") == "0":
-            print(f"hyrl train: error: {err}", file=sys.stderr)
-        return 2
-    if dry_run:
-        import json
-
-        if os.environ.get("RANK", "0") == "0":
-            from hyrl.plan import describe_for_dry_run
-
-            print(json.dumps(cfg.to_dict(world_size), indent=2, sort_keys=True))
-            print(describe_for_dry_run(cfg, world_size), file=sys.stderr)
-        return 0
-    from hyrl.train import train
-
-    run_dir = train(cfg, world_size)
-    if os.environ.get("RANK", "0") == "0":
-        print(f"run directory: {run_dir}")
-    return 0
+    return main(argv)
 
 
 # command -> "module:function"; the module is imported only when its command runs, so

@@ -22,7 +22,7 @@ def test_actor_reference_and_engine_hold_the_checkpoint_weights(hf_dir, tmp_path
     from transformers import Qwen3MoeForCausalLM
 
     from hyrl.backends.megatron.model import destroy_distributed
-    from hyrl.train import Trainer
+    from hyrl.trainer import Trainer
 
     expected = Qwen3MoeForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).state_dict()
     cfg = load(["--hf-checkpoint", str(hf_dir), "--kl-loss-coef", "0.1", "--num-steps", "1",
@@ -30,7 +30,7 @@ def test_actor_reference_and_engine_hold_the_checkpoint_weights(hf_dir, tmp_path
     trainer = Trainer(cfg, world_size=1)
     try:
         actor_weights = trainer.actor.export_hf_state_dict()
-        engine_weights = trainer.engine.model.state_dict()
+        engine_weights = trainer.rollout_side.engine.model.state_dict()
         assert actor_weights.keys() == expected.keys()
         for name, tensor in expected.items():
             assert torch.equal(actor_weights[name], tensor), name

@@ -9,7 +9,7 @@ import torch
 
 from hyrl.algorithms.batch import pack
 from hyrl.algorithms.losses import grpo_loss
-from hyrl.algorithms.mismatch import mis_keep, mismatch_metrics, tis_weights
+from hyrl.algorithms.mismatch import corrections, mis_keep, mismatch_metrics, tis_weights
 from hyrl.config import ConfigError, RunConfig, validate
 
 # Two response tokens in row 0 (log-ratios +0.1 and -0.5), one in row 1 (log-ratio +1.0).
@@ -173,3 +173,18 @@ def test_measuring_routing_on_sglang_refuses_physical_expert_ids_too(tmp_path):
                     measure_routing_mismatch=True, sglang_server_args="--enable-eplb")
     with pytest.raises(ConfigError, match="--measure-routing-mismatch.*physical slots"):
         validate(cfg, 1)
+
+
+def test_corrections_multiply_the_tis_weights_by_the_mis_keep_mask():
+    # one response of two tokens: ratios exp(0) = 1 (kept, weight 1) and exp(2) ~ 7.4
+    # (TIS clips it to 2; MIS with high = 5 drops it)
+    mask = torch.tensor([[0.0, 1.0, 1.0]])
+    train = torch.tensor([[0.0, -1.0, -1.0]])
+    rollout = torch.tensor([[0.0, -1.0, -3.0]])
+    options = dict(tis_clip=2.0, mis_low=0.5, mis_high=5.0, mis_level="token")
+    metrics, weights = corrections(train, rollout, mask, use_tis=True, use_mis=True, **options)
+    assert weights[0, 1:].tolist() == pytest.approx([1.0, 0.0])
+    assert metrics["mismatch/tis_clipped_frac"] == 0.5
+    assert metrics["mismatch/mis_masked_frac"] == 0.5
+    metrics, weights = corrections(train, rollout, mask, use_tis=False, use_mis=False, **options)
+    assert weights is None and "mismatch/tis_clipped_frac" not in metrics

@@ -141,15 +141,26 @@ class _FakeEngine:
         self.events.append("engines resume")
 
 
+class _OneRank:
+    """The backend calls of the colocated sequence, on one rank: nothing to wait for."""
+
+    def free_cached_memory(self):
+        pass
+
+    def wait_for_rank_0(self):
+        pass
+
+
 def test_trainer_parks_training_state_before_the_engines_resume_and_weights_after_the_sync(
         distributed):
-    """The colocated sequence of hyrl.train.Trainer on one rank (the engine faked): at the sync
+    """The colocated sequence of hyrl.trainer.Trainer on one rank (the engine faked): at the sync
     the grads and Adam states are gone and the weights are there; after it nothing is left on
     the device until the engines have released their memory again."""
     from types import SimpleNamespace
 
     from hyrl.metrics.timers import StageTimers
-    from hyrl.train import Trainer
+    from hyrl.rollout.side import RolloutSide
+    from hyrl.trainer import Trainer
 
     torch.manual_seed(0)
     actor = _actor(bf16=False)
@@ -159,7 +170,11 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
     trainer = Trainer.__new__(Trainer)  # only what the colocated sequence reads
     trainer.cfg = SimpleNamespace(colocate=True)
     trainer.actor, trainer.critic, trainer.rank, trainer.world_size = actor, None, 0, 1
-    trainer.engine, trainer.engines_released = _FakeEngine(events), True
+    trainer.backend = _OneRank()
+    trainer.rollout_side = RolloutSide.__new__(RolloutSide)  # rank 0's engines, faked
+    trainer.rollout_side.cfg = trainer.cfg
+    side = trainer.rollout_side
+    side.engine, side.engines_released = _FakeEngine(events), True
     trainer.offloading, trainer.trainer_offloaded, trainer.sync_metrics = True, False, {}
 
     def sync_weights():  # what the real one does first on rank 0, then it reads the weights

@@ -117,3 +117,21 @@ def mis_keep(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, l
     tokens = int(m.sum())
     dropped = tokens - int(keep.sum())
     return keep.float(), dropped / tokens if tokens else 0.0
+
+
+def corrections(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, *,
+                use_tis: bool, tis_clip: float, use_mis: bool, mis_low: float, mis_high: float,
+                mis_level: str) -> tuple[dict[str, float], Tensor | None]:
+    """The mismatch/* metrics of a rollout batch and the policy-gradient weights its flags ask
+    for: --use-tis clipped ratios, --use-mis a keep mask, both multiplied; None without
+    either."""
+    metrics = mismatch_metrics(train_log_probs, rollout_log_probs, mask)
+    weights = None
+    if use_tis:
+        weights, metrics["mismatch/tis_clipped_frac"] = tis_weights(
+            train_log_probs, rollout_log_probs, mask, tis_clip)
+    if use_mis:
+        keep, metrics["mismatch/mis_masked_frac"] = mis_keep(
+            train_log_probs, rollout_log_probs, mask, mis_low, mis_high, mis_level)
+        weights = keep if weights is None else weights * keep
+    return metrics, weights

@@ -8,6 +8,7 @@ from typing import Protocol
 
 import torch
 
+from hyrl.algorithms.batch import TokenBatch, pack
 from hyrl.models.weight_buckets import NamedTensors
 
 
@@ -61,6 +62,74 @@ class RolloutEngine(Protocol):
         asks for the next one, so an engine must be done with it (sent, copied) by then and
         keep no reference; the weights take effect when the last bucket is in."""
         ...
+
+    def release_memory(self) -> None:
+        """--colocate: free the GPU memory (weights, KV cache) for training; a no-op for an
+        engine that holds none to give."""
+        ...
+
+    def resume_memory(self) -> None:
+        """Retake the memory release_memory freed (the weights come with the next sync)."""
+        ...
+
+    def close(self) -> None:
+        """Stop the engine (servers, Ray actors); a no-op for an in-process one."""
+        ...
+
+
+@dataclass
+class RolloutBatch:
+    """One rollout step's responses as every trainer rank receives them from rank 0 (engine
+    output and rewards), row i the i-th response; what the algorithm packs into a TokenBatch."""
+
+    prompts: list[list[int]]
+    responses: list[list[int]]
+    rollout_log_probs: list[list[float]]  # the engine's, per response token
+    finish_reasons: list[str]
+    rewards: list[float]
+    reward_failures: int  # rewards that raised (scored 0)
+    reward_timeouts: int
+    # --use-routing-replay / --measure-routing-mismatch: each row's expert ids where this rank
+    # works on the row, None elsewhere (set on every rank after the broadcast); None without.
+    routed_experts: list | None = None
+
+    @classmethod
+    def of(cls, generations: list[Generation], scored) -> RolloutBatch:
+        """The batch of the engine's generations and the reward pool's scores of them."""
+        return cls(prompts=[g.prompt_ids for g in generations],
+                   responses=[g.response_ids for g in generations],
+                   rollout_log_probs=[g.response_log_probs for g in generations],
+                   finish_reasons=[g.finish_reason for g in generations],
+                   rewards=scored.rewards, reward_failures=scored.failures,
+                   reward_timeouts=scored.timeouts)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def rewards_tensor(self) -> torch.Tensor:
+        """The rewards as the algorithms take them: [N] float32."""
+        return torch.tensor(self.rewards, dtype=torch.float32)
+
+    def to_token_batch(self, pad_to_multiple_of: int) -> TokenBatch:
+        """The rows right-padded into a TokenBatch; its advantages are filled in later."""
+        return pack(self.prompts, self.responses, torch.zeros(len(self)), pad_id=0,
+                    pad_to_multiple_of=pad_to_multiple_of,
+                    rollout_log_probs=self.rollout_log_probs, routed_experts=self.routed_experts)
+
+    def metrics(self, rollout_s: float) -> dict:
+        """train/* statistics of the responses; rollout_s: the generation's seconds."""
+        rewards = torch.tensor(self.rewards, dtype=torch.float64)
+        lengths = torch.tensor([len(r) for r in self.responses], dtype=torch.float64)
+        return {
+            "train/reward_mean": float(rewards.mean()),
+            "train/response_len_mean": float(lengths.mean()),
+            "train/stop_frac": sum(f == "stop" for f in self.finish_reasons) / len(rewards),
+            # cut at --rollout-max-response-len (the rewards score them as not finished)
+            "train/truncated_frac": sum(f == "length" for f in self.finish_reasons) / len(rewards),
+            "train/reward_failures": self.reward_failures,
+            "train/reward_timeouts": self.reward_timeouts,
+            "perf/rollout_tokens_per_s": float(lengths.sum()) / rollout_s if rollout_s > 0 else 0.0,
+        }
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,16 @@ class HFRolloutEngine(BucketReceiver):
         ffn = rows.shape[0] // 2
         return {"gate": rows[:ffn], "up": rows[ffn:], "down": rows}[part]
 
+    # Nothing to give back or stop: the model shares the process (and the GPU) with the trainer.
+    def release_memory(self) -> None:
+        pass
+
+    def resume_memory(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         generations: list[Generation] = []
@@ -107,7 +117,8 @@ class HFRolloutEngine(BucketReceiver):
         sampling = ({"do_sample": False} if greedy else
                     {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p,
                      "top_k": 0})
-        self._routed = [[] for _ in range(self.num_moe_layers)] if self.return_routed_experts else None
+        self._routed = ([[] for _ in range(self.num_moe_layers)] if self.return_routed_experts
+                        else None)
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask.to(self.device),
@@ -121,7 +132,8 @@ class HFRolloutEngine(BucketReceiver):
         new_tokens = out.sequences[:, width:].cpu()
         # Raw logits per step -> log-probs of the sampling distribution softmax(logits / T)
         # (of softmax(logits) when decoding greedily).
-        logits = torch.stack(out.logits, dim=1).float().cpu() / (1.0 if greedy else params.temperature)
+        temperature = 1.0 if greedy else params.temperature
+        logits = torch.stack(out.logits, dim=1).float().cpu() / temperature
         log_probs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens[..., None])[..., 0]
         routed = None
         if self._routed is not None:

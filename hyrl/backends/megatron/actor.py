@@ -32,17 +32,18 @@ class ActorSettings:
     routing_measure: bool = False  # only compare with it (--measure-routing-mismatch)
 
     @classmethod
-    def from_flags(cls, flags) -> "ActorSettings":
+    def from_flags(cls, flags) -> ActorSettings:
         return cls(
             optim=OptimizerSettings.from_flags(flags),
             temperature=flags.rollout_temperature, eps_clip=flags.eps_clip,
             eps_clip_high=flags.eps_clip if flags.eps_clip_high is None else flags.eps_clip_high,
             kl_loss_coef=flags.kl_loss_coef, kl_loss_type=flags.kl_loss_type,
             entropy_coef=flags.entropy_coef,
-            keep_reference=flags.kl_loss_coef > 0 or getattr(flags, "kl_coef", 0.0) > 0,
-            transformer_impl=flags.transformer_impl, token_dispatcher=flags.moe_token_dispatcher_type,
-            routing_replay=getattr(flags, "use_routing_replay", False),
-            routing_measure=getattr(flags, "measure_routing_mismatch", False),
+            keep_reference=flags.kl_loss_coef > 0 or flags.kl_coef > 0,
+            transformer_impl=flags.transformer_impl,
+            token_dispatcher=flags.moe_token_dispatcher_type,
+            routing_replay=flags.use_routing_replay,
+            routing_measure=flags.measure_routing_mismatch,
         )
 
 
@@ -92,7 +93,8 @@ class MegatronActor(MegatronTrainable):
         return self.replay.replaying(_dense(micro_batch.routed_experts))
 
     @torch.no_grad()
-    def log_probs(self, batch: TokenBatch, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_probs(self, batch: TokenBatch, reference: bool = False
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-position log pi(target) and entropy under the current (or reference) weights.
 
         With routing replay the actor (not the reference) replays `batch.routed_experts` and

@@ -25,16 +25,16 @@ class ParallelLayout:
     recompute_num_layers: int | None = None
 
     @classmethod
-    def from_flags(cls, flags) -> "ParallelLayout":
+    def from_flags(cls, flags) -> ParallelLayout:
         return cls(
             tensor_model_parallel_size=flags.tensor_model_parallel_size,
             pipeline_model_parallel_size=flags.pipeline_model_parallel_size,
             expert_model_parallel_size=flags.expert_model_parallel_size,
             expert_tensor_parallel_size=flags.expert_tensor_parallel_size,
             sequence_parallel=flags.sequence_parallel,
-            recompute_granularity=getattr(flags, "recompute_granularity", None),
-            recompute_method=getattr(flags, "recompute_method", None),
-            recompute_num_layers=getattr(flags, "recompute_num_layers", None),
+            recompute_granularity=flags.recompute_granularity,
+            recompute_method=flags.recompute_method,
+            recompute_num_layers=flags.recompute_num_layers,
         )
 
 
@@ -113,7 +113,8 @@ def use_transformer_engine(transformer_impl: str) -> bool:
         return False
     have_te = transformer_engine_importable()
     if transformer_impl == "transformer_engine" and not have_te:
-        raise RuntimeError("--transformer-impl transformer_engine: transformer_engine does not import")
+        raise RuntimeError("--transformer-impl transformer_engine: "
+                           "transformer_engine does not import")
     return have_te
 
 
@@ -279,8 +280,8 @@ class ValueHead(torch.nn.Module):
     def __init__(self, config):
         super().__init__()
         self.sequence_parallel = config.sequence_parallel
-        self.weight = torch.nn.Parameter(torch.empty(1, config.hidden_size, dtype=config.params_dtype,
-                                                     device=cpu_compat.device()))
+        self.weight = torch.nn.Parameter(torch.empty(
+            1, config.hidden_size, dtype=config.params_dtype, device=cpu_compat.device()))
         torch.nn.init.normal_(self.weight, std=config.init_method_std)
 
     def forward(self, hidden_states, weight=None, runtime_gather_output=None):

@@ -31,7 +31,7 @@ class OptimizerSettings:
     ddp_bucket_size: int | None = None  # elements per gradient-reduction bucket; None: megatron's
 
     @classmethod
-    def from_flags(cls, flags, prefix: str = "") -> "OptimizerSettings":
+    def from_flags(cls, flags, prefix: str = "") -> OptimizerSettings:
         """The actor's flags, or with prefix "critic_" the critic's (Adam betas/eps, precision
         and the data-parallel machinery are shared)."""
         return cls(
@@ -39,15 +39,15 @@ class OptimizerSettings:
             weight_decay=getattr(flags, f"{prefix}weight_decay"),
             adam_beta1=flags.adam_beta1, adam_beta2=flags.adam_beta2, adam_eps=flags.adam_eps,
             clip_grad=getattr(flags, f"{prefix}clip_grad"),
-            noise_scale_beta=getattr(flags, "noise_scale_beta", 0.99),
+            noise_scale_beta=flags.noise_scale_beta,
             max_tokens_per_micro_batch=(flags.max_tokens_per_gpu
-                                        if getattr(flags, "use_dynamic_batch_size", False) else None),
+                                        if flags.use_dynamic_batch_size else None),
             pad_to_multiple_of=flags.tensor_model_parallel_size,
-            bf16=getattr(flags, "bf16", False),
-            use_distributed_optimizer=getattr(flags, "use_distributed_optimizer", False),
-            grad_reduce_in_fp32=getattr(flags, "accumulate_allreduce_grads_in_fp32", True),
-            overlap_grad_reduce=getattr(flags, "overlap_grad_reduce", False),
-            ddp_bucket_size=getattr(flags, "ddp_bucket_size", None))
+            bf16=flags.bf16,
+            use_distributed_optimizer=flags.use_distributed_optimizer,
+            grad_reduce_in_fp32=flags.accumulate_allreduce_grads_in_fp32,
+            overlap_grad_reduce=flags.overlap_grad_reduce,
+            ddp_bucket_size=flags.ddp_bucket_size)
 
     @property
     def params_dtype(self) -> torch.dtype:
@@ -211,7 +211,8 @@ class MegatronTrainable:
         return tuple(torch.cat([cls._pad_to(part[i], length) for part in parts]).cpu()
                      for i in range(len(parts[0])))
 
-    def _accumulate(self, batch: TokenBatch, loss_fn, total_tokens: float) -> dict[str, torch.Tensor]:
+    def _accumulate(self, batch: TokenBatch, loss_fn, total_tokens: float
+                    ) -> dict[str, torch.Tensor]:
         """Forward/backward every micro-batch; `loss_fn(micro_batch, outputs) -> (loss, stats)`
         with outputs the model's last layer for the micro-batch (see _outputs).
 
@@ -248,7 +249,8 @@ class MegatronTrainable:
             if per_micro_batch:
                 added = {n: g - before[n] for n, g in self._local_grads().items()}
                 share = micro_batch.num_response_tokens / total_tokens
-                small_sq.append(grads.sharded_squared_norm(self.model, added, include_experts) / share**2)
+                small_sq.append(grads.sharded_squared_norm(self.model, added, include_experts)
+                                / share**2)
             for key, value in {"loss": loss.detach(), **stats}.items():
                 sums[key] = sums.get(key, 0.0) + value.detach().double()
         self._small_batch = ((small_sq, float(self.optim.micro_batch_size)) if per_micro_batch

@@ -48,8 +48,13 @@ from hyrl.models.weight_buckets import NamedTensors
 from hyrl.rollout.base import BucketReceiver, Generation, SamplingParams
 from hyrl.rollout.sglang.client import SGLangClient
 from hyrl.rollout.sglang.server import SGLangServerProcess
-from hyrl.rollout.sglang.weight_sync import (DiskWeightSync, DistributedWeightSync, SyncStats,
-                                             TensorWeightSync, checkpoint_named_tensors)
+from hyrl.rollout.sglang.weight_sync import (
+    DiskWeightSync,
+    DistributedWeightSync,
+    SyncStats,
+    TensorWeightSync,
+    checkpoint_named_tensors,
+)
 
 WEIGHT_SYNC_MODES = {"tensor": TensorWeightSync, "distributed": DistributedWeightSync,
                      "disk": DiskWeightSync}
@@ -80,7 +85,7 @@ class SGLangEngine(BucketReceiver):
 
     @classmethod
     def launch(cls, server: SGLangServerProcess, startup_timeout_s: float = 900.0,
-               **engine_options) -> "SGLangEngine":
+               **engine_options) -> SGLangEngine:
         """Start `server`, wait until it generates, and drive it; shutdown() kills it."""
         server.start(startup_timeout_s)
         try:
@@ -131,6 +136,9 @@ class SGLangEngine(BucketReceiver):
     def resume_memory(self, tags: Sequence[str] | None = None) -> None:
         for client in self.weight_sync.clients:
             client.resume_memory_occupation(tags)
+
+    def close(self) -> None:
+        self.shutdown()
 
     def shutdown(self) -> None:
         if isinstance(self.weight_sync, DistributedWeightSync):

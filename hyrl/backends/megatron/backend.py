@@ -1,0 +1,150 @@
+"""The TrainBackend of megatron-core (hyrl.backends.base): process groups, the actor and the
+critic as megatron models, the loop's collectives and the checkpoints of both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from hyrl.backends.megatron import collectives, cpu_compat
+from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
+from hyrl.backends.megatron.model import (
+    ParallelLayout,
+    destroy_distributed,
+    init_distributed,
+    use_transformer_engine,
+)
+from hyrl.checkpoint import trainer_state
+from hyrl.config import RunConfig, engine_returns_routing
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+
+def read_hf_weights(hf_dir: str) -> dict[str, torch.Tensor]:
+    """A local Hugging Face Qwen3-MoE directory's weights, in float32, under HF names."""
+    from transformers import Qwen3MoeForCausalLM
+
+    return Qwen3MoeForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).state_dict()
+
+
+class MegatronBackend:
+    """Starts the process groups (every rank), then builds the actor (and, under gae, the
+    critic) with identical full weights on every rank before sharding."""
+
+    def __init__(self, cfg: RunConfig, world_size: int, arch: Qwen3MoeArch):
+        self.cfg, self.world_size, self.arch = cfg, world_size, arch
+        layout = ParallelLayout.from_flags(cfg)
+        init_distributed(layout, seed=cfg.seed, timeout_minutes=cfg.distributed_timeout_minutes)
+        from megatron.core import parallel_state
+
+        self.rank = torch.distributed.get_rank()
+        self.dp_rank = parallel_state.get_data_parallel_rank()
+        self.dp_size = parallel_state.get_data_parallel_world_size()
+        self._dp_group = parallel_state.get_data_parallel_group()
+        self.dp_rank_of = [self.dp_rank]
+        if world_size > 1 and engine_returns_routing(cfg):  # rank 0 sends each its rows' ids
+            self.dp_rank_of = self.all_gather_object(self.dp_rank)
+
+        torch.manual_seed(cfg.seed)  # identical full weights on every rank before sharding
+        self.actor = MegatronActor(arch, layout, ActorSettings.from_flags(cfg))
+        if cfg.hf_checkpoint:  # before the critic and the reference copy the actor's weights
+            self.actor.load_hf_state_dict(read_hf_weights(cfg.hf_checkpoint))
+        self.critic = self._build_critic(layout) if cfg.advantage_estimator == "gae" else None
+
+    def _build_critic(self, layout: ParallelLayout) -> MegatronCritic:
+        critic = MegatronCritic(self.arch, layout, CriticSettings.from_flags(self.cfg))
+        if self.cfg.critic_load:
+            critic.load_trunk_from_hf(read_hf_weights(self.cfg.critic_load))
+        else:  # the actor's initial weights, a fresh value head
+            critic.load_trunk(self.actor.export_full_state_dict())
+        return critic
+
+    def describe(self) -> str:
+        cfg = self.cfg
+        spec = "transformer_engine" if use_transformer_engine(cfg.transformer_impl) else "local"
+        dispatcher = cfg.moe_token_dispatcher_type
+        if dispatcher == "auto":
+            dispatcher = cpu_compat.default_token_dispatcher()
+        return (f"{self.world_size} rank(s) on {cpu_compat.device().type} "
+                f"({cpu_compat.distributed_backend()}): TP={cfg.tensor_model_parallel_size} "
+                f"EP={cfg.expert_model_parallel_size} DP={self.dp_size} "
+                f"SP={'on' if cfg.sequence_parallel else 'off'}; layer spec {spec}, "
+                f"MoE dispatcher {dispatcher}")
+
+    def device(self) -> torch.device:
+        return cpu_compat.device()
+
+    # -- collectives --------------------------------------------------------------------------
+    def gather_rows(self, outputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """On the DP group's device (NCCL: the GPU), back in host memory."""
+        if self.dp_size == 1:
+            return outputs
+        return collectives.all_gather_rows(outputs, self._dp_group)
+
+    def wait_for_rank_0(self) -> None:
+        if self.world_size > 1:
+            collectives.wait_for_rank_0()
+
+    def broadcast_from_rank_0(self, payload):
+        """Over the gloo wait group, where no NCCL timeout fires while rank 0 generates."""
+        if self.world_size == 1:
+            return payload
+        box = [payload]
+        torch.distributed.broadcast_object_list(box, src=0, group=collectives.wait_group())
+        return box[0]
+
+    def any_rank(self, flag: bool) -> bool:
+        """Over the gloo wait group: the other ranks may wait here while rank 0 evaluates."""
+        value = torch.tensor([1.0 if flag else 0.0])
+        if self.world_size > 1:
+            torch.distributed.all_reduce(value, group=collectives.wait_group())
+        return bool(value.item() > 0)
+
+    def all_gather_object(self, value) -> list:
+        gathered = [None] * self.world_size
+        torch.distributed.all_gather_object(gathered, value)
+        return gathered
+
+    def gather_to_rank_0(self, value) -> list | None:
+        gathered = [None] * self.world_size if self.rank == 0 else None
+        torch.distributed.gather_object(value, gathered, dst=0)
+        return gathered
+
+    def send_rows(self, rows_of_rank: dict[int, dict[int, torch.Tensor]]
+                  ) -> dict[int, torch.Tensor]:
+        return collectives.send_rows(rows_of_rank)
+
+    def recv_rows(self) -> dict[int, torch.Tensor]:
+        return collectives.recv_rows()
+
+    def free_cached_memory(self) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def _models(self) -> dict:
+        models = {"actor": self.actor.model}
+        if self.actor.ref_model is not None:
+            models["reference"] = self.actor.ref_model
+        if self.critic is not None:
+            models["critic"] = self.critic.model
+        return models
+
+    def trainables(self) -> dict:
+        return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
+
+    def load_checkpoint(self, step_dir: Path):
+        return trainer_state.load_checkpoint(step_dir, self.arch, self._models(), self.trainables())
+
+    def save_checkpoint(self, save_dir: str, rollout_step: int, loop_state: dict) -> Path:
+        return trainer_state.save_checkpoint(save_dir, rollout_step, self.cfg, self.arch,
+                                             self._models(), self.trainables(), loop_state)
+
+    def set_rng_state(self, rng_state) -> None:
+        trainer_state.set_rng_state(rng_state)
+
+
+def shutdown() -> None:
+    """Tear down the process groups MegatronBackend started (also after it failed half-way)."""
+    destroy_distributed()

@@ -1,0 +1,121 @@
+"""Flag checks that depend on this machine and on files (CUDA, Transformer Engine, SGLang, the
+tokenizer, the data, a checkpoint to resume), run on every rank before any process group so a
+refused flag exits 2 with a message that names it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from hyrl.config import ConfigError, RunConfig
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+
+def preflight(cfg: RunConfig) -> None:
+    """Flag checks that depend on this machine (CUDA, Transformer Engine), before any process
+    group."""
+    from hyrl.backends.megatron import cpu_compat
+    from hyrl.backends.megatron.model import transformer_engine_importable
+
+    if cpu_compat.on_cpu() and cfg.moe_token_dispatcher_type == "alltoall":
+        raise ConfigError("--moe-token-dispatcher-type", "alltoall",
+                          "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
+                          "allgather or auto on a machine without CUDA")
+    for flag, hf_dir in (("--hf-checkpoint", cfg.hf_checkpoint),
+                         ("--critic-load", cfg.critic_load)):
+        if hf_dir:
+            check_hf_architecture(flag, hf_dir, cfg)
+    preflight_data(cfg)
+    if cfg.load:  # truncated, another layout or architecture: refused before any process group
+        from hyrl.checkpoint.trainer_state import check_resumable
+        from hyrl.config import world_size_from_env
+
+        check_resumable(cfg, world_size_from_env())
+    if cfg.rollout_engine == "sglang":
+        preflight_sglang(cfg)
+    if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
+        raise ConfigError("--transformer-impl", "transformer_engine",
+                          "transformer_engine does not import on this machine", "local or auto")
+
+
+def preflight_data(cfg: RunConfig) -> None:
+    """The tokenizer, the data files and a custom reward load, before any process group."""
+    from hyrl.data.prompt_data import PromptDataError, load_records, load_tokenizer
+    from hyrl.rewards.registry import reward_factory
+
+    try:
+        reward_factory(cfg.rm_type, cfg.custom_rm_path)  # imports a custom reward once
+    except (ValueError, ImportError) as err:
+        raise ConfigError("--custom-rm-path", cfg.custom_rm_path, str(err),
+                          "an importable module:function") from None
+    if cfg.task != "prompt_data":
+        return
+    flag = "--tokenizer-path" if cfg.tokenizer_path else "--hf-checkpoint"
+    try:
+        tokenizer = load_tokenizer(cfg.tokenizer_path or cfg.hf_checkpoint)
+    except (OSError, ValueError) as err:
+        raise ConfigError(flag, cfg.tokenizer_path or cfg.hf_checkpoint, str(err),
+                          "a local Hugging Face tokenizer directory") from None
+    if len(tokenizer) > cfg.vocab_size:
+        raise ConfigError("--vocab-size", cfg.vocab_size, f"smaller than the tokenizer's "
+                          f"{len(tokenizer)} tokens ({flag})", f"at least {len(tokenizer)}")
+    if tokenizer.eos_token_id is None:
+        raise ConfigError(flag, cfg.tokenizer_path or cfg.hf_checkpoint,
+                          "the tokenizer has no end-of-sequence token", "a tokenizer with eos")
+    files = [("--prompt-data", cfg.prompt_data)]
+    files += [("--eval-prompt-data", path) for path in (cfg.eval_prompt_data or [])[1::2]]
+    for data_flag, path in files:
+        try:
+            load_records(path, cfg.input_key, cfg.label_key)
+        except PromptDataError as err:
+            raise ConfigError(data_flag, path, str(err), "records with --input-key "
+                              f"{cfg.input_key!r} and --label-key {cfg.label_key!r}") from None
+
+
+def check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
+    """A Hugging Face checkpoint (--hf-checkpoint, --critic-load) of the architecture the model
+    flags describe."""
+    hf_config = json.loads((Path(hf_dir) / "config.json").read_text())
+    problems = Qwen3MoeArch.from_flags(cfg).mismatches(hf_config)
+    if problems:
+        raise ConfigError(flag, hf_dir, "the checkpoint's architecture differs from the model "
+                          "flags (" + "; ".join(problems) + ")",
+                          "a checkpoint of the same architecture")
+
+
+def preflight_sglang(cfg: RunConfig) -> None:
+    """SGLang needs CUDA and the sglang package (unless attached to a router); pass-through
+    --sglang-* flags must be flags of the installed sglang.launch_server."""
+    import importlib.util
+    import shlex
+
+    from hyrl.rollout.sglang.server import check_not_managed
+
+    try:
+        check_not_managed(shlex.split(cfg.sglang_server_args or ""))
+    except ValueError as err:
+        raise ConfigError("--sglang-server-args", cfg.sglang_server_args, str(err),
+                          "flags hyrl does not set itself") from None
+    if cfg.sglang_router_url is not None:
+        return  # the servers run elsewhere; nothing of SGLang is needed here
+    if not torch.cuda.is_available():
+        raise ConfigError("--rollout-engine", "sglang", "SGLang engines need CUDA GPUs and this "
+                          "machine has none", "hf on a machine without CUDA, or "
+                          "--sglang-router-url to attach to servers running elsewhere")
+    if importlib.util.find_spec("sglang") is None:
+        raise ConfigError("--rollout-engine", "sglang", "the sglang package is not installed",
+                          "pip install -r requirements.txt (sglang==0.5.23), or hf")
+    if cfg.sglang_server_args:
+        import dataclasses
+
+        from sglang.srt.server_args import ServerArgs
+
+        known = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(ServerArgs)}
+        for token in shlex.split(cfg.sglang_server_args):
+            flag = token.split("=", 1)[0]
+            if flag.startswith("--") and flag not in known:
+                raise ConfigError("--sglang-server-args", cfg.sglang_server_args,
+                                  f"{flag} is not a flag of the installed sglang.launch_server",
+                                  "flags listed by python -m sglang.launch_server --help")

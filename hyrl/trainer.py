@@ -1,0 +1,507 @@
+"""The RL loop. Every rank runs `Trainer.run`; rank 0 also owns the rollout side (the engines,
+the task, the rewards). hyrl.train.main validates the flags and calls `train` here.
+
+One rollout step (`Trainer.rollout_step`):
+  prepare  prompts -> responses (engine) -> rewards -> old log-probs -> advantages
+  critic   (PPO) its optimizer steps on the rollout
+  actor    optimizer steps (global batch B each, split over DP ranks and micro-batches)
+  sync     the new weights to the engines
+  log      one record per actor optimizer step
+The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
+hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from hyrl import schedules
+from hyrl.algorithms import mismatch
+from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
+from hyrl.algorithms.batch import TokenBatch
+from hyrl.backends.factory import build_backend, shutdown_backend
+from hyrl.config import (
+    RunConfig,
+    batch_ramp_unit,
+    engine_returns_routing,
+    offloads_train,
+    parse_target,
+    rollout_layout,
+    scaled_lr,
+)
+from hyrl.evaluation import eval_schedule, evaluate
+from hyrl.metrics.run_dir import RunDirectory, start_wandb
+from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
+from hyrl.metrics.timers import StageTimers
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+from hyrl.rollout.base import RolloutBatch
+from hyrl.rollout.side import RolloutSide
+from hyrl.rollout.weight_update import WeightSync
+from hyrl.rows import DataParallelRows, all_rows, scatter_routing
+
+
+class TrainingStopped(RuntimeError):
+    """Every rank stops the run (after the metrics of the last step are written): exit 1."""
+
+
+PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class RunLog:
+    """What the records of a run carry across rollout steps: the samples consumed, the clock
+    (elapsed_s continues across a resume; evaluations and checkpoints stay off it), the
+    target tracker and the run totals. Rank 0 writes them (logger: None elsewhere)."""
+
+    def __init__(self, cfg: RunConfig, logger: RunDirectory | None, run_dir: Path,
+                 resume_state: dict | None):
+        self.logger, self.run_dir = logger, run_dir
+        self.tracker = TargetTracker(*parse_target(cfg.target)) if cfg.target else None
+        self.totals = RunTotals()
+        self.samples, self.first_step, elapsed_s = 0, 1, 0.0  # samples: responses consumed
+        if resume_state is not None:  # the loop where the checkpoint left it
+            self.samples, elapsed_s = resume_state["samples"], resume_state["elapsed_s"]
+            self.first_step = resume_state["rollout_step"] + 1
+            self.totals.load_state_dict(resume_state["totals"])
+            if self.tracker is not None and resume_state["tracker"] is not None:
+                self.tracker.load_state_dict(resume_state["tracker"])
+        self.start = time.perf_counter() - elapsed_s  # elapsed_s = now - start
+        self.last_record_time = time.perf_counter()  # a record's perf/step_s: since this
+
+    def pause(self, seconds: float) -> None:
+        """Take seconds (an evaluation, a checkpoint) off the clock."""
+        self.start += seconds
+        self.last_record_time += seconds
+
+    def write(self, record: dict) -> None:
+        if self.logger is None:
+            return
+        self.logger.log(record)
+        self.totals.update(record)
+        if self.tracker is not None and self.tracker.update(record):
+            write_summary(self.run_dir, summary(self.tracker, self.totals))
+
+    def state_dict(self) -> dict:
+        """The loop's part of a checkpoint (the task's is added by its owner)."""
+        return {"samples": self.samples, "elapsed_s": time.perf_counter() - self.start,
+                "tracker": None if self.tracker is None else self.tracker.state_dict(),
+                "totals": self.totals.state_dict()}
+
+    def close(self) -> None:
+        if self.logger is not None:
+            write_summary(self.run_dir, summary(self.tracker, self.totals))
+            self.logger.close()
+
+
+class Trainer:
+    """The loop on one rank: the backend's actor (and critic), rank 0's rollout side, the
+    weight sync between them, and the records of the run."""
+
+    def __init__(self, cfg: RunConfig, world_size: int):
+        self.cfg, self.world_size = cfg, world_size
+        setup_start = time.perf_counter()
+        self.arch = Qwen3MoeArch.from_flags(cfg)
+        self.backend = build_backend(cfg, world_size, self.arch)
+        self.rank = self.backend.rank
+        self.actor, self.critic = self.backend.actor, self.backend.critic
+        self.rows = DataParallelRows(self.backend.dp_rank, self.backend.dp_size,
+                                     cfg.optimizer_steps_per_rollout)
+        self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
+        self.advantage_settings = AdvantageSettings.from_flags(cfg)
+        self.batch_ramp = None
+        if cfg.batch_ramp:
+            start_b, end_b, ramp_steps = schedules.parse_batch_ramp(cfg.batch_ramp)
+            self.batch_ramp = dict(start=start_b, end=end_b, steps=ramp_steps,
+                                   unit=batch_ramp_unit(cfg, world_size))
+        self.resume_state, resumed_rng = None, None
+        if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
+            from hyrl.checkpoint.trainer_state import check_resumable
+
+            step_dir, self.resume_state = check_resumable(cfg, world_size)
+            resumed_rng = self.backend.load_checkpoint(step_dir)
+            if self.rank == 0:
+                print(f"hyrl: resuming from {step_dir} (after rollout step "
+                      f"{self.resume_state['rollout_step']})", flush=True)
+
+        self.run_dir = Path(cfg.run_dir)
+        self.logger = None
+        self.rollout_side: RolloutSide | None = None  # rank 0's: engines, task, rewards
+        self.sync_metrics: dict = {}  # the engine's own account of the latest weight sync
+        self.weight_sync = WeightSync(rollout_layout(cfg, world_size).update_weight_mode,
+                                      cfg.colocate, cfg.update_weight_buffer_size, self.run_dir,
+                                      self.backend)
+        self.offloading = offloads_train(cfg)  # --offload-train: see _sync_to_engines
+        self.trainer_offloaded = False
+        self._previous_handlers = {}
+        if self.rank == 0:
+            print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
+            self.rollout_side = RolloutSide(cfg, world_size, self.arch,
+                                            self.backend.device(), self.run_dir)
+            config = cfg.to_dict(world_size)
+            wandb_run = (start_wandb(cfg.wandb_project, self.run_dir, config)
+                         if cfg.log_wandb else None)
+            self.logger = RunDirectory(self.run_dir, wandb_run)  # appends to metrics.jsonl
+            self.logger.write_config(config)
+            if self.resume_state is not None:
+                self.rollout_side.task.load_state_dict(self.resume_state["task"])
+        self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
+        self._sync_to_engines(StageTimers())  # with --offload-train: offloaded for generation
+        if resumed_rng is not None:  # last: nothing draws from the generators before the loop
+            self.backend.set_rng_state(resumed_rng)
+        self.stop_signal = None  # the preemption signal received, if any (every rank has a handler)
+        self._previous_handlers = {sig: signal.signal(sig, self._on_preemption_signal)
+                                   for sig in PREEMPTION_SIGNALS}
+        self.setup_s = time.perf_counter() - setup_start
+
+    def _on_preemption_signal(self, signum, frame) -> None:
+        self.stop_signal = signal.Signals(signum).name  # acted on at the next rollout-step boundary
+
+    def _trainables(self) -> dict:
+        return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
+
+    # -- one rollout step ---------------------------------------------------------------------
+    def rollout_step(self, rollout_step: int, timers: StageTimers) -> tuple[dict, dict]:
+        """prepare -> critic -> actor -> sync -> log; (the rollout's metrics, its last record).
+        One record per actor optimizer step (a skipped one included); a critic-only warm-up
+        rollout gets one too. The rollout's own metrics go on the first."""
+        cfg = self.cfg
+        prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
+        batch, rollout_metrics = self._prepare(timers, prompts_per_step, responses_per_step)
+        rollout_metrics["batch/prompts_per_step"] = prompts_per_step
+        rollout_metrics["batch/responses_per_step"] = responses_per_step
+        if self.critic is not None:
+            with timers("critic_train"):
+                rollout_metrics.update(self._critic_updates(batch))
+        trains_actor = rollout_step > cfg.num_critic_only_steps
+        if trains_actor:
+            records = self._actor_updates(batch, timers, responses_per_step)
+        else:
+            records = [{"step": self.actor.optimizer_steps, "samples": self.run_log.samples,
+                        "train/skipped_steps": self._skipped_steps()}]
+        if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
+            self._sync_to_engines(timers)
+        records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
+        self._log_rollout_step(rollout_step, records, rollout_metrics, timers)
+        return rollout_metrics, records[-1]
+
+    def _prepare(self, timers: StageTimers, prompts_per_step: int, responses_per_step: int
+                 ) -> tuple[TokenBatch, dict]:
+        """The rollout packed; old/reference log-probs, values, advantages for every row."""
+        rollout = self._rollout(timers, prompts_per_step, responses_per_step)
+        self._restore_trainer(timers)  # the engines released their memory in _rollout
+        batch = rollout.to_token_batch(self.pad_multiple)
+        mask = batch.loss_mask
+        with timers("logprob"):
+            batch.old_log_probs, entropy = all_rows(self.actor.log_probs, batch, self.rows,
+                                                    self.backend)
+            if self.actor.ref_model is not None:
+                batch.ref_log_probs = all_rows(
+                    lambda b: self.actor.log_probs(b, reference=True)[0], batch, self.rows,
+                    self.backend)
+        metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
+        metrics["train/entropy"] = float((entropy * mask).sum() / mask.sum().clamp(min=1))
+        metrics.update(self._mismatch(batch))
+        values = None
+        if self.advantage_settings.needs_values:
+            with timers("value"):
+                values = all_rows(self.critic.values, batch, self.rows, self.backend) * mask
+        result = compute_advantages(self.advantage_settings, rollout.rewards_tensor(), mask,
+                                    batch.old_log_probs, batch.ref_log_probs, values)
+        batch.advantages = result.advantages
+        if values is not None:
+            batch.returns, batch.old_values = result.returns, values
+        metrics.update(result.metrics)
+        return batch, metrics
+
+    def _rollout(self, timers: StageTimers, prompts_per_step: int,
+                 responses_per_step: int) -> RolloutBatch:
+        """Rank 0 generates and scores; the result is broadcast to every rank (routing ids,
+        --use-routing-replay, --measure-routing-mismatch, go to each rank for its own rows).
+        The other ranks wait in the backend's wait group, where no NCCL timeout fires."""
+        rollout, routed = None, None
+        if self.rank == 0:
+            rollout, routed = self.rollout_side.rollout(timers, prompts_per_step)
+        rollout = self.backend.broadcast_from_rank_0(rollout)
+        rollout.routed_experts = (scatter_routing(routed, len(rollout), responses_per_step,
+                                                  self.rows, self.backend)
+                                  if engine_returns_routing(self.cfg) else None)
+        return rollout
+
+    def _mismatch(self, batch: TokenBatch) -> dict:
+        """mismatch/* metrics of the trainer's old log-probs against the engine's, and the
+        importance weights of --use-tis / --use-mis (set on batch.pg_weights)."""
+        cfg = self.cfg
+        metrics, batch.pg_weights = mismatch.corrections(
+            batch.old_log_probs, batch.rollout_log_probs, batch.loss_mask, use_tis=cfg.use_tis,
+            tis_clip=cfg.tis_clip, use_mis=cfg.use_mis, mis_low=cfg.mis_low,
+            mis_high=cfg.mis_high, mis_level=cfg.mis_level)
+        if engine_returns_routing(cfg):  # collective
+            metrics.update(self.actor.routing_metrics())
+        return metrics
+
+    def _critic_updates(self, batch: TokenBatch) -> dict:
+        """Every critic optimizer step of this rollout; their statistics averaged."""
+        cfg = self.cfg
+        size = cfg.critic_global_batch_size
+        steps = cfg.responses_per_rollout // size
+        history = []
+        for j in range(steps):
+            lr = schedules.lr_at(self.critic.optimizer_steps, lr=cfg.critic_lr,
+                                 min_lr=cfg.critic_min_lr, warmup_steps=cfg.critic_lr_warmup_steps,
+                                 decay_style=cfg.critic_lr_decay_style,
+                                 total_steps=cfg.num_steps * steps)
+            history.append(self.critic.train_step(
+                batch.select(self.rows.of_step(j, size)),
+                batch.loss_mask[j * size:(j + 1) * size].sum().item(), lr))
+        keys = dict.fromkeys(k for h in history for k in h)  # a skipped step has no noise metrics
+        averaged = {k: sum(h[k] for h in history if k in h) / sum(k in h for h in history)
+                    for k in keys}
+        averaged["critic/skipped"] = sum(h["critic/skipped"] for h in history)  # a count
+        averaged["critic/optimizer_steps"] = history[-1]["critic/optimizer_steps"]
+        averaged["critic/lr"] = history[-1]["critic/lr"]
+        return averaged
+
+    def _actor_updates(self, batch: TokenBatch, timers: StageTimers,
+                       responses_per_step: int) -> list[dict]:
+        """The actor's optimizer steps of this rollout, a record each; samples counts the
+        responses the updates consumed (a skipped one consumes none)."""
+        records = []
+        for k in range(self.cfg.optimizer_steps_per_rollout):
+            with timers("actor_train"):
+                metrics = self._actor_update(batch, k, responses_per_step)
+            if not metrics["actor/skipped"]:
+                self.run_log.samples += responses_per_step
+            metrics["train/loss"] = metrics["actor/loss"]
+            records.append({"step": self.actor.optimizer_steps, "samples": self.run_log.samples,
+                            "time": time.perf_counter(), **metrics,
+                            "train/skipped_steps": self._skipped_steps()})
+        return records
+
+    def _actor_update(self, batch: TokenBatch, k: int, responses_per_step: int) -> dict:
+        cfg = self.cfg
+        peak_lr = cfg.lr
+        if self.batch_ramp is not None and cfg.ref_lr is not None:  # re-derived as B changes
+            peak_lr = scaled_lr(cfg.ref_lr, responses_per_step, cfg.ref_global_batch_size,
+                                cfg.lr_scaling)
+        lr = schedules.lr_at(self.actor.optimizer_steps, lr=peak_lr, min_lr=cfg.min_lr,
+                             warmup_steps=cfg.lr_warmup_steps, decay_style=cfg.lr_decay_style,
+                             total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout)
+        global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
+        return self.actor.train_step(batch.select(self.rows.of_step(k, responses_per_step)),
+                                     batch.loss_mask[global_rows].sum().item(), lr)
+
+    def _batch_sizes(self, rollout_step: int) -> tuple[int, int]:
+        """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp)."""
+        cfg = self.cfg
+        if self.batch_ramp is None:
+            return cfg.rollout_batch_size, cfg.global_batch_size
+        responses = schedules.batch_at(rollout_step, **self.batch_ramp)
+        return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
+
+    # -- sync: the weights to the engines, and --offload-train around it ------------------------
+    # A rollout step: [trainer offloaded] generate -> engines release (rank 0) -> restore
+    # trainer (every rank) -> log-probs, values, training -> park training state (grads freed,
+    # optimizer states, reference, critic), empty_cache, barrier -> engines resume and take the
+    # weights (the sync reads them on every rank) -> park the actor's weights, empty_cache.
+    def _sync_to_engines(self, timers: StageTimers) -> None:
+        """The weight sync; with --offload-train the engines resume only once every rank has
+        parked its training state, and the actor's weights are parked after it.
+        perf/offload_freed_bytes: what rank 0 released (torch.cuda.memory_allocated before -
+        after on GPU, the storage bytes on CPU); perf/offload_s: offload and restore."""
+        freed = 0
+        if self.offloading:
+            with timers("offload"):
+                freed += self.actor.offload_training_state()
+                if self.critic is not None:  # not synced: all of it goes now
+                    freed += self.critic.offload_training_state() + self.critic.offload_weights()
+                self._free_cached_blocks(barrier=True)
+        with timers("weight_sync"):
+            self._sync_weights()
+        if self.offloading:
+            with timers("offload"):
+                freed += self.actor.offload_weights()
+                self._free_cached_blocks(barrier=False)
+            self.trainer_offloaded = True
+            self.sync_metrics["perf/offload_freed_bytes"] = freed
+
+    def _sync_weights(self) -> None:
+        engine = self.rollout_side.engine if self.rollout_side is not None else None
+        self.sync_metrics.update(self.weight_sync.sync(self.actor, engine, self._engines_resume))
+
+    def _engines_resume(self) -> None:
+        """Rank 0: the engines retake their memory right before they take the weights."""
+        if self.rollout_side is not None:
+            self.rollout_side.resume_engines()
+
+    def _free_cached_blocks(self, barrier: bool) -> None:
+        """Hand this rank's freed blocks back to the driver; with barrier, wait for every rank
+        (rank 0 resumes the engines after it, into all GPUs' freed memory)."""
+        self.backend.free_cached_memory()
+        if barrier:
+            self.backend.wait_for_rank_0()
+
+    def _restore_trainer(self, timers: StageTimers) -> None:
+        """Every rank takes its offloaded memory back; rank 0 released the engines before it
+        broadcast the rollout, so no rank gets here before the engines' memory is free."""
+        if not self.trainer_offloaded:
+            return
+        with timers("offload"):
+            for part in self._trainables().values():
+                part.restore_offloaded()
+        self.trainer_offloaded = False
+
+    def _reclaim_gpus_from_engines(self) -> None:
+        """Outside a rollout step (a checkpoint): rank 0 releases the engines, then every rank
+        restores the trainer."""
+        if self.rollout_side is not None:
+            self.rollout_side.release_engines()
+        self.backend.wait_for_rank_0()
+        self._restore_trainer(StageTimers())
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        cfg = self.cfg
+        timers = StageTimers()
+        self.run_log = run_log = RunLog(cfg, self.logger, self.run_dir, self.resume_state)
+        first_step = run_log.first_step
+        self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
+        progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
+        try:
+            with progress as bar:
+                task_id = (bar.add_task("training", total=cfg.num_steps, completed=first_step - 1)
+                           if bar else None)
+                if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
+                    eval_metrics, eval_s = self._evaluate()
+                    run_log.pause(eval_s)
+                    run_log.write({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
+                                   **eval_metrics, "perf/eval_s": eval_s})
+                for rollout_step in range(first_step, cfg.num_steps + 1):
+                    rollout_metrics, last_record = self.rollout_step(rollout_step, timers)
+                    if bar:
+                        description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
+                        if "eval/accuracy" in last_record:
+                            description += f" eval {last_record['eval/accuracy']:.2f}"
+                        bar.update(task_id, advance=1, description=description)
+                    self._check_skipped_steps(rollout_step)
+                    preempted = self.backend.any_rank(self.stop_signal is not None)
+                    if cfg.save and (preempted or rollout_step == cfg.num_steps or (
+                            cfg.save_interval and rollout_step % cfg.save_interval == 0)):
+                        # checkpoints stay off the elapsed_s clock, as evaluation
+                        run_log.pause(self._save(rollout_step))
+                    if preempted:
+                        self._report_preemption(rollout_step)
+                        break
+        finally:
+            run_log.close()
+
+    def _log_rollout_step(self, rollout_step: int, records: list[dict], rollout_metrics: dict,
+                          timers: StageTimers) -> None:
+        """The step's stage times, weight-sync and evaluation metrics on its records, each
+        written with its elapsed_s and perf/step_s; an evaluation stays off the clock."""
+        run_log = self.run_log
+        records[0].update(rollout_metrics)
+        stage_times = timers.pop()  # stage timers of the whole rollout step
+        records[-1].update(stage_times)
+        # perf/overhead_s: the rollout step's wall time not spent in a timed stage
+        # (generation, reward, log-probs/values, training, weight sync)
+        records[-1]["perf/overhead_s"] = (records[-1]["time"] - run_log.last_record_time
+                                          - sum(stage_times.values()))
+        records[-1].update(self.sync_metrics)
+        if rollout_step == run_log.first_step:
+            records[0]["perf/setup_s"] = self.setup_s
+        eval_s = 0.0
+        if rollout_step in self.eval_due:  # evaluation stays off the elapsed_s clock
+            eval_metrics, eval_s = self._evaluate()
+            records[-1].update(eval_metrics)
+            records[-1]["perf/eval_s"] = eval_s
+        for record in records:  # their times were taken before the evaluation
+            now = record.pop("time")
+            record.update(rollout_step=rollout_step, elapsed_s=now - run_log.start)
+            record["perf/step_s"] = now - run_log.last_record_time
+            run_log.last_record_time = now
+            run_log.write(record)
+        run_log.pause(eval_s)  # the clock resumes after the evaluation
+
+    def _evaluate(self) -> tuple[dict, float]:
+        return evaluate(self.cfg, self.rollout_side, self.backend.device())
+
+    def _skipped_steps(self) -> int:
+        """Optimizer steps skipped for a non-finite loss or gradient norm, actor and critic."""
+        return sum(part.skipped_steps for part in self._trainables().values())
+
+    def _check_skipped_steps(self, rollout_step: int) -> None:
+        """Stop (every rank alike: the skip decision is all-reduced) after --max-skipped-steps
+        skipped optimizer steps in a row of the actor or the critic."""
+        for part in self._trainables().values():
+            if part.consecutive_skips >= self.cfg.max_skipped_steps:
+                raise TrainingStopped(
+                    f"the {part.metric_prefix} skipped {part.consecutive_skips} optimizer steps "
+                    f"in a row (up to rollout step {rollout_step}) for a non-finite loss or "
+                    f"gradient norm (--max-skipped-steps={self.cfg.max_skipped_steps}); "
+                    "metrics.jsonl holds their records (actor/skipped, critic/skipped, "
+                    "train/skipped_steps)")
+
+    def _report_preemption(self, rollout_step: int) -> None:
+        if self.rank == 0:
+            cfg = self.cfg
+            saved = (f"checkpoint {cfg.save}/step_{rollout_step} written; resume "
+                     f"with --load {cfg.save}" if cfg.save else
+                     "no checkpoint written (no --save)")
+            print(f"hyrl: {self.stop_signal or 'a preemption signal'} received: "
+                  f"stopping after rollout step {rollout_step}; {saved}", flush=True)
+
+    def _save(self, rollout_step: int) -> float:
+        """A checkpoint of the state after this rollout step (collective); its seconds."""
+        began = time.perf_counter()
+        loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
+        if self.rank == 0:
+            loop_state = {**self.run_log.state_dict(),
+                          "task": self.rollout_side.task.state_dict()}
+        reclaimed = self.trainer_offloaded  # the checkpoint reads weights and optimizer states
+        if reclaimed:
+            self._reclaim_gpus_from_engines()
+        path = self.backend.save_checkpoint(self.cfg.save, rollout_step, loop_state)
+        if self.rank == 0:
+            print(f"hyrl: checkpoint {path} written", flush=True)
+        if reclaimed:  # the engines get the (unchanged) weights back
+            self._sync_to_engines(StageTimers())
+        return time.perf_counter() - began
+
+    def close(self) -> None:
+        """Stop the rollout side (engines, reward workers, Ray if it started it)."""
+        if self.rollout_side is not None:
+            self.rollout_side.close()
+        for sig, handler in self._previous_handlers.items():
+            signal.signal(sig, handler)
+
+    @staticmethod
+    def _progress():
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn())
+
+
+def train(cfg: RunConfig, world_size: int) -> Path:
+    trainer = None
+    try:
+        trainer = Trainer(cfg, world_size)
+        trainer.run()
+    except TrainingStopped as err:
+        if trainer is not None and trainer.rank == 0:
+            print(f"hyrl train: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    finally:
+        if trainer is not None:
+            trainer.close()
+        shutdown_backend()
+    return Path(cfg.run_dir)

@@ -1,0 +1,48 @@
+"""Specification of hyrl.rollout.base.RolloutBatch (engine output to algorithm) and of the
+evaluation schedule, with numbers checked by hand."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from hyrl.evaluation import eval_schedule
+from hyrl.rollout.base import Generation, RolloutBatch
+
+
+def _batch() -> RolloutBatch:
+    generations = [Generation([1, 2], [3, 4, 5], [-0.1, -0.2, -0.3], "stop"),
+                   Generation([1, 2], [6], [-0.5], "length")]
+    scored = SimpleNamespace(rewards=[1.0, 0.0], failures=1, timeouts=0)
+    return RolloutBatch.of(generations, scored)
+
+
+def test_a_rollout_batch_keeps_each_generation_in_order_with_its_reward():
+    batch = _batch()
+    assert len(batch) == 2
+    assert batch.responses == [[3, 4, 5], [6]] and batch.finish_reasons == ["stop", "length"]
+    assert batch.rewards_tensor().tolist() == [1.0, 0.0]
+    assert batch.routed_experts is None
+
+
+def test_rollout_metrics_by_hand():
+    metrics = _batch().metrics(rollout_s=2.0)
+    assert metrics["train/reward_mean"] == 0.5
+    assert metrics["train/response_len_mean"] == 2.0  # (3 + 1) / 2
+    assert metrics["train/stop_frac"] == 0.5 and metrics["train/truncated_frac"] == 0.5
+    assert metrics["train/reward_failures"] == 1 and metrics["train/reward_timeouts"] == 0
+    assert metrics["perf/rollout_tokens_per_s"] == 2.0  # 4 tokens in 2 s
+    assert _batch().metrics(rollout_s=0.0)["perf/rollout_tokens_per_s"] == 0.0
+
+
+def test_the_token_batch_masks_exactly_the_response_tokens():
+    token_batch = _batch().to_token_batch(pad_to_multiple_of=1)
+    assert token_batch.loss_mask.sum().item() == 4
+    assert torch.equal(token_batch.advantages, torch.zeros(2))
+    masked = token_batch.rollout_log_probs[token_batch.loss_mask.bool()]
+    assert masked.tolist() == pytest.approx([-0.1, -0.2, -0.3, -0.5])
+
+
+def test_evaluation_runs_before_training_every_interval_and_after_the_last_step():
+    assert eval_schedule(SimpleNamespace(eval_interval=4, num_steps=10)) == {0, 4, 8, 10}
+    assert eval_schedule(SimpleNamespace(eval_interval=0, num_steps=10)) == set()
