@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
 USAGE = """usage: hyrl <command> [flags]
@@ -32,15 +31,9 @@ commands:
 `hyrl train --help` lists every flag, grouped by concern."""
 
 
-def _train(argv: list[str]) -> int:
-    from hyrl.train import main
-
-    return main(argv)
-
-
 # command -> "module:function"; the module is imported only when its command runs, so
 # `hyrl cost` loads no torch. Each function takes the command's arguments, returns the exit code.
-COMMANDS = {"train": "hyrl.cli:_train", "sweep": "hyrl.batchsize.sweep_cli:main",
+COMMANDS = {"train": "hyrl.train:main", "sweep": "hyrl.batchsize.sweep_cli:main",
             "analyze": "hyrl.batchsize.analyze_cli:main",
             "profile-rollout": "hyrl.rollout.profile_cli:main", "plan": "hyrl.plan.cli:main",
             "convert": "hyrl.checkpoint.cli:main", "cost": "hyrl.batchsize.cost:main"}

@@ -24,23 +24,18 @@ from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.backends.factory import build_backend, shutdown_backend
-from hyrl.config import (
-    RunConfig,
-    batch_ramp_unit,
-    engine_returns_routing,
-    offloads_train,
-    parse_target,
-    rollout_layout,
-    scaled_lr,
-)
+from hyrl.config import (RunConfig, batch_ramp_unit, engine_returns_routing, offloads_train,
+                         parse_target)
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
 from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import RolloutBatch
+from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.side import RolloutSide
 from hyrl.rollout.weight_update import WeightSync
+from hyrl.schedules import scaled_lr
 from hyrl.rows import DataParallelRows, all_rows, scatter_routing
 
 

@@ -12,15 +12,10 @@ names the flag, the offending value and what is allowed, before any process grou
 exists.
 
 The package uses the standard library only (no torch, no megatron) so that it is quick to
-import and usable on a login node. The names below are its public face; the rollout layout
-(`hyrl.rollout.layout`) and the learning-rate rule (`hyrl.schedules`) are re-exported for the
-callers that still import them from here. hyrl.rollout.layout raises this package's errors, so
-it is imported on first use (here and in the functions that need it), never when hyrl.config
-is: importing the config loads no hyrl.rollout module (which the sweep tools keep out of their
-imports, tests/test_sweep.py).
+import and usable on a login node. The names below are its public face. Two facts it uses
+have their own owners: the learning-rate rule (`hyrl.schedules`) and the rollout layout
+(`hyrl.rollout.layout`, pure: which engines, how many GPUs, which weight-update mode).
 """
-
-import importlib
 
 from hyrl.config.applies import SGLANG_ONLY
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
@@ -31,6 +26,8 @@ from hyrl.config.fields import (
     GROUPS,
     TASK_VOCAB_SIZE,
     RunConfig,
+    engine_returns_routing,
+    offloads_train,
 )
 from hyrl.config.parser import (
     EXCLUSIVE_FLAGS,
@@ -50,23 +47,12 @@ from hyrl.config.validate import (
     validate,
     world_size_from_env,
 )
-from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
 
 __all__ = [
     "ARITH_PROMPT_TOKENS", "DATA_EXTENSIONS", "DEFAULT_LR", "EXCLUSIVE_FLAGS", "GROUPS",
-    "GROUP_TITLES", "HELP_HINT", "LR_SCALING_EXPONENTS", "RECIPE_MARKER", "RESUME_MAY_CHANGE",
-    "SGLANG_ONLY", "SGLANG_PASS_PREFIX", "TASK_VOCAB_SIZE", "ConfigError", "RolloutLayout",
+    "GROUP_TITLES", "HELP_HINT", "RECIPE_MARKER", "RESUME_MAY_CHANGE",
+    "SGLANG_ONLY", "SGLANG_PASS_PREFIX", "TASK_VOCAB_SIZE", "ConfigError", 
     "RunConfig", "appended_wins", "batch_ramp_unit", "build_parser", "engine_returns_routing",
     "flag_name", "load", "offloads_train", "parse_args", "parse_target", "resolve",
-    "rollout_layout", "scaled_lr", "validate", "world_size_from_env",
+    "validate", "world_size_from_env",
 ]
-
-_FROM_ROLLOUT_LAYOUT = ("RolloutLayout", "engine_returns_routing", "offloads_train",
-                        "rollout_layout")
-
-
-def __getattr__(name: str):
-    """The rollout-layout names, loaded from hyrl.rollout.layout on first use."""
-    if name in _FROM_ROLLOUT_LAYOUT:
-        return getattr(importlib.import_module("hyrl.rollout.layout"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 
 from hyrl.config.errors import _fail, flag_name
+# A module, not its names: hyrl.rollout.layout imports hyrl.config.errors (an import cycle).
+from hyrl.rollout import layout
 from hyrl.schedules import LR_SCALING_EXPONENTS
 
 GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic",
@@ -446,8 +448,6 @@ class RunConfig:
 
         Needs a resolved config (see `resolve`); raises ValueError otherwise.
         """
-        from hyrl.rollout.layout import rollout_layout  # not at the top: see hyrl.config
-
         _require_resolved(self)
         out = dataclasses.asdict(self)
         out["world_size"] = world_size
@@ -458,7 +458,7 @@ class RunConfig:
         if self.critic_global_batch_size is not None:
             out["critic_steps_per_rollout"] = self.critic_steps_per_rollout
             out["critic_lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.critic_lr_scaling]
-        out["rollout_layout"] = dataclasses.asdict(rollout_layout(self, world_size))
+        out["rollout_layout"] = dataclasses.asdict(layout.rollout_layout(self, world_size))
         return out
 
 
@@ -583,3 +583,13 @@ def _check_types(cfg: RunConfig) -> None:
         choices = f.metadata.get("choices")
         if choices and value not in choices:
             _fail(f.name, value, "not a valid choice", _allowed_text(kind, choices))
+
+
+def engine_returns_routing(c: RunConfig) -> bool:
+    """Whether the engines return the experts they routed each token to."""
+    return bool(c.use_routing_replay or c.measure_routing_mismatch)
+
+
+def offloads_train(c: RunConfig) -> bool:
+    """Whether the trainer offloads its GPU memory while colocated engines generate."""
+    return c.colocate if c.offload_train is None else c.offload_train

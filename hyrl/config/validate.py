@@ -15,9 +15,12 @@ from hyrl.config.fields import (
     RunConfig,
     _check_types,
     _fields,
+    engine_returns_routing,
 )
 from hyrl.config.parser import parse_args
 from hyrl.config.resolve import resolve
+# A module, not its names: hyrl.rollout.layout imports hyrl.config.errors (an import cycle).
+from hyrl.rollout import layout
 from hyrl.metrics.target import TARGET_ALLOWED, TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
 
@@ -296,7 +299,6 @@ def _check_parallelism(c: RunConfig, world_size: int) -> None:
 def _check_routing_replay(c: RunConfig) -> None:
     """SGLang's expert-parallel load balancer and redundant experts make the ids a server
     returns physical expert slots, not the model's experts: replay would use wrong experts."""
-    from hyrl.rollout.layout import engine_returns_routing  # not at the top: see hyrl.config
 
     if not engine_returns_routing(c) or c.rollout_engine != "sglang":
         return
@@ -594,8 +596,6 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     included), --target, --critic-load, --save/--load paths, --run-dir (a run in it only with
     --load and a matching config.json).
     """
-    from hyrl.rollout.layout import rollout_layout  # not at the top: see hyrl.config
-
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ConfigError("WORLD_SIZE", world_size, "the world size must be a positive integer",
                           "an integer >= 1")
@@ -610,7 +610,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
     _check_routing_replay(resolved)
-    rollout_layout(resolved, world_size)
+    layout.rollout_layout(resolved, world_size)
     _check_memory_flags(resolved)
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)

@@ -19,10 +19,10 @@ import os
 
 import torch
 
-from hyrl.config import RunConfig
+from hyrl.config import RunConfig, engine_returns_routing
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import RolloutEngine
-from hyrl.rollout.layout import RolloutLayout, engine_returns_routing
+from hyrl.rollout.layout import RolloutLayout
 
 
 def start_ray(cfg: RunConfig, layout: RolloutLayout) -> bool:

@@ -103,13 +103,3 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
               "one GPU", "tensor or disk with --colocate")
     return RolloutLayout("sglang", False, engines, per_engine, gpus, c.rollout_concurrency, mode,
                          True)
-
-
-def engine_returns_routing(c: RunConfig) -> bool:
-    """Whether the engines return the experts they routed each token to."""
-    return bool(c.use_routing_replay or c.measure_routing_mismatch)
-
-
-def offloads_train(c: RunConfig) -> bool:
-    """Whether the trainer offloads its GPU memory while colocated engines generate."""
-    return c.colocate if c.offload_train is None else c.offload_train

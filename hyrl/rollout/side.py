@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from hyrl.config import RunConfig, engine_returns_routing, rollout_layout
+from hyrl.config import RunConfig, engine_returns_routing
+from hyrl.rollout.layout import rollout_layout
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import Generation, RolloutBatch, SamplingParams
