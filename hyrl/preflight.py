@@ -14,15 +14,11 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 
 def preflight(cfg: RunConfig) -> None:
-    """Flag checks that depend on this machine (CUDA, Transformer Engine), before any process
-    group."""
-    from hyrl.backends.megatron import cpu_compat
-    from hyrl.backends.megatron.model import transformer_engine_importable
+    """Flag checks that depend on this machine (the backend's: CUDA, Transformer Engine) and on
+    files, before any process group."""
+    from hyrl.backends.factory import check_machine
 
-    if cpu_compat.on_cpu() and cfg.moe_token_dispatcher_type == "alltoall":
-        raise ConfigError("--moe-token-dispatcher-type", "alltoall",
-                          "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
-                          "allgather or auto on a machine without CUDA")
+    check_machine(cfg)
     for flag, hf_dir in (("--hf-checkpoint", cfg.hf_checkpoint),
                          ("--critic-load", cfg.critic_load)):
         if hf_dir:
@@ -35,9 +31,6 @@ def preflight(cfg: RunConfig) -> None:
         check_resumable(cfg, world_size_from_env())
     if cfg.rollout_engine == "sglang":
         preflight_sglang(cfg)
-    if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
-        raise ConfigError("--transformer-impl", "transformer_engine",
-                          "transformer_engine does not import on this machine", "local or auto")
 
 
 def preflight_data(cfg: RunConfig) -> None:

@@ -15,6 +15,14 @@ def build_backend(cfg: RunConfig, world_size: int, arch: Qwen3MoeArch) -> TrainB
     return MegatronBackend(cfg, world_size, arch)
 
 
+def check_machine(cfg: RunConfig) -> None:
+    """The backend's flag checks against this machine, before any process group; raises
+    ConfigError naming the flag."""
+    from hyrl.backends.megatron.backend import check_machine as megatron_checks
+
+    megatron_checks(cfg)
+
+
 def shutdown_backend() -> None:
     """The process groups torn down, also after a backend that failed half-way."""
     from hyrl.backends.megatron.backend import shutdown

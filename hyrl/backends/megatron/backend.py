@@ -14,10 +14,11 @@ from hyrl.backends.megatron.model import (
     ParallelLayout,
     destroy_distributed,
     init_distributed,
+    transformer_engine_importable,
     use_transformer_engine,
 )
 from hyrl.checkpoint import trainer_state
-from hyrl.config import RunConfig, engine_returns_routing
+from hyrl.config import ConfigError, RunConfig, engine_returns_routing
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 
@@ -143,6 +144,18 @@ class MegatronBackend:
 
     def set_rng_state(self, rng_state) -> None:
         trainer_state.set_rng_state(rng_state)
+
+
+def check_machine(cfg: RunConfig) -> None:
+    """Flags this machine cannot run under megatron-core (no CUDA, no Transformer Engine),
+    refused before any process group."""
+    if cpu_compat.on_cpu() and cfg.moe_token_dispatcher_type == "alltoall":
+        raise ConfigError("--moe-token-dispatcher-type", "alltoall",
+                          "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
+                          "allgather or auto on a machine without CUDA")
+    if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
+        raise ConfigError("--transformer-impl", "transformer_engine",
+                          "transformer_engine does not import on this machine", "local or auto")
 
 
 def shutdown() -> None:
