@@ -2,7 +2,7 @@
 
 Conversion runs in one process (world size 1, TP=EP=PP=1): a distributed checkpoint's keys are
 global, so it is resharded when it is loaded, and a checkpoint written at TP=1 loads at TP=2 x
-EP=2 (tests/test_convert.py proves both directions). --tp/--ep/--pp therefore do not change
+EP=2 (tests/unit/checkpoint/test_convert.py proves both directions). --tp/--ep/--pp therefore do not change
 what is written: they are checked against the architecture (so a layout that cannot be built is
 refused now, not at the first training step) and recorded as the intended layout.
 

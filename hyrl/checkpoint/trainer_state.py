@@ -21,7 +21,7 @@ A save writes everything into .tmp-step_N, fsyncs it, renames it to step_N and t
 and optimizer states are megatron distributed checkpoints keyed in model space, so `--load`
 reshards them to any TP/EP/PP/DP layout and world size (see load_checkpoint for the RNG).
 
-What resumes exactly (tests/test_resume.py): weights, AdamW moments and step counters (hence
+What resumes exactly (tests/e2e/test_resume.py): weights, AdamW moments and step counters (hence
 the lr schedule), skipped-step counters, noise-scale averages, the task's position, cumulative
 samples, the target tracker and run totals, and every RNG of the training processes, among
 them the generator the in-process hf engine samples with. A batch ramp is a function of the

@@ -41,7 +41,7 @@ NOT_MODELLED = (
     "the full HF state dict gathered for weight sync beyond one --update-weight-buffer-size bucket",
     "SGLang's CUDA graphs and decode workspace (outside its static fraction)",
     "context parallelism (hyrl has no CP flag; CP = 1)",
-    "the distributed optimizer's buffer padding (< 64 elements per tensor; tests/test_plan_live.py"
+    "the distributed optimizer's buffer padding (< 64 elements per tensor; tests/unit/plan/test_plan_live.py"
     " measures it inside 5%)",
 )
 

@@ -17,7 +17,7 @@ BYTES_FP32, BYTES_BF16 = 4, 2
 # (param_and_grad_buffer.py, _pad_start_of_param_if_needed / _pad_end_of_bucket_if_needed).
 PARAM_ALIGN_ELEMENTS = 64
 # Positions per chunk of the log-prob pass (hyrl/backends/megatron/logprobs.py CHUNK_POSITIONS;
-# tests/test_plan.py pins the two equal: the plan imports no torch).
+# tests/unit/plan/test_plan.py pins the two equal: the plan imports no torch).
 LOGPROB_CHUNK_POSITIONS = 512
 BYTES_KV = 2  # bf16 KV cache in SGLang
 BYTES_SGLANG_WEIGHT = 2  # SGLang serves bf16 weights whatever the trainer's precision

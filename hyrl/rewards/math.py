@@ -1,6 +1,6 @@
 """Math reward: the response's final answer, checked against the label with math-verify.
 
-Rules (each one a line in tests/test_rewards.py):
+Rules (each one a line in tests/unit/rewards/test_rewards.py):
 
 * The answer is the content of the LAST ``\\boxed{...}`` or ``\\fbox{...}`` (braces balanced, so
   ``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``). Without one, and with

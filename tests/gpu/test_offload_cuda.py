@@ -39,15 +39,9 @@ def _actor(bf16: bool):
 
 
 def _train_step(actor, seed: int) -> dict:
-    from hyrl.algorithms.batch import pack
+    from training_batches import training_batch
 
-    generator = torch.Generator().manual_seed(seed)
-    prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(8)]
-    responses = [torch.randint(3, 15, (3,), generator=generator).tolist() for _ in range(8)]
-    batch = pack(prompts, responses, torch.zeros(8), pad_id=0)
-    batch.old_log_probs, _ = actor.log_probs(batch)
-    batch.ref_log_probs = batch.old_log_probs
-    batch.advantages = torch.linspace(-1, 1, 8)[:, None].expand_as(batch.old_log_probs)
+    batch = training_batch(actor, seed)
     return actor.train_step(batch, batch.num_response_tokens, lr=1e-3)
 
 

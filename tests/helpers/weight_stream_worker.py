@@ -1,0 +1,92 @@
+"""Run by torchrun from tests/unit/rollout/test_weight_stream.py: the streamed weights against the full dict.
+
+Usage: torchrun --nproc-per-node N tests/helpers/weight_stream_worker.py OUT.json TP EP BUFFER_BYTES DTYPE
+"""
+
+import dataclasses
+import json
+import sys
+
+import torch
+
+from hyrl.backends.megatron import weights
+from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
+from hyrl.backends.megatron.trainable import OptimizerSettings
+from hyrl.models.qwen3_moe import hf_mapping
+from hyrl.models.qwen3_moe.config import TINY
+from hyrl.models.weight_buckets import LiveBytes, tensor_bytes
+
+# TINY with 8 layers: ~2 MB of fp32 weights, many times the tests' buckets
+DEEP = dataclasses.replace(TINY, num_layers=8)
+
+
+def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None:
+    layout = ParallelLayout(tensor_model_parallel_size=tp, expert_model_parallel_size=ep)
+    init_distributed(layout, seed=7)
+    rank = torch.distributed.get_rank()
+    actor = MegatronActor(DEEP, layout, ActorSettings(optim=OptimizerSettings(micro_batch_size=2)))
+    if dtype == "bfloat16":
+        actor.model.to(torch.bfloat16)
+    reference = dict(hf_mapping.split_fused_experts(actor.export_hf_state_dict()))
+
+    live = LiveBytes()
+    buckets = list_of_buckets(actor.hf_weight_buckets(buffer_bytes, keep=True, live=live))
+    streamed = [pair for bucket in buckets for pair in bucket]
+    streamed_dict = dict(streamed)
+    kept_on_rank0 = sum(1 for _ in actor.hf_weight_buckets(buffer_bytes, keep=rank == 0))
+    owned = [k for k, _ in enumerate(actor.hf_weight_buckets(
+        buffer_bytes, keep=lambda k: k % torch.distributed.get_world_size() == rank))]
+    freed = previous_bucket_freed_while_building_next(actor, buffer_bytes)
+    result = {
+        "previous_bucket_freed_while_building_next": freed,
+        "names_equal": sorted(streamed_dict) == sorted(reference),
+        "no_duplicates": len(streamed) == len(streamed_dict),
+        "bit_exact": all(torch.equal(streamed_dict[n], reference[n]) for n in reference),
+        "dtypes": sorted({str(t.dtype) for _, t in streamed}),
+        "bucket_bytes": [sum(tensor_bytes(t) for _, t in b) for b in buckets],
+        "largest_tensor_bytes": max(tensor_bytes(t) for _, t in streamed),
+        "largest_parameter_bytes": max(tensor_bytes(t) for _, t in
+                                       weights.iter_full_parameters(actor.model, DEEP)),
+        "model_bytes": sum(tensor_bytes(t) for t in reference.values()),
+        "peak_bytes": live.peak,
+        "live_after": live.current,
+        "buckets_kept_on_rank0_only": kept_on_rank0,
+        "buckets_owned": len(owned),
+        "num_buckets": len(buckets),
+    }
+    with open(f"{out_path}.rank{rank}", "w") as out:
+        json.dump(result, out)
+    destroy_distributed()
+
+
+def previous_bucket_freed_while_building_next(actor, buffer_bytes: int) -> bool:
+    """Drop each bucket on receipt, then watch, from inside the name mapping (called for every
+    parameter that goes into the next bucket), whether the dropped bucket's tensors are gone."""
+    import weakref
+
+    dropped: list = []
+    alive_while_building = []
+    original = hf_mapping.megatron_to_hf_checkpoint
+
+    def watching(name, tensor, arch):
+        alive_while_building.append(any(ref() is not None for ref in dropped))
+        return original(name, tensor, arch)
+
+    hf_mapping.megatron_to_hf_checkpoint = watching
+    try:
+        for bucket in actor.hf_weight_buckets(buffer_bytes):
+            dropped = [weakref.ref(t) for _, t in bucket]
+            del bucket
+    finally:
+        hf_mapping.megatron_to_hf_checkpoint = original
+    return not any(alive_while_building)
+
+
+def list_of_buckets(stream):
+    """Keep every bucket (the test compares them all; a sync would drop each one)."""
+    return [[(n, t.clone()) for n, t in bucket] for bucket in stream]
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])

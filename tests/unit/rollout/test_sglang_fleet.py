@@ -1,0 +1,258 @@
+"""SGLangFleet (hyrl/rollout/build.py): SGLang engine actors on Ray, weight sync through the
+fleet or over a broadcast group, memory release for colocation.
+
+Protocol tests: the engine actors drive tests/helpers/fake_sglang_server.py servers (a test double for
+the routes hyrl calls, not SGLang) running in this process; the broadcast group is gloo here,
+NCCL on GPUs.
+"""
+
+import os
+import sys
+
+import pytest
+import torch
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+ray = pytest.importorskip("ray")
+
+import fake_sglang_server  # noqa: E402
+from fake_sglang_server import FakeSGLangServer, pickle_serializer  # noqa: E402
+
+from hyrl.rollout.base import SamplingParams  # noqa: E402
+from hyrl.rollout.build import SGLangFleet  # noqa: E402
+from hyrl.rollout.fleet import RolloutFleet  # noqa: E402
+from hyrl.rollout.sglang.engine import SGLangEngine  # noqa: E402
+
+# neither this module nor the fake's can be imported by the Ray workers: ship them by value
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(fake_sglang_server)
+
+EOS = 1
+PARAMS = SamplingParams(max_new_tokens=3, temperature=0)
+PROMPTS = [[2, d] for d in range(3, 11)]  # 8 prompts
+
+
+def hf_weights(shift: float) -> dict[str, torch.Tensor]:
+    """hyrl's HF layout (fused experts) of the fakes' weights: zero but one entry = shift."""
+    gate_up = torch.zeros(2, 6, 4)
+    gate_up[0, 0, 0] = shift
+    return {"model.embed_tokens.weight": torch.zeros(16, 4),
+            "model.layers.0.mlp.experts.gate_up_proj": gate_up,
+            "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
+            "lm_head.weight": torch.zeros(16, 4)}
+
+
+def expected_tokens(prompt, shift):
+    """The fake's toy model: next = (previous + 1 + shift) % 16, three tokens or up to EOS."""
+    tokens, previous = [], prompt[-1]
+    while len(tokens) < 3 and EOS not in tokens:
+        previous = (previous + 1 + shift) % 16
+        tokens.append(previous)
+    return tokens
+
+
+def make_disk_engine(urls, directory, engine_index):
+    return SGLangEngine(urls[engine_index], concurrency=4, stop_token_ids=[EOS],
+                        weight_sync="disk",
+                        weight_sync_options={"directory": f"{directory}/engine{engine_index}"})
+
+
+def make_tensor_engine(urls, engine_index):  # the distributed mode's local catch-up path
+    return SGLangEngine(urls[engine_index], concurrency=4, stop_token_ids=[EOS],
+                        weight_sync="tensor", weight_sync_options={"serializer": pickle_serializer})
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def fakes():
+    with FakeSGLangServer() as a, FakeSGLangServer() as b:
+        yield [a, b]
+
+
+def test_disk_sync_through_the_fleet_reaches_every_server_and_generation_spreads(
+        ray_cluster, fakes, tmp_path):
+    import functools
+
+    urls = [f.url for f in fakes]
+    fleet = RolloutFleet(functools.partial(make_disk_engine, urls, str(tmp_path)), num_engines=2,
+                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    engine = SGLangFleet(fleet, "disk", buffer_bytes=1 << 20, gpus_per_engine=1)
+    try:
+        engine.update_weights(hf_weights(3.0))
+        assert [f.shift for f in fakes] == [3, 3]
+        assert engine.last_sync_stats.mode == "disk" and engine.last_sync_stats.tensor_bytes > 0
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 3) for p in PROMPTS]
+        assert all(f.routes_called().count("/generate") == 4 for f in fakes)  # 2 chunks of 4
+
+        engine.release_memory()
+        engine.resume_memory()
+        for fake in fakes:
+            routes = fake.routes_called()
+            assert routes[-3:] == ["/flush_cache", "/release_memory_occupation",
+                                   "/resume_memory_occupation"]
+    finally:
+        engine.close()
+
+
+def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
+        ray_cluster, fakes, tmp_path):
+    """--update-weight-mode disk: the trainer ranks write shards + index; the engines only load
+    the directory, and a replacement loads the same one (nothing through the object store)."""
+    import functools
+
+    from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.rollout.base import DiskCheckpoint
+    from hyrl.rollout.sglang.weight_sync import write_index, write_shard
+
+    checkpoint = tmp_path / "sync-000001"
+    checkpoint.mkdir()
+    named = split_fused_experts(hf_weights(4.0))
+    weight_map = {**write_shard(named[:3], checkpoint / "model-rank00000-00000.safetensors"),
+                  **write_shard(named[3:], checkpoint / "model-rank00001-00000.safetensors")}
+    write_index(checkpoint, weight_map, total_bytes=800)
+    urls = [f.url for f in fakes]
+    fleet = RolloutFleet(functools.partial(make_disk_engine, urls, str(tmp_path)), num_engines=2,
+                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    engine = SGLangFleet(fleet, "disk", buffer_bytes=1 << 20, gpus_per_engine=1)
+    try:
+        engine.load_weights_from_disk(DiskCheckpoint(str(checkpoint), 800, 2))
+        assert [f.shift for f in fakes] == [4, 4]
+        assert (engine.last_sync_stats.tensor_bytes, engine.last_sync_stats.buckets) == (800, 2)
+        for fake in fakes:
+            assert fake.calls[-3:][0] == ("/update_weights_from_disk", fake.calls[-3][1])
+            assert fake.calls[-3][1]["model_path"] == str(checkpoint)
+        fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
+        fleet.kill_engine(1)
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 4) for p in PROMPTS]
+        fleet.call_all("server_url")  # returns once the replacement has started and loaded
+        assert fakes[1].shift == 4
+    finally:
+        engine.close()
+
+
+def test_distributed_sync_broadcasts_to_every_server_and_stages_weights_for_replacements(
+        ray_cluster, fakes):
+    import functools
+
+    urls = [f.url for f in fakes]
+    fleet = RolloutFleet(functools.partial(make_tensor_engine, urls), num_engines=2,
+                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    engine = SGLangFleet(fleet, "distributed", buffer_bytes=1 << 20, gpus_per_engine=1,
+                         backend="gloo", device=torch.device("cpu"))
+    try:
+        assert all("/init_weights_update_group" in f.routes_called() for f in fakes)
+        engine.update_weights(hf_weights(5.0))
+        assert [f.shift for f in fakes] == [5, 5]
+        assert engine.last_sync_stats.mode == "distributed"
+        for fake in fakes:  # the broadcast went over the group, not through the engine actors
+            routes = fake.routes_called()
+            assert "/update_weights_from_distributed" in routes
+            assert "/update_weights_from_tensor" not in routes
+        # a replacement engine catches up from the staged weights, through its local path
+        fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
+        fleet.kill_engine(1)
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 5) for p in PROMPTS]
+        assert fleet.stats()["restarts"] == [0, 1]
+        fleet.call_all("server_url")  # returns once the replacement has started and loaded
+        assert "/update_weights_from_tensor" in fakes[1].routes_called()
+        assert fakes[1].shift == 5
+    finally:
+        engine.close()
+
+
+def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path, monkeypatch):
+    """What make_sglang_engine asks SGLang for (the launch itself needs a GPU: tests/gpu)."""
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.build import make_sglang_engine, write_rollout_model
+
+    launched = {}
+
+    def fake_launch(cls, server, startup_timeout_s, **options):
+        launched.update(server=server, options=options, timeout=startup_timeout_s)
+        return "engine"
+
+    monkeypatch.setattr(SGLangEngine, "launch", classmethod(fake_launch))
+    model = write_rollout_model(TINY, tmp_path / "model")
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
+    assert make_sglang_engine(model, 64, [EOS], 2, "tensor", 1 << 20, True, 0.4,
+                              ["--attention-backend", "triton"], str(tmp_path / "logs"), 7, 120.0,
+                              engine_index=3) == "engine"
+    command = launched["server"].command()
+    flags = dict(zip(command[3::], command[4::]))  # after python -m sglang.launch_server
+    assert command[1:3] == ["-m", "sglang.launch_server"]
+    assert (flags["--model-path"], flags["--tp-size"], flags["--base-gpu-id"]) == (model, "2", "0")
+    assert (flags["--max-running-requests"], flags["--mem-fraction-static"]) == ("64", "0.4")
+    assert (flags["--random-seed"], flags["--load-format"]) == ("10", "dummy")  # seed + index
+    assert "--enable-memory-saver" in command and flags["--attention-backend"] == "triton"
+    assert flags["--dtype"] == "bfloat16"
+    assert launched["server"].log_path == tmp_path / "logs" / "sglang_engine3.log"
+    assert launched["server"].die_with_parent
+    assert launched["options"]["weight_sync"] == "tensor"
+    assert launched["options"]["weight_sync_options"] == {"device": "cuda:0", "tp_size": 2}
+
+
+def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them(tmp_path):
+    """SGLang's ModelConfig indexes architectures[0] and, under --dtype auto, reads the config's
+    dtype (torch_dtype before transformers 5), turning a missing one into float16."""
+    import json
+
+    from transformers import AutoConfig
+
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.build import write_rollout_model
+
+    model = write_rollout_model(TINY, tmp_path / "model")
+    written = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert written["architectures"] == ["Qwen3MoeForCausalLM"]
+    assert (written["dtype"], written["torch_dtype"]) == ("bfloat16", "bfloat16")
+    loaded = AutoConfig.from_pretrained(model)  # what SGLang's get_config returns
+    assert loaded.architectures[0] == "Qwen3MoeForCausalLM" and loaded.dtype == torch.bfloat16
+    assert TINY.mismatches(written) == []  # still the flags' architecture
+
+
+def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_stages_buckets(
+        ray_cluster, fakes, monkeypatch):
+    """--colocate tensor through SGLangFleet: rank 0 posts each server the serialized copy of
+    the training rank on its GPU (one gloo rank here, on the GPU both fakes claim), and keeps
+    the buckets for a replacement, which loads them through its own tensor path."""
+    import functools
+
+    import torch.distributed as dist
+
+    from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.models.weight_buckets import iter_buckets
+    from hyrl.rollout.sglang.weight_sync import free_port
+
+    urls = [f.url for f in fakes]
+    fleet = RolloutFleet(functools.partial(make_tensor_engine, urls), num_engines=2,
+                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    engine = SGLangFleet(fleet, "tensor", buffer_bytes=1 << 20, gpus_per_engine=1)
+    monkeypatch.setattr(RolloutFleet, "engine_devices", property(lambda self: [[("h", 0)]] * 2))
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                            world_size=1)
+    try:
+        engine.prepare_ipc_sync([("h", 0)])
+        engine.update_weights_by_ipc(iter_buckets(split_fused_experts(hf_weights(6.0)), 200),
+                                     pickle_serializer)
+        assert [f.shift for f in fakes] == [6, 6]
+        assert engine.last_sync_stats.buckets == 4
+        fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
+        fleet.kill_engine(1)
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 6) for p in PROMPTS]
+        fleet.call_all("server_url")  # returns once the replacement has started and loaded
+        assert fakes[1].shift == 6
+        with pytest.raises(ValueError, match="engine 0 runs on GPU"):
+            engine.prepare_ipc_sync([("other-host", 0)])
+    finally:
+        dist.destroy_process_group()
+        engine.close()
