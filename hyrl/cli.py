@@ -33,10 +33,15 @@ commands:
 
 # command -> "module:function"; the module is imported only when its command runs, so
 # `hyrl cost` loads no torch. Each function takes the command's arguments, returns the exit code.
-COMMANDS = {"train": "hyrl.train:main", "sweep": "hyrl.batchsize.sweep_cli:main",
-            "analyze": "hyrl.batchsize.analyze_cli:main",
-            "profile-rollout": "hyrl.rollout.profile_cli:main", "plan": "hyrl.plan.cli:main",
-            "convert": "hyrl.checkpoint.cli:main", "cost": "hyrl.batchsize.cost:main"}
+COMMANDS = {
+    "train": "hyrl.train:main",
+    "sweep": "hyrl.batchsize.sweep_cli:main",
+    "analyze": "hyrl.batchsize.analyze_cli:main",
+    "profile-rollout": "hyrl.rollout.profile_cli:main",
+    "plan": "hyrl.plan.cli:main",
+    "convert": "hyrl.checkpoint.cli:main",
+    "cost": "hyrl.batchsize.cost:main",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,8 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        print(f"hyrl: unknown command {command!r}; allowed: {', '.join(COMMANDS)}\n\n{USAGE}",
-              file=sys.stderr)
+        print(
+            f"hyrl: unknown command {command!r}; allowed: {', '.join(COMMANDS)}\n\n{USAGE}",
+            file=sys.stderr,
+        )
         return 2
     module, function = COMMANDS[command].split(":")
     return getattr(importlib.import_module(module), function)(rest)

@@ -26,12 +26,17 @@ def evaluate(cfg: RunConfig, rollout: RolloutSide, device: torch.device) -> tupl
     the sets' accuracies (each set weighs the same)."""
     began = time.perf_counter()
     k = cfg.n_samples_per_eval_prompt
-    sets = [(name, [p for p in prompts for _ in range(k)])
-            for name, prompts in rollout.eval_sets.items()]
+    sets = [
+        (name, [p for p in prompts for _ in range(k)])
+        for name, prompts in rollout.eval_sets.items()
+    ]
     prompts = [p for _, set_prompts in sets for p in set_prompts]
     temperature = cfg.rollout_temperature if cfg.eval_temperature is None else cfg.eval_temperature
-    params = SamplingParams(max_new_tokens=cfg.rollout_max_response_len,
-                            temperature=temperature, top_p=cfg.rollout_top_p)
+    params = SamplingParams(
+        max_new_tokens=cfg.rollout_max_response_len,
+        temperature=temperature,
+        top_p=cfg.rollout_top_p,
+    )
     devices = [] if device.type == "cpu" else [device]
     with torch.random.fork_rng(devices=devices):
         generations = rollout.generate([p.prompt_ids for p in prompts], params)
@@ -39,8 +44,8 @@ def evaluate(cfg: RunConfig, rollout: RolloutSide, device: torch.device) -> tupl
     metrics = {"eval/reward_failures": scored.failures, "eval/num_responses": len(prompts)}
     accuracies, start = [], 0
     for name, set_prompts in sets:
-        rewards = scored.rewards[start:start + len(set_prompts)]
-        lengths = [len(g.response_ids) for g in generations[start:start + len(set_prompts)]]
+        rewards = scored.rewards[start : start + len(set_prompts)]
+        lengths = [len(g.response_ids) for g in generations[start : start + len(set_prompts)]]
         start += len(set_prompts)
         prefix = f"eval/{name}/" if name else "eval/"
         metrics[prefix + "accuracy"] = sum(rewards) / len(rewards)

@@ -19,8 +19,10 @@ def preflight(cfg: RunConfig) -> None:
     from hyrl.backends.factory import check_machine
 
     check_machine(cfg)
-    for flag, hf_dir in (("--hf-checkpoint", cfg.hf_checkpoint),
-                         ("--critic-load", cfg.critic_load)):
+    for flag, hf_dir in (
+        ("--hf-checkpoint", cfg.hf_checkpoint),
+        ("--critic-load", cfg.critic_load),
+    ):
         if hf_dir:
             check_hf_architecture(flag, hf_dir, cfg)
     preflight_data(cfg)
@@ -41,30 +43,47 @@ def preflight_data(cfg: RunConfig) -> None:
     try:
         reward_factory(cfg.rm_type, cfg.custom_rm_path)  # imports a custom reward once
     except (ValueError, ImportError) as err:
-        raise ConfigError("--custom-rm-path", cfg.custom_rm_path, str(err),
-                          "an importable module:function") from None
+        raise ConfigError(
+            "--custom-rm-path", cfg.custom_rm_path, str(err), "an importable module:function"
+        ) from None
     if cfg.task != "prompt_data":
         return
     flag = "--tokenizer-path" if cfg.tokenizer_path else "--hf-checkpoint"
     try:
         tokenizer = load_tokenizer(cfg.tokenizer_path or cfg.hf_checkpoint)
     except (OSError, ValueError) as err:
-        raise ConfigError(flag, cfg.tokenizer_path or cfg.hf_checkpoint, str(err),
-                          "a local Hugging Face tokenizer directory") from None
+        raise ConfigError(
+            flag,
+            cfg.tokenizer_path or cfg.hf_checkpoint,
+            str(err),
+            "a local Hugging Face tokenizer directory",
+        ) from None
     if len(tokenizer) > cfg.vocab_size:
-        raise ConfigError("--vocab-size", cfg.vocab_size, f"smaller than the tokenizer's "
-                          f"{len(tokenizer)} tokens ({flag})", f"at least {len(tokenizer)}")
+        raise ConfigError(
+            "--vocab-size",
+            cfg.vocab_size,
+            f"smaller than the tokenizer's {len(tokenizer)} tokens ({flag})",
+            f"at least {len(tokenizer)}",
+        )
     if tokenizer.eos_token_id is None:
-        raise ConfigError(flag, cfg.tokenizer_path or cfg.hf_checkpoint,
-                          "the tokenizer has no end-of-sequence token", "a tokenizer with eos")
+        raise ConfigError(
+            flag,
+            cfg.tokenizer_path or cfg.hf_checkpoint,
+            "the tokenizer has no end-of-sequence token",
+            "a tokenizer with eos",
+        )
     files = [("--prompt-data", cfg.prompt_data)]
     files += [("--eval-prompt-data", path) for path in (cfg.eval_prompt_data or [])[1::2]]
     for data_flag, path in files:
         try:
             load_records(path, cfg.input_key, cfg.label_key)
         except PromptDataError as err:
-            raise ConfigError(data_flag, path, str(err), "records with --input-key "
-                              f"{cfg.input_key!r} and --label-key {cfg.label_key!r}") from None
+            raise ConfigError(
+                data_flag,
+                path,
+                str(err),
+                f"records with --input-key {cfg.input_key!r} and --label-key {cfg.label_key!r}",
+            ) from None
 
 
 def check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
@@ -73,9 +92,13 @@ def check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
     hf_config = json.loads((Path(hf_dir) / "config.json").read_text())
     problems = Qwen3MoeArch.from_flags(cfg).mismatches(hf_config)
     if problems:
-        raise ConfigError(flag, hf_dir, "the checkpoint's architecture differs from the model "
-                          "flags (" + "; ".join(problems) + ")",
-                          "a checkpoint of the same architecture")
+        raise ConfigError(
+            flag,
+            hf_dir,
+            "the checkpoint's architecture differs from the model "
+            "flags (" + "; ".join(problems) + ")",
+            "a checkpoint of the same architecture",
+        )
 
 
 def preflight_sglang(cfg: RunConfig) -> None:
@@ -89,17 +112,29 @@ def preflight_sglang(cfg: RunConfig) -> None:
     try:
         check_not_managed(shlex.split(cfg.sglang_server_args or ""))
     except ValueError as err:
-        raise ConfigError("--sglang-server-args", cfg.sglang_server_args, str(err),
-                          "flags hyrl does not set itself") from None
+        raise ConfigError(
+            "--sglang-server-args",
+            cfg.sglang_server_args,
+            str(err),
+            "flags hyrl does not set itself",
+        ) from None
     if cfg.sglang_router_url is not None:
         return  # the servers run elsewhere; nothing of SGLang is needed here
     if not torch.cuda.is_available():
-        raise ConfigError("--rollout-engine", "sglang", "SGLang engines need CUDA GPUs and this "
-                          "machine has none", "hf on a machine without CUDA, or "
-                          "--sglang-router-url to attach to servers running elsewhere")
+        raise ConfigError(
+            "--rollout-engine",
+            "sglang",
+            "SGLang engines need CUDA GPUs and this machine has none",
+            "hf on a machine without CUDA, or "
+            "--sglang-router-url to attach to servers running elsewhere",
+        )
     if importlib.util.find_spec("sglang") is None:
-        raise ConfigError("--rollout-engine", "sglang", "the sglang package is not installed",
-                          "pip install -r requirements.txt (sglang==0.5.23), or hf")
+        raise ConfigError(
+            "--rollout-engine",
+            "sglang",
+            "the sglang package is not installed",
+            "pip install -r requirements.txt (sglang==0.5.23), or hf",
+        )
     if cfg.sglang_server_args:
         import dataclasses
 
@@ -109,6 +144,9 @@ def preflight_sglang(cfg: RunConfig) -> None:
         for token in shlex.split(cfg.sglang_server_args):
             flag = token.split("=", 1)[0]
             if flag.startswith("--") and flag not in known:
-                raise ConfigError("--sglang-server-args", cfg.sglang_server_args,
-                                  f"{flag} is not a flag of the installed sglang.launch_server",
-                                  "flags listed by python -m sglang.launch_server --help")
+                raise ConfigError(
+                    "--sglang-server-args",
+                    cfg.sglang_server_args,
+                    f"{flag} is not a flag of the installed sglang.launch_server",
+                    "flags listed by python -m sglang.launch_server --help",
+                )

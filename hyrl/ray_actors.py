@@ -8,10 +8,10 @@ import time
 
 
 def describe(exc: BaseException, max_chars: int) -> str:
-    """"ExcType: message" on one line, the message cut to max_chars."""
+    """ "ExcType: message" on one line, the message cut to max_chars."""
     text = " ".join(str(exc).split())
     if len(text) > max_chars:
-        text = text[:max_chars - 3] + "..."
+        text = text[: max_chars - 3] + "..."
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -31,8 +31,9 @@ class ActorSlot:
     `replace` (counted in `restarts`); what the pool does with the fresh actor (its first call,
     its bookkeeping) stays the pool's. Subclasses add that bookkeeping and reset it in `kill`."""
 
-    def __init__(self, index: int, actor_cls: type, options: dict, args: tuple,
-                 startup_timeout_s: float):
+    def __init__(
+        self, index: int, actor_cls: type, options: dict, args: tuple, startup_timeout_s: float
+    ):
         self.index = index
         self.actor = None
         self.start_deadline = 0.0  # time.monotonic() by which the current actor must be up

@@ -32,8 +32,9 @@ def dry_run(recipe: str | Path, args: Sequence[str], env: dict, timeout_s: float
     object on its stdout. Raises subprocess.TimeoutExpired past `timeout_s` and OSError when
     bash cannot start."""
     cmd = ["bash", str(recipe), "--dry-run", *args]
-    done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout_s)
+    done = subprocess.run(
+        cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s
+    )
     config, json_error = None, ""
     if done.returncode == 0:
         text = done.stdout.strip()

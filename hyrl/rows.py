@@ -26,8 +26,7 @@ class DataParallelRows:
         share = num_rows // self.dp_size
         return slice(dp_rank * share, (dp_rank + 1) * share)
 
-    def of_step(self, step_in_rollout: int, global_batch: int,
-                dp_rank: int | None = None) -> slice:
+    def of_step(self, step_in_rollout: int, global_batch: int, dp_rank: int | None = None) -> slice:
         """A DP rank's rows (this one's by default) of optimizer step k (of `global_batch`
         responses) in the rollout."""
         dp_rank = self.dp_rank if dp_rank is None else dp_rank
@@ -53,8 +52,13 @@ def all_rows(fn: Callable, batch: TokenBatch, rows: DataParallelRows, backend: T
     return outputs[0] if single else outputs
 
 
-def scatter_routing(routed: list | None, num_rows: int, responses_per_step: int,
-                    rows: DataParallelRows, backend: TrainBackend) -> list:
+def scatter_routing(
+    routed: list | None,
+    num_rows: int,
+    responses_per_step: int,
+    rows: DataParallelRows,
+    backend: TrainBackend,
+) -> list:
     """Each rank gets the routing of the rows its log-prob pass and its optimizer steps
     use, None for the others: the ids are the rollout's largest part (layers x top-k per
     token), so no rank but 0 holds them all. They go as int16 tensors (one flat tensor and
@@ -65,10 +69,12 @@ def scatter_routing(routed: list | None, num_rows: int, responses_per_step: int,
     if backend.rank == 0:
         rows_of_dp_rank = {}  # one dict per DP rank: TP/EP peers share it (packed once)
         for dp_rank in sorted(set(backend.dp_rank_of)):
-            rows_of_dp_rank[dp_rank] = {i: routed[i] for i in rows.needed(
-                dp_rank, num_rows, responses_per_step)}
-        held = backend.send_rows({rank: rows_of_dp_rank[dp_rank]
-                                  for rank, dp_rank in enumerate(backend.dp_rank_of)})
+            rows_of_dp_rank[dp_rank] = {
+                i: routed[i] for i in rows.needed(dp_rank, num_rows, responses_per_step)
+            }
+        held = backend.send_rows(
+            {rank: rows_of_dp_rank[dp_rank] for rank, dp_rank in enumerate(backend.dp_rank_of)}
+        )
     else:
         held = backend.recv_rows()
     return [held.get(i) for i in range(num_rows)]

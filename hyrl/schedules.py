@@ -24,19 +24,25 @@ def scaled_lr(ref_lr: float, batch: int, ref_batch: int, rule: str) -> float:
     Raises ValueError for an unknown rule, a batch below 1 or a rate that is not positive.
     """
     if rule not in LR_SCALING_EXPONENTS:
-        raise ValueError(f"unknown learning-rate scaling rule {rule!r}; allowed: "
-                         + ", ".join(LR_SCALING_EXPONENTS))
+        raise ValueError(
+            f"unknown learning-rate scaling rule {rule!r}; allowed: "
+            + ", ".join(LR_SCALING_EXPONENTS)
+        )
     for name, value in (("batch", batch), ("ref_batch", ref_batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if isinstance(ref_lr, bool) or not isinstance(ref_lr, (int, float)) \
-            or not (math.isfinite(ref_lr) and ref_lr > 0):
+    if (
+        isinstance(ref_lr, bool)
+        or not isinstance(ref_lr, (int, float))
+        or not (math.isfinite(ref_lr) and ref_lr > 0)
+    ):
         raise ValueError(f"ref_lr must be a finite number > 0, got {ref_lr!r}")
     return float(ref_lr) * (batch / ref_batch) ** LR_SCALING_EXPONENTS[rule]
 
 
-def lr_at(step: int, *, lr: float, min_lr: float, warmup_steps: int, decay_style: str,
-          total_steps: int) -> float:
+def lr_at(
+    step: int, *, lr: float, min_lr: float, warmup_steps: int, decay_style: str, total_steps: int
+) -> float:
     """Learning rate for optimizer step `step` (0-based) of `total_steps`."""
     if decay_style not in DECAY_STYLES:
         raise ValueError(f"decay style {decay_style!r}; allowed: {', '.join(DECAY_STYLES)}")
@@ -54,7 +60,7 @@ def lr_at(step: int, *, lr: float, min_lr: float, warmup_steps: int, decay_style
 
 
 def parse_batch_ramp(text: str) -> tuple[int, int, int]:
-    """"START:END:STEPS" -> (start, end, steps): responses per optimizer step go from START to
+    """ "START:END:STEPS" -> (start, end, steps): responses per optimizer step go from START to
     END over the first STEPS rollout steps, then stay at END."""
     parts = text.split(":")
     if len(parts) != 3:

@@ -17,8 +17,10 @@ def main(argv: list[str]) -> int:
     resolved configuration with --dry-run, or check this machine and train."""
     if any(a in ("-h", "--help") for a in argv):
         build_parser().print_help()
-        print("\n  --dry-run             resolve and validate the flags, print the resolved "
-              "configuration as JSON, start nothing")
+        print(
+            "\n  --dry-run             resolve and validate the flags, print the resolved "
+            "configuration as JSON, start nothing"
+        )
         return 0
     dry_run = "--dry-run" in argv
     argv = [a for a in argv if a != "--dry-run"]

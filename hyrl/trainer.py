@@ -24,8 +24,13 @@ from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.backends.factory import build_backend, shutdown_backend
-from hyrl.config import (RunConfig, batch_ramp_unit, engine_returns_routing, offloads_train,
-                         parse_target)
+from hyrl.config import (
+    RunConfig,
+    batch_ramp_unit,
+    engine_returns_routing,
+    offloads_train,
+    parse_target,
+)
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
 from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
@@ -35,8 +40,8 @@ from hyrl.rollout.base import RolloutBatch
 from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.side import RolloutSide
 from hyrl.rollout.weight_update import WeightSync
-from hyrl.schedules import scaled_lr
 from hyrl.rows import DataParallelRows, all_rows, scatter_routing
+from hyrl.schedules import scaled_lr
 
 
 class TrainingStopped(RuntimeError):
@@ -51,8 +56,9 @@ class RunLog:
     (elapsed_s continues across a resume; evaluations and checkpoints stay off it), the
     target tracker and the run totals. Rank 0 writes them (logger: None elsewhere)."""
 
-    def __init__(self, cfg: RunConfig, logger: RunDirectory | None, run_dir: Path,
-                 resume_state: dict | None):
+    def __init__(
+        self, cfg: RunConfig, logger: RunDirectory | None, run_dir: Path, resume_state: dict | None
+    ):
         self.logger, self.run_dir = logger, run_dir
         self.tracker = TargetTracker(*parse_target(cfg.target)) if cfg.target else None
         self.totals = RunTotals()
@@ -81,9 +87,12 @@ class RunLog:
 
     def state_dict(self) -> dict:
         """The loop's part of a checkpoint (the task's is added by its owner)."""
-        return {"samples": self.samples, "elapsed_s": time.perf_counter() - self.start,
-                "tracker": None if self.tracker is None else self.tracker.state_dict(),
-                "totals": self.totals.state_dict()}
+        return {
+            "samples": self.samples,
+            "elapsed_s": time.perf_counter() - self.start,
+            "tracker": None if self.tracker is None else self.tracker.state_dict(),
+            "totals": self.totals.state_dict(),
+        }
 
     def close(self) -> None:
         if self.logger is not None:
@@ -102,15 +111,17 @@ class Trainer:
         self.backend = build_backend(cfg, world_size, self.arch)
         self.rank = self.backend.rank
         self.actor, self.critic = self.backend.actor, self.backend.critic
-        self.rows = DataParallelRows(self.backend.dp_rank, self.backend.dp_size,
-                                     cfg.optimizer_steps_per_rollout)
+        self.rows = DataParallelRows(
+            self.backend.dp_rank, self.backend.dp_size, cfg.optimizer_steps_per_rollout
+        )
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
         self.advantage_settings = AdvantageSettings.from_flags(cfg)
         self.batch_ramp = None
         if cfg.batch_ramp:
             start_b, end_b, ramp_steps = schedules.parse_batch_ramp(cfg.batch_ramp)
-            self.batch_ramp = dict(start=start_b, end=end_b, steps=ramp_steps,
-                                   unit=batch_ramp_unit(cfg, world_size))
+            self.batch_ramp = dict(
+                start=start_b, end=end_b, steps=ramp_steps, unit=batch_ramp_unit(cfg, world_size)
+            )
         self.resume_state, resumed_rng = None, None
         if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
             from hyrl.checkpoint.trainer_state import check_resumable
@@ -118,26 +129,35 @@ class Trainer:
             step_dir, self.resume_state = check_resumable(cfg, world_size)
             resumed_rng = self.backend.load_checkpoint(step_dir)
             if self.rank == 0:
-                print(f"hyrl: resuming from {step_dir} (after rollout step "
-                      f"{self.resume_state['rollout_step']})", flush=True)
+                print(
+                    f"hyrl: resuming from {step_dir} (after rollout step "
+                    f"{self.resume_state['rollout_step']})",
+                    flush=True,
+                )
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
         self.rollout_side: RolloutSide | None = None  # rank 0's: engines, task, rewards
         self.sync_metrics: dict = {}  # the engine's own account of the latest weight sync
-        self.weight_sync = WeightSync(rollout_layout(cfg, world_size).update_weight_mode,
-                                      cfg.colocate, cfg.update_weight_buffer_size, self.run_dir,
-                                      self.backend)
+        self.weight_sync = WeightSync(
+            rollout_layout(cfg, world_size).update_weight_mode,
+            cfg.colocate,
+            cfg.update_weight_buffer_size,
+            self.run_dir,
+            self.backend,
+        )
         self.offloading = offloads_train(cfg)  # --offload-train: see _sync_to_engines
         self.trainer_offloaded = False
         self._previous_handlers = {}
         if self.rank == 0:
             print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
-            self.rollout_side = RolloutSide(cfg, world_size, self.arch,
-                                            self.backend.device(), self.run_dir)
+            self.rollout_side = RolloutSide(
+                cfg, world_size, self.arch, self.backend.device(), self.run_dir
+            )
             config = cfg.to_dict(world_size)
-            wandb_run = (start_wandb(cfg.wandb_project, self.run_dir, config)
-                         if cfg.log_wandb else None)
+            wandb_run = (
+                start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
+            )
             self.logger = RunDirectory(self.run_dir, wandb_run)  # appends to metrics.jsonl
             self.logger.write_config(config)
             if self.resume_state is not None:
@@ -147,8 +167,9 @@ class Trainer:
         if resumed_rng is not None:  # last: nothing draws from the generators before the loop
             self.backend.set_rng_state(resumed_rng)
         self.stop_signal = None  # the preemption signal received, if any (every rank has a handler)
-        self._previous_handlers = {sig: signal.signal(sig, self._on_preemption_signal)
-                                   for sig in PREEMPTION_SIGNALS}
+        self._previous_handlers = {
+            sig: signal.signal(sig, self._on_preemption_signal) for sig in PREEMPTION_SIGNALS
+        }
         self.setup_s = time.perf_counter() - setup_start
 
     def _on_preemption_signal(self, signum, frame) -> None:
@@ -174,28 +195,38 @@ class Trainer:
         if trains_actor:
             records = self._actor_updates(batch, timers, responses_per_step)
         else:
-            records = [{"step": self.actor.optimizer_steps, "samples": self.run_log.samples,
-                        "train/skipped_steps": self._skipped_steps()}]
+            records = [
+                {
+                    "step": self.actor.optimizer_steps,
+                    "samples": self.run_log.samples,
+                    "train/skipped_steps": self._skipped_steps(),
+                }
+            ]
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
             self._sync_to_engines(timers)
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
         self._log_rollout_step(rollout_step, records, rollout_metrics, timers)
         return rollout_metrics, records[-1]
 
-    def _prepare(self, timers: StageTimers, prompts_per_step: int, responses_per_step: int
-                 ) -> tuple[TokenBatch, dict]:
+    def _prepare(
+        self, timers: StageTimers, prompts_per_step: int, responses_per_step: int
+    ) -> tuple[TokenBatch, dict]:
         """The rollout packed; old/reference log-probs, values, advantages for every row."""
         rollout = self._rollout(timers, prompts_per_step, responses_per_step)
         self._restore_trainer(timers)  # the engines released their memory in _rollout
         batch = rollout.to_token_batch(self.pad_multiple)
         mask = batch.loss_mask
         with timers("logprob"):
-            batch.old_log_probs, entropy = all_rows(self.actor.log_probs, batch, self.rows,
-                                                    self.backend)
+            batch.old_log_probs, entropy = all_rows(
+                self.actor.log_probs, batch, self.rows, self.backend
+            )
             if self.actor.ref_model is not None:
                 batch.ref_log_probs = all_rows(
-                    lambda b: self.actor.log_probs(b, reference=True)[0], batch, self.rows,
-                    self.backend)
+                    lambda b: self.actor.log_probs(b, reference=True)[0],
+                    batch,
+                    self.rows,
+                    self.backend,
+                )
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
         metrics["train/entropy"] = float((entropy * mask).sum() / mask.sum().clamp(min=1))
         metrics.update(self._mismatch(batch))
@@ -203,16 +234,23 @@ class Trainer:
         if self.advantage_settings.needs_values:
             with timers("value"):
                 values = all_rows(self.critic.values, batch, self.rows, self.backend) * mask
-        result = compute_advantages(self.advantage_settings, rollout.rewards_tensor(), mask,
-                                    batch.old_log_probs, batch.ref_log_probs, values)
+        result = compute_advantages(
+            self.advantage_settings,
+            rollout.rewards_tensor(),
+            mask,
+            batch.old_log_probs,
+            batch.ref_log_probs,
+            values,
+        )
         batch.advantages = result.advantages
         if values is not None:
             batch.returns, batch.old_values = result.returns, values
         metrics.update(result.metrics)
         return batch, metrics
 
-    def _rollout(self, timers: StageTimers, prompts_per_step: int,
-                 responses_per_step: int) -> RolloutBatch:
+    def _rollout(
+        self, timers: StageTimers, prompts_per_step: int, responses_per_step: int
+    ) -> RolloutBatch:
         """Rank 0 generates and scores; the result is broadcast to every rank (routing ids,
         --use-routing-replay, --measure-routing-mismatch, go to each rank for its own rows).
         The other ranks wait in the backend's wait group, where no NCCL timeout fires."""
@@ -220,9 +258,11 @@ class Trainer:
         if self.rank == 0:
             rollout, routed = self.rollout_side.rollout(timers, prompts_per_step)
         rollout = self.backend.broadcast_from_rank_0(rollout)
-        rollout.routed_experts = (scatter_routing(routed, len(rollout), responses_per_step,
-                                                  self.rows, self.backend)
-                                  if engine_returns_routing(self.cfg) else None)
+        rollout.routed_experts = (
+            scatter_routing(routed, len(rollout), responses_per_step, self.rows, self.backend)
+            if engine_returns_routing(self.cfg)
+            else None
+        )
         return rollout
 
     def _mismatch(self, batch: TokenBatch) -> dict:
@@ -230,9 +270,16 @@ class Trainer:
         importance weights of --use-tis / --use-mis (set on batch.pg_weights)."""
         cfg = self.cfg
         metrics, batch.pg_weights = mismatch.corrections(
-            batch.old_log_probs, batch.rollout_log_probs, batch.loss_mask, use_tis=cfg.use_tis,
-            tis_clip=cfg.tis_clip, use_mis=cfg.use_mis, mis_low=cfg.mis_low,
-            mis_high=cfg.mis_high, mis_level=cfg.mis_level)
+            batch.old_log_probs,
+            batch.rollout_log_probs,
+            batch.loss_mask,
+            use_tis=cfg.use_tis,
+            tis_clip=cfg.tis_clip,
+            use_mis=cfg.use_mis,
+            mis_low=cfg.mis_low,
+            mis_high=cfg.mis_high,
+            mis_level=cfg.mis_level,
+        )
         if engine_returns_routing(cfg):  # collective
             metrics.update(self.actor.routing_metrics())
         return metrics
@@ -244,23 +291,33 @@ class Trainer:
         steps = cfg.responses_per_rollout // size
         history = []
         for j in range(steps):
-            lr = schedules.lr_at(self.critic.optimizer_steps, lr=cfg.critic_lr,
-                                 min_lr=cfg.critic_min_lr, warmup_steps=cfg.critic_lr_warmup_steps,
-                                 decay_style=cfg.critic_lr_decay_style,
-                                 total_steps=cfg.num_steps * steps)
-            history.append(self.critic.train_step(
-                batch.select(self.rows.of_step(j, size)),
-                batch.loss_mask[j * size:(j + 1) * size].sum().item(), lr))
+            lr = schedules.lr_at(
+                self.critic.optimizer_steps,
+                lr=cfg.critic_lr,
+                min_lr=cfg.critic_min_lr,
+                warmup_steps=cfg.critic_lr_warmup_steps,
+                decay_style=cfg.critic_lr_decay_style,
+                total_steps=cfg.num_steps * steps,
+            )
+            history.append(
+                self.critic.train_step(
+                    batch.select(self.rows.of_step(j, size)),
+                    batch.loss_mask[j * size : (j + 1) * size].sum().item(),
+                    lr,
+                )
+            )
         keys = dict.fromkeys(k for h in history for k in h)  # a skipped step has no noise metrics
-        averaged = {k: sum(h[k] for h in history if k in h) / sum(k in h for h in history)
-                    for k in keys}
+        averaged = {
+            k: sum(h[k] for h in history if k in h) / sum(k in h for h in history) for k in keys
+        }
         averaged["critic/skipped"] = sum(h["critic/skipped"] for h in history)  # a count
         averaged["critic/optimizer_steps"] = history[-1]["critic/optimizer_steps"]
         averaged["critic/lr"] = history[-1]["critic/lr"]
         return averaged
 
-    def _actor_updates(self, batch: TokenBatch, timers: StageTimers,
-                       responses_per_step: int) -> list[dict]:
+    def _actor_updates(
+        self, batch: TokenBatch, timers: StageTimers, responses_per_step: int
+    ) -> list[dict]:
         """The actor's optimizer steps of this rollout, a record each; samples counts the
         responses the updates consumed (a skipped one consumes none)."""
         records = []
@@ -270,23 +327,38 @@ class Trainer:
             if not metrics["actor/skipped"]:
                 self.run_log.samples += responses_per_step
             metrics["train/loss"] = metrics["actor/loss"]
-            records.append({"step": self.actor.optimizer_steps, "samples": self.run_log.samples,
-                            "time": time.perf_counter(), **metrics,
-                            "train/skipped_steps": self._skipped_steps()})
+            records.append(
+                {
+                    "step": self.actor.optimizer_steps,
+                    "samples": self.run_log.samples,
+                    "time": time.perf_counter(),
+                    **metrics,
+                    "train/skipped_steps": self._skipped_steps(),
+                }
+            )
         return records
 
     def _actor_update(self, batch: TokenBatch, k: int, responses_per_step: int) -> dict:
         cfg = self.cfg
         peak_lr = cfg.lr
         if self.batch_ramp is not None and cfg.ref_lr is not None:  # re-derived as B changes
-            peak_lr = scaled_lr(cfg.ref_lr, responses_per_step, cfg.ref_global_batch_size,
-                                cfg.lr_scaling)
-        lr = schedules.lr_at(self.actor.optimizer_steps, lr=peak_lr, min_lr=cfg.min_lr,
-                             warmup_steps=cfg.lr_warmup_steps, decay_style=cfg.lr_decay_style,
-                             total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout)
+            peak_lr = scaled_lr(
+                cfg.ref_lr, responses_per_step, cfg.ref_global_batch_size, cfg.lr_scaling
+            )
+        lr = schedules.lr_at(
+            self.actor.optimizer_steps,
+            lr=peak_lr,
+            min_lr=cfg.min_lr,
+            warmup_steps=cfg.lr_warmup_steps,
+            decay_style=cfg.lr_decay_style,
+            total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout,
+        )
         global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
-        return self.actor.train_step(batch.select(self.rows.of_step(k, responses_per_step)),
-                                     batch.loss_mask[global_rows].sum().item(), lr)
+        return self.actor.train_step(
+            batch.select(self.rows.of_step(k, responses_per_step)),
+            batch.loss_mask[global_rows].sum().item(),
+            lr,
+        )
 
     def _batch_sizes(self, rollout_step: int) -> tuple[int, int]:
         """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp)."""
@@ -366,13 +438,24 @@ class Trainer:
         progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
         try:
             with progress as bar:
-                task_id = (bar.add_task("training", total=cfg.num_steps, completed=first_step - 1)
-                           if bar else None)
+                task_id = (
+                    bar.add_task("training", total=cfg.num_steps, completed=first_step - 1)
+                    if bar
+                    else None
+                )
                 if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
                     eval_metrics, eval_s = self._evaluate()
                     run_log.pause(eval_s)
-                    run_log.write({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0,
-                                   **eval_metrics, "perf/eval_s": eval_s})
+                    run_log.write(
+                        {
+                            "step": 0,
+                            "rollout_step": 0,
+                            "samples": 0,
+                            "elapsed_s": 0.0,
+                            **eval_metrics,
+                            "perf/eval_s": eval_s,
+                        }
+                    )
                 for rollout_step in range(first_step, cfg.num_steps + 1):
                     rollout_metrics, last_record = self.rollout_step(rollout_step, timers)
                     if bar:
@@ -382,8 +465,11 @@ class Trainer:
                         bar.update(task_id, advance=1, description=description)
                     self._check_skipped_steps(rollout_step)
                     preempted = self.backend.any_rank(self.stop_signal is not None)
-                    if cfg.save and (preempted or rollout_step == cfg.num_steps or (
-                            cfg.save_interval and rollout_step % cfg.save_interval == 0)):
+                    if cfg.save and (
+                        preempted
+                        or rollout_step == cfg.num_steps
+                        or (cfg.save_interval and rollout_step % cfg.save_interval == 0)
+                    ):
                         # checkpoints stay off the elapsed_s clock, as evaluation
                         run_log.pause(self._save(rollout_step))
                     if preempted:
@@ -392,8 +478,9 @@ class Trainer:
         finally:
             run_log.close()
 
-    def _log_rollout_step(self, rollout_step: int, records: list[dict], rollout_metrics: dict,
-                          timers: StageTimers) -> None:
+    def _log_rollout_step(
+        self, rollout_step: int, records: list[dict], rollout_metrics: dict, timers: StageTimers
+    ) -> None:
         """The step's stage times, weight-sync and evaluation metrics on its records, each
         written with its elapsed_s and perf/step_s; an evaluation stays off the clock."""
         run_log = self.run_log
@@ -402,8 +489,9 @@ class Trainer:
         records[-1].update(stage_times)
         # perf/overhead_s: the rollout step's wall time not spent in a timed stage
         # (generation, reward, log-probs/values, training, weight sync)
-        records[-1]["perf/overhead_s"] = (records[-1]["time"] - run_log.last_record_time
-                                          - sum(stage_times.values()))
+        records[-1]["perf/overhead_s"] = (
+            records[-1]["time"] - run_log.last_record_time - sum(stage_times.values())
+        )
         records[-1].update(self.sync_metrics)
         if rollout_step == run_log.first_step:
             records[0]["perf/setup_s"] = self.setup_s
@@ -437,24 +525,29 @@ class Trainer:
                     f"in a row (up to rollout step {rollout_step}) for a non-finite loss or "
                     f"gradient norm (--max-skipped-steps={self.cfg.max_skipped_steps}); "
                     "metrics.jsonl holds their records (actor/skipped, critic/skipped, "
-                    "train/skipped_steps)")
+                    "train/skipped_steps)"
+                )
 
     def _report_preemption(self, rollout_step: int) -> None:
         if self.rank == 0:
             cfg = self.cfg
-            saved = (f"checkpoint {cfg.save}/step_{rollout_step} written; resume "
-                     f"with --load {cfg.save}" if cfg.save else
-                     "no checkpoint written (no --save)")
-            print(f"hyrl: {self.stop_signal or 'a preemption signal'} received: "
-                  f"stopping after rollout step {rollout_step}; {saved}", flush=True)
+            saved = (
+                f"checkpoint {cfg.save}/step_{rollout_step} written; resume with --load {cfg.save}"
+                if cfg.save
+                else "no checkpoint written (no --save)"
+            )
+            print(
+                f"hyrl: {self.stop_signal or 'a preemption signal'} received: "
+                f"stopping after rollout step {rollout_step}; {saved}",
+                flush=True,
+            )
 
     def _save(self, rollout_step: int) -> float:
         """A checkpoint of the state after this rollout step (collective); its seconds."""
         began = time.perf_counter()
         loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
         if self.rank == 0:
-            loop_state = {**self.run_log.state_dict(),
-                          "task": self.rollout_side.task.state_dict()}
+            loop_state = {**self.run_log.state_dict(), "task": self.rollout_side.task.state_dict()}
         reclaimed = self.trainer_offloaded  # the checkpoint reads weights and optimizer states
         if reclaimed:
             self._reclaim_gpus_from_engines()
@@ -482,8 +575,9 @@ class Trainer:
             TimeElapsedColumn,
         )
 
-        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn())
+        return Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+        )
 
 
 def train(cfg: RunConfig, world_size: int) -> Path:

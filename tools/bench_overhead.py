@@ -46,11 +46,26 @@ def step_shares(rows: list[dict]) -> dict[str, float]:
 
 
 def run_once(num_steps: int, run_dir: Path) -> dict[str, float]:
-    env = {**os.environ, "NPROC": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-           f"{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", str(RECIPE), "--num-steps", str(num_steps), "--run-dir",
-                           str(run_dir), "--no-progress"], env=env, cwd=ROOT, capture_output=True,
-                          text=True)
+    env = {
+        **os.environ,
+        "NPROC": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    proc = subprocess.run(
+        [
+            "bash",
+            str(RECIPE),
+            "--num-steps",
+            str(num_steps),
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"bench_overhead: the recipe failed:\n{proc.stderr[-2000:]}")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -75,14 +90,17 @@ def main(argv: list[str] | None = None) -> int:
     stages = sorted({stage for run in runs for stage in run})
     result = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
-        "num_steps": args.num_steps, "repeats": args.repeats,
+        "num_steps": args.num_steps,
+        "repeats": args.repeats,
         "median_share": {s: statistics.median(r[s] for r in runs if s in r) for s in stages},
         "runs": runs,
     }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"tiny GRPO recipe, {args.num_steps} steps x {args.repeats} runs ({result['machine']})")
+        print(
+            f"tiny GRPO recipe, {args.num_steps} steps x {args.repeats} runs ({result['machine']})"
+        )
         for stage, share in sorted(result["median_share"].items(), key=lambda kv: -kv[1]):
             print(f"  {stage:<12} {100 * share:5.1f}% of step time")
     return 0

@@ -28,13 +28,32 @@ KEYS = ("perf/step_s", "perf/actor_train_s", "perf/logprob_s")
 
 
 def run_once(checkout: Path, run_dir: Path, num_steps: int, extra: list[str]) -> dict[str, float]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env.update(PYTHONPATH=str(checkout), OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.run(["bash", str(checkout / "recipes/tiny/grpo.sh"), "--run-dir",
-                           str(run_dir), "--no-progress", "--num-steps", str(num_steps), *extra],
-                          capture_output=True, text=True, env=env, cwd=checkout)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
+    env.update(
+        PYTHONPATH=str(checkout),
+        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
+    proc = subprocess.run(
+        [
+            "bash",
+            str(checkout / "recipes/tiny/grpo.sh"),
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+            "--num-steps",
+            str(num_steps),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=checkout,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{checkout}: the recipe failed:\n{proc.stderr[-3000:]}")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -46,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra: list[str] = []
     if "--" in argv:
-        extra, argv = argv[argv.index("--") + 1:], argv[:argv.index("--")]
+        extra, argv = argv[argv.index("--") + 1 :], argv[: argv.index("--")]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="git revision to compare against")
     parser.add_argument("--num-steps", type=int, default=200)
@@ -57,37 +76,55 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--num-steps {args.num_steps}: must exceed the {WARMUP_STEPS} warm-up steps")
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base),
-                        args.baseline], check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.baseline],
+            check=True,
+            capture_output=True,
+        )
         try:
             runs: dict[str, list[dict]] = {"baseline": [], "current": []}
             for repeat in range(args.repeats):
                 for name, checkout in (("baseline", base), ("current", ROOT)):
-                    runs[name].append(run_once(checkout, Path(tmp) / f"{name}-{repeat}",
-                                               args.num_steps, extra))
-                    print(f"{name} run {repeat + 1}/{args.repeats}: "
-                          + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in runs[name][-1].items()),
-                          file=sys.stderr, flush=True)
+                    runs[name].append(
+                        run_once(checkout, Path(tmp) / f"{name}-{repeat}", args.num_steps, extra)
+                    )
+                    print(
+                        f"{name} run {repeat + 1}/{args.repeats}: "
+                        + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in runs[name][-1].items()),
+                        file=sys.stderr,
+                        flush=True,
+                    )
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
-                           capture_output=True)
-    medians = {name: {k: statistics.median(r[k] for r in rs) for k in KEYS}
-               for name, rs in runs.items()}
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
+                capture_output=True,
+            )
+    medians = {
+        name: {k: statistics.median(r[k] for r in rs) for k in KEYS} for name, rs in runs.items()
+    }
     from bench_vs_trl import cpu_model  # tools/ is this script's folder
 
-    result = {"machine": f"{cpu_model()}, {os.cpu_count()} cores",
-              "baseline": args.baseline, "num_steps": args.num_steps, "repeats": args.repeats,
-              "extra_flags": extra, "median_s": medians,
-              "ratio_current_over_baseline": {k: medians["current"][k] / medians["baseline"][k]
-                                              for k in KEYS}}
+    result = {
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        "baseline": args.baseline,
+        "num_steps": args.num_steps,
+        "repeats": args.repeats,
+        "extra_flags": extra,
+        "median_s": medians,
+        "ratio_current_over_baseline": {
+            k: medians["current"][k] / medians["baseline"][k] for k in KEYS
+        },
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(f"machine: {result['machine']}; {args.repeats} x {args.num_steps} steps each")
         for key in KEYS:
-            print(f"{key}: baseline {medians['baseline'][key] * 1e3:.1f} ms, current "
-                  f"{medians['current'][key] * 1e3:.1f} ms, ratio "
-                  f"{result['ratio_current_over_baseline'][key]:.3f}")
+            print(
+                f"{key}: baseline {medians['baseline'][key] * 1e3:.1f} ms, current "
+                f"{medians['current'][key] * 1e3:.1f} ms, ratio "
+                f"{result['ratio_current_over_baseline'][key]:.3f}"
+            )
     return 0
 
 

@@ -69,13 +69,15 @@ SETUP_HINT = (
     "create it from the repository root with:\n"
     "  python3 -m venv .venv-bench\n"
     "  .venv-bench/bin/pip install 'torch==2.13.0+cpu' transformers==5.24.0 tokenizers==0.23.3 "
-    f"safetensors==0.8.0 numpy==2.4.6 rich==15.0.0 psutil==7.2.2 {TRL_PIN}")
+    f"safetensors==0.8.0 numpy==2.4.6 rich==15.0.0 psutil==7.2.2 {TRL_PIN}"
+)
 REWARD_METRIC = "train/reward_mean"
 
 
 @dataclass(frozen=True)
 class GrpoSettings:
     """The shared hyperparameters, as recipes/tiny/grpo.sh sets them (the TRL worker uses these)."""
+
     prompts_per_step: int = 16
     responses_per_prompt: int = 8
     micro_batch_responses: int = 32
@@ -97,21 +99,41 @@ class GrpoSettings:
 
 # -- pure parts: arguments, the target rule, ratios, the report -------------------------------
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="tools/bench_vs_trl.py",
-        description="hyrl vs TRL GRPOTrainer: time to a reward target on the tiny task (CPU)")
+        description="hyrl vs TRL GRPOTrainer: time to a reward target on the tiny task (CPU)",
+    )
     parser.add_argument("--seeds", type=int, default=3, help="how many seeds (runs per framework)")
     parser.add_argument("--first-seed", type=int, default=1, help="seeds are FIRST, FIRST+1, ...")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="OMP_NUM_THREADS of both training processes (the same for both)")
-    parser.add_argument("--target", type=float, default=0.7,
-                        help=f"{REWARD_METRIC} averaged over --window steps to reach (0..1]")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="OMP_NUM_THREADS of both training processes (the same for both)",
+    )
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=0.7,
+        help=f"{REWARD_METRIC} averaged over --window steps to reach (0..1]",
+    )
     parser.add_argument("--window", type=int, default=10, help="steps averaged by the target rule")
-    parser.add_argument("--max-steps", type=int, default=800,
-                        help="optimizer steps after which a run that has not reached the target stops")
-    parser.add_argument("--out", type=Path, help="write DIR/bench.json, DIR/bench.md and keep the runs in DIR/runs-*")
-    parser.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=800,
+        help="optimizer steps after which a run that has not reached the target stops",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="write DIR/bench.json, DIR/bench.md and keep the runs in DIR/runs-*",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the report as one JSON object on stdout"
+    )
     parser.add_argument("--trl-worker", type=Path, help=argparse.SUPPRESS)  # internal: one TRL run
     args = parser.parse_args(argv)
     if args.trl_worker is None:
@@ -126,7 +148,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.window < 1:
             parser.error(f"--window {args.window}: allowed: an integer >= 1")
         if args.max_steps < args.window:
-            parser.error(f"--max-steps {args.max_steps}: allowed: at least --window ({args.window})")
+            parser.error(
+                f"--max-steps {args.max_steps}: allowed: at least --window ({args.window})"
+            )
     return args
 
 
@@ -161,7 +185,9 @@ def run_outcome(records: list[dict], target: float, window: int) -> dict:
         "samples": samples,
         "elapsed_s": elapsed_s,
         "responses_per_s": samples / elapsed_s if elapsed_s > 0 else None,
-        "final_window_reward": (sum(rewards[-window:]) / len(rewards[-window:])) if rewards else None,
+        "final_window_reward": (sum(rewards[-window:]) / len(rewards[-window:]))
+        if rewards
+        else None,
     }
 
 
@@ -172,16 +198,24 @@ def stage_shares(records: list[dict], elapsed_s: float) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for record in records:
         for key, value in record.items():
-            if (key.startswith("perf/") and key.endswith("_s") and not key.endswith("_per_s")
-                    and key not in ("perf/step_s", "perf/setup_s", "perf/eval_s")):
-                seconds[key[len("perf/"):-len("_s")]] = seconds.get(key[len("perf/"):-len("_s")], 0.0) + float(value)
+            if (
+                key.startswith("perf/")
+                and key.endswith("_s")
+                and not key.endswith("_per_s")
+                and key not in ("perf/step_s", "perf/setup_s", "perf/eval_s")
+            ):
+                seconds[key[len("perf/") : -len("_s")]] = seconds.get(
+                    key[len("perf/") : -len("_s")], 0.0
+                ) + float(value)
     return {stage: s / elapsed_s for stage, s in sorted(seconds.items())}
 
 
 def ratios(numerators: list[float | None], denominators: list[float | None]) -> list[float | None]:
     """Per-seed numerator / denominator; None where either is missing or the denominator is 0."""
-    return [n / d if n is not None and d is not None and d != 0 else None
-            for n, d in zip(numerators, denominators, strict=True)]
+    return [
+        n / d if n is not None and d is not None and d != 0 else None
+        for n, d in zip(numerators, denominators, strict=True)
+    ]
 
 
 def spread(values: list[float | None]) -> dict:
@@ -189,13 +223,28 @@ def spread(values: list[float | None]) -> dict:
     present = [v for v in values if v is not None]
     if not present:
         return {"min": None, "median": None, "max": None, "count": 0}
-    return {"min": min(present), "median": statistics.median(present), "max": max(present),
-            "count": len(present)}
+    return {
+        "min": min(present),
+        "median": statistics.median(present),
+        "max": max(present),
+        "count": len(present),
+    }
 
 
-def build_report(*, seeds: list[int], runs: list[dict], machine: dict, settings: GrpoSettings,
-                 target: float, window: int, max_steps: int, threads: int, command: str) -> dict:
+def build_report(
+    *,
+    seeds: list[int],
+    runs: list[dict],
+    machine: dict,
+    settings: GrpoSettings,
+    target: float,
+    window: int,
+    max_steps: int,
+    threads: int,
+    command: str,
+) -> dict:
     """The JSON object --json prints and bench.json holds."""
+
     def column(framework: str, key: str) -> list:
         by_seed = {r["seed"]: r for r in runs if r["framework"] == framework}
         return [by_seed[s].get(key) if s in by_seed else None for s in seeds]
@@ -205,32 +254,55 @@ def build_report(*, seeds: list[int], runs: list[dict], machine: dict, settings:
         "command": command,
         "machine": machine,
         "settings": {**asdict(settings), "responses_per_step": settings.responses_per_step},
-        "target": {"metric": REWARD_METRIC, "value": target, "window_steps": window,
-                   "rule": f"first step whose mean {REWARD_METRIC} over the last {window} steps "
-                           f">= {target}"},
+        "target": {
+            "metric": REWARD_METRIC,
+            "value": target,
+            "window_steps": window,
+            "rule": f"first step whose mean {REWARD_METRIC} over the last {window} steps "
+            f">= {target}",
+        },
         "max_steps": max_steps,
         "threads_per_process": threads,
         "seeds": seeds,
         "runs": runs,
     }
-    for key in ("time_to_target_s", "steps_to_target", "samples_to_target", "responses_per_s",
-                "peak_rss_mib", "process_s"):
+    for key in (
+        "time_to_target_s",
+        "steps_to_target",
+        "samples_to_target",
+        "responses_per_s",
+        "peak_rss_mib",
+        "process_s",
+    ):
         for framework in ("hyrl", "trl"):
             report[f"{framework}_{key}"] = column(framework, key)
     report["ratios_hyrl_over_trl"] = {
-        name: {**spread(per_seed), "per_seed": per_seed} for name, per_seed in (
-            ("time_to_target", ratios(report["hyrl_time_to_target_s"], report["trl_time_to_target_s"])),
-            ("steps_to_target", ratios(report["hyrl_steps_to_target"], report["trl_steps_to_target"])),
+        name: {**spread(per_seed), "per_seed": per_seed}
+        for name, per_seed in (
+            (
+                "time_to_target",
+                ratios(report["hyrl_time_to_target_s"], report["trl_time_to_target_s"]),
+            ),
+            (
+                "steps_to_target",
+                ratios(report["hyrl_steps_to_target"], report["trl_steps_to_target"]),
+            ),
             ("throughput", ratios(report["hyrl_responses_per_s"], report["trl_responses_per_s"])),
             ("peak_rss", ratios(report["hyrl_peak_rss_mib"], report["trl_peak_rss_mib"])),
-        )}
-    report["time_to_target_ratio_median"] = report["ratios_hyrl_over_trl"]["time_to_target"]["median"]
+        )
+    }
+    report["time_to_target_ratio_median"] = report["ratios_hyrl_over_trl"]["time_to_target"][
+        "median"
+    ]
     report["throughput_ratio_median"] = report["ratios_hyrl_over_trl"]["throughput"]["median"]
     for framework in ("hyrl", "trl"):
-        shares = [r["stage_share"] for r in runs if r["framework"] == framework and r.get("stage_share")]
+        shares = [
+            r["stage_share"] for r in runs if r["framework"] == framework and r.get("stage_share")
+        ]
         stages = sorted({stage for share in shares for stage in share})
         report[f"{framework}_stage_share_median"] = {
-            stage: statistics.median(share.get(stage, 0.0) for share in shares) for stage in stages}
+            stage: statistics.median(share.get(stage, 0.0) for share in shares) for stage in stages
+        }
     return report
 
 
@@ -261,24 +333,34 @@ def render_markdown(report: dict) -> str:
             f"| {r['seed']} | {r['framework']} | {_fmt(r['steps_to_target'])} | "
             f"{_fmt(r['samples_to_target'])} | {_fmt(r['time_to_target_s'])} | "
             f"{_fmt(r['responses_per_s'], 0)} | {_fmt(r['peak_rss_mib'], 0)} | "
-            f"{_fmt(r['process_s'])} |")
+            f"{_fmt(r['process_s'])} |"
+        )
     lines += ["", "| hyrl / TRL | min | median | max | seeds |", "|---|---|---|---|---|"]
-    names = {"time_to_target": "time to target", "steps_to_target": "steps to target",
-             "throughput": "responses per second", "peak_rss": "peak RSS"}
+    names = {
+        "time_to_target": "time to target",
+        "steps_to_target": "steps to target",
+        "throughput": "responses per second",
+        "peak_rss": "peak RSS",
+    }
     for key, label in names.items():
         s = report["ratios_hyrl_over_trl"][key]
-        lines.append(f"| {label} | {_fmt(s['min'], 2)} | {_fmt(s['median'], 2)} | "
-                     f"{_fmt(s['max'], 2)} | {s['count']} |")
+        lines.append(
+            f"| {label} | {_fmt(s['min'], 2)} | {_fmt(s['median'], 2)} | "
+            f"{_fmt(s['max'], 2)} | {s['count']} |"
+        )
     for framework, label in (("hyrl", "hyrl"), ("trl", "TRL")):
         shares = report[f"{framework}_stage_share_median"]
         if shares:
-            parts = ", ".join(f"{stage} {100 * share:.0f}%" for stage, share in
-                              sorted(shares.items(), key=lambda kv: -kv[1]))
+            parts = ", ".join(
+                f"{stage} {100 * share:.0f}%"
+                for stage, share in sorted(shares.items(), key=lambda kv: -kv[1])
+            )
             lines += ["", f"{label} loop time by stage (median share over seeds): {parts}."]
     return "\n".join(lines) + "\n"
 
 
 # -- the machine ---------------------------------------------------------------------------
+
 
 def cpu_model() -> str:
     try:
@@ -295,22 +377,38 @@ def describe_machine() -> dict:
     import transformers
 
     probe = subprocess.run(
-        [str(BENCH_PYTHON), "-c", "import json, torch, transformers, trl, accelerate; print(json.dumps("
-         "{'torch': torch.__version__, 'transformers': transformers.__version__, "
-         "'trl': trl.__version__, 'accelerate': accelerate.__version__}))"],
-        capture_output=True, text=True, check=True)
+        [
+            str(BENCH_PYTHON),
+            "-c",
+            "import json, torch, transformers, trl, accelerate; print(json.dumps("
+            "{'torch': torch.__version__, 'transformers': transformers.__version__, "
+            "'trl': trl.__version__, 'accelerate': accelerate.__version__}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     bench = json.loads(probe.stdout.strip().splitlines()[-1])
-    return {"cpu_model": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "torch_trl_env": bench["torch"], "transformers_trl_env": bench["transformers"],
-            "trl": bench["trl"], "accelerate": bench["accelerate"]}
+    return {
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "torch_trl_env": bench["torch"],
+        "transformers_trl_env": bench["transformers"],
+        "trl": bench["trl"],
+        "accelerate": bench["accelerate"],
+    }
 
 
 def check_bench_env() -> str | None:
     """Why the TRL environment cannot be used, or None when it can."""
     if not BENCH_PYTHON.exists():
         return f"{BENCH_PYTHON.relative_to(REPO)} is missing; {SETUP_HINT}"
-    probe = subprocess.run([str(BENCH_PYTHON), "-c", "import trl, datasets"], capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(BENCH_PYTHON), "-c", "import trl, datasets"], capture_output=True, text=True
+    )
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
         return f"trl does not import in .venv-bench ({last}); {SETUP_HINT}"
@@ -318,6 +416,7 @@ def check_bench_env() -> str | None:
 
 
 # -- preparing one seed: the initial checkpoint and the prompt stream -----------------------
+
 
 def write_initial_checkpoint(seed: int, directory: Path) -> None:
     """TINY as a transformers Qwen3-MoE, initialised under torch.manual_seed(seed), float32."""
@@ -341,11 +440,16 @@ def write_prompt_stream(seed: int, count: int, path: Path) -> None:
     task = ArithTask(build_tokenizer(), seed=seed)
     with open(path, "w", encoding="utf-8") as f:
         for prompt in task.next_batch(count):
-            f.write(json.dumps({"prompt": prompt.text, "label": prompt.label,
-                                "prompt_ids": prompt.prompt_ids}) + "\n")
+            f.write(
+                json.dumps(
+                    {"prompt": prompt.text, "label": prompt.label, "prompt_ids": prompt.prompt_ids}
+                )
+                + "\n"
+            )
 
 
 # -- running the children ------------------------------------------------------------------
+
 
 class MetricsTail:
     """Reads the complete lines appended to a metrics.jsonl since the last call."""
@@ -366,8 +470,16 @@ class MetricsTail:
         return new
 
 
-def _follow(child, tail: MetricsTail, rewards: list[float], progress, task_id, target: float,
-            window: int, stop_on_target: bool):
+def _follow(
+    child,
+    tail: MetricsTail,
+    rewards: list[float],
+    progress,
+    task_id,
+    target: float,
+    window: int,
+    stop_on_target: bool,
+):
     """Poll the child and its metrics until it exits; returns (exit status, rusage)."""
     signalled = False
     while True:
@@ -380,18 +492,34 @@ def _follow(child, tail: MetricsTail, rewards: list[float], progress, task_id, t
                 rewards.append(float(record[REWARD_METRIC]))
         if rewards:
             recent = rewards[-window:]
-            progress.update(task_id, completed=len(rewards), reward=f"{sum(recent) / len(recent):.2f}")
+            progress.update(
+                task_id, completed=len(rewards), reward=f"{sum(recent) / len(recent):.2f}"
+            )
         if exited:
             return child.returncode, usage
-        if (stop_on_target and not signalled
-                and step_reaching_target(rewards, target, window) is not None):
+        if (
+            stop_on_target
+            and not signalled
+            and step_reaching_target(rewards, target, window) is not None
+        ):
             child.send_signal(signal.SIGTERM)  # hyrl stops after the step in flight
             signalled = True
         time.sleep(0.1)
 
 
-def run_child(command: list[str], *, env: dict, run_dir: Path, log_path: Path, label: str,
-              target: float, window: int, max_steps: int, stop_on_target: bool, progress) -> dict:
+def run_child(
+    command: list[str],
+    *,
+    env: dict,
+    run_dir: Path,
+    log_path: Path,
+    label: str,
+    target: float,
+    window: int,
+    max_steps: int,
+    stop_on_target: bool,
+    progress,
+) -> dict:
     """Run one training process, following its metrics.jsonl; SIGTERM it once the target rule
     holds (when stop_on_target). Returns its records, exit status, peak RSS and wall-clock."""
     task_id = progress.add_task(label, total=max_steps, reward="-")
@@ -402,8 +530,9 @@ def run_child(command: list[str], *, env: dict, run_dir: Path, log_path: Path, l
         child = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         status = rusage = None
         try:
-            status, rusage = _follow(child, tail, rewards, progress, task_id,
-                                             target, window, stop_on_target)
+            status, rusage = _follow(
+                child, tail, rewards, progress, task_id, target, window, stop_on_target
+            )
         finally:
             if status is None:  # interrupted or failed here: leave no training process behind
                 child.kill()
@@ -413,8 +542,14 @@ def run_child(command: list[str], *, env: dict, run_dir: Path, log_path: Path, l
     progress.update(task_id, completed=len(rewards))
     if status != 0:
         tail_text = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
-        raise RuntimeError(f"{label} exited with status {status}; the end of {log_path}:\n{tail_text}")
-    return {"records": tail.records, "peak_rss_mib": rusage.ru_maxrss / 1024, "process_s": process_s}
+        raise RuntimeError(
+            f"{label} exited with status {status}; the end of {log_path}:\n{tail_text}"
+        )
+    return {
+        "records": tail.records,
+        "peak_rss_mib": rusage.ru_maxrss / 1024,
+        "process_s": process_s,
+    }
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -423,35 +558,87 @@ def thread_env(threads: int) -> dict[str, str]:
 
 
 def run_hyrl(seed: int, checkpoint: Path, run_dir: Path, args, progress) -> dict:
-    env = {**os.environ, **thread_env(args.threads),
-           "PATH": f"{HYRL_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    command = ["bash", "recipes/tiny/grpo.sh", "--hf-checkpoint", str(checkpoint),
-               "--seed", str(seed), "--num-steps", str(args.max_steps),
-               "--target", f"{REWARD_METRIC}={args.target}", "--run-dir", str(run_dir),
-               "--no-progress"]
-    return run_child(command, env=env, run_dir=run_dir, log_path=run_dir.parent / f"{run_dir.name}.log",
-                     label=f"seed {seed} hyrl", target=args.target, window=args.window,
-                     max_steps=args.max_steps, stop_on_target=True, progress=progress)
+    env = {
+        **os.environ,
+        **thread_env(args.threads),
+        "PATH": f"{HYRL_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    command = [
+        "bash",
+        "recipes/tiny/grpo.sh",
+        "--hf-checkpoint",
+        str(checkpoint),
+        "--seed",
+        str(seed),
+        "--num-steps",
+        str(args.max_steps),
+        "--target",
+        f"{REWARD_METRIC}={args.target}",
+        "--run-dir",
+        str(run_dir),
+        "--no-progress",
+    ]
+    return run_child(
+        command,
+        env=env,
+        run_dir=run_dir,
+        log_path=run_dir.parent / f"{run_dir.name}.log",
+        label=f"seed {seed} hyrl",
+        target=args.target,
+        window=args.window,
+        max_steps=args.max_steps,
+        stop_on_target=True,
+        progress=progress,
+    )
 
 
-def run_trl(seed: int, checkpoint: Path, prompts: Path, run_dir: Path, args, settings: GrpoSettings,
-            progress) -> dict:
+def run_trl(
+    seed: int,
+    checkpoint: Path,
+    prompts: Path,
+    run_dir: Path,
+    args,
+    settings: GrpoSettings,
+    progress,
+) -> dict:
     run_dir.mkdir(parents=True)
-    spec = {"seed": seed, "checkpoint": str(checkpoint), "prompts": str(prompts),
-            "run_dir": str(run_dir), "max_steps": args.max_steps, "target": args.target,
-            "window": args.window, "settings": asdict(settings)}
+    spec = {
+        "seed": seed,
+        "checkpoint": str(checkpoint),
+        "prompts": str(prompts),
+        "run_dir": str(run_dir),
+        "max_steps": args.max_steps,
+        "target": args.target,
+        "window": args.window,
+        "settings": asdict(settings),
+    }
     spec_path = run_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.update(thread_env(args.threads), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               CUDA_VISIBLE_DEVICES="")
+    env.update(
+        thread_env(args.threads),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        CUDA_VISIBLE_DEVICES="",
+    )
     command = [str(BENCH_PYTHON), str(Path(__file__).resolve()), "--trl-worker", str(spec_path)]
-    return run_child(command, env=env, run_dir=run_dir, log_path=run_dir.parent / f"{run_dir.name}.log",
-                     label=f"seed {seed} TRL ", target=args.target, window=args.window,
-                     max_steps=args.max_steps, stop_on_target=False, progress=progress)
+    return run_child(
+        command,
+        env=env,
+        run_dir=run_dir,
+        log_path=run_dir.parent / f"{run_dir.name}.log",
+        label=f"seed {seed} TRL ",
+        target=args.target,
+        window=args.window,
+        max_steps=args.max_steps,
+        stop_on_target=False,
+        progress=progress,
+    )
 
 
 # -- the TRL side (runs under .venv-bench) ---------------------------------------------------
+
 
 def trl_worker(spec_path: Path) -> int:
     """One trl.GRPOTrainer run; writes RUN_DIR/metrics.jsonl with hyrl's keys, one line per step."""
@@ -470,20 +657,25 @@ def trl_worker(spec_path: Path) -> int:
     for row in rows[:100]:  # TRL tokenizes the text itself: it must give hyrl's ids
         ids = tokenizer(row["prompt"])["input_ids"]
         if ids != row["prompt_ids"]:
-            raise SystemExit(f"tokenizer mismatch for {row['prompt']!r}: {ids} != {row['prompt_ids']}")
+            raise SystemExit(
+                f"tokenizer mismatch for {row['prompt']!r}: {ids} != {row['prompt_ids']}"
+            )
     dataset = Dataset.from_list([{"prompt": r["prompt"], "label": r["label"]} for r in rows])
     eos_id = tokenizer.eos_token_id
     step_rewards: list[float] = []
 
     def exact_match(completions, completion_ids, label, **_):
         """1.0 iff the response ended with eos and its text, stripped, is the label (hyrl's rule)."""
-        rewards = [float(bool(ids) and ids[-1] == eos_id and text.strip() == want)
-                   for text, ids, want in zip(completions, completion_ids, label, strict=True)]
+        rewards = [
+            float(bool(ids) and ids[-1] == eos_id and text.strip() == want)
+            for text, ids, want in zip(completions, completion_ids, label, strict=True)
+        ]
         step_rewards.append(sum(rewards) / len(rewards))
         return rewards
 
     class TimedGRPOTrainer(GRPOTrainer):
         """Times rollout (generate) and rollout + reward + advantages, for the stage shares."""
+
         generate_s = 0.0
         generate_and_score_s = 0.0
 
@@ -518,13 +710,17 @@ def trl_worker(spec_path: Path) -> int:
             step_rewards.clear()
             self.rewards.append(reward)
             scored_s = TimedGRPOTrainer.generate_and_score_s
-            record = {"step": state.global_step, "rollout_step": state.global_step,
-                      "samples": state.global_step * s.responses_per_step,
-                      "elapsed_s": now - self.loop_start, REWARD_METRIC: reward,
-                      "perf/rollout_s": TimedGRPOTrainer.generate_s,
-                      "perf/reward_and_advantage_s": scored_s - TimedGRPOTrainer.generate_s,
-                      "perf/actor_train_s": (now - self.last) - scored_s,
-                      "perf/step_s": now - self.last}
+            record = {
+                "step": state.global_step,
+                "rollout_step": state.global_step,
+                "samples": state.global_step * s.responses_per_step,
+                "elapsed_s": now - self.loop_start,
+                REWARD_METRIC: reward,
+                "perf/rollout_s": TimedGRPOTrainer.generate_s,
+                "perf/reward_and_advantage_s": scored_s - TimedGRPOTrainer.generate_s,
+                "perf/actor_train_s": (now - self.last) - scored_s,
+                "perf/step_s": now - self.last,
+            }
             TimedGRPOTrainer.generate_s = TimedGRPOTrainer.generate_and_score_s = 0.0
             self.last = now
             self.file.write(json.dumps(record) + "\n")
@@ -535,8 +731,12 @@ def trl_worker(spec_path: Path) -> int:
     micro_batches = s.responses_per_step // s.micro_batch_responses
     config = GRPOConfig(
         output_dir=str(run_dir / "trl_output"),
-        seed=spec["seed"], data_seed=spec["seed"],
-        use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False,
+        seed=spec["seed"],
+        data_seed=spec["seed"],
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
         # one rollout of 16 x 8 = 128 completions = one optimizer step of 4 micro-batches of 32;
         # steps_per_generation defaults to gradient_accumulation_steps: one generation per step
         per_device_train_batch_size=s.micro_batch_responses,
@@ -546,23 +746,42 @@ def trl_worker(spec_path: Path) -> int:
         max_steps=spec["max_steps"],
         shuffle_dataset=False,  # the prompts in hyrl's stream order
         max_completion_length=s.max_response_tokens,
-        temperature=s.temperature, top_p=1.0, top_k=0,
-        learning_rate=s.lr, lr_scheduler_type="constant", warmup_steps=0,
-        adam_beta1=s.adam_beta1, adam_beta2=s.adam_beta2, weight_decay=s.weight_decay,
+        temperature=s.temperature,
+        top_p=1.0,
+        top_k=0,
+        learning_rate=s.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        adam_beta1=s.adam_beta1,
+        adam_beta2=s.adam_beta2,
+        weight_decay=s.weight_decay,
         max_grad_norm=s.clip_grad_norm,
-        beta=s.kl_coef, epsilon=s.eps_clip, epsilon_high=s.eps_clip_high,
-        loss_type="dapo", scale_rewards="group", mask_truncated_completions=False,
-        logging_steps=10, save_strategy="no", report_to="none", disable_tqdm=True,
+        beta=s.kl_coef,
+        epsilon=s.eps_clip,
+        epsilon_high=s.eps_clip_high,
+        loss_type="dapo",
+        scale_rewards="group",
+        mask_truncated_completions=False,
+        logging_steps=10,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    trainer = TimedGRPOTrainer(model=spec["checkpoint"], reward_funcs=exact_match, args=config,
-                               train_dataset=dataset, processing_class=tokenizer,
-                               callbacks=[StepLog()])
+    trainer = TimedGRPOTrainer(
+        model=spec["checkpoint"],
+        reward_funcs=exact_match,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[StepLog()],
+    )
     trainer.train()
     return 0
 
 
 # -- the benchmark -------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
@@ -587,9 +806,14 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     runs: list[dict] = []
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("reward {task.fields[reward]}"), TimeElapsedColumn(),
-                      console=console) as progress:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("reward {task.fields[reward]}"),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
             for seed in seeds:
                 checkpoint = scratch / f"init-seed{seed}"
                 write_initial_checkpoint(seed, checkpoint)
@@ -600,18 +824,34 @@ def main(argv: list[str] | None = None) -> int:
                     if framework == "hyrl":
                         child = run_hyrl(seed, checkpoint, run_dir, args, progress)
                     else:
-                        child = run_trl(seed, checkpoint, prompts, run_dir, args, settings, progress)
+                        child = run_trl(
+                            seed, checkpoint, prompts, run_dir, args, settings, progress
+                        )
                     outcome = run_outcome(child["records"], args.target, args.window)
-                    runs.append({"framework": framework, "seed": seed, **outcome,
-                                 "peak_rss_mib": child["peak_rss_mib"],
-                                 "process_s": child["process_s"],
-                                 "stage_share": stage_shares(child["records"], outcome["elapsed_s"]),
-                                 "run_dir": str(run_dir) if args.out else None})
+                    runs.append(
+                        {
+                            "framework": framework,
+                            "seed": seed,
+                            **outcome,
+                            "peak_rss_mib": child["peak_rss_mib"],
+                            "process_s": child["process_s"],
+                            "stage_share": stage_shares(child["records"], outcome["elapsed_s"]),
+                            "run_dir": str(run_dir) if args.out else None,
+                        }
+                    )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    report = build_report(seeds=seeds, runs=runs, machine=machine, settings=settings,
-                          target=args.target, window=args.window, max_steps=args.max_steps,
-                          threads=args.threads, command=command)
+    report = build_report(
+        seeds=seeds,
+        runs=runs,
+        machine=machine,
+        settings=settings,
+        target=args.target,
+        window=args.window,
+        max_steps=args.max_steps,
+        threads=args.threads,
+        command=command,
+    )
     markdown = render_markdown(report)
     if args.out:
         (args.out / "bench.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

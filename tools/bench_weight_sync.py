@@ -38,16 +38,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-MIB = 1024 ** 2
+MIB = 1024**2
 
 
 def wide_arch(layers: int, hidden: int, experts: int, ffn: int, vocab: int):
     from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
-    return Qwen3MoeArch(num_layers=layers, hidden_size=hidden, num_attention_heads=8,
-                        num_query_groups=4, kv_channels=hidden // 8, num_experts=experts,
-                        moe_ffn_hidden_size=ffn, moe_router_topk=2, vocab_size=vocab,
-                        max_position_embeddings=256)
+    return Qwen3MoeArch(
+        num_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=8,
+        num_query_groups=4,
+        kv_channels=hidden // 8,
+        num_experts=experts,
+        moe_ffn_hidden_size=ffn,
+        moe_router_topk=2,
+        vocab_size=vocab,
+        max_position_embeddings=256,
+    )
 
 
 class PeakRss:
@@ -94,16 +102,21 @@ def machine() -> str:
     import psutil
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-    return (f"{cpu}, {os.cpu_count()} cores, {psutil.virtual_memory().total / 1024 ** 3:.0f} GiB "
-            f"RAM, {gpu}; torch {torch.__version__}, Python {platform.python_version()}")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {psutil.virtual_memory().total / 1024**3:.0f} GiB "
+        f"RAM, {gpu}; torch {torch.__version__}, Python {platform.python_version()}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tp", type=int, default=1)
     parser.add_argument("--ep", type=int, default=1)
-    parser.add_argument("--buffer-mib", default="16,64,256",
-                        help="bucket sizes (--update-weight-buffer-size) in MiB, comma-separated")
+    parser.add_argument(
+        "--buffer-mib",
+        default="16,64,256",
+        help="bucket sizes (--update-weight-buffer-size) in MiB, comma-separated",
+    )
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--experts", type=int, default=16)
@@ -150,8 +163,15 @@ def main() -> None:
             else:
                 for _ in buckets:
                     pass
-        rows.append({"path": "stream", "buffer_bytes": buffer_bytes, "counted_peak_bytes": live.peak,
-                     "rss_peak_growth_bytes": rss.growth, "elapsed_s": time.perf_counter() - start})
+        rows.append(
+            {
+                "path": "stream",
+                "buffer_bytes": buffer_bytes,
+                "counted_peak_bytes": live.peak,
+                "rss_peak_growth_bytes": rss.growth,
+                "elapsed_s": time.perf_counter() - start,
+            }
+        )
     start = time.perf_counter()
     with PeakRss(device) as rss:
         full = actor.export_hf_state_dict(keep=rank == 0)
@@ -159,8 +179,15 @@ def main() -> None:
         if rank == 0:
             engine.update_weights(full)
         del full
-    rows.append({"path": "full dict", "buffer_bytes": None, "counted_peak_bytes": counted,
-                 "rss_peak_growth_bytes": rss.growth, "elapsed_s": time.perf_counter() - start})
+    rows.append(
+        {
+            "path": "full dict",
+            "buffer_bytes": None,
+            "counted_peak_bytes": counted,
+            "rss_peak_growth_bytes": rss.growth,
+            "elapsed_s": time.perf_counter() - start,
+        }
+    )
 
     if rank == 0:
         # the engine holds what the actor holds: check the last sync really delivered it
@@ -170,25 +197,42 @@ def main() -> None:
     else:
         actor.export_hf_state_dict(keep=False)
     if rank == 0:
-        result = {"machine": machine(), "ranks": world, "tp": args.tp, "ep": args.ep,
-                  "device": str(device), "parameters": params, "model_bytes": model_bytes,
-                  "arch": arch.as_dict(), "rows": rows}
+        result = {
+            "machine": machine(),
+            "ranks": world,
+            "tp": args.tp,
+            "ep": args.ep,
+            "device": str(device),
+            "parameters": params,
+            "model_bytes": model_bytes,
+            "arch": arch.as_dict(),
+            "rows": rows,
+        }
         if args.json:
             print(json.dumps(result, indent=1))
         else:
             print(f"machine: {result['machine']}")
-            print(f"{world} rank(s) on {device} (TP={args.tp} EP={args.ep}); model "
-                  f"{params / 1e6:.1f}M parameters, {model_bytes / MIB:.0f} MiB "
-                  f"({next(actor.model.parameters()).dtype})")
+            print(
+                f"{world} rank(s) on {device} (TP={args.tp} EP={args.ep}); model "
+                f"{params / 1e6:.1f}M parameters, {model_bytes / MIB:.0f} MiB "
+                f"({next(actor.model.parameters()).dtype})"
+            )
             print("| path | bucket | counted peak | RSS peak growth | peak / bucket | time |")
             print("|---|---|---|---|---|---|")
             for row in rows:
-                bucket = "-" if row["buffer_bytes"] is None else f"{row['buffer_bytes'] / MIB:.0f} MiB"
-                ratio = ("-" if row["buffer_bytes"] is None
-                         else f"{row['counted_peak_bytes'] / row['buffer_bytes']:.2f}")
-                print(f"| {row['path']} | {bucket} | {row['counted_peak_bytes'] / MIB:.1f} MiB | "
-                      f"{row['rss_peak_growth_bytes'] / MIB:.1f} MiB | {ratio} | "
-                      f"{row['elapsed_s']:.2f} s |")
+                bucket = (
+                    "-" if row["buffer_bytes"] is None else f"{row['buffer_bytes'] / MIB:.0f} MiB"
+                )
+                ratio = (
+                    "-"
+                    if row["buffer_bytes"] is None
+                    else f"{row['counted_peak_bytes'] / row['buffer_bytes']:.2f}"
+                )
+                print(
+                    f"| {row['path']} | {bucket} | {row['counted_peak_bytes'] / MIB:.1f} MiB | "
+                    f"{row['rss_peak_growth_bytes'] / MIB:.1f} MiB | {ratio} | "
+                    f"{row['elapsed_s']:.2f} s |"
+                )
     destroy_distributed()
 
 

@@ -44,7 +44,7 @@ def main() -> int:
     fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, xs, label in ((by_step, steps, "optimizer step"), (by_time, elapsed, "wall-clock (s)")):
         ax.plot(xs, rewards, lw=0.8, alpha=0.5, label="per step")
-        ends = [rewards[max(0, i - window + 1): i + 1] for i in range(len(rewards))]
+        ends = [rewards[max(0, i - window + 1) : i + 1] for i in range(len(rewards))]
         smooth = [sum(end) / len(end) for end in ends]
         ax.plot(xs, smooth, lw=1.8, label=f"{window}-step mean")
         ax.set_xlabel(label)

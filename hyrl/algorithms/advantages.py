@@ -25,11 +25,22 @@ class AdvantageSettings:
 
     @classmethod
     def from_flags(cls, flags) -> AdvantageSettings:
-        gae_flags = (dict(kl_coef=flags.kl_coef, gamma=flags.gamma, lambd=flags.lambd,
-                          normalize_advantages=flags.normalize_advantages)
-                     if flags.advantage_estimator == "gae" else {})
-        return cls(estimator=flags.advantage_estimator, group_size=flags.n_samples_per_prompt,
-                   grpo_std_normalization=flags.grpo_std_normalization, **gae_flags)
+        gae_flags = (
+            dict(
+                kl_coef=flags.kl_coef,
+                gamma=flags.gamma,
+                lambd=flags.lambd,
+                normalize_advantages=flags.normalize_advantages,
+            )
+            if flags.advantage_estimator == "gae"
+            else {}
+        )
+        return cls(
+            estimator=flags.advantage_estimator,
+            group_size=flags.n_samples_per_prompt,
+            grpo_std_normalization=flags.grpo_std_normalization,
+            **gae_flags,
+        )
 
     @property
     def needs_values(self) -> bool:
@@ -44,27 +55,44 @@ class Advantages:
     metrics: dict | None = None  # gae: train/kl_penalty (kl_coef > 0) and critic/* statistics
 
 
-def compute_advantages(settings: AdvantageSettings, rewards: Tensor, mask: Tensor,
-                       old_log_probs: Tensor | None = None, ref_log_probs: Tensor | None = None,
-                       values: Tensor | None = None) -> Advantages:
+def compute_advantages(
+    settings: AdvantageSettings,
+    rewards: Tensor,
+    mask: Tensor,
+    old_log_probs: Tensor | None = None,
+    ref_log_probs: Tensor | None = None,
+    values: Tensor | None = None,
+) -> Advantages:
     """The advantages of one rollout. rewards: [N] one score per response; mask: [N, L] the
     response tokens; values (gae): the critic's [N, L], already masked."""
     if settings.estimator == "grpo":
-        return Advantages(group_advantages(rewards, settings.group_size,
-                                           normalize_std=settings.grpo_std_normalization), None, {})
+        return Advantages(
+            group_advantages(
+                rewards, settings.group_size, normalize_std=settings.grpo_std_normalization
+            ),
+            None,
+            {},
+        )
     metrics = {}
     kl = None
     if settings.kl_coef > 0:  # a k1 KL estimate per token, subtracted from the reward
         kl = kl_penalty(old_log_probs, ref_log_probs, "k1") * mask
         metrics["train/kl_penalty"] = float(kl.sum() / mask.sum().clamp(min=1))
-    advantages, returns = gae(token_rewards(rewards, mask, kl, settings.kl_coef), values, mask,
-                              settings.gamma, settings.lambd)
+    advantages, returns = gae(
+        token_rewards(rewards, mask, kl, settings.kl_coef),
+        values,
+        mask,
+        settings.gamma,
+        settings.lambd,
+    )
     if settings.normalize_advantages:
         advantages = masked_whiten(advantages, mask)
     tokens = mask.sum().clamp(min=1)
-    metrics.update({
-        "critic/explained_variance": explained_variance(values, returns, mask),
-        "critic/value_mean": float(values.sum() / tokens),
-        "critic/return_mean": float(returns.sum() / tokens),
-    })
+    metrics.update(
+        {
+            "critic/explained_variance": explained_variance(values, returns, mask),
+            "critic/value_mean": float(values.sum() / tokens),
+            "critic/return_mean": float(returns.sum() / tokens),
+        }
+    )
     return Advantages(advantages, returns, metrics)

@@ -36,18 +36,28 @@ class TokenBatch:
     returns: torch.Tensor | None = None
     rollout_log_probs: torch.Tensor | None = None
     pg_weights: torch.Tensor | None = None
-    routed_experts: "RoutedExperts | None" = None
+    routed_experts: RoutedExperts | None = None
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
-    def select(self, index: slice | torch.Tensor) -> "TokenBatch":
-        return replace(self, **{f.name: None if getattr(self, f.name) is None
-                                else getattr(self, f.name)[index] for f in fields(self)})
+    def select(self, index: slice | torch.Tensor) -> TokenBatch:
+        return replace(
+            self,
+            **{
+                f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[index]
+                for f in fields(self)
+            },
+        )
 
-    def to(self, device: torch.device) -> "TokenBatch":
-        return replace(self, **{f.name: None if getattr(self, f.name) is None
-                                else getattr(self, f.name).to(device) for f in fields(self)})
+    def to(self, device: torch.device) -> TokenBatch:
+        return replace(
+            self,
+            **{
+                f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
+                for f in fields(self)
+            },
+        )
 
     @property
     def num_response_tokens(self) -> float:
@@ -59,13 +69,16 @@ class TokenBatch:
         last = torch.where(self.loss_mask > 0, positions, -1).max(dim=1).values
         return [int(x) + 2 for x in last]  # position x predicts token x+1, the last response token
 
-    def without_loss(self) -> "TokenBatch":
+    def without_loss(self) -> TokenBatch:
         """This batch with no loss positions and no advantage: it runs forward and backward,
         the collectives in them included, and adds nothing."""
-        return replace(self, loss_mask=torch.zeros_like(self.loss_mask),
-                       advantages=torch.zeros_like(self.advantages))
+        return replace(
+            self,
+            loss_mask=torch.zeros_like(self.loss_mask),
+            advantages=torch.zeros_like(self.advantages),
+        )
 
-    def with_rows(self, rows: int) -> "TokenBatch":
+    def with_rows(self, rows: int) -> TokenBatch:
         """This batch grown to `rows` rows by copies of its first row without loss (see
         without_loss)."""
         extra = rows - len(self)
@@ -77,18 +90,29 @@ class TokenBatch:
             if value is None:
                 return None
             if isinstance(value, RoutedExperts):
-                return RoutedExperts(value.rows + copy.rows * extra, value.seq_len,
-                                     value.layers, value.top_k)
+                return RoutedExperts(
+                    value.rows + copy.rows * extra, value.seq_len, value.layers, value.top_k
+                )
             return torch.cat([value, copy.expand(extra, *value.shape[1:])])
 
-        return replace(self, **{f.name: grow(getattr(self, f.name), getattr(first, f.name))
-                                for f in fields(self)})
+        return replace(
+            self,
+            **{f.name: grow(getattr(self, f.name), getattr(first, f.name)) for f in fields(self)},
+        )
 
-    def trim(self, length: int) -> "TokenBatch":
+    def trim(self, length: int) -> TokenBatch:
         """The first `length` positions of every [N, L, ...] field ([N] advantages are kept)."""
-        return replace(self, **{
-            f.name: None if (value := getattr(self, f.name)) is None
-            else value[:, :length] if value.ndim >= 2 else value for f in fields(self)})
+        return replace(
+            self,
+            **{
+                f.name: None
+                if (value := getattr(self, f.name)) is None
+                else value[:, :length]
+                if value.ndim >= 2
+                else value
+                for f in fields(self)
+            },
+        )
 
 
 class RoutedExperts:
@@ -114,13 +138,19 @@ class RoutedExperts:
 
     def __getitem__(self, index):
         rows, positions = index if isinstance(index, tuple) else (index, slice(None))
-        if not isinstance(rows, slice) or not isinstance(positions, slice) or \
-                positions.start not in (None, 0) or positions.step not in (None, 1):
-            raise TypeError(f"RoutedExperts takes [row slice] or [row slice, :length], got {index!r}")
+        if (
+            not isinstance(rows, slice)
+            or not isinstance(positions, slice)
+            or positions.start not in (None, 0)
+            or positions.step not in (None, 1)
+        ):
+            raise TypeError(
+                f"RoutedExperts takes [row slice] or [row slice, :length], got {index!r}"
+            )
         seq_len = self.seq_len if positions.stop is None else min(self.seq_len, positions.stop)
         return RoutedExperts(self.rows[rows], seq_len, self.layers, self.top_k)
 
-    def to(self, device) -> "RoutedExperts":
+    def to(self, device) -> RoutedExperts:
         return self  # stays in host memory; dense() goes to the device per micro-batch
 
     def dense(self) -> torch.Tensor:
@@ -129,12 +159,14 @@ class RoutedExperts:
         out = torch.full(self.shape, -1, dtype=torch.int16)
         for row, held in enumerate(self.rows):
             if held is None:
-                raise RuntimeError(f"hyrl bug: the routing of row {row} of this micro-batch was "
-                                   "not sent to this rank")
+                raise RuntimeError(
+                    f"hyrl bug: the routing of row {row} of this micro-batch was "
+                    "not sent to this rank"
+                )
             start, ids = held
             stop = min(start + ids.shape[0], self.seq_len)
             if stop > start:
-                out[row, start:stop] = ids[:stop - start]
+                out[row, start:stop] = ids[: stop - start]
         return out
 
 
@@ -151,12 +183,13 @@ def split_to_count(ranges: list[tuple[int, int]], count: int) -> list[tuple[int,
         if stop - start < 2:
             break
         middle = (start + stop) // 2
-        ranges[widest:widest + 1] = [(start, middle), (middle, stop)]
+        ranges[widest : widest + 1] = [(start, middle), (middle, stop)]
     return ranges
 
 
-def token_budget_ranges(lengths: list[int], max_tokens: int, pad_to_multiple_of: int = 1
-                        ) -> list[tuple[int, int]]:
+def token_budget_ranges(
+    lengths: list[int], max_tokens: int, pad_to_multiple_of: int = 1
+) -> list[tuple[int, int]]:
     """Contiguous [start, stop) row ranges for dynamic micro-batches (--use-dynamic-batch-size).
 
     A range's cost is rows x its longest sequence rounded up to `pad_to_multiple_of` (what its
@@ -174,17 +207,24 @@ def token_budget_ranges(lengths: list[int], max_tokens: int, pad_to_multiple_of:
                 break
             longest, stop = max(longest, lengths[stop]), stop + 1
         if stop == start:
-            raise ValueError(f"a sequence of {lengths[start]} tokens (row {start}) exceeds "
-                             f"--max-tokens-per-gpu={max_tokens}")
+            raise ValueError(
+                f"a sequence of {lengths[start]} tokens (row {start}) exceeds "
+                f"--max-tokens-per-gpu={max_tokens}"
+            )
         ranges.append((start, stop))
         start = stop
     return ranges
 
 
-def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch.Tensor,
-         pad_id: int, pad_to_multiple_of: int = 1,
-         rollout_log_probs: list[list[float]] | None = None,
-         routed_experts: list[torch.Tensor | None] | None = None) -> TokenBatch:
+def pack(
+    prompts: list[list[int]],
+    responses: list[list[int]],
+    advantages: torch.Tensor,
+    pad_id: int,
+    pad_to_multiple_of: int = 1,
+    rollout_log_probs: list[list[float]] | None = None,
+    routed_experts: list[torch.Tensor | None] | None = None,
+) -> TokenBatch:
     """Right-pad prompt+response; mask the positions whose target is a response token.
 
     rollout_log_probs: the engine's log-prob of each response token, placed on the positions
@@ -195,20 +235,26 @@ def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch
     """
     if len(prompts) != len(responses) or len(prompts) != advantages.shape[0]:
         raise ValueError("prompts, responses and advantages must have the same length")
-    for name, per_row in (("rollout_log_probs", rollout_log_probs),
-                          ("routed_experts", routed_experts)):
+    for name, per_row in (
+        ("rollout_log_probs", rollout_log_probs),
+        ("routed_experts", routed_experts),
+    ):
         if per_row is not None and len(per_row) != len(prompts):
             raise ValueError(f"{name} has {len(per_row)} rows for {len(prompts)} sequences")
     empty = [i for i, prompt in enumerate(prompts) if not prompt]
     if empty:
-        raise ValueError(f"empty prompt at rows {empty[:5]}: a response needs a prompt token to follow")
+        raise ValueError(
+            f"empty prompt at rows {empty[:5]}: a response needs a prompt token to follow"
+        )
     lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
     seq_len = max(lengths) + 1  # one spare position so the last response token is a target
     seq_len = -(-seq_len // pad_to_multiple_of) * pad_to_multiple_of
     tokens = torch.full((len(prompts), seq_len), pad_id, dtype=torch.long)
     loss_mask = torch.zeros((len(prompts), seq_len), dtype=torch.float32)
     for row, (prompt, response) in enumerate(zip(prompts, responses)):
-        tokens[row, : len(prompt) + len(response)] = torch.tensor(prompt + response, dtype=torch.long)
+        tokens[row, : len(prompt) + len(response)] = torch.tensor(
+            prompt + response, dtype=torch.long
+        )
         # position t predicts token t+1: response tokens are predicted from len(prompt)-1 on
         loss_mask[row, len(prompt) - 1 : len(prompt) - 1 + len(response)] = 1.0
     targets = torch.roll(tokens, shifts=-1, dims=1)
@@ -216,13 +262,18 @@ def pack(prompts: list[list[int]], responses: list[list[int]], advantages: torch
     batch = TokenBatch(tokens=tokens, targets=targets, loss_mask=loss_mask, advantages=advantages)
     if rollout_log_probs is not None:
         batch.rollout_log_probs = torch.zeros_like(loss_mask)
-        for row, (prompt, response, values) in enumerate(zip(prompts, responses, rollout_log_probs)):
+        for row, (prompt, response, values) in enumerate(
+            zip(prompts, responses, rollout_log_probs)
+        ):
             if len(values) != len(response):
-                raise ValueError(f"row {row}: {len(values)} rollout log-probs for "
-                                 f"{len(response)} response tokens")
+                raise ValueError(
+                    f"row {row}: {len(values)} rollout log-probs for "
+                    f"{len(response)} response tokens"
+                )
             start = len(prompt) - 1
-            batch.rollout_log_probs[row, start:start + len(values)] = torch.tensor(
-                values, dtype=torch.float32)
+            batch.rollout_log_probs[row, start : start + len(values)] = torch.tensor(
+                values, dtype=torch.float32
+            )
     if routed_experts is not None:
         batch.routed_experts = _place_routed_experts(prompts, responses, routed_experts, seq_len)
     return batch
@@ -241,9 +292,11 @@ def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> R
             continue
         through_model = len(prompt) + len(response) - 1  # the last token is never fed back
         if ids.shape[0] > through_model:
-            raise ValueError(f"row {row}: routed experts for {ids.shape[0]} tokens, but only "
-                             f"{through_model} went through the model (prompt {len(prompt)} + "
-                             f"response {len(response)} - 1)")
+            raise ValueError(
+                f"row {row}: routed experts for {ids.shape[0]} tokens, but only "
+                f"{through_model} went through the model (prompt {len(prompt)} + "
+                f"response {len(response)} - 1)"
+            )
         if ids.numel() and int(ids.max()) > torch.iinfo(torch.int16).max:
             raise ValueError(f"row {row}: expert id {int(ids.max())} does not fit int16")
         rows.append((through_model - ids.shape[0], ids.to(torch.int16)))

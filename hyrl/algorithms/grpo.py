@@ -9,8 +9,9 @@ from __future__ import annotations
 import torch
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool = True,
-                     eps: float = 1e-6) -> torch.Tensor:
+def group_advantages(
+    rewards: torch.Tensor, group_size: int, normalize_std: bool = True, eps: float = 1e-6
+) -> torch.Tensor:
     """Outcome advantage A_i of each of N = num_prompts * G responses, one per response.
 
     rewards: [N] laid out group-contiguous: rows 0..G-1 answer prompt 0, rows G..2G-1 prompt 1...
@@ -22,12 +23,12 @@ def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool
         raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
     if group_size < 1 or rewards.numel() % group_size != 0:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
-    r = rewards.float().view(-1, group_size)                 # [num_prompts, G]
+    r = rewards.float().view(-1, group_size)  # [num_prompts, G]
     r_mean = r.mean(dim=1, keepdim=True)
     if normalize_std:
         r_std = r.std(dim=1, unbiased=False, keepdim=True)
-        A = (r - r_mean) / (r_std + eps)                     # DeepSeekMath 4.1.2, outcome supervision
+        A = (r - r_mean) / (r_std + eps)  # DeepSeekMath 4.1.2, outcome supervision
     else:
-        A = r - r_mean                                       # Dr. GRPO: no std division
-    all_equal = (r == r[:, :1]).all(dim=1, keepdim=True)     # guards rounding in r - mean(r)
+        A = r - r_mean  # Dr. GRPO: no std division
+    all_equal = (r == r[:, :1]).all(dim=1, keepdim=True)  # guards rounding in r - mean(r)
     return torch.where(all_equal, torch.zeros_like(A), A).view(-1)

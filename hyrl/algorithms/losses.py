@@ -12,8 +12,13 @@ from torch import Tensor
 KL_KINDS = ("k1", "low_var_kl")
 
 
-def policy_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, eps_clip: float,
-                eps_clip_high: float | None = None) -> tuple[Tensor, Tensor]:
+def policy_loss(
+    log_probs: Tensor,
+    old_log_probs: Tensor,
+    advantages: Tensor,
+    eps_clip: float,
+    eps_clip_high: float | None = None,
+) -> tuple[Tensor, Tensor]:
     """PPO-clip surrogate per token, and where its clipped branch was the active one.
 
     advantages: same shape as log_probs, or broadcastable to it (e.g. [B, 1]).
@@ -22,10 +27,10 @@ def policy_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, ep
     clipped term and it differs from the unclipped one (no gradient flows there), else 0.0.
     """
     eps_high = eps_clip if eps_clip_high is None else eps_clip_high
-    ratio = torch.exp(log_probs - old_log_probs)                         # r_t = pi / pi_old
+    ratio = torch.exp(log_probs - old_log_probs)  # r_t = pi / pi_old
     surrogate = ratio * advantages
     surrogate_clipped = torch.clamp(ratio, 1 - eps_clip, 1 + eps_high) * advantages
-    loss = -torch.minimum(surrogate, surrogate_clipped)                  # Schulman 2017, eq. 7
+    loss = -torch.minimum(surrogate, surrogate_clipped)  # Schulman 2017, eq. 7
     clipped = (surrogate_clipped < surrogate).to(loss.dtype)
     return loss, clipped
 
@@ -38,11 +43,11 @@ def kl_penalty(log_probs: Tensor, ref_log_probs: Tensor, kind: str) -> Tensor:
         divergence", 2020): unbiased, never negative; clamped to [-10, 10] for stability.
     """
     if kind == "k1":
-        return log_probs - ref_log_probs                                 # k1 = -log r
+        return log_probs - ref_log_probs  # k1 = -log r
     if kind == "low_var_kl":
         # log r is clamped first so exp cannot overflow to inf (inf * 0 grad would give NaN).
         log_r = torch.clamp(ref_log_probs - log_probs, min=-20.0, max=20.0)
-        k3 = torch.exp(log_r) - log_r - 1                                # k3 = r - log r - 1
+        k3 = torch.exp(log_r) - log_r - 1  # k3 = r - log r - 1
         return torch.clamp(k3, min=-10.0, max=10.0)
     raise ValueError(f"unknown KL estimator {kind!r}; allowed: {', '.join(KL_KINDS)}")
 
@@ -63,13 +68,22 @@ def masked_token_mean(values: Tensor, mask: Tensor, total_tokens: float | None =
     return (values * mask).sum() / total
 
 
-def grpo_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, mask: Tensor, *,
-              eps_clip: float, eps_clip_high: float | None = None,
-              ref_log_probs: Tensor | None = None, kl_loss_coef: float = 0.0,
-              kl_loss_type: str = "low_var_kl", entropy: Tensor | None = None,
-              entropy_coef: float = 0.0, total_tokens: float | None = None,
-              pg_weights: Tensor | None = None,
-              ) -> tuple[Tensor, dict[str, Tensor]]:
+def grpo_loss(
+    log_probs: Tensor,
+    old_log_probs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    eps_clip: float,
+    eps_clip_high: float | None = None,
+    ref_log_probs: Tensor | None = None,
+    kl_loss_coef: float = 0.0,
+    kl_loss_type: str = "low_var_kl",
+    entropy: Tensor | None = None,
+    entropy_coef: float = 0.0,
+    total_tokens: float | None = None,
+    pg_weights: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO objective (DeepSeekMath eq. 3, with the token-level mean of DAPO), to minimise:
 
         L = mean_t[pg_t] + kl_loss_coef * mean_t[KL_t(pi || pi_ref)] - entropy_coef * mean_t[H_t]
@@ -85,7 +99,7 @@ def grpo_loss(log_probs: Tensor, old_log_probs: Tensor, advantages: Tensor, mask
     """
     mask = mask.to(log_probs.dtype)
     if advantages.dim() == log_probs.dim() - 1:
-        advantages = advantages.unsqueeze(-1)                            # [B] -> [B, 1]
+        advantages = advantages.unsqueeze(-1)  # [B] -> [B, 1]
     advantages = advantages.to(log_probs.dtype)
 
     def mean(values: Tensor) -> Tensor:

@@ -35,8 +35,9 @@ def _log_ratio(train_log_probs: Tensor, rollout_log_probs: Tensor, m: Tensor) ->
     return diff.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
 
 
-def mismatch_metrics(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
-                     ) -> dict[str, float]:
+def mismatch_metrics(
+    train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
+) -> dict[str, float]:
     """The mismatch/* metrics of one rollout batch, over its response tokens.
 
     logprob_abs_diff_mean / _max: |log pi_old_train - log pi_rollout|;
@@ -65,8 +66,9 @@ def mismatch_metrics(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: T
     }
 
 
-def tis_weights(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, clip: float
-                ) -> tuple[Tensor, float]:
+def tis_weights(
+    train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, clip: float
+) -> tuple[Tensor, float]:
     """Truncated importance sampling (--use-tis): w_t = min(pi_old_train / pi_rollout, clip).
 
     The policy-gradient term of token t is multiplied by w_t (a constant: no gradient flows
@@ -86,8 +88,14 @@ def tis_weights(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
     return weights.float(), clipped / tokens if tokens else 0.0
 
 
-def mis_keep(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, low: float,
-             high: float, level: str = "token") -> tuple[Tensor, float]:
+def mis_keep(
+    train_log_probs: Tensor,
+    rollout_log_probs: Tensor,
+    mask: Tensor,
+    low: float,
+    high: float,
+    level: str = "token",
+) -> tuple[Tensor, float]:
     """Masked importance sampling (--use-mis): which tokens stay in the policy-gradient loss.
 
     level "token": token t stays when low <= ratio_t <= high.
@@ -119,9 +127,18 @@ def mis_keep(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, l
     return keep.float(), dropped / tokens if tokens else 0.0
 
 
-def corrections(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, *,
-                use_tis: bool, tis_clip: float, use_mis: bool, mis_low: float, mis_high: float,
-                mis_level: str) -> tuple[dict[str, float], Tensor | None]:
+def corrections(
+    train_log_probs: Tensor,
+    rollout_log_probs: Tensor,
+    mask: Tensor,
+    *,
+    use_tis: bool,
+    tis_clip: float,
+    use_mis: bool,
+    mis_low: float,
+    mis_high: float,
+    mis_level: str,
+) -> tuple[dict[str, float], Tensor | None]:
     """The mismatch/* metrics of a rollout batch and the policy-gradient weights its flags ask
     for: --use-tis clipped ratios, --use-mis a keep mask, both multiplied; None without
     either."""
@@ -129,9 +146,11 @@ def corrections(train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor
     weights = None
     if use_tis:
         weights, metrics["mismatch/tis_clipped_frac"] = tis_weights(
-            train_log_probs, rollout_log_probs, mask, tis_clip)
+            train_log_probs, rollout_log_probs, mask, tis_clip
+        )
     if use_mis:
         keep, metrics["mismatch/mis_masked_frac"] = mis_keep(
-            train_log_probs, rollout_log_probs, mask, mis_low, mis_high, mis_level)
+            train_log_probs, rollout_log_probs, mask, mis_low, mis_high, mis_level
+        )
         weights = keep if weights is None else weights * keep
     return metrics, weights

@@ -18,8 +18,9 @@ from torch import Tensor
 from hyrl.algorithms.losses import masked_token_mean
 
 
-def token_rewards(scores: Tensor, mask: Tensor, kl: Tensor | None = None,
-                  kl_coef: float = 0.0) -> Tensor:
+def token_rewards(
+    scores: Tensor, mask: Tensor, kl: Tensor | None = None, kl_coef: float = 0.0
+) -> Tensor:
     """Per-token reward r_t [N, L] (float32) from one score per sequence and a KL penalty.
 
     scores: [N], placed on the LAST masked position of each row (terminal reward).
@@ -32,17 +33,18 @@ def token_rewards(scores: Tensor, mask: Tensor, kl: Tensor | None = None,
     m = mask.to(torch.float32)
     N, L = m.shape
     positions = torch.arange(1, L + 1, device=m.device, dtype=torch.float32)
-    last = (positions * m).argmax(dim=1)                                 # last masked index per row
+    last = (positions * m).argmax(dim=1)  # last masked index per row
     has_any = (m.sum(dim=1) > 0).to(torch.float32)
     rewards = torch.zeros_like(m)
     rewards[torch.arange(N, device=m.device), last] = scores.detach().to(torch.float32) * has_any
     if kl is not None:
-        rewards = rewards - kl_coef * kl.detach().to(torch.float32)      # Ziegler 2019, eq. 2
+        rewards = rewards - kl_coef * kl.detach().to(torch.float32)  # Ziegler 2019, eq. 2
     return rewards * m
 
 
-def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float,
-        lambd: float) -> tuple[Tensor, Tensor]:
+def gae(
+    rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lambd: float
+) -> tuple[Tensor, Tensor]:
     """Generalized Advantage Estimation (Schulman et al. 2016) over each row's masked positions.
 
     rewards, values, mask: [N, L]. Computed right to left:
@@ -59,20 +61,21 @@ def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float,
     m = mask.to(dtype)
     N, L = m.shape
     advantages = torch.zeros_like(V)
-    next_value = torch.zeros(N, dtype=dtype, device=V.device)            # m_{t+1} * V_{t+1}
-    next_adv = torch.zeros(N, dtype=dtype, device=V.device)              # m_{t+1} * A_{t+1}
+    next_value = torch.zeros(N, dtype=dtype, device=V.device)  # m_{t+1} * V_{t+1}
+    next_adv = torch.zeros(N, dtype=dtype, device=V.device)  # m_{t+1} * A_{t+1}
     for t in reversed(range(L)):
-        delta = r[:, t] + gamma * next_value - V[:, t]                   # GAE paper, eq. 10
-        A_t = (delta + gamma * lambd * next_adv) * m[:, t]               # GAE paper, eq. 16
+        delta = r[:, t] + gamma * next_value - V[:, t]  # GAE paper, eq. 10
+        A_t = (delta + gamma * lambd * next_adv) * m[:, t]  # GAE paper, eq. 16
         advantages[:, t] = A_t
         next_value = V[:, t] * m[:, t]
         next_adv = A_t
-    returns = (advantages + V) * m                                       # lambda-return target
+    returns = (advantages + V) * m  # lambda-return target
     return advantages, returns
 
 
-def masked_whiten(values: Tensor, mask: Tensor, shift_mean: bool = True,
-                  eps: float = 1e-8) -> Tensor:
+def masked_whiten(
+    values: Tensor, mask: Tensor, shift_mean: bool = True, eps: float = 1e-8
+) -> Tensor:
     """(x - mean) / sqrt(var + eps) over the masked entries, zero outside the mask.
 
     mean and var are the masked mean and POPULATION variance (divided by the count, not count-1).
@@ -82,14 +85,20 @@ def masked_whiten(values: Tensor, mask: Tensor, shift_mean: bool = True,
     count = m.sum().clamp(min=1)
     mean = (values * m).sum() / count
     var = (((values - mean) * m) ** 2).sum() / count
-    whitened = (values - mean) * torch.rsqrt(var + eps)                  # standard score
+    whitened = (values - mean) * torch.rsqrt(var + eps)  # standard score
     if not shift_mean:
         whitened = whitened + mean
     return whitened * m
 
 
-def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor,
-               value_clip: float, total_tokens: float | None = None) -> tuple[Tensor, Tensor]:
+def value_loss(
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    mask: Tensor,
+    value_clip: float,
+    total_tokens: float | None = None,
+) -> tuple[Tensor, Tensor]:
     """Clipped value loss of OpenAI baselines' PPO2, to minimise, and its clip fraction.
 
     values: [N, L] the critic's current output (gradient flows here only); old_values: the
@@ -106,7 +115,7 @@ def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor
     if value_clip > 0:
         v_clipped = old_values + torch.clamp(values - old_values, -value_clip, value_clip)
         clipped = (v_clipped - returns) ** 2
-        per_token = 0.5 * torch.maximum(unclipped, clipped)              # PPO2 (baselines) vf loss
+        per_token = 0.5 * torch.maximum(unclipped, clipped)  # PPO2 (baselines) vf loss
         clip_ind = (clipped > unclipped).to(values.dtype)
     else:
         per_token = 0.5 * unclipped
@@ -132,4 +141,4 @@ def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> float:
     if var_R <= 1e-12 * max(1.0, float(R.abs().max()) ** 2):
         return math.nan
     var_residual = torch.var(R - V, unbiased=False)
-    return float(1 - var_residual / var_R)                               # baselines explained_var
+    return float(1 - var_residual / var_R)  # baselines explained_var

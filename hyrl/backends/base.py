@@ -42,8 +42,9 @@ class TrainedModel(Protocol):
 class TrainedActor(TrainedModel, Protocol):
     ref_model: Any  # the frozen reference (KL), None without one
 
-    def log_probs(self, batch: TokenBatch, reference: bool = False
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_probs(
+        self, batch: TokenBatch, reference: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token log-probs and entropies [n, L] of the policy (or the reference)."""
         ...
 
@@ -51,8 +52,12 @@ class TrainedActor(TrainedModel, Protocol):
         """routing/* of the latest log-prob pass against the engine's routing (collective)."""
         ...
 
-    def hf_weight_buckets(self, buffer_bytes: int, keep: bool | Callable[[int], bool] = True,
-                          live: LiveBytes | None = None) -> Iterator[NamedTensors]:
+    def hf_weight_buckets(
+        self,
+        buffer_bytes: int,
+        keep: bool | Callable[[int], bool] = True,
+        live: LiveBytes | None = None,
+    ) -> Iterator[NamedTensors]:
         """The actor's weights under Hugging Face names in buckets of about buffer_bytes
         (collective: every rank iterates them; keep says which buckets this rank holds)."""
         ...
@@ -113,8 +118,9 @@ class TrainBackend(Protocol):
         """Every rank's value, by global rank, on rank 0; None elsewhere (collective)."""
         ...
 
-    def send_rows(self, rows_of_rank: dict[int, dict[int, torch.Tensor]]
-                  ) -> dict[int, torch.Tensor]:
+    def send_rows(
+        self, rows_of_rank: dict[int, dict[int, torch.Tensor]]
+    ) -> dict[int, torch.Tensor]:
         """Rank 0 sends each rank its {row: tensor}; rank 0's own are returned."""
         ...
 

@@ -47,9 +47,21 @@ from hyrl.metrics.run_dir import number as _num
 from hyrl.metrics.target import TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
 
-__all__ = ["AnalysisError", "Run", "alignment", "alignment_levels", "analyze", "collect_runs",
-           "json_safe", "load_run", "metric_curve", "parse_target", "samples_to_reach",
-           "stage_shares", "throughput"]
+__all__ = [
+    "AnalysisError",
+    "Run",
+    "alignment",
+    "alignment_levels",
+    "analyze",
+    "collect_runs",
+    "json_safe",
+    "load_run",
+    "metric_curve",
+    "parse_target",
+    "samples_to_reach",
+    "stage_shares",
+    "throughput",
+]
 
 DEFAULT_TOLERANCE = 0.2
 
@@ -79,6 +91,7 @@ def json_safe(obj):
 
 # --- per-run quantities ----------------------------------------------------------------------
 
+
 def _final(run: Run) -> tuple[float | None, float | None, float | None]:
     """(samples, elapsed_s, step) of the last record holding both samples and elapsed_s."""
     for rec in reversed(run.records):
@@ -107,7 +120,7 @@ def stage_shares(run: Run) -> dict[str, float]:
             x = _num(value)
             if not math.isfinite(x):
                 continue
-            stage = key[len("perf/"):-len("_s")]
+            stage = key[len("perf/") : -len("_s")]
             if stage == "step":
                 step_total += x
             elif stage != "setup":
@@ -128,8 +141,10 @@ def parse_target(text: str) -> tuple[str, float]:
     try:
         return _parse_target(text, prefixes=None)
     except TargetSyntaxError as err:
-        raise AnalysisError(f"--target {text!r}: {err.problem}; expected METRIC=VALUE with a "
-                            "finite number, e.g. --target eval/accuracy=0.77") from None
+        raise AnalysisError(
+            f"--target {text!r}: {err.problem}; expected METRIC=VALUE with a "
+            "finite number, e.g. --target eval/accuracy=0.77"
+        ) from None
 
 
 def _metric_names(runs: list[Run]) -> list[str]:
@@ -138,8 +153,13 @@ def _metric_names(runs: list[Run]) -> list[str]:
     return evals or names
 
 
-def analyze(paths, target: tuple[str, float], reference: str | None = None,
-            tolerance: float = DEFAULT_TOLERANCE, n_levels: int = DEFAULT_LEVELS) -> dict:
+def analyze(
+    paths,
+    target: tuple[str, float],
+    reference: str | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    n_levels: int = DEFAULT_LEVELS,
+) -> dict:
     """Analyse runs against `target` = (metric, value). `paths`: run directories, sweep
     directories or `Run`s. The reference defaults to sweep.json's, else the run with the fewest
     responses per optimizer step. Returns a JSON-safe dict (see the module docstring)."""
@@ -148,8 +168,9 @@ def analyze(paths, target: tuple[str, float], reference: str | None = None,
     if not isinstance(metric, str) or not metric or not math.isfinite(value):
         raise AnalysisError(f"--target {target!r}: expected METRIC=VALUE with a finite number")
     if not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance) and tolerance > 0):
-        raise AnalysisError(f"--tolerance {tolerance!r}: must be a number > 0 (relative, "
-                            "e.g. 0.2 for 1 +/- 20%)")
+        raise AnalysisError(
+            f"--tolerance {tolerance!r}: must be a number > 0 (relative, e.g. 0.2 for 1 +/- 20%)"
+        )
     if not isinstance(n_levels, int) or n_levels < 1:
         raise AnalysisError(f"n_levels {n_levels!r}: must be an integer >= 1")
     runs, sweep_reference, notes = collect_runs(paths)
@@ -159,13 +180,16 @@ def analyze(paths, target: tuple[str, float], reference: str | None = None,
     names = [r.name for r in runs]
     curves = {r.name: metric_curve(r, metric) for r in runs}
     if not any(c[3] for c in curves.values()):
-        raise AnalysisError(f"--target {metric}={value:g}: no run has finite values of "
-                            f"{metric!r}; metrics present: {', '.join(_metric_names(runs)) or 'none'}")
+        raise AnalysisError(
+            f"--target {metric}={value:g}: no run has finite values of "
+            f"{metric!r}; metrics present: {', '.join(_metric_names(runs)) or 'none'}"
+        )
 
     if reference is not None:
         if reference not in names:
-            raise AnalysisError(f"--reference {reference!r}: no run by that name; "
-                                f"allowed: {', '.join(names)}")
+            raise AnalysisError(
+                f"--reference {reference!r}: no run by that name; allowed: {', '.join(names)}"
+            )
         ref_name = reference
     elif sweep_reference is not None:
         ref_name = sweep_reference
@@ -174,9 +198,11 @@ def analyze(paths, target: tuple[str, float], reference: str | None = None,
         ref_name = min(with_b, key=lambda r: r.responses_per_step).name if with_b else runs[0].name
     ref_curve = curves[ref_name]
     if not ref_curve[3]:
-        raise AnalysisError(f"--reference {ref_name!r}: the reference has no finite values of "
-                            f"{metric!r}; choose another, allowed: "
-                            f"{', '.join(n for n in names if curves[n][3])}")
+        raise AnalysisError(
+            f"--reference {ref_name!r}: the reference has no finite values of "
+            f"{metric!r}; choose another, allowed: "
+            f"{', '.join(n for n in names if curves[n][3])}"
+        )
     start_value = ref_curve[3][0]
     higher = value >= start_value
     if value == start_value:
@@ -193,43 +219,50 @@ def analyze(paths, target: tuple[str, float], reference: str | None = None,
         best = (max(values) if higher else min(values)) if values else None
         if run.name == ref_name:
             aligned = True
-            ratios = [(lv, 1.0) for lv in levels
-                      if (samples_to_reach(samples, values, lv, higher) or 0) > 0]
+            ratios = [
+                (lv, 1.0)
+                for lv in levels
+                if (samples_to_reach(samples, values, lv, higher) or 0) > 0
+            ]
             reason = "the reference (aligned with itself by definition)"
         else:
-            aligned, ratios, reason = alignment_detail(curves[run.name], ref_curve, value,
-                                                       start_value, tolerance, n_levels, higher)
-        rows.append({
-            "name": run.name,
-            "path": str(run.path),
-            "is_reference": run.name == ref_name,
-            "prompts_per_step": run.prompts_per_step,
-            "n_samples_per_prompt": finite_or_none(run.config.get("n_samples_per_prompt")),
-            "responses_per_step": run.responses_per_step,
-            "responses_per_step_source": run.responses_per_step_source,
-            "lr": run.lr,
-            "reached": S is not None,
-            "samples_to_target": S,
-            "time_to_target_s": T,
-            "steps_to_target": K,
-            "throughput_responses_per_s": throughput(run),
-            "final_samples": final_samples,
-            "final_elapsed_s": final_elapsed,
-            "final_step": final_step,
-            "n_evals": len(values),
-            "first_value": values[0] if values else None,
-            "best_value": best,
-            "aligned": aligned,
-            "alignment_reason": reason,
-            "alignment_ratios": [{"level": lv, "ratio": r} for lv, r in ratios],
-            "stage_shares": stage_shares(run),
-        })
+            aligned, ratios, reason = alignment_detail(
+                curves[run.name], ref_curve, value, start_value, tolerance, n_levels, higher
+            )
+        rows.append(
+            {
+                "name": run.name,
+                "path": str(run.path),
+                "is_reference": run.name == ref_name,
+                "prompts_per_step": run.prompts_per_step,
+                "n_samples_per_prompt": finite_or_none(run.config.get("n_samples_per_prompt")),
+                "responses_per_step": run.responses_per_step,
+                "responses_per_step_source": run.responses_per_step_source,
+                "lr": run.lr,
+                "reached": S is not None,
+                "samples_to_target": S,
+                "time_to_target_s": T,
+                "steps_to_target": K,
+                "throughput_responses_per_s": throughput(run),
+                "final_samples": final_samples,
+                "final_elapsed_s": final_elapsed,
+                "final_step": final_step,
+                "n_evals": len(values),
+                "first_value": values[0] if values else None,
+                "best_value": best,
+                "aligned": aligned,
+                "alignment_reason": reason,
+                "alignment_ratios": [{"level": lv, "ratio": r} for lv, r in ratios],
+                "stage_shares": stage_shares(run),
+            }
+        )
     rows.sort(key=lambda r: (r["responses_per_step"] is None, r["responses_per_step"] or 0))
     ref_row = next(r for r in rows if r["is_reference"])
     for row in rows:
         row["samples_ratio"] = _ratio(row["samples_to_target"], ref_row["samples_to_target"])
-        row["throughput_ratio"] = _ratio(row["throughput_responses_per_s"],
-                                         ref_row["throughput_responses_per_s"])
+        row["throughput_ratio"] = _ratio(
+            row["throughput_responses_per_s"], ref_row["throughput_responses_per_s"]
+        )
         row["time_ratio"] = _ratio(row["time_to_target_s"], ref_row["time_to_target_s"])
         row["predicted_time_ratio"] = _ratio(row["samples_ratio"], row["throughput_ratio"])
 
@@ -240,21 +273,25 @@ def analyze(paths, target: tuple[str, float], reference: str | None = None,
     unreached = [r["name"] for r in rows if not r["reached"]]
     for r in rows:
         if r["aligned"] and not r["reached"] and not r["is_reference"]:
-            notes.append(f"{r['name']} is aligned on the levels it reached but never reached "
-                         f"the target (best {r['best_value']})")
-    return json_safe({
-        "reference": ref_name,
-        "target": {"metric": metric, "value": value},
-        "tolerance": tolerance,
-        "higher_is_better": higher,
-        "start_value": start_value,
-        "clear_fraction": CLEAR_FRACTION,
-        "levels": levels,
-        "fastest_valid": fastest["name"] if fastest else None,
-        "fastest_valid_time_ratio": fastest["time_ratio"] if fastest else None,
-        "critical_batch_responses": critical["responses_per_step"] if critical else None,
-        "critical_batch_run": critical["name"] if critical else None,
-        "unreached": unreached,
-        "runs": rows,
-        "notes": notes,
-    })
+            notes.append(
+                f"{r['name']} is aligned on the levels it reached but never reached "
+                f"the target (best {r['best_value']})"
+            )
+    return json_safe(
+        {
+            "reference": ref_name,
+            "target": {"metric": metric, "value": value},
+            "tolerance": tolerance,
+            "higher_is_better": higher,
+            "start_value": start_value,
+            "clear_fraction": CLEAR_FRACTION,
+            "levels": levels,
+            "fastest_valid": fastest["name"] if fastest else None,
+            "fastest_valid_time_ratio": fastest["time_ratio"] if fastest else None,
+            "critical_batch_responses": critical["responses_per_step"] if critical else None,
+            "critical_batch_run": critical["name"] if critical else None,
+            "unreached": unreached,
+            "runs": rows,
+            "notes": notes,
+        }
+    )

@@ -16,16 +16,31 @@ from hyrl.cli_args import parse_args
 def main(argv: list[str]) -> int:
     """`hyrl analyze`: 0 with the report written, 2 on a bad flag, path or unwritable --out."""
     parser = argparse.ArgumentParser(
-        prog="hyrl analyze", description="Samples, throughput and time to a validation target; "
-        "alignment against a reference run; critical batch; fastest valid run.")
-    parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="run directories (metrics.jsonl) or sweep directories (sweep.json)")
-    parser.add_argument("--target", required=True, metavar="METRIC=VALUE",
-                        help="e.g. eval/accuracy=0.77")
-    parser.add_argument("--reference", default=None, metavar="NAME",
-                        help="reference run name (default: sweep.json's, else the smallest B)")
-    parser.add_argument("--tolerance", type=float, default=0.2,
-                        help="alignment band: samples ratios within 1 +/- this (default 0.2)")
+        prog="hyrl analyze",
+        description="Samples, throughput and time to a validation target; "
+        "alignment against a reference run; critical batch; fastest valid run.",
+    )
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="run directories (metrics.jsonl) or sweep directories (sweep.json)",
+    )
+    parser.add_argument(
+        "--target", required=True, metavar="METRIC=VALUE", help="e.g. eval/accuracy=0.77"
+    )
+    parser.add_argument(
+        "--reference",
+        default=None,
+        metavar="NAME",
+        help="reference run name (default: sweep.json's, else the smallest B)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.2,
+        help="alignment band: samples ratios within 1 +/- this (default 0.2)",
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="where the report goes")
     args = parse_args(parser, argv)
     if isinstance(args, int):
@@ -43,8 +58,10 @@ def main(argv: list[str]) -> int:
     try:
         written = write_report(result, runs, args.out)
     except OSError as err:
-        print(f"hyrl analyze: error: --out {args.out}: cannot write the report ({err})",
-              file=sys.stderr)
+        print(
+            f"hyrl analyze: error: --out {args.out}: cannot write the report ({err})",
+            file=sys.stderr,
+        )
         return 2
     print_summary(result, written)
     return 0

@@ -40,8 +40,10 @@ def cost(gpus, hours, usd_per_gpu_hour, time_reduction) -> dict:
         raise CostError(f"--usd-per-gpu-hour {price!r}: must be >= 0 (dollars per GPU-hour)")
     cut = _number("--time-reduction", time_reduction)
     if not 0 <= cut < 1:
-        raise CostError(f"--time-reduction {cut!r}: must be a fraction with 0 <= F < 1 "
-                        "(0.1 for a 10% shorter time)")
+        raise CostError(
+            f"--time-reduction {cut!r}: must be a fraction with 0 <= F < 1 "
+            "(0.1 for a 10% shorter time)"
+        )
     gpu_hours = gpus * hours
     saved = gpu_hours * cut
     return {
@@ -83,13 +85,24 @@ def format_table(result: dict) -> str:
 def main(argv: list[str]) -> int:
     """`hyrl cost`: the table (or --json), 0; 2 on a bad flag or value."""
     parser = argparse.ArgumentParser(
-        prog="hyrl cost", description="GPU-hours and dollars of a job, and what a cut saves.")
+        prog="hyrl cost", description="GPU-hours and dollars of a job, and what a cut saves."
+    )
     parser.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs (>= 1)")
     parser.add_argument("--hours", type=float, required=True, metavar="H", help="hours (> 0)")
-    parser.add_argument("--usd-per-gpu-hour", type=float, required=True, metavar="P",
-                        help="dollars per GPU-hour (>= 0)")
-    parser.add_argument("--time-reduction", type=float, required=True, metavar="F",
-                        help="fraction of time cut, 0 <= F < 1 (0.1 = 10%%)")
+    parser.add_argument(
+        "--usd-per-gpu-hour",
+        type=float,
+        required=True,
+        metavar="P",
+        help="dollars per GPU-hour (>= 0)",
+    )
+    parser.add_argument(
+        "--time-reduction",
+        type=float,
+        required=True,
+        metavar="F",
+        help="fraction of time cut, 0 <= F < 1 (0.1 = 10%%)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parse_args(parser, argv)
     if isinstance(args, int):

@@ -14,7 +14,9 @@ DEFAULT_LEVELS = 10
 _EPS = 1e-9  # slack on the tolerance band against float round-off
 
 
-def metric_curve(run: Run, metric: str) -> tuple[list[float], list[float], list[float], list[float]]:
+def metric_curve(
+    run: Run, metric: str
+) -> tuple[list[float], list[float], list[float], list[float]]:
     """(samples, elapsed_s, steps, values) at the records holding a finite `metric`. A record
     that lacks `samples` / `elapsed_s` takes the last value logged before it (NaN if none)."""
     samples, elapsed, steps, values = [], [], [], []
@@ -35,8 +37,9 @@ def metric_curve(run: Run, metric: str) -> tuple[list[float], list[float], list[
     return samples, elapsed, steps, values
 
 
-def samples_to_reach(samples: Sequence[float], values: Sequence[float], level: float,
-                     higher_is_better: bool = True) -> float | None:
+def samples_to_reach(
+    samples: Sequence[float], values: Sequence[float], level: float, higher_is_better: bool = True
+) -> float | None:
     """x (cumulative samples; or elapsed seconds, or steps) at which `values` first reaches
     `level` (>= level, or <= level when lower is better), linearly interpolated between the two
     evaluations around the crossing. The first evaluation reaching it gives its own x. None if
@@ -57,7 +60,9 @@ def samples_to_reach(samples: Sequence[float], values: Sequence[float], level: f
     return None
 
 
-def alignment_levels(target: float, start_value: float, n_levels: int = DEFAULT_LEVELS) -> list[float]:
+def alignment_levels(
+    target: float, start_value: float, n_levels: int = DEFAULT_LEVELS
+) -> list[float]:
     """n evenly spaced levels from start + CLEAR_FRACTION * (target - start) to the target."""
     first = start_value + CLEAR_FRACTION * (target - start_value)
     if n_levels <= 1:
@@ -72,13 +77,20 @@ def _xy(curve) -> tuple[Sequence[float], Sequence[float]]:
         return curve[0], curve[3]
     if len(curve) == 2:
         return curve[0], curve[1]
-    raise TypeError("a curve is (samples, values) or metric_curve's "
-                    "(samples, elapsed, steps, values)")
+    raise TypeError(
+        "a curve is (samples, values) or metric_curve's (samples, elapsed, steps, values)"
+    )
 
 
-def alignment_detail(run_curve, ref_curve, target: float, start_value: float, tolerance: float,
-                     n_levels: int = DEFAULT_LEVELS, higher_is_better: bool | None = None
-                     ) -> tuple[bool, list[tuple[float, float]], str]:
+def alignment_detail(
+    run_curve,
+    ref_curve,
+    target: float,
+    start_value: float,
+    tolerance: float,
+    n_levels: int = DEFAULT_LEVELS,
+    higher_is_better: bool | None = None,
+) -> tuple[bool, list[tuple[float, float]], str]:
     """alignment() plus the reason, in words."""
     if higher_is_better is None:
         higher_is_better = target >= start_value
@@ -111,20 +123,36 @@ def alignment_detail(run_curve, ref_curve, target: float, start_value: float, to
     span = f"{min(r for _, r in ratios):.3g}-{max(r for _, r in ratios):.3g}"
     if outside:
         lv, r = max(outside, key=lambda t: abs(t[1] - 1))
-        return False, ratios, (f"samples ratio {r:.3g} at level {lv:.4g} lies outside "
-                               f"1 +/- {tolerance:g} ({len(outside)} of {len(ratios)} levels; "
-                               f"ratios {span})")
-    return True, ratios, (f"all {len(ratios)} common levels within 1 +/- {tolerance:g} "
-                          f"(ratios {span})")
+        return (
+            False,
+            ratios,
+            (
+                f"samples ratio {r:.3g} at level {lv:.4g} lies outside "
+                f"1 +/- {tolerance:g} ({len(outside)} of {len(ratios)} levels; "
+                f"ratios {span})"
+            ),
+        )
+    return (
+        True,
+        ratios,
+        (f"all {len(ratios)} common levels within 1 +/- {tolerance:g} (ratios {span})"),
+    )
 
 
-def alignment(run_curve, ref_curve, target: float, start_value: float, tolerance: float,
-              n_levels: int = DEFAULT_LEVELS, higher_is_better: bool | None = None
-              ) -> tuple[bool, list[tuple[float, float]]]:
+def alignment(
+    run_curve,
+    ref_curve,
+    target: float,
+    start_value: float,
+    tolerance: float,
+    n_levels: int = DEFAULT_LEVELS,
+    higher_is_better: bool | None = None,
+) -> tuple[bool, list[tuple[float, float]]]:
     """(aligned, [(level, run samples / reference samples), ...]) over the levels both curves
     reach, from start + 10% of (target - start) up to the target (n evenly spaced). Curves are
     metric_curve() tuples or (samples, values) pairs. Aligned iff every ratio lies within
     1 +/- tolerance; no common level -> not aligned."""
-    aligned, ratios, _ = alignment_detail(run_curve, ref_curve, target, start_value, tolerance,
-                                          n_levels, higher_is_better)
+    aligned, ratios, _ = alignment_detail(
+        run_curve, ref_curve, target, start_value, tolerance, n_levels, higher_is_better
+    )
     return aligned, ratios

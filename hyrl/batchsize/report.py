@@ -17,6 +17,7 @@ from hyrl.batchsize.runs import Run
 
 # --- formatting ------------------------------------------------------------------------------
 
+
 def _g(x, digits: int = 3) -> str:
     if x is None:
         return "-"
@@ -53,6 +54,7 @@ def run_label(row: dict) -> str:
 
 # --- markdown --------------------------------------------------------------------------------
 
+
 def reading(result: dict) -> str:
     """One paragraph in plain words, generated from the numbers."""
     metric, value = result["target"]["metric"], result["target"]["value"]
@@ -60,37 +62,54 @@ def reading(result: dict) -> str:
     ref = next(r for r in rows if r["name"] == result["reference"])
     parts = []
     if ref["reached"]:
-        parts.append(f"The reference {ref['name']} (B={_batch(ref['responses_per_step'])}) reaches "
-                     f"{metric}={value:g} after {_count(ref['samples_to_target'])} samples in "
-                     f"{format_duration(ref['time_to_target_s'])}.")
+        parts.append(
+            f"The reference {ref['name']} (B={_batch(ref['responses_per_step'])}) reaches "
+            f"{metric}={value:g} after {_count(ref['samples_to_target'])} samples in "
+            f"{format_duration(ref['time_to_target_s'])}."
+        )
     else:
-        parts.append(f"The reference {ref['name']} never reaches {metric}={value:g}, so no "
-                     "samples, throughput or time ratios at the target can be formed.")
-    others = sorted((r for r in rows if r is not ref),
-                    key=lambda r: (r["responses_per_step"] is None, r["responses_per_step"] or 0))
+        parts.append(
+            f"The reference {ref['name']} never reaches {metric}={value:g}, so no "
+            "samples, throughput or time ratios at the target can be formed."
+        )
+    others = sorted(
+        (r for r in rows if r is not ref),
+        key=lambda r: (r["responses_per_step"] is None, r["responses_per_step"] or 0),
+    )
     for r in others:
         who = f"B={_batch(r['responses_per_step'])} ({r['name']})"
         if not r["reached"]:
             best = "-" if r["best_value"] is None else f"{r['best_value']:.4g}"
-            parts.append(f"{who} never reaches the target (best {best} after "
-                         f"{_count(r['final_samples'])} samples).")
+            parts.append(
+                f"{who} never reaches the target (best {best} after "
+                f"{_count(r['final_samples'])} samples)."
+            )
             continue
         if r["samples_ratio"] is not None and r["throughput_ratio"] is not None:
-            sentence = (f"{who} reaches the target with {r['samples_ratio']:.2f}x the samples at "
-                        f"{r['throughput_ratio']:.2f}x the throughput: "
-                        f"{r['predicted_time_ratio']:.2f}x the time")
+            sentence = (
+                f"{who} reaches the target with {r['samples_ratio']:.2f}x the samples at "
+                f"{r['throughput_ratio']:.2f}x the throughput: "
+                f"{r['predicted_time_ratio']:.2f}x the time"
+            )
             if r["time_ratio"] is not None:
                 sentence += f" (measured {r['time_ratio']:.2f}x)"
         else:
-            sentence = (f"{who} reaches the target after {_count(r['samples_to_target'])} samples "
-                        f"in {format_duration(r['time_to_target_s'])}")
-        sentence += "; its curve stays aligned with the reference." if r["aligned"] else \
-            f"; its curve departs from the reference ({r['alignment_reason']})."
+            sentence = (
+                f"{who} reaches the target after {_count(r['samples_to_target'])} samples "
+                f"in {format_duration(r['time_to_target_s'])}"
+            )
+        sentence += (
+            "; its curve stays aligned with the reference."
+            if r["aligned"]
+            else f"; its curve departs from the reference ({r['alignment_reason']})."
+        )
         parts.append(sentence)
     crit = result.get("critical_batch_responses")
     if crit is not None:
-        parts.append(f"Curves against samples stay aligned up to B={_batch(crit)} responses per "
-                     f"optimizer step (tolerance {result['tolerance']:g}).")
+        parts.append(
+            f"Curves against samples stay aligned up to B={_batch(crit)} responses per "
+            f"optimizer step (tolerance {result['tolerance']:g})."
+        )
     fastest = result.get("fastest_valid")
     if fastest is None:
         parts.append("No aligned run reached the target, so there is no valid fastest batch size.")
@@ -98,15 +117,20 @@ def reading(result: dict) -> str:
         row = next(r for r in rows if r["name"] == fastest)
         tr = row["time_ratio"]
         if row is ref or tr is None:
-            parts.append(f"The fastest valid run is {fastest} itself "
-                         f"({format_duration(row['time_to_target_s'])}).")
+            parts.append(
+                f"The fastest valid run is {fastest} itself "
+                f"({format_duration(row['time_to_target_s'])})."
+            )
         else:
-            change = (f"{(1 - tr) * 100:.0f}% less time" if tr < 1
-                      else f"{(tr - 1) * 100:.0f}% more time")
-            parts.append(f"The fastest valid run is {fastest} "
-                         f"(B={_batch(row['responses_per_step'])}): "
-                         f"{format_duration(row['time_to_target_s'])} against "
-                         f"{format_duration(ref['time_to_target_s'])} for the reference, {change}.")
+            change = (
+                f"{(1 - tr) * 100:.0f}% less time" if tr < 1 else f"{(tr - 1) * 100:.0f}% more time"
+            )
+            parts.append(
+                f"The fastest valid run is {fastest} "
+                f"(B={_batch(row['responses_per_step'])}): "
+                f"{format_duration(row['time_to_target_s'])} against "
+                f"{format_duration(ref['time_to_target_s'])} for the reference, {change}."
+            )
     return " ".join(parts)
 
 
@@ -137,11 +161,14 @@ def render_markdown(result: dict, plots: list[str]) -> str:
             f"{_g(r['lr'])} | {_count(r['samples_to_target'])} | "
             f"{_g(r['throughput_responses_per_s'])} | {format_duration(r['time_to_target_s'])} | "
             f"{_x(r['samples_ratio'])} | {_x(r['throughput_ratio'])} | {_x(r['time_ratio'])} | "
-            f"{_x(r['predicted_time_ratio'])} | {'yes' if r['aligned'] else 'no'} |")
+            f"{_x(r['predicted_time_ratio'])} | {'yes' if r['aligned'] else 'no'} |"
+        )
     lines += ["", "## Reading", "", reading(result), "", "## Alignment", ""]
     for r in result["runs"]:
-        lines.append(f"- {r['name']}: {'aligned' if r['aligned'] else 'not aligned'}: "
-                     f"{r['alignment_reason']}")
+        lines.append(
+            f"- {r['name']}: {'aligned' if r['aligned'] else 'not aligned'}: "
+            f"{r['alignment_reason']}"
+        )
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
@@ -152,6 +179,7 @@ def render_markdown(result: dict, plots: list[str]) -> str:
 
 # --- plots -----------------------------------------------------------------------------------
 
+
 def _plots(result: dict, runs: list[Run], out: Path) -> list[Path]:
     import matplotlib
 
@@ -161,12 +189,19 @@ def _plots(result: dict, runs: list[Run], out: Path) -> list[Path]:
     metric, value = result["target"]["metric"], result["target"]["value"]
     rows = {r["name"]: r for r in result["runs"]}
     by_name = {run.name: run for run in runs if run.name in rows}
-    order = sorted(by_name, key=lambda n: (rows[n]["responses_per_step"] is None,
-                                           rows[n]["responses_per_step"] or 0, n))
+    order = sorted(
+        by_name,
+        key=lambda n: (
+            rows[n]["responses_per_step"] is None,
+            rows[n]["responses_per_step"] or 0,
+            n,
+        ),
+    )
     curves = {n: metric_curve(by_name[n], metric) for n in order}
     max_t = max((t for c in curves.values() for t in c[1] if math.isfinite(t)), default=0.0)
-    t_scale, t_unit = ((3600.0, "h") if max_t >= 3 * 3600
-                       else (60.0, "min") if max_t >= 120 else (1.0, "s"))
+    t_scale, t_unit = (
+        (3600.0, "h") if max_t >= 3 * 3600 else (60.0, "min") if max_t >= 120 else (1.0, "s")
+    )
     written = []
     axes_spec = [
         ("samples", 0, "cumulative samples (responses)", 1.0),
@@ -183,11 +218,17 @@ def _plots(result: dict, runs: list[Run], out: Path) -> list[Path]:
             if not pts:
                 continue
             row = rows[n]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".",
-                    color=colors[n], linewidth=2.6 if row["is_reference"] else 1.4,
-                    linestyle="-" if row["aligned"] else "--",
-                    label=run_label(row) + (" ref" if row["is_reference"] else "")
-                    + ("" if row["aligned"] else " not aligned"))
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                marker=".",
+                color=colors[n],
+                linewidth=2.6 if row["is_reference"] else 1.4,
+                linestyle="-" if row["aligned"] else "--",
+                label=run_label(row)
+                + (" ref" if row["is_reference"] else "")
+                + ("" if row["aligned"] else " not aligned"),
+            )
         ax.axhline(value, color="crimson", linestyle=":", linewidth=1.2, label=f"target {value:g}")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(metric)
@@ -211,8 +252,13 @@ def _plots(result: dict, runs: list[Run], out: Path) -> list[Path]:
         scmap = plt.get_cmap("tab10")
         for i, stage in enumerate(stages):
             heights = [shares[n].get(stage, 0.0) for n in names]
-            ax.bar(range(len(names)), heights, bottom=bottom, label=stage,
-                   color="lightgrey" if stage == "other" else scmap(i % 10))
+            ax.bar(
+                range(len(names)),
+                heights,
+                bottom=bottom,
+                label=stage,
+                color="lightgrey" if stage == "other" else scmap(i % 10),
+            )
             bottom = [b + h for b, h in zip(bottom, heights)]
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels([run_label(rows[n]) for n in names], rotation=20, ha="right", fontsize=8)
@@ -250,13 +296,21 @@ def print_summary(result: dict, written: list[Path], file=None) -> None:
     for col in ("run", "B", "S", "R resp/s", "T", "S ratio", "R ratio", "T ratio", "aligned"):
         table.add_column(col, justify="left" if col == "run" else "right")
     for r in result["runs"]:
-        table.add_row(r["name"] + ("" if r["reached"] else " (never reached)"),
-                      _batch(r["responses_per_step"]), _count(r["samples_to_target"]),
-                      _g(r["throughput_responses_per_s"]), format_duration(r["time_to_target_s"]),
-                      _x(r["samples_ratio"]), _x(r["throughput_ratio"]), _x(r["time_ratio"]),
-                      "yes" if r["aligned"] else "no")
+        table.add_row(
+            r["name"] + ("" if r["reached"] else " (never reached)"),
+            _batch(r["responses_per_step"]),
+            _count(r["samples_to_target"]),
+            _g(r["throughput_responses_per_s"]),
+            format_duration(r["time_to_target_s"]),
+            _x(r["samples_ratio"]),
+            _x(r["throughput_ratio"]),
+            _x(r["time_ratio"]),
+            "yes" if r["aligned"] else "no",
+        )
     console.print(table)
-    console.print(f"critical batch: {_batch(result['critical_batch_responses'])}   "
-                  f"fastest valid: {result['fastest_valid'] or 'none'}")
+    console.print(
+        f"critical batch: {_batch(result['critical_batch_responses'])}   "
+        f"fastest valid: {result['fastest_valid'] or 'none'}"
+    )
     for p in written:
         console.print(f"wrote {p}", highlight=False, soft_wrap=True)

@@ -112,17 +112,28 @@ def load_run(path, name: str | None = None) -> Run:
         logged = [_num(r.get("actor/lr")) for r in records]
         logged = [x for x in logged if math.isfinite(x)]
         lr = max(logged) if logged else None
-    return Run(name=name or path.resolve().name, path=path, config=config, records=records,
-               prompts_per_step=P, responses_per_step=responses, lr=lr, summary=summary,
-               responses_per_step_source=source, notes=notes)
+    return Run(
+        name=name or path.resolve().name,
+        path=path,
+        config=config,
+        records=records,
+        prompts_per_step=P,
+        responses_per_step=responses,
+        lr=lr,
+        summary=summary,
+        responses_per_step_source=source,
+        notes=notes,
+    )
 
 
 def _sweep_members(sweep_dir: Path, notes: list[str]) -> tuple[list[Path], Path | None]:
-    data = _read_json(read_sweep, sweep_dir, "sweep.json must hold an object with "
-                      "'reference' and 'members'")
+    data = _read_json(
+        read_sweep, sweep_dir, "sweep.json must hold an object with 'reference' and 'members'"
+    )
     if not isinstance(data, dict) or not isinstance(data.get("members"), list):
-        raise AnalysisError(f"{sweep_dir / 'sweep.json'}: expected an object with a 'members' "
-                            "list of {name, ...}")
+        raise AnalysisError(
+            f"{sweep_dir / 'sweep.json'}: expected an object with a 'members' list of {{name, ...}}"
+        )
     dirs, missing, by_name = [], [], {}
     for member in data["members"]:
         name = member.get("name") if isinstance(member, dict) else member
@@ -142,17 +153,21 @@ def _sweep_members(sweep_dir: Path, notes: list[str]) -> tuple[list[Path], Path 
     if missing:
         notes.append(f"{sweep_dir}: member(s) without metrics.jsonl skipped: {', '.join(missing)}")
     if not dirs:
-        raise AnalysisError(f"{sweep_dir / 'sweep.json'} lists members but none has a run "
-                            "directory with metrics.jsonl (missing: "
-                            f"{', '.join(missing) or 'all'})")
+        raise AnalysisError(
+            f"{sweep_dir / 'sweep.json'} lists members but none has a run "
+            "directory with metrics.jsonl (missing: "
+            f"{', '.join(missing) or 'all'})"
+        )
     reference = None
     ref_name = data.get("reference")
     if isinstance(ref_name, str) and ref_name:
         reference = by_name.get(ref_name) or next((d for d in dirs if d.name == ref_name), None)
         if reference is None:
-            raise AnalysisError(f"{sweep_dir / 'sweep.json'} names reference {ref_name!r}, but no "
-                                f"member run directory has that name; members with runs: "
-                                f"{', '.join(by_name)}")
+            raise AnalysisError(
+                f"{sweep_dir / 'sweep.json'} names reference {ref_name!r}, but no "
+                f"member run directory has that name; members with runs: "
+                f"{', '.join(by_name)}"
+            )
     return dirs, reference
 
 
@@ -174,12 +189,16 @@ def collect_runs(paths: Iterable) -> tuple[list[Run], str | None, list[str]]:
         if p.is_file() and p.name in (METRICS_FILE, SWEEP_FILE, CONFIG_FILE):
             p = p.parent
         if not p.exists():
-            raise AnalysisError(f"PATH {p}: does not exist; give a run directory (with "
-                                "metrics.jsonl) or a sweep directory (with sweep.json or run "
-                                "subdirectories)")
+            raise AnalysisError(
+                f"PATH {p}: does not exist; give a run directory (with "
+                "metrics.jsonl) or a sweep directory (with sweep.json or run "
+                "subdirectories)"
+            )
         if not p.is_dir():
-            raise AnalysisError(f"PATH {p}: is a file; give a run directory (with metrics.jsonl) "
-                                "or a sweep directory (with sweep.json or run subdirectories)")
+            raise AnalysisError(
+                f"PATH {p}: is a file; give a run directory (with metrics.jsonl) "
+                "or a sweep directory (with sweep.json or run subdirectories)"
+            )
         if is_run_dir(p):
             found.append(p)
         elif (p / SWEEP_FILE).is_file():
@@ -189,15 +208,18 @@ def collect_runs(paths: Iterable) -> tuple[list[Run], str | None, list[str]]:
                 if sweep_ref is None:
                     sweep_ref = ref
                 elif ref.resolve() != sweep_ref.resolve():
-                    notes.append(f"{p / 'sweep.json'} names reference {ref.name}; "
-                                 f"keeping {sweep_ref.name} from the first sweep")
+                    notes.append(
+                        f"{p / 'sweep.json'} names reference {ref.name}; "
+                        f"keeping {sweep_ref.name} from the first sweep"
+                    )
         else:
             subdirs = sorted(d for d in p.iterdir() if d.is_dir() and is_run_dir(d))
             if not subdirs:
                 raise AnalysisError(
                     f"PATH {p}: neither a run directory (missing {p / 'metrics.jsonl'}) nor a "
                     f"sweep directory (missing {p / 'sweep.json'}, and no subdirectory holds "
-                    "metrics.jsonl)")
+                    "metrics.jsonl)"
+                )
             found.extend(subdirs)
 
     # One entry per directory; disambiguate clashing base names with the parent's name.

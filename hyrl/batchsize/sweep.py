@@ -73,11 +73,30 @@ from hyrl.batchsize.sweep_record import (
 )
 from hyrl.metrics.run_dir import SWEEP_FILE
 
-__all__ = ["DEFAULT_MULTS", "DEFAULT_RULE", "RULES", "CheckedSweep", "SweepError",
-           "analyze_command", "base_from_config", "check_sweep", "dry_run_lines",
-           "dry_run_summary", "failed_members", "member_flags", "member_name", "parse_mults",
-           "parse_seeds", "plan_members", "print_summary", "probe", "read_sweep_json",
-           "run_sweep", "validate_members", "write_sweep_json"]
+__all__ = [
+    "DEFAULT_MULTS",
+    "DEFAULT_RULE",
+    "RULES",
+    "CheckedSweep",
+    "SweepError",
+    "analyze_command",
+    "base_from_config",
+    "check_sweep",
+    "dry_run_lines",
+    "dry_run_summary",
+    "failed_members",
+    "member_flags",
+    "member_name",
+    "parse_mults",
+    "parse_seeds",
+    "plan_members",
+    "print_summary",
+    "probe",
+    "read_sweep_json",
+    "run_sweep",
+    "validate_members",
+    "write_sweep_json",
+]
 
 
 class _Display:
@@ -95,18 +114,24 @@ class _Display:
             TimeElapsedColumn,
         )
 
-        self.progress = Progress(TextColumn("{task.description:<28}"), BarColumn(bar_width=20),
-                                 MofNCompleteColumn(), TextColumn("{task.fields[status]:<22}"),
-                                 TimeElapsedColumn(), console=console)
+        self.progress = Progress(
+            TextColumn("{task.description:<28}"),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]:<22}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
         done = sum(m["status"] == "done" for m in members)
-        self.overall = self.progress.add_task("sweep", total=len(members), completed=done,
-                                              status=f"{done} done")
+        self.overall = self.progress.add_task(
+            "sweep", total=len(members), completed=done, status=f"{done} done"
+        )
         self.tasks = {}
         for m in members:
             status = "done (earlier run)" if m["status"] == "done" else "pending"
             self.tasks[m["name"]] = self.progress.add_task(
-                m["name"], total=1, completed=int(m["status"] == "done"), start=False,
-                status=status)
+                m["name"], total=1, completed=int(m["status"] == "done"), start=False, status=status
+            )
 
     def __enter__(self):
         if self.progress is not None:
@@ -133,12 +158,16 @@ class _Display:
         self.progress.stop_task(task)
         ended = [m for m in members if m["status"] in ("done", "failed")]
         failed = sum(m["status"] == "failed" for m in ended)
-        self.progress.update(self.overall, completed=len(ended),
-                             status=f"{len(ended) - failed} done, {failed} failed")
+        self.progress.update(
+            self.overall,
+            completed=len(ended),
+            status=f"{len(ended) - failed} done, {failed} failed",
+        )
 
 
-def _launch(recipe: Path, member: dict, base: dict, extra_args: Sequence[str], out_dir: Path,
-            env: dict):
+def _launch(
+    recipe: Path, member: dict, base: dict, extra_args: Sequence[str], out_dir: Path, env: dict
+):
     flags = member_flags(member, base, out_dir / member["run_dir"])
     cmd = ["bash", str(recipe), *extra_args, *flags]
     member["command"] = shlex.join(cmd)
@@ -146,8 +175,14 @@ def _launch(recipe: Path, member: dict, base: dict, extra_args: Sequence[str], o
     log.write(f"# {member['command']}\n")
     log.flush()
     # Own session: a Ctrl-C reaches the sweep, which then stops its members (see run_sweep).
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     return proc, log
 
 
@@ -210,11 +245,18 @@ class CheckedSweep:
     max_parallel: int
 
 
-def check_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
-                lr_rule: str = DEFAULT_RULE, fixed_lr_control: int | None = None,
-                seeds: Sequence[int] | str | None = None, max_samples: int | None = None,
-                max_parallel: int = 1, extra_args: Sequence[str] = (),
-                env: dict | None = None) -> CheckedSweep:
+def check_sweep(
+    recipe,
+    out_dir,
+    batch_mults: Sequence[int] | str = DEFAULT_MULTS,
+    lr_rule: str = DEFAULT_RULE,
+    fixed_lr_control: int | None = None,
+    seeds: Sequence[int] | str | None = None,
+    max_samples: int | None = None,
+    max_parallel: int = 1,
+    extra_args: Sequence[str] = (),
+    env: dict | None = None,
+) -> CheckedSweep:
     """Everything a sweep does before it writes: the arguments checked, the recipe probed, the
     members planned and each one dry-run through the recipe. Reads `out_dir` (an earlier
     sweep.json must hold the same arguments) and creates nothing; `hyrl sweep --dry-run` stops
@@ -222,13 +264,16 @@ def check_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULT
     a dry run, or an --out holding another sweep (arguments as in `run_sweep`)."""
     recipe_path = Path(recipe)
     if not recipe_path.is_file():
-        raise SweepError(f"RECIPE {recipe}: no such file; allowed: a recipe script such as "
-                         "recipes/tiny/grpo.sh")
+        raise SweepError(
+            f"RECIPE {recipe}: no such file; allowed: a recipe script such as recipes/tiny/grpo.sh"
+        )
     recipe_path = recipe_path.resolve()
     out = Path(out_dir).resolve()
     if out.exists() and not out.is_dir():
-        raise SweepError(f"--out {out_dir}: exists and is not a directory; allowed: a new "
-                         "directory or a sweep directory")
+        raise SweepError(
+            f"--out {out_dir}: exists and is not a directory; allowed: a new "
+            "directory or a sweep directory"
+        )
     max_parallel = positive_int(max_parallel, "--max-parallel", "an integer >= 1")
     mults = parse_mults(batch_mults)
     rule = check_rule(lr_rule)
@@ -236,13 +281,14 @@ def check_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULT
     if seeds is not None:
         seeds = parse_seeds(seeds)
     if max_samples is not None:
-        max_samples = positive_int(max_samples, "--max-samples",
-                                    "a positive number of responses")
+        max_samples = positive_int(max_samples, "--max-samples", "a positive number of responses")
     extra_args = [str(a) for a in extra_args]
     old = read_sweep_json(out) if out.is_dir() else None
     if old is None and out.is_dir() and any(out.iterdir()):
-        raise SweepError(f"--out {out_dir}: a non-empty directory without {SWEEP_FILE}; "
-                         "allowed: a new (or empty) directory, or an earlier sweep's directory")
+        raise SweepError(
+            f"--out {out_dir}: a non-empty directory without {SWEEP_FILE}; "
+            "allowed: a new (or empty) directory, or an earlier sweep's directory"
+        )
 
     env = dict(os.environ if env is None else env)
     base = base_from_config(probe(recipe_path, extra_args, out, env), recipe)
@@ -268,11 +314,21 @@ def check_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULT
     return CheckedSweep(recipe_path, out, env, base, sweep, old, resolved, max_parallel)
 
 
-def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
-              lr_rule: str = DEFAULT_RULE, fixed_lr_control: int | None = None,
-              seeds: Sequence[int] | str | None = None, max_samples: int | None = None,
-              max_parallel: int = 1, extra_args: Sequence[str] = (), env: dict | None = None,
-              console=None, show_progress: bool = True, poll_s: float = 0.2) -> dict:
+def run_sweep(
+    recipe,
+    out_dir,
+    batch_mults: Sequence[int] | str = DEFAULT_MULTS,
+    lr_rule: str = DEFAULT_RULE,
+    fixed_lr_control: int | None = None,
+    seeds: Sequence[int] | str | None = None,
+    max_samples: int | None = None,
+    max_parallel: int = 1,
+    extra_args: Sequence[str] = (),
+    env: dict | None = None,
+    console=None,
+    show_progress: bool = True,
+    poll_s: float = 0.2,
+) -> dict:
     """Probe, plan, validate and run a sweep into `out_dir`; returns sweep.json's content.
 
     `seeds` None = the recipe's own seed. `env` None = this process's environment (NPROC, PYTHON,
@@ -282,20 +338,35 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
     recipe rejects in a dry run, or an --out holding another sweep. On KeyboardInterrupt the
     running members are stopped, recorded as pending again, and the interrupt is re-raised.
     """
-    checked = check_sweep(recipe, out_dir, batch_mults, lr_rule, fixed_lr_control, seeds,
-                          max_samples, max_parallel, extra_args, env)
+    checked = check_sweep(
+        recipe,
+        out_dir,
+        batch_mults,
+        lr_rule,
+        fixed_lr_control,
+        seeds,
+        max_samples,
+        max_parallel,
+        extra_args,
+        env,
+    )
     out, env, base, sweep = checked.out, checked.env, checked.base, checked.sweep
     members = sweep["members"]
 
     # Resume: finished members keep their record; the rest are (re)run from a clean directory.
-    earlier = {m.get("name"): m for m in (checked.earlier or {}).get("members", [])
-               if isinstance(m, dict)}
+    earlier = {
+        m.get("name"): m for m in (checked.earlier or {}).get("members", []) if isinstance(m, dict)
+    }
     for m in members:
         m["log"] = f"{m['name']}.log"
         prev = earlier.get(m["name"], {})
         if is_done(out, m):
-            m.update(status="done", returncode=prev.get("returncode", 0),
-                     wall_s=prev.get("wall_s"), resumed=True)
+            m.update(
+                status="done",
+                returncode=prev.get("returncode", 0),
+                wall_s=prev.get("wall_s"),
+                resumed=True,
+            )
             if prev.get("command"):
                 m["command"] = prev["command"]
         m["moved_aside"] = list(prev.get("moved_aside", []))
@@ -333,8 +404,11 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
                     log.close()
                     del running[name]
                     ok = rc == 0 and is_done(out, m)
-                    m.update(status="done" if ok else "failed", returncode=rc,
-                             wall_s=round(time.monotonic() - t0, 3))
+                    m.update(
+                        status="done" if ok else "failed",
+                        returncode=rc,
+                        wall_s=round(time.monotonic() - t0, 3),
+                    )
                     if rc == 0 and not ok:
                         m["error"] = "exited 0 but wrote no summary.json"
                     display.finished(m, members)
@@ -352,8 +426,17 @@ def run_sweep(recipe, out_dir, batch_mults: Sequence[int] | str = DEFAULT_MULTS,
 
 
 # The resolved values a dry run prints per member: the planned numbers, then the layout.
-DRY_RUN_KEYS = ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "lr",
-                "lr_scaling", "num_steps", "seed", "world_size", "target")
+DRY_RUN_KEYS = (
+    "rollout_batch_size",
+    "n_samples_per_prompt",
+    "global_batch_size",
+    "lr",
+    "lr_scaling",
+    "num_steps",
+    "seed",
+    "world_size",
+    "target",
+)
 
 
 def dry_run_lines(checked: CheckedSweep) -> list[str]:
@@ -372,8 +455,10 @@ def dry_run_summary(checked: CheckedSweep) -> str:
     """The dry run's last word: how many members passed, that nothing was written, and which
     members an earlier run in the same --out finished (a real re-run skips them)."""
     members = checked.sweep["members"]
-    text = (f"hyrl sweep --dry-run: {len(members)} member(s) of {checked.recipe} passed their "
-            f"dry runs; nothing launched, nothing written in {checked.out}")
+    text = (
+        f"hyrl sweep --dry-run: {len(members)} member(s) of {checked.recipe} passed their "
+        f"dry runs; nothing launched, nothing written in {checked.out}"
+    )
     done = [m["name"] for m in members if is_done(checked.out, m)]
     if done:
         text += f"; done in an earlier run, skipped by a real one: {', '.join(done)}"
@@ -385,9 +470,11 @@ def failed_members(sweep: dict) -> list[dict]:
 
 
 def analyze_command(sweep: dict, out_dir) -> str:
-    target = (sweep.get("target") or "eval/accuracy=VALUE")
-    return (f"hyrl analyze {shlex.quote(str(out_dir))} --target {shlex.quote(target)} "
-            f"--out {shlex.quote(str(Path(out_dir) / 'analysis'))}")
+    target = sweep.get("target") or "eval/accuracy=VALUE"
+    return (
+        f"hyrl analyze {shlex.quote(str(out_dir))} --target {shlex.quote(target)} "
+        f"--out {shlex.quote(str(Path(out_dir) / 'analysis'))}"
+    )
 
 
 def print_summary(sweep: dict, out_dir, console=None, target: str | None = None) -> None:
@@ -397,9 +484,14 @@ def print_summary(sweep: dict, out_dir, console=None, target: str | None = None)
     from rich.table import Table
 
     console = console or Console()
-    table = Table(title=f"sweep {out_dir} (* = reference; lr rule {sweep['lr_rule']})",
-                  box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
-                  show_edge=False)
+    table = Table(
+        title=f"sweep {out_dir} (* = reference; lr rule {sweep['lr_rule']})",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        collapse_padding=True,
+        pad_edge=False,
+        show_edge=False,
+    )
     table.add_column("member", no_wrap=True)
     for col in ("P", "B", "lr", "seed", "steps"):
         table.add_column(col, justify="right", no_wrap=True)
@@ -412,16 +504,26 @@ def print_summary(sweep: dict, out_dir, console=None, target: str | None = None)
         wall = m.get("wall_s")
         table.add_row(
             m["name"] + (" *" if m["name"] == sweep["reference"] else ""),
-            str(m["prompts_per_step"]), str(m["responses_per_step"]), f"{m['lr']:.4g}",
-            str(m["seed"]), "-" if m.get("num_steps") is None else str(m["num_steps"]),
-            status, "-" if m.get("returncode") is None else str(m["returncode"]),
-            "-" if wall is None else f"{wall:.1f}", style=style)
+            str(m["prompts_per_step"]),
+            str(m["responses_per_step"]),
+            f"{m['lr']:.4g}",
+            str(m["seed"]),
+            "-" if m.get("num_steps") is None else str(m["num_steps"]),
+            status,
+            "-" if m.get("returncode") is None else str(m["returncode"]),
+            "-" if wall is None else f"{wall:.1f}",
+            style=style,
+        )
     console.print(table)
     failed = failed_members(sweep)
     if failed:
-        console.print(f"{len(failed)} member(s) failed: "
-                      + ", ".join(f"{m['name']} (exit {m['returncode']}, log "
-                                  f"{Path(out_dir) / m['log']})" for m in failed)
-                      + "; rerun the same command to retry them (finished members are kept).")
+        console.print(
+            f"{len(failed)} member(s) failed: "
+            + ", ".join(
+                f"{m['name']} (exit {m['returncode']}, log {Path(out_dir) / m['log']})"
+                for m in failed
+            )
+            + "; rerun the same command to retry them (finished members are kept)."
+        )
     sweep = dict(sweep, target=target or sweep.get("target"))
     console.print("analyse with:", analyze_command(sweep, out_dir), soft_wrap=True)

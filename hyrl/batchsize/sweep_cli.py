@@ -30,56 +30,95 @@ def main(argv: list[str]) -> int:
     extra: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1:]
+        argv, extra = argv[:cut], argv[cut + 1 :]
     parser = argparse.ArgumentParser(
-        prog="hyrl sweep", allow_abbrev=False,
+        prog="hyrl sweep",
+        allow_abbrev=False,
         description="Run RECIPE at batch sizes B0 x m (prompts P0 x m, G kept) with the "
         "learning rate re-derived from the recipe's (B0, lr0) by --lr-rule; record the runs in "
         "DIR/sweep.json for `hyrl analyze DIR`. Re-running the same command resumes: finished "
         "members are skipped, unfinished ones are moved aside (never deleted) and rerun.",
         epilog="Flags after `--` are passed to every run of RECIPE (before the sweep's own "
         "batch, lr, seed and run-dir flags, which win). NPROC and the rest of the environment "
-        "reach the recipe unchanged.")
+        "reach the recipe unchanged.",
+    )
     parser.add_argument("recipe", metavar="RECIPE", help="recipe script, e.g. recipes/tiny/grpo.sh")
-    parser.add_argument("--out", required=True, metavar="DIR",
-                        help="sweep directory: sweep.json, one run directory and log per member")
-    parser.add_argument("--batch-mults", default="1,2,4,8,16", metavar="M,M,...",
-                        help="batch multipliers, positive integers including 1 "
-                        "(default 1,2,4,8,16)")
-    parser.add_argument("--lr-rule", default="sqrt", choices=("sqrt", "linear", "none"),
-                        help="lr = lr0 x (B / B0)^k, k = 1/2, 1, 0 (default sqrt)")
-    parser.add_argument("--fixed-lr-control", default=None, metavar="M",
-                        help="also run multiplier M (an integer >= 2, in --batch-mults or not) at "
-                        "the reference lr: the fixed-lr ablation")
-    parser.add_argument("--seeds", default=None, metavar="S,S,...",
-                        help="seeds; every member runs once per seed (default: the recipe's)")
-    parser.add_argument("--max-samples", default=None, metavar="N",
-                        help="run every member for ceil(N / (P x G)) rollout steps, so all "
-                        "consume the same responses (default: the recipe's --num-steps)")
-    parser.add_argument("--max-parallel", default="1", metavar="N",
-                        help="members running at once (default 1)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="sweep directory: sweep.json, one run directory and log per member",
+    )
+    parser.add_argument(
+        "--batch-mults",
+        default="1,2,4,8,16",
+        metavar="M,M,...",
+        help="batch multipliers, positive integers including 1 (default 1,2,4,8,16)",
+    )
+    parser.add_argument(
+        "--lr-rule",
+        default="sqrt",
+        choices=("sqrt", "linear", "none"),
+        help="lr = lr0 x (B / B0)^k, k = 1/2, 1, 0 (default sqrt)",
+    )
+    parser.add_argument(
+        "--fixed-lr-control",
+        default=None,
+        metavar="M",
+        help="also run multiplier M (an integer >= 2, in --batch-mults or not) at "
+        "the reference lr: the fixed-lr ablation",
+    )
+    parser.add_argument(
+        "--seeds",
+        default=None,
+        metavar="S,S,...",
+        help="seeds; every member runs once per seed (default: the recipe's)",
+    )
+    parser.add_argument(
+        "--max-samples",
+        default=None,
+        metavar="N",
+        help="run every member for ceil(N / (P x G)) rollout steps, so all "
+        "consume the same responses (default: the recipe's --num-steps)",
+    )
+    parser.add_argument(
+        "--max-parallel", default="1", metavar="N", help="members running at once (default 1)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="probe, plan and dry-run every member as a real sweep does before "
-                        "it launches, print one line per member (its resolved values and the "
-                        "flags the sweep appends) and stop: nothing runs, nothing is written")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="probe, plan and dry-run every member as a real sweep does before "
+        "it launches, print one line per member (its resolved values and the "
+        "flags the sweep appends) and stop: nothing runs, nothing is written",
+    )
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
     if args.dry_run:
         return _dry_run(args, extra)
     try:
-        sweep = run_sweep(args.recipe, args.out, batch_mults=args.batch_mults,
-                          lr_rule=args.lr_rule, fixed_lr_control=args.fixed_lr_control,
-                          seeds=args.seeds, max_samples=args.max_samples,
-                          max_parallel=args.max_parallel, extra_args=extra,
-                          show_progress=not args.no_progress)
+        sweep = run_sweep(
+            args.recipe,
+            args.out,
+            batch_mults=args.batch_mults,
+            lr_rule=args.lr_rule,
+            fixed_lr_control=args.fixed_lr_control,
+            seeds=args.seeds,
+            max_samples=args.max_samples,
+            max_parallel=args.max_parallel,
+            extra_args=extra,
+            show_progress=not args.no_progress,
+        )
     except SweepError as err:
         print(f"hyrl sweep: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"hyrl sweep: interrupted; the running members were stopped. Run the same command "
-              f"again to resume (finished members in {args.out} are kept).", file=sys.stderr)
+        print(
+            f"hyrl sweep: interrupted; the running members were stopped. Run the same command "
+            f"again to resume (finished members in {args.out} are kept).",
+            file=sys.stderr,
+        )
         return 130
     print_summary(sweep, args.out)
     return 1 if failed_members(sweep) else 0
@@ -88,10 +127,17 @@ def main(argv: list[str]) -> int:
 def _dry_run(args: argparse.Namespace, extra: list[str]) -> int:
     """The checks of a real sweep (same arguments, same messages), then the plan on stdout."""
     try:
-        checked = check_sweep(args.recipe, args.out, batch_mults=args.batch_mults,
-                              lr_rule=args.lr_rule, fixed_lr_control=args.fixed_lr_control,
-                              seeds=args.seeds, max_samples=args.max_samples,
-                              max_parallel=args.max_parallel, extra_args=extra)
+        checked = check_sweep(
+            args.recipe,
+            args.out,
+            batch_mults=args.batch_mults,
+            lr_rule=args.lr_rule,
+            fixed_lr_control=args.fixed_lr_control,
+            seeds=args.seeds,
+            max_samples=args.max_samples,
+            max_parallel=args.max_parallel,
+            extra_args=extra,
+        )
     except SweepError as err:
         print(f"hyrl sweep: error: {err}", file=sys.stderr)
         return 2

@@ -47,8 +47,9 @@ def _int_list(text, flag: str, minimum: int, allowed: str) -> list[int]:
                 raise ValueError
             value = int(item)
         except (TypeError, ValueError):
-            raise SweepError(f"{flag} {text!r}: {item!r} is not an integer; "
-                             f"allowed: {allowed}") from None
+            raise SweepError(
+                f"{flag} {text!r}: {item!r} is not an integer; allowed: {allowed}"
+            ) from None
         if value < minimum:
             raise SweepError(f"{flag} {text!r}: {value} is below {minimum}; allowed: {allowed}")
         if value in out:
@@ -62,8 +63,10 @@ def parse_mults(text) -> list[int]:
     allowed = "comma-separated positive integers including 1, e.g. 1,2,4,8,16"
     mults = _int_list(text, "--batch-mults", 1, allowed)
     if 1 not in mults:
-        raise SweepError(f"--batch-mults {','.join(map(str, mults))}: must include 1 (the "
-                         f"reference recipe's batch); allowed: {allowed}")
+        raise SweepError(
+            f"--batch-mults {','.join(map(str, mults))}: must include 1 (the "
+            f"reference recipe's batch); allowed: {allowed}"
+        )
     return sorted(mults)
 
 
@@ -87,12 +90,16 @@ def check_fixed(fixed, mults: Sequence[int], rule: str) -> int | None:
     allowed = "an integer >= 2 (the batch multiplier run at the reference lr)"
     fixed = positive_int(fixed, "--fixed-lr-control", allowed)
     if fixed == 1:
-        raise SweepError("--fixed-lr-control 1: at m = 1 the fixed lr is the reference member "
-                         f"itself; allowed: {allowed}")
+        raise SweepError(
+            "--fixed-lr-control 1: at m = 1 the fixed lr is the reference member "
+            f"itself; allowed: {allowed}"
+        )
     if rule == "none" and fixed in mults:
-        raise SweepError(f"--fixed-lr-control {fixed}: under --lr-rule none the member at "
-                         f"multiplier {fixed} already runs at the reference lr; allowed: a "
-                         "multiplier not in --batch-mults, or another --lr-rule")
+        raise SweepError(
+            f"--fixed-lr-control {fixed}: under --lr-rule none the member at "
+            f"multiplier {fixed} already runs at the reference lr; allowed: a "
+            "multiplier not in --batch-mults, or another --lr-rule"
+        )
     return fixed
 
 
@@ -104,8 +111,11 @@ def base_numbers(base: dict) -> tuple[int, int, int, float]:
     for key, value in (("P0", P0), ("G", G), ("B0", B0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SweepError(f"base {key}={value!r}: expected an integer >= 1")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (math.isfinite(lr)
-                                                                          and lr > 0):
+    if (
+        isinstance(lr, bool)
+        or not isinstance(lr, (int, float))
+        or not (math.isfinite(lr) and lr > 0)
+    ):
         raise SweepError(f"base lr={lr!r}: expected a finite number > 0")
     if (P0 * G) % B0 != 0:
         raise SweepError(f"base: P0 x G = {P0} x {G} is not a multiple of B0 = {B0}")
@@ -117,9 +127,14 @@ def member_name(B: int, kind: str, seed: int) -> str:
     return f"b{B}-{kind}-s{seed}"
 
 
-def plan_members(base: dict, mults: Sequence[int] = DEFAULT_MULTS, rule: str = DEFAULT_RULE,
-                 fixed_lr_control: int | None = None, seeds: Sequence[int] = (1234,),
-                 max_samples: int | None = None) -> list[dict]:
+def plan_members(
+    base: dict,
+    mults: Sequence[int] = DEFAULT_MULTS,
+    rule: str = DEFAULT_RULE,
+    fixed_lr_control: int | None = None,
+    seeds: Sequence[int] = (1234,),
+    max_samples: int | None = None,
+) -> list[dict]:
     """The sweep's members, pure. `base`: {"P0", "G", "B0", "lr"} of the reference recipe.
 
     For each seed (in order) and multiplier m (ascending): P = P0 m prompts and B = B0 m
@@ -137,8 +152,7 @@ def plan_members(base: dict, mults: Sequence[int] = DEFAULT_MULTS, rule: str = D
     fixed = check_fixed(fixed_lr_control, mults, rule)
     seeds = parse_seeds(seeds)
     if max_samples is not None:
-        max_samples = positive_int(max_samples, "--max-samples",
-                                    "a positive number of responses")
+        max_samples = positive_int(max_samples, "--max-samples", "a positive number of responses")
 
     def member(m: int, seed: int, fixed_lr: bool) -> dict:
         P, B = P0 * m, B0 * m
@@ -175,13 +189,20 @@ def plan_members(base: dict, mults: Sequence[int] = DEFAULT_MULTS, rule: str = D
 def member_flags(member: dict, base: dict, run_dir) -> list[str]:
     """The flags the sweep appends (after EXTRA) to the recipe for one member."""
     flags = [
-        "--rollout-batch-size", str(member["prompts_per_step"]),
-        "--global-batch-size", str(member["responses_per_step"]),
-        "--lr", "none",
-        "--ref-lr", repr(float(base["lr"])),
-        "--ref-global-batch-size", str(base["B0"]),
-        "--lr-scaling", member["lr_scaling"],
-        "--seed", str(member["seed"]),
+        "--rollout-batch-size",
+        str(member["prompts_per_step"]),
+        "--global-batch-size",
+        str(member["responses_per_step"]),
+        "--lr",
+        "none",
+        "--ref-lr",
+        repr(float(base["lr"])),
+        "--ref-global-batch-size",
+        str(base["B0"]),
+        "--lr-scaling",
+        member["lr_scaling"],
+        "--seed",
+        str(member["seed"]),
     ]
     if member.get("num_steps") is not None:
         flags += ["--num-steps", str(member["num_steps"])]

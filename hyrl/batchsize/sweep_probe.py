@@ -28,14 +28,17 @@ def _dry_run(recipe: Path, args: list[str], env: dict) -> tuple[dict | None, str
     except OSError as err:
         return None, f"cannot run bash: {err}"
     if done.returncode != 0:
-        return None, (f"exit {done.returncode}:\n"
-                      + (error_lines(done.stderr, 12) or "(no output on stderr)"))
+        return None, (
+            f"exit {done.returncode}:\n" + (error_lines(done.stderr, 12) or "(no output on stderr)")
+        )
     if done.config is None:
         text = done.stdout.strip()
         if done.json_error:
             text = f"{text[:200]} ({done.json_error})"
-        return None, ("the dry run printed no JSON object on stdout (does the recipe pass "
-                      f"--dry-run on to `hyrl train`?): {text[:200]!r}")
+        return None, (
+            "the dry run printed no JSON object on stdout (does the recipe pass "
+            f"--dry-run on to `hyrl train`?): {text[:200]!r}"
+        )
     return done.config, ""
 
 
@@ -54,27 +57,35 @@ def probe(recipe, extra_args: Sequence[str] = (), out_dir=".", env: dict | None 
     never = _unused_path(Path(out_dir).resolve() / PROBE_DIR)
     config, why = _dry_run(recipe, [*extra_args, "--run-dir", str(never)], env)
     if config is None:
-        raise SweepError(f"RECIPE {recipe}: the probe `bash {recipe} --dry-run ...` failed, "
-                         f"{why}")
+        raise SweepError(f"RECIPE {recipe}: the probe `bash {recipe} --dry-run ...` failed, {why}")
     return config
 
 
 def base_from_config(config: dict, recipe="RECIPE") -> dict:
     """{P0, G, B0, lr, optimizer_steps_per_rollout, seed, target} from a resolved config."""
-    keys = {"P0": "rollout_batch_size", "G": "n_samples_per_prompt", "B0": "global_batch_size",
-            "lr": "lr"}
+    keys = {
+        "P0": "rollout_batch_size",
+        "G": "n_samples_per_prompt",
+        "B0": "global_batch_size",
+        "lr": "lr",
+    }
     missing = [v for v in keys.values() if config.get(v) is None]
     if missing:
-        raise SweepError(f"RECIPE {recipe}: the dry run's configuration lacks "
-                         f"{', '.join(missing)}; is it `hyrl train --dry-run` output?")
+        raise SweepError(
+            f"RECIPE {recipe}: the dry run's configuration lacks "
+            f"{', '.join(missing)}; is it `hyrl train --dry-run` output?"
+        )
     if config.get("batch_ramp"):
-        raise SweepError(f"RECIPE {recipe}: it sets --batch-ramp {config['batch_ramp']}; a "
-                         "sweep runs fixed batch sizes; allowed: a recipe without a ramp, or "
-                         "add `-- --batch-ramp none`")
+        raise SweepError(
+            f"RECIPE {recipe}: it sets --batch-ramp {config['batch_ramp']}; a "
+            "sweep runs fixed batch sizes; allowed: a recipe without a ramp, or "
+            "add `-- --batch-ramp none`"
+        )
     base = {k: config[v] for k, v in keys.items()}
     base["lr"] = float(base["lr"])
     base["optimizer_steps_per_rollout"] = config.get(
-        "optimizer_steps_per_rollout", base["P0"] * base["G"] // base["B0"])
+        "optimizer_steps_per_rollout", base["P0"] * base["G"] // base["B0"]
+    )
     base["seed"] = config.get("seed")
     base["target"] = config.get("target")
     base_numbers(base)
@@ -83,25 +94,36 @@ def base_from_config(config: dict, recipe="RECIPE") -> dict:
 
 def _check_resolved(member: dict, config: dict, base: dict) -> str:
     """'' when the member's dry run resolved what the sweep planned, else what differs."""
-    expect = {"rollout_batch_size": member["prompts_per_step"],
-              "n_samples_per_prompt": base["G"],
-              "global_batch_size": member["responses_per_step"],
-              "seed": member["seed"]}
+    expect = {
+        "rollout_batch_size": member["prompts_per_step"],
+        "n_samples_per_prompt": base["G"],
+        "global_batch_size": member["responses_per_step"],
+        "seed": member["seed"],
+    }
     if member.get("num_steps") is not None:
         expect["num_steps"] = member["num_steps"]
-    wrong = [f"{k}={config.get(k)!r} (planned {v!r})" for k, v in expect.items()
-             if config.get(k) != v]
+    wrong = [
+        f"{k}={config.get(k)!r} (planned {v!r})" for k, v in expect.items() if config.get(k) != v
+    ]
     lr = config.get("lr")
     if not isinstance(lr, (int, float)) or not math.isclose(lr, member["lr"], rel_tol=1e-9):
         wrong.append(f"lr={lr!r} (planned {member['lr']!r})")
     if wrong:
-        return ("the recipe resolved " + ", ".join(wrong) + "; does it append its extra "
-                "arguments last, after its own flags?")
+        return (
+            "the recipe resolved " + ", ".join(wrong) + "; does it append its extra "
+            "arguments last, after its own flags?"
+        )
     return ""
 
 
-def validate_members(recipe: Path, members: list[dict], base: dict, extra_args: Sequence[str],
-                     out_dir: Path, env: dict) -> list[dict]:
+def validate_members(
+    recipe: Path,
+    members: list[dict],
+    base: dict,
+    extra_args: Sequence[str],
+    out_dir: Path,
+    env: dict,
+) -> list[dict]:
     """Dry-run every member (run directories under a path that is never created); return each
     member's resolved configuration, in the members' order (what `hyrl sweep --dry-run`
     prints). Raise SweepError naming each member the recipe rejects, with the recipe's error."""
@@ -119,10 +141,14 @@ def validate_members(recipe: Path, members: list[dict], base: dict, extra_args: 
         answers = list(pool.map(check, members))
     bad = [(m, why) for m, (_, why) in zip(members, answers) if why]
     if bad:
-        text = "\n".join(f"  member {m['name']} (P={m['prompts_per_step']}, "
-                         f"B={m['responses_per_step']}, lr={m['lr']:.4g}): "
-                         + why.replace("\n", "\n    ") for m, why in bad)
-        raise SweepError(f"{len(bad)} of {len(members)} member(s) rejected by RECIPE {recipe} "
-                         f"in a dry run; nothing was launched (change --batch-mults, or pass "
-                         f"flags after --):\n{text}")
+        text = "\n".join(
+            f"  member {m['name']} (P={m['prompts_per_step']}, "
+            f"B={m['responses_per_step']}, lr={m['lr']:.4g}): " + why.replace("\n", "\n    ")
+            for m, why in bad
+        )
+        raise SweepError(
+            f"{len(bad)} of {len(members)} member(s) rejected by RECIPE {recipe} "
+            f"in a dry run; nothing was launched (change --batch-mults, or pass "
+            f"flags after --):\n{text}"
+        )
     return [config for config, _ in answers if config is not None]  # a None was raised above

@@ -12,8 +12,15 @@ from hyrl.batchsize.sweep_plan import SweepError
 from hyrl.metrics.run_dir import SWEEP_FILE, RunFileError, has_summary, read_sweep, write_sweep
 
 # The arguments that define a sweep; a re-run into the same --out must repeat them.
-ARGUMENT_KEYS = ("recipe", "extra_args", "batch_mults", "lr_rule", "fixed_lr_control", "seeds",
-                 "max_samples")
+ARGUMENT_KEYS = (
+    "recipe",
+    "extra_args",
+    "batch_mults",
+    "lr_rule",
+    "fixed_lr_control",
+    "seeds",
+    "max_samples",
+)
 STATUSES = ("pending", "running", "done", "failed")
 
 
@@ -30,27 +37,33 @@ def read_sweep_json(out_dir) -> dict | None:
         data = read_sweep(out_dir)
     except (OSError, RunFileError) as err:
         why = err.error if isinstance(err, RunFileError) else err
-        raise SweepError(f"--out {out_dir}: {path} is unreadable ({why}); allowed: a new "
-                         "directory") from None
+        raise SweepError(
+            f"--out {out_dir}: {path} is unreadable ({why}); allowed: a new directory"
+        ) from None
     if data is None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("members"), list):
-        raise SweepError(f"--out {out_dir}: {path} holds no sweep (no 'members' list); "
-                         "allowed: a new directory")
+        raise SweepError(
+            f"--out {out_dir}: {path} holds no sweep (no 'members' list); allowed: a new directory"
+        )
     return data
 
 
 def check_same_sweep(old: dict, new: dict, out_dir: Path) -> None:
     """SweepError unless a re-run into `out_dir` repeats the arguments (and the recipe still
     resolves the same reference numbers)."""
-    diffs = [f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in ARGUMENT_KEYS
-             if old.get(k) != new[k]]
+    diffs = [
+        f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in ARGUMENT_KEYS if old.get(k) != new[k]
+    ]
     if not diffs and old.get("base") != new["base"]:
         diffs = [f"base: the recipe resolved {old.get('base')!r} then, {new['base']!r} now"]
     if diffs:
-        raise SweepError(f"--out {out_dir}: holds a sweep with other arguments ("
-                         + "; ".join(diffs) + "); allowed: a new directory, or the same "
-                         "arguments to resume it")
+        raise SweepError(
+            f"--out {out_dir}: holds a sweep with other arguments ("
+            + "; ".join(diffs)
+            + "); allowed: a new directory, or the same "
+            "arguments to resume it"
+        )
 
 
 def _utc_stamp() -> str:
@@ -63,8 +76,9 @@ def move_aside(out_dir: Path, member: dict) -> list[str]:
     name = member["name"]
     run_dir, log = out_dir / member["run_dir"], out_dir / f"{name}.log"
     moved: list[str] = []
-    has_data = run_dir.is_symlink() or run_dir.is_file() or (run_dir.is_dir()
-                                                            and any(run_dir.iterdir()))
+    has_data = (
+        run_dir.is_symlink() or run_dir.is_file() or (run_dir.is_dir() and any(run_dir.iterdir()))
+    )
     if not has_data and not log.exists():
         return moved
     stamp = _utc_stamp()

@@ -39,8 +39,15 @@ from hyrl.config.errors import divisors
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
-__all__ = ["ConversionError", "check_layout", "hf_to_mcore", "mcore_to_hf", "read_hf_arch",
-           "load_hf_state_dict", "load_mcore_into"]
+__all__ = [
+    "ConversionError",
+    "check_layout",
+    "hf_to_mcore",
+    "mcore_to_hf",
+    "read_hf_arch",
+    "load_hf_state_dict",
+    "load_mcore_into",
+]
 
 
 # -- checks (no process group, no model) -------------------------------------------------------
@@ -50,19 +57,33 @@ def check_layout(arch: Qwen3MoeArch, tp: int = 1, ep: int = 1, pp: int = 1) -> N
         if not isinstance(value, int) or value < 1:
             raise ConversionError(f"{flag} {value}: must be a positive integer")
     # TP splits attention heads, key/value groups and (hyrl pads no vocabulary) the embedding rows.
-    tp_must_divide = {"num_attention_heads": arch.num_attention_heads,
-                      "num_query_groups": arch.num_query_groups, "vocab_size": arch.vocab_size}
+    tp_must_divide = {
+        "num_attention_heads": arch.num_attention_heads,
+        "num_query_groups": arch.num_query_groups,
+        "vocab_size": arch.vocab_size,
+    }
     bad = {name: n for name, n in tp_must_divide.items() if n % tp}
     if bad:
-        valid = [d for d in divisors(arch.num_query_groups) if all(n % d == 0 for n in tp_must_divide.values())]
-        raise ConversionError(f"--tp {tp}: must divide " + ", ".join(f"{k} ({v})" for k, v in bad.items())
-                              + f"; valid: {valid}")
+        valid = [
+            d
+            for d in divisors(arch.num_query_groups)
+            if all(n % d == 0 for n in tp_must_divide.values())
+        ]
+        raise ConversionError(
+            f"--tp {tp}: must divide "
+            + ", ".join(f"{k} ({v})" for k, v in bad.items())
+            + f"; valid: {valid}"
+        )
     if arch.num_experts % ep:
-        raise ConversionError(f"--ep {ep}: must divide num_experts ({arch.num_experts}); "
-                              f"valid: {divisors(arch.num_experts)}")
+        raise ConversionError(
+            f"--ep {ep}: must divide num_experts ({arch.num_experts}); "
+            f"valid: {divisors(arch.num_experts)}"
+        )
     if arch.num_layers % pp:
-        raise ConversionError(f"--pp {pp}: must divide num_layers ({arch.num_layers}); "
-                              f"valid: {divisors(arch.num_layers)}")
+        raise ConversionError(
+            f"--pp {pp}: must divide num_layers ({arch.num_layers}); "
+            f"valid: {divisors(arch.num_layers)}"
+        )
 
 
 def check_out_dir(out_dir: str | Path) -> None:
@@ -92,46 +113,67 @@ def _found_in_weights(hf_state: dict[str, torch.Tensor]) -> dict[str, tuple[obje
         found["head_dim"] = (head_dim[0], f"{p}self_attn.q_norm.weight {head_dim}")
         for field, proj in (("num_attention_heads", "q_proj"), ("num_key_value_heads", "k_proj")):
             if (rows := shape(f"{p}self_attn.{proj}.weight")) is not None:
-                found[field] = (rows[0] // head_dim[0], f"{p}self_attn.{proj}.weight {rows} / head_dim")
+                found[field] = (
+                    rows[0] // head_dim[0],
+                    f"{p}self_attn.{proj}.weight {rows} / head_dim",
+                )
     if (router := shape(p + "mlp.gate.weight")) is not None:
         found["num_experts"] = (router[0], f"{p}mlp.gate.weight {router}")
     if (down := shape(p + "mlp.experts.down_proj")) is not None:
         found["moe_intermediate_size"] = (down[2], f"{p}mlp.experts.0.down_proj.weight {down[1:]}")
-    found["tie_word_embeddings"] = ("lm_head.weight" not in hf_state,
-                                    "lm_head.weight " + ("absent" if "lm_head.weight" not in hf_state else "present"))
+    found["tie_word_embeddings"] = (
+        "lm_head.weight" not in hf_state,
+        "lm_head.weight " + ("absent" if "lm_head.weight" not in hf_state else "present"),
+    )
     return found
 
 
 def _in_config(arch: Qwen3MoeArch) -> dict[str, object]:
-    return {"vocab_size": arch.vocab_size, "hidden_size": arch.hidden_size,
-            "num_hidden_layers": arch.num_layers, "head_dim": arch.kv_channels,
-            "num_attention_heads": arch.num_attention_heads,
-            "num_key_value_heads": arch.num_query_groups, "num_experts": arch.num_experts,
-            "moe_intermediate_size": arch.moe_ffn_hidden_size,
-            "tie_word_embeddings": not arch.untie_embeddings_and_output_weights}
+    return {
+        "vocab_size": arch.vocab_size,
+        "hidden_size": arch.hidden_size,
+        "num_hidden_layers": arch.num_layers,
+        "head_dim": arch.kv_channels,
+        "num_attention_heads": arch.num_attention_heads,
+        "num_key_value_heads": arch.num_query_groups,
+        "num_experts": arch.num_experts,
+        "moe_intermediate_size": arch.moe_ffn_hidden_size,
+        "tie_word_embeddings": not arch.untie_embeddings_and_output_weights,
+    }
 
 
-def check_weights_match_config(hf_state: dict[str, torch.Tensor], arch: Qwen3MoeArch,
-                               hf_dir: str | Path) -> torch.dtype:
+def check_weights_match_config(
+    hf_state: dict[str, torch.Tensor], arch: Qwen3MoeArch, hf_dir: str | Path
+) -> torch.dtype:
     """Refuse weights that config.json does not describe; returns their (single) dtype."""
     expected = _in_config(arch)
-    problems = [f"{field}: {value!r} in the weights ({evidence}), {expected[field]!r} in config.json"
-                for field, (value, evidence) in _found_in_weights(hf_state).items()
-                if value != expected[field]]
+    problems = [
+        f"{field}: {value!r} in the weights ({evidence}), {expected[field]!r} in config.json"
+        for field, (value, evidence) in _found_in_weights(hf_state).items()
+        if value != expected[field]
+    ]
     if not problems:  # every field agrees: any remaining difference is a missing or odd tensor
         shapes = hf_shapes(arch)
         problems += [f"{name}: missing" for name in shapes if name not in hf_state][:5]
-        problems += [f"{name}: not a Qwen3-MoE tensor" for name in hf_state if name not in shapes][:5]
-        problems += [f"{name}: shape {tuple(hf_state[name].shape)}, config.json implies {shape}"
-                     for name, shape in shapes.items()
-                     if name in hf_state and tuple(hf_state[name].shape) != shape][:5]
+        problems += [f"{name}: not a Qwen3-MoE tensor" for name in hf_state if name not in shapes][
+            :5
+        ]
+        problems += [
+            f"{name}: shape {tuple(hf_state[name].shape)}, config.json implies {shape}"
+            for name, shape in shapes.items()
+            if name in hf_state and tuple(hf_state[name].shape) != shape
+        ][:5]
     if problems:
-        raise ConversionError(f"--hf-dir {hf_dir}: config.json disagrees with the weights:\n  "
-                              + "\n  ".join(problems))
+        raise ConversionError(
+            f"--hf-dir {hf_dir}: config.json disagrees with the weights:\n  "
+            + "\n  ".join(problems)
+        )
     dtypes = {t.dtype for t in hf_state.values()}
     if len(dtypes) != 1 or not next(iter(dtypes)).is_floating_point:
-        raise ConversionError(f"--hf-dir {hf_dir}: weights in dtypes {sorted(map(str, dtypes))}; "
-                              "hyrl converts checkpoints stored in one floating-point dtype")
+        raise ConversionError(
+            f"--hf-dir {hf_dir}: weights in dtypes {sorted(map(str, dtypes))}; "
+            "hyrl converts checkpoints stored in one floating-point dtype"
+        )
     return next(iter(dtypes))
 
 
@@ -144,16 +186,22 @@ def one_process_group():
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1:
-        raise ConversionError(f"WORLD_SIZE={world_size}: conversion runs as one process (the "
-                              "checkpoint is resharded when loaded); run it without torchrun")
+        raise ConversionError(
+            f"WORLD_SIZE={world_size}: conversion runs as one process (the "
+            "checkpoint is resharded when loaded); run it without torchrun"
+        )
     if torch.distributed.is_initialized():
-        sizes = (parallel_state.get_tensor_model_parallel_world_size(),
-                 parallel_state.get_expert_model_parallel_world_size(),
-                 parallel_state.get_pipeline_model_parallel_world_size())
+        sizes = (
+            parallel_state.get_tensor_model_parallel_world_size(),
+            parallel_state.get_expert_model_parallel_world_size(),
+            parallel_state.get_pipeline_model_parallel_world_size(),
+        )
         if torch.distributed.get_world_size() != 1 or sizes != (1, 1, 1):
-            raise ConversionError("conversion needs a one-process group with TP=EP=PP=1; "
-                                  f"this process has world size {torch.distributed.get_world_size()}, "
-                                  f"TP/EP/PP {sizes}")
+            raise ConversionError(
+                "conversion needs a one-process group with TP=EP=PP=1; "
+                f"this process has world size {torch.distributed.get_world_size()}, "
+                f"TP/EP/PP {sizes}"
+            )
         yield
         return
     init_distributed(ParallelLayout(), seed=0)
@@ -171,8 +219,14 @@ def _build_model(arch: Qwen3MoeArch, dtype: torch.dtype):
 
 
 # -- conversions ------------------------------------------------------------------------------
-def hf_to_mcore(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, ep: int = 1, pp: int = 1,
-                spec: str = "local") -> CheckpointMetadata:
+def hf_to_mcore(
+    hf_dir: str | Path,
+    out_dir: str | Path,
+    tp: int = 1,
+    ep: int = 1,
+    pp: int = 1,
+    spec: str = "local",
+) -> CheckpointMetadata:
     """A Hugging Face Qwen3-MoE directory -> an hyrl mcore checkpoint in out_dir (new or empty).
 
     tp/ep/pp: the layout the checkpoint is meant for, checked and recorded (any valid layout
@@ -194,14 +248,25 @@ def hf_to_mcore(hf_dir: str | Path, out_dir: str | Path, tp: int = 1, ep: int = 
         model = _build_model(arch, dtype)
         weights.load_full_state_dict(model, full, arch)
         del full
-        intended = {"tensor_model_parallel_size": tp, "expert_model_parallel_size": ep,
-                    "pipeline_model_parallel_size": pp}
-        return save_mcore(model, out_dir, arch, spec=spec, intended_layout=intended,
-                          source=str(hf_dir.resolve()), hf_assets_from=hf_dir)
+        intended = {
+            "tensor_model_parallel_size": tp,
+            "expert_model_parallel_size": ep,
+            "pipeline_model_parallel_size": pp,
+        }
+        return save_mcore(
+            model,
+            out_dir,
+            arch,
+            spec=spec,
+            intended_layout=intended,
+            source=str(hf_dir.resolve()),
+            hf_assets_from=hf_dir,
+        )
 
 
-def mcore_to_hf(load_dir: str | Path, out_dir: str | Path,
-                max_shard_bytes: int = 5 * 1024**3) -> CheckpointMetadata:
+def mcore_to_hf(
+    load_dir: str | Path, out_dir: str | Path, max_shard_bytes: int = 5 * 1024**3
+) -> CheckpointMetadata:
     """An hyrl mcore checkpoint -> a Hugging Face directory (safetensors, config, tokenizer files).
 
     Everything needed is in the checkpoint's metadata: no architecture or layout flags.
@@ -215,8 +280,10 @@ def mcore_to_hf(load_dir: str | Path, out_dir: str | Path,
     with one_process_group():
         dtypes = stored_dtypes(load_dir)
         if len(dtypes) != 1:
-            raise ConversionError(f"--load {load_dir}: tensors in dtypes {sorted(map(str, dtypes))}; "
-                                  "hyrl converts checkpoints stored in one dtype")
+            raise ConversionError(
+                f"--load {load_dir}: tensors in dtypes {sorted(map(str, dtypes))}; "
+                "hyrl converts checkpoints stored in one dtype"
+            )
         dtype = next(iter(dtypes))
         model = _build_model(arch, dtype)
         load_mcore_into(model, load_dir, arch)

@@ -23,8 +23,17 @@ SAFETENSORS_SINGLE = "model.safetensors"
 TORCH_INDEX = "pytorch_model.bin.index.json"
 TORCH_SINGLE = "pytorch_model.bin"
 # Files besides the weights that make a directory usable by transformers / SGLang.
-ASSET_PATTERNS = ("config.json", "generation_config.json", "tokenizer*", "special_tokens_map.json",
-                  "vocab.json", "merges.txt", "added_tokens.json", "chat_template*")
+ASSET_PATTERNS = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer*",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template*",
+)
+
 
 class ConversionError(ValueError):
     """Bad input to a conversion: the message names the flag or field and the offending value."""
@@ -35,7 +44,9 @@ def read_hf_config(hf_dir: str | Path) -> dict:
     if not Path(hf_dir).is_dir():
         raise ConversionError(f"--hf-dir {hf_dir}: not a directory")
     if not path.is_file():
-        raise ConversionError(f"--hf-dir {hf_dir}: no config.json (not a Hugging Face model directory)")
+        raise ConversionError(
+            f"--hf-dir {hf_dir}: no config.json (not a Hugging Face model directory)"
+        )
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
@@ -48,9 +59,13 @@ def _rope_theta(config: dict) -> float:
     rope = config.get("rope_parameters") or {}
     rope_type = rope.get("rope_type", "default")
     scaling = config.get("rope_scaling")
-    if rope_type != "default" or (scaling and scaling.get("rope_type", scaling.get("type")) != "default"):
-        raise ConversionError(f"config.json: rope scaling {rope or scaling} is not supported "
-                              "(hyrl's Megatron model uses plain RoPE: rope_type 'default')")
+    if rope_type != "default" or (
+        scaling and scaling.get("rope_type", scaling.get("type")) != "default"
+    ):
+        raise ConversionError(
+            f"config.json: rope scaling {rope or scaling} is not supported "
+            "(hyrl's Megatron model uses plain RoPE: rope_type 'default')"
+        )
     return float(rope.get("rope_theta", config.get("rope_theta", 10_000.0)))
 
 
@@ -58,8 +73,10 @@ def _num_experts(config: dict, source: str) -> int:
     # The released checkpoints say num_experts; transformers 5 writes num_local_experts.
     values = {k: config[k] for k in ("num_experts", "num_local_experts") if k in config}
     if len(set(values.values())) > 1:
-        raise ConversionError(f"{source}: num_experts {values['num_experts']} and num_local_experts "
-                              f"{values['num_local_experts']} disagree")
+        raise ConversionError(
+            f"{source}: num_experts {values['num_experts']} and num_local_experts "
+            f"{values['num_local_experts']} disagree"
+        )
     if not values:
         raise ConversionError(f"{source}: neither num_experts nor num_local_experts is set")
     return int(next(iter(values.values())))
@@ -68,8 +85,10 @@ def _num_experts(config: dict, source: str) -> int:
 def arch_from_hf_config(config: dict, source: str = "config.json") -> Qwen3MoeArch:
     """The architecture a Qwen3-MoE config.json describes; refuses what hyrl cannot build."""
     if config.get("model_type") != "qwen3_moe":
-        raise ConversionError(f"{source}: model_type {config.get('model_type')!r}; hyrl converts "
-                              "Qwen3-MoE only (model_type 'qwen3_moe')")
+        raise ConversionError(
+            f"{source}: model_type {config.get('model_type')!r}; hyrl converts "
+            "Qwen3-MoE only (model_type 'qwen3_moe')"
+        )
     # Features of the HF class that hyrl's Megatron model does not build: refuse, do not guess.
     unsupported = {
         "decoder_sparse_step": (config.get("decoder_sparse_step", 1), 1),
@@ -81,8 +100,10 @@ def arch_from_hf_config(config: dict, source: str = "config.json") -> Qwen3MoeAr
     }
     for field, (found, needed) in unsupported.items():
         if found != needed:
-            raise ConversionError(f"{source}: {field} {found!r} is not supported (hyrl builds "
-                                  f"{field} {needed!r}: MoE in every layer, no biases, renormalised top-k)")
+            raise ConversionError(
+                f"{source}: {field} {found!r} is not supported (hyrl builds "
+                f"{field} {needed!r}: MoE in every layer, no biases, renormalised top-k)"
+            )
     heads = int(config["num_attention_heads"])
     hidden = int(config["hidden_size"])
     return Qwen3MoeArch(
@@ -112,8 +133,13 @@ def read_hf_arch(hf_dir: str | Path) -> Qwen3MoeArch:
 
 def hf_shapes(arch: Qwen3MoeArch) -> dict[str, tuple[int, ...]]:
     """Every tensor of a Qwen3MoeForCausalLM state dict (transformers' fused layout) and its shape."""
-    h, d, v, e, f = (arch.hidden_size, arch.kv_channels, arch.vocab_size, arch.num_experts,
-                     arch.moe_ffn_hidden_size)
+    h, d, v, e, f = (
+        arch.hidden_size,
+        arch.kv_channels,
+        arch.vocab_size,
+        arch.num_experts,
+        arch.moe_ffn_hidden_size,
+    )
     q_rows, kv_rows = arch.num_attention_heads * d, arch.num_query_groups * d
     shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
     if arch.untie_embeddings_and_output_weights:
@@ -121,12 +147,17 @@ def hf_shapes(arch: Qwen3MoeArch) -> dict[str, tuple[int, ...]]:
     for i in range(arch.num_layers):
         p = f"model.layers.{i}."
         shapes |= {
-            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-            p + "self_attn.q_proj.weight": (q_rows, h), p + "self_attn.k_proj.weight": (kv_rows, h),
-            p + "self_attn.v_proj.weight": (kv_rows, h), p + "self_attn.o_proj.weight": (h, q_rows),
-            p + "self_attn.q_norm.weight": (d,), p + "self_attn.k_norm.weight": (d,),
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
+            p + "self_attn.q_proj.weight": (q_rows, h),
+            p + "self_attn.k_proj.weight": (kv_rows, h),
+            p + "self_attn.v_proj.weight": (kv_rows, h),
+            p + "self_attn.o_proj.weight": (h, q_rows),
+            p + "self_attn.q_norm.weight": (d,),
+            p + "self_attn.k_norm.weight": (d,),
             p + "mlp.gate.weight": (e, h),
-            p + "mlp.experts.gate_up_proj": (e, 2 * f, h), p + "mlp.experts.down_proj": (e, h, f),
+            p + "mlp.experts.gate_up_proj": (e, 2 * f, h),
+            p + "mlp.experts.down_proj": (e, h, f),
         }
     return shapes
 
@@ -140,8 +171,10 @@ def _weight_files(hf_dir: Path) -> list[Path]:
     for single in (SAFETENSORS_SINGLE, TORCH_SINGLE):
         if (hf_dir / single).is_file():
             return [hf_dir / single]
-    raise ConversionError(f"--hf-dir {hf_dir}: no weights ({SAFETENSORS_SINGLE}, {SAFETENSORS_INDEX}, "
-                          f"{TORCH_SINGLE} or {TORCH_INDEX})")
+    raise ConversionError(
+        f"--hf-dir {hf_dir}: no weights ({SAFETENSORS_SINGLE}, {SAFETENSORS_INDEX}, "
+        f"{TORCH_SINGLE} or {TORCH_INDEX})"
+    )
 
 
 def load_raw_hf_tensors(hf_dir: str | Path) -> dict[str, torch.Tensor]:
@@ -174,8 +207,9 @@ def load_hf_state_dict(hf_dir: str | Path) -> dict[str, torch.Tensor]:
     return fuse_experts(load_raw_hf_tensors(hf_dir))
 
 
-def save_hf_state_dict(hf_state: dict[str, torch.Tensor], out_dir: str | Path,
-                       max_shard_bytes: int = 5 * 1024**3) -> list[str]:
+def save_hf_state_dict(
+    hf_state: dict[str, torch.Tensor], out_dir: str | Path, max_shard_bytes: int = 5 * 1024**3
+) -> list[str]:
     """Write weights the way `save_pretrained` does: per-expert names, safetensors shards of at most
     max_shard_bytes (one `model.safetensors`, or numbered shards plus an index). Returns the files."""
     from safetensors.torch import save_file
@@ -192,10 +226,13 @@ def save_hf_state_dict(hf_state: dict[str, torch.Tensor], out_dir: str | Path,
             shard_bytes = 0
         shards[-1][name] = tensors[name]
         shard_bytes += size
+
     def write(shard: dict[str, torch.Tensor], path: Path) -> None:
         # safetensors refuses tensors that share storage (views of one fused tensor): copy one
         # shard at a time, so at most one shard is held twice.
-        save_file({n: t.contiguous().clone() for n, t in shard.items()}, path, metadata={"format": "pt"})
+        save_file(
+            {n: t.contiguous().clone() for n, t in shard.items()}, path, metadata={"format": "pt"}
+        )
 
     if len(shards) == 1:
         write(shards[0], out_dir / SAFETENSORS_SINGLE)

@@ -46,7 +46,9 @@ TE_TO_LOCAL_KEYS = {te: local for local, te in LOCAL_TO_TE_KEYS.items()}
 @dataclass(frozen=True)
 class CheckpointMetadata:
     arch: Qwen3MoeArch
-    spec: str  # which layer spec's sharded keys the checkpoint uses: "local" or "transformer_engine"
+    spec: (
+        str  # which layer spec's sharded keys the checkpoint uses: "local" or "transformer_engine"
+    )
     dtype: str  # parameter dtype as saved, e.g. "bfloat16"
     saved_layout: dict  # the parallel layout of the job that wrote it
     intended_layout: dict = field(default_factory=dict)  # the layout it was converted for (checked)
@@ -83,33 +85,51 @@ def read_checkpoint_metadata(load_dir: str | Path) -> CheckpointMetadata:
         raise ConversionError(f"--load {load_dir}: not a directory")
     path = load_dir / METADATA_FILE
     if not path.is_file():
-        what = "a Megatron distributed checkpoint without" if (load_dir / "metadata.json").is_file() \
+        what = (
+            "a Megatron distributed checkpoint without"
+            if (load_dir / "metadata.json").is_file()
             else "not an hyrl mcore checkpoint: no"
-        raise ConversionError(f"--load {load_dir}: {what} {METADATA_FILE} (written by "
-                              "`hyrl convert hf-to-mcore`)")
+        )
+        raise ConversionError(
+            f"--load {load_dir}: {what} {METADATA_FILE} (written by `hyrl convert hf-to-mcore`)"
+        )
     try:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ConversionError(f"--load {load_dir}: {METADATA_FILE} is not valid JSON ({err})") from None
+        raise ConversionError(
+            f"--load {load_dir}: {METADATA_FILE} is not valid JSON ({err})"
+        ) from None
     if record.get("format") != FORMAT or record.get("format_version") != FORMAT_VERSION:
-        raise ConversionError(f"--load {load_dir}: {METADATA_FILE} has format "
-                              f"{record.get('format')!r} version {record.get('format_version')!r}; "
-                              f"this hyrl reads {FORMAT!r} version {FORMAT_VERSION}")
+        raise ConversionError(
+            f"--load {load_dir}: {METADATA_FILE} has format "
+            f"{record.get('format')!r} version {record.get('format_version')!r}; "
+            f"this hyrl reads {FORMAT!r} version {FORMAT_VERSION}"
+        )
     if record.get("model_type") != "qwen3_moe":
-        raise ConversionError(f"--load {load_dir}: model_type {record.get('model_type')!r}; "
-                              "hyrl converts Qwen3-MoE only")
+        raise ConversionError(
+            f"--load {load_dir}: model_type {record.get('model_type')!r}; "
+            "hyrl converts Qwen3-MoE only"
+        )
     if not (load_dir / MODEL_SUBDIR / "metadata.json").is_file():
         raise ConversionError(f"--load {load_dir}: {MODEL_SUBDIR}/ holds no distributed checkpoint")
     record["arch"] = Qwen3MoeArch(**record["arch"])
     return CheckpointMetadata(**record)
 
 
-def arch_mismatches(found: Qwen3MoeArch, expected: Qwen3MoeArch, found_in: str, expected_in: str,
-                    label=lambda name: name) -> list[str]:
+def arch_mismatches(
+    found: Qwen3MoeArch,
+    expected: Qwen3MoeArch,
+    found_in: str,
+    expected_in: str,
+    label=lambda name: name,
+) -> list[str]:
     """Fields where two architectures differ, as 'label(field): A in found_in, B in expected_in'."""
     ours, theirs = found.as_dict(), expected.as_dict()
-    return [f"{label(name)}: {ours[name]!r} in {found_in}, {theirs[name]!r} in {expected_in}"
-            for name in ours if ours[name] != theirs[name]]
+    return [
+        f"{label(name)}: {ours[name]!r} in {found_in}, {theirs[name]!r} in {expected_in}"
+        for name in ours
+        if ours[name] != theirs[name]
+    ]
 
 
 def current_layout(model) -> dict:
@@ -135,9 +155,15 @@ def rename_sharded_keys(sharded: dict, renames: dict[str, str]) -> dict:
     return sharded
 
 
-def save_mcore(model, out_dir: str | Path, arch: Qwen3MoeArch, spec: str = "local",
-               intended_layout: dict | None = None, source: str = "",
-               hf_assets_from: str | Path | None = None) -> CheckpointMetadata:
+def save_mcore(
+    model,
+    out_dir: str | Path,
+    arch: Qwen3MoeArch,
+    spec: str = "local",
+    intended_layout: dict | None = None,
+    source: str = "",
+    hf_assets_from: str | Path | None = None,
+) -> CheckpointMetadata:
     """Save this GPTModel as a distributed checkpoint plus hyrl metadata (collective: every rank
     of the model's process groups calls it, under whatever layout is active).
 
@@ -160,14 +186,21 @@ def save_mcore(model, out_dir: str | Path, arch: Qwen3MoeArch, spec: str = "loca
     cpu_compat.apply()  # CPU: the writer stages tensors with torch.cuda.synchronize()
     sharded = model.sharded_state_dict()
     # Whichever spec built the model, write the keys `spec` names.
-    sharded = rename_sharded_keys(sharded, LOCAL_TO_TE_KEYS if spec == "transformer_engine" else TE_TO_LOCAL_KEYS)
+    sharded = rename_sharded_keys(
+        sharded, LOCAL_TO_TE_KEYS if spec == "transformer_engine" else TE_TO_LOCAL_KEYS
+    )
     dtypes = {p.dtype for p in model.parameters()}
     dist_checkpointing.save(sharded, str(model_dir))
     metadata = CheckpointMetadata(
-        arch=arch, spec=spec,
+        arch=arch,
+        spec=spec,
         dtype=str(next(iter(dtypes))).removeprefix("torch.") if len(dtypes) == 1 else "mixed",
-        saved_layout=current_layout(model), intended_layout=intended_layout or current_layout(model),
-        source=source, hyrl_version=_version("hyrl"), megatron_core_version=_version("megatron-core"))
+        saved_layout=current_layout(model),
+        intended_layout=intended_layout or current_layout(model),
+        source=source,
+        hyrl_version=_version("hyrl"),
+        megatron_core_version=_version("megatron-core"),
+    )
     if rank == 0:
         if hf_assets_from is not None:
             from hyrl.checkpoint.hf_io import copy_assets
@@ -211,13 +244,17 @@ def _align_to_checkpoint(sharded: dict, stored: set[str], load_dir: Path) -> dic
                 missing.append(item.key)
         aligned[name] = item
     if missing:
-        raise ConversionError(f"--load {load_dir}: the checkpoint has no {sorted(set(missing))[:4]} "
-                              "that this model needs (another architecture?)")
+        raise ConversionError(
+            f"--load {load_dir}: the checkpoint has no {sorted(set(missing))[:4]} "
+            "that this model needs (another architecture?)"
+        )
     return aligned
 
 
 @torch.no_grad()
-def load_mcore_into(model, load_dir: str | Path, arch: Qwen3MoeArch | None = None) -> CheckpointMetadata:
+def load_mcore_into(
+    model, load_dir: str | Path, arch: Qwen3MoeArch | None = None
+) -> CheckpointMetadata:
     """Load a checkpoint into an already built GPTModel, resharded to the active TP/EP layout
     (collective: every rank calls it). Parameters take the model's dtype.
 
@@ -229,11 +266,18 @@ def load_mcore_into(model, load_dir: str | Path, arch: Qwen3MoeArch | None = Non
     load_dir = Path(load_dir)
     metadata = read_checkpoint_metadata(load_dir)
     if arch is not None:
-        problems = arch_mismatches(metadata.arch, arch, f"the checkpoint {load_dir}", "the flags",
-                                   label=lambda name: "--" + name.replace("_", "-"))
+        problems = arch_mismatches(
+            metadata.arch,
+            arch,
+            f"the checkpoint {load_dir}",
+            "the flags",
+            label=lambda name: "--" + name.replace("_", "-"),
+        )
         if problems:
-            raise ConversionError("--load: the checkpoint's architecture differs from the flags:\n  "
-                                  + "\n  ".join(problems))
+            raise ConversionError(
+                "--load: the checkpoint's architecture differs from the flags:\n  "
+                + "\n  ".join(problems)
+            )
     cpu_compat.apply()  # CPU: the writer stages tensors with torch.cuda.synchronize()
     model_dir = load_dir / MODEL_SUBDIR
     request = _align_to_checkpoint(model.sharded_state_dict(), _stored_keys(model_dir), load_dir)
@@ -241,6 +285,7 @@ def load_mcore_into(model, load_dir: str | Path, arch: Qwen3MoeArch | None = Non
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.endswith("._extra_state")]
     if missing or unexpected:
-        raise ConversionError(f"--load {load_dir}: parameters not loaded {missing[:4]}, "
-                              f"unexpected {unexpected[:4]}")
+        raise ConversionError(
+            f"--load {load_dir}: parameters not loaded {missing[:4]}, unexpected {unexpected[:4]}"
+        )
     return metadata

@@ -56,8 +56,12 @@ TMP_PREFIX = ".tmp-"
 FORMAT = "hyrl.trainer_state"
 FORMAT_VERSION = 2  # 2: optimizer states in distributed checkpoints (reshardable)
 # The layout a checkpoint records; a resume under another one reshards (see load_checkpoint).
-LAYOUT_FLAGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
-                "expert_model_parallel_size", "expert_tensor_parallel_size")
+LAYOUT_FLAGS = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+)
 # What decides the kind of optimizer state saved: a resume must keep them (checked).
 OPTIMIZER_KIND_FLAGS = ("use_distributed_optimizer", "bf16")
 CRASH_HOOK = "HYRL_TEST_CRASH_IN_SAVE"
@@ -88,12 +92,20 @@ def resolve_load_dir(path: str | os.PathLike) -> Path:
         name = latest.read_text().strip()
         if (path / name / STATE_FILE).is_file():
             return path / name
-        raise ConfigError("--load", str(path), f"'latest' names {name!r}, which is not a "
-                          f"complete checkpoint (no {name}/{STATE_FILE})",
-                          "a --save directory whose latest checkpoint is complete")
-    raise ConfigError("--load", str(path), f"neither a checkpoint ({STATE_FILE}) nor a --save "
-                      f"directory (no '{LATEST_FILE}' file; an interrupted first save leaves "
-                      "only a .tmp- directory)", "a --save directory or one of its step_N")
+        raise ConfigError(
+            "--load",
+            str(path),
+            f"'latest' names {name!r}, which is not a complete checkpoint (no {name}/{STATE_FILE})",
+            "a --save directory whose latest checkpoint is complete",
+        )
+    raise ConfigError(
+        "--load",
+        str(path),
+        f"neither a checkpoint ({STATE_FILE}) nor a --save "
+        f"directory (no '{LATEST_FILE}' file; an interrupted first save leaves "
+        "only a .tmp- directory)",
+        "a --save directory or one of its step_N",
+    )
 
 
 def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
@@ -108,28 +120,52 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     try:
         state = json.loads((step_dir / STATE_FILE).read_text())
     except json.JSONDecodeError as err:
-        raise ConfigError("--load", where, f"{STATE_FILE} is not valid JSON ({err})",
-                          "a checkpoint written by hyrl train --save") from None
+        raise ConfigError(
+            "--load",
+            where,
+            f"{STATE_FILE} is not valid JSON ({err})",
+            "a checkpoint written by hyrl train --save",
+        ) from None
     if state.get("format") != FORMAT or state.get("format_version") != FORMAT_VERSION:
-        raise ConfigError("--load", where, f"{STATE_FILE} has format {state.get('format')!r} "
-                          f"version {state.get('format_version')!r}",
-                          f"{FORMAT!r} version {FORMAT_VERSION}")
+        raise ConfigError(
+            "--load",
+            where,
+            f"{STATE_FILE} has format {state.get('format')!r} "
+            f"version {state.get('format_version')!r}",
+            f"{FORMAT!r} version {FORMAT_VERSION}",
+        )
     ours = Qwen3MoeArch.from_flags(cfg).as_dict()
-    arch_differs = [f"--{k.replace('_', '-')}: {state['arch'].get(k)!r} in the checkpoint, "
-                    f"{v!r} in the flags" for k, v in ours.items() if state["arch"].get(k) != v]
+    arch_differs = [
+        f"--{k.replace('_', '-')}: {state['arch'].get(k)!r} in the checkpoint, {v!r} in the flags"
+        for k, v in ours.items()
+        if state["arch"].get(k) != v
+    ]
     if arch_differs:
-        raise ConfigError("--load", where, "the checkpoint's architecture differs from the "
-                          "flags (" + "; ".join(arch_differs) + ")",
-                          "a checkpoint of the same architecture")
+        raise ConfigError(
+            "--load",
+            where,
+            "the checkpoint's architecture differs from the "
+            "flags (" + "; ".join(arch_differs) + ")",
+            "a checkpoint of the same architecture",
+        )
     for flag, saved in state["optimizer"].items():  # the optimizer states' format follows them
         if saved != getattr(cfg, flag):
-            raise ConfigError("--load", where, f"saved with --{flag.replace('_', '-')}={saved}, "
-                              f"this run has {getattr(cfg, flag)} (the optimizer states differ "
-                              "in kind)", f"the same --{flag.replace('_', '-')} as the checkpoint")
+            raise ConfigError(
+                "--load",
+                where,
+                f"saved with --{flag.replace('_', '-')}={saved}, "
+                f"this run has {getattr(cfg, flag)} (the optimizer states differ "
+                "in kind)",
+                f"the same --{flag.replace('_', '-')} as the checkpoint",
+            )
     if state["advantage_estimator"] != cfg.advantage_estimator:
-        raise ConfigError("--load", where, f"saved by a {state['advantage_estimator']} run, this "
-                          f"one is {cfg.advantage_estimator} (--advantage-estimator)",
-                          "a checkpoint of the same algorithm")
+        raise ConfigError(
+            "--load",
+            where,
+            f"saved by a {state['advantage_estimator']} run, this "
+            f"one is {cfg.advantage_estimator} (--advantage-estimator)",
+            "a checkpoint of the same algorithm",
+        )
     needed = [f"actor/{METADATA_FILE}", f"actor/{MODEL_SUBDIR}/metadata.json"]
     for part in state["models"][1:]:
         needed += [f"{part}/{METADATA_FILE}", f"{part}/{MODEL_SUBDIR}/metadata.json"]
@@ -139,13 +175,21 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     needed += [rank_file_name(r, saved_world) for r in range(saved_world)]
     missing = [name for name in needed if not (step_dir / name).is_file()]
     if missing:
-        raise ConfigError("--load", where, f"truncated checkpoint: {', '.join(missing[:4])} "
-                          f"missing", "a complete checkpoint (the one 'latest' names)")
+        raise ConfigError(
+            "--load",
+            where,
+            f"truncated checkpoint: {', '.join(missing[:4])} missing",
+            "a complete checkpoint (the one 'latest' names)",
+        )
     expected_models = _models_of(cfg)
     if state["models"] != expected_models:
-        raise ConfigError("--load", where, f"holds the models {state['models']}, this run needs "
-                          f"{expected_models} (KL on or off: --kl-loss-coef/--kl-coef)",
-                          "a checkpoint of a run with the same models")
+        raise ConfigError(
+            "--load",
+            where,
+            f"holds the models {state['models']}, this run needs "
+            f"{expected_models} (KL on or off: --kl-loss-coef/--kl-coef)",
+            "a checkpoint of a run with the same models",
+        )
     return step_dir, state
 
 
@@ -168,10 +212,13 @@ def rng_state() -> dict:
     CUDA, Python, numpy, and megatron's model-parallel streams."""
     from megatron.core.tensor_parallel import random as mp_random
 
-    return {"torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "python": random.getstate(), "numpy": np.random.get_state(),
-            "megatron": mp_random.get_cuda_rng_tracker().get_states()}
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "megatron": mp_random.get_cuda_rng_tracker().get_states(),
+    }
 
 
 def set_rng_state(state: dict) -> None:
@@ -191,8 +238,10 @@ def set_rng_state(state: dict) -> None:
 # they reshard to any TP/EP/PP/DP layout; megatron-core 0.16.1 no longer writes the per-rank
 # "fully_sharded_model_space", and "dp_reshardable" reshards over DP only). Non-distributed
 # optimizers are in model space anyway. The chained parts (dense, experts) stay unprefixed.
-OPTIMIZER_SHARDING = {"distrib_optim_sharding_type": "fully_reshardable",
-                      "chained_optim_avoid_prefix": True}
+OPTIMIZER_SHARDING = {
+    "distrib_optim_sharding_type": "fully_reshardable",
+    "chained_optim_avoid_prefix": True,
+}
 
 
 def _optimizer_sharded_state_dict(trainable, is_loading: bool) -> dict:
@@ -200,8 +249,9 @@ def _optimizer_sharded_state_dict(trainable, is_loading: bool) -> dict:
 
     # keyed by the model's sharded keys, under the local spec's names as save_mcore writes them
     model_sharded = rename_sharded_keys(trainable.model.sharded_state_dict(), TE_TO_LOCAL_KEYS)
-    return trainable.optimizer.sharded_state_dict(model_sharded, is_loading=is_loading,
-                                                  metadata=OPTIMIZER_SHARDING)
+    return trainable.optimizer.sharded_state_dict(
+        model_sharded, is_loading=is_loading, metadata=OPTIMIZER_SHARDING
+    )
 
 
 def save_optimizer(trainable, directory: Path) -> None:
@@ -212,8 +262,9 @@ def save_optimizer(trainable, directory: Path) -> None:
     if torch.distributed.get_rank() == 0:
         directory.mkdir(parents=True, exist_ok=True)
     torch.distributed.barrier()
-    dist_checkpointing.save(_optimizer_sharded_state_dict(trainable, is_loading=False),
-                            str(directory))
+    dist_checkpointing.save(
+        _optimizer_sharded_state_dict(trainable, is_loading=False), str(directory)
+    )
 
 
 def load_optimizer(trainable, directory: Path) -> None:
@@ -224,8 +275,9 @@ def load_optimizer(trainable, directory: Path) -> None:
     from hyrl.backends.megatron import cpu_compat
 
     cpu_compat.prepare_optimizer_states_for_load(trainable.optimizer)
-    state = dist_checkpointing.load(_optimizer_sharded_state_dict(trainable, is_loading=True),
-                                    str(directory))
+    state = dist_checkpointing.load(
+        _optimizer_sharded_state_dict(trainable, is_loading=True), str(directory)
+    )
     trainable.optimizer.load_state_dict(state)
 
 
@@ -256,8 +308,15 @@ def _crash() -> None:
     os._exit(17)
 
 
-def save_checkpoint(save_dir: str | os.PathLike, rollout_step: int, cfg, arch, models: dict,
-                    trainables: dict, loop_state: dict) -> Path:
+def save_checkpoint(
+    save_dir: str | os.PathLike,
+    rollout_step: int,
+    cfg,
+    arch,
+    models: dict,
+    trainables: dict,
+    loop_state: dict,
+) -> Path:
     """Write save_dir/step_<rollout_step> atomically and point `latest` at it.
 
     models: {"actor": GPTModel, "reference": ..., "critic": ...} (the ones this run has);
@@ -288,12 +347,18 @@ def save_checkpoint(save_dir: str | os.PathLike, rollout_step: int, cfg, arch, m
     per_rank.update(rng=rng_state(), rank=rank, world_size=world_size, layout=_layout_of(cfg))
     torch.save(per_rank, tmp / rank_file_name(rank, world_size))
     if rank == 0:
-        state = {"format": FORMAT, "format_version": FORMAT_VERSION,
-                 "layout": {**_layout_of(cfg), "world_size": world_size},
-                 "arch": arch.as_dict(), "advantage_estimator": cfg.advantage_estimator,
-                 "models": list(models), "trainables": list(trainables),
-                 "optimizer": {flag: getattr(cfg, flag) for flag in OPTIMIZER_KIND_FLAGS},
-                 "rollout_step": rollout_step, **loop_state}
+        state = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "layout": {**_layout_of(cfg), "world_size": world_size},
+            "arch": arch.as_dict(),
+            "advantage_estimator": cfg.advantage_estimator,
+            "models": list(models),
+            "trainables": list(trainables),
+            "optimizer": {flag: getattr(cfg, flag) for flag in OPTIMIZER_KIND_FLAGS},
+            "rollout_step": rollout_step,
+            **loop_state,
+        }
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
     dist.barrier()
     if rank == 0:
@@ -335,8 +400,10 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
     running = current_layout(next(iter(models.values())))
     same_layout = saved == {**{k: running[k] for k in LAYOUT_FLAGS}, "world_size": world_size}
     own = step_dir / rank_file_name(rank, saved["world_size"])
-    per_rank = torch.load(own if same_layout else step_dir / rank_file_name(0, saved["world_size"]),
-                          weights_only=False)  # our own file: numpy and Python RNG states
+    per_rank = torch.load(
+        own if same_layout else step_dir / rank_file_name(0, saved["world_size"]),
+        weights_only=False,
+    )  # our own file: numpy and Python RNG states
     for name, trainable in trainables.items():
         trainable.load_state_dict(per_rank[name])
     return per_rank["rng"] if same_layout or rank == 0 else None

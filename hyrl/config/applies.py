@@ -48,77 +48,147 @@ class AppliesOnlyWith:
 _PPO_ALGORITHM_FLAGS = ("gamma", "lambd", "normalize_advantages", "kl_coef")
 _CRITIC_FLAGS = tuple(f.name for f in _fields() if f.metadata["group"] == "critic")
 # Flags of SGLang engines: refused with --rollout-engine hf.
-SGLANG_ONLY = ("sglang_router_url", "sglang_mem_fraction_static", "sglang_server_args",
-               "update_weight_mode", "colocate", "rollout_num_gpus")
+SGLANG_ONLY = (
+    "sglang_router_url",
+    "sglang_mem_fraction_static",
+    "sglang_server_args",
+    "update_weight_mode",
+    "colocate",
+    "rollout_num_gpus",
+)
 # Started by hyrl; attached servers behind --sglang-router-url were started elsewhere.
-_ENGINE_FLAGS = ("rollout_num_engines", "rollout_num_gpus", "rollout_num_gpus_per_engine",
-                 "sglang_mem_fraction_static", "sglang_server_args")
+_ENGINE_FLAGS = (
+    "rollout_num_engines",
+    "rollout_num_gpus",
+    "rollout_num_gpus_per_engine",
+    "sglang_mem_fraction_static",
+    "sglang_server_args",
+)
 
 APPLIES_ONLY_WITH = (
     AppliesOnlyWith(
-        _PPO_ALGORITHM_FLAGS + _CRITIC_FLAGS, "--advantage-estimator gae",
+        _PPO_ALGORITHM_FLAGS + _CRITIC_FLAGS,
+        "--advantage-estimator gae",
         lambda c: c.advantage_estimator != "grpo",
         "only used by PPO (--advantage-estimator gae); --advantage-estimator is grpo here",
-        "remove it, or use --advantage-estimator gae", _changed),
+        "remove it, or use --advantage-estimator gae",
+        _changed,
+    ),
     AppliesOnlyWith(
-        ("tis_clip",), "--use-tis", lambda c: c.use_tis,
-        "only used with --use-tis, which is off", "add --use-tis, or remove it", _changed),
+        ("tis_clip",),
+        "--use-tis",
+        lambda c: c.use_tis,
+        "only used with --use-tis, which is off",
+        "add --use-tis, or remove it",
+        _changed,
+    ),
     AppliesOnlyWith(
-        ("mis_low", "mis_high", "mis_level"), "--use-mis", lambda c: c.use_mis,
-        "only used with --use-mis, which is off", "add --use-mis, or remove it", _changed),
+        ("mis_low", "mis_high", "mis_level"),
+        "--use-mis",
+        lambda c: c.use_mis,
+        "only used with --use-mis, which is off",
+        "add --use-mis, or remove it",
+        _changed,
+    ),
     AppliesOnlyWith(
-        ("use_routing_replay", "measure_routing_mismatch"), "--pipeline-model-parallel-size 1",
+        ("use_routing_replay", "measure_routing_mismatch"),
+        "--pipeline-model-parallel-size 1",
         lambda c: c.pipeline_model_parallel_size == 1,
         "routing replay and its measurement map each layer's ids to the routers of one model, "
         "not of a pipeline stage (PP={pipeline_model_parallel_size})",
-        "--pipeline-model-parallel-size 1, or no {flag}", _on),
+        "--pipeline-model-parallel-size 1, or no {flag}",
+        _on,
+    ),
     AppliesOnlyWith(
-        ("sequence_parallel",), "--tensor-model-parallel-size > 1",
+        ("sequence_parallel",),
+        "--tensor-model-parallel-size > 1",
         lambda c: c.tensor_model_parallel_size > 1,
         "sequence parallelism needs tensor parallelism (TP=1 here)",
-        "--sequence-parallel only with --tensor-model-parallel-size > 1", _on),
+        "--sequence-parallel only with --tensor-model-parallel-size > 1",
+        _on,
+    ),
     AppliesOnlyWith(
-        ("batch_ramp",), "--advantage-estimator grpo", lambda c: c.advantage_estimator == "grpo",
+        ("batch_ramp",),
+        "--advantage-estimator grpo",
+        lambda c: c.advantage_estimator == "grpo",
         "is not supported with PPO yet (the critic's batch would have to follow)",
-        "remove it, or use --advantage-estimator grpo"),
+        "remove it, or use --advantage-estimator grpo",
+    ),
     AppliesOnlyWith(
         ("prompt_data", "tokenizer_path", "eval_prompt_data", "rollout_max_prompt_len"),
-        "--task prompt_data", lambda c: c.task == "prompt_data",
-        "applies to --task prompt_data, not {task}", "leave it unset, or train on --prompt-data"),
+        "--task prompt_data",
+        lambda c: c.task == "prompt_data",
+        "applies to --task prompt_data, not {task}",
+        "leave it unset, or train on --prompt-data",
+    ),
     AppliesOnlyWith(
-        ("apply_chat_template",), "--task prompt_data", lambda c: c.task == "prompt_data",
-        "applies to --task prompt_data, not {task}", "--no-apply-chat-template", _on),
+        ("apply_chat_template",),
+        "--task prompt_data",
+        lambda c: c.task == "prompt_data",
+        "applies to --task prompt_data, not {task}",
+        "--no-apply-chat-template",
+        _on,
+    ),
     AppliesOnlyWith(
-        SGLANG_ONLY, "--rollout-engine sglang", lambda c: c.rollout_engine == "sglang",
-        "applies to --rollout-engine sglang only", "leave it unset with --rollout-engine hf", _on),
+        SGLANG_ONLY,
+        "--rollout-engine sglang",
+        lambda c: c.rollout_engine == "sglang",
+        "applies to --rollout-engine sglang only",
+        "leave it unset with --rollout-engine hf",
+        _on,
+    ),
     AppliesOnlyWith(
-        ("rollout_num_gpus_per_engine",), "--rollout-num-engines N (with --rollout-engine hf)",
+        ("rollout_num_gpus_per_engine",),
+        "--rollout-num-engines N (with --rollout-engine hf)",
         lambda c: c.rollout_engine != "hf" or c.rollout_num_engines is not None,
         "the hf engine runs inside the trainer unless --rollout-num-engines is given",
-        "leave it unset, or give --rollout-num-engines N for Ray engine actors"),
+        "leave it unset, or give --rollout-num-engines N for Ray engine actors",
+    ),
     AppliesOnlyWith(
-        _ENGINE_FLAGS, "no --sglang-router-url", lambda c: c.sglang_router_url is None,
+        _ENGINE_FLAGS,
+        "no --sglang-router-url",
+        lambda c: c.sglang_router_url is None,
         "hyrl starts no engine with --sglang-router-url (the servers behind the router were "
-        "started elsewhere)", "leave it unset, or drop --sglang-router-url"),
+        "started elsewhere)",
+        "leave it unset, or drop --sglang-router-url",
+    ),
     AppliesOnlyWith(
-        ("colocate",), "no --sglang-router-url", lambda c: c.sglang_router_url is None,
+        ("colocate",),
+        "no --sglang-router-url",
+        lambda c: c.sglang_router_url is None,
         "attached servers cannot release the training GPUs' memory",
-        "--no-colocate with --sglang-router-url", _on),
+        "--no-colocate with --sglang-router-url",
+        _on,
+    ),
     AppliesOnlyWith(
-        ("offload_train",), "--colocate", lambda c: c.colocate,
+        ("offload_train",),
+        "--colocate",
+        lambda c: c.colocate,
         "offloading frees the training GPUs for colocated engines only, and --colocate is off",
-        "--colocate --offload-train, or --no-offload-train", _on),
+        "--colocate --offload-train, or --no-offload-train",
+        _on,
+    ),
     AppliesOnlyWith(
-        ("recompute_method", "recompute_num_layers"), "--recompute-granularity full",
+        ("recompute_method", "recompute_num_layers"),
+        "--recompute-granularity full",
         lambda c: c.recompute_granularity == "full",
         "applies to --recompute-granularity full only",
-        "leave it unset, or --recompute-granularity full"),
+        "leave it unset, or --recompute-granularity full",
+    ),
     AppliesOnlyWith(
-        ("max_tokens_per_gpu",), "--use-dynamic-batch-size", lambda c: c.use_dynamic_batch_size,
-        "applies only with --use-dynamic-batch-size", "add --use-dynamic-batch-size"),
+        ("max_tokens_per_gpu",),
+        "--use-dynamic-batch-size",
+        lambda c: c.use_dynamic_batch_size,
+        "applies only with --use-dynamic-batch-size",
+        "add --use-dynamic-batch-size",
+    ),
     AppliesOnlyWith(
-        ("save_interval",), "--save DIR", lambda c: c.save is not None,
-        "given without --save (no checkpoint would be written)", "--save DIR with it, or none"),
+        ("save_interval",),
+        "--save DIR",
+        lambda c: c.save is not None,
+        "given without --save (no checkpoint would be written)",
+        "--save DIR with it, or none",
+    ),
 )
 
 
@@ -133,5 +203,4 @@ def check_applies_only_with(c: RunConfig) -> None:
             value = getattr(c, name)
             if rule.given(value, defaults[name]):
                 texts = {**vars(c), "flag": flag_name(name)}
-                _fail(name, value, rule.problem.format_map(texts),
-                      rule.allowed.format_map(texts))
+                _fail(name, value, rule.problem.format_map(texts), rule.allowed.format_map(texts))

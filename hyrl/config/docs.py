@@ -64,44 +64,63 @@ def render() -> str:
         f"Generated from `hyrl/config/` by `{REGENERATE}`; do not edit by hand.",
         "",
         "Every flag is one field of `RunConfig` (`hyrl/config/fields.py`). Flags may repeat; "
-        "the last one wins. A default of none means \"not given\": validation resolves it to "
+        'the last one wins. A default of none means "not given": validation resolves it to '
         "the value it stands for (see `hyrl.config.resolve`). Undeclared "
         f"`{SGLANG_PASS_PREFIX}NAME [VALUE]` flags pass through to `sglang.launch_server` as "
         "`--NAME [VALUE]`.",
     ]
     fields = _fields()
     for group in GROUPS:
-        lines += ["", f"## {GROUP_TITLES[group]}", "",
-                  "| flag | type | default | meaning |", "|---|---|---|---|"]
-        lines += [f"| {_flag_cell(f)} | {_cell(_type_cell(f))} | {_cell(_default_cell(f))} | "
-                  f"{_cell(f.metadata['help'])} |"
-                  for f in fields if f.metadata["group"] == group]
+        lines += [
+            "",
+            f"## {GROUP_TITLES[group]}",
+            "",
+            "| flag | type | default | meaning |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {_flag_cell(f)} | {_cell(_type_cell(f))} | {_cell(_default_cell(f))} | "
+            f"{_cell(f.metadata['help'])} |"
+            for f in fields
+            if f.metadata["group"] == group
+        ]
     lines += [
-        "", "## Flags that apply only with another", "",
+        "",
+        "## Flags that apply only with another",
+        "",
         "Given without the condition, these flags would do nothing, so validation refuses them "
         "(`hyrl/config/applies.py`). In the texts, {--name} stands for the value of --name and "
-        "{flag} for the flag refused.", "",
-        "| flags | apply only with | refused as | allowed |", "|---|---|---|---|",
+        "{flag} for the flag refused.",
+        "",
+        "| flags | apply only with | refused as | allowed |",
+        "|---|---|---|---|",
     ]
     for rule in APPLIES_ONLY_WITH:
         texts = _Placeholders()
-        lines.append(f"| {_flags(rule.fields)} | {_cell(rule.condition)} | "
-                     f"{_cell(rule.problem.format_map(texts))} | "
-                     f"{_cell(rule.allowed.format_map(texts))} |")
+        lines.append(
+            f"| {_flags(rule.fields)} | {_cell(rule.condition)} | "
+            f"{_cell(rule.problem.format_map(texts))} | "
+            f"{_cell(rule.allowed.format_map(texts))} |"
+        )
     lines += [
-        "", "## Flags that exclude each other", "",
+        "",
+        "## Flags that exclude each other",
+        "",
         "One side or the other, not both. In a recipe, what is appended after its "
         f"`{RECIPE_MARKER}` marker wins: the recipe's side of a pair is dropped when the "
-        "appended flags take the other (`hyrl/config/parser.py`, `appended_wins`).", "",
-        "| one side | the other side |", "|---|---|",
+        "appended flags take the other (`hyrl/config/parser.py`, `appended_wins`).",
+        "",
+        "| one side | the other side |",
+        "|---|---|",
     ]
     lines += [f"| {_flags(a)} | {_flags(b)} |" for a, b in EXCLUSIVE_FLAGS]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m hyrl.config.docs",
-                                     description="Render docs/flags.md from the declarations.")
+    parser = argparse.ArgumentParser(
+        prog="python -m hyrl.config.docs", description="Render docs/flags.md from the declarations."
+    )
     parser.add_argument("--write", action="store_true", help=f"write {FLAGS_MD}")
     args = parser.parse_args(argv)
     text = render()

@@ -11,12 +11,24 @@ import math
 from dataclasses import dataclass, field
 
 from hyrl.config.errors import _fail, flag_name
+
 # A module, not its names: hyrl.rollout.layout imports hyrl.config.errors (an import cycle).
 from hyrl.rollout import layout
 from hyrl.schedules import LR_SCALING_EXPONENTS
 
-GROUPS = ("model", "parallelism", "batch", "optimizer", "rollout", "algorithm", "critic",
-          "eval", "mismatch", "task", "run")
+GROUPS = (
+    "model",
+    "parallelism",
+    "batch",
+    "optimizer",
+    "rollout",
+    "algorithm",
+    "critic",
+    "eval",
+    "mismatch",
+    "task",
+    "run",
+)
 GROUP_TITLES = {
     "model": "model architecture",
     "parallelism": "parallelism (Megatron layout)",
@@ -54,344 +66,566 @@ class RunConfig:
     num_layers: int = _opt(2, "number of transformer layers (count)", "model")
     hidden_size: int = _opt(64, "model width (hidden units)", "model")
     ffn_hidden_size: int = _opt(
-        128, "dense MLP inner size (units); unused by MoE layers, kept for Megatron parity",
-        "model")
+        128, "dense MLP inner size (units); unused by MoE layers, kept for Megatron parity", "model"
+    )
     num_attention_heads: int = _opt(4, "number of query attention heads (count)", "model")
-    num_query_groups: int = _opt(2, "number of key/value heads for grouped-query attention (count)",
-                                 "model")
+    num_query_groups: int = _opt(
+        2, "number of key/value heads for grouped-query attention (count)", "model"
+    )
     kv_channels: int = _opt(16, "size of one attention head (units per head)", "model")
     num_experts: int = _opt(4, "routed experts per MoE layer (count)", "model")
     moe_ffn_hidden_size: int = _opt(64, "inner size of one expert's MLP (units)", "model")
     moe_router_topk: int = _opt(2, "experts each token is routed to (count)", "model")
-    qk_layernorm: bool = _opt(True, "normalise queries and keys per head before attention (on/off)",
-                              "model")
-    normalization: str = _opt("RMSNorm", "normalisation layer type (name)", "model",
-                              choices=("RMSNorm", "LayerNorm"))
-    norm_epsilon: float = _opt(1e-6, "epsilon added inside the normalisation (dimensionless)",
-                               "model")
-    rotary_base: float = _opt(1000000.0, "rotary position embedding base (theta, dimensionless)",
-                              "model")
+    qk_layernorm: bool = _opt(
+        True, "normalise queries and keys per head before attention (on/off)", "model"
+    )
+    normalization: str = _opt(
+        "RMSNorm", "normalisation layer type (name)", "model", choices=("RMSNorm", "LayerNorm")
+    )
+    norm_epsilon: float = _opt(
+        1e-6, "epsilon added inside the normalisation (dimensionless)", "model"
+    )
+    rotary_base: float = _opt(
+        1000000.0, "rotary position embedding base (theta, dimensionless)", "model"
+    )
     vocab_size: int = _opt(16, "vocabulary size (tokens)", "model")
     max_position_embeddings: int = _opt(64, "longest sequence the model handles (tokens)", "model")
     untie_embeddings_and_output_weights: bool = _opt(
-        True, "use a separate output projection instead of the input embedding (on/off)", "model")
+        True, "use a separate output projection instead of the input embedding (on/off)", "model"
+    )
     moe_token_dispatcher_type: str = _opt(
-        "auto", "MoE token dispatcher (name); auto = allgather on CPU, alltoall on GPU", "model",
-        choices=("auto", "allgather", "alltoall"))
+        "auto",
+        "MoE token dispatcher (name); auto = allgather on CPU, alltoall on GPU",
+        "model",
+        choices=("auto", "allgather", "alltoall"),
+    )
     transformer_impl: str = _opt(
-        "auto", "transformer layer implementation (name); auto picks transformer_engine when "
-        "available", "model", choices=("auto", "local", "transformer_engine"))
+        "auto",
+        "transformer layer implementation (name); auto picks transformer_engine when available",
+        "model",
+        choices=("auto", "local", "transformer_engine"),
+    )
     hf_checkpoint: str | None = _opt(
-        None, "local Hugging Face Qwen3-MoE directory whose weights initialise the actor (and "
+        None,
+        "local Hugging Face Qwen3-MoE directory whose weights initialise the actor (and "
         "the reference and critic trunk unless set otherwise); its config.json must match the "
-        "model flags (path); none = random initialisation", "model")
+        "model flags (path); none = random initialisation",
+        "model",
+    )
 
     # --- parallelism ---------------------------------------------------------------------
     tensor_model_parallel_size: int = _opt(1, "tensor-parallel size TP (ranks)", "parallelism")
     pipeline_model_parallel_size: int = _opt(1, "pipeline-parallel size PP (ranks)", "parallelism")
     expert_model_parallel_size: int = _opt(1, "expert-parallel size EP (ranks)", "parallelism")
-    expert_tensor_parallel_size: int = _opt(1, "tensor-parallel size inside each expert (ranks)",
-                                            "parallelism")
+    expert_tensor_parallel_size: int = _opt(
+        1, "tensor-parallel size inside each expert (ranks)", "parallelism"
+    )
     sequence_parallel: bool = _opt(
-        False, "shard activations along the sequence across TP ranks (on/off; needs TP > 1)",
-        "parallelism")
+        False,
+        "shard activations along the sequence across TP ranks (on/off; needs TP > 1)",
+        "parallelism",
+    )
     recompute_granularity: str | None = _opt(
-        None, "activation recomputation in the backward pass (name): full = whole layers, "
-        "selective = the attention core; none = keep activations", "parallelism",
-        choices=("full", "selective"))
+        None,
+        "activation recomputation in the backward pass (name): full = whole layers, "
+        "selective = the attention core; none = keep activations",
+        "parallelism",
+        choices=("full", "selective"),
+    )
     recompute_method: str | None = _opt(
-        None, "which layers full recomputation covers (name): uniform = groups of "
+        None,
+        "which layers full recomputation covers (name): uniform = groups of "
         "--recompute-num-layers, block = the first --recompute-num-layers per pipeline stage; "
-        "none = uniform with full recomputation", "parallelism", choices=("uniform", "block"))
+        "none = uniform with full recomputation",
+        "parallelism",
+        choices=("uniform", "block"),
+    )
     recompute_num_layers: int | None = _opt(
-        None, "layers per recomputation group (uniform) or layers recomputed (block) (layers); "
-        "none = 1 with full recomputation", "parallelism")
+        None,
+        "layers per recomputation group (uniform) or layers recomputed (block) (layers); "
+        "none = 1 with full recomputation",
+        "parallelism",
+    )
     distributed_timeout_minutes: float = _opt(
-        10.0, "timeout of the trainer's NCCL (gloo on CPU) collectives (minutes, > 0), as "
+        10.0,
+        "timeout of the trainer's NCCL (gloo on CPU) collectives (minutes, > 0), as "
         "Megatron's flag; ranks waiting for rank 0's generation, rewards and evaluation wait "
-        "in a gloo group of their own without it", "parallelism")
+        "in a gloo group of their own without it",
+        "parallelism",
+    )
     use_distributed_optimizer: bool = _opt(
-        False, "shard the fp32 main params and Adam states over data-parallel ranks (expert "
+        False,
+        "shard the fp32 main params and Adam states over data-parallel ranks (expert "
         "parameters over expert-data-parallel ranks): megatron-core's distributed optimizer, "
-        "gradients reduce-scattered (on/off)", "parallelism")
+        "gradients reduce-scattered (on/off)",
+        "parallelism",
+    )
     bf16: bool = _opt(
-        False, "bfloat16 weights and activations, fp32 main params and Adam states in the "
+        False,
+        "bfloat16 weights and activations, fp32 main params and Adam states in the "
         "optimizer (megatron's Float16Module and mixed-precision optimizer) (on/off); off = "
-        "float32 throughout", "parallelism")
+        "float32 throughout",
+        "parallelism",
+    )
     accumulate_allreduce_grads_in_fp32: bool = _opt(
-        True, "accumulate and reduce gradients in float32 buffers even under --bf16 (on/off)",
-        "parallelism")
+        True,
+        "accumulate and reduce gradients in float32 buffers even under --bf16 (on/off)",
+        "parallelism",
+    )
     overlap_grad_reduce: bool = _opt(
-        False, "start each gradient bucket's DP reduction as soon as its gradients are ready in "
-        "the last micro-batch's backward pass (on/off)", "parallelism")
+        False,
+        "start each gradient bucket's DP reduction as soon as its gradients are ready in "
+        "the last micro-batch's backward pass (on/off)",
+        "parallelism",
+    )
     ddp_bucket_size: int | None = _opt(
-        None, "parameters per gradient-reduction bucket of megatron's DDP (elements); none = "
-        "megatron's default (40M, or one bucket without overlap)", "parallelism")
+        None,
+        "parameters per gradient-reduction bucket of megatron's DDP (elements); none = "
+        "megatron's default (40M, or one bucket without overlap)",
+        "parallelism",
+    )
     gpus_per_node: int | None = _opt(
-        None, "GPUs per node (GPUs), for hyrl plan: TP and EP groups should not cross nodes; "
-        "none = not checked", "parallelism")
+        None,
+        "GPUs per node (GPUs), for hyrl plan: TP and EP groups should not cross nodes; "
+        "none = not checked",
+        "parallelism",
+    )
     gpu_memory_gib: float | None = _opt(
-        None, "memory of one GPU (GiB), for hyrl plan's fit check; none = no check", "parallelism")
+        None, "memory of one GPU (GiB), for hyrl plan's fit check; none = no check", "parallelism"
+    )
 
     # --- batch ---------------------------------------------------------------------------
     rollout_batch_size: int = _opt(16, "prompts per rollout step, P (prompts)", "batch")
     n_samples_per_prompt: int = _opt(8, "responses sampled per prompt, G (responses)", "batch")
     global_batch_size: int | None = _opt(
-        None, "responses per actor optimizer step, B (responses); none = P x G, one optimizer "
-        "step per rollout (or P x G / --num-steps-per-rollout)", "batch")
+        None,
+        "responses per actor optimizer step, B (responses); none = P x G, one optimizer "
+        "step per rollout (or P x G / --num-steps-per-rollout)",
+        "batch",
+    )
     micro_batch_size: int = _opt(
-        16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch")
+        16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch"
+    )
     batch_ramp: str | None = _opt(
-        None, "change responses per optimizer step during the run: START:END:STEPS goes "
+        None,
+        "change responses per optimizer step during the run: START:END:STEPS goes "
         "linearly from START to END over STEPS rollout steps (prompts per step follow, G and "
         "optimizer steps per rollout stay; with --ref-lr the lr is re-derived by "
-        "--lr-scaling at every change); START must equal the global batch size", "batch")
+        "--lr-scaling at every change); START must equal the global batch size",
+        "batch",
+    )
     use_dynamic_batch_size: bool = _opt(
-        False, "pack micro-batches by token count (--max-tokens-per-gpu) instead of "
-        "--micro-batch-size responses, for log-prob and training passes (on/off)", "batch")
+        False,
+        "pack micro-batches by token count (--max-tokens-per-gpu) instead of "
+        "--micro-batch-size responses, for log-prob and training passes (on/off)",
+        "batch",
+    )
     max_tokens_per_gpu: int | None = _opt(
-        None, "most tokens (prompt + response) in one micro-batch with --use-dynamic-batch-size "
-        "(tokens)", "batch")
+        None,
+        "most tokens (prompt + response) in one micro-batch with --use-dynamic-batch-size (tokens)",
+        "batch",
+    )
     noise_scale_beta: float | None = _opt(
-        0.99, "EMA decay of the gradient-noise-scale estimates, logged as actor/noise_scale and "
-        "critic/noise_scale (dimensionless, in [0, 1)); none = do not measure", "batch")
+        0.99,
+        "EMA decay of the gradient-noise-scale estimates, logged as actor/noise_scale and "
+        "critic/noise_scale (dimensionless, in [0, 1)); none = do not measure",
+        "batch",
+    )
 
     # --- optimizer -----------------------------------------------------------------------
     lr: float | None = _opt(
-        None, "peak learning rate (per optimizer step); none = 3e-4, or --ref-lr scaled to B "
-        "(see --lr-scaling) when --ref-lr is given", "optimizer")
+        None,
+        "peak learning rate (per optimizer step); none = 3e-4, or --ref-lr scaled to B "
+        "(see --lr-scaling) when --ref-lr is given",
+        "optimizer",
+    )
     lr_scaling: str = _opt(
-        "none", "how --ref-lr scales with the global batch (name): lr = LR0 x (B / B0)^k with "
-        "k = 1/2 for sqrt, 1 for linear, 0 for none", "optimizer",
-        choices=tuple(LR_SCALING_EXPONENTS))
+        "none",
+        "how --ref-lr scales with the global batch (name): lr = LR0 x (B / B0)^k with "
+        "k = 1/2 for sqrt, 1 for linear, 0 for none",
+        "optimizer",
+        choices=tuple(LR_SCALING_EXPONENTS),
+    )
     ref_lr: float | None = _opt(
-        None, "peak learning rate LR0 of the reference recipe at B0 (per optimizer step); when "
+        None,
+        "peak learning rate LR0 of the reference recipe at B0 (per optimizer step); when "
         "given, the learning rate is LR0 x (B / B0)^k instead of --lr; none = use --lr",
-        "optimizer")
+        "optimizer",
+    )
     ref_global_batch_size: int | None = _opt(
-        None, "responses per optimizer step of the reference recipe, B0 (responses); needs "
-        "--ref-lr; none = B (no scaling)", "optimizer")
+        None,
+        "responses per optimizer step of the reference recipe, B0 (responses); needs "
+        "--ref-lr; none = B (no scaling)",
+        "optimizer",
+    )
     min_lr: float = _opt(0.0, "learning rate at the end of decay (per optimizer step)", "optimizer")
     lr_warmup_steps: int = _opt(0, "linear warmup length (optimizer steps)", "optimizer")
-    lr_decay_style: str = _opt("constant", "learning-rate decay after warmup (name)", "optimizer",
-                               choices=("constant", "linear", "cosine"))
-    weight_decay: float = _opt(0.0, "decoupled weight decay coefficient (per optimizer step)",
-                               "optimizer")
-    adam_beta1: float = _opt(0.9, "Adam first-moment decay (dimensionless, in [0, 1))",
-                             "optimizer")
-    adam_beta2: float = _opt(0.999, "Adam second-moment decay (dimensionless, in [0, 1))",
-                             "optimizer")
+    lr_decay_style: str = _opt(
+        "constant",
+        "learning-rate decay after warmup (name)",
+        "optimizer",
+        choices=("constant", "linear", "cosine"),
+    )
+    weight_decay: float = _opt(
+        0.0, "decoupled weight decay coefficient (per optimizer step)", "optimizer"
+    )
+    adam_beta1: float = _opt(0.9, "Adam first-moment decay (dimensionless, in [0, 1))", "optimizer")
+    adam_beta2: float = _opt(
+        0.999, "Adam second-moment decay (dimensionless, in [0, 1))", "optimizer"
+    )
     adam_eps: float = _opt(1e-8, "Adam denominator epsilon (dimensionless)", "optimizer")
-    clip_grad: float = _opt(1.0, "clip the global gradient norm to this (L2 norm; 0 = no clipping)",
-                            "optimizer")
+    clip_grad: float = _opt(
+        1.0, "clip the global gradient norm to this (L2 norm; 0 = no clipping)", "optimizer"
+    )
 
     # --- rollout -------------------------------------------------------------------------
-    rollout_engine: str = _opt("hf", "generation engine (name)", "rollout",
-                               choices=("hf", "sglang"))
+    rollout_engine: str = _opt(
+        "hf", "generation engine (name)", "rollout", choices=("hf", "sglang")
+    )
     rollout_concurrency: int = _opt(64, "most sequences decoded at once (sequences)", "rollout")
     rollout_max_response_len: int = _opt(2, "longest generated response (tokens)", "rollout")
     rollout_temperature: float = _opt(1.0, "sampling temperature (dimensionless, > 0)", "rollout")
     rollout_top_p: float = _opt(1.0, "nucleus sampling mass (probability, in (0, 1])", "rollout")
     rollout_num_engines: int | None = _opt(
-        None, "rollout engines (count), each a Ray actor in its own placement-group bundle; "
+        None,
+        "rollout engines (count), each a Ray actor in its own placement-group bundle; "
         "none = hf: one engine inside the trainer process (no Ray), sglang: --rollout-num-gpus "
-        "/ --rollout-num-gpus-per-engine", "rollout")
+        "/ --rollout-num-gpus-per-engine",
+        "rollout",
+    )
     rollout_num_gpus: int | None = _opt(
-        None, "GPUs given to rollout engines in all (GPUs); none = with --colocate the training "
-        "world size, else --rollout-num-engines x --rollout-num-gpus-per-engine", "rollout")
+        None,
+        "GPUs given to rollout engines in all (GPUs); none = with --colocate the training "
+        "world size, else --rollout-num-engines x --rollout-num-gpus-per-engine",
+        "rollout",
+    )
     rollout_num_gpus_per_engine: int | None = _opt(
-        None, "GPUs per rollout engine, SGLang's tensor-parallel size (GPUs); none = 1 for "
-        "sglang, 0 for hf", "rollout")
+        None,
+        "GPUs per rollout engine, SGLang's tensor-parallel size (GPUs); none = 1 for "
+        "sglang, 0 for hf",
+        "rollout",
+    )
     rollout_max_restarts: int = _opt(
-        3, "restarts allowed per rollout engine over the run before it fails (count); an engine "
-        "that dies is replaced and its in-flight prompts resubmitted", "rollout")
+        3,
+        "restarts allowed per rollout engine over the run before it fails (count); an engine "
+        "that dies is replaced and its in-flight prompts resubmitted",
+        "rollout",
+    )
     update_weight_mode: str | None = _opt(
-        None, "how new weights reach SGLang (name): tensor = bucketed update_weights_from_tensor "
+        None,
+        "how new weights reach SGLang (name): tensor = bucketed update_weights_from_tensor "
         "(same node), distributed = NCCL broadcast group, disk = safetensors + "
-        "update_weights_from_disk; none = tensor with --colocate, else distributed", "rollout",
-        choices=("tensor", "distributed", "disk"))
+        "update_weights_from_disk; none = tensor with --colocate, else distributed",
+        "rollout",
+        choices=("tensor", "distributed", "disk"),
+    )
     update_weight_buffer_size: int = _opt(
-        512 * 1024 ** 2, "most bytes of weights sent per update bucket (bytes)", "rollout")
+        512 * 1024**2, "most bytes of weights sent per update bucket (bytes)", "rollout"
+    )
     colocate: bool = _opt(
-        False, "rollout engines share the training GPUs: SGLang releases its memory while the "
-        "actor trains and resumes it for generation (on/off)", "rollout")
+        False,
+        "rollout engines share the training GPUs: SGLang releases its memory while the "
+        "actor trains and resumes it for generation (on/off)",
+        "rollout",
+    )
     offload_train: bool | None = _opt(
-        None, "with --colocate, the trainer's GPU memory goes to host memory while the engines "
+        None,
+        "with --colocate, the trainer's GPU memory goes to host memory while the engines "
         "generate (slime's --offload-train): gradient buffers freed, optimizer states, the KL "
         "reference and the critic parked before the engines resume, the actor's weights after "
         "the weight sync; all back before the log-prob pass (on/off); none = on with --colocate",
-        "rollout")
+        "rollout",
+    )
     sglang_router_url: str | None = _opt(
-        None, "attach to running SGLang servers behind this sglang-router instead of starting "
-        "engines (http://HOST:PORT); none = start engines", "rollout")
+        None,
+        "attach to running SGLang servers behind this sglang-router instead of starting "
+        "engines (http://HOST:PORT); none = start engines",
+        "rollout",
+    )
     sglang_mem_fraction_static: float | None = _opt(
-        None, "fraction of GPU memory SGLang takes for weights and KV cache (fraction in (0, 1)); "
-        "none = SGLang's default", "rollout")
+        None,
+        "fraction of GPU memory SGLang takes for weights and KV cache (fraction in (0, 1)); "
+        "none = SGLang's default",
+        "rollout",
+    )
     sglang_server_args: str | None = _opt(
-        None, "further sglang.launch_server flags, passed through verbatim (a quoted string); any "
+        None,
+        "further sglang.launch_server flags, passed through verbatim (a quoted string); any "
         "other --sglang-NAME [VALUE] on the command line is appended here as --NAME [VALUE]",
-        "rollout")
+        "rollout",
+    )
     reward_num_workers: int = _opt(
-        0, "Ray worker processes that score rewards off the trainer (count); 0 = score in the "
-        "trainer process (no timeout)", "rollout")
+        0,
+        "Ray worker processes that score rewards off the trainer (count); 0 = score in the "
+        "trainer process (no timeout)",
+        "rollout",
+    )
     reward_timeout_s: float = _opt(
-        30.0, "seconds one reward call may take on a worker before it scores 0 and counts in "
-        "train/reward_failures (seconds)", "rollout")
+        30.0,
+        "seconds one reward call may take on a worker before it scores 0 and counts in "
+        "train/reward_failures (seconds)",
+        "rollout",
+    )
     ray_address: str | None = _opt(
-        None, "Ray cluster to join for engines and reward workers (address or 'auto'); none = "
-        "start a local Ray when one is needed", "rollout")
+        None,
+        "Ray cluster to join for engines and reward workers (address or 'auto'); none = "
+        "start a local Ray when one is needed",
+        "rollout",
+    )
 
     # --- algorithm (GRPO, PPO) -----------------------------------------------------------
     advantage_estimator: str = _opt(
-        "grpo", "advantage estimator (name): grpo = group-relative, no critic; gae = PPO with a "
-        "critic", "algorithm", choices=("grpo", "gae"))
+        "grpo",
+        "advantage estimator (name): grpo = group-relative, no critic; gae = PPO with a critic",
+        "algorithm",
+        choices=("grpo", "gae"),
+    )
     grpo_std_normalization: bool = _opt(
-        True, "divide group-relative advantages by the group's reward std (on/off)", "algorithm")
+        True, "divide group-relative advantages by the group's reward std (on/off)", "algorithm"
+    )
     eps_clip: float = _opt(0.2, "PPO-style ratio clip, lower side (ratio offset)", "algorithm")
     eps_clip_high: float | None = _opt(
-        None, "ratio clip, upper side (ratio offset); 'none' = same as --eps-clip", "algorithm")
-    kl_loss_coef: float = _opt(0.0, "weight of the KL-to-reference loss term (coefficient)",
-                               "algorithm")
-    kl_loss_type: str = _opt("low_var_kl", "KL estimator for the KL loss (name)", "algorithm",
-                             choices=("low_var_kl", "k1"))
+        None, "ratio clip, upper side (ratio offset); 'none' = same as --eps-clip", "algorithm"
+    )
+    kl_loss_coef: float = _opt(
+        0.0, "weight of the KL-to-reference loss term (coefficient)", "algorithm"
+    )
+    kl_loss_type: str = _opt(
+        "low_var_kl",
+        "KL estimator for the KL loss (name)",
+        "algorithm",
+        choices=("low_var_kl", "k1"),
+    )
     entropy_coef: float = _opt(0.0, "weight of the entropy bonus (coefficient)", "algorithm")
     gamma: float | None = _opt(
-        None, "discount per token (dimensionless, in [0, 1]); PPO only; none = 1.0 under gae",
-        "algorithm")
+        None,
+        "discount per token (dimensionless, in [0, 1]); PPO only; none = 1.0 under gae",
+        "algorithm",
+    )
     lambd: float | None = _opt(
-        None, "GAE lambda (dimensionless, in [0, 1]); PPO only; none = 1.0 under gae", "algorithm")
+        None, "GAE lambda (dimensionless, in [0, 1]); PPO only; none = 1.0 under gae", "algorithm"
+    )
     normalize_advantages: bool | None = _opt(
-        None, "whiten advantages over the global rollout batch (on/off); PPO only; none = on "
-        "under gae", "algorithm")
+        None,
+        "whiten advantages over the global rollout batch (on/off); PPO only; none = on under gae",
+        "algorithm",
+    )
     kl_coef: float = _opt(
-        0.0, "KL-to-reference penalty subtracted from the per-token reward, PPO-style "
-        "(coefficient); PPO only; --kl-loss-coef is the loss-term form", "algorithm")
+        0.0,
+        "KL-to-reference penalty subtracted from the per-token reward, PPO-style "
+        "(coefficient); PPO only; --kl-loss-coef is the loss-term form",
+        "algorithm",
+    )
     num_steps_per_rollout: int | None = _opt(
-        None, "actor optimizer steps per rollout (steps); when given, B = P x G / this",
-        "algorithm")
+        None, "actor optimizer steps per rollout (steps); when given, B = P x G / this", "algorithm"
+    )
 
     # --- critic (PPO) --------------------------------------------------------------------
     critic_global_batch_size: int | None = _opt(
-        None, "responses per critic optimizer step (responses); none = --global-batch-size",
-        "critic")
+        None,
+        "responses per critic optimizer step (responses); none = --global-batch-size",
+        "critic",
+    )
     critic_micro_batch_size: int | None = _opt(
-        None, "critic responses per forward/backward pass on one data-parallel rank (responses); "
-        "none = --micro-batch-size", "critic")
+        None,
+        "critic responses per forward/backward pass on one data-parallel rank (responses); "
+        "none = --micro-batch-size",
+        "critic",
+    )
     critic_lr: float | None = _opt(
-        None, "critic peak learning rate (per critic optimizer step); none = --lr (the actor's "
+        None,
+        "critic peak learning rate (per critic optimizer step); none = --lr (the actor's "
         "resolved rate), or --critic-ref-lr scaled to the critic batch when that is given",
-        "critic")
+        "critic",
+    )
     critic_lr_scaling: str | None = _opt(
-        None, "how --critic-ref-lr scales with the critic batch (name): critic lr = LR0 x "
-        "(critic B / B0)^k, k as for --lr-scaling; none = none", "critic",
-        choices=tuple(LR_SCALING_EXPONENTS))
+        None,
+        "how --critic-ref-lr scales with the critic batch (name): critic lr = LR0 x "
+        "(critic B / B0)^k, k as for --lr-scaling; none = none",
+        "critic",
+        choices=tuple(LR_SCALING_EXPONENTS),
+    )
     critic_ref_lr: float | None = _opt(
-        None, "critic peak learning rate LR0 of the reference recipe at its critic B0 (per "
+        None,
+        "critic peak learning rate LR0 of the reference recipe at its critic B0 (per "
         "critic optimizer step); when given, the critic learning rate is LR0 x (critic B / "
-        "B0)^k instead of --critic-lr; none = use --critic-lr", "critic")
+        "B0)^k instead of --critic-lr; none = use --critic-lr",
+        "critic",
+    )
     critic_ref_global_batch_size: int | None = _opt(
-        None, "responses per critic optimizer step of the reference recipe, B0 (responses); "
-        "needs --critic-ref-lr; none = the critic batch (no scaling)", "critic")
+        None,
+        "responses per critic optimizer step of the reference recipe, B0 (responses); "
+        "needs --critic-ref-lr; none = the critic batch (no scaling)",
+        "critic",
+    )
     critic_min_lr: float | None = _opt(
-        None, "critic learning rate at the end of decay (per critic optimizer step); "
-        "none = --min-lr", "critic")
+        None,
+        "critic learning rate at the end of decay (per critic optimizer step); none = --min-lr",
+        "critic",
+    )
     critic_lr_warmup_steps: int | None = _opt(
-        None, "critic linear warmup length (critic optimizer steps); none = --lr-warmup-steps",
-        "critic")
+        None,
+        "critic linear warmup length (critic optimizer steps); none = --lr-warmup-steps",
+        "critic",
+    )
     critic_lr_decay_style: str | None = _opt(
-        None, "critic learning-rate decay after warmup (name); none = --lr-decay-style", "critic",
-        choices=("constant", "linear", "cosine"))
+        None,
+        "critic learning-rate decay after warmup (name); none = --lr-decay-style",
+        "critic",
+        choices=("constant", "linear", "cosine"),
+    )
     critic_weight_decay: float | None = _opt(
-        None, "critic decoupled weight decay coefficient (per critic optimizer step); "
-        "none = --weight-decay", "critic")
+        None,
+        "critic decoupled weight decay coefficient (per critic optimizer step); "
+        "none = --weight-decay",
+        "critic",
+    )
     critic_clip_grad: float | None = _opt(
-        None, "clip the critic's global gradient norm to this (L2 norm; 0 = no clipping); "
-        "none = --clip-grad", "critic")
+        None,
+        "clip the critic's global gradient norm to this (L2 norm; 0 = no clipping); "
+        "none = --clip-grad",
+        "critic",
+    )
     num_critic_only_steps: int = _opt(
-        0, "rollout steps at the start in which only the critic trains (rollout steps)", "critic")
+        0, "rollout steps at the start in which only the critic trains (rollout steps)", "critic"
+    )
     value_clip: float | None = _opt(
-        None, "clip range of the value update around the old values (value units; 0 disables); "
-        "none = 0.2 under gae", "critic")
+        None,
+        "clip range of the value update around the old values (value units; 0 disables); "
+        "none = 0.2 under gae",
+        "critic",
+    )
     critic_load: str | None = _opt(
-        None, "local Hugging Face Qwen3-MoE directory whose weights initialise the critic trunk "
-        "(path); none = the actor's initial weights", "critic")
+        None,
+        "local Hugging Face Qwen3-MoE directory whose weights initialise the critic trunk "
+        "(path); none = the actor's initial weights",
+        "critic",
+    )
 
     # --- eval ----------------------------------------------------------------------------
     eval_interval: int = _opt(
-        0, "rollout steps between evaluations on the held-out prompts (rollout steps; 0 = no "
+        0,
+        "rollout steps between evaluations on the held-out prompts (rollout steps; 0 = no "
         "evaluation); when > 0, evaluation also runs before the first step and after the last",
-        "eval")
+        "eval",
+    )
     n_samples_per_eval_prompt: int = _opt(
-        1, "responses sampled per held-out prompt, k of the mean@k accuracy (responses)", "eval")
+        1, "responses sampled per held-out prompt, k of the mean@k accuracy (responses)", "eval"
+    )
     eval_temperature: float | None = _opt(
-        None, "sampling temperature for evaluation (dimensionless, >= 0; 0 = greedy); "
-        "none = --rollout-temperature", "eval")
+        None,
+        "sampling temperature for evaluation (dimensionless, >= 0; 0 = greedy); "
+        "none = --rollout-temperature",
+        "eval",
+    )
     target: str | None = _opt(
-        None, "METRIC=VALUE, e.g. eval/accuracy=0.77 (METRIC under eval/ or train/): the run "
+        None,
+        "METRIC=VALUE, e.g. eval/accuracy=0.77 (METRIC under eval/ or train/): the run "
         "records the step, responses and seconds at which METRIC first reaches VALUE; "
-        "none = no target", "eval")
+        "none = no target",
+        "eval",
+    )
 
     # --- MoE stability: train-inference mismatch ------------------------------------------
     use_tis: bool = _opt(
-        False, "truncated importance sampling: weight each token's policy-gradient term by "
-        "min(pi_old_train / pi_rollout, --tis-clip) (on/off)", "mismatch")
-    tis_clip: float = _opt(2.0, "upper bound C of the truncated importance weight (ratio)",
-                           "mismatch")
+        False,
+        "truncated importance sampling: weight each token's policy-gradient term by "
+        "min(pi_old_train / pi_rollout, --tis-clip) (on/off)",
+        "mismatch",
+    )
+    tis_clip: float = _opt(
+        2.0, "upper bound C of the truncated importance weight (ratio)", "mismatch"
+    )
     use_mis: bool = _opt(
-        False, "masked importance sampling: drop tokens (or responses, --mis-level sequence) "
+        False,
+        "masked importance sampling: drop tokens (or responses, --mis-level sequence) "
         "whose ratio pi_old_train / pi_rollout is outside [--mis-low, --mis-high] (on/off)",
-        "mismatch")
+        "mismatch",
+    )
     mis_low: float = _opt(0.5, "lower bound L of the kept ratio range (ratio)", "mismatch")
     mis_high: float = _opt(2.0, "upper bound H of the kept ratio range (ratio)", "mismatch")
     mis_level: str = _opt(
-        "token", "what --use-mis drops (name): token = single tokens; sequence = whole "
-        "responses, by the geometric mean of their ratios", "mismatch",
-        choices=("token", "sequence"))
+        "token",
+        "what --use-mis drops (name): token = single tokens; sequence = whole "
+        "responses, by the geometric mean of their ratios",
+        "mismatch",
+        choices=("token", "sequence"),
+    )
     use_routing_replay: bool = _opt(
-        False, "rollout routing replay (R3): the engine returns the experts it routed every "
-        "token to and the trainer's MoE routers reuse them (on/off)", "mismatch")
+        False,
+        "rollout routing replay (R3): the engine returns the experts it routed every "
+        "token to and the trainer's MoE routers reuse them (on/off)",
+        "mismatch",
+    )
     measure_routing_mismatch: bool = _opt(
-        False, "the engine returns the experts it routed every token to and the trainer logs how "
+        False,
+        "the engine returns the experts it routed every token to and the trainer logs how "
         "often its own routing differs (mismatch/routing_diff_frac), without replaying them; "
-        "implied by --use-routing-replay (on/off)", "mismatch")
+        "implied by --use-routing-replay (on/off)",
+        "mismatch",
+    )
 
     # --- task ----------------------------------------------------------------------------
     task: str | None = _opt(
-        None, "training task (name): arith_mod10 = the built-in arithmetic task, prompt_data = "
-        "--prompt-data; none = prompt_data when --prompt-data is given, else arith_mod10", "task",
-        choices=("arith_mod10", "prompt_data"))
+        None,
+        "training task (name): arith_mod10 = the built-in arithmetic task, prompt_data = "
+        "--prompt-data; none = prompt_data when --prompt-data is given, else arith_mod10",
+        "task",
+        choices=("arith_mod10", "prompt_data"),
+    )
     prompt_data: str | None = _opt(
-        None, "training prompts, a .jsonl or .parquet file with one prompt per record (path)",
-        "task")
+        None,
+        "training prompts, a .jsonl or .parquet file with one prompt per record (path)",
+        "task",
+    )
     input_key: str = _opt("prompt", "record field holding the prompt text (name)", "task")
     label_key: str = _opt("label", "record field holding the reference answer (name)", "task")
     apply_chat_template: bool = _opt(
-        False, "wrap each prompt as a user message in the tokenizer's chat template (on/off)",
-        "task")
+        False,
+        "wrap each prompt as a user message in the tokenizer's chat template (on/off)",
+        "task",
+    )
     tokenizer_path: str | None = _opt(
-        None, "local Hugging Face tokenizer directory for --prompt-data (path); none = "
-        "--hf-checkpoint", "task")
+        None,
+        "local Hugging Face tokenizer directory for --prompt-data (path); none = --hf-checkpoint",
+        "task",
+    )
     rollout_max_prompt_len: int | None = _opt(
-        None, "drop prompts longer than this when loading --prompt-data (tokens); none = "
-        "--max-position-embeddings - --rollout-max-response-len", "task")
+        None,
+        "drop prompts longer than this when loading --prompt-data (tokens); none = "
+        "--max-position-embeddings - --rollout-max-response-len",
+        "task",
+    )
     eval_prompt_data: list[str] | None = _opt(
-        None, "held-out sets as NAME FILE pairs, each logged as eval/NAME/accuracy (names and "
-        "paths); none = the task's own held-out split", "task")
+        None,
+        "held-out sets as NAME FILE pairs, each logged as eval/NAME/accuracy (names and "
+        "paths); none = the task's own held-out split",
+        "task",
+    )
     rm_type: str | None = _opt(
-        None, "reward function (name): exact_match, math (math-verify on the boxed or last "
+        None,
+        "reward function (name): exact_match, math (math-verify on the boxed or last "
         "answer), mcq (one choice letter), logic (exact structured answer); none = exact_match "
-        "for arith_mod10, required with --prompt-data unless --custom-rm-path", "task",
-        choices=("exact_match", "math", "mcq", "logic"))
+        "for arith_mod10, required with --prompt-data unless --custom-rm-path",
+        "task",
+        choices=("exact_match", "math", "mcq", "logic"),
+    )
     custom_rm_path: str | None = _opt(
-        None, "your reward function as module:function, called as f(response_text, label, "
-        "finish_reason) -> float (import path)", "task")
-    task_max_operand: int = _opt(9, "largest operand in the arithmetic prompts (integer, 1..9)",
-                                 "task")
+        None,
+        "your reward function as module:function, called as f(response_text, label, "
+        "finish_reason) -> float (import path)",
+        "task",
+    )
+    task_max_operand: int = _opt(
+        9, "largest operand in the arithmetic prompts (integer, 1..9)", "task"
+    )
     task_eval_fraction: float = _opt(
-        0.2, "fraction of the task's prompts held out for evaluation and never trained on "
+        0.2,
+        "fraction of the task's prompts held out for evaluation and never trained on "
         "(fraction, in [0, 1); round(fraction x prompts) are held out when --eval-interval > 0; "
         "0 = evaluate on the training prompts themselves, an in-distribution check)",
-        "task")
+        "task",
+    )
 
     # --- run -----------------------------------------------------------------------------
     num_steps: int = _opt(1000, "training length (rollout steps)", "run")
@@ -401,18 +635,30 @@ class RunConfig:
     wandb_project: str = _opt("hyrl", "Weights & Biases project (name)", "run")
     progress: bool = _opt(True, "show a progress bar on rank 0 (on/off)", "run")
     save: str | None = _opt(
-        None, "checkpoint directory: DIR/step_N/ holds the actor, reference, critic, optimizer, "
+        None,
+        "checkpoint directory: DIR/step_N/ holds the actor, reference, critic, optimizer, "
         "RNG and loop state, written atomically, and DIR/latest names the newest (path); none = "
-        "no checkpoints", "run")
+        "no checkpoints",
+        "run",
+    )
     save_interval: int | None = _opt(
-        None, "rollout steps between checkpoints (rollout steps); none = only at the end and on "
-        "preemption (SIGTERM/SIGUSR1); needs --save", "run")
+        None,
+        "rollout steps between checkpoints (rollout steps); none = only at the end and on "
+        "preemption (SIGTERM/SIGUSR1); needs --save",
+        "run",
+    )
     load: str | None = _opt(
-        None, "resume from this --save directory (its 'latest') or one of its step_N directories "
-        "(path); a --run-dir holding a run is then appended to, if its config.json matches", "run")
+        None,
+        "resume from this --save directory (its 'latest') or one of its step_N directories "
+        "(path); a --run-dir holding a run is then appended to, if its config.json matches",
+        "run",
+    )
     max_skipped_steps: int = _opt(
-        3, "optimizer steps in a row that may be skipped for a non-finite loss or gradient norm; "
-        "the run stops (exit 1) when that many are skipped in a row (count >= 1)", "run")
+        3,
+        "optimizer steps in a row that may be skipped for a non-finite loss or gradient norm; "
+        "the run stops (exit 1) when that many are skipped in a row (count >= 1)",
+        "run",
+    )
 
     # --- derived values (not flags) ------------------------------------------------------
     def data_parallel_size(self, world_size: int) -> int:
@@ -485,13 +731,15 @@ _GAE_DEFAULTS = {"gamma": 1.0, "lambd": 1.0, "normalize_advantages": True, "valu
 
 def _unresolved(cfg: RunConfig) -> list[str]:
     """Fields still None that `resolve` would fill in."""
-    names = [n for n in ("global_batch_size", "lr", "eval_temperature")
-             if getattr(cfg, n) is None]
+    names = [n for n in ("global_batch_size", "lr", "eval_temperature") if getattr(cfg, n) is None]
     if cfg.ref_lr is not None and cfg.ref_global_batch_size is None:
         names.append("ref_global_batch_size")
     if cfg.advantage_estimator == "gae":
-        names += [n for n in (*_CRITIC_FROM_ACTOR, *_GAE_DEFAULTS, "critic_lr_scaling")
-                  if getattr(cfg, n) is None]
+        names += [
+            n
+            for n in (*_CRITIC_FROM_ACTOR, *_GAE_DEFAULTS, "critic_lr_scaling")
+            if getattr(cfg, n) is None
+        ]
         if cfg.critic_ref_lr is not None and cfg.critic_ref_global_batch_size is None:
             names.append("critic_ref_global_batch_size")
     return names
@@ -501,9 +749,11 @@ def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> No
     """Raise ValueError unless `cfg` is resolved (in the fields `only`, when given)."""
     names = [n for n in _unresolved(cfg) if only is None or n in only]
     if names:
-        raise ValueError(f"RunConfig is not resolved ({', '.join(flag_name(n) for n in names)} "
-                         "still none): call hyrl.config.resolve(cfg) or "
-                         "hyrl.config.load(argv, world_size) first")
+        raise ValueError(
+            f"RunConfig is not resolved ({', '.join(flag_name(n) for n in names)} "
+            "still none): call hyrl.config.resolve(cfg) or "
+            "hyrl.config.load(argv, world_size) first"
+        )
 
 
 # ------------------------------------------------------------------------------------------
@@ -511,9 +761,17 @@ def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> No
 # ------------------------------------------------------------------------------------------
 
 # "opt" kinds also take None ("none" on the command line): the flag was not given.
-_KINDS = {int: "int", float: "float", str: "str", bool: "bool",
-          int | None: "optint", float | None: "optfloat", str | None: "optstr",
-          bool | None: "optbool", list[str] | None: "optlist"}
+_KINDS = {
+    int: "int",
+    float: "float",
+    str: "str",
+    bool: "bool",
+    int | None: "optint",
+    float | None: "optfloat",
+    str | None: "optstr",
+    bool | None: "optbool",
+    list[str] | None: "optlist",
+}
 _KIND_NAMES = {
     "int": "an integer",
     "float": "a finite number",
@@ -525,10 +783,17 @@ _KIND_NAMES = {
     "optbool": "true, false or none",
     "optlist": "one or more strings, or none",
 }
-_TYPE_NAMES = {"int": int, "float": float, "str": str, "bool": bool,
-               "int | None": int | None, "float | None": float | None,
-               "str | None": str | None, "bool | None": bool | None,
-               "list[str] | None": list[str] | None}
+_TYPE_NAMES = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "int | None": int | None,
+    "float | None": float | None,
+    "str | None": str | None,
+    "bool | None": bool | None,
+    "list[str] | None": list[str] | None,
+}
 
 
 def _resolve_type(annotation):
@@ -553,8 +818,11 @@ def _fields() -> tuple[dataclasses.Field, ...]:
 
 def _allowed_text(kind: str, choices: tuple | None) -> str:
     if choices:
-        return "one of " + ", ".join(str(c) for c in choices) + (
-            ", none" if kind.startswith("opt") else "")
+        return (
+            "one of "
+            + ", ".join(str(c) for c in choices)
+            + (", none" if kind.startswith("opt") else "")
+        )
     return _KIND_NAMES[kind]
 
 
@@ -575,11 +843,18 @@ def _check_types(cfg: RunConfig) -> None:
         elif base == "list":
             ok = isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
         else:
-            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-                  and math.isfinite(value))
+            ok = (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            )
         if not ok:
-            _fail(f.name, value, f"wrong type ({type(value).__name__})",
-                  _allowed_text(kind, f.metadata.get("choices")))
+            _fail(
+                f.name,
+                value,
+                f"wrong type ({type(value).__name__})",
+                _allowed_text(kind, f.metadata.get("choices")),
+            )
         choices = f.metadata.get("choices")
         if choices and value not in choices:
             _fail(f.name, value, "not a valid choice", _allowed_text(kind, choices))

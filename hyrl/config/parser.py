@@ -44,14 +44,20 @@ def _converter(f: dataclasses.Field):
             elif base == "float":
                 value = float(text)
                 if not math.isfinite(value):
-                    raise _Abort(ConfigError(flag, text, "not a finite number",
-                                             _allowed_text(kind, choices)))
+                    raise _Abort(
+                        ConfigError(flag, text, "not a finite number", _allowed_text(kind, choices))
+                    )
             else:
                 value = text
         except ValueError:
-            raise _Abort(ConfigError(flag, text, "not an integer" if base == "int" else
-                                     "not a number",
-                                     _allowed_text(kind, choices))) from None
+            raise _Abort(
+                ConfigError(
+                    flag,
+                    text,
+                    "not an integer" if base == "int" else "not a number",
+                    _allowed_text(kind, choices),
+                )
+            ) from None
         if choices and value not in choices:
             by_lower = {str(c).lower(): str(c) for c in choices}
             close = difflib.get_close_matches(str(value).lower(), list(by_lower), n=1)
@@ -76,7 +82,7 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
     parser = _RaisingParser(
         prog=prog,
         description="Train a Mixture-of-Experts policy with GRPO or PPO on Megatron-core. "
-                    "Flags may repeat; the last one wins.",
+        "Flags may repeat; the last one wins.",
         allow_abbrev=False,
         exit_on_error=False,
     )
@@ -87,12 +93,24 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
         default = f.default
         help_text = f"{f.metadata['help']} (default: {'none' if default is None else default})"
         if kind == "optlist":  # --flag A B C; "--flag none" = not given
-            group.add_argument(flag_name(f.name), dest=f.name, default=default, nargs="+",
-                               type=_converter(f), metavar="VALUE", help=help_text)
+            group.add_argument(
+                flag_name(f.name),
+                dest=f.name,
+                default=default,
+                nargs="+",
+                type=_converter(f),
+                metavar="VALUE",
+                help=help_text,
+            )
         elif _base(kind) == "bool":
             # An optional bool stays None (not given) unless --flag or --no-flag appears.
-            group.add_argument(flag_name(f.name), dest=f.name, default=default,
-                               action=argparse.BooleanOptionalAction, help=help_text)
+            group.add_argument(
+                flag_name(f.name),
+                dest=f.name,
+                default=default,
+                action=argparse.BooleanOptionalAction,
+                help=help_text,
+            )
         else:
             kwargs = {}
             choices = f.metadata.get("choices")
@@ -103,8 +121,14 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
                 kwargs["metavar"] = "{" + ",".join(str(c) for c in choices) + "}|none"
             else:
                 kwargs["metavar"] = _base(kind).upper() + ("|none" if kind != _base(kind) else "")
-            group.add_argument(flag_name(f.name), dest=f.name, default=default,
-                               type=_converter(f), help=help_text, **kwargs)
+            group.add_argument(
+                flag_name(f.name),
+                dest=f.name,
+                default=default,
+                type=_converter(f),
+                help=help_text,
+                **kwargs,
+            )
     return parser
 
 
@@ -119,21 +143,28 @@ def _action_for(parser: argparse.ArgumentParser, option: str):
     return None
 
 
-def _argument_error(parser: argparse.ArgumentParser, err: argparse.ArgumentError,
-                    argv: list[str]) -> ConfigError:
+def _argument_error(
+    parser: argparse.ArgumentParser, err: argparse.ArgumentError, argv: list[str]
+) -> ConfigError:
     option = (err.argument_name or "").split("/")[0]
     action = _action_for(parser, option)
     if action is None:
         return ConfigError(option or "command line", None, err.message, HELP_HINT)
     if isinstance(action, argparse.BooleanOptionalAction):
-        given = next((a for a in argv if a.split("=", 1)[0] in action.option_strings
-                      and "=" in a), option)
+        given = next(
+            (a for a in argv if a.split("=", 1)[0] in action.option_strings and "=" in a), option
+        )
         flag, _, value = given.partition("=")
-        return ConfigError(flag, value or None, "a boolean flag takes no value",
-                           " or ".join(action.option_strings))
+        return ConfigError(
+            flag, value or None, "a boolean flag takes no value", " or ".join(action.option_strings)
+        )
     f = next(f for f in _fields() if f.name == action.dest)
-    return ConfigError(option, None, f"{err.message} (write {option}=VALUE for a value "
-                       "that starts with '-')", _allowed_text(_kind(f), f.metadata.get("choices")))
+    return ConfigError(
+        option,
+        None,
+        f"{err.message} (write {option}=VALUE for a value that starts with '-')",
+        _allowed_text(_kind(f), f.metadata.get("choices")),
+    )
 
 
 def _unknown_error(parser: argparse.ArgumentParser, token: str, argv: list[str]) -> ConfigError:
@@ -150,17 +181,21 @@ def _unknown_error(parser: argparse.ArgumentParser, token: str, argv: list[str])
     if index > 0:
         previous = _action_for(parser, argv[index - 1])
         if isinstance(previous, argparse.BooleanOptionalAction):
-            problem += (f" ({argv[index - 1]} is a boolean flag and takes no value; "
-                        f"use {' or '.join(previous.option_strings)})")
-    return ConfigError("<positional>", token, problem,
-                       f"flags only, as --name VALUE or --name=VALUE ({HELP_HINT})")
+            problem += (
+                f" ({argv[index - 1]} is a boolean flag and takes no value; "
+                f"use {' or '.join(previous.option_strings)})"
+            )
+    return ConfigError(
+        "<positional>", token, problem, f"flags only, as --name VALUE or --name=VALUE ({HELP_HINT})"
+    )
 
 
 SGLANG_PASS_PREFIX = "--sglang-"
 
 
-def _split_sglang_passthrough(argv: list[str], parser: argparse.ArgumentParser
-                              ) -> tuple[list[str], list[str]]:
+def _split_sglang_passthrough(
+    argv: list[str], parser: argparse.ArgumentParser
+) -> tuple[list[str], list[str]]:
     """(hyrl's own args, pass-through server flags): an undeclared --sglang-NAME [VALUE] becomes
     --NAME [VALUE] for sglang.launch_server. A near miss of a declared --sglang-* flag is a typo,
     not a pass-through, and is refused (so --sglang-router-ur does not reach SGLang)."""
@@ -170,14 +205,21 @@ def _split_sglang_passthrough(argv: list[str], parser: argparse.ArgumentParser
     while i < len(argv):
         token = argv[i]
         flag, sep, value = token.partition("=")
-        if flag.startswith(SGLANG_PASS_PREFIX) and flag not in declared \
-                and len(flag) > len(SGLANG_PASS_PREFIX):
+        if (
+            flag.startswith(SGLANG_PASS_PREFIX)
+            and flag not in declared
+            and len(flag) > len(SGLANG_PASS_PREFIX)
+        ):
             close = difflib.get_close_matches(flag, declared, n=1, cutoff=0.85)
             if close:
-                raise ConfigError(flag, value if sep else None, "unknown flag",
-                                  f"did you mean {close[0]}? (other --sglang-NAME flags pass "
-                                  "through to sglang.launch_server as --NAME)")
-            passed.append("--" + flag[len(SGLANG_PASS_PREFIX):])
+                raise ConfigError(
+                    flag,
+                    value if sep else None,
+                    "unknown flag",
+                    f"did you mean {close[0]}? (other --sglang-NAME flags pass "
+                    "through to sglang.launch_server as --NAME)",
+                )
+            passed.append("--" + flag[len(SGLANG_PASS_PREFIX) :])
             if sep:
                 passed.append(value)
             elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
@@ -205,13 +247,18 @@ EXCLUSIVE_FLAGS = (
 
 def _flag_fields(parser: argparse.ArgumentParser) -> dict[str, tuple[str, object]]:
     """Every option string -> (field, its argparse action)."""
-    return {option: (action.dest, action) for action in parser._actions
-            for option in action.option_strings if option.startswith("--")}
+    return {
+        option: (action.dest, action)
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--")
+    }
 
 
 def _given_fields(tokens: list[str], options: dict) -> set[str]:
-    return {options[token.split("=", 1)[0]][0] for token in tokens
-            if token.split("=", 1)[0] in options}
+    return {
+        options[token.split("=", 1)[0]][0] for token in tokens if token.split("=", 1)[0] in options
+    }
 
 
 def _without_fields(tokens: list[str], fields: set[str], options: dict) -> list[str]:
@@ -235,8 +282,9 @@ def _without_fields(tokens: list[str], fields: set[str], options: dict) -> list[
     return kept
 
 
-def appended_wins(argv: list[str], parser: argparse.ArgumentParser | None = None
-                  ) -> tuple[list[str], list[str]]:
+def appended_wins(
+    argv: list[str], parser: argparse.ArgumentParser | None = None
+) -> tuple[list[str], list[str]]:
     """(argv without RECIPE_MARKER, notes): a recipe's flags and the ones appended after its
     marker, with the recipe's side of every EXCLUSIVE_FLAGS pair dropped where the appended
     flags take the other side. Without a marker nothing changes (every flag is the user's)."""
@@ -244,10 +292,14 @@ def appended_wins(argv: list[str], parser: argparse.ArgumentParser | None = None
     if RECIPE_MARKER not in argv:
         return argv, []
     cut = argv.index(RECIPE_MARKER)
-    recipe, appended = argv[:cut], argv[cut + 1:]
+    recipe, appended = argv[:cut], argv[cut + 1 :]
     if RECIPE_MARKER in appended:
-        raise ConfigError(RECIPE_MARKER, None, "given twice: it separates a recipe's own flags "
-                          "from the ones appended to it", "one -- (the recipe's)")
+        raise ConfigError(
+            RECIPE_MARKER,
+            None,
+            "given twice: it separates a recipe's own flags from the ones appended to it",
+            "one -- (the recipe's)",
+        )
     options = _flag_fields(parser or build_parser())
     in_recipe, by_user = _given_fields(recipe, options), _given_fields(appended, options)
     dropped, notes = set(), []
@@ -257,9 +309,11 @@ def appended_wins(argv: list[str], parser: argparse.ArgumentParser | None = None
             if replaced and any(f in by_user for f in mine):
                 dropped.update(replaced)
                 given = [flag_name(f) for f in mine if f in by_user]
-                notes.append(f"{', '.join(given)} from the command line "
-                             f"{'replaces' if len(given) == 1 else 'replace'} the recipe's "
-                             + ", ".join(flag_name(f) for f in replaced))
+                notes.append(
+                    f"{', '.join(given)} from the command line "
+                    f"{'replaces' if len(given) == 1 else 'replace'} the recipe's "
+                    + ", ".join(flag_name(f) for f in replaced)
+                )
     return _without_fields(recipe, dropped, options) + appended, notes
 
 
@@ -291,11 +345,16 @@ def parse_args(argv: list[str]) -> RunConfig:
         value = getattr(namespace, f.name)
         if _kind(f) == "optlist" and isinstance(value, list) and None in value:
             if value != [None]:
-                raise ConfigError(flag_name(f.name), " ".join(str(v) for v in value),
-                                  "'none' mixed with values", _allowed_text("optlist", None))
+                raise ConfigError(
+                    flag_name(f.name),
+                    " ".join(str(v) for v in value),
+                    "'none' mixed with values",
+                    _allowed_text("optlist", None),
+                )
             setattr(namespace, f.name, None)
     if passthrough:
         given = namespace.sglang_server_args
         namespace.sglang_server_args = " ".join(
-            ([given] if given else []) + [shlex.quote(arg) for arg in passthrough])
+            ([given] if given else []) + [shlex.quote(arg) for arg in passthrough]
+        )
     return RunConfig(**vars(namespace))

@@ -17,8 +17,9 @@ from hyrl.config.fields import (
 from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
 
 
-def _resolve_rate(cfg: RunConfig, prefix: str, batch: int,
-                  fallback: float) -> tuple[float, int | None]:
+def _resolve_rate(
+    cfg: RunConfig, prefix: str, batch: int, fallback: float
+) -> tuple[float, int | None]:
     """(learning rate, reference batch B0) of the actor (prefix "") or the critic ("critic_").
 
     With --ref-lr: LR0 x (B / B0)^k (see `scaled_lr`), B0 = B when not given; a --lr given as
@@ -34,13 +35,19 @@ def _resolve_rate(cfg: RunConfig, prefix: str, batch: int,
     ref_flag, ref_b_flag = flag_name(ref_name), flag_name(ref_b_name)
     if ref_lr is None:
         if rule != "none":
-            _fail(rule_name, rule,
-                  f"scales the reference learning rate {ref_flag}, which is not given",
-                  f"add {ref_flag} LR0 and {ref_b_flag} B0, or {rule_flag} none")
+            _fail(
+                rule_name,
+                rule,
+                f"scales the reference learning rate {ref_flag}, which is not given",
+                f"add {ref_flag} LR0 and {ref_b_flag} B0, or {rule_flag} none",
+            )
         if ref_b is not None:
-            _fail(ref_b_name, ref_b,
-                  f"the reference batch B0 only applies to {ref_flag}, which is not given",
-                  f"add {ref_flag} LR0, or remove {ref_b_flag}")
+            _fail(
+                ref_b_name,
+                ref_b,
+                f"the reference batch B0 only applies to {ref_flag}, which is not given",
+                f"add {ref_flag} LR0, or remove {ref_b_flag}",
+            )
         return (fallback if lr is None else lr), None
     if not ref_lr > 0:
         _fail(ref_name, ref_lr, "the learning rate must be positive", "a number > 0")
@@ -50,11 +57,14 @@ def _resolve_rate(cfg: RunConfig, prefix: str, batch: int,
         _fail(ref_b_name, ref_b, "must be a positive count", "an integer >= 1")
     rate = scaled_lr(ref_lr, batch, ref_b, rule)
     if lr is not None and not math.isclose(lr, rate, rel_tol=1e-9):
-        _fail(lr_name, lr,
-              f"given together with {ref_flag}={ref_lr}, which sets the learning rate "
-              f"({ref_lr} x ({batch} / {ref_b})^{LR_SCALING_EXPONENTS[rule]:g} = {rate:.6g}, "
-              f"{rule_flag} {rule})",
-              f"one of them: {lr_flag} for a fixed rate, or {ref_flag} with {rule_flag}")
+        _fail(
+            lr_name,
+            lr,
+            f"given together with {ref_flag}={ref_lr}, which sets the learning rate "
+            f"({ref_lr} x ({batch} / {ref_b})^{LR_SCALING_EXPONENTS[rule]:g} = {rate:.6g}, "
+            f"{rule_flag} {rule})",
+            f"one of them: {lr_flag} for a fixed rate, or {ref_flag} with {rule_flag}",
+        )
     return rate, ref_b
 
 
@@ -84,15 +94,22 @@ def resolve(cfg: RunConfig) -> RunConfig:
         if k < 1:
             _fail("num_steps_per_rollout", k, "must be a positive count", "an integer >= 1")
         if n >= 1 and n % k != 0:
-            _fail("num_steps_per_rollout", k,
-                  f"P x G = {p} x {g} = {n} responses per rollout do not split into {k} equal "
-                  "optimizer steps", f"a divisor of {n}: {divisors(n)}")
+            _fail(
+                "num_steps_per_rollout",
+                k,
+                f"P x G = {p} x {g} = {n} responses per rollout do not split into {k} equal "
+                "optimizer steps",
+                f"a divisor of {n}: {divisors(n)}",
+            )
         if b is not None and b != n // k:
-            _fail("num_steps_per_rollout", k,
-                  f"disagrees with --global-batch-size={b}: P x G = {n} responses in {k} "
-                  f"optimizer steps is B = {n // k} per step",
-                  f"--global-batch-size={n // k}, or only one of --global-batch-size and "
-                  "--num-steps-per-rollout")
+            _fail(
+                "num_steps_per_rollout",
+                k,
+                f"disagrees with --global-batch-size={b}: P x G = {n} responses in {k} "
+                f"optimizer steps is B = {n // k} per step",
+                f"--global-batch-size={n // k}, or only one of --global-batch-size and "
+                "--num-steps-per-rollout",
+            )
         b = n // k
     elif b is None:
         b = n
@@ -102,16 +119,22 @@ def resolve(cfg: RunConfig) -> RunConfig:
         updates["eval_temperature"] = cfg.rollout_temperature
     if cfg.task is None:
         updates["task"] = "prompt_data" if cfg.prompt_data is not None else "arith_mod10"
-    if cfg.rm_type is None and cfg.custom_rm_path is None and \
-            updates.get("task", cfg.task) == "arith_mod10":
+    if (
+        cfg.rm_type is None
+        and cfg.custom_rm_path is None
+        and updates.get("task", cfg.task) == "arith_mod10"
+    ):
         updates["rm_type"] = "exact_match"
     if cfg.advantage_estimator == "gae":
         for name, actor_name in _CRITIC_FROM_ACTOR.items():
             if getattr(cfg, name) is None:
                 updates[name] = updates.get(actor_name, getattr(cfg, actor_name))
         updates["critic_lr"], updates["critic_ref_global_batch_size"] = _resolve_rate(
-            cfg, "critic_", updates.get("critic_global_batch_size", cfg.critic_global_batch_size),
-            updates["lr"])
+            cfg,
+            "critic_",
+            updates.get("critic_global_batch_size", cfg.critic_global_batch_size),
+            updates["lr"],
+        )
         updates["critic_lr_scaling"] = cfg.critic_lr_scaling or "none"
         for name, value in _GAE_DEFAULTS.items():
             if getattr(cfg, name) is None:

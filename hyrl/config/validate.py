@@ -19,26 +19,46 @@ from hyrl.config.fields import (
 )
 from hyrl.config.parser import parse_args
 from hyrl.config.resolve import resolve
-# A module, not its names: hyrl.rollout.layout imports hyrl.config.errors (an import cycle).
-from hyrl.rollout import layout
 from hyrl.metrics.target import TARGET_ALLOWED, TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
 
+# A module, not its names: hyrl.rollout.layout imports hyrl.config.errors (an import cycle).
+from hyrl.rollout import layout
+
 # Fields that count or size something: must be >= 1.
 _POSITIVE_INTS = (
-    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
-    "kv_channels", "num_experts", "moe_ffn_hidden_size", "moe_router_topk", "vocab_size",
+    "num_layers",
+    "hidden_size",
+    "ffn_hidden_size",
+    "num_attention_heads",
+    "num_query_groups",
+    "kv_channels",
+    "num_experts",
+    "moe_ffn_hidden_size",
+    "moe_router_topk",
+    "vocab_size",
     "max_position_embeddings",
-    "tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size",
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "expert_model_parallel_size",
     "expert_tensor_parallel_size",
-    "rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "micro_batch_size",
-    "rollout_concurrency", "rollout_max_response_len",
-    "num_steps_per_rollout", "critic_global_batch_size", "critic_micro_batch_size",
-    "save_interval", "max_skipped_steps",
-    "ref_global_batch_size", "critic_ref_global_batch_size", "n_samples_per_eval_prompt",
-    "task_max_operand", "num_steps",
+    "rollout_batch_size",
+    "n_samples_per_prompt",
+    "global_batch_size",
+    "micro_batch_size",
+    "rollout_concurrency",
+    "rollout_max_response_len",
+    "num_steps_per_rollout",
+    "critic_global_batch_size",
+    "critic_micro_batch_size",
+    "save_interval",
+    "max_skipped_steps",
+    "ref_global_batch_size",
+    "critic_ref_global_batch_size",
+    "n_samples_per_eval_prompt",
+    "task_max_operand",
+    "num_steps",
 )  # None (not given) is skipped: resolved later.
-
 
 
 def parse_target(text: str) -> tuple[str, float]:
@@ -57,8 +77,12 @@ def _check_ranges(c: RunConfig) -> None:
     if c.seed < 0:
         _fail("seed", c.seed, "must not be negative", "an integer >= 0")
     if not c.distributed_timeout_minutes > 0:
-        _fail("distributed_timeout_minutes", c.distributed_timeout_minutes, "must be positive",
-              "minutes > 0 (Megatron's default: 10)")
+        _fail(
+            "distributed_timeout_minutes",
+            c.distributed_timeout_minutes,
+            "must be positive",
+            "minutes > 0 (Megatron's default: 10)",
+        )
 
     # optimizer (min_lr against the resolved learning rate: see _check_learning_rates)
     for name in ("lr", "ref_lr", "critic_lr", "critic_ref_lr"):
@@ -70,9 +94,12 @@ def _check_ranges(c: RunConfig) -> None:
     if c.lr_warmup_steps < 0:
         _fail("lr_warmup_steps", c.lr_warmup_steps, "must not be negative", "an integer >= 0")
     if not c.lr_warmup_steps < c.num_steps:
-        _fail("lr_warmup_steps", c.lr_warmup_steps,
-              f"warmup must end before the run does (--num-steps={c.num_steps})",
-              f"0 <= lr_warmup_steps < {c.num_steps}")
+        _fail(
+            "lr_warmup_steps",
+            c.lr_warmup_steps,
+            f"warmup must end before the run does (--num-steps={c.num_steps})",
+            f"0 <= lr_warmup_steps < {c.num_steps}",
+        )
     if not c.weight_decay >= 0:
         _fail("weight_decay", c.weight_decay, "must not be negative", "a number >= 0")
     for name in ("adam_beta1", "adam_beta2"):
@@ -83,8 +110,12 @@ def _check_ranges(c: RunConfig) -> None:
     if not c.clip_grad >= 0:
         _fail("clip_grad", c.clip_grad, "must not be negative", "a number >= 0 (0 = no clipping)")
     if c.noise_scale_beta is not None and not 0 <= c.noise_scale_beta < 1:
-        _fail("noise_scale_beta", c.noise_scale_beta, "an EMA decay must lie in [0, 1)",
-              "0 <= beta < 1, or none to switch the measurement off")
+        _fail(
+            "noise_scale_beta",
+            c.noise_scale_beta,
+            "an EMA decay must lie in [0, 1)",
+            "0 <= beta < 1, or none to switch the measurement off",
+        )
 
     # model numerics
     if not c.norm_epsilon > 0:
@@ -96,17 +127,34 @@ def _check_ranges(c: RunConfig) -> None:
     if not c.eps_clip > 0:
         _fail("eps_clip", c.eps_clip, "the clip range must be positive", "a number > 0")
     if c.eps_clip_high is not None and not c.eps_clip_high > 0:
-        _fail("eps_clip_high", c.eps_clip_high, "the clip range must be positive",
-              "a number > 0, or none (= --eps-clip)")
+        _fail(
+            "eps_clip_high",
+            c.eps_clip_high,
+            "the clip range must be positive",
+            "a number > 0, or none (= --eps-clip)",
+        )
     if not c.tis_clip >= 1:
-        _fail("tis_clip", c.tis_clip, "the truncation bound of an importance weight must be at "
-              "least 1 (below 1 every on-policy token would be down-weighted)", "a number >= 1")
+        _fail(
+            "tis_clip",
+            c.tis_clip,
+            "the truncation bound of an importance weight must be at "
+            "least 1 (below 1 every on-policy token would be down-weighted)",
+            "a number >= 1",
+        )
     if not 0 <= c.mis_low < 1:
-        _fail("mis_low", c.mis_low, "the kept ratio range must contain 1 (on-policy tokens)",
-              "a number in [0, 1)")
+        _fail(
+            "mis_low",
+            c.mis_low,
+            "the kept ratio range must contain 1 (on-policy tokens)",
+            "a number in [0, 1)",
+        )
     if not c.mis_high > 1:
-        _fail("mis_high", c.mis_high, "the kept ratio range must contain 1 (on-policy tokens)",
-              "a number > 1")
+        _fail(
+            "mis_high",
+            c.mis_high,
+            "the kept ratio range must contain 1 (on-policy tokens)",
+            "a number > 1",
+        )
     if not c.kl_loss_coef >= 0:
         _fail("kl_loss_coef", c.kl_loss_coef, "must not be negative", "a number >= 0")
     if not c.entropy_coef >= 0:
@@ -122,56 +170,93 @@ def _check_ranges(c: RunConfig) -> None:
     if c.critic_min_lr is not None and not c.critic_min_lr >= 0:
         _fail("critic_min_lr", c.critic_min_lr, "must not be negative", "a number >= 0")
     if c.critic_lr_warmup_steps is not None and c.critic_lr_warmup_steps < 0:
-        _fail("critic_lr_warmup_steps", c.critic_lr_warmup_steps, "must not be negative",
-              "an integer >= 0")
+        _fail(
+            "critic_lr_warmup_steps",
+            c.critic_lr_warmup_steps,
+            "must not be negative",
+            "an integer >= 0",
+        )
     if c.critic_weight_decay is not None and not c.critic_weight_decay >= 0:
-        _fail("critic_weight_decay", c.critic_weight_decay, "must not be negative",
-              "a number >= 0")
+        _fail("critic_weight_decay", c.critic_weight_decay, "must not be negative", "a number >= 0")
     if c.critic_clip_grad is not None and not c.critic_clip_grad >= 0:
-        _fail("critic_clip_grad", c.critic_clip_grad, "must not be negative",
-              "a number >= 0 (0 = no clipping)")
+        _fail(
+            "critic_clip_grad",
+            c.critic_clip_grad,
+            "must not be negative",
+            "a number >= 0 (0 = no clipping)",
+        )
     if c.value_clip is not None and not c.value_clip >= 0:
         _fail("value_clip", c.value_clip, "must not be negative", ">= 0; 0 disables clipping")
     if c.num_critic_only_steps < 0:
-        _fail("num_critic_only_steps", c.num_critic_only_steps, "must not be negative",
-              "an integer >= 0")
+        _fail(
+            "num_critic_only_steps",
+            c.num_critic_only_steps,
+            "must not be negative",
+            "an integer >= 0",
+        )
     if not c.num_critic_only_steps < c.num_steps:
-        _fail("num_critic_only_steps", c.num_critic_only_steps,
-              f"the actor must train in at least one of the --num-steps={c.num_steps} rollout "
-              "steps", f"0 <= num_critic_only_steps < {c.num_steps}")
+        _fail(
+            "num_critic_only_steps",
+            c.num_critic_only_steps,
+            f"the actor must train in at least one of the --num-steps={c.num_steps} rollout steps",
+            f"0 <= num_critic_only_steps < {c.num_steps}",
+        )
 
     # rollout
     if not c.rollout_temperature > 0:
         _fail("rollout_temperature", c.rollout_temperature, "must be positive", "a number > 0")
     if not 0 < c.rollout_top_p <= 1:
-        _fail("rollout_top_p", c.rollout_top_p, "must be a probability mass in (0, 1]",
-              "0 < top_p <= 1")
+        _fail(
+            "rollout_top_p",
+            c.rollout_top_p,
+            "must be a probability mass in (0, 1]",
+            "0 < top_p <= 1",
+        )
     for name in ("rollout_num_engines", "rollout_num_gpus"):
         if getattr(c, name) is not None and getattr(c, name) < 1:
             _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1, or none")
     for name in ("rollout_num_gpus_per_engine", "rollout_max_restarts", "reward_num_workers"):
         if getattr(c, name) is not None and getattr(c, name) < 0:
             _fail(name, getattr(c, name), "must not be negative", "an integer >= 0")
-    if c.update_weight_buffer_size < 1024 ** 2:
-        _fail("update_weight_buffer_size", c.update_weight_buffer_size,
-              "buckets this small make one HTTP request per tensor slice",
-              "bytes >= 1048576 (1 MiB)")
+    if c.update_weight_buffer_size < 1024**2:
+        _fail(
+            "update_weight_buffer_size",
+            c.update_weight_buffer_size,
+            "buckets this small make one HTTP request per tensor slice",
+            "bytes >= 1048576 (1 MiB)",
+        )
     if c.sglang_mem_fraction_static is not None and not 0 < c.sglang_mem_fraction_static < 1:
-        _fail("sglang_mem_fraction_static", c.sglang_mem_fraction_static,
-              "must be a fraction of GPU memory", "0 < fraction < 1, or none")
+        _fail(
+            "sglang_mem_fraction_static",
+            c.sglang_mem_fraction_static,
+            "must be a fraction of GPU memory",
+            "0 < fraction < 1, or none",
+        )
     if not c.reward_timeout_s > 0:
         _fail("reward_timeout_s", c.reward_timeout_s, "must be positive", "seconds > 0")
 
     # eval, task
     if c.eval_interval < 0:
-        _fail("eval_interval", c.eval_interval, "must not be negative",
-              "an integer >= 0 (0 = no evaluation)")
+        _fail(
+            "eval_interval",
+            c.eval_interval,
+            "must not be negative",
+            "an integer >= 0 (0 = no evaluation)",
+        )
     if c.eval_temperature is not None and not c.eval_temperature >= 0:
-        _fail("eval_temperature", c.eval_temperature, "must not be negative",
-              "a number >= 0 (0 = greedy), or none (= --rollout-temperature)")
+        _fail(
+            "eval_temperature",
+            c.eval_temperature,
+            "must not be negative",
+            "a number >= 0 (0 = greedy), or none (= --rollout-temperature)",
+        )
     if not 0 <= c.task_eval_fraction < 1:
-        _fail("task_eval_fraction", c.task_eval_fraction,
-              "a held-out fraction must lie in [0, 1)", "0 <= fraction < 1")
+        _fail(
+            "task_eval_fraction",
+            c.task_eval_fraction,
+            "a held-out fraction must lie in [0, 1)",
+            "0 <= fraction < 1",
+        )
 
 
 def _rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:
@@ -182,9 +267,11 @@ def _rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:
     ref_lr = getattr(given, prefix + "ref_lr")
     if ref_lr is not None:
         batch = c.global_batch_size if not prefix else c.critic_global_batch_size
-        return (f"{lr:.6g} ({flag_name(prefix + 'ref_lr')}={ref_lr} scaled "
-                f"{getattr(c, prefix + 'lr_scaling')} from B0="
-                f"{getattr(c, prefix + 'ref_global_batch_size')} to B={batch})")
+        return (
+            f"{lr:.6g} ({flag_name(prefix + 'ref_lr')}={ref_lr} scaled "
+            f"{getattr(c, prefix + 'lr_scaling')} from B0="
+            f"{getattr(c, prefix + 'ref_global_batch_size')} to B={batch})"
+        )
     if prefix:
         return f"{lr} (from the actor's learning rate, {_rate_origin(c, given, '')})"
     return f"{lr} (the default --lr)"
@@ -193,30 +280,46 @@ def _rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:
 def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
     """The minimum learning rates against the resolved peak rates (after scaling)."""
     if not 0 <= c.min_lr <= c.lr:
-        _fail("min_lr", c.min_lr,
-              f"must lie between 0 and the learning rate {_rate_origin(c, given, '')}",
-              f"0 <= min_lr <= {c.lr}")
+        _fail(
+            "min_lr",
+            c.min_lr,
+            f"must lie between 0 and the learning rate {_rate_origin(c, given, '')}",
+            f"0 <= min_lr <= {c.lr}",
+        )
     if c.critic_lr is None or c.critic_min_lr is None:
         return  # no critic
     if 0 <= c.critic_min_lr <= c.critic_lr:
         return
     if given.critic_min_lr is not None:
-        _fail("critic_min_lr", c.critic_min_lr,
-              f"must lie between 0 and the critic's learning rate "
-              f"{_rate_origin(c, given, 'critic_')}",
-              f"0 <= critic_min_lr <= {c.critic_lr}")
+        _fail(
+            "critic_min_lr",
+            c.critic_min_lr,
+            f"must lie between 0 and the critic's learning rate "
+            f"{_rate_origin(c, given, 'critic_')}",
+            f"0 <= critic_min_lr <= {c.critic_lr}",
+        )
     if given.critic_lr is not None:
-        _fail("critic_lr", c.critic_lr,
-              f"below the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
-              f"a number >= {c.critic_min_lr}, or set --critic-min-lr")
+        _fail(
+            "critic_lr",
+            c.critic_lr,
+            f"below the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
+            f"a number >= {c.critic_min_lr}, or set --critic-min-lr",
+        )
     if given.critic_ref_lr is not None:
-        _fail("critic_ref_lr", given.critic_ref_lr,
-              f"scales to the critic learning rate {_rate_origin(c, given, 'critic_')}, below "
-              f"the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
-              f"a larger --critic-ref-lr, or set --critic-min-lr (0 <= critic_min_lr <= "
-              f"{c.critic_lr})")
-    _fail("min_lr", c.min_lr, f"must lie between 0 and the critic's learning rate "
-          f"{_rate_origin(c, given, 'critic_')}", f"0 <= min_lr <= {c.critic_lr}")
+        _fail(
+            "critic_ref_lr",
+            given.critic_ref_lr,
+            f"scales to the critic learning rate {_rate_origin(c, given, 'critic_')}, below "
+            f"the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
+            f"a larger --critic-ref-lr, or set --critic-min-lr (0 <= critic_min_lr <= "
+            f"{c.critic_lr})",
+        )
+    _fail(
+        "min_lr",
+        c.min_lr,
+        f"must lie between 0 and the critic's learning rate {_rate_origin(c, given, 'critic_')}",
+        f"0 <= min_lr <= {c.critic_lr}",
+    )
 
 
 def _check_eval_and_target(c: RunConfig) -> None:
@@ -224,76 +327,129 @@ def _check_eval_and_target(c: RunConfig) -> None:
         return
     metric, _ = parse_target(c.target)
     if metric.startswith("eval/") and c.eval_interval == 0:
-        _fail("target", c.target,
-              f"{metric} is only measured by evaluation, which is off (--eval-interval=0)",
-              "add --eval-interval N")
+        _fail(
+            "target",
+            c.target,
+            f"{metric} is only measured by evaluation, which is off (--eval-interval=0)",
+            "add --eval-interval N",
+        )
 
 
 def _check_parallelism(c: RunConfig, world_size: int) -> None:
     tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
     ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
     if c.num_layers % pp != 0:
-        _fail("pipeline_model_parallel_size", pp,
-              f"{c.num_layers} layers (--num-layers) do not split evenly into {pp} stages",
-              f"a PP dividing {c.num_layers}: {divisors(c.num_layers)}")
+        _fail(
+            "pipeline_model_parallel_size",
+            pp,
+            f"{c.num_layers} layers (--num-layers) do not split evenly into {pp} stages",
+            f"a PP dividing {c.num_layers}: {divisors(c.num_layers)}",
+        )
     if world_size % (tp * pp) != 0:
-        _fail("tensor_model_parallel_size", tp,
-              f"world size {world_size} is not divisible by TP x PP = {tp} x {pp} = {tp * pp}",
-              f"TP x PP dividing the world size {world_size}: TP in {divisors(world_size)}")
+        _fail(
+            "tensor_model_parallel_size",
+            tp,
+            f"world size {world_size} is not divisible by TP x PP = {tp} x {pp} = {tp * pp}",
+            f"TP x PP dividing the world size {world_size}: TP in {divisors(world_size)}",
+        )
     if c.num_attention_heads % tp != 0:
-        _fail("tensor_model_parallel_size", tp,
-              f"{c.num_attention_heads} attention heads (--num-attention-heads) do not split "
-              f"evenly over TP={tp}",
-              f"a TP dividing {c.num_attention_heads}: {divisors(c.num_attention_heads)}")
+        _fail(
+            "tensor_model_parallel_size",
+            tp,
+            f"{c.num_attention_heads} attention heads (--num-attention-heads) do not split "
+            f"evenly over TP={tp}",
+            f"a TP dividing {c.num_attention_heads}: {divisors(c.num_attention_heads)}",
+        )
     if c.num_query_groups % tp != 0:
-        _fail("tensor_model_parallel_size", tp,
-              f"{c.num_query_groups} query groups (--num-query-groups) do not split evenly "
-              f"over TP={tp}",
-              f"a TP dividing {c.num_query_groups}: {divisors(c.num_query_groups)}")
+        _fail(
+            "tensor_model_parallel_size",
+            tp,
+            f"{c.num_query_groups} query groups (--num-query-groups) do not split evenly "
+            f"over TP={tp}",
+            f"a TP dividing {c.num_query_groups}: {divisors(c.num_query_groups)}",
+        )
     if c.num_attention_heads % c.num_query_groups != 0:
-        _fail("num_query_groups", c.num_query_groups,
-              f"{c.num_attention_heads} attention heads do not split evenly into "
-              f"{c.num_query_groups} query groups",
-              f"a divisor of {c.num_attention_heads}: {divisors(c.num_attention_heads)}")
+        _fail(
+            "num_query_groups",
+            c.num_query_groups,
+            f"{c.num_attention_heads} attention heads do not split evenly into "
+            f"{c.num_query_groups} query groups",
+            f"a divisor of {c.num_attention_heads}: {divisors(c.num_attention_heads)}",
+        )
     if c.vocab_size % tp != 0:
-        _fail("vocab_size", c.vocab_size, f"the vocabulary does not split evenly over TP={tp}",
-              f"a multiple of {tp}")
+        _fail(
+            "vocab_size",
+            c.vocab_size,
+            f"the vocabulary does not split evenly over TP={tp}",
+            f"a multiple of {tp}",
+        )
     if c.ffn_hidden_size % tp != 0:
-        _fail("ffn_hidden_size", c.ffn_hidden_size, f"does not split evenly over TP={tp}",
-              f"a multiple of {tp}")
+        _fail(
+            "ffn_hidden_size",
+            c.ffn_hidden_size,
+            f"does not split evenly over TP={tp}",
+            f"a multiple of {tp}",
+        )
     if etp != 1:
-        _fail("expert_tensor_parallel_size", etp,
-              "expert tensor parallelism other than 1 is not supported yet", "1")
+        _fail(
+            "expert_tensor_parallel_size",
+            etp,
+            "expert tensor parallelism other than 1 is not supported yet",
+            "1",
+        )
     if c.moe_ffn_hidden_size % etp != 0:
-        _fail("moe_ffn_hidden_size", c.moe_ffn_hidden_size,
-              f"does not split evenly over expert TP={etp}", f"a multiple of {etp}")
+        _fail(
+            "moe_ffn_hidden_size",
+            c.moe_ffn_hidden_size,
+            f"does not split evenly over expert TP={etp}",
+            f"a multiple of {etp}",
+        )
     if c.num_experts % ep != 0:
-        _fail("expert_model_parallel_size", ep,
-              f"{c.num_experts} experts (--num-experts) do not split evenly over EP={ep}",
-              f"an EP dividing {c.num_experts}: {divisors(c.num_experts)}")
+        _fail(
+            "expert_model_parallel_size",
+            ep,
+            f"{c.num_experts} experts (--num-experts) do not split evenly over EP={ep}",
+            f"an EP dividing {c.num_experts}: {divisors(c.num_experts)}",
+        )
     if c.moe_router_topk > c.num_experts:
-        _fail("moe_router_topk", c.moe_router_topk,
-              f"cannot route each token to more than the {c.num_experts} experts",
-              f"1 <= topk <= {c.num_experts}")
+        _fail(
+            "moe_router_topk",
+            c.moe_router_topk,
+            f"cannot route each token to more than the {c.num_experts} experts",
+            f"1 <= topk <= {c.num_experts}",
+        )
     if (world_size // pp) % (ep * etp) != 0:
-        _fail("expert_model_parallel_size", ep,
-              f"world size {world_size} (per pipeline stage: {world_size // pp}) is not "
-              f"divisible by EP x expert TP = {ep} x {etp} = {ep * etp}",
-              f"an EP dividing {world_size // pp}")
+        _fail(
+            "expert_model_parallel_size",
+            ep,
+            f"world size {world_size} (per pipeline stage: {world_size // pp}) is not "
+            f"divisible by EP x expert TP = {ep} x {etp} = {ep * etp}",
+            f"an EP dividing {world_size // pp}",
+        )
     if tp > 1 and c.num_experts > 0 and not c.sequence_parallel:
-        _fail("sequence_parallel", c.sequence_parallel,
-              f"Megatron requires sequence parallelism with MoE when TP > 1 (TP={tp})",
-              "add --sequence-parallel")
+        _fail(
+            "sequence_parallel",
+            c.sequence_parallel,
+            f"Megatron requires sequence parallelism with MoE when TP > 1 (TP={tp})",
+            "add --sequence-parallel",
+        )
     dp = c.data_parallel_size(world_size)
     if c.overlap_grad_reduce and dp > 1 and c.noise_scale_beta is not None:
-        _fail("overlap_grad_reduce", c.overlap_grad_reduce,
-              f"the gradient noise scale (--noise-scale-beta={c.noise_scale_beta}) reads each "
-              f"data-parallel rank's gradient before the reduction (DP={dp}), which an overlapped "
-              "reduction overwrites as it runs", "--noise-scale-beta none, or no "
-              "--overlap-grad-reduce")
+        _fail(
+            "overlap_grad_reduce",
+            c.overlap_grad_reduce,
+            f"the gradient noise scale (--noise-scale-beta={c.noise_scale_beta}) reads each "
+            f"data-parallel rank's gradient before the reduction (DP={dp}), which an overlapped "
+            "reduction overwrites as it runs",
+            "--noise-scale-beta none, or no --overlap-grad-reduce",
+        )
     if c.ddp_bucket_size is not None and c.ddp_bucket_size < 1:
-        _fail("ddp_bucket_size", c.ddp_bucket_size, "must be positive",
-              "elements >= 1, or none for megatron's default")
+        _fail(
+            "ddp_bucket_size",
+            c.ddp_bucket_size,
+            "must be positive",
+            "elements >= 1, or none for megatron's default",
+        )
 
 
 def _check_routing_replay(c: RunConfig) -> None:
@@ -312,18 +468,25 @@ def _check_routing_replay(c: RunConfig) -> None:
             value = tokens[i + 1]
         redundant = flag == "--ep-num-redundant-experts" and value not in ("", "0")
         if flag == "--enable-eplb" or redundant:
-            _fail(switch, True, f"SGLang's {flag} makes the returned expert ids physical "
-                  "slots, not the model's experts", f"no {flag} in the server flags, or no "
-                  f"--{switch.replace('_', '-')}")
+            _fail(
+                switch,
+                True,
+                f"SGLang's {flag} makes the returned expert ids physical "
+                "slots, not the model's experts",
+                f"no {flag} in the server flags, or no --{switch.replace('_', '-')}",
+            )
 
 
 def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
     p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
     n = p * g
     if n % b != 0:
-        _fail("global_batch_size", b,
-              f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of B={b}",
-              f"a divisor of {n}: {divisors(n)}")
+        _fail(
+            "global_batch_size",
+            b,
+            f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of B={b}",
+            f"a divisor of {n}: {divisors(n)}",
+        )
     dp = c.data_parallel_size(world_size)
     if b % dp != 0:
         if given.global_batch_size is not None:
@@ -332,15 +495,21 @@ def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
             origin = f" (B = P x G / --num-steps-per-rollout={given.num_steps_per_rollout})"
         else:
             origin = " (B = P x G, the default)"
-        _fail("global_batch_size", b,
-              f"B={b} responses{origin} do not split evenly over data-parallel size {dp}",
-              f"a multiple of {dp} that divides {n}")
+        _fail(
+            "global_batch_size",
+            b,
+            f"B={b} responses{origin} do not split evenly over data-parallel size {dp}",
+            f"a multiple of {dp} that divides {n}",
+        )
     mbs = c.micro_batch_size
     if b % (mbs * dp) != 0:
-        _fail("micro_batch_size", mbs,
-              f"micro batch {mbs} x data-parallel size {dp} = {mbs * dp} does not divide "
-              f"the global batch B={b}",
-              f"a divisor of B / DP = {b // dp}: {divisors(b // dp)}")
+        _fail(
+            "micro_batch_size",
+            mbs,
+            f"micro batch {mbs} x data-parallel size {dp} = {mbs * dp} does not divide "
+            f"the global batch B={b}",
+            f"a divisor of B / DP = {b // dp}: {divisors(b // dp)}",
+        )
 
 
 def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
@@ -362,12 +531,22 @@ def _check_batch_ramp(c: RunConfig, world_size: int) -> None:
     except ValueError as err:
         _fail("batch_ramp", c.batch_ramp, str(err), "START:END:STEPS with integers >= 1")
     if start != c.global_batch_size:
-        _fail("batch_ramp", c.batch_ramp, f"START={start} differs from the global batch size "
-              f"B={c.global_batch_size} of the first step", f"START = {c.global_batch_size}")
+        _fail(
+            "batch_ramp",
+            c.batch_ramp,
+            f"START={start} differs from the global batch size "
+            f"B={c.global_batch_size} of the first step",
+            f"START = {c.global_batch_size}",
+        )
     unit = batch_ramp_unit(c, world_size)
     if end % unit:
-        _fail("batch_ramp", c.batch_ramp, f"END={end} is not a multiple of {unit} (data-parallel "
-              "size x micro batch, and whole prompt groups)", f"a multiple of {unit}")
+        _fail(
+            "batch_ramp",
+            c.batch_ramp,
+            f"END={end} is not a multiple of {unit} (data-parallel "
+            "size x micro batch, and whole prompt groups)",
+            f"a multiple of {unit}",
+        )
 
 
 def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
@@ -378,21 +557,30 @@ def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None
     n = p * g
     origin = "" if given.critic_global_batch_size is not None else " (from --global-batch-size)"
     if n % cb != 0:
-        _fail("critic_global_batch_size", cb,
-              f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of the critic "
-              f"batch {cb}{origin}", f"a divisor of {n}: {divisors(n)}")
+        _fail(
+            "critic_global_batch_size",
+            cb,
+            f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of the critic "
+            f"batch {cb}{origin}",
+            f"a divisor of {n}: {divisors(n)}",
+        )
     dp = c.data_parallel_size(world_size)
     if cb % dp != 0:
-        _fail("critic_global_batch_size", cb,
-              f"the critic batch {cb}{origin} does not split evenly over data-parallel size {dp}",
-              f"a multiple of {dp} that divides {n}")
+        _fail(
+            "critic_global_batch_size",
+            cb,
+            f"the critic batch {cb}{origin} does not split evenly over data-parallel size {dp}",
+            f"a multiple of {dp} that divides {n}",
+        )
     if cb % (cm * dp) != 0:
-        m_origin = "" if given.critic_micro_batch_size is not None else \
-            " (from --micro-batch-size)"
-        _fail("critic_micro_batch_size", cm,
-              f"critic micro batch {cm}{m_origin} x data-parallel size {dp} = {cm * dp} does "
-              f"not divide the critic batch {cb}{origin}",
-              f"a divisor of critic B / DP = {cb // dp}: {divisors(cb // dp)}")
+        m_origin = "" if given.critic_micro_batch_size is not None else " (from --micro-batch-size)"
+        _fail(
+            "critic_micro_batch_size",
+            cm,
+            f"critic micro batch {cm}{m_origin} x data-parallel size {dp} = {cm * dp} does "
+            f"not divide the critic batch {cb}{origin}",
+            f"a divisor of critic B / DP = {cb // dp}: {divisors(cb // dp)}",
+        )
 
 
 def _check_critic_load(c: RunConfig) -> None:
@@ -407,37 +595,60 @@ def _check_critic_load(c: RunConfig) -> None:
 
 def _check_algorithm_rollout_task(c: RunConfig) -> None:
     if c.advantage_estimator == "grpo" and c.n_samples_per_prompt < 2:
-        _fail("n_samples_per_prompt", c.n_samples_per_prompt,
-              "GRPO compares responses within a group, so it needs at least 2 per prompt",
-              "an integer >= 2")
+        _fail(
+            "n_samples_per_prompt",
+            c.n_samples_per_prompt,
+            "GRPO compares responses within a group, so it needs at least 2 per prompt",
+            "an integer >= 2",
+        )
     if c.task == "arith_mod10":
         if not 1 <= c.task_max_operand <= 9:
-            _fail("task_max_operand", c.task_max_operand,
-                  "the arith_mod10 tokenizer has single digits only", "1..9")
+            _fail(
+                "task_max_operand",
+                c.task_max_operand,
+                "the arith_mod10 tokenizer has single digits only",
+                "1..9",
+            )
         n = (c.task_max_operand + 1) ** 2
         # The same split as hyrl.data.arith.ArithTask; prompts are held out only when evaluating.
         n_eval = round(c.task_eval_fraction * n) if c.eval_interval > 0 else 0
-        allowed = (f"0 (evaluate on the training prompts), or a fraction holding out between 1 "
-                   f"and {n - 1} of the {n} prompts (round(fraction x {n})), e.g. {1 / n:.3g} "
-                   f"to {(n - 1) / n:.3g}")
+        allowed = (
+            f"0 (evaluate on the training prompts), or a fraction holding out between 1 "
+            f"and {n - 1} of the {n} prompts (round(fraction x {n})), e.g. {1 / n:.3g} "
+            f"to {(n - 1) / n:.3g}"
+        )
         if n - n_eval < 1:
-            _fail("task_eval_fraction", c.task_eval_fraction,
-                  f"holds out {n_eval} of the {n} prompts (--task-max-operand="
-                  f"{c.task_max_operand}), leaving {n - n_eval} for training", allowed)
+            _fail(
+                "task_eval_fraction",
+                c.task_eval_fraction,
+                f"holds out {n_eval} of the {n} prompts (--task-max-operand="
+                f"{c.task_max_operand}), leaving {n - n_eval} for training",
+                allowed,
+            )
         if c.eval_interval > 0 and c.task_eval_fraction > 0 and n_eval < 1:
-            _fail("task_eval_fraction", c.task_eval_fraction,
-                  f"holds out {n_eval} of the {n} prompts (--task-max-operand="
-                  f"{c.task_max_operand}), so evaluation (--eval-interval={c.eval_interval}) "
-                  "has none", allowed)
+            _fail(
+                "task_eval_fraction",
+                c.task_eval_fraction,
+                f"holds out {n_eval} of the {n} prompts (--task-max-operand="
+                f"{c.task_max_operand}), so evaluation (--eval-interval={c.eval_interval}) "
+                "has none",
+                allowed,
+            )
         if c.max_position_embeddings < ARITH_PROMPT_TOKENS + c.rollout_max_response_len:
-            _fail("rollout_max_response_len", c.rollout_max_response_len,
-                  f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
-                  f"--max-position-embeddings={c.max_position_embeddings}",
-                  f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS}")
+            _fail(
+                "rollout_max_response_len",
+                c.rollout_max_response_len,
+                f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
+                f"--max-position-embeddings={c.max_position_embeddings}",
+                f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS}",
+            )
     if c.task == "arith_mod10" and c.vocab_size < TASK_VOCAB_SIZE:
-        _fail("vocab_size", c.vocab_size,
-              f"smaller than the task tokenizer's {TASK_VOCAB_SIZE} tokens",
-              f"an integer >= {TASK_VOCAB_SIZE}")
+        _fail(
+            "vocab_size",
+            c.vocab_size,
+            f"smaller than the task tokenizer's {TASK_VOCAB_SIZE} tokens",
+            f"an integer >= {TASK_VOCAB_SIZE}",
+        )
     _check_prompt_data_and_rewards(c)
 
 
@@ -460,64 +671,115 @@ def _check_prompt_data_and_rewards(c: RunConfig) -> None:
             _fail("task", c.task, "needs the prompts", "--prompt-data FILE")
         _check_data_file("prompt_data", c.prompt_data)
         if c.tokenizer_path is None and c.hf_checkpoint is None:
-            _fail("tokenizer_path", "none", "--prompt-data needs a tokenizer",
-                  "--tokenizer-path DIR or --hf-checkpoint DIR (a local Hugging Face directory)")
+            _fail(
+                "tokenizer_path",
+                "none",
+                "--prompt-data needs a tokenizer",
+                "--tokenizer-path DIR or --hf-checkpoint DIR (a local Hugging Face directory)",
+            )
         if c.tokenizer_path is not None and not os.path.isdir(c.tokenizer_path):
-            _fail("tokenizer_path", c.tokenizer_path, "not an existing directory",
-                  "a local Hugging Face tokenizer directory")
+            _fail(
+                "tokenizer_path",
+                c.tokenizer_path,
+                "not an existing directory",
+                "a local Hugging Face tokenizer directory",
+            )
         if c.rm_type is None and c.custom_rm_path is None:
-            _fail("rm_type", "none", "--prompt-data needs a reward function",
-                  "exact_match, math, mcq, logic, or --custom-rm-path module:function")
+            _fail(
+                "rm_type",
+                "none",
+                "--prompt-data needs a reward function",
+                "exact_match, math, mcq, logic, or --custom-rm-path module:function",
+            )
         if c.eval_interval > 0 and c.eval_prompt_data is None:
-            _fail("eval_prompt_data", "none", f"--eval-interval={c.eval_interval} evaluates "
-                  "held-out prompts, and --prompt-data has no held-out split",
-                  "--eval-prompt-data NAME FILE [NAME FILE ...], or --eval-interval 0")
+            _fail(
+                "eval_prompt_data",
+                "none",
+                f"--eval-interval={c.eval_interval} evaluates "
+                "held-out prompts, and --prompt-data has no held-out split",
+                "--eval-prompt-data NAME FILE [NAME FILE ...], or --eval-interval 0",
+            )
     if c.rm_type is not None and c.custom_rm_path is not None:
-        _fail("custom_rm_path", c.custom_rm_path, f"given together with --rm-type {c.rm_type}",
-              "one of --rm-type and --custom-rm-path")
+        _fail(
+            "custom_rm_path",
+            c.custom_rm_path,
+            f"given together with --rm-type {c.rm_type}",
+            "one of --rm-type and --custom-rm-path",
+        )
     if c.custom_rm_path is not None:
         module, sep, function = c.custom_rm_path.partition(":")
         if not (sep and module.strip() and function.strip()):
-            _fail("custom_rm_path", c.custom_rm_path, "not module:function",
-                  "an import path like my_rewards:score")
+            _fail(
+                "custom_rm_path",
+                c.custom_rm_path,
+                "not module:function",
+                "an import path like my_rewards:score",
+            )
     if c.eval_prompt_data is not None:
         items = c.eval_prompt_data
         shown = " ".join(items)
         if len(items) % 2:
-            _fail("eval_prompt_data", shown, f"{len(items)} values do not pair up",
-                  "NAME FILE pairs, e.g. --eval-prompt-data aime aime.jsonl gpqa gpqa.jsonl")
+            _fail(
+                "eval_prompt_data",
+                shown,
+                f"{len(items)} values do not pair up",
+                "NAME FILE pairs, e.g. --eval-prompt-data aime aime.jsonl gpqa gpqa.jsonl",
+            )
         names = items[0::2]
         for name, path in zip(names, items[1::2]):
             if not name or "/" in name or name.endswith(DATA_EXTENSIONS):
-                _fail("eval_prompt_data", shown, f"{name!r} is not a name (NAME comes before FILE)",
-                      "NAME FILE pairs, NAME without '/'")
+                _fail(
+                    "eval_prompt_data",
+                    shown,
+                    f"{name!r} is not a name (NAME comes before FILE)",
+                    "NAME FILE pairs, NAME without '/'",
+                )
             _check_data_file("eval_prompt_data", path, shown)
         if len(set(names)) != len(names):
             _fail("eval_prompt_data", shown, "a NAME appears twice", "distinct names")
-    if c.rollout_max_prompt_len is not None and \
-            c.rollout_max_prompt_len + c.rollout_max_response_len > c.max_position_embeddings:
-        _fail("rollout_max_prompt_len", c.rollout_max_prompt_len,
-              f"plus --rollout-max-response-len={c.rollout_max_response_len} exceeds "
-              f"--max-position-embeddings={c.max_position_embeddings}",
-              f"at most {c.max_position_embeddings - c.rollout_max_response_len}")
+    if (
+        c.rollout_max_prompt_len is not None
+        and c.rollout_max_prompt_len + c.rollout_max_response_len > c.max_position_embeddings
+    ):
+        _fail(
+            "rollout_max_prompt_len",
+            c.rollout_max_prompt_len,
+            f"plus --rollout-max-response-len={c.rollout_max_response_len} exceeds "
+            f"--max-position-embeddings={c.max_position_embeddings}",
+            f"at most {c.max_position_embeddings - c.rollout_max_response_len}",
+        )
 
 
 def _check_memory_flags(c: RunConfig) -> None:
     if c.recompute_num_layers is not None and not 1 <= c.recompute_num_layers <= c.num_layers:
-        _fail("recompute_num_layers", c.recompute_num_layers, "not a count of layers",
-              f"1..{c.num_layers}")
+        _fail(
+            "recompute_num_layers",
+            c.recompute_num_layers,
+            "not a count of layers",
+            f"1..{c.num_layers}",
+        )
     if c.use_dynamic_batch_size and c.max_tokens_per_gpu is None:
-        _fail("max_tokens_per_gpu", "none", "--use-dynamic-batch-size packs micro-batches by it",
-              "a token count, e.g. --max-tokens-per-gpu 16384")
+        _fail(
+            "max_tokens_per_gpu",
+            "none",
+            "--use-dynamic-batch-size packs micro-batches by it",
+            "a token count, e.g. --max-tokens-per-gpu 16384",
+        )
     if c.max_tokens_per_gpu is not None:
-        longest = c.max_position_embeddings if c.task == "prompt_data" else \
-            ARITH_PROMPT_TOKENS + c.rollout_max_response_len
+        longest = (
+            c.max_position_embeddings
+            if c.task == "prompt_data"
+            else ARITH_PROMPT_TOKENS + c.rollout_max_response_len
+        )
         if c.rollout_max_prompt_len is not None:
             longest = c.rollout_max_prompt_len + c.rollout_max_response_len
         if c.max_tokens_per_gpu < longest:
-            _fail("max_tokens_per_gpu", c.max_tokens_per_gpu,
-                  f"smaller than the longest sequence ({longest} tokens), which could never fit",
-                  f"at least {longest}")
+            _fail(
+                "max_tokens_per_gpu",
+                c.max_tokens_per_gpu,
+                f"smaller than the longest sequence ({longest} tokens), which could never fit",
+                f"at least {longest}",
+            )
     if c.gpus_per_node is not None and c.gpus_per_node < 1:
         _fail("gpus_per_node", c.gpus_per_node, "must be a positive count", "an integer >= 1")
     if c.gpu_memory_gib is not None and not c.gpu_memory_gib > 0:
@@ -534,28 +796,46 @@ def _check_memory_flags(c: RunConfig) -> None:
 # checkpoints and resumes from, how it reports, how it reaches Ray (a requeued job's new head),
 # how long collectives may wait, and the trainer's parallel layout and world size (weights and
 # optimizer states reshard).
-RESUME_MAY_CHANGE = ("num_steps", "save", "save_interval", "load", "progress", "log_wandb",
-                     "wandb_project", "max_skipped_steps", "ray_address",
-                     "distributed_timeout_minutes",
-                     "tensor_model_parallel_size", "pipeline_model_parallel_size",
-                     "expert_model_parallel_size", "expert_tensor_parallel_size",
-                     "sequence_parallel", "overlap_grad_reduce",
-                     "ddp_bucket_size", "world_size", "data_parallel_size",
-                     "run_dir")  # a run directory moved or copied elsewhere is the same run
+RESUME_MAY_CHANGE = (
+    "num_steps",
+    "save",
+    "save_interval",
+    "load",
+    "progress",
+    "log_wandb",
+    "wandb_project",
+    "max_skipped_steps",
+    "ray_address",
+    "distributed_timeout_minutes",
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+    "sequence_parallel",
+    "overlap_grad_reduce",
+    "ddp_bucket_size",
+    "world_size",
+    "data_parallel_size",
+    "run_dir",
+)  # a run directory moved or copied elsewhere is the same run
 
 
 def _check_run_dir(c: RunConfig, world_size: int) -> None:
     if not c.run_dir:
         _fail("run_dir", c.run_dir, "the run directory must be named", "a path")
     if os.path.exists(c.run_dir) and not os.path.isdir(c.run_dir):
-        _fail("run_dir", c.run_dir, "exists and is not a directory",
-              "a new directory or an empty one")
+        _fail(
+            "run_dir", c.run_dir, "exists and is not a directory", "a new directory or an empty one"
+        )
     if not os.path.isfile(os.path.join(c.run_dir, "metrics.jsonl")):
         return
     if c.load is None:
-        _fail("run_dir", c.run_dir, "already holds a run; choose a new directory, or resume it "
-              "with --load CHECKPOINT_DIR",
-              "a directory without metrics.jsonl (runs are never overwritten)")
+        _fail(
+            "run_dir",
+            c.run_dir,
+            "already holds a run; choose a new directory, or resume it with --load CHECKPOINT_DIR",
+            "a directory without metrics.jsonl (runs are never overwritten)",
+        )
     _check_resumed_config(c, world_size)
 
 
@@ -569,19 +849,29 @@ def _check_resumed_config(c: RunConfig, world_size: int) -> None:
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
     except (OSError, ValueError) as err:
-        _fail("run_dir", c.run_dir, f"holds a run whose config.json cannot be read ({err})",
-              "a run directory written by hyrl train")
+        _fail(
+            "run_dir",
+            c.run_dir,
+            f"holds a run whose config.json cannot be read ({err})",
+            "a run directory written by hyrl train",
+        )
     now = json.loads(json.dumps(c.to_dict(world_size)))  # tuples -> lists, as config.json has
     names = {f.name for f in _fields()}
-    differs = [f"{flag_name(k) if k in names else k}: {saved.get(k)!r} in config.json, "
-               f"{now.get(k)!r} now" for k in sorted(set(saved) | set(now))
-               if k not in RESUME_MAY_CHANGE and saved.get(k) != now.get(k)]
+    differs = [
+        f"{flag_name(k) if k in names else k}: {saved.get(k)!r} in config.json, {now.get(k)!r} now"
+        for k in sorted(set(saved) | set(now))
+        if k not in RESUME_MAY_CHANGE and saved.get(k) != now.get(k)
+    ]
     if differs:
-        _fail("run_dir", c.run_dir, "holds a run with another configuration, which --load would "
-              "append to (" + "; ".join(differs[:6]) + ")",
-              "the run's own flags (only " + ", ".join(
-                  flag_name(k) for k in RESUME_MAY_CHANGE if k in names)
-              + " and WORLD_SIZE may change), or a new --run-dir")
+        _fail(
+            "run_dir",
+            c.run_dir,
+            "holds a run with another configuration, which --load would "
+            "append to (" + "; ".join(differs[:6]) + ")",
+            "the run's own flags (only "
+            + ", ".join(flag_name(k) for k in RESUME_MAY_CHANGE if k in names)
+            + " and WORLD_SIZE may change), or a new --run-dir",
+        )
 
 
 def validate(cfg: RunConfig, world_size: int) -> None:
@@ -597,8 +887,9 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     --load and a matching config.json).
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ConfigError("WORLD_SIZE", world_size, "the world size must be a positive integer",
-                          "an integer >= 1")
+        raise ConfigError(
+            "WORLD_SIZE", world_size, "the world size must be a positive integer", "an integer >= 1"
+        )
     _check_types(cfg)
     _check_ranges(cfg)
     resolved = resolve(cfg)
@@ -643,10 +934,13 @@ def _check_rate_given_once(given: RunConfig) -> None:
     """
     for lr_name, ref_name in (("lr", "ref_lr"), ("critic_lr", "critic_ref_lr")):
         if getattr(given, lr_name) is not None and getattr(given, ref_name) is not None:
-            _fail(lr_name, getattr(given, lr_name),
-                  f"given together with {flag_name(ref_name)}={getattr(given, ref_name)}",
-                  f"one of them: {flag_name(lr_name)} for a fixed rate, or {flag_name(ref_name)} "
-                  "with its scaling rule")
+            _fail(
+                lr_name,
+                getattr(given, lr_name),
+                f"given together with {flag_name(ref_name)}={getattr(given, ref_name)}",
+                f"one of them: {flag_name(lr_name)} for a fixed rate, or {flag_name(ref_name)} "
+                "with its scaling rule",
+            )
 
 
 def world_size_from_env() -> int:

@@ -12,7 +12,6 @@ import numpy as np
 
 from hyrl.data.stream import Prompt, PromptStream  # Prompt: callers import it from here too
 
-
 # The held-out split is the same for every run seed, so evaluations across a sweep compare.
 EVAL_SPLIT_SEED = 20261203
 
@@ -28,24 +27,29 @@ class ArithTask(PromptStream):
 
     def __init__(self, tokenizer, max_operand: int = 9, seed: int = 0, eval_fraction: float = 0.0):
         if not 0 <= max_operand <= 9:
-            raise ValueError(f"max_operand must be in 0..9 (single-digit operands), "
-                             f"got {max_operand}")
+            raise ValueError(
+                f"max_operand must be in 0..9 (single-digit operands), got {max_operand}"
+            )
         super().__init__(seed)
         if not 0.0 <= eval_fraction < 1.0:
             raise ValueError(f"eval_fraction must be in [0, 1), got {eval_fraction}")
         self.tokenizer = tokenizer
         self.max_operand = max_operand
         everything = self.all_prompts()
-        held_out = set(np.random.default_rng(EVAL_SPLIT_SEED).permutation(len(everything))
-                       [: round(eval_fraction * len(everything))].tolist())
+        held_out = set(
+            np.random.default_rng(EVAL_SPLIT_SEED)
+            .permutation(len(everything))[: round(eval_fraction * len(everything))]
+            .tolist()
+        )
         self._pool = [p for p in everything if p.index not in held_out]  # the training prompts
-        self._eval = [Prompt(p.prompt_ids, p.label, p.text, index=i)
-                      for i, p in enumerate(p for p in everything if p.index in held_out)]
+        self._eval = [
+            Prompt(p.prompt_ids, p.label, p.text, index=i)
+            for i, p in enumerate(p for p in everything if p.index in held_out)
+        ]
 
     def _prompt(self, a: int, b: int, index: int) -> Prompt:
         text = f"{a}+{b}="
-        ids = [self.tokenizer.bos_token_id,
-               *self.tokenizer.encode(text, add_special_tokens=False)]
+        ids = [self.tokenizer.bos_token_id, *self.tokenizer.encode(text, add_special_tokens=False)]
         return Prompt(prompt_ids=ids, label=str((a + b) % 10), text=text, index=index)
 
     def all_prompts(self) -> list[Prompt]:
@@ -63,5 +67,6 @@ class ArithTask(PromptStream):
 
     def _check_state(self, state: dict[str, Any]) -> None:
         if state.get("max_operand", self.max_operand) != self.max_operand:
-            raise ValueError(f"state is for max_operand={state['max_operand']}, "
-                             f"this task has {self.max_operand}")
+            raise ValueError(
+                f"state is for max_operand={state['max_operand']}, this task has {self.max_operand}"
+            )

@@ -41,8 +41,10 @@ def _label_text(value: Any, where: str, label_key: str) -> str:
         return str(value)
     if value is None:
         raise PromptDataError(f"{where}: label {label_key!r} is null")
-    raise PromptDataError(f"{where}: label {label_key!r} is a {type(value).__name__}; "
-                          f"expected a string, number, list or object")
+    raise PromptDataError(
+        f"{where}: label {label_key!r} is a {type(value).__name__}; "
+        f"expected a string, number, list or object"
+    )
 
 
 def _record(raw: Any, where: str, input_key: str, label_key: str) -> dict[str, str]:
@@ -50,12 +52,14 @@ def _record(raw: Any, where: str, input_key: str, label_key: str) -> dict[str, s
         raise PromptDataError(f"{where}: expected a JSON object, got a {type(raw).__name__}")
     for key, flag in ((input_key, "--input-key"), (label_key, "--label-key")):
         if key not in raw:
-            raise PromptDataError(f"{where}: no key {key!r} ({flag}); the record has keys "
-                                  f"{sorted(raw)}")
+            raise PromptDataError(
+                f"{where}: no key {key!r} ({flag}); the record has keys {sorted(raw)}"
+            )
     prompt = raw[input_key]
     if not isinstance(prompt, str):
-        raise PromptDataError(f"{where}: prompt {input_key!r} is a {type(prompt).__name__}, "
-                              f"not a string")
+        raise PromptDataError(
+            f"{where}: prompt {input_key!r} is a {type(prompt).__name__}, not a string"
+        )
     if not prompt.strip():
         raise PromptDataError(f"{where}: prompt {input_key!r} is empty")
     return {"prompt": prompt, "label": _label_text(raw[label_key], where, label_key)}
@@ -71,8 +75,9 @@ def _read_jsonl(path: str, input_key: str, label_key: str) -> list[dict[str, str
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise PromptDataError(f"{where}: not valid JSON ({exc.msg} at column "
-                                      f"{exc.colno})") from None
+                raise PromptDataError(
+                    f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
             records.append(_record(raw, where, input_key, label_key))
     return records
 
@@ -81,26 +86,31 @@ def _read_parquet(path: str, input_key: str, label_key: str) -> list[dict[str, s
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
-        raise PromptDataError(f"{path}: reading .parquet needs pyarrow (pip install "
-                              f"pyarrow): {exc}") from exc
+        raise PromptDataError(
+            f"{path}: reading .parquet needs pyarrow (pip install pyarrow): {exc}"
+        ) from exc
     try:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
         raise PromptDataError(f"{path}: not a readable parquet file ({exc})") from exc
     for key, flag in ((input_key, "--input-key"), (label_key, "--label-key")):
         if key not in table.column_names:
-            raise PromptDataError(f"{path} row 0: no column {key!r} ({flag}); the file has "
-                                  f"columns {sorted(table.column_names)}")
+            raise PromptDataError(
+                f"{path} row 0: no column {key!r} ({flag}); the file has "
+                f"columns {sorted(table.column_names)}"
+            )
     rows = table.select([input_key, label_key]).to_pylist()
     return [_record(raw, f"{path} row {i}", input_key, label_key) for i, raw in enumerate(rows)]
 
 
-def load_records(path: str, input_key: str = "prompt",
-                 label_key: str = "label") -> list[dict[str, str]]:
+def load_records(
+    path: str, input_key: str = "prompt", label_key: str = "label"
+) -> list[dict[str, str]]:
     """The file's records as {"prompt": text, "label": text}, in file order (module doc)."""
     if not path.endswith(DATA_EXTENSIONS):
-        raise PromptDataError(f"{path}: unsupported extension; allowed: "
-                              f"{', '.join(DATA_EXTENSIONS)}")
+        raise PromptDataError(
+            f"{path}: unsupported extension; allowed: {', '.join(DATA_EXTENSIONS)}"
+        )
     if not os.path.isfile(path):
         raise PromptDataError(f"{path}: no such file")
     if path.endswith(".jsonl"):
@@ -116,15 +126,19 @@ def load_records(path: str, input_key: str = "prompt",
 def load_tokenizer(path: str):
     """transformers.AutoTokenizer from a local directory (never downloads)."""
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"--tokenizer-path {path!r}: not an existing directory (a local "
-                                f"Hugging Face tokenizer directory, e.g. a model checkpoint)")
+        raise FileNotFoundError(
+            f"--tokenizer-path {path!r}: not an existing directory (a local "
+            f"Hugging Face tokenizer directory, e.g. a model checkpoint)"
+        )
     from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - transformers raises OSError, ValueError, ...
-        raise ValueError(f"--tokenizer-path {path!r}: cannot load a tokenizer from it "
-                         f"({type(exc).__name__}: {exc})") from exc
+        raise ValueError(
+            f"--tokenizer-path {path!r}: cannot load a tokenizer from it "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def encode_prompt(tokenizer, text: str, apply_chat_template: bool) -> list[int]:
@@ -134,11 +148,14 @@ def encode_prompt(tokenizer, text: str, apply_chat_template: bool) -> list[int]:
     if not apply_chat_template:
         return list(tokenizer(text, add_special_tokens=True)["input_ids"])
     if not getattr(tokenizer, "chat_template", None):
-        raise ValueError(f"--apply-chat-template: the tokenizer at "
-                         f"{getattr(tokenizer, 'name_or_path', '?')!r} has no chat template; "
-                         f"drop the flag or use a tokenizer that has one")
-    rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                             add_generation_prompt=True, tokenize=False)
+        raise ValueError(
+            f"--apply-chat-template: the tokenizer at "
+            f"{getattr(tokenizer, 'name_or_path', '?')!r} has no chat template; "
+            f"drop the flag or use a tokenizer that has one"
+        )
+    rendered = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+    )
     return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
 
@@ -152,8 +169,16 @@ class PromptDataset(PromptStream):
     deterministic given the seed, resumable from the position; batches may straddle epochs.
     """
 
-    def __init__(self, records: list[dict[str, str]], tokenizer, *, apply_chat_template: bool,
-                 max_prompt_len: int | None, seed: int, source: str = "prompts"):
+    def __init__(
+        self,
+        records: list[dict[str, str]],
+        tokenizer,
+        *,
+        apply_chat_template: bool,
+        max_prompt_len: int | None,
+        seed: int,
+        source: str = "prompts",
+    ):
         super().__init__(seed)
         if max_prompt_len is not None and max_prompt_len < 1:
             raise ValueError(f"max_prompt_len must be >= 1 token, got {max_prompt_len}")
@@ -166,12 +191,20 @@ class PromptDataset(PromptStream):
             if max_prompt_len is not None and len(ids) > max_prompt_len:
                 self.dropped_too_long += 1
                 continue
-            self._pool.append(Prompt(prompt_ids=ids, label=record["label"],
-                                     text=record["prompt"], index=len(self._pool)))
+            self._pool.append(
+                Prompt(
+                    prompt_ids=ids,
+                    label=record["label"],
+                    text=record["prompt"],
+                    index=len(self._pool),
+                )
+            )
         if not self._pool:
-            raise PromptDataError(f"{source}: all {len(records)} prompts are longer than "
-                                  f"--rollout-max-prompt-len={max_prompt_len} tokens (longest "
-                                  f"{longest}); nothing left to train on")
+            raise PromptDataError(
+                f"{source}: all {len(records)} prompts are longer than "
+                f"--rollout-max-prompt-len={max_prompt_len} tokens (longest "
+                f"{longest}); nothing left to train on"
+            )
 
     def __len__(self) -> int:
         return self.num_prompts
@@ -187,26 +220,52 @@ class PromptDataset(PromptStream):
 
     def _check_state(self, state: dict[str, Any]) -> None:
         if state.get("num_prompts", self.num_prompts) != self.num_prompts:
-            raise ValueError(f"state is for {state['num_prompts']} prompts, {self.source} has "
-                             f"{self.num_prompts}")
+            raise ValueError(
+                f"state is for {state['num_prompts']} prompts, {self.source} has {self.num_prompts}"
+            )
 
 
-def load_prompt_dataset(path: str, tokenizer, *, input_key: str = "prompt",
-                        label_key: str = "label", apply_chat_template: bool = False,
-                        max_prompt_len: int | None = None, seed: int = 0) -> PromptDataset:
+def load_prompt_dataset(
+    path: str,
+    tokenizer,
+    *,
+    input_key: str = "prompt",
+    label_key: str = "label",
+    apply_chat_template: bool = False,
+    max_prompt_len: int | None = None,
+    seed: int = 0,
+) -> PromptDataset:
     """load_records + PromptDataset, for one --prompt-data file."""
-    return PromptDataset(load_records(path, input_key, label_key), tokenizer,
-                         apply_chat_template=apply_chat_template, max_prompt_len=max_prompt_len,
-                         seed=seed, source=path)
+    return PromptDataset(
+        load_records(path, input_key, label_key),
+        tokenizer,
+        apply_chat_template=apply_chat_template,
+        max_prompt_len=max_prompt_len,
+        seed=seed,
+        source=path,
+    )
 
 
-def load_eval_prompt_sets(pairs: list[str], tokenizer, *, input_key: str = "prompt",
-                          label_key: str = "label", apply_chat_template: bool = False,
-                          max_prompt_len: int | None = None) -> dict[str, PromptDataset]:
+def load_eval_prompt_sets(
+    pairs: list[str],
+    tokenizer,
+    *,
+    input_key: str = "prompt",
+    label_key: str = "label",
+    apply_chat_template: bool = False,
+    max_prompt_len: int | None = None,
+) -> dict[str, PromptDataset]:
     """--eval-prompt-data NAME FILE [NAME FILE ...] -> {NAME: dataset}, in the order given."""
     if len(pairs) % 2:
         raise ValueError(f"--eval-prompt-data takes NAME FILE pairs, got {len(pairs)} values")
-    return {name: load_prompt_dataset(path, tokenizer, input_key=input_key, label_key=label_key,
-                                      apply_chat_template=apply_chat_template,
-                                      max_prompt_len=max_prompt_len)
-            for name, path in zip(pairs[0::2], pairs[1::2])}
+    return {
+        name: load_prompt_dataset(
+            path,
+            tokenizer,
+            input_key=input_key,
+            label_key=label_key,
+            apply_chat_template=apply_chat_template,
+            max_prompt_len=max_prompt_len,
+        )
+        for name, path in zip(pairs[0::2], pairs[1::2])
+    }

@@ -15,10 +15,10 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Prompt:
-    prompt_ids: list[int]   # token ids the engine is given
-    label: str              # the reference answer the reward compares with
-    text: str               # the prompt as text
-    index: int              # position in the stream (or in an evaluation list)
+    prompt_ids: list[int]  # token ids the engine is given
+    label: str  # the reference answer the reward compares with
+    text: str  # the prompt as text
+    index: int  # position in the stream (or in an evaluation list)
 
 
 class PromptStream:
@@ -45,8 +45,9 @@ class PromptStream:
 
     def _epoch_order(self, epoch: int) -> list[int]:
         if epoch != self._order_epoch:
-            self._order = np.random.default_rng([self.seed, epoch]).permutation(
-                self.num_prompts).tolist()
+            self._order = (
+                np.random.default_rng([self.seed, epoch]).permutation(self.num_prompts).tolist()
+            )
             self._order_epoch = epoch
         return self._order
 
@@ -69,15 +70,20 @@ class PromptStream:
         """Raise ValueError for a state taken from another stream."""
 
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "epoch": self.epoch, "position": self.position,
-                **self._state_identity()}
+        return {
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "position": self.position,
+            **self._state_identity(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume the stream exactly where state_dict() was taken (adopting its seed)."""
         self._check_state(state)
         if state["epoch"] != state["position"] // self.num_prompts:
-            raise ValueError(f"inconsistent state: position {state['position']} is not in "
-                             f"epoch {state['epoch']}")
+            raise ValueError(
+                f"inconsistent state: position {state['position']} is not in epoch {state['epoch']}"
+            )
         self.seed = int(state["seed"])
         self.position = int(state["position"])
         self._order_epoch = -1

@@ -17,9 +17,15 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     Every character is its own token (unknown characters, spaces included, become <unk>);
     decoding joins tokens without spaces. Round-trips through save_pretrained/AutoTokenizer.
     """
-    backend = Tokenizer(models.WordLevel({token: i for i, token in enumerate(VOCAB)},
-                                         unk_token="<unk>"))
+    backend = Tokenizer(
+        models.WordLevel({token: i for i, token in enumerate(VOCAB)}, unk_token="<unk>")
+    )
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     backend.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>",
-                                   eos_token="<eos>", bos_token="<bos>", unk_token="<unk>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        bos_token="<bos>",
+        unk_token="<unk>",
+    )

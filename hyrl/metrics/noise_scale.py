@@ -31,16 +31,17 @@ def _check_beta(beta: float) -> None:
         raise ValueError(f"beta must be in [0, 1), got {beta}")
 
 
-def two_batch_estimates(small_sq: float, big_sq: float, b_small: float,
-                        b_big: float) -> tuple[float, float]:
+def two_batch_estimates(
+    small_sq: float, big_sq: float, b_small: float, b_big: float
+) -> tuple[float, float]:
     """Unbiased one-step estimates (|G|^2, tr(Sigma)) from |g_b|^2 = small_sq, |g_B|^2 = big_sq.
 
     Either can come out negative on a noisy step; that is what keeps them unbiased.
     """
     _check_batch_sizes(b_small, b_big)
     b, B = float(b_small), float(b_big)
-    grad_sq = (B * big_sq - b * small_sq) / (B - b)                      # McCandlish 2018, app. A.1
-    trace_sigma = (small_sq - big_sq) / (1.0 / b - 1.0 / B)              # McCandlish 2018, app. A.1
+    grad_sq = (B * big_sq - b * small_sq) / (B - b)  # McCandlish 2018, app. A.1
+    trace_sigma = (small_sq - big_sq) / (1.0 / b - 1.0 / B)  # McCandlish 2018, app. A.1
     return grad_sq, trace_sigma
 
 
@@ -60,7 +61,7 @@ class GradientNoiseScale:
         small = [float(x) for x in small_sq_norms]
         if not small:
             raise ValueError("small_sq_norms must hold at least one squared norm")
-        small_sq = sum(small) / len(small)                               # mean over micro-batches
+        small_sq = sum(small) / len(small)  # mean over micro-batches
         grad_sq, trace_sigma = two_batch_estimates(small_sq, float(big_sq_norm), b_small, b_big)
         self.step += 1
         self._ema_grad_sq = self.beta * self._ema_grad_sq + (1 - self.beta) * grad_sq
@@ -69,7 +70,7 @@ class GradientNoiseScale:
     def _corrected(self, ema: float) -> float:
         if self.step == 0:
             return math.nan
-        return ema / (1 - self.beta ** self.step)                        # Kingma & Ba 2015, alg. 1
+        return ema / (1 - self.beta**self.step)  # Kingma & Ba 2015, alg. 1
 
     @property
     def grad_sq(self) -> float:
@@ -82,13 +83,17 @@ class GradientNoiseScale:
     @property
     def b_simple(self) -> float:
         grad_sq = self.grad_sq
-        if not grad_sq > 0:                                              # also nan before a step
+        if not grad_sq > 0:  # also nan before a step
             return math.nan
-        return self.trace_sigma / grad_sq                                # McCandlish 2018, sec. 2.2
+        return self.trace_sigma / grad_sq  # McCandlish 2018, sec. 2.2
 
     def state_dict(self) -> dict:
-        return {"beta": self.beta, "step": self.step, "ema_grad_sq": self._ema_grad_sq,
-                "ema_trace_sigma": self._ema_trace_sigma}
+        return {
+            "beta": self.beta,
+            "step": self.step,
+            "ema_grad_sq": self._ema_grad_sq,
+            "ema_trace_sigma": self._ema_trace_sigma,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Restores everything, beta included, so a resumed run continues identically."""

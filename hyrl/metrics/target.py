@@ -23,9 +23,10 @@ class TargetSyntaxError(ValueError):
         super().__init__(f"target {text!r}: {problem}; allowed: {TARGET_ALLOWED}")
 
 
-def parse_target(text: str, prefixes: tuple[str, ...] | None = TARGET_PREFIXES
-                 ) -> tuple[str, float]:
-    """"METRIC=VALUE" -> (METRIC, VALUE), e.g. "eval/accuracy=0.77" -> ("eval/accuracy", 0.77).
+def parse_target(
+    text: str, prefixes: tuple[str, ...] | None = TARGET_PREFIXES
+) -> tuple[str, float]:
+    """ "METRIC=VALUE" -> (METRIC, VALUE), e.g. "eval/accuracy=0.77" -> ("eval/accuracy", 0.77).
     VALUE must be a finite number; METRIC must lie under one of `prefixes` (None: any name, as
     for foreign run directories). Raises TargetSyntaxError otherwise."""
     if not isinstance(text, str):
@@ -36,10 +37,12 @@ def parse_target(text: str, prefixes: tuple[str, ...] | None = TARGET_PREFIXES
         raise TargetSyntaxError(text, "no '=' between the metric and the value")
     if not metric:
         raise TargetSyntaxError(text, "no metric before the '='")
-    if prefixes is not None and not any(metric.startswith(p) and len(metric) > len(p)
-                                        for p in prefixes):
-        raise TargetSyntaxError(text, f"the metric {metric!r} is not named under "
-                                + " or ".join(prefixes))
+    if prefixes is not None and not any(
+        metric.startswith(p) and len(metric) > len(p) for p in prefixes
+    ):
+        raise TargetSyntaxError(
+            text, f"the metric {metric!r} is not named under " + " or ".join(prefixes)
+        )
     try:
         value = float(value_text)
     except ValueError:
@@ -92,16 +95,23 @@ class RunTotals:
 
     def update(self, record: dict) -> None:
         for key, value in record.items():
-            if (key.startswith("perf/") and key.endswith("_s") and not key.endswith("_per_s")
-                    and key not in self.NOT_STAGES):
+            if (
+                key.startswith("perf/")
+                and key.endswith("_s")
+                and not key.endswith("_per_s")
+                and key not in self.NOT_STAGES
+            ):
                 self.stage_seconds[key] = self.stage_seconds.get(key, 0.0) + float(value)
         self.eval_seconds += float(record.get("perf/eval_s", 0.0))
         if "step" in record:
             self.last = record
 
     def state_dict(self) -> dict:
-        return {"stage_seconds": dict(self.stage_seconds), "eval_seconds": self.eval_seconds,
-                "last": dict(self.last)}
+        return {
+            "stage_seconds": dict(self.stage_seconds),
+            "eval_seconds": self.eval_seconds,
+            "last": dict(self.last),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.stage_seconds = dict(state["stage_seconds"])
@@ -125,8 +135,13 @@ def summary(tracker: TargetTracker | None, totals: RunTotals) -> dict:
         "elapsed_s": elapsed,
         "throughput_responses_per_s": samples / elapsed if elapsed > 0 else None,
         "eval_s": totals.eval_seconds,
-        "stage_share": ({key[len("perf/"):-len("_s")]: seconds / elapsed
-                         for key, seconds in sorted(totals.stage_seconds.items())}
-                        if elapsed > 0 else {}),
+        "stage_share": (
+            {
+                key[len("perf/") : -len("_s")]: seconds / elapsed
+                for key, seconds in sorted(totals.stage_seconds.items())
+            }
+            if elapsed > 0
+            else {}
+        ),
     }
     return out

@@ -43,8 +43,9 @@ class LiveBytes:
         self.current -= num_bytes
 
 
-def iter_buckets(named: Iterable[tuple[str, torch.Tensor]], buffer_bytes: int,
-                 live: LiveBytes | None = None) -> Iterator[NamedTensors]:
+def iter_buckets(
+    named: Iterable[tuple[str, torch.Tensor]], buffer_bytes: int, live: LiveBytes | None = None
+) -> Iterator[NamedTensors]:
     """Consecutive buckets of <= buffer_bytes each; an oversize tensor is a bucket by itself.
 
     With ``live``, every tensor counts from the moment it joins a bucket until the consumer asks

@@ -32,19 +32,37 @@ from hyrl.plan.cli import PlanError, config_from_dry_run, main, recipe_dry_run
 from hyrl.plan.layout import MEGATRON_ORDER, rank_groups
 from hyrl.plan.make import NOT_MODELLED, SAFETY_MARGIN, check_fit, make_plan, make_plan_memory
 from hyrl.plan.memory import (
-                              LOGPROB_CHUNK_POSITIONS,
-                              activation_bytes_per_token,
-                              activation_memory,
-                              attention_implementation,
-                              bytes_per_param,
-                              param_counts,
-                              params_per_gpu,
-                              sequence_length,
+    LOGPROB_CHUNK_POSITIONS,
+    activation_bytes_per_token,
+    activation_memory,
+    attention_implementation,
+    bytes_per_param,
+    param_counts,
+    params_per_gpu,
+    sequence_length,
 )
 from hyrl.plan.render import describe_for_dry_run, format_plan
 
-__all__ = ["LOGPROB_CHUNK_POSITIONS", "MEGATRON_ORDER", "NOT_MODELLED", "SAFETY_MARGIN",
-           "PlanError", "activation_bytes_per_token", "activation_memory",
-           "attention_implementation", "bytes_per_param", "check_fit", "config_from_dry_run",
-           "describe_for_dry_run", "format_plan", "main", "make_plan", "make_plan_memory",
-           "param_counts", "params_per_gpu", "rank_groups", "recipe_dry_run", "sequence_length"]
+__all__ = [
+    "LOGPROB_CHUNK_POSITIONS",
+    "MEGATRON_ORDER",
+    "NOT_MODELLED",
+    "SAFETY_MARGIN",
+    "PlanError",
+    "activation_bytes_per_token",
+    "activation_memory",
+    "attention_implementation",
+    "bytes_per_param",
+    "check_fit",
+    "config_from_dry_run",
+    "describe_for_dry_run",
+    "format_plan",
+    "main",
+    "make_plan",
+    "make_plan_memory",
+    "param_counts",
+    "params_per_gpu",
+    "rank_groups",
+    "recipe_dry_run",
+    "sequence_length",
+]

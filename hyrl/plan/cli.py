@@ -36,8 +36,11 @@ def config_from_dry_run(resolved: dict) -> tuple[RunConfig, int]:
     names = {f.name for f in dataclasses.fields(RunConfig)}
     missing = names - set(resolved)
     if missing or "world_size" not in resolved:
-        raise PlanError("the dry run's JSON lacks " + ", ".join(sorted(missing or {"world_size"}))
-                        + " (is the recipe's hyrl older than this one?)")
+        raise PlanError(
+            "the dry run's JSON lacks "
+            + ", ".join(sorted(missing or {"world_size"}))
+            + " (is the recipe's hyrl older than this one?)"
+        )
     return RunConfig(**{n: resolved[n] for n in names}), int(resolved["world_size"])
 
 
@@ -56,8 +59,10 @@ def recipe_dry_run(recipe: str, extra: list[str]) -> dict:
     if done.returncode != 0:
         raise PlanError(error_lines(done.stderr, 5) or f"exit {done.returncode}")
     if done.config is None:
-        raise PlanError(f"{recipe} --dry-run printed no JSON on stdout (does it pass --dry-run "
-                        "on to hyrl.train?)")
+        raise PlanError(
+            f"{recipe} --dry-run printed no JSON on stdout (does it pass --dry-run "
+            "on to hyrl.train?)"
+        )
     return done.config
 
 
@@ -84,13 +89,13 @@ def _split_world_size(args: list[str]) -> tuple[list[str], int | None]:
 def main(argv: list[str] | None = None) -> int:
     """`hyrl plan`; returns 0 when it fits, 1 when it does not, 2 on refused flags."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help") for a in argv[:argv.index("--") if "--" in argv else None]):
+    if any(a in ("-h", "--help") for a in argv[: argv.index("--") if "--" in argv else None]):
         print(USAGE)
         return 0
     extra: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, extra = argv[:cut], argv[cut + 1:]
+        argv, extra = argv[:cut], argv[cut + 1 :]
     as_json = "--json" in argv
     argv = [a for a in argv if a != "--json"]
     try:
@@ -101,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             raise PlanError(f"unexpected {' '.join(unknown + recipes[1:])}\n{USAGE}")
         if recipes:
             if world is not None:
-                raise PlanError("--world-size: a recipe states its own world size (NNODES x "
-                                "GPUS_PER_NODE, or NPROC); set those instead")
+                raise PlanError(
+                    "--world-size: a recipe states its own world size (NNODES x "
+                    "GPUS_PER_NODE, or NPROC); set those instead"
+                )
             cfg, world = config_from_dry_run(recipe_dry_run(recipes[0], extra))
         else:
             if not extra:

@@ -33,26 +33,47 @@ def rank_groups(sizes: dict[str, int], token: str) -> list[list[int]]:
     groups = []
     for fixed_idx in indices(fixed):
         base = sum(i * strides[dim] for i, dim in zip(fixed_idx, fixed))
-        groups.append([base + sum(i * strides[dim] for i, dim in zip(var_idx, varying))
-                       for var_idx in indices(varying)])
+        groups.append(
+            [
+                base + sum(i * strides[dim] for i, dim in zip(var_idx, varying))
+                for var_idx in indices(varying)
+            ]
+        )
     return groups
 
 
 def parallel_layout(c: RunConfig, world_size: int) -> dict:
     tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
     ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
-    return {"tp": tp, "pp": pp, "ep": ep, "etp": etp, "cp": 1,
-            "dp": world_size // (tp * pp), "expert_dp": world_size // (ep * etp * pp),
-            "sequence_parallel": c.sequence_parallel, "order": "-".join(MEGATRON_ORDER)}
+    return {
+        "tp": tp,
+        "pp": pp,
+        "ep": ep,
+        "etp": etp,
+        "cp": 1,
+        "dp": world_size // (tp * pp),
+        "expert_dp": world_size // (ep * etp * pp),
+        "sequence_parallel": c.sequence_parallel,
+        "order": "-".join(MEGATRON_ORDER),
+    }
 
 
 def layout_groups(layout: dict) -> dict:
     dense = {"tp": layout["tp"], "cp": 1, "ep": 1, "dp": layout["dp"], "pp": layout["pp"]}
-    expert = {"tp": layout["etp"], "cp": 1, "ep": layout["ep"], "dp": layout["expert_dp"],
-              "pp": layout["pp"]}
-    return {"tp": rank_groups(dense, "tp"), "dp": rank_groups(dense, "dp"),
-            "pp": rank_groups(dense, "pp"), "ep": rank_groups(expert, "ep"),
-            "expert_dp": rank_groups(expert, "dp")}
+    expert = {
+        "tp": layout["etp"],
+        "cp": 1,
+        "ep": layout["ep"],
+        "dp": layout["expert_dp"],
+        "pp": layout["pp"],
+    }
+    return {
+        "tp": rank_groups(dense, "tp"),
+        "dp": rank_groups(dense, "dp"),
+        "pp": rank_groups(dense, "pp"),
+        "ep": rank_groups(expert, "ep"),
+        "expert_dp": rank_groups(expert, "dp"),
+    }
 
 
 def groups_spanning_nodes(groups: list[list[int]], gpus_per_node: int) -> list[list[int]]:
@@ -60,5 +81,7 @@ def groups_spanning_nodes(groups: list[list[int]], gpus_per_node: int) -> list[l
 
 
 def summarise_groups(groups: dict) -> dict:
-    return {name: {"count": len(grps), "size": len(grps[0]), "first": grps[0], "last": grps[-1]}
-            for name, grps in groups.items()}
+    return {
+        name: {"count": len(grps), "size": len(grps[0]), "first": grps[0], "last": grps[-1]}
+        for name, grps in groups.items()
+    }

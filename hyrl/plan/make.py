@@ -6,7 +6,6 @@ import dataclasses
 import math
 
 from hyrl.config import RunConfig, resolve
-from hyrl.rollout.layout import rollout_layout
 from hyrl.plan.layout import (
     MAX_RANKS_LISTED,
     groups_spanning_nodes,
@@ -30,6 +29,7 @@ from hyrl.plan.memory import (
     params_per_gpu,
     sequence_length,
 )
+from hyrl.rollout.layout import rollout_layout
 
 # Fraction of GPU memory kept free for fragmentation, the CUDA context and NCCL buffers.
 SAFETY_MARGIN = 0.10
@@ -51,8 +51,12 @@ def _gib(n_bytes: float) -> float:
 
 
 def _line(name: str, n_bytes: float, formula: str) -> dict:
-    return {"name": name, "gib": round(_gib(n_bytes), 3), "bytes": int(round(n_bytes)),
-            "formula": formula}
+    return {
+        "name": name,
+        "gib": round(_gib(n_bytes), 3),
+        "bytes": int(round(n_bytes)),
+        "formula": formula,
+    }
 
 
 def format_params(n: float) -> str:
@@ -71,32 +75,49 @@ def _model_state_lines(prefix: str, per_gpu: dict, layout: dict, c: RunConfig) -
     params = dense + experts
     per = bytes_per_param(c)
     precision = "bf16" if c.bf16 else "fp32"
-    grad_text = ("fp32 main_grad buffer, --accumulate-allreduce-grads-in-fp32"
-                 if c.accumulate_allreduce_grads_in_fp32 else f"{precision} grad buffer")
-    state_text = ("fp32 main params + Adam m + v" if c.bf16
-                  else "Adam m + v; fp32 weights are their own main params")
+    grad_text = (
+        "fp32 main_grad buffer, --accumulate-allreduce-grads-in-fp32"
+        if c.accumulate_allreduce_grads_in_fp32
+        else f"{precision} grad buffer"
+    )
+    state_text = (
+        "fp32 main params + Adam m + v"
+        if c.bf16
+        else "Adam m + v; fp32 weights are their own main params"
+    )
     lines = [
-        _line(f"{prefix} weights", per["weight"] * params,
-              f"{per['weight']} B x (dense {format_params(dense)} + experts "
-              f"{format_params(experts)}) params per GPU ({precision}"
-              f"{', Float16Module' if c.bf16 else ''})"),
-        _line(f"{prefix} gradients", per["grad"] * params,
-              f"{per['grad']} B x {format_params(params)} params ({grad_text}, megatron DDP)"),
+        _line(
+            f"{prefix} weights",
+            per["weight"] * params,
+            f"{per['weight']} B x (dense {format_params(dense)} + experts "
+            f"{format_params(experts)}) params per GPU ({precision}"
+            f"{', Float16Module' if c.bf16 else ''})",
+        ),
+        _line(
+            f"{prefix} gradients",
+            per["grad"] * params,
+            f"{per['grad']} B x {format_params(params)} params ({grad_text}, megatron DDP)",
+        ),
     ]
     if c.use_distributed_optimizer:
         states = per["optimizer"] * (dense / layout["dp"] + experts / layout["expert_dp"])
-        formula = (f"{per['optimizer']} B x (dense / DP={layout['dp']} + experts / expert-DP="
-                   f"{layout['expert_dp']}) ({state_text}, distributed optimizer)")
+        formula = (
+            f"{per['optimizer']} B x (dense / DP={layout['dp']} + experts / expert-DP="
+            f"{layout['expert_dp']}) ({state_text}, distributed optimizer)"
+        )
     else:
         states = per["optimizer"] * params
-        formula = (f"{per['optimizer']} B x {format_params(params)} params ({state_text}, "
-                   "replicated; --use-distributed-optimizer shards it)")
+        formula = (
+            f"{per['optimizer']} B x {format_params(params)} params ({state_text}, "
+            "replicated; --use-distributed-optimizer shards it)"
+        )
     lines.append(_line(f"{prefix} optimizer (Adam)", states, formula))
     return lines
 
 
-def _activation_line(prefix: str, c: RunConfig, tokens: int, seq_len: int,
-                     micro_text: str, with_logits: bool) -> tuple[dict, list]:
+def _activation_line(
+    prefix: str, c: RunConfig, tokens: int, seq_len: int, micro_text: str, with_logits: bool
+) -> tuple[dict, list]:
     """The activation lines of one model; act["total"] is their sum in bytes."""
     act = activation_memory(c, tokens, seq_len, with_logits)
     recompute = c.recompute_granularity or "none"
@@ -110,26 +131,42 @@ def _activation_line(prefix: str, c: RunConfig, tokens: int, seq_len: int,
     elif c.recompute_granularity == "selective":
         attn = f"unfused attention ({why}): scores recomputed (selective)"
     else:
-        attn = (f"unfused attention ({why}): {scores / (c.num_attention_heads * seq_len):.0f} B x "
-                "a x s scores per token")
+        attn = (
+            f"unfused attention ({why}): {scores / (c.num_attention_heads * seq_len):.0f} B x "
+            "a x s scores per token"
+        )
     tp = c.tensor_model_parallel_size
-    lines = [_line(f"{prefix} activations", act["layers"],
-                   f"{micro_text} = {tokens} tokens x {act['bytes_per_token_per_layer']:.0f} "
-                   f"B/token/layer ({'bf16' if c.bf16 else 'fp32'}, {b} B) / TP={tp} x "
-                   f"{c.num_layers} layers, recompute {recompute}, {attn} "
-                   "(after Korthikanti et al. 2022)")]
+    lines = [
+        _line(
+            f"{prefix} activations",
+            act["layers"],
+            f"{micro_text} = {tokens} tokens x {act['bytes_per_token_per_layer']:.0f} "
+            f"B/token/layer ({'bf16' if c.bf16 else 'fp32'}, {b} B) / TP={tp} x "
+            f"{c.num_layers} layers, recompute {recompute}, {attn} "
+            "(after Korthikanti et al. 2022)",
+        )
+    ]
     if act["attention_workspace"]:
-        lines.append(_line(
-            f"{prefix} attention workspace", act["attention_workspace"],
-            f"one layer's unfused attention: {tokens} tokens x a={c.num_attention_heads} / TP="
-            f"{tp} x s={seq_len} scores x ({b} B matmul buffer + "
-            f"{UNFUSED_WORKSPACE_FP32_COPIES} x 4 B fp32 softmax-backward copies)"))
+        lines.append(
+            _line(
+                f"{prefix} attention workspace",
+                act["attention_workspace"],
+                f"one layer's unfused attention: {tokens} tokens x a={c.num_attention_heads} / TP="
+                f"{tp} x s={seq_len} scores x ({b} B matmul buffer + "
+                f"{UNFUSED_WORKSPACE_FP32_COPIES} x 4 B fp32 softmax-backward copies)",
+            )
+        )
     if with_logits:
         chunk = min(tokens, LOGPROB_CHUNK_POSITIONS)
-        lines.append(_line(f"{prefix} logits", act["logits"],
-                           f"(2 x 4 B x {tokens} tokens + 3 x 4 B x {chunk}-position chunk) x "
-                           f"V={c.vocab_size} / TP={tp} (fp32 logits kept + their gradient + the "
-                           "chunked log-prob pass's working copies)"))
+        lines.append(
+            _line(
+                f"{prefix} logits",
+                act["logits"],
+                f"(2 x 4 B x {tokens} tokens + 3 x 4 B x {chunk}-position chunk) x "
+                f"V={c.vocab_size} / TP={tp} (fp32 logits kept + their gradient + the "
+                "chunked log-prob pass's working copies)",
+            )
+        )
     act["total"] = act["layers"] + act["logits"] + act["attention_workspace"]
     return act, lines
 
@@ -165,27 +202,36 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
             errors.append(
                 f"--tensor-model-parallel-size={layout['tp']}: TP group {crossing['tp'][0]} "
                 f"spans nodes of {gpn} GPUs (--gpus-per-node); TP all-reduces every layer and "
-                f"must stay inside NVLink; allowed: TP <= {gpn} and dividing {gpn}")
+                f"must stay inside NVLink; allowed: TP <= {gpn} and dividing {gpn}"
+            )
         if crossing["ep"]:
             warnings.append(
                 f"--expert-model-parallel-size={layout['ep']}: EP group {crossing['ep'][0]} spans "
                 f"nodes of {gpn} GPUs; the token all-to-all then crosses the network (slower); "
-                f"EP x ETP <= {gpn} keeps it inside a node")
+                f"EP x ETP <= {gpn} keeps it inside a node"
+            )
         if rollout.gpus_per_engine > gpn:
             errors.append(
                 f"--rollout-num-gpus-per-engine={rollout.gpus_per_engine}: one SGLang engine "
-                f"cannot span nodes of {gpn} GPUs (--gpus-per-node); allowed: <= {gpn}")
+                f"cannot span nodes of {gpn} GPUs (--gpus-per-node); allowed: <= {gpn}"
+            )
 
     rollout_gpus = 0 if (c.colocate or rollout.in_process) else rollout.num_gpus
-    gpus = {"training": world_size, "rollout": rollout_gpus, "colocated": c.colocate,
-            "total": world_size + rollout_gpus, "gpus_per_node": gpn}
+    gpus = {
+        "training": world_size,
+        "rollout": rollout_gpus,
+        "colocated": c.colocate,
+        "total": world_size + rollout_gpus,
+        "gpus_per_node": gpn,
+    }
     if gpn is not None:
         gpus["training_nodes"] = math.ceil(world_size / gpn)
         gpus["rollout_nodes"] = math.ceil(rollout_gpus / gpn)
         gpus["nodes"] = gpus["training_nodes"] + gpus["rollout_nodes"]
         if world_size > gpn and world_size % gpn:
-            warnings.append(f"training world size {world_size} is not a whole number of nodes "
-                            f"of {gpn} GPUs")
+            warnings.append(
+                f"training world size {world_size} is not a whole number of nodes of {gpn} GPUs"
+            )
 
     # memory: the actor
     prompt_len, response_len = sequence_length(c)
@@ -197,8 +243,13 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
     activations = act["total"]
     if c.kl_loss_coef > 0 or c.kl_coef > 0:
         weight = bytes_per_param(c)["weight"]
-        lines.append(_line("reference weights", weight * (actor["dense"] + actor["experts"]),
-                           f"{weight} B x actor params per GPU (frozen, for the KL term)"))
+        lines.append(
+            _line(
+                "reference weights",
+                weight * (actor["dense"] + actor["experts"]),
+                f"{weight} B x actor params per GPU (frozen, for the KL term)",
+            )
+        )
     critic_activations = 0.0
     critic_act_lines: list = []
     if c.advantage_estimator == "gae":
@@ -207,18 +258,26 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
         c_tokens, c_text = _micro_batch_tokens(c, c.critic_micro_batch_size, seq_len)
         c_act, critic_act_lines = _activation_line("critic", c, c_tokens, seq_len, c_text, False)
         critic_activations = c_act["total"]
-    lines.append(_line("weight-sync bucket", c.update_weight_buffer_size,
-                       "--update-weight-buffer-size (one bucket gathered at a time)"))
+    lines.append(
+        _line(
+            "weight-sync bucket",
+            c.update_weight_buffer_size,
+            "--update-weight-buffer-size (one bucket gathered at a time)",
+        )
+    )
     resident = sum(line["gib"] for line in lines) * GIB
     # Actor and critic train one after the other: the larger activation set is the peak.
     peak_act_lines = act_lines if activations >= critic_activations else critic_act_lines
     training_peak = resident + max(activations, critic_activations)
 
-    memory = {"lines": lines + peak_act_lines, "resident_gib": round(_gib(resident), 3),
-              "activations_gib": round(_gib(max(activations, critic_activations)), 3),
-              "training_peak_gib": round(_gib(training_peak), 3),
-              "actor_activations_gib": round(_gib(activations), 3),
-              "critic_activations_gib": round(_gib(critic_activations), 3)}
+    memory = {
+        "lines": lines + peak_act_lines,
+        "resident_gib": round(_gib(resident), 3),
+        "activations_gib": round(_gib(max(activations, critic_activations)), 3),
+        "training_peak_gib": round(_gib(training_peak), 3),
+        "actor_activations_gib": round(_gib(activations), 3),
+        "critic_activations_gib": round(_gib(critic_activations), 3),
+    }
     if critic_act_lines and peak_act_lines is act_lines:
         memory["other_activation_lines"] = critic_act_lines
     elif critic_act_lines:
@@ -228,26 +287,43 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
     sglang = None
     if rollout.engine == "sglang" and rollout.num_engines > 0:
         sglang = _sglang_plan(c, counts, rollout, seq_len, resident)
-        if 1 <= sglang.get("sequences", rollout.concurrency_per_engine) \
-                < rollout.concurrency_per_engine:
+        if (
+            1
+            <= sglang.get("sequences", rollout.concurrency_per_engine)
+            < rollout.concurrency_per_engine
+        ):
             warnings.append(
                 f"--rollout-concurrency={rollout.concurrency_per_engine}: only "
                 f"{sglang['sequences']} sequences of the longest {seq_len} tokens fit in an "
                 "engine's KV cache; SGLang queues or retracts the rest (fine while responses "
-                "are shorter on average)")
+                "are shorter on average)"
+            )
 
     gpu_gib = c.gpu_memory_gib
     plan = {
-        "world_size": world_size, "layout": layout,
+        "world_size": world_size,
+        "layout": layout,
         "groups": groups if listed else summarise_groups(groups),
-        "groups_listed": listed, "gpus": gpus,
-        "params": {**counts, "actor_per_gpu": actor["dense"] + actor["experts"],
-                   "actor_dense_per_gpu": actor["dense"],
-                   "actor_experts_per_gpu": actor["experts"]},
-        "sequence": {"prompt_tokens": prompt_len, "response_tokens": response_len,
-                     "tokens": seq_len, "tokens_per_micro_batch": tokens},
-        "memory": memory, "sglang": sglang, "gpu_memory_gib": gpu_gib,
-        "safety_margin": SAFETY_MARGIN, "errors": errors, "warnings": warnings,
+        "groups_listed": listed,
+        "gpus": gpus,
+        "params": {
+            **counts,
+            "actor_per_gpu": actor["dense"] + actor["experts"],
+            "actor_dense_per_gpu": actor["dense"],
+            "actor_experts_per_gpu": actor["experts"],
+        },
+        "sequence": {
+            "prompt_tokens": prompt_len,
+            "response_tokens": response_len,
+            "tokens": seq_len,
+            "tokens_per_micro_batch": tokens,
+        },
+        "memory": memory,
+        "sglang": sglang,
+        "gpu_memory_gib": gpu_gib,
+        "safety_margin": SAFETY_MARGIN,
+        "errors": errors,
+        "warnings": warnings,
         "not_modelled": list(NOT_MODELLED),
     }
     if gpu_gib is not None:
@@ -269,23 +345,36 @@ def _sglang_plan(c: RunConfig, counts: dict, rollout, seq_len: int, resident: fl
     """
     t_engine = rollout.gpus_per_engine
     fraction = c.sglang_mem_fraction_static
-    fraction_text = f"{fraction}" if fraction is not None else \
-        f"{SGLANG_DEFAULT_MEM_FRACTION} (assumed default)"
+    fraction_text = (
+        f"{fraction}"
+        if fraction is not None
+        else f"{SGLANG_DEFAULT_MEM_FRACTION} (assumed default)"
+    )
     fraction = SGLANG_DEFAULT_MEM_FRACTION if fraction is None else fraction
     weights = BYTES_SGLANG_WEIGHT * counts["total"] / t_engine
     kv_heads = max(c.num_query_groups / t_engine, 1)
     kv_per_token = 2 * c.num_layers * kv_heads * c.kv_channels * BYTES_KV
-    out = {"gpus_per_engine": t_engine, "num_engines": rollout.num_engines,
-           "mem_fraction_static": fraction, "mem_fraction_text": fraction_text,
-           "weights_gib": round(_gib(weights), 3), "kv_bytes_per_token": kv_per_token,
-           "concurrency_per_engine": rollout.concurrency_per_engine,
-           "colocated": c.colocate, "sequence_tokens": seq_len}
+    out = {
+        "gpus_per_engine": t_engine,
+        "num_engines": rollout.num_engines,
+        "mem_fraction_static": fraction,
+        "mem_fraction_text": fraction_text,
+        "weights_gib": round(_gib(weights), 3),
+        "kv_bytes_per_token": kv_per_token,
+        "concurrency_per_engine": rollout.concurrency_per_engine,
+        "colocated": c.colocate,
+        "sequence_tokens": seq_len,
+    }
     if c.gpu_memory_gib is not None:
         static = fraction * c.gpu_memory_gib * GIB
         kv = static - weights - (resident if c.colocate else 0.0)
         tokens = max(kv, 0) / kv_per_token  # every GPU holds its heads' share of every token
-        out.update(static_gib=round(_gib(static), 3), kv_gib=round(_gib(kv), 3),
-                   kv_tokens=int(tokens), sequences=int(tokens // seq_len))
+        out.update(
+            static_gib=round(_gib(static), 3),
+            kv_gib=round(_gib(kv), 3),
+            kv_tokens=int(tokens),
+            sequences=int(tokens // seq_len),
+        )
     return out
 
 
@@ -296,28 +385,51 @@ def _suggestions(c: RunConfig, world_size: int, peak: float) -> list[dict]:
     if not c.use_distributed_optimizer:
         tries.append(("--use-distributed-optimizer", {"use_distributed_optimizer": True}))
     if c.recompute_granularity != "full":
-        tries.append(("--recompute-granularity full", {"recompute_granularity": "full",
-                                                       "recompute_method": None,
-                                                       "recompute_num_layers": None}))
+        tries.append(
+            (
+                "--recompute-granularity full",
+                {
+                    "recompute_granularity": "full",
+                    "recompute_method": None,
+                    "recompute_num_layers": None,
+                },
+            )
+        )
     if c.use_dynamic_batch_size:
         if c.max_tokens_per_gpu // 2 >= sum(sequence_length(c)):
-            tries.append((f"--max-tokens-per-gpu {c.max_tokens_per_gpu // 2}",
-                          {"max_tokens_per_gpu": c.max_tokens_per_gpu // 2}))
+            tries.append(
+                (
+                    f"--max-tokens-per-gpu {c.max_tokens_per_gpu // 2}",
+                    {"max_tokens_per_gpu": c.max_tokens_per_gpu // 2},
+                )
+            )
     elif c.micro_batch_size > 1:
-        tries.append((f"--micro-batch-size {c.micro_batch_size // 2}",
-                      {"micro_batch_size": c.micro_batch_size // 2}))
+        tries.append(
+            (
+                f"--micro-batch-size {c.micro_batch_size // 2}",
+                {"micro_batch_size": c.micro_batch_size // 2},
+            )
+        )
     ep2 = 2 * c.expert_model_parallel_size
     if c.num_experts % ep2 == 0 and (world_size // layout["pp"]) % (ep2 * layout["etp"]) == 0:
         tries.append((f"--expert-model-parallel-size {ep2}", {"expert_model_parallel_size": ep2}))
     tp2 = 2 * c.tensor_model_parallel_size
-    if (world_size % (tp2 * layout["pp"]) == 0 and c.num_query_groups % tp2 == 0
-            and c.num_attention_heads % tp2 == 0 and c.vocab_size % tp2 == 0
-            and c.ffn_hidden_size % tp2 == 0
-            and layout["dp"] // 2 >= 1 and c.global_batch_size % (c.micro_batch_size
-                                                                  * layout["dp"] // 2) == 0
-            and (c.gpus_per_node is None or tp2 <= c.gpus_per_node)):
-        tries.append((f"--tensor-model-parallel-size {tp2} --sequence-parallel",
-                      {"tensor_model_parallel_size": tp2, "sequence_parallel": True}))
+    if (
+        world_size % (tp2 * layout["pp"]) == 0
+        and c.num_query_groups % tp2 == 0
+        and c.num_attention_heads % tp2 == 0
+        and c.vocab_size % tp2 == 0
+        and c.ffn_hidden_size % tp2 == 0
+        and layout["dp"] // 2 >= 1
+        and c.global_batch_size % (c.micro_batch_size * layout["dp"] // 2) == 0
+        and (c.gpus_per_node is None or tp2 <= c.gpus_per_node)
+    ):
+        tries.append(
+            (
+                f"--tensor-model-parallel-size {tp2} --sequence-parallel",
+                {"tensor_model_parallel_size": tp2, "sequence_parallel": True},
+            )
+        )
     out = []
     for flag, change in tries:
         other = make_plan_memory(dataclasses.replace(c, **change), world_size)
@@ -348,25 +460,38 @@ def check_fit(plan: dict) -> list[str]:
     mem = plan["memory"]
     if mem["training_peak_gib"] > usable:
         largest = max(mem["lines"], key=lambda line: line["gib"])
-        hints = ", ".join(f"{s['flag']} -> {s['training_peak_gib']:.1f} GiB"
-                          for s in plan.get("suggestions", [])) or "more GPUs (a larger world)"
+        hints = (
+            ", ".join(
+                f"{s['flag']} -> {s['training_peak_gib']:.1f} GiB"
+                for s in plan.get("suggestions", [])
+            )
+            or "more GPUs (a larger world)"
+        )
         problems.append(
             f"training needs {mem['training_peak_gib']:.1f} GiB per GPU, more than the usable "
             f"{usable:.1f} GiB ({gpu:g} GiB --gpu-memory-gib less {SAFETY_MARGIN:.0%} margin); "
             f"largest: {largest['name']} {largest['gib']:.1f} GiB; allowed: a layout that fits, "
-            f"e.g. {hints}")
+            f"e.g. {hints}"
+        )
     sg = plan.get("sglang")
     if sg and "kv_gib" in sg:
         if sg["sequences"] < 1:
-            colocated = (f" - the actor's resident {mem['resident_gib']:.1f} GiB (colocated)"
-                         if sg["colocated"] else "")
+            colocated = (
+                f" - the actor's resident {mem['resident_gib']:.1f} GiB (colocated)"
+                if sg["colocated"]
+                else ""
+            )
             problems.append(
                 f"--sglang-mem-fraction-static={sg['mem_fraction_text']}: SGLang's KV cache is "
                 f"{sg['kv_gib']:.1f} GiB = {sg['static_gib']:.1f} GiB static - its weights "
                 f"{sg['weights_gib']:.1f} GiB{colocated}, not one {sg['sequence_tokens']}-token "
                 f"sequence; allowed: a larger fraction, more --rollout-num-gpus-per-engine"
-                + (", --use-distributed-optimizer, or separate rollout GPUs (--no-colocate)"
-                   if sg["colocated"] else ""))
+                + (
+                    ", --use-distributed-optimizer, or separate rollout GPUs (--no-colocate)"
+                    if sg["colocated"]
+                    else ""
+                )
+            )
         if sg["colocated"] and mem["training_peak_gib"] > usable:
             pass  # already reported above
     return problems

@@ -8,7 +8,7 @@ import math
 
 from hyrl.config import ARITH_PROMPT_TOKENS, RunConfig
 
-GIB = 2 ** 30
+GIB = 2**30
 # Bytes per element as hyrl's trainer runs megatron-core (hyrl/backends/megatron/trainable.py,
 # wrap_for_training), by precision flag: see bytes_per_param.
 BYTES_FP32, BYTES_BF16 = 4, 2
@@ -49,13 +49,18 @@ def param_counts(c: RunConfig) -> dict:
     total = layers * (per_layer_dense + c.num_experts * one_expert) + embedding + output + h
     active = layers * (per_layer_dense + c.moe_router_topk * one_expert) + embedding + output + h
     return {
-        "attention_per_layer": attention, "norms_per_layer": qk_norm + norms,
-        "router_per_layer": router, "expert": one_expert,
+        "attention_per_layer": attention,
+        "norms_per_layer": qk_norm + norms,
+        "router_per_layer": router,
+        "expert": one_expert,
         "experts_per_layer": c.num_experts * one_expert,
-        "embedding": embedding, "output_layer": output, "final_norm": h,
+        "embedding": embedding,
+        "output_layer": output,
+        "final_norm": h,
         "dense": layers * per_layer_dense + embedding + output + h,
         "experts": layers * c.num_experts * one_expert,
-        "total": total, "active": active,
+        "total": total,
+        "active": active,
     }
 
 
@@ -73,8 +78,16 @@ def params_per_gpu(c: RunConfig, counts: dict, value_head: bool = False) -> dict
     layers = math.ceil(c.num_layers / pp)
     output = c.hidden_size if value_head else counts["output_layer"]
     vocab = counts["embedding"] + output if pp == 1 else max(counts["embedding"], output)
-    dense = layers * (counts["attention_per_layer"] / tp + counts["norms_per_layer"]
-                      + counts["router_per_layer"]) + vocab / tp + counts["final_norm"]
+    dense = (
+        layers
+        * (
+            counts["attention_per_layer"] / tp
+            + counts["norms_per_layer"]
+            + counts["router_per_layer"]
+        )
+        + vocab / tp
+        + counts["final_norm"]
+    )
     experts = layers * (c.num_experts / ep) * counts["expert"] / etp
     return {"dense": dense, "experts": experts, "layers": layers}
 
@@ -108,8 +121,10 @@ def attention_implementation(c: RunConfig) -> tuple[str, str]:
         return "flash", "--transformer-impl transformer_engine"
     if importlib.util.find_spec("transformer_engine") is not None:
         return "flash", "auto: transformer_engine installed here"
-    return "unfused", ("auto: transformer_engine not installed here, the local spec (plan a TE "
-                       "cluster with --transformer-impl transformer_engine)")
+    return "unfused", (
+        "auto: transformer_engine not installed here, the local spec (plan a TE "
+        "cluster with --transformer-impl transformer_engine)"
+    )
 
 
 def flash_attention(c: RunConfig) -> bool:
@@ -175,8 +190,9 @@ def logits_bytes(c: RunConfig, tokens_per_micro_batch: int) -> float:
     return (2 * BYTES_FP32 * tokens_per_micro_batch + 3 * BYTES_FP32 * chunk) * shard
 
 
-def activation_memory(c: RunConfig, tokens_per_micro_batch: int, seq_len: int,
-                      with_logits: bool = True) -> dict:
+def activation_memory(
+    c: RunConfig, tokens_per_micro_batch: int, seq_len: int, with_logits: bool = True
+) -> dict:
     """Activation bytes on one GPU for one micro-batch, with the chosen recomputation.
 
     per layer (no recompute)  A = T x (norms + attention + scores + moe) / TP   (T tokens; SP / TP)
@@ -205,9 +221,13 @@ def activation_memory(c: RunConfig, tokens_per_micro_batch: int, seq_len: int,
     else:
         stored = layers * per_layer
     logits = logits_bytes(c, tokens_per_micro_batch) if with_logits else 0
-    return {"layers": stored, "logits": logits, "per_layer_no_recompute": per_layer,
-            "bytes_per_token_per_layer": full_layer,
-            "attention_workspace": attention_workspace(c, tokens_per_micro_batch, seq_len)}
+    return {
+        "layers": stored,
+        "logits": logits,
+        "per_layer_no_recompute": per_layer,
+        "bytes_per_token_per_layer": full_layer,
+        "attention_workspace": attention_workspace(c, tokens_per_micro_batch, seq_len),
+    }
 
 
 def bytes_per_param(c: RunConfig) -> dict:

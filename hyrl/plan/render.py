@@ -9,51 +9,76 @@ from hyrl.plan.make import check_fit, format_params, make_plan
 def format_plan(plan: dict) -> str:
     """The plan as a readable table (layout, groups, GPUs, parameters, memory, SGLang)."""
     lay, gpus, p = plan["layout"], plan["gpus"], plan["params"]
-    out = [f"hyrl plan: world size {plan['world_size']}",
-           f"  layout  TP={lay['tp']} PP={lay['pp']} EP={lay['ep']} ETP={lay['etp']} CP=1 "
-           f"DP={lay['dp']} expert-DP={lay['expert_dp']} "
-           f"SP={'on' if lay['sequence_parallel'] else 'off'}"
-           f"  (rank order {lay['order']}, megatron-core default)"]
+    out = [
+        f"hyrl plan: world size {plan['world_size']}",
+        f"  layout  TP={lay['tp']} PP={lay['pp']} EP={lay['ep']} ETP={lay['etp']} CP=1 "
+        f"DP={lay['dp']} expert-DP={lay['expert_dp']} "
+        f"SP={'on' if lay['sequence_parallel'] else 'off'}"
+        f"  (rank order {lay['order']}, megatron-core default)",
+    ]
     groups = plan["groups"]
     for name in ("tp", "dp", "ep", "expert_dp", "pp"):
         g = groups[name]
-        text = " ".join(str(grp).replace(" ", "") for grp in g) if plan["groups_listed"] else \
-            f"{g['count']} groups of {g['size']}: first {g['first']}, last {g['last']}"
+        text = (
+            " ".join(str(grp).replace(" ", "") for grp in g)
+            if plan["groups_listed"]
+            else f"{g['count']} groups of {g['size']}: first {g['first']}, last {g['last']}"
+        )
         out.append(f"  {name + ' groups':<17}{text}")
     gpn = gpus["gpus_per_node"]
-    nodes = (f", {gpus['nodes']} nodes of {gpn} ({gpus['training_nodes']} training + "
-             f"{gpus['rollout_nodes']} rollout)") if gpn else " (--gpus-per-node not given)"
-    out.append(f"  GPUs    {gpus['total']} = {gpus['training']} training + {gpus['rollout']} "
-               f"rollout{' (engines colocated on the training GPUs)' if gpus['colocated'] else ''}"
-               f"{nodes}")
-    out.append(f"  params  total {format_params(p['total'])}, active per token "
-               f"{format_params(p['active'])} (dense {format_params(p['dense'])}, experts "
-               f"{format_params(p['experts'])}); actor per GPU {format_params(p['actor_per_gpu'])}")
+    nodes = (
+        (
+            f", {gpus['nodes']} nodes of {gpn} ({gpus['training_nodes']} training + "
+            f"{gpus['rollout_nodes']} rollout)"
+        )
+        if gpn
+        else " (--gpus-per-node not given)"
+    )
+    out.append(
+        f"  GPUs    {gpus['total']} = {gpus['training']} training + {gpus['rollout']} "
+        f"rollout{' (engines colocated on the training GPUs)' if gpus['colocated'] else ''}"
+        f"{nodes}"
+    )
+    out.append(
+        f"  params  total {format_params(p['total'])}, active per token "
+        f"{format_params(p['active'])} (dense {format_params(p['dense'])}, experts "
+        f"{format_params(p['experts'])}); actor per GPU {format_params(p['actor_per_gpu'])}"
+    )
     seq = plan["sequence"]
-    out.append(f"  sequence {seq['prompt_tokens']} prompt + {seq['response_tokens']} response = "
-               f"{seq['tokens']} tokens; {seq['tokens_per_micro_batch']} tokens per micro-batch")
+    out.append(
+        f"  sequence {seq['prompt_tokens']} prompt + {seq['response_tokens']} response = "
+        f"{seq['tokens']} tokens; {seq['tokens_per_micro_batch']} tokens per micro-batch"
+    )
     out.append("  memory per GPU (GiB)")
     mem = plan["memory"]
     for line in mem["lines"]:
         out.append(f"    {line['name']:<26}{line['gib']:>9.2f}   # {line['formula']}")
-    out.append(f"    {'= training peak':<26}{mem['training_peak_gib']:>9.2f}   # resident "
-               f"{mem['resident_gib']:.2f} + activations {mem['activations_gib']:.2f}")
+    out.append(
+        f"    {'= training peak':<26}{mem['training_peak_gib']:>9.2f}   # resident "
+        f"{mem['resident_gib']:.2f} + activations {mem['activations_gib']:.2f}"
+    )
     for line in mem.get("other_activation_lines", []):
         out.append(f"    ({line['name']:<24}{line['gib']:>9.2f})  # not at the same time")
     if plan.get("gpu_memory_gib") is not None:
-        out.append(f"    {'usable':<26}{plan['usable_gib']:>9.2f}   # --gpu-memory-gib "
-                   f"{plan['gpu_memory_gib']:g} x (1 - {plan['safety_margin']:.0%} margin)")
+        out.append(
+            f"    {'usable':<26}{plan['usable_gib']:>9.2f}   # --gpu-memory-gib "
+            f"{plan['gpu_memory_gib']:g} x (1 - {plan['safety_margin']:.0%} margin)"
+        )
     sg = plan.get("sglang")
     if sg:
-        out.append(f"  SGLang  {sg['num_engines']} engines x {sg['gpus_per_engine']} GPUs, "
-                   f"mem fraction {sg['mem_fraction_text']}, weights {sg['weights_gib']:.2f} "
-                   f"GiB per GPU, KV {sg['kv_bytes_per_token'] / 1024:.0f} KiB per token per GPU")
+        out.append(
+            f"  SGLang  {sg['num_engines']} engines x {sg['gpus_per_engine']} GPUs, "
+            f"mem fraction {sg['mem_fraction_text']}, weights {sg['weights_gib']:.2f} "
+            f"GiB per GPU, KV {sg['kv_bytes_per_token'] / 1024:.0f} KiB per token per GPU"
+        )
         if "kv_gib" in sg:
             minus = f" - actor resident {mem['resident_gib']:.2f}" if sg["colocated"] else ""
-            out.append(f"    KV cache {sg['kv_gib']:.2f} GiB = static {sg['static_gib']:.2f} - "
-                       f"weights {sg['weights_gib']:.2f}{minus} -> {sg['kv_tokens']} tokens = "
-                       f"{sg['sequences']} sequences of {sg['sequence_tokens']} per engine "
-                       f"(--rollout-concurrency {sg['concurrency_per_engine']})")
+            out.append(
+                f"    KV cache {sg['kv_gib']:.2f} GiB = static {sg['static_gib']:.2f} - "
+                f"weights {sg['weights_gib']:.2f}{minus} -> {sg['kv_tokens']} tokens = "
+                f"{sg['sequences']} sequences of {sg['sequence_tokens']} per engine "
+                f"(--rollout-concurrency {sg['concurrency_per_engine']})"
+            )
         else:
             out.append("    KV cache: give --gpu-memory-gib to size it")
     for warning in plan["warnings"]:
@@ -64,8 +89,9 @@ def format_plan(plan: dict) -> str:
     if plan.get("gpu_memory_gib") is None:
         out.append("  fit: not checked (give --gpu-memory-gib)")
     elif not problems:
-        out.append(f"  fit: yes, {mem['training_peak_gib']:.1f} of {plan['usable_gib']:.1f} "
-                   "usable GiB")
+        out.append(
+            f"  fit: yes, {mem['training_peak_gib']:.1f} of {plan['usable_gib']:.1f} usable GiB"
+        )
     out.append("  not modelled: " + "; ".join(plan["not_modelled"]))
     return "\n".join(out)
 

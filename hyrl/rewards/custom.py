@@ -35,24 +35,32 @@ def load_custom_reward(path: str) -> RewardFn:
     module_name, sep, attribute = path.partition(":")
     module_name, attribute = module_name.strip(), attribute.strip()
     if not (sep and module_name and attribute) or ":" in attribute:
-        raise CustomRewardError(f"{FLAG} {path!r} is not module:function "
-                                f"(e.g. my_rewards:score, or package.module:score)")
+        raise CustomRewardError(
+            f"{FLAG} {path!r} is not module:function "
+            f"(e.g. my_rewards:score, or package.module:score)"
+        )
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - ImportError or whatever the module raises on import
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        raise CustomRewardError(f"{FLAG} {path!r}: cannot import module {module_name!r}: {detail} "
-                                f"(is its folder on PYTHONPATH?)") from exc
+        raise CustomRewardError(
+            f"{FLAG} {path!r}: cannot import module {module_name!r}: {detail} "
+            f"(is its folder on PYTHONPATH?)"
+        ) from exc
     fn = module
     for part in attribute.split("."):  # "module:Class.method" or "module:instance" both work
         if not hasattr(fn, part):
             public = sorted(n for n in dir(module) if not n.startswith("_"))
-            raise CustomRewardError(f"{FLAG} {path!r}: module {module_name!r} "
-                                    f"({getattr(module, '__file__', None)}) has no attribute "
-                                    f"{attribute!r}; it defines {public[:20]}")
+            raise CustomRewardError(
+                f"{FLAG} {path!r}: module {module_name!r} "
+                f"({getattr(module, '__file__', None)}) has no attribute "
+                f"{attribute!r}; it defines {public[:20]}"
+            )
         fn = getattr(fn, part)
     if not callable(fn):
-        raise CustomRewardError(f"{FLAG} {path!r}: {attribute!r} is a {type(fn).__name__}, "
-                                f"not callable; it must be f(response_text, label, finish_reason) "
-                                f"-> float")
+        raise CustomRewardError(
+            f"{FLAG} {path!r}: {attribute!r} is a {type(fn).__name__}, "
+            f"not callable; it must be f(response_text, label, finish_reason) "
+            f"-> float"
+        )
     return fn

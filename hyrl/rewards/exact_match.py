@@ -11,9 +11,12 @@ class ExactMatchReward:
     def __call__(self, response_text: str, label: str, finish_reason: str) -> float:
         return float(finish_reason == "stop" and response_text.strip() == label)
 
-    def score_batch(self, texts: Sequence[str], labels: Sequence[str],
-                    finish_reasons: Sequence[str]) -> list[float]:
+    def score_batch(
+        self, texts: Sequence[str], labels: Sequence[str], finish_reasons: Sequence[str]
+    ) -> list[float]:
         if not len(texts) == len(labels) == len(finish_reasons):
-            raise ValueError(f"got {len(texts)} texts, {len(labels)} labels and "
-                             f"{len(finish_reasons)} finish reasons")
+            raise ValueError(
+                f"got {len(texts)} texts, {len(labels)} labels and "
+                f"{len(finish_reasons)} finish reasons"
+            )
         return [self(t, y, f) for t, y, f in zip(texts, labels, finish_reasons)]

@@ -77,7 +77,7 @@ def find_last_boxed(text: str) -> tuple[str | None, bool]:
         elif text[i] == "}" and text[i - 1] != "\\":
             depth -= 1
             if depth == 0:
-                return text[last.end():i].strip(), False
+                return text[last.end() : i].strip(), False
     return None, True
 
 
@@ -89,7 +89,7 @@ def find_last_number(text: str) -> str | None:
     m = matches[-1]
     number = m.group().strip()
     if number.startswith("-"):
-        before = text[:m.start()].rstrip()
+        before = text[: m.start()].rstrip()
         previous_word = re.search(r"[A-Za-z]*$", before).group()
         if before and (before[-1].isdigit() or before[-1] in ")]}" or len(previous_word) == 1):
             number = number[1:]  # a binary minus: "10-3", "(a+b) - 3", "x - 3"
@@ -108,8 +108,11 @@ class _CallBudget:
 
     def __init__(self, seconds: float | None):
         self.seconds = seconds
-        self.active = (seconds is not None and seconds > 0
-                       and threading.current_thread() is threading.main_thread())
+        self.active = (
+            seconds is not None
+            and seconds > 0
+            and threading.current_thread() is threading.main_thread()
+        )
 
     def __enter__(self) -> _CallBudget:
         if self.active:
@@ -151,8 +154,14 @@ def _as_math(answer: str) -> str:
 class MathReward:
     """1.0 iff the response's final answer equals the label by math-verify, else 0.0 (module doc)."""
 
-    def __init__(self, *, fallback_to_last_number: bool = True, reward_truncated: bool = False,
-                 timeout_s: float = 5.0, max_answer_chars: int = 1000):
+    def __init__(
+        self,
+        *,
+        fallback_to_last_number: bool = True,
+        reward_truncated: bool = False,
+        timeout_s: float = 5.0,
+        max_answer_chars: int = 1000,
+    ):
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.fallback_to_last_number = fallback_to_last_number
@@ -184,6 +193,9 @@ class MathReward:
                 predicted = parse(_as_math(answer), _EXTRACTION, parsing_timeout=None)
                 return float(bool(predicted) and verify(gold, predicted, timeout_seconds=None))
         except _BudgetExceeded:
-            logger.warning("math reward: over the %.3g s budget on answer %.80r, scored 0",
-                           self.timeout_s, answer)
+            logger.warning(
+                "math reward: over the %.3g s budget on answer %.80r, scored 0",
+                self.timeout_s,
+                answer,
+            )
             return 0.0

@@ -32,7 +32,8 @@ _LETTER_LIST = r"\(?[A-Ja-j]\)?(?:\s*(?:,|/|&|\bor\b|\band\b)\s*\(?[A-Ja-j]\)?)*
 _STATEMENT = re.compile(
     r"(?:answer|option|choice)\s*(?:\*\*)?\s*(?P<sep>is\s*:?|:|=)\s*(?:\*\*)?\s*(?:option\s+|choice\s+)?"
     r"(?P<letters>" + _LETTER_LIST + r")(?![A-Za-z0-9])",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ONLY_LETTER = re.compile(r"^\s*\(?([A-Ja-j])\)?\s*[.)]?\s*$")
 _PARENTHESISED = re.compile(r"\(([A-Ja-j])\)")

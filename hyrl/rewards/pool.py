@@ -75,7 +75,9 @@ def _describe(exc: BaseException) -> str:
     return describe(exc, MAX_MESSAGE_CHARS)
 
 
-def _score_one(fn: RewardFn, text: str, label: str, finish_reason: str) -> tuple[float | None, str | None]:
+def _score_one(
+    fn: RewardFn, text: str, label: str, finish_reason: str
+) -> tuple[float | None, str | None]:
     """(reward, None) on success, (None, "ExcType: message") on failure; never raises an Exception."""
     try:
         value = float(fn(text, label, finish_reason))
@@ -121,9 +123,16 @@ class _Slot(ActorSlot):
 class RewardPool:
     """Scores (text, label, finish_reason) items with `num_workers` Ray actors; see the module doc."""
 
-    def __init__(self, reward_fn_factory: Callable[[], RewardFn], num_workers: int, timeout_s: float,
-                 ray_address: str | None = None, *, startup_timeout_s: float = 120.0,
-                 actor_options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        reward_fn_factory: Callable[[], RewardFn],
+        num_workers: int,
+        timeout_s: float,
+        ray_address: str | None = None,
+        *,
+        startup_timeout_s: float = 120.0,
+        actor_options: dict[str, Any] | None = None,
+    ):
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
         if num_workers > 0 and not timeout_s > 0:
@@ -151,8 +160,10 @@ class RewardPool:
         try:
             self._actor_options = {"num_cpus": 1, **(actor_options or {})}
             self._factory_ref = ray.put(reward_fn_factory)
-            self._slots = [_Slot(i, self._actor_options, self._factory_ref,
-                                 self.startup_timeout_s) for i in range(num_workers)]
+            self._slots = [
+                _Slot(i, self._actor_options, self._factory_ref, self.startup_timeout_s)
+                for i in range(num_workers)
+            ]
             for slot in self._slots:
                 self._spawn(slot)
             self._await_startup()
@@ -161,13 +172,16 @@ class RewardPool:
             raise
 
     # -- public API -------------------------------------------------------------------------
-    def score(self, texts: Sequence[str], labels: Sequence[str],
-              finish_reasons: Sequence[str]) -> ScoredBatch:
+    def score(
+        self, texts: Sequence[str], labels: Sequence[str], finish_reasons: Sequence[str]
+    ) -> ScoredBatch:
         if self._closed:
             raise RuntimeError("RewardPool.score() after close()")
         if not len(texts) == len(labels) == len(finish_reasons):
-            raise ValueError(f"got {len(texts)} texts, {len(labels)} labels and "
-                             f"{len(finish_reasons)} finish reasons")
+            raise ValueError(
+                f"got {len(texts)} texts, {len(labels)} labels and "
+                f"{len(finish_reasons)} finish reasons"
+            )
         if self._local_fn is not None:
             return self._score_local(texts, labels, finish_reasons)
         return self._score_remote(list(texts), list(labels), list(finish_reasons))
@@ -201,7 +215,9 @@ class RewardPool:
             rewards.append(0.0 if value is None else value)
             if error is not None:
                 failed.append((i, error))
-        return ScoredBatch(rewards, len(failed), 0, [f"index {i}: {m}" for i, m in failed[:MAX_ERRORS]])
+        return ScoredBatch(
+            rewards, len(failed), 0, [f"index {i}: {m}" for i, m in failed[:MAX_ERRORS]]
+        )
 
     # -- actors -----------------------------------------------------------------------------
     def _spawn(self, slot: _Slot) -> None:
@@ -224,13 +240,16 @@ class RewardPool:
                 raise RuntimeError(
                     f"reward worker {slot.index} did not start within {self.startup_timeout_s:g} s: "
                     f"does the Ray cluster have {self._actor_options} free for each of "
-                    f"{self.num_workers} workers? available: {ray.available_resources()}") from None
+                    f"{self.num_workers} workers? available: {ray.available_resources()}"
+                ) from None
             except Exception as exc:
                 raise RuntimeError(f"reward worker {slot.index} failed to start: {exc}") from exc
             slot.ready_ref, slot.alive = None, True
 
     # -- scoring with workers -----------------------------------------------------------------
-    def _score_remote(self, texts: list[str], labels: list[str], finish_reasons: list[str]) -> ScoredBatch:
+    def _score_remote(
+        self, texts: list[str], labels: list[str], finish_reasons: list[str]
+    ) -> ScoredBatch:
         import ray
 
         n = len(texts)
@@ -274,14 +293,17 @@ class RewardPool:
                 if not starting:  # items left and no worker able to take them
                     for s in self._slots:
                         while s.queue:
-                            fail(s.queue.popleft(), "RuntimeError: no reward worker could be started")
+                            fail(
+                                s.queue.popleft(), "RuntimeError: no reward worker could be started"
+                            )
                     break
 
             waiting = {s.call[0]: s for s in busy}
             waiting.update({s.ready_ref: s for s in starting})
             deadline = min([s.call[2] for s in busy] + [s.start_deadline for s in starting])
-            ready, _ = ray.wait(list(waiting), num_returns=1,
-                                timeout=max(0.0, deadline - time.monotonic()))
+            ready, _ = ray.wait(
+                list(waiting), num_returns=1, timeout=max(0.0, deadline - time.monotonic())
+            )
             if ready:  # collect everything else that has finished too, before judging deadlines
                 ready, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0)
 
@@ -312,16 +334,20 @@ class RewardPool:
             for slot in self._slots:
                 if slot.call is not None and slot.call[0] not in ready and now >= slot.call[2]:
                     i = slot.call[1]
-                    fail(i, f"TimeoutError: reward took more than {self.timeout_s:g} s "
-                            f"(worker {slot.index} killed and replaced)")
+                    fail(
+                        i,
+                        f"TimeoutError: reward took more than {self.timeout_s:g} s "
+                        f"(worker {slot.index} killed and replaced)",
+                    )
                     timeouts += 1
                     self._replace(slot)
                 elif slot.starting and slot.ready_ref not in ready and now >= slot.start_deadline:
-                    notes.append(f"worker {slot.index}: did not start within "
-                                 f"{self.startup_timeout_s:g} s")
+                    notes.append(
+                        f"worker {slot.index}: did not start within {self.startup_timeout_s:g} s"
+                    )
                     slot.kill()
 
         failed.sort()
         errors = [f"index {i}: {m}" for i, m in failed[:MAX_ERRORS]]
-        errors.extend(notes[:max(0, MAX_ERRORS - len(errors))])
+        errors.extend(notes[: max(0, MAX_ERRORS - len(errors))])
         return ScoredBatch(rewards, len(failed), timeouts, errors)

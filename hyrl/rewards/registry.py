@@ -45,14 +45,18 @@ def reward_factory(rm_type: str | None, custom_rm_path: str | None) -> Callable[
     A custom path is imported here once, so a bad one fails at start-up, not in the workers.
     """
     if rm_type is not None and custom_rm_path is not None:
-        raise ValueError(f"--rm-type {rm_type} and --custom-rm-path {custom_rm_path} were both "
-                         f"given; use one of them")
+        raise ValueError(
+            f"--rm-type {rm_type} and --custom-rm-path {custom_rm_path} were both "
+            f"given; use one of them"
+        )
     if custom_rm_path is not None:
         load_custom_reward(custom_rm_path)
         return functools.partial(load_custom_reward, custom_rm_path)
     if rm_type is None:
-        raise ValueError("no reward function: give --rm-type "
-                         f"({', '.join(BUILTIN_REWARDS)}) or --custom-rm-path module:function")
+        raise ValueError(
+            "no reward function: give --rm-type "
+            f"({', '.join(BUILTIN_REWARDS)}) or --custom-rm-path module:function"
+        )
     if rm_type not in BUILTIN_REWARDS:
         raise ValueError(f"--rm-type {rm_type!r} is not one of {', '.join(BUILTIN_REWARDS)}")
     return functools.partial(BUILTIN_REWARDS[rm_type])

@@ -96,12 +96,15 @@ class RolloutBatch:
     @classmethod
     def of(cls, generations: list[Generation], scored) -> RolloutBatch:
         """The batch of the engine's generations and the reward pool's scores of them."""
-        return cls(prompts=[g.prompt_ids for g in generations],
-                   responses=[g.response_ids for g in generations],
-                   rollout_log_probs=[g.response_log_probs for g in generations],
-                   finish_reasons=[g.finish_reason for g in generations],
-                   rewards=scored.rewards, reward_failures=scored.failures,
-                   reward_timeouts=scored.timeouts)
+        return cls(
+            prompts=[g.prompt_ids for g in generations],
+            responses=[g.response_ids for g in generations],
+            rollout_log_probs=[g.response_log_probs for g in generations],
+            finish_reasons=[g.finish_reason for g in generations],
+            rewards=scored.rewards,
+            reward_failures=scored.failures,
+            reward_timeouts=scored.timeouts,
+        )
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -112,9 +115,15 @@ class RolloutBatch:
 
     def to_token_batch(self, pad_to_multiple_of: int) -> TokenBatch:
         """The rows right-padded into a TokenBatch; its advantages are filled in later."""
-        return pack(self.prompts, self.responses, torch.zeros(len(self)), pad_id=0,
-                    pad_to_multiple_of=pad_to_multiple_of,
-                    rollout_log_probs=self.rollout_log_probs, routed_experts=self.routed_experts)
+        return pack(
+            self.prompts,
+            self.responses,
+            torch.zeros(len(self)),
+            pad_id=0,
+            pad_to_multiple_of=pad_to_multiple_of,
+            rollout_log_probs=self.rollout_log_probs,
+            routed_experts=self.routed_experts,
+        )
 
     def metrics(self, rollout_s: float) -> dict:
         """train/* statistics of the responses; rollout_s: the generation's seconds."""

@@ -13,7 +13,6 @@ and the reward pool share one instance; whoever started it shuts it down (`stop_
 from __future__ import annotations
 
 import contextlib
-
 import json
 import os
 
@@ -42,8 +41,9 @@ def start_ray(cfg: RunConfig, layout: RolloutLayout) -> bool:
         ray.init(address=cfg.ray_address, log_to_driver=True)
     else:
         wanted = cfg.reward_num_workers + (0 if layout.in_process else layout.num_engines)
-        ray.init(num_cpus=max(os.cpu_count() or 1, wanted), include_dashboard=False,
-                 log_to_driver=True)
+        ray.init(
+            num_cpus=max(os.cpu_count() or 1, wanted), include_dashboard=False, log_to_driver=True
+        )
     return True
 
 
@@ -55,38 +55,73 @@ def stop_ray(started: bool) -> None:
             ray.shutdown()
 
 
-def make_hf_engine(arch: Qwen3MoeArch, concurrency: int, pad_id: int, eos_id: int, seed: int,
-                   engine_index: int = 0, return_routed_experts: bool = False):
+def make_hf_engine(
+    arch: Qwen3MoeArch,
+    concurrency: int,
+    pad_id: int,
+    eos_id: int,
+    seed: int,
+    engine_index: int = 0,
+    return_routed_experts: bool = False,
+):
     """One hf engine inside a Ray actor: on the actor's GPU when Ray gave it one; its sampling
     stream seeded by (seed, engine index) so engines do not draw the same numbers."""
     from hyrl.rollout.hf_engine import HFRolloutEngine
 
     torch.manual_seed(seed + 1_000_003 * (engine_index + 1))
     device = "cuda" if torch.cuda.is_available() else "cpu"  # Ray sets CUDA_VISIBLE_DEVICES
-    return HFRolloutEngine(arch, concurrency=concurrency, pad_id=pad_id, eos_id=eos_id,
-                           device=device, return_routed_experts=return_routed_experts)
+    return HFRolloutEngine(
+        arch,
+        concurrency=concurrency,
+        pad_id=pad_id,
+        eos_id=eos_id,
+        device=device,
+        return_routed_experts=return_routed_experts,
+    )
 
 
-def build_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_id: int,
-                 eos_id: int, device: torch.device, run_dir) -> RolloutEngine:
+def build_engine(
+    cfg: RunConfig,
+    layout: RolloutLayout,
+    arch: Qwen3MoeArch,
+    pad_id: int,
+    eos_id: int,
+    device: torch.device,
+    run_dir,
+) -> RolloutEngine:
     if layout.engine == "hf" and layout.in_process:
         from hyrl.rollout.hf_engine import HFRolloutEngine
 
-        return HFRolloutEngine(arch, concurrency=layout.concurrency_per_engine, pad_id=pad_id,
-                               eos_id=eos_id, device=device,
-                               return_routed_experts=engine_returns_routing(cfg))
+        return HFRolloutEngine(
+            arch,
+            concurrency=layout.concurrency_per_engine,
+            pad_id=pad_id,
+            eos_id=eos_id,
+            device=device,
+            return_routed_experts=engine_returns_routing(cfg),
+        )
     if layout.engine == "hf":
         import functools
 
         from hyrl.rollout.fleet import RolloutFleet
 
-        factory = functools.partial(make_hf_engine, arch, layout.concurrency_per_engine, pad_id,
-                                    eos_id, cfg.seed,
-                                    return_routed_experts=engine_returns_routing(cfg))
-        return RolloutFleet(factory, num_engines=layout.num_engines,
-                            concurrency_per_engine=layout.concurrency_per_engine,
-                            num_gpus_per_engine=layout.gpus_per_engine,
-                            max_restarts=cfg.rollout_max_restarts, ray_address=cfg.ray_address)
+        factory = functools.partial(
+            make_hf_engine,
+            arch,
+            layout.concurrency_per_engine,
+            pad_id,
+            eos_id,
+            cfg.seed,
+            return_routed_experts=engine_returns_routing(cfg),
+        )
+        return RolloutFleet(
+            factory,
+            num_engines=layout.num_engines,
+            concurrency_per_engine=layout.concurrency_per_engine,
+            num_gpus_per_engine=layout.gpus_per_engine,
+            max_restarts=cfg.rollout_max_restarts,
+            ray_address=cfg.ray_address,
+        )
     return build_sglang_engine(cfg, layout, arch, pad_id, eos_id, run_dir)
 
 
@@ -107,18 +142,32 @@ def write_rollout_model(arch: Qwen3MoeArch, directory) -> str:
     arch.to_hf_config().save_pretrained(directory)
     config_path = directory / "config.json"
     config = json.loads(config_path.read_text())
-    config.update(architectures=["Qwen3MoeForCausalLM"], dtype=ROLLOUT_DTYPE,
-                  torch_dtype=ROLLOUT_DTYPE)
+    config.update(
+        architectures=["Qwen3MoeForCausalLM"], dtype=ROLLOUT_DTYPE, torch_dtype=ROLLOUT_DTYPE
+    )
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return str(directory)
 
 
-def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[int],
-                       gpus_per_engine: int, mode: str, buffer_bytes: int, colocated: bool,
-                       mem_fraction_static, server_args: list[str], log_dir: str, seed: int,
-                       startup_timeout_s: float, engine_index: int = 0, *,
-                       return_routed_experts: bool = False, num_moe_layers: int | None = None,
-                       moe_top_k: int | None = None):
+def make_sglang_engine(
+    model_path: str,
+    concurrency: int,
+    stop_token_ids: list[int],
+    gpus_per_engine: int,
+    mode: str,
+    buffer_bytes: int,
+    colocated: bool,
+    mem_fraction_static,
+    server_args: list[str],
+    log_dir: str,
+    seed: int,
+    startup_timeout_s: float,
+    engine_index: int = 0,
+    *,
+    return_routed_experts: bool = False,
+    num_moe_layers: int | None = None,
+    moe_top_k: int | None = None,
+):
     """One SGLang server on this Ray actor's GPUs, and the engine that drives it.
 
     Ray's CUDA_VISIBLE_DEVICES maps the bundle's GPUs to 0..gpus_per_engine-1, so the server
@@ -130,29 +179,51 @@ def make_sglang_engine(model_path: str, concurrency: int, stop_token_ids: list[i
     """
     from pathlib import Path
 
+    import ray
+
     from hyrl.rollout.sglang.engine import SGLangEngine
     from hyrl.rollout.sglang.server import SGLangServerProcess
     from hyrl.rollout.sglang.weight_sync import free_port
 
-    import ray
-
     host = ray.util.get_node_ip_address()  # reachable from the trainer's node (distributed sync)
     server = SGLangServerProcess(
-        model_path, host=host, port=free_port(host), tp_size=gpus_per_engine, base_gpu_id=0,
-        mem_fraction_static=mem_fraction_static, max_running_requests=concurrency,
-        colocated=colocated, random_seed=seed + engine_index, dtype=ROLLOUT_DTYPE,
+        model_path,
+        host=host,
+        port=free_port(host),
+        tp_size=gpus_per_engine,
+        base_gpu_id=0,
+        mem_fraction_static=mem_fraction_static,
+        max_running_requests=concurrency,
+        colocated=colocated,
+        random_seed=seed + engine_index,
+        dtype=ROLLOUT_DTYPE,
         return_routed_experts=return_routed_experts,
-        server_args=(server_args if any(a.split("=")[0] == "--load-format" for a in server_args)
-                     else [*server_args, "--load-format", "dummy"]),
-        log_path=Path(log_dir) / f"sglang_engine{engine_index}.log", die_with_parent=True)
+        server_args=(
+            server_args
+            if any(a.split("=")[0] == "--load-format" for a in server_args)
+            else [*server_args, "--load-format", "dummy"]
+        ),
+        log_path=Path(log_dir) / f"sglang_engine{engine_index}.log",
+        die_with_parent=True,
+    )
     local_mode = "disk" if mode == "disk" else "tensor"
-    options = ({"device": "cuda:0", "tp_size": gpus_per_engine} if local_mode == "tensor" else
-               {"directory": str(Path(log_dir) / f"weights_engine{engine_index}")})
-    return SGLangEngine.launch(server, startup_timeout_s, concurrency=concurrency,
-                               stop_token_ids=stop_token_ids, weight_sync=local_mode,
-                               buffer_bytes=buffer_bytes, weight_sync_options=options,
-                               return_routed_experts=return_routed_experts,
-                               num_moe_layers=num_moe_layers, moe_top_k=moe_top_k)
+    options = (
+        {"device": "cuda:0", "tp_size": gpus_per_engine}
+        if local_mode == "tensor"
+        else {"directory": str(Path(log_dir) / f"weights_engine{engine_index}")}
+    )
+    return SGLangEngine.launch(
+        server,
+        startup_timeout_s,
+        concurrency=concurrency,
+        stop_token_ids=stop_token_ids,
+        weight_sync=local_mode,
+        buffer_bytes=buffer_bytes,
+        weight_sync_options=options,
+        return_routed_experts=return_routed_experts,
+        num_moe_layers=num_moe_layers,
+        moe_top_k=moe_top_k,
+    )
 
 
 class SGLangFleet:
@@ -167,8 +238,16 @@ class SGLangFleet:
     release_memory/resume_memory: on every engine (--colocate).
     """
 
-    def __init__(self, fleet, mode: str, buffer_bytes: int, gpus_per_engine: int, *,
-                 backend: str = "nccl", device: torch.device | None = None):
+    def __init__(
+        self,
+        fleet,
+        mode: str,
+        buffer_bytes: int,
+        gpus_per_engine: int,
+        *,
+        backend: str = "nccl",
+        device: torch.device | None = None,
+    ):
         self.fleet = fleet
         self.mode = mode
         self.last_sync_stats = None
@@ -185,9 +264,13 @@ class SGLangFleet:
 
             # the servers may run on other nodes: they rendezvous at this node's address
             self._distributed = DistributedWeightSync(
-                [SGLangClient(url) for url in urls], buffer_bytes,
-                master_address=ray.util.get_node_ip_address(), backend=backend,
-                tp_sizes=gpus_per_engine, device=device)
+                [SGLangClient(url) for url in urls],
+                buffer_bytes,
+                master_address=ray.util.get_node_ip_address(),
+                backend=backend,
+                tp_sizes=gpus_per_engine,
+                device=device,
+            )
             self._distributed.connect()
 
     def generate(self, prompts, params):
@@ -275,29 +358,40 @@ class SGLangFleet:
         self.fleet.close()
 
 
-def build_sglang_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_id: int,
-                        eos_id: int, run_dir) -> RolloutEngine:
+def build_sglang_engine(
+    cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_id: int, eos_id: int, run_dir
+) -> RolloutEngine:
     import functools
     import shlex
     from pathlib import Path
 
     server_args = shlex.split(cfg.sglang_server_args or "")
     # Qwen3-MoE routes in every layer, so the engine returns num_layers x top-k ids per token
-    routed_experts = {"return_routed_experts": engine_returns_routing(cfg),
-                      "num_moe_layers": arch.num_layers, "moe_top_k": arch.moe_router_topk}
+    routed_experts = {
+        "return_routed_experts": engine_returns_routing(cfg),
+        "num_moe_layers": arch.num_layers,
+        "moe_top_k": arch.moe_router_topk,
+    }
     if cfg.sglang_router_url is not None:  # attached: hyrl starts nothing
         from hyrl.rollout.sglang.client import SGLangClient
         from hyrl.rollout.sglang.engine import SGLangEngine
 
         urls = router_worker_urls(SGLangClient(cfg.sglang_router_url))
-        options = ({"device": torch.device("cuda", torch.cuda.current_device())}
-                   if layout.update_weight_mode == "distributed" else
-                   {"directory": str(Path(run_dir) / "rollout_weights")})
-        engine = SGLangEngine(cfg.sglang_router_url, concurrency=layout.concurrency_per_engine,
-                              stop_token_ids=[eos_id], weight_sync=layout.update_weight_mode,
-                              buffer_bytes=cfg.update_weight_buffer_size,
-                              weight_sync_options=options, weight_sync_urls=urls,
-                              **routed_experts)
+        options = (
+            {"device": torch.device("cuda", torch.cuda.current_device())}
+            if layout.update_weight_mode == "distributed"
+            else {"directory": str(Path(run_dir) / "rollout_weights")}
+        )
+        engine = SGLangEngine(
+            cfg.sglang_router_url,
+            concurrency=layout.concurrency_per_engine,
+            stop_token_ids=[eos_id],
+            weight_sync=layout.update_weight_mode,
+            buffer_bytes=cfg.update_weight_buffer_size,
+            weight_sync_options=options,
+            weight_sync_urls=urls,
+            **routed_experts,
+        )
         if layout.update_weight_mode == "distributed":
             engine.weight_sync.connect()
         return engine
@@ -306,18 +400,33 @@ def build_sglang_engine(cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArc
 
     model_path = write_rollout_model(arch, Path(run_dir) / "rollout_model")
     factory = functools.partial(
-        make_sglang_engine, model_path, layout.concurrency_per_engine, [eos_id],
-        layout.gpus_per_engine, layout.update_weight_mode, cfg.update_weight_buffer_size,
-        cfg.colocate, cfg.sglang_mem_fraction_static, server_args,
-        str(Path(run_dir).resolve() / "rollout_logs"), cfg.seed, SGLANG_STARTUP_TIMEOUT_S,
-        **routed_experts)
-    fleet = RolloutFleet(factory, num_engines=layout.num_engines,
-                         concurrency_per_engine=layout.concurrency_per_engine,
-                         num_gpus_per_engine=layout.gpus_per_engine,
-                         max_restarts=cfg.rollout_max_restarts, ray_address=cfg.ray_address,
-                         startup_timeout_s=SGLANG_STARTUP_TIMEOUT_S)
-    return SGLangFleet(fleet, layout.update_weight_mode, cfg.update_weight_buffer_size,
-                       layout.gpus_per_engine)
+        make_sglang_engine,
+        model_path,
+        layout.concurrency_per_engine,
+        [eos_id],
+        layout.gpus_per_engine,
+        layout.update_weight_mode,
+        cfg.update_weight_buffer_size,
+        cfg.colocate,
+        cfg.sglang_mem_fraction_static,
+        server_args,
+        str(Path(run_dir).resolve() / "rollout_logs"),
+        cfg.seed,
+        SGLANG_STARTUP_TIMEOUT_S,
+        **routed_experts,
+    )
+    fleet = RolloutFleet(
+        factory,
+        num_engines=layout.num_engines,
+        concurrency_per_engine=layout.concurrency_per_engine,
+        num_gpus_per_engine=layout.gpus_per_engine,
+        max_restarts=cfg.rollout_max_restarts,
+        ray_address=cfg.ray_address,
+        startup_timeout_s=SGLANG_STARTUP_TIMEOUT_S,
+    )
+    return SGLangFleet(
+        fleet, layout.update_weight_mode, cfg.update_weight_buffer_size, layout.gpus_per_engine
+    )
 
 
 SGLANG_STARTUP_TIMEOUT_S = 900.0  # a 30B model loads in minutes; the tiny one in seconds
@@ -335,7 +444,9 @@ def router_worker_urls(router) -> list[str]:
         urls = json.loads(body).get("urls", []) if status == 200 else []
     urls = [u for u in urls if u]
     if not urls:
-        raise RuntimeError(f"--sglang-router-url {router.base_url}: the router lists no workers "
-                           f"(last answer HTTP {status}: {body[:200]!r}); start the servers and "
-                           "register them with the router")
+        raise RuntimeError(
+            f"--sglang-router-url {router.base_url}: the router lists no workers "
+            f"(last answer HTTP {status}: {body[:200]!r}); start the servers and "
+            "register them with the router"
+        )
     return urls

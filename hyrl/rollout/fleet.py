@@ -131,8 +131,12 @@ class _EngineActor:
 
         if weights is not None:
             self.update_weights(weights)
-        return {"pid": os.getpid(), "node_ip": ray.util.get_node_ip_address(),
-                "host": socket.gethostname(), "gpu_ids": list(ray.get_gpu_ids())}
+        return {
+            "pid": os.getpid(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "host": socket.gethostname(),
+            "gpu_ids": list(ray.get_gpu_ids()),
+        }
 
     def update_weights(self, weights) -> None:
         """A state dict, the kept buckets of a streamed sync (fetched one at a time), or a
@@ -212,12 +216,20 @@ class RolloutFleet:
     """`num_engines` rollout engines as Ray actors behind the RolloutEngine protocol; see the
     module doc."""
 
-    def __init__(self, make_engine: Callable[[int], RolloutEngine], num_engines: int,
-                 concurrency_per_engine: int, *, num_gpus_per_engine: float = 0,
-                 num_cpus_per_engine: float = 1, max_restarts: int = 3,
-                 ray_address: str | None = None, startup_timeout_s: float = 300,
-                 placement_strategy: str = "PACK",
-                 on_chunk_done: Callable[[int, int], None] | None = None):
+    def __init__(
+        self,
+        make_engine: Callable[[int], RolloutEngine],
+        num_engines: int,
+        concurrency_per_engine: int,
+        *,
+        num_gpus_per_engine: float = 0,
+        num_cpus_per_engine: float = 1,
+        max_restarts: int = 3,
+        ray_address: str | None = None,
+        startup_timeout_s: float = 300,
+        placement_strategy: str = "PACK",
+        on_chunk_done: Callable[[int, int], None] | None = None,
+    ):
         if num_engines < 1:
             raise ValueError(f"num_engines must be >= 1, got {num_engines}")
         if concurrency_per_engine < 1:
@@ -226,11 +238,16 @@ class RolloutFleet:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
         if num_cpus_per_engine < 0 or num_gpus_per_engine < 0:
             raise ValueError("num_cpus_per_engine and num_gpus_per_engine must be >= 0")
-        self.bundle = {k: float(v) for k, v in
-                       (("CPU", num_cpus_per_engine), ("GPU", num_gpus_per_engine)) if v > 0}
+        self.bundle = {
+            k: float(v)
+            for k, v in (("CPU", num_cpus_per_engine), ("GPU", num_gpus_per_engine))
+            if v > 0
+        }
         if not self.bundle:
-            raise ValueError("each engine must reserve some CPU or GPU (a placement-group bundle "
-                             "cannot be empty)")
+            raise ValueError(
+                "each engine must reserve some CPU or GPU (a placement-group bundle "
+                "cannot be empty)"
+            )
         self.num_engines = num_engines
         self.concurrency_per_engine = concurrency_per_engine
         self.max_restarts = max_restarts
@@ -251,14 +268,19 @@ class RolloutFleet:
             if ray_address is not None:
                 ray.init(address=ray_address, log_to_driver=False)
             else:
-                ray.init(num_cpus=max(1, math.ceil(num_engines * num_cpus_per_engine)),
-                         include_dashboard=False, log_to_driver=False)
+                ray.init(
+                    num_cpus=max(1, math.ceil(num_engines * num_cpus_per_engine)),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                )
             self._owns_ray = True
         try:
             self._create_placement_group(placement_strategy)
             self._factory_ref = ray.put(make_engine)
-            self._slots = [_Slot(i, self._actor_options(i), self._factory_ref,
-                                 self.startup_timeout_s) for i in range(num_engines)]
+            self._slots = [
+                _Slot(i, self._actor_options(i), self._factory_ref, self.startup_timeout_s)
+                for i in range(num_engines)
+            ]
             for slot in self._slots:
                 slot.start()
                 self._prepare(slot)
@@ -309,10 +331,13 @@ class RolloutFleet:
                 except ray.exceptions.RayActorError as exc:
                     dead[slot.index] = exc
                 except ray.exceptions.RayTaskError as exc:
-                    failure.append(RolloutFleetError(
-                        f"engine {slot.index} raised in {call}, not restarted: "
-                        f"{_describe(exc.cause if exc.cause is not None else exc)}",
-                        engine_index=slot.index))
+                    failure.append(
+                        RolloutFleetError(
+                            f"engine {slot.index} raised in {call}, not restarted: "
+                            f"{_describe(exc.cause if exc.cause is not None else exc)}",
+                            engine_index=slot.index,
+                        )
+                    )
                     failure[-1].__cause__ = exc
 
         streamed = False
@@ -374,8 +399,9 @@ class RolloutFleet:
             try:
                 results.append(ray.get(ref))
             except Exception as exc:  # noqa: BLE001 - name the engine
-                raise RolloutFleetError(f"engine {slot.index} failed in {method}: "
-                                        f"{_describe(exc)}", slot.index) from exc
+                raise RolloutFleetError(
+                    f"engine {slot.index} failed in {method}: {_describe(exc)}", slot.index
+                ) from exc
         return results
 
     def kill_engine(self, engine_index: int) -> None:
@@ -448,16 +474,21 @@ class RolloutFleet:
             raise RolloutFleetError(
                 f"the placement group for {self.num_engines} engines x {self.bundle} "
                 f"({strategy}) was not ready within {self.startup_timeout_s:g} s; "
-                f"available: {ray.available_resources()}") from None
+                f"available: {ray.available_resources()}"
+            ) from None
 
     def _actor_options(self, index: int) -> dict:
         """Ray options of engine `index`'s actors: its placement-group bundle's resources."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         strategy = PlacementGroupSchedulingStrategy(
-            placement_group=self._placement_group, placement_group_bundle_index=index)
-        return {"num_cpus": self.bundle.get("CPU", 0), "num_gpus": self.bundle.get("GPU", 0),
-                "scheduling_strategy": strategy}
+            placement_group=self._placement_group, placement_group_bundle_index=index
+        )
+        return {
+            "num_cpus": self.bundle.get("CPU", 0),
+            "num_gpus": self.bundle.get("GPU", 0),
+            "scheduling_strategy": strategy,
+        }
 
     def _prepare(self, slot: _Slot) -> None:
         """The first call of a slot's new actor: build its engine, load the newest weights."""
@@ -475,14 +506,20 @@ class RolloutFleet:
             raise RolloutFleetError(
                 f"engine {slot.index} died after {slot.restarts} restart(s) (max_restarts="
                 f"{self.max_restarts}) and is retired; last error: {slot.last_error}",
-                engine_index=slot.index) from exc
+                engine_index=slot.index,
+            ) from exc
         slot.replace()
         self._prepare(slot)
 
     # -- the event loop -----------------------------------------------------------------------
-    def _run(self, queue: deque[int], bounds: list[tuple[int, int]],
-             results: list[Generation | None], request: tuple | None,
-             until_all_idle: bool = False) -> None:
+    def _run(
+        self,
+        queue: deque[int],
+        bounds: list[tuple[int, int]],
+        results: list[Generation | None],
+        request: tuple | None,
+        until_all_idle: bool = False,
+    ) -> None:
         """Serve the chunks in `queue` (and bring every engine up to the newest weights) until
         all chunks are done, and with `until_all_idle` until every engine is started and idle."""
         import ray
@@ -492,9 +529,13 @@ class RolloutFleet:
             while True:
                 live = [s for s in self._slots if not s.retired]
                 if not live:
-                    raise RolloutFleetError("no engine left: " + "; ".join(
-                        f"engine {s.index}: {s.restarts} restart(s), last error {s.last_error}"
-                        for s in self._slots))
+                    raise RolloutFleetError(
+                        "no engine left: "
+                        + "; ".join(
+                            f"engine {s.index}: {s.restarts} restart(s), last error {s.last_error}"
+                            for s in self._slots
+                        )
+                    )
                 for slot in live:
                     if not slot.idle:
                         continue
@@ -509,8 +550,11 @@ class RolloutFleet:
                         slot.call_kind, slot.chunk = "generate", chunk
                         slot.peak_in_flight = max(slot.peak_in_flight, stop - start)
                         in_flight += 1
-                if not queue and in_flight == 0 and not (
-                        until_all_idle and any(s.call is not None for s in live)):
+                if (
+                    not queue
+                    and in_flight == 0
+                    and not (until_all_idle and any(s.call is not None for s in live))
+                ):
                     return
 
                 waiting = {s.call: s for s in live if s.call is not None}
@@ -529,19 +573,31 @@ class RolloutFleet:
 
                 now = time.monotonic()
                 for slot in starting:
-                    if slot.call_kind == "start" and slot.call not in ready and now >= slot.start_deadline:
+                    if (
+                        slot.call_kind == "start"
+                        and slot.call not in ready
+                        and now >= slot.start_deadline
+                    ):
                         raise RolloutFleetError(
                             f"engine {slot.index} did not start within {self.startup_timeout_s:g} s "
                             f"(restarts so far: {slot.restarts}); available: "
-                            f"{ray.available_resources()}", engine_index=slot.index)
+                            f"{ray.available_resources()}",
+                            engine_index=slot.index,
+                        )
         except BaseException:
             for slot in self._slots:  # their results, if any come, belong to no rollout
                 if slot.call_kind == "generate":
                     slot.call_kind, slot.chunk = "abandoned", None
             raise
 
-    def _collect(self, slot: _Slot, ref, bounds: list[tuple[int, int]],
-                 results: list[Generation | None], queue: deque[int]) -> None:
+    def _collect(
+        self,
+        slot: _Slot,
+        ref,
+        bounds: list[tuple[int, int]],
+        results: list[Generation | None],
+        queue: deque[int],
+    ) -> None:
         """Take one finished call's outcome: store it, replace a dead engine, or raise."""
         import ray
 
@@ -564,16 +620,21 @@ class RolloutFleet:
                 what = f"generate (chunk {chunk}, prompts {start}..{stop - 1})"
             else:  # "load", or "start" (which loads the newest weights)
                 what = "update_weights"
-            raise RolloutFleetError(f"engine {slot.index} raised in {what}, not restarted: "
-                                    f"{_describe(exc.cause if exc.cause is not None else exc)}",
-                                    engine_index=slot.index) from exc
+            raise RolloutFleetError(
+                f"engine {slot.index} raised in {what}, not restarted: "
+                f"{_describe(exc.cause if exc.cause is not None else exc)}",
+                engine_index=slot.index,
+            ) from exc
         if kind == "start":
             slot.started, slot.gpu_ids, slot.host = True, value["gpu_ids"], value["host"]
         elif kind == "generate":
             start, stop = bounds[chunk]
             if len(value) != stop - start:
-                raise RolloutFleetError(f"engine {slot.index} returned {len(value)} generations "
-                                        f"for {stop - start} prompts", engine_index=slot.index)
+                raise RolloutFleetError(
+                    f"engine {slot.index} returned {len(value)} generations "
+                    f"for {stop - start} prompts",
+                    engine_index=slot.index,
+                )
             results[start:stop] = value
             slot.chunks_served += 1
             if self.on_chunk_done is not None:

@@ -20,8 +20,15 @@ from hyrl.rollout.base import BucketReceiver, Generation, SamplingParams
 
 
 class HFRolloutEngine(BucketReceiver):
-    def __init__(self, arch: Qwen3MoeArch, concurrency: int, pad_id: int, eos_id: int,
-                 device: str | torch.device = "cpu", return_routed_experts: bool = False):
+    def __init__(
+        self,
+        arch: Qwen3MoeArch,
+        concurrency: int,
+        pad_id: int,
+        eos_id: int,
+        device: str | torch.device = "cpu",
+        return_routed_experts: bool = False,
+    ):
         from transformers import Qwen3MoeForCausalLM
 
         if concurrency < 1:
@@ -45,6 +52,7 @@ class HFRolloutEngine(BucketReceiver):
         def hook(module, inputs, outputs):
             if self._routed is not None:
                 self._routed[layer].append(outputs[2].detach().to("cpu", torch.int32))
+
         return hook
 
     @torch.no_grad()
@@ -61,29 +69,35 @@ class HFRolloutEngine(BucketReceiver):
         for name, tensor in bucket:
             target = self._target(name)
             if tuple(tensor.shape) != tuple(target.shape):
-                raise ValueError(f"weight update: {name} has shape {tuple(tensor.shape)}, the "
-                                 f"engine's is {tuple(target.shape)}")
+                raise ValueError(
+                    f"weight update: {name} has shape {tuple(tensor.shape)}, the "
+                    f"engine's is {tuple(target.shape)}"
+                )
             target.copy_(tensor)
             self._pending.discard(name)
 
     def end_weight_update(self, succeeded: bool = True) -> None:
         pending, self._targets, self._pending = self._pending, None, set()
         if succeeded and pending:
-            raise KeyError(f"weight update: {len(pending)} weights never arrived, e.g. "
-                           f"{sorted(pending)[:3]}; the engine now holds a mix of old and new")
+            raise KeyError(
+                f"weight update: {len(pending)} weights never arrived, e.g. "
+                f"{sorted(pending)[:3]}; the engine now holds a mix of old and new"
+            )
 
     def _target(self, name: str) -> torch.Tensor:
         """The engine tensor (or fused-expert rows) a checkpoint-layout name loads into."""
         slot = hf_mapping.fused_expert_slot(name)
         if slot is None:
             if name not in self._targets:
-                raise KeyError(f"weight update: {name} is not a weight of the engine's "
-                               f"Qwen3MoeForCausalLM")
+                raise KeyError(
+                    f"weight update: {name} is not a weight of the engine's Qwen3MoeForCausalLM"
+                )
             return self._targets[name]
         fused_name, expert, part = slot
         if fused_name not in self._targets or expert >= self._targets[fused_name].shape[0]:
-            raise KeyError(f"weight update: {name} is not a weight of the engine's "
-                           f"Qwen3MoeForCausalLM")
+            raise KeyError(
+                f"weight update: {name} is not a weight of the engine's Qwen3MoeForCausalLM"
+            )
         rows = self._targets[fused_name][expert]
         ffn = rows.shape[0] // 2
         return {"gate": rows[:ffn], "up": rows[ffn:], "down": rows}[part]
@@ -114,11 +128,19 @@ class HFRolloutEngine(BucketReceiver):
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
             attention_mask[row, width - len(prompt) :] = 1
         greedy = params.temperature == 0
-        sampling = ({"do_sample": False} if greedy else
-                    {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p,
-                     "top_k": 0})
-        self._routed = ([[] for _ in range(self.num_moe_layers)] if self.return_routed_experts
-                        else None)
+        sampling = (
+            {"do_sample": False}
+            if greedy
+            else {
+                "do_sample": True,
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "top_k": 0,
+            }
+        )
+        self._routed = (
+            [[] for _ in range(self.num_moe_layers)] if self.return_routed_experts else None
+        )
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention_mask.to(self.device),
@@ -140,22 +162,29 @@ class HFRolloutEngine(BucketReceiver):
             # per layer: the prefill's [rows x width, k] then one [rows, k] per decode step,
             # as [rows, width + steps, k]; stacked over layers -> [rows, columns, layers, k]
             rows = len(prompts)
-            routed = torch.stack([torch.cat([calls.view(rows, -1, calls.shape[-1])
-                                             for calls in per_layer], dim=1)
-                                  for per_layer in self._routed], dim=2)
+            routed = torch.stack(
+                [
+                    torch.cat([calls.view(rows, -1, calls.shape[-1]) for calls in per_layer], dim=1)
+                    for per_layer in self._routed
+                ],
+                dim=2,
+            )
             self._routed = None
         generations = []
         for row, prompt in enumerate(prompts):
             tokens = new_tokens[row].tolist()
             stop = tokens.index(self.eos_id) + 1 if self.eos_id in tokens else None
             length = stop if stop is not None else len(tokens)
-            generations.append(Generation(
-                prompt_ids=list(prompt),
-                response_ids=tokens[:length],
-                response_log_probs=log_probs[row, :length].tolist(),
-                finish_reason="stop" if stop is not None else "length",
-                # the prompt's columns, then every response token but the last (never fed back)
-                routed_experts=None if routed is None else
-                routed[row, width - len(prompt):width + length - 1].clone(),
-            ))
+            generations.append(
+                Generation(
+                    prompt_ids=list(prompt),
+                    response_ids=tokens[:length],
+                    response_log_probs=log_probs[row, :length].tolist(),
+                    finish_reason="stop" if stop is not None else "length",
+                    # the prompt's columns, then every response token but the last (never fed back)
+                    routed_experts=None
+                    if routed is None
+                    else routed[row, width - len(prompt) : width + length - 1].clone(),
+                )
+            )
         return generations

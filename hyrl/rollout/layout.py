@@ -32,8 +32,14 @@ class RolloutLayout:
 def _router_url_ok(url: str) -> bool:
     scheme, sep, rest = url.partition("://")
     host, colon, port = rest.rstrip("/").rpartition(":")
-    return (scheme in ("http", "https") and bool(sep) and bool(host) and bool(colon)
-            and port.isdigit() and "/" not in host)
+    return (
+        scheme in ("http", "https")
+        and bool(sep)
+        and bool(host)
+        and bool(colon)
+        and port.isdigit()
+        and "/" not in host
+    )
 
 
 def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
@@ -54,52 +60,94 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
     uses_ray_rewards = c.reward_num_workers > 0
     if c.rollout_engine == "hf":
         if c.rollout_num_engines is None:
-            return RolloutLayout("hf", True, 1, 0, 0, c.rollout_concurrency, "load_state_dict",
-                                 uses_ray_rewards)
+            return RolloutLayout(
+                "hf", True, 1, 0, 0, c.rollout_concurrency, "load_state_dict", uses_ray_rewards
+            )
         per_engine = c.rollout_num_gpus_per_engine or 0
-        return RolloutLayout("hf", False, c.rollout_num_engines, per_engine,
-                             c.rollout_num_engines * per_engine, c.rollout_concurrency,
-                             "load_state_dict", True)
+        return RolloutLayout(
+            "hf",
+            False,
+            c.rollout_num_engines,
+            per_engine,
+            c.rollout_num_engines * per_engine,
+            c.rollout_concurrency,
+            "load_state_dict",
+            True,
+        )
 
     if c.sglang_router_url is not None:
         if not _router_url_ok(c.sglang_router_url):
-            _fail("sglang_router_url", c.sglang_router_url, "not an http(s)://HOST:PORT address",
-                  "e.g. http://10.0.0.5:30000")
+            _fail(
+                "sglang_router_url",
+                c.sglang_router_url,
+                "not an http(s)://HOST:PORT address",
+                "e.g. http://10.0.0.5:30000",
+            )
         mode = c.update_weight_mode or "distributed"
         if mode == "tensor":
-            _fail("update_weight_mode", mode, "tensor handles reach only engines that hyrl "
-                  "started on its own nodes", "distributed or disk with --sglang-router-url")
-        return RolloutLayout("sglang", False, 0, 0, 0, c.rollout_concurrency, mode,
-                             uses_ray_rewards)
+            _fail(
+                "update_weight_mode",
+                mode,
+                "tensor handles reach only engines that hyrl started on its own nodes",
+                "distributed or disk with --sglang-router-url",
+            )
+        return RolloutLayout(
+            "sglang", False, 0, 0, 0, c.rollout_concurrency, mode, uses_ray_rewards
+        )
 
     per_engine = 1 if c.rollout_num_gpus_per_engine is None else c.rollout_num_gpus_per_engine
     if per_engine < 1:
-        _fail("rollout_num_gpus_per_engine", per_engine, "an SGLang engine needs a GPU",
-              "an integer >= 1")
+        _fail(
+            "rollout_num_gpus_per_engine",
+            per_engine,
+            "an SGLang engine needs a GPU",
+            "an integer >= 1",
+        )
     if c.colocate:
         gpus = world_size if c.rollout_num_gpus is None else c.rollout_num_gpus
         if gpus != world_size:
-            _fail("rollout_num_gpus", gpus, f"colocated engines use exactly the {world_size} "
-                  "training GPUs", f"{world_size}, or none")
+            _fail(
+                "rollout_num_gpus",
+                gpus,
+                f"colocated engines use exactly the {world_size} training GPUs",
+                f"{world_size}, or none",
+            )
     elif c.rollout_num_gpus is None and c.rollout_num_engines is None:
-        _fail("rollout_num_gpus", "none",
-              "rollout engines need GPUs of their own without --colocate",
-              "--rollout-num-gpus N or --rollout-num-engines N, or --colocate")
+        _fail(
+            "rollout_num_gpus",
+            "none",
+            "rollout engines need GPUs of their own without --colocate",
+            "--rollout-num-gpus N or --rollout-num-engines N, or --colocate",
+        )
     else:
-        gpus = c.rollout_num_gpus if c.rollout_num_gpus is not None \
+        gpus = (
+            c.rollout_num_gpus
+            if c.rollout_num_gpus is not None
             else c.rollout_num_engines * per_engine
+        )
     if gpus % per_engine:
-        _fail("rollout_num_gpus_per_engine", per_engine,
-              f"does not divide the {gpus} rollout GPUs into whole engines",
-              f"a divisor of {gpus}: {divisors(gpus)}")
+        _fail(
+            "rollout_num_gpus_per_engine",
+            per_engine,
+            f"does not divide the {gpus} rollout GPUs into whole engines",
+            f"a divisor of {gpus}: {divisors(gpus)}",
+        )
     engines = gpus // per_engine
     if c.rollout_num_engines is not None and c.rollout_num_engines != engines:
-        _fail("rollout_num_engines", c.rollout_num_engines,
-              f"disagrees with {gpus} rollout GPUs at {per_engine} per engine ({engines} engines)",
-              f"{engines}, or only one of --rollout-num-engines and --rollout-num-gpus")
+        _fail(
+            "rollout_num_engines",
+            c.rollout_num_engines,
+            f"disagrees with {gpus} rollout GPUs at {per_engine} per engine ({engines} engines)",
+            f"{engines}, or only one of --rollout-num-engines and --rollout-num-gpus",
+        )
     mode = c.update_weight_mode or ("tensor" if c.colocate else "distributed")
     if c.colocate and mode == "distributed":
-        _fail("update_weight_mode", mode, "NCCL cannot put a trainer rank and an engine rank on "
-              "one GPU", "tensor or disk with --colocate")
-    return RolloutLayout("sglang", False, engines, per_engine, gpus, c.rollout_concurrency, mode,
-                         True)
+        _fail(
+            "update_weight_mode",
+            mode,
+            "NCCL cannot put a trainer rank and an engine rank on one GPU",
+            "tensor or disk with --colocate",
+        )
+    return RolloutLayout(
+        "sglang", False, engines, per_engine, gpus, c.rollout_concurrency, mode, True
+    )

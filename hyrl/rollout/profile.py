@@ -36,8 +36,8 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from hyrl.rollout.base import SamplingParams
 
@@ -51,10 +51,13 @@ class ProfileError(ValueError):
 
 # --- validation (before any model is built) --------------------------------------------------
 
+
 def parse_concurrencies(text: str, num_prompts: int) -> list[int]:
-    """"1,2,4" -> [1, 2, 4]: positive integers, strictly increasing, each <= --num-prompts."""
-    allowed = (f"allowed: comma-separated positive integers, strictly increasing, each <= "
-               f"--num-prompts ({num_prompts}), e.g. 1,2,4,8")
+    """ "1,2,4" -> [1, 2, 4]: positive integers, strictly increasing, each <= --num-prompts."""
+    allowed = (
+        f"allowed: comma-separated positive integers, strictly increasing, each <= "
+        f"--num-prompts ({num_prompts}), e.g. 1,2,4,8"
+    )
     try:
         values = [int(part) for part in str(text).split(",")]
     except ValueError:
@@ -64,32 +67,51 @@ def parse_concurrencies(text: str, num_prompts: int) -> list[int]:
     if any(b <= a for a, b in zip(values, values[1:])):
         raise ProfileError(f"--concurrency {text!r}: must be strictly increasing; {allowed}")
     if values[-1] > num_prompts:
-        raise ProfileError(f"--concurrency {text!r}: {values[-1]} exceeds --num-prompts "
-                           f"{num_prompts} (a chunk cannot hold more prompts than there are); "
-                           f"{allowed}")
+        raise ProfileError(
+            f"--concurrency {text!r}: {values[-1]} exceeds --num-prompts "
+            f"{num_prompts} (a chunk cannot hold more prompts than there are); "
+            f"{allowed}"
+        )
     return values
 
 
-def validate_flags(*, engine: str, concurrency: str, num_prompts: int, max_new_tokens: int,
-                   repeats: int, warmup: int, seed: int, out: str,
-                   prompt_tokens: int | None = None, max_positions: int | None = None,
-                   sglang_url: str | None = None, model_path: str | None = None) -> list[int]:
+def validate_flags(
+    *,
+    engine: str,
+    concurrency: str,
+    num_prompts: int,
+    max_new_tokens: int,
+    repeats: int,
+    warmup: int,
+    seed: int,
+    out: str,
+    prompt_tokens: int | None = None,
+    max_positions: int | None = None,
+    sglang_url: str | None = None,
+    model_path: str | None = None,
+) -> list[int]:
     """Check every flag; return the concurrencies. Creates --out to prove it is writable."""
     if engine not in ENGINES:
         raise ProfileError(f"--engine {engine!r}: allowed: {', '.join(ENGINES)}")
     if engine == "sglang" and (sglang_url is None) == (model_path is None):
-        raise ProfileError("--engine sglang: give exactly one of --sglang-url URL (a running "
-                           "server or router) and --model-path DIR (hyrl starts a server on this "
-                           f"machine's GPUs); got {'both' if sglang_url else 'neither'}")
+        raise ProfileError(
+            "--engine sglang: give exactly one of --sglang-url URL (a running "
+            "server or router) and --model-path DIR (hyrl starts a server on this "
+            f"machine's GPUs); got {'both' if sglang_url else 'neither'}"
+        )
     if engine == "hf" and (sglang_url is not None or model_path is not None):
         flag = "--sglang-url" if sglang_url is not None else "--model-path"
-        raise ProfileError(f"{flag}: applies to --engine sglang only; the hf engine profiles "
-                           "the tiny Qwen3-MoE in this process")
+        raise ProfileError(
+            f"{flag}: applies to --engine sglang only; the hf engine profiles "
+            "the tiny Qwen3-MoE in this process"
+        )
     if sglang_url is not None and not sglang_url.startswith(("http://", "https://")):
         raise ProfileError(f"--sglang-url {sglang_url!r}: allowed: http(s)://HOST:PORT")
     if model_path is not None and not os.path.isfile(os.path.join(model_path, "config.json")):
-        raise ProfileError(f"--model-path {model_path!r}: no config.json there; allowed: a "
-                           "local Hugging Face model directory")
+        raise ProfileError(
+            f"--model-path {model_path!r}: no config.json there; allowed: a "
+            "local Hugging Face model directory"
+        )
     if num_prompts < 1:
         raise ProfileError(f"--num-prompts {num_prompts}: must be >= 1")
     if max_new_tokens < 1:
@@ -97,9 +119,11 @@ def validate_flags(*, engine: str, concurrency: str, num_prompts: int, max_new_t
     if prompt_tokens is not None and max_positions is not None:
         longest = max_positions - prompt_tokens
         if max_new_tokens > longest:
-            raise ProfileError(f"--max-new-tokens {max_new_tokens}: {prompt_tokens}-token prompts "
-                               f"plus the response must fit the model's {max_positions} "
-                               f"positions; allowed: 1..{longest}")
+            raise ProfileError(
+                f"--max-new-tokens {max_new_tokens}: {prompt_tokens}-token prompts "
+                f"plus the response must fit the model's {max_positions} "
+                f"positions; allowed: 1..{longest}"
+            )
     if repeats < 1:
         raise ProfileError(f"--repeats {repeats}: must be >= 1")
     if warmup < 0:
@@ -124,6 +148,7 @@ def check_writable(out_dir) -> Path:
 
 
 # --- measuring -------------------------------------------------------------------------------
+
 
 def describe_machine() -> dict:
     import torch
@@ -157,8 +182,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def _is_out_of_memory(err: BaseException) -> bool:
-    return (isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError"
-            or (isinstance(err, RuntimeError) and "out of memory" in str(err).lower()))
+    return (
+        isinstance(err, MemoryError)
+        or type(err).__name__ == "OutOfMemoryError"
+        or (isinstance(err, RuntimeError) and "out of memory" in str(err).lower())
+    )
 
 
 def _timed_continuous_pass(engine, prompts, params, clock, tick) -> dict:
@@ -169,12 +197,16 @@ def _timed_continuous_pass(engine, prompts, params, clock, tick) -> dict:
     wall = clock() - start
     tick()
     if len(generations) != len(prompts):
-        raise ValueError(f"the engine returned {len(generations)} generations for "
-                         f"{len(prompts)} prompts")
+        raise ValueError(
+            f"the engine returned {len(generations)} generations for {len(prompts)} prompts"
+        )
     if wall <= 0:
         raise ValueError("a pass took no measurable time; the clock does not advance")
-    return {"wall_s": wall, "tokens": sum(len(g.response_ids) for g in generations),
-            "latencies_s": list(engine.last_request_latencies_s)}
+    return {
+        "wall_s": wall,
+        "tokens": sum(len(g.response_ids) for g in generations),
+        "latencies_s": list(engine.last_request_latencies_s),
+    }
 
 
 def _timed_pass(engine, prompts, concurrency, params, clock, tick) -> dict:
@@ -186,8 +218,9 @@ def _timed_pass(engine, prompts, concurrency, params, clock, tick) -> dict:
         generations = engine.generate(chunk, params)
         latencies += [clock() - t0] * len(chunk)
         if len(generations) != len(chunk):
-            raise ValueError(f"the engine returned {len(generations)} generations for "
-                             f"{len(chunk)} prompts")
+            raise ValueError(
+                f"the engine returned {len(generations)} generations for {len(chunk)} prompts"
+            )
         tokens += sum(len(g.response_ids) for g in generations)
         tick()
     wall = clock() - start
@@ -196,11 +229,18 @@ def _timed_pass(engine, prompts, concurrency, params, clock, tick) -> dict:
     return {"wall_s": wall, "tokens": tokens, "latencies_s": latencies}
 
 
-def profile_engine(make_engine: Callable[[int], object], prompts: list[list[int]],
-                   concurrencies: list[int], params: SamplingParams, repeats: int = 3,
-                   warmup: int = 1, *, on_progress: Callable[[int, int, int], None] | None = None,
-                   clock: Callable[[], float] = time.perf_counter,
-                   continuous: bool = False) -> dict:
+def profile_engine(
+    make_engine: Callable[[int], object],
+    prompts: list[list[int]],
+    concurrencies: list[int],
+    params: SamplingParams,
+    repeats: int = 3,
+    warmup: int = 1,
+    *,
+    on_progress: Callable[[int, int, int], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    continuous: bool = False,
+) -> dict:
     """Measure throughput and latency of make_engine(c) for every c; see the module docstring.
 
     on_progress(c, calls_done, calls_total) is called after every generate call (warmup calls
@@ -214,11 +254,13 @@ def profile_engine(make_engine: Callable[[int], object], prompts: list[list[int]
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
     n = len(prompts)
-    calls_total = sum(warmup + repeats * (1 if continuous else math.ceil(n / c))
-                      for c in concurrencies)
+    calls_total = sum(
+        warmup + repeats * (1 if continuous else math.ceil(n / c)) for c in concurrencies
+    )
     calls_done = 0
     rows, stopped = [], None
     for c in concurrencies:
+
         def tick(c=c):
             nonlocal calls_done
             calls_done += 1
@@ -231,9 +273,12 @@ def profile_engine(make_engine: Callable[[int], object], prompts: list[list[int]
             for _ in range(warmup):
                 engine.generate(prompts[:c], params)
                 tick()
-            passes = [_timed_continuous_pass(engine, prompts, params, clock, tick) if continuous
-                      else _timed_pass(engine, prompts, c, params, clock, tick)
-                      for _ in range(repeats)]
+            passes = [
+                _timed_continuous_pass(engine, prompts, params, clock, tick)
+                if continuous
+                else _timed_pass(engine, prompts, c, params, clock, tick)
+                for _ in range(repeats)
+            ]
         except Exception as err:  # noqa: BLE001 (only out-of-memory is swallowed)
             if not _is_out_of_memory(err):
                 raise
@@ -243,25 +288,32 @@ def profile_engine(make_engine: Callable[[int], object], prompts: list[list[int]
             del engine
             gc.collect()  # free this engine before the next one is built
         median_pass = sorted(passes, key=lambda p: p["wall_s"])[(repeats - 1) // 2]
-        rows.append({
-            "c": c,
-            "median_wall_s": statistics.median(p["wall_s"] for p in passes),
-            "tokens_per_s": statistics.median(p["tokens"] / p["wall_s"] for p in passes),
-            "responses_per_s": statistics.median(n / p["wall_s"] for p in passes),
-            "latency_median_s": statistics.median(median_pass["latencies_s"]),
-            "latency_p90_s": percentile(median_pass["latencies_s"], 90),
-            "peak_rss_mb": peak_rss_mb(),
-            "mean_response_tokens": statistics.mean(p["tokens"] for p in passes) / n,
-            "wall_s_per_repeat": [p["wall_s"] for p in passes],
-        })
+        rows.append(
+            {
+                "c": c,
+                "median_wall_s": statistics.median(p["wall_s"] for p in passes),
+                "tokens_per_s": statistics.median(p["tokens"] / p["wall_s"] for p in passes),
+                "responses_per_s": statistics.median(n / p["wall_s"] for p in passes),
+                "latency_median_s": statistics.median(median_pass["latencies_s"]),
+                "latency_p90_s": percentile(median_pass["latencies_s"], 90),
+                "peak_rss_mb": peak_rss_mb(),
+                "mean_response_tokens": statistics.mean(p["tokens"] for p in passes) / n,
+                "wall_s_per_repeat": [p["wall_s"] for p in passes],
+            }
+        )
     result = {
         "machine": describe_machine(),
-        "parameters": {"num_prompts": n, "concurrencies": list(concurrencies),
-                       "batching": "continuous" if continuous else "static chunks of C",
-                       "max_new_tokens": params.max_new_tokens,
-                       "temperature": params.temperature, "top_p": params.top_p,
-                       "repeats": repeats, "warmup": warmup,
-                       "plateau_tolerance": PLATEAU_TOLERANCE},
+        "parameters": {
+            "num_prompts": n,
+            "concurrencies": list(concurrencies),
+            "batching": "continuous" if continuous else "static chunks of C",
+            "max_new_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "repeats": repeats,
+            "warmup": warmup,
+            "plateau_tolerance": PLATEAU_TOLERANCE,
+        },
         "rows": rows,
         "stopped": stopped,
     }
@@ -282,8 +334,12 @@ def find_plateau(rows: list[dict], tolerance: float = PLATEAU_TOLERANCE) -> int:
 def summarize(rows: list[dict]) -> dict:
     """Plateau, best concurrency and the best/c=1 tokens/s ratio (None where not measurable)."""
     if not rows:
-        return {"plateau_concurrency": None, "plateau_reached": False,
-                "best_concurrency": None, "tokens_per_s_ratio_max_over_c1": None}
+        return {
+            "plateau_concurrency": None,
+            "plateau_reached": False,
+            "best_concurrency": None,
+            "tokens_per_s_ratio_max_over_c1": None,
+        }
     plateau = find_plateau(rows)
     best = max(rows, key=lambda r: r["tokens_per_s"])
     at_c1 = next((r for r in rows if r["c"] == 1), None)
@@ -292,12 +348,14 @@ def summarize(rows: list[dict]) -> dict:
         # Only a larger C measured within 5% shows the curve has flattened.
         "plateau_reached": plateau < max(r["c"] for r in rows),
         "best_concurrency": best["c"],
-        "tokens_per_s_ratio_max_over_c1": (best["tokens_per_s"] / at_c1["tokens_per_s"]
-                                           if at_c1 else None),
+        "tokens_per_s_ratio_max_over_c1": (
+            best["tokens_per_s"] / at_c1["tokens_per_s"] if at_c1 else None
+        ),
     }
 
 
 # --- the hf engine ---------------------------------------------------------------------------
+
 
 def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], object]:
     """make_engine(c) for the tiny Qwen3-MoE on CPU; every c starts from the same weights and
@@ -315,6 +373,7 @@ def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], ob
 
 
 # --- the sglang engine -----------------------------------------------------------------------
+
 
 def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int], object]:
     """make_engine(c): a client of the server (or router) at `url` that keeps at most c requests
@@ -335,6 +394,7 @@ def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int]
 
 # --- outputs ---------------------------------------------------------------------------------
 
+
 def _f(x, digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
@@ -351,13 +411,17 @@ def reading(result: dict) -> str:
     tol = result["parameters"].get("plateau_tolerance", PLATEAU_TOLERANCE)
     plateau = result["plateau_concurrency"]
     best = max(rows, key=lambda r: r["tokens_per_s"])
-    text = (f"Throughput plateaus at concurrency {plateau}: the smallest concurrency whose "
-            f"tokens/s is within {tol:.0%} of the best measured ({best['tokens_per_s']:.1f} "
-            f"tokens/s at c={best['c']}).")
+    text = (
+        f"Throughput plateaus at concurrency {plateau}: the smallest concurrency whose "
+        f"tokens/s is within {tol:.0%} of the best measured ({best['tokens_per_s']:.1f} "
+        f"tokens/s at c={best['c']})."
+    )
     if not result["plateau_reached"]:
-        text = (f"No plateau yet: tokens/s was still rising by more than {tol:.0%} at the largest "
-                f"concurrency measured (c={plateau}, {best['tokens_per_s']:.1f} tokens/s); "
-                f"try larger concurrencies (with --num-prompts at least as large).")
+        text = (
+            f"No plateau yet: tokens/s was still rising by more than {tol:.0%} at the largest "
+            f"concurrency measured (c={plateau}, {best['tokens_per_s']:.1f} tokens/s); "
+            f"try larger concurrencies (with --num-prompts at least as large)."
+        )
     ratio = result["tokens_per_s_ratio_max_over_c1"]
     if ratio is not None:
         text += f" The best tokens/s is {ratio:.2f}x the tokens/s at c=1."
@@ -372,29 +436,38 @@ def reading(result: dict) -> str:
 def render_markdown(result: dict, plot_name: str | None = "profile.png") -> str:
     m, p = result["machine"], result["parameters"]
     lines = [
-        "# Rollout profile: throughput against decode concurrency", "",
+        "# Rollout profile: throughput against decode concurrency",
+        "",
         f"Machine: {m['processor']}, {m['cpu_count']} CPUs ({m['cpus_usable']} usable), "
-        f"torch {m['torch_version']} with {m['torch_threads']} threads, {m['platform']}.", "",
+        f"torch {m['torch_version']} with {m['torch_threads']} threads, {m['platform']}.",
+        "",
         f"Engine {p.get('engine', '?')} ({p.get('model', '?')}), {p['num_prompts']} prompts, "
         f"max {p['max_new_tokens']} new tokens, temperature {p['temperature']:g}, "
         f"{p['repeats']} timed repeats after {p['warmup']} warmup call(s); seed "
-        f"{p.get('seed', '-')}.", "",
+        f"{p.get('seed', '-')}.",
+        "",
         "| c | median wall s | tokens/s | responses/s | latency median s | latency p90 s "
         "| peak RSS MB | mean tokens/response | |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|:---|",
     ]
     for r in result["rows"]:
         mark = plateau_mark(result) if r["c"] == result["plateau_concurrency"] else ""
-        lines.append(f"| {r['c']} | {r['median_wall_s']:.3f} | {r['tokens_per_s']:.1f} | "
-                     f"{r['responses_per_s']:.2f} | {r['latency_median_s']:.4f} | "
-                     f"{r['latency_p90_s']:.4f} | {r['peak_rss_mb']:.0f} | "
-                     f"{r['mean_response_tokens']:.2f} | {mark} |")
-    lines += ["", reading(result), "",
-              "Notes: tokens/s counts the tokens actually generated (responses may stop at the "
-              "end-of-sequence token before the maximum); medians are over the timed repeats; "
-              "a request's latency is the wall time of the chunk of <= c prompts that held it "
-              "(median and p90 over the requests of the median repeat); peak RSS is the "
-              "process's high-water mark after each c."]
+        lines.append(
+            f"| {r['c']} | {r['median_wall_s']:.3f} | {r['tokens_per_s']:.1f} | "
+            f"{r['responses_per_s']:.2f} | {r['latency_median_s']:.4f} | "
+            f"{r['latency_p90_s']:.4f} | {r['peak_rss_mb']:.0f} | "
+            f"{r['mean_response_tokens']:.2f} | {mark} |"
+        )
+    lines += [
+        "",
+        reading(result),
+        "",
+        "Notes: tokens/s counts the tokens actually generated (responses may stop at the "
+        "end-of-sequence token before the maximum); medians are over the timed repeats; "
+        "a request's latency is the wall time of the chunk of <= c prompts that held it "
+        "(median and p90 over the requests of the median repeat); peak RSS is the "
+        "process's high-water mark after each c.",
+    ]
     if plot_name:
         lines += ["", f"![tokens/s and responses/s against concurrency]({plot_name})"]
     return "\n".join(lines) + "\n"
@@ -409,21 +482,32 @@ def plot(result: dict, path) -> Path:
     rows = result["rows"]
     cs = [r["c"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.plot(cs, [r["tokens_per_s"] for r in rows], marker="o", color="tab:blue",
-            label="tokens/s")
+    ax.plot(cs, [r["tokens_per_s"] for r in rows], marker="o", color="tab:blue", label="tokens/s")
     ax.set_xscale("log", base=2)
     ax.set_xticks(cs)
     ax.set_xticklabels([str(c) for c in cs])
     ax.set_xlabel("concurrency c (sequences decoded at once)")
     ax.set_ylabel("tokens/s", color="tab:blue")
     right = ax.twinx()
-    right.plot(cs, [r["responses_per_s"] for r in rows], marker="s", markerfacecolor="none",
-               linestyle="--", color="tab:orange", label="responses/s")
+    right.plot(
+        cs,
+        [r["responses_per_s"] for r in rows],
+        marker="s",
+        markerfacecolor="none",
+        linestyle="--",
+        color="tab:orange",
+        label="responses/s",
+    )
     right.set_ylabel("responses/s", color="tab:orange")
     plateau = result["plateau_concurrency"]
     if plateau is not None:
-        ax.axvline(plateau, color="crimson", linestyle="--", linewidth=1.2,
-                   label=f"{plateau_mark(result)} c={plateau}")
+        ax.axvline(
+            plateau,
+            color="crimson",
+            linestyle="--",
+            linewidth=1.2,
+            label=f"{plateau_mark(result)} c={plateau}",
+        )
     handles = ax.get_legend_handles_labels()
     more = right.get_legend_handles_labels()
     ax.legend(handles[0] + more[0], handles[1] + more[1], fontsize=8, loc="upper left")
@@ -445,8 +529,9 @@ def write_outputs(result: dict, out_dir) -> list[Path]:
     written = [json_path]
     png_path = plot(result, out / "profile.png") if result["rows"] else None
     md_path = out / "profile.md"
-    md_path.write_text(render_markdown(result, png_path.name if png_path else None),
-                       encoding="utf-8")
+    md_path.write_text(
+        render_markdown(result, png_path.name if png_path else None), encoding="utf-8"
+    )
     written.append(md_path)
     if png_path:
         written.append(png_path)
@@ -459,15 +544,30 @@ def print_table(result: dict, written: list[Path] = (), console=None) -> None:
 
     console = console or Console(width=120)
     table = Table(title="rollout throughput against concurrency")
-    for col in ("c", "wall s", "tokens/s", "responses/s", "lat. median s", "lat. p90 s",
-                "peak RSS MB", ""):
+    for col in (
+        "c",
+        "wall s",
+        "tokens/s",
+        "responses/s",
+        "lat. median s",
+        "lat. p90 s",
+        "peak RSS MB",
+        "",
+    ):
         table.add_column(col, justify="left" if col == "" else "right", no_wrap=True)
     for r in result["rows"]:
         plateau = r["c"] == result["plateau_concurrency"]
-        table.add_row(str(r["c"]), f"{r['median_wall_s']:.3f}", f"{r['tokens_per_s']:.1f}",
-                      f"{r['responses_per_s']:.2f}", f"{r['latency_median_s']:.4f}",
-                      f"{r['latency_p90_s']:.4f}", f"{r['peak_rss_mb']:.0f}",
-                      plateau_mark(result) if plateau else "", style="bold" if plateau else None)
+        table.add_row(
+            str(r["c"]),
+            f"{r['median_wall_s']:.3f}",
+            f"{r['tokens_per_s']:.1f}",
+            f"{r['responses_per_s']:.2f}",
+            f"{r['latency_median_s']:.4f}",
+            f"{r['latency_p90_s']:.4f}",
+            f"{r['peak_rss_mb']:.0f}",
+            plateau_mark(result) if plateau else "",
+            style="bold" if plateau else None,
+        )
     console.print(table)
     console.print(reading(result), soft_wrap=True)
     for path in written:
@@ -481,12 +581,21 @@ class ProgressBar:
         self.progress = self.task = None
         if enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(),
-                                     console=Console(stderr=True))
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+            )
 
     def __enter__(self):
         if self.progress is not None:
@@ -500,5 +609,9 @@ class ProgressBar:
 
     def __call__(self, concurrency: int, calls_done: int, calls_total: int) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, description=f"concurrency {concurrency}",
-                                 completed=calls_done, total=calls_total)
+            self.progress.update(
+                self.task,
+                description=f"concurrency {concurrency}",
+                completed=calls_done,
+                total=calls_total,
+            )

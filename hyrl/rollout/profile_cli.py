@@ -18,34 +18,80 @@ def main(argv: list[str]) -> int:
     """`hyrl profile-rollout`: 0 with the profile written; 2 on a bad flag or unwritable --out,
     1 when the SGLang server of --model-path does not start."""
     parser = argparse.ArgumentParser(
-        prog="hyrl profile-rollout", allow_abbrev=False,
+        prog="hyrl profile-rollout",
+        allow_abbrev=False,
         description="Decode throughput (tokens/s, responses/s) and latency against concurrency "
         "C, the sequences the engine decodes at once; the plateau is the smallest C within 5%% "
-        "of the best tokens/s. Writes DIR/profile.json, profile.md and profile.png.")
-    parser.add_argument("--engine", required=True, choices=("hf", "sglang"),
-                        help="rollout engine (hf: transformers on CPU, the tiny Qwen3-MoE; "
-                        "sglang: a server given by --sglang-url or started from --model-path)")
-    parser.add_argument("--sglang-url", metavar="URL", default=None,
-                        help="sglang: profile the running server or router at http://HOST:PORT")
-    parser.add_argument("--model-path", metavar="DIR", default=None,
-                        help="sglang: start one server on this machine's GPUs from this local "
-                        "Hugging Face directory (--max-running-requests = the largest C)")
-    parser.add_argument("--num-gpus-per-engine", type=int, default=1, metavar="N",
-                        help="sglang with --model-path: the server's tensor-parallel size")
-    parser.add_argument("--sglang-mem-fraction-static", type=float, default=None, metavar="F",
-                        help="sglang with --model-path: GPU memory fraction for weights and KV")
-    parser.add_argument("--sglang-server-args", default="", metavar="'ARGS'",
-                        help="sglang with --model-path: further launch_server flags, verbatim")
-    parser.add_argument("--concurrency", required=True, metavar="C,C,...",
-                        help="concurrencies: positive integers, strictly increasing, each <= "
-                        "--num-prompts, e.g. 1,2,4,8,16")
-    parser.add_argument("--num-prompts", type=int, required=True, metavar="N",
-                        help="prompts generated per timed pass (>= 1)")
-    parser.add_argument("--max-new-tokens", type=int, required=True, metavar="L",
-                        help="most tokens per response (>= 1; responses may stop earlier at eos)")
+        "of the best tokens/s. Writes DIR/profile.json, profile.md and profile.png.",
+    )
+    parser.add_argument(
+        "--engine",
+        required=True,
+        choices=("hf", "sglang"),
+        help="rollout engine (hf: transformers on CPU, the tiny Qwen3-MoE; "
+        "sglang: a server given by --sglang-url or started from --model-path)",
+    )
+    parser.add_argument(
+        "--sglang-url",
+        metavar="URL",
+        default=None,
+        help="sglang: profile the running server or router at http://HOST:PORT",
+    )
+    parser.add_argument(
+        "--model-path",
+        metavar="DIR",
+        default=None,
+        help="sglang: start one server on this machine's GPUs from this local "
+        "Hugging Face directory (--max-running-requests = the largest C)",
+    )
+    parser.add_argument(
+        "--num-gpus-per-engine",
+        type=int,
+        default=1,
+        metavar="N",
+        help="sglang with --model-path: the server's tensor-parallel size",
+    )
+    parser.add_argument(
+        "--sglang-mem-fraction-static",
+        type=float,
+        default=None,
+        metavar="F",
+        help="sglang with --model-path: GPU memory fraction for weights and KV",
+    )
+    parser.add_argument(
+        "--sglang-server-args",
+        default="",
+        metavar="'ARGS'",
+        help="sglang with --model-path: further launch_server flags, verbatim",
+    )
+    parser.add_argument(
+        "--concurrency",
+        required=True,
+        metavar="C,C,...",
+        help="concurrencies: positive integers, strictly increasing, each <= "
+        "--num-prompts, e.g. 1,2,4,8,16",
+    )
+    parser.add_argument(
+        "--num-prompts",
+        type=int,
+        required=True,
+        metavar="N",
+        help="prompts generated per timed pass (>= 1)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        required=True,
+        metavar="L",
+        help="most tokens per response (>= 1; responses may stop earlier at eos)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per C (default 3)")
-    parser.add_argument("--warmup", type=int, default=1,
-                        help="untimed generate calls per C before timing (default 1)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed generate calls per C before timing (default 1)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="prompt order and weights (default 0)")
     parser.add_argument("--json", action="store_true", help="print profile.json to stdout")
     parser.add_argument("--out", required=True, metavar="DIR", help="where the profile goes")
@@ -61,10 +107,19 @@ def main(argv: list[str]) -> int:
         max_positions = TINY.max_position_embeddings  # arith prompts are 5 tokens
     try:
         concurrencies = validate_flags(
-            engine=args.engine, concurrency=args.concurrency, num_prompts=args.num_prompts,
-            max_new_tokens=args.max_new_tokens, repeats=args.repeats, warmup=args.warmup,
-            seed=args.seed, out=args.out, prompt_tokens=prompt_tokens,
-            max_positions=max_positions, sglang_url=args.sglang_url, model_path=args.model_path)
+            engine=args.engine,
+            concurrency=args.concurrency,
+            num_prompts=args.num_prompts,
+            max_new_tokens=args.max_new_tokens,
+            repeats=args.repeats,
+            warmup=args.warmup,
+            seed=args.seed,
+            out=args.out,
+            prompt_tokens=prompt_tokens,
+            max_positions=max_positions,
+            sglang_url=args.sglang_url,
+            model_path=args.model_path,
+        )
     except ProfileError as err:
         print(f"hyrl profile-rollout: error: {err}", file=sys.stderr)
         return 2
@@ -97,37 +152,56 @@ def main(argv: list[str]) -> int:
         url, model = args.sglang_url, args.sglang_url
         if args.model_path is not None:
             server = SGLangServerProcess(
-                args.model_path, port=free_port(), tp_size=args.num_gpus_per_engine,
+                args.model_path,
+                port=free_port(),
+                tp_size=args.num_gpus_per_engine,
                 mem_fraction_static=args.sglang_mem_fraction_static,
-                max_running_requests=concurrencies[-1], random_seed=args.seed,
+                max_running_requests=concurrencies[-1],
+                random_seed=args.seed,
                 server_args=shlex.split(args.sglang_server_args),
-                log_path=os.path.join(args.out, "sglang_server.log"))
+                log_path=os.path.join(args.out, "sglang_server.log"),
+            )
             from hyrl.rollout.sglang.client import SGLangError
 
             try:
                 server.start()
             except SGLangError as err:
-                print(f"hyrl profile-rollout: error: --model-path {args.model_path}: {err}",
-                      file=sys.stderr)
+                print(
+                    f"hyrl profile-rollout: error: --model-path {args.model_path}: {err}",
+                    file=sys.stderr,
+                )
                 return 1
             url, model = server.url, args.model_path
         # No stop tokens of hyrl's: the model's own end-of-sequence ends a response, as in training.
         make_engine = sglang_engine_factory(url, stop_token_ids=[])
     try:
         with ProgressBar() as progress:
-            result = profile_engine(make_engine, prompts, concurrencies, params,
-                                    repeats=args.repeats, warmup=args.warmup,
-                                    on_progress=progress, continuous=args.engine == "sglang")
+            result = profile_engine(
+                make_engine,
+                prompts,
+                concurrencies,
+                params,
+                repeats=args.repeats,
+                warmup=args.warmup,
+                on_progress=progress,
+                continuous=args.engine == "sglang",
+            )
     finally:
         if server is not None:
             server.kill()
-    result["parameters"].update(engine=args.engine, model=model, seed=args.seed,
-                                eos_id=tokenizer.eos_token_id if args.engine == "hf" else None)
+    result["parameters"].update(
+        engine=args.engine,
+        model=model,
+        seed=args.seed,
+        eos_id=tokenizer.eos_token_id if args.engine == "hf" else None,
+    )
     try:
         written = write_outputs(result, args.out)
     except OSError as err:
-        print(f"hyrl profile-rollout: error: --out {args.out}: cannot write the profile ({err})",
-              file=sys.stderr)
+        print(
+            f"hyrl profile-rollout: error: --out {args.out}: cannot write the profile ({err})",
+            file=sys.stderr,
+        )
         return 2
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))

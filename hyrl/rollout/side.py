@@ -11,10 +11,10 @@ from pathlib import Path
 import torch
 
 from hyrl.config import RunConfig, engine_returns_routing
-from hyrl.rollout.layout import rollout_layout
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import Generation, RolloutBatch, SamplingParams
+from hyrl.rollout.layout import rollout_layout
 
 
 def max_prompt_len(cfg: RunConfig) -> int:
@@ -25,8 +25,14 @@ def max_prompt_len(cfg: RunConfig) -> int:
 
 
 class RolloutSide:
-    def __init__(self, cfg: RunConfig, world_size: int, arch: Qwen3MoeArch,
-                 device: torch.device, run_dir: Path):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        world_size: int,
+        arch: Qwen3MoeArch,
+        device: torch.device,
+        run_dir: Path,
+    ):
         """device: where an in-process engine generates (the trainer's)."""
         self.cfg = cfg
         self.engine = self.reward_pool = None
@@ -38,8 +44,9 @@ class RolloutSide:
             self.close()
             raise
 
-    def _start(self, world_size: int, arch: Qwen3MoeArch, device: torch.device,
-               run_dir: Path) -> None:
+    def _start(
+        self, world_size: int, arch: Qwen3MoeArch, device: torch.device, run_dir: Path
+    ) -> None:
         from hyrl.rewards.pool import RewardPool
         from hyrl.rewards.registry import reward_factory
         from hyrl.rollout.build import build_engine, start_ray
@@ -50,13 +57,20 @@ class RolloutSide:
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos_id
         layout = rollout_layout(cfg, world_size)
         self.owns_ray = start_ray(cfg, layout)
-        self.reward_pool = RewardPool(reward_factory(cfg.rm_type, cfg.custom_rm_path),
-                                      num_workers=cfg.reward_num_workers,
-                                      timeout_s=cfg.reward_timeout_s, ray_address=cfg.ray_address)
-        self.engine = build_engine(cfg, layout, arch, pad_id=pad_id, eos_id=eos_id,
-                                   device=device, run_dir=run_dir)
-        self.sampling = SamplingParams(max_new_tokens=cfg.rollout_max_response_len,
-                                       temperature=cfg.rollout_temperature, top_p=cfg.rollout_top_p)
+        self.reward_pool = RewardPool(
+            reward_factory(cfg.rm_type, cfg.custom_rm_path),
+            num_workers=cfg.reward_num_workers,
+            timeout_s=cfg.reward_timeout_s,
+            ray_address=cfg.ray_address,
+        )
+        self.engine = build_engine(
+            cfg, layout, arch, pad_id=pad_id, eos_id=eos_id, device=device, run_dir=run_dir
+        )
+        self.sampling = SamplingParams(
+            max_new_tokens=cfg.rollout_max_response_len,
+            temperature=cfg.rollout_temperature,
+            top_p=cfg.rollout_top_p,
+        )
 
     def _load_task(self) -> None:
         """The training prompts, the held-out sets (eval_sets: name -> prompts) and the
@@ -70,30 +84,48 @@ class RolloutSide:
             )
 
             self.tokenizer = load_tokenizer(cfg.tokenizer_path or cfg.hf_checkpoint)
-            data_options = dict(input_key=cfg.input_key, label_key=cfg.label_key,
-                                apply_chat_template=cfg.apply_chat_template,
-                                max_prompt_len=max_prompt_len(cfg))
-            self.task = load_prompt_dataset(cfg.prompt_data, self.tokenizer, seed=cfg.seed,
-                                            **data_options)
-            self.eval_sets = ({name: data.prompts() for name, data in load_eval_prompt_sets(
-                cfg.eval_prompt_data, self.tokenizer, **data_options).items()}
-                if cfg.eval_prompt_data else {})
+            data_options = dict(
+                input_key=cfg.input_key,
+                label_key=cfg.label_key,
+                apply_chat_template=cfg.apply_chat_template,
+                max_prompt_len=max_prompt_len(cfg),
+            )
+            self.task = load_prompt_dataset(
+                cfg.prompt_data, self.tokenizer, seed=cfg.seed, **data_options
+            )
+            self.eval_sets = (
+                {
+                    name: data.prompts()
+                    for name, data in load_eval_prompt_sets(
+                        cfg.eval_prompt_data, self.tokenizer, **data_options
+                    ).items()
+                }
+                if cfg.eval_prompt_data
+                else {}
+            )
             if self.task.dropped_too_long:
-                print(f"hyrl: {self.task.dropped_too_long} prompts of {cfg.prompt_data} are "
-                      f"longer than {max_prompt_len(cfg)} tokens and were dropped", flush=True)
+                print(
+                    f"hyrl: {self.task.dropped_too_long} prompts of {cfg.prompt_data} are "
+                    f"longer than {max_prompt_len(cfg)} tokens and were dropped",
+                    flush=True,
+                )
         else:
             from hyrl.data.arith import ArithTask
             from hyrl.data.tokenizer import build_tokenizer
 
             self.tokenizer = build_tokenizer()
-            self.task = ArithTask(self.tokenizer, max_operand=cfg.task_max_operand, seed=cfg.seed,
-                                  eval_fraction=cfg.task_eval_fraction if cfg.eval_interval > 0
-                                  else 0.0)
+            self.task = ArithTask(
+                self.tokenizer,
+                max_operand=cfg.task_max_operand,
+                seed=cfg.seed,
+                eval_fraction=cfg.task_eval_fraction if cfg.eval_interval > 0 else 0.0,
+            )
             self.eval_sets = {"": self.task.eval_prompts()} if cfg.eval_interval > 0 else {}
 
     # -- one rollout step -----------------------------------------------------------------------
-    def rollout(self, timers: StageTimers, prompts_per_step: int
-                ) -> tuple[RolloutBatch, list | None]:
+    def rollout(
+        self, timers: StageTimers, prompts_per_step: int
+    ) -> tuple[RolloutBatch, list | None]:
         """P prompts x G responses, generated and scored; with the engine's routing (int16,
         --use-routing-replay, --measure-routing-mismatch) kept apart: it goes to each rank
         for its own rows only. The engines release their memory after generating."""
@@ -113,8 +145,10 @@ class RolloutSide:
         """The engine call (rollout and evaluation). HYRL_TEST_GENERATION_DELAY_S, a test
         hook, first sleeps that long: a generation slower than --distributed-timeout-minutes."""
         if self.engines_released:
-            raise RuntimeError("hyrl bug: generating on engines whose memory was released and "
-                               "not refilled by a weight sync")
+            raise RuntimeError(
+                "hyrl bug: generating on engines whose memory was released and "
+                "not refilled by a weight sync"
+            )
         delay_s = float(os.environ.get("HYRL_TEST_GENERATION_DELAY_S", "0"))
         if delay_s > 0:
             time.sleep(delay_s)
@@ -122,8 +156,9 @@ class RolloutSide:
 
     def score(self, generations: list[Generation], labels: list[str]):
         """The reward pool's scores of the decoded responses."""
-        texts = [self.tokenizer.decode(g.response_ids, skip_special_tokens=True)
-                 for g in generations]
+        texts = [
+            self.tokenizer.decode(g.response_ids, skip_special_tokens=True) for g in generations
+        ]
         return self.reward_pool.score(texts, labels, [g.finish_reason for g in generations])
 
     def _routed_experts(self, generations: list[Generation]) -> list | None:
@@ -134,16 +169,20 @@ class RolloutSide:
             return None
         missing = [i for i, g in enumerate(generations) if g.routed_experts is None]
         if missing:
-            raise RuntimeError(f"routing replay/measurement: the {cfg.rollout_engine} "
-                               f"engine returned no routed experts for {len(missing)} of "
-                               f"{len(generations)} responses (first: {missing[:5]})")
+            raise RuntimeError(
+                f"routing replay/measurement: the {cfg.rollout_engine} "
+                f"engine returned no routed experts for {len(missing)} of "
+                f"{len(generations)} responses (first: {missing[:5]})"
+            )
         for i, g in enumerate(generations):
             ids = g.routed_experts
             if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < cfg.num_experts):
-                raise RuntimeError(f"routing replay/measurement: response {i} was routed to "
-                                   f"experts {int(ids.min())}..{int(ids.max())}, outside the "
-                                   f"model's 0..{cfg.num_experts - 1} (--num-experts): does "
-                                   "the engine serve the same model?")
+                raise RuntimeError(
+                    f"routing replay/measurement: response {i} was routed to "
+                    f"experts {int(ids.min())}..{int(ids.max())}, outside the "
+                    f"model's 0..{cfg.num_experts - 1} (--num-experts): does "
+                    "the engine serve the same model?"
+                )
         return [g.routed_experts.to(torch.int16) for g in generations]
 
     # -- --colocate: the engines' GPU memory ------------------------------------------------------

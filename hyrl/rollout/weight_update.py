@@ -21,14 +21,16 @@ from hyrl.rollout.base import DiskCheckpoint, RolloutEngine
 
 
 class WeightSync:
-    def __init__(self, mode: str, colocate: bool, buffer_bytes: int, run_dir: Path,
-                 backend: TrainBackend):
+    def __init__(
+        self, mode: str, colocate: bool, buffer_bytes: int, run_dir: Path, backend: TrainBackend
+    ):
         self.mode, self.colocate, self.buffer_bytes = mode, colocate, buffer_bytes
         self.run_dir, self.backend = run_dir, backend
         self.disk_syncs = 0  # the directory of sync N: RUN_DIR/rollout_weights/sync-N
 
-    def sync(self, actor: TrainedActor, engine: RolloutEngine | None,
-             resume_engines: Callable[[], None]) -> dict:
+    def sync(
+        self, actor: TrainedActor, engine: RolloutEngine | None, resume_engines: Callable[[], None]
+    ) -> dict:
         """resume_engines: rank 0 calls it right before the engines take the weights (colocated
         engines retake their memory only then). engine: rank 0's, None on the others."""
         if self.mode == "disk":
@@ -97,13 +99,15 @@ class WeightSync:
         directory = root / f"sync-{self.disk_syncs:06d}"
         directory.mkdir(parents=True, exist_ok=True)
         live, weight_map, written, shards = LiveBytes(), {}, 0, 0
-        owned = actor.hf_weight_buckets(self.buffer_bytes, live=live,
-                                        keep=lambda k: k % world_size == rank)
+        owned = actor.hf_weight_buckets(
+            self.buffer_bytes, live=live, keep=lambda k: k % world_size == rank
+        )
         for bucket in owned:
             size = sum(tensor_bytes(t) for _, t in bucket)
             live.add(size)  # the host copies safetensors writes from
-            weight_map.update(write_shard(
-                bucket, directory / f"model-rank{rank:05d}-{shards:05d}.safetensors"))
+            weight_map.update(
+                write_shard(bucket, directory / f"model-rank{rank:05d}-{shards:05d}.safetensors")
+            )
             live.release(size)
             written, shards = written + size, shards + 1
             del bucket
@@ -118,8 +122,10 @@ class WeightSync:
         for old in root.glob("sync-*"):  # every engine, replacements too, loads the newest
             if old != directory:
                 shutil.rmtree(old, ignore_errors=True)
-        return {"perf/weight_sync_peak_bytes": max(p[3] for p in parts),
-                **engine_sync_metrics(engine)}
+        return {
+            "perf/weight_sync_peak_bytes": max(p[3] for p in parts),
+            **engine_sync_metrics(engine),
+        }
 
 
 def engine_sync_metrics(engine) -> dict:
@@ -135,9 +141,13 @@ def engine_sync_metrics(engine) -> dict:
         metrics["rollout/resubmitted_prompts"] = fleet_stats["resubmitted_prompts"]
     stats = getattr(engine, "last_sync_stats", None)
     if stats is not None:
-        metrics.update({"perf/weight_transfer_s": stats.transfer_s,
-                        "perf/weight_sync_bytes": stats.tensor_bytes,
-                        "perf/weight_sync_buckets": stats.buckets,
-                        # copies the engine side made (device moves, disk clones)
-                        "perf/weight_sync_engine_peak_bytes": stats.peak_bytes})
+        metrics.update(
+            {
+                "perf/weight_transfer_s": stats.transfer_s,
+                "perf/weight_sync_bytes": stats.tensor_bytes,
+                "perf/weight_sync_buckets": stats.buckets,
+                # copies the engine side made (device moves, disk clones)
+                "perf/weight_sync_engine_peak_bytes": stats.peak_bytes,
+            }
+        )
     return metrics

@@ -20,9 +20,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main() -> None:
     with open(os.path.join(HERE, "math_sample.jsonl"), encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    table = pa.table({"prompt": [r["prompt"] for r in rows],
-                      "label": [r["label"] if isinstance(r["label"], str) else str(r["label"])
-                                for r in rows]})
+    table = pa.table(
+        {
+            "prompt": [r["prompt"] for r in rows],
+            "label": [r["label"] if isinstance(r["label"], str) else str(r["label"]) for r in rows],
+        }
+    )
     out = os.path.join(HERE, "math_sample.parquet")
     pq.write_table(table, out)
     print(f"wrote {out}: {table.num_rows} rows")

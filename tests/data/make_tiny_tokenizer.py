@@ -25,7 +25,8 @@ OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny_tokeniz
 def main() -> None:
     tokenizer = build_tokenizer()
     tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
-        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", VOCAB.index("<bos>"))])
+        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", VOCAB.index("<bos>"))]
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(OUT_DIR)
     print(f"wrote {OUT_DIR}")

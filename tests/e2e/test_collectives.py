@@ -6,14 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-from hyrl.backends.megatron import collectives
 from recipe_runs import records, run_recipe
 from testpaths import HELPERS
+
+from hyrl.backends.megatron import collectives
 
 WORKER = HELPERS / "collectives_worker.py"
 
@@ -34,9 +33,21 @@ def test_a_backend_without_a_known_device_is_refused(monkeypatch):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("collectives")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node=2", str(WORKER), str(out)], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            str(WORKER),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 
@@ -48,8 +59,12 @@ def test_dp2_gathers_every_ranks_rows_on_the_real_groups_device(two_ranks):
         # the real DP group's backend decides the device (gloo here: host memory)
         assert result["dp_backend"] == "gloo" and result["dp_device"] == "cpu"
         assert result["gathered"][0] == [[0.0] * 3] * 2 + [[1.0] * 3] * 2
-        assert result["gathered"][1] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0],
-                                         [10.0, 11.0, 12.0], [13.0, 14.0, 15.0]]
+        assert result["gathered"][1] == [
+            [0.0, 1.0, 2.0],
+            [3.0, 4.0, 5.0],
+            [10.0, 11.0, 12.0],
+            [13.0, 14.0, 15.0],
+        ]
         assert result["gathered_devices"] == ["cpu", "cpu"]  # back where they came from
 
 
@@ -83,9 +98,19 @@ def test_training_outwaits_rank_0s_generation_and_evaluation_beyond_the_timeout(
     # world timeout 6 s; every generation (rollout and evaluation) takes 9 s longer on rank 0;
     # EP=2 gives DP=2, so the log-prob gather runs over DP ranks too
     run_dir = tmp_path / "run"
-    proc = run_recipe(run_dir, "--num-steps", "1", "--expert-model-parallel-size", "2",
-                      "--eval-interval", "1", "--distributed-timeout-minutes", "0.1", nproc=2,
-                      extra_env={"HYRL_TEST_GENERATION_DELAY_S": "9"})
+    proc = run_recipe(
+        run_dir,
+        "--num-steps",
+        "1",
+        "--expert-model-parallel-size",
+        "2",
+        "--eval-interval",
+        "1",
+        "--distributed-timeout-minutes",
+        "0.1",
+        nproc=2,
+        extra_env={"HYRL_TEST_GENERATION_DELAY_S": "9"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = records(run_dir)
     assert [r["step"] for r in rows] == [0, 1]

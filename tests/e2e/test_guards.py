@@ -6,10 +6,10 @@ import sys
 
 import pytest
 import torch
+from recipe_runs import records, run_recipe
 
 from hyrl.algorithms.batch import pack
 from hyrl.models.qwen3_moe.config import TINY
-from recipe_runs import records, run_recipe
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,11 @@ def _batch(actor, advantage: float):
 
 def _adam_exp_avgs(actor) -> list[torch.Tensor]:
     """Adam's first moments in megatron's optimizer (one torch optimizer per chained part)."""
-    return [state["exp_avg"] for sub in actor.optimizer.chained_optimizers
-            for state in sub.optimizer.state.values()]
+    return [
+        state["exp_avg"]
+        for sub in actor.optimizer.chained_optimizers
+        for state in sub.optimizer.state.values()
+    ]
 
 
 def test_a_nan_loss_skips_the_update_and_leaves_weights_optimizer_and_schedule_untouched(actor):
@@ -88,8 +91,9 @@ sys.exit(main(["train", *sys.argv[1:]]))
 
 
 @pytest.mark.slow
-def test_skipped_steps_are_logged_and_the_run_stops_after_max_skipped_steps_in_a_row(tmp_path,
-                                                                                     monkeypatch):
+def test_skipped_steps_are_logged_and_the_run_stops_after_max_skipped_steps_in_a_row(
+    tmp_path, monkeypatch
+):
     script = tmp_path / "nan_train.py"
     script.write_text(NAN_FROM_SECOND_STEP)
     python = tmp_path / "python"  # launch/torchrun.sh runs "$PYTHON -m hyrl train FLAGS"

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from testpaths import ROOT
 
 from hyrl import plan as hplan
-from testpaths import ROOT
 
 # Runnable recipes: scripts with a shebang (model.sh, data.sh are sourced fragments); sweep
 # scripts run `hyrl sweep`, not one configuration `hyrl plan` could read (their dry run: below).

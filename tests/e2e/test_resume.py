@@ -1,7 +1,6 @@
 """Checkpoint and resume (--save, --save-interval, --load) and preemption, end to end on the
 tiny recipe: a resumed run logs what an uninterrupted one logs."""
 
-import json
 import os
 import shutil
 import signal
@@ -11,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from recipe_runs import RECIPE, ROOT, records, run_recipe
 
 # Keys that measure time, not training: they differ between any two runs.
@@ -19,8 +17,11 @@ TIME_KEYS = ("elapsed_s",)
 
 
 def comparable(row: dict) -> dict:
-    return {k: v for k, v in row.items()
-            if isinstance(v, (int, float)) and not k.startswith("perf/") and k not in TIME_KEYS}
+    return {
+        k: v
+        for k, v in row.items()
+        if isinstance(v, (int, float)) and not k.startswith("perf/") and k not in TIME_KEYS
+    }
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +35,16 @@ def three_saved_steps(tmp_path_factory):
 
 @pytest.mark.slow
 def test_three_steps_then_three_resumed_steps_log_what_six_steps_in_one_go_log(
-        tmp_path, three_saved_steps):
+    tmp_path, three_saved_steps
+):
     run_dir, ckpt = three_saved_steps
     assert (ckpt / "latest").read_text().strip() == "step_3"
     assert {p.name for p in (ckpt / "step_3").iterdir()} == {
-        "actor", "actor_optimizer", "rank_00000-of-00001.pt", "trainer_state.json"}
+        "actor",
+        "actor_optimizer",
+        "rank_00000-of-00001.pt",
+        "trainer_state.json",
+    }
     before = (run_dir / "metrics.jsonl").read_text()
     proc = run_recipe(run_dir, "--num-steps", "6", "--load", str(ckpt), "--save", str(ckpt))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -63,8 +69,9 @@ def test_three_steps_then_three_resumed_steps_log_what_six_steps_in_one_go_log(
 def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_to_resume_from(tmp_path):
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     env = {"HYRL_TEST_CRASH_IN_SAVE": "2"}  # test hook: die half-way through step 2's save
-    proc = run_recipe(run_dir, "--num-steps", "3", "--save", str(ckpt), "--save-interval", "1",
-                      extra_env=env)
+    proc = run_recipe(
+        run_dir, "--num-steps", "3", "--save", str(ckpt), "--save-interval", "1", extra_env=env
+    )
     assert proc.returncode == 17, proc.stderr[-3000:]
     assert (ckpt / "latest").read_text().strip() == "step_1"
     assert (ckpt / ".tmp-step_2").is_dir() and not (ckpt / "step_2").exists()
@@ -73,7 +80,11 @@ def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_to_resum
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = records(run_dir)  # step 2 was logged before the crash, and again after the resume
     assert [(r["rollout_step"], r["step"], r["samples"]) for r in rows] == [
-        (1, 1, 128), (2, 2, 256), (2, 2, 256), (3, 3, 384)]
+        (1, 1, 128),
+        (2, 2, 256),
+        (2, 2, 256),
+        (3, 3, 384),
+    ]
     assert comparable(rows[1]) == pytest.approx(comparable(rows[2]), abs=1e-6)
     # no --save-interval now: only the end is saved, and the stale .tmp-step_2 is gone
     assert sorted(p.name for p in ckpt.iterdir()) == ["latest", "step_1", "step_3"]
@@ -85,8 +96,9 @@ def _refused(proc, *phrases):
 
 
 @pytest.mark.slow
-def test_truncated_and_incomplete_checkpoints_are_refused_before_training(tmp_path,
-                                                                          three_saved_steps):
+def test_truncated_and_incomplete_checkpoints_are_refused_before_training(
+    tmp_path, three_saved_steps
+):
     _, ckpt = three_saved_steps
     truncated = tmp_path / "truncated"
     shutil.copytree(ckpt / "step_3", truncated)
@@ -106,8 +118,9 @@ def test_truncated_and_incomplete_checkpoints_are_refused_before_training(tmp_pa
 def test_a_checkpoint_of_another_architecture_is_refused_naming_it(tmp_path, three_saved_steps):
     _, ckpt = three_saved_steps
     step = str(ckpt / "step_3")
-    proc = run_recipe(tmp_path / "a", "--num-steps", "4", "--load", step,
-                      "--moe-ffn-hidden-size", "32")
+    proc = run_recipe(
+        tmp_path / "a", "--num-steps", "4", "--load", step, "--moe-ffn-hidden-size", "32"
+    )
     _refused(proc, "--moe-ffn-hidden-size: 64 in the checkpoint, 32 in the flags")
     assert proc.returncode == 2
 
@@ -123,8 +136,9 @@ def ep2_runs(tmp_path_factory):
     in one go."""
     root = tmp_path_factory.mktemp("ep2")
     flags = ("--expert-model-parallel-size", "2", "--use-distributed-optimizer")
-    proc = run_recipe(root / "saved", "--num-steps", str(SAVED_AT), "--save", str(root / "ckpt"),
-                      *flags, nproc=2)
+    proc = run_recipe(
+        root / "saved", "--num-steps", str(SAVED_AT), "--save", str(root / "ckpt"), *flags, nproc=2
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = run_recipe(root / "whole", "--num-steps", str(RESUMED_TO), *flags, nproc=2)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -134,8 +148,10 @@ def ep2_runs(tmp_path_factory):
 RESHARDED_LAYOUTS = {
     "ep2 itself": (2, ("--expert-model-parallel-size", "2", "--use-distributed-optimizer")),
     "one rank": (1, ("--use-distributed-optimizer",)),
-    "tp2+sp": (2, ("--tensor-model-parallel-size", "2", "--sequence-parallel",
-                   "--use-distributed-optimizer")),
+    "tp2+sp": (
+        2,
+        ("--tensor-model-parallel-size", "2", "--sequence-parallel", "--use-distributed-optimizer"),
+    ),
     "pp2": (2, ("--pipeline-model-parallel-size", "2", "--use-distributed-optimizer")),
 }
 
@@ -150,8 +166,15 @@ def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, 
     nproc, flags = RESHARDED_LAYOUTS[layout]
     run_dir = tmp_path / "run"
     shutil.copytree(ep2_runs / "saved", run_dir)
-    proc = run_recipe(run_dir, "--num-steps", str(RESUMED_TO), "--load", str(ep2_runs / "ckpt"),
-                      *flags, nproc=nproc)
+    proc = run_recipe(
+        run_dir,
+        "--num-steps",
+        str(RESUMED_TO),
+        "--load",
+        str(ep2_runs / "ckpt"),
+        *flags,
+        nproc=nproc,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed, uninterrupted = records(run_dir), records(ep2_runs / "whole")
     steps = list(range(1, RESUMED_TO + 1))
@@ -168,15 +191,35 @@ def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, 
 @pytest.mark.slow
 def test_sigterm_saves_at_the_step_boundary_exits_zero_and_the_resume_continues(tmp_path):
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env.update(NPROC="1", OMP_NUM_THREADS="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
+    env.update(
+        NPROC="1",
+        OMP_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     # the recipe and launcher exec, so the pid is the training process itself
-    proc = subprocess.Popen(["bash", str(RECIPE), "--run-dir", str(run_dir), "--no-progress",
-                             "--num-steps", "100", "--save", str(ckpt)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            "bash",
+            str(RECIPE),
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+            "--num-steps",
+            "100",
+            "--save",
+            str(ckpt),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     metrics = run_dir / "metrics.jsonl"
     deadline = time.monotonic() + 120
     while not (metrics.exists() and metrics.read_text().strip()) and time.monotonic() < deadline:
@@ -192,6 +235,7 @@ def test_sigterm_saves_at_the_step_boundary_exits_zero_and_the_resume_continues(
 
     proc = run_recipe(run_dir, "--num-steps", str(last + 1), "--load", str(ckpt))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    resumed = records(run_dir)[len(rows):]
+    resumed = records(run_dir)[len(rows) :]
     assert [(r["rollout_step"], r["step"], r["samples"]) for r in resumed] == [
-        (last + 1, last + 1, 128 * (last + 1))]
+        (last + 1, last + 1, 128 * (last + 1))
+    ]

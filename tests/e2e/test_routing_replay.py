@@ -5,12 +5,12 @@ token to the engine's experts, and replay shrinks the log-prob gap a perturbed r
 
 import pytest
 import torch
+from recipe_runs import records, run_recipe
 
 from hyrl.algorithms.batch import pack
 from hyrl.algorithms.mismatch import mismatch_metrics
 from hyrl.models.qwen3_moe.config import TINY
 from hyrl.rollout.base import SamplingParams
-from recipe_runs import records, run_recipe
 
 EOS = 1
 ROUTER = "decoder.layers.{i}.mlp.router.weight"
@@ -36,14 +36,20 @@ def pair():
 
 def _rollout(engine, seed: int = 0):
     generator = torch.Generator().manual_seed(seed)
-    prompts = [torch.randint(2, 16, (int(n),), generator=generator).tolist()
-               for n in torch.randint(3, 7, (48,), generator=generator)]
+    prompts = [
+        torch.randint(2, 16, (int(n),), generator=generator).tolist()
+        for n in torch.randint(3, 7, (48,), generator=generator)
+    ]
     torch.manual_seed(seed)
     generations = engine.generate(prompts, SamplingParams(max_new_tokens=4, temperature=1.0))
-    return pack([g.prompt_ids for g in generations], [g.response_ids for g in generations],
-                torch.zeros(len(generations)), pad_id=0,
-                rollout_log_probs=[g.response_log_probs for g in generations],
-                routed_experts=[g.routed_experts for g in generations])
+    return pack(
+        [g.prompt_ids for g in generations],
+        [g.response_ids for g in generations],
+        torch.zeros(len(generations)),
+        pad_id=0,
+        rollout_log_probs=[g.response_log_probs for g in generations],
+        routed_experts=[g.routed_experts for g in generations],
+    )
 
 
 def _measure(actor, batch, replay: bool):
@@ -57,11 +63,15 @@ def _measure(actor, batch, replay: bool):
 
 def test_engine_returns_the_routing_of_every_token_that_went_through_the_model(pair):
     _, engine, _ = pair
-    generations = engine.generate([[5, 6, 7], [5, 6, 7, 8, 9]],
-                                  SamplingParams(max_new_tokens=4, temperature=1.0))
+    generations = engine.generate(
+        [[5, 6, 7], [5, 6, 7, 8, 9]], SamplingParams(max_new_tokens=4, temperature=1.0)
+    )
     for g in generations:
-        assert g.routed_experts.shape == (len(g.prompt_ids) + len(g.response_ids) - 1,
-                                          TINY.num_layers, TINY.moe_router_topk)
+        assert g.routed_experts.shape == (
+            len(g.prompt_ids) + len(g.response_ids) - 1,
+            TINY.num_layers,
+            TINY.moe_router_topk,
+        )
         assert g.routed_experts.dtype == torch.int32
         assert ((g.routed_experts >= 0) & (g.routed_experts < TINY.num_experts)).all()
         # top-k ids of one token in one layer are distinct experts
@@ -73,7 +83,9 @@ def test_after_a_sync_the_mismatch_is_float_noise_and_a_corrupted_expert_jumps_i
     clean, routing = _measure(actor, _rollout(engine), replay=True)
     assert clean["mismatch/logprob_abs_diff_mean"] < 1e-5
     assert clean["mismatch/kl"] < 1e-9
-    assert routing["mismatch/routing_compared"] > 0 and routing["mismatch/routing_replay_errors"] == 0
+    assert (
+        routing["mismatch/routing_compared"] > 0 and routing["mismatch/routing_replay_errors"] == 0
+    )
     # the actor's own routing equals the engine's (a flipped near-tie at rounding is allowed)
     assert routing["mismatch/routing_diff_frac"] <= 0.01
 
@@ -130,8 +142,9 @@ def test_training_replays_in_forward_and_recompute_with_equal_gradients():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _RECOMPUTE_SCRIPT], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RECOMPUTE_SCRIPT], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "grads equal" in proc.stdout and "router calls replayed: 4, 8" in proc.stdout
 
@@ -183,20 +196,42 @@ print("router calls replayed: %d, %d" % tuple(calls))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout, nproc", [
-    ([], 1),
-    (["--expert-model-parallel-size", "2"], 2),
-    (["--tensor-model-parallel-size", "2", "--sequence-parallel"], 2),  # each rank a slice
-    # token-packed micro-batches trimmed to their longest row; two optimizer steps per rollout,
-    # whose rows differ from each DP rank's log-prob share (each rank receives both)
-    (["--expert-model-parallel-size", "2", "--use-dynamic-batch-size", "--max-tokens-per-gpu",
-      "64", "--global-batch-size", "64"], 2),
-])
+@pytest.mark.parametrize(
+    "layout, nproc",
+    [
+        ([], 1),
+        (["--expert-model-parallel-size", "2"], 2),
+        (["--tensor-model-parallel-size", "2", "--sequence-parallel"], 2),  # each rank a slice
+        # token-packed micro-batches trimmed to their longest row; two optimizer steps per rollout,
+        # whose rows differ from each DP rank's log-prob share (each rank receives both)
+        (
+            [
+                "--expert-model-parallel-size",
+                "2",
+                "--use-dynamic-batch-size",
+                "--max-tokens-per-gpu",
+                "64",
+                "--global-batch-size",
+                "64",
+            ],
+            2,
+        ),
+    ],
+)
 def test_two_step_run_with_replay_uses_the_engines_experts_for_every_response_token(
-        tmp_path, layout, nproc):
+    tmp_path, layout, nproc
+):
     run_dir = tmp_path / "run"
-    proc = run_recipe(run_dir, "--num-steps", "2", "--use-tis", "--use-mis",
-                      "--use-routing-replay", *layout, nproc=nproc)
+    proc = run_recipe(
+        run_dir,
+        "--num-steps",
+        "2",
+        "--use-tis",
+        "--use-mis",
+        "--use-routing-replay",
+        *layout,
+        nproc=nproc,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rollout_records = [r for r in records(run_dir) if "train/reward_mean" in r]
     assert len(rollout_records) == 2  # the mismatch is measured once per rollout
@@ -204,9 +239,14 @@ def test_two_step_run_with_replay_uses_the_engines_experts_for_every_response_to
         assert record["mismatch/routing_compared"] > 0
         assert record["mismatch/routing_replay_errors"] == 0
         assert record["mismatch/logprob_abs_diff_mean"] < 1e-5
-        for key in ("mismatch/logprob_abs_diff_max", "mismatch/kl", "mismatch/is_ratio_max",
-                    "mismatch/is_ratio_min", "mismatch/tis_clipped_frac",
-                    "mismatch/mis_masked_frac"):
+        for key in (
+            "mismatch/logprob_abs_diff_max",
+            "mismatch/kl",
+            "mismatch/is_ratio_max",
+            "mismatch/is_ratio_min",
+            "mismatch/tis_clipped_frac",
+            "mismatch/mis_masked_frac",
+        ):
             assert key in record
 
 
@@ -215,9 +255,19 @@ def test_ppo_takes_the_same_corrections_and_replay(tmp_path):
     from recipe_runs import ROOT
 
     run_dir = tmp_path / "run"
-    proc = run_recipe(run_dir, "--num-steps", "2", "--num-critic-only-steps", "0", "--use-tis",
-                      "--use-mis", "--mis-level", "sequence", "--use-routing-replay",
-                      recipe=ROOT / "recipes" / "tiny" / "ppo.sh")
+    proc = run_recipe(
+        run_dir,
+        "--num-steps",
+        "2",
+        "--num-critic-only-steps",
+        "0",
+        "--use-tis",
+        "--use-mis",
+        "--mis-level",
+        "sequence",
+        "--use-routing-replay",
+        recipe=ROOT / "recipes" / "tiny" / "ppo.sh",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = records(run_dir)
     assert len(rows) == 2

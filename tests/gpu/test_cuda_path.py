@@ -50,7 +50,9 @@ def test_megatron_logits_match_transformers_on_cuda(cuda_megatron, impl):
         assert model.config.moe_grouped_gemm
         assert any(".mlp.experts.linear_fc1.weight" in n for n, _ in model.named_parameters())
     assert next(model.parameters()).is_cuda
-    weights.load_full_state_dict(model, hf_mapping.hf_to_megatron(hf_model.state_dict(), TINY), TINY)
+    weights.load_full_state_dict(
+        model, hf_mapping.hf_to_megatron(hf_model.state_dict(), TINY), TINY
+    )
     tokens = torch.randint(0, TINY.vocab_size, (3, 12), device="cuda")
     with torch.no_grad():
         expected = hf_model(tokens).logits
@@ -63,9 +65,22 @@ def test_tiny_recipe_runs_three_steps_on_cuda(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     run_dir = tmp_path / "run"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", str(ROOT / "recipes/tiny/grpo.sh"), "--num-steps", "3",
-                           "--run-dir", str(run_dir), "--no-progress"],
-                          capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "recipes/tiny/grpo.sh"),
+            "--num-steps",
+            "3",
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "on cuda (nccl)" in proc.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -78,10 +93,24 @@ def test_bf16_with_the_distributed_optimizer_trains_on_cuda(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     run_dir = tmp_path / "run"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", str(ROOT / "recipes/tiny/grpo.sh"), "--num-steps", "3",
-                           "--bf16", "--use-distributed-optimizer",
-                           "--run-dir", str(run_dir), "--no-progress"],
-                          capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "recipes/tiny/grpo.sh"),
+            "--num-steps",
+            "3",
+            "--bf16",
+            "--use-distributed-optimizer",
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["actor/skipped"] for r in rows] == [0.0, 0.0, 0.0]

@@ -31,11 +31,15 @@ def _actor(bf16: bool):
     from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
-    arch = dataclasses.replace(TINY, num_layers=8, hidden_size=256, moe_ffn_hidden_size=256,
-                               kv_channels=64)  # a few MB per part: well above allocator rounding
+    arch = dataclasses.replace(
+        TINY, num_layers=8, hidden_size=256, moe_ffn_hidden_size=256, kv_channels=64
+    )  # a few MB per part: well above allocator rounding
     optim = OptimizerSettings(micro_batch_size=4, bf16=bf16, use_distributed_optimizer=bf16)
-    return MegatronActor(arch, ParallelLayout(), ActorSettings(
-        optim=optim, keep_reference=True, transformer_impl="local"))
+    return MegatronActor(
+        arch,
+        ParallelLayout(),
+        ActorSettings(optim=optim, keep_reference=True, transformer_impl="local"),
+    )
 
 
 def _train_step(actor, seed: int) -> dict:
@@ -51,7 +55,8 @@ def _storages_bytes(tensors) -> int:
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16_distributed_optimizer"])
 def test_offload_releases_grads_optimizer_reference_and_weights_and_restore_retakes_them(
-        distributed, bf16):
+    distributed, bf16
+):
     from hyrl.backends.megatron.offload import grad_buffer_bytes, optimizer_tensors
 
     torch.manual_seed(0)
@@ -61,8 +66,10 @@ def test_offload_releases_grads_optimizer_reference_and_weights_and_restore_reta
     weight_ids = {p.untyped_storage()._cdata for p in weights}
     grad_bytes = grad_buffer_bytes(actor.ddp)
     optimizer_bytes = _storages_bytes(
-        t for t in optimizer_tensors(actor.optimizer)
-        if t.is_cuda and t.untyped_storage()._cdata not in weight_ids)
+        t
+        for t in optimizer_tensors(actor.optimizer)
+        if t.is_cuda and t.untyped_storage()._cdata not in weight_ids
+    )
     reference_bytes = _storages_bytes(actor.ref_model.parameters())
     weight_bytes = _storages_bytes(weights)
     assert min(grad_bytes, optimizer_bytes, reference_bytes, weight_bytes) > 1 << 20
@@ -78,14 +85,17 @@ def test_offload_releases_grads_optimizer_reference_and_weights_and_restore_reta
     freed_weights = actor.offload_weights()
     assert freed_weights == after_training_state - torch.cuda.memory_allocated()
     assert freed_weights >= weight_bytes
-    print(f"offload freed {freed} B of training state and {freed_weights} B of weights "
-          f"({'bf16, distributed optimizer' if bf16 else 'fp32'})")
+    print(
+        f"offload freed {freed} B of training state and {freed_weights} B of weights "
+        f"({'bf16, distributed optimizer' if bf16 else 'fp32'})"
+    )
 
     actor.restore_offloaded()
     torch.cuda.synchronize()
     restored = torch.cuda.memory_allocated()
     assert restored - (after_training_state - freed_weights) >= (
-        grad_bytes + optimizer_bytes + reference_bytes + weight_bytes)
+        grad_bytes + optimizer_bytes + reference_bytes + weight_bytes
+    )
     assert restored <= before  # nothing left behind twice
     assert all(torch.equal(p, v) for p, v in zip(weights, values))
     assert all(torch.equal(t, s) for t, s in zip(optimizer_tensors(actor.optimizer), states))

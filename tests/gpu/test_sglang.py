@@ -22,7 +22,9 @@ pytestmark = [
 EOS = 1
 
 
-def successor_weights(hf_state_dict: dict[str, torch.Tensor], vocab_size: int) -> dict[str, torch.Tensor]:
+def successor_weights(
+    hf_state_dict: dict[str, torch.Tensor], vocab_size: int
+) -> dict[str, torch.Tensor]:
     new = {name: tensor.clone() for name, tensor in hf_state_dict.items()}
     embed = torch.zeros_like(new["model.embed_tokens.weight"])
     embed[torch.arange(vocab_size), torch.arange(vocab_size)] = 1.0
@@ -62,14 +64,31 @@ def test_real_sglang_generates_and_takes_new_weights_from_tensor(tiny_checkpoint
 
     path, model = tiny_checkpoint
     server = SGLangServerProcess(
-        str(path), port=free_port(), tp_size=1, mem_fraction_static=0.2, max_running_requests=8,
-        random_seed=0, log_path=tmp_path / "sglang.log",
+        str(path),
+        port=free_port(),
+        tp_size=1,
+        mem_fraction_static=0.2,
+        max_running_requests=8,
+        random_seed=0,
+        log_path=tmp_path / "sglang.log",
         # head_dim 16 and fp32 weights: triton attention, bf16 compute, no CUDA graphs (start-up).
-        extra_flags=["--sglang-attention-backend", "triton", "--sglang-dtype", "bfloat16",
-                     "--sglang-disable-cuda-graph"])
-    engine = SGLangEngine.launch(server, startup_timeout_s=240, concurrency=4,
-                                 stop_token_ids=[EOS], weight_sync="tensor",
-                                 buffer_bytes=64 * 1024, weight_sync_options={"device": "cuda:0"})
+        extra_flags=[
+            "--sglang-attention-backend",
+            "triton",
+            "--sglang-dtype",
+            "bfloat16",
+            "--sglang-disable-cuda-graph",
+        ],
+    )
+    engine = SGLangEngine.launch(
+        server,
+        startup_timeout_s=240,
+        concurrency=4,
+        stop_token_ids=[EOS],
+        weight_sync="tensor",
+        buffer_bytes=64 * 1024,
+        weight_sync_options={"device": "cuda:0"},
+    )
     try:
         greedy = SamplingParams(max_new_tokens=6, temperature=0.0)
         before = engine.generate([[3], [12]], greedy)
@@ -84,7 +103,8 @@ def test_real_sglang_generates_and_takes_new_weights_from_tensor(tiny_checkpoint
         engine.update_weights(new_weights)
         stats = engine.last_sync_stats
         assert stats.buckets > 1 and stats.tensor_bytes == sum(
-            t.numel() * t.element_size() for t in new_weights.values())
+            t.numel() * t.element_size() for t in new_weights.values()
+        )
 
         after = engine.generate([[3], [12]], SamplingParams(max_new_tokens=4, temperature=0.0))
         assert (after[0].response_ids, after[0].finish_reason) == ([4, 5, 6, 7], "length")
@@ -94,8 +114,14 @@ def test_real_sglang_generates_and_takes_new_weights_from_tensor(tiny_checkpoint
 
         # transformers, with the same weights, predicts the same continuation
         model.load_state_dict(new_weights)
-        hf = model.generate(torch.tensor([[12]]), attention_mask=torch.ones(1, 1, dtype=torch.long),
-                            do_sample=False, max_new_tokens=8, eos_token_id=EOS, pad_token_id=0)
+        hf = model.generate(
+            torch.tensor([[12]]),
+            attention_mask=torch.ones(1, 1, dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=8,
+            eos_token_id=EOS,
+            pad_token_id=0,
+        )
         assert hf[0, 1:].tolist() == after_stop.response_ids
     finally:
         engine.shutdown()
@@ -114,23 +140,45 @@ def test_real_sglang_returns_the_experts_transformers_routes_to(tiny_checkpoint,
 
     path, model = tiny_checkpoint
     server = SGLangServerProcess(
-        str(path), port=free_port(), tp_size=1, mem_fraction_static=0.2, max_running_requests=8,
-        random_seed=0, log_path=tmp_path / "sglang.log", return_routed_experts=True,
-        extra_flags=["--sglang-attention-backend", "triton", "--sglang-dtype", "bfloat16",
-                     "--sglang-disable-cuda-graph"])
-    engine = SGLangEngine.launch(server, startup_timeout_s=240, concurrency=4,
-                                 stop_token_ids=[EOS], weight_sync="tensor",
-                                 buffer_bytes=64 * 1024, weight_sync_options={"device": "cuda:0"},
-                                 return_routed_experts=True, num_moe_layers=TINY.num_layers,
-                                 moe_top_k=TINY.moe_router_topk)
+        str(path),
+        port=free_port(),
+        tp_size=1,
+        mem_fraction_static=0.2,
+        max_running_requests=8,
+        random_seed=0,
+        log_path=tmp_path / "sglang.log",
+        return_routed_experts=True,
+        extra_flags=[
+            "--sglang-attention-backend",
+            "triton",
+            "--sglang-dtype",
+            "bfloat16",
+            "--sglang-disable-cuda-graph",
+        ],
+    )
+    engine = SGLangEngine.launch(
+        server,
+        startup_timeout_s=240,
+        concurrency=4,
+        stop_token_ids=[EOS],
+        weight_sync="tensor",
+        buffer_bytes=64 * 1024,
+        weight_sync_options={"device": "cuda:0"},
+        return_routed_experts=True,
+        num_moe_layers=TINY.num_layers,
+        moe_top_k=TINY.moe_router_topk,
+    )
     try:
-        generations = engine.generate([[3, 4, 5], [12, 7]],
-                                      SamplingParams(max_new_tokens=6, temperature=1.0))
+        generations = engine.generate(
+            [[3, 4, 5], [12, 7]], SamplingParams(max_new_tokens=6, temperature=1.0)
+        )
     finally:
         engine.shutdown()
     recorded = []
-    hooks = [layer.mlp.gate.register_forward_hook(lambda m, i, o: recorded.append(o[2]))
-             for layer in model.model.layers]
+    hooks = [
+        layer.mlp.gate.register_forward_hook(lambda m, i, o: recorded.append(o[2]))
+        for layer in model.model.layers
+    ]
     agree = total = 0
     try:
         for g in generations:

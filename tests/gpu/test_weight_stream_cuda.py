@@ -24,11 +24,15 @@ def cuda_actor():
     from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
-    arch = dataclasses.replace(TINY, num_layers=8, hidden_size=256, moe_ffn_hidden_size=256,
-                               kv_channels=64)  # ~9 MB of fp32, 36 buckets of 256 KiB
+    arch = dataclasses.replace(
+        TINY, num_layers=8, hidden_size=256, moe_ffn_hidden_size=256, kv_channels=64
+    )  # ~9 MB of fp32, 36 buckets of 256 KiB
     init_distributed(ParallelLayout(), seed=1)
-    actor = MegatronActor(arch, ParallelLayout(), ActorSettings(
-        optim=OptimizerSettings(micro_batch_size=1), transformer_impl="local"))
+    actor = MegatronActor(
+        arch,
+        ParallelLayout(),
+        ActorSettings(optim=OptimizerSettings(micro_batch_size=1), transformer_impl="local"),
+    )
     yield actor
     destroy_distributed()
 

@@ -47,15 +47,18 @@ def main(out_dir: str) -> None:
     result["waited_s"] = time.perf_counter() - began
     result["payload"] = payload[0]
     if rank == 0:
-        rows = {i: torch.arange(n * 4, dtype=torch.int16).view(n, 2, 2) + i
-                for i, n in enumerate((3, 5, 1, 2))}
+        rows = {
+            i: torch.arange(n * 4, dtype=torch.int16).view(n, 2, 2) + i
+            for i, n in enumerate((3, 5, 1, 2))
+        }
         held = collectives.send_rows({0: {0: rows[0], 3: rows[3]}, 1: {2: rows[2], 1: rows[1]}})
         collectives.send_rows({0: {}, 1: {}})  # a rank with no rows
     else:
         held = collectives.recv_rows()
         result["empty"] = collectives.recv_rows()
-    result["rows"] = {i: [list(t.shape), str(t.dtype), t.flatten().tolist()]
-                      for i, t in sorted(held.items())}
+    result["rows"] = {
+        i: [list(t.shape), str(t.dtype), t.flatten().tolist()] for i, t in sorted(held.items())
+    }
 
     # another long rank-0 section (an evaluation), then a barrier in the wait group
     began = time.perf_counter()

@@ -15,13 +15,23 @@ import torch
 def main(ckpt_in: str, hf_dir: str, ckpt_out: str, result_path: str, tp: int, ep: int) -> None:
     from hyrl.backends.megatron import weights
     from hyrl.backends.megatron.model import (
-        ParallelLayout, build_gpt_model, destroy_distributed, init_distributed)
-    from hyrl.checkpoint import load_hf_state_dict, load_mcore_into, read_checkpoint_metadata, save_mcore
+        ParallelLayout,
+        build_gpt_model,
+        destroy_distributed,
+        init_distributed,
+    )
+    from hyrl.checkpoint import (
+        load_hf_state_dict,
+        load_mcore_into,
+        read_checkpoint_metadata,
+        save_mcore,
+    )
     from hyrl.models.qwen3_moe import hf_mapping
 
     arch = read_checkpoint_metadata(ckpt_in).arch
-    layout = ParallelLayout(tensor_model_parallel_size=tp, expert_model_parallel_size=ep,
-                            sequence_parallel=tp > 1)
+    layout = ParallelLayout(
+        tensor_model_parallel_size=tp, expert_model_parallel_size=ep, sequence_parallel=tp > 1
+    )
     init_distributed(layout, seed=5)  # a different seed: loaded weights must not depend on init
     model = build_gpt_model(arch, layout, transformer_impl="local")
     local_shapes = {name: list(p.shape) for name, p in model.named_parameters()}
@@ -32,10 +42,17 @@ def main(ckpt_in: str, hf_dir: str, ckpt_out: str, result_path: str, tp: int, ep
     if torch.distributed.get_rank() == 0:
         result = {
             "same_names": sorted(gathered) == sorted(expected),
-            "different_tensors": sorted(n for n in expected
-                                        if n not in gathered or not torch.equal(gathered[n], expected[n])),
-            "linear_qkv_shard_shape": local_shapes["decoder.layers.0.self_attention.linear_qkv.weight"],
-            "local_experts": sum(".linear_fc1." in n for n in local_shapes if "layers.0.mlp.experts" in n),
+            "different_tensors": sorted(
+                n
+                for n in expected
+                if n not in gathered or not torch.equal(gathered[n], expected[n])
+            ),
+            "linear_qkv_shard_shape": local_shapes[
+                "decoder.layers.0.self_attention.linear_qkv.weight"
+            ],
+            "local_experts": sum(
+                ".linear_fc1." in n for n in local_shapes if "layers.0.mlp.experts" in n
+            ),
         }
         with open(result_path, "w") as f:
             json.dump(result, f)

@@ -47,8 +47,15 @@ def main(out_path: str, distributed: bool, bf16: bool) -> None:
     from transformers import Qwen3MoeForCausalLM
 
     hf_model = Qwen3MoeForCausalLM(TINY.to_hf_config()).eval()  # same weights on every rank
-    actor = MegatronActor(TINY, ParallelLayout(), ActorSettings(optim=OptimizerSettings(
-        micro_batch_size=4, clip_grad=0.0, bf16=bf16, use_distributed_optimizer=distributed)))
+    actor = MegatronActor(
+        TINY,
+        ParallelLayout(),
+        ActorSettings(
+            optim=OptimizerSettings(
+                micro_batch_size=4, clip_grad=0.0, bf16=bf16, use_distributed_optimizer=distributed
+            )
+        ),
+    )
     actor.load_hf_state_dict(hf_model.state_dict())
     full = batch()
     rank = parallel_state.get_data_parallel_rank()
@@ -62,13 +69,19 @@ def main(out_path: str, distributed: bool, bf16: bool) -> None:
     after = actor.export_full_state_dict()
     if torch.distributed.get_rank() == 0:
         with open(out_path, "w") as f:
-            json.dump({"adam_elements": [int(x) for x in gathered],
-                       "params": sum(p.numel() for p in actor.model.parameters()),
-                       "param_dtype": str(next(actor.model.parameters()).dtype),
-                       "grad_norm": metrics["actor/grad_norm"],
-                       "small_sq": actor._small_batch[0] if actor._small_batch else None,
-                       "weights_after": {k: v.float().flatten()[:8].tolist()
-                                         for k, v in sorted(after.items())}}, f)
+            json.dump(
+                {
+                    "adam_elements": [int(x) for x in gathered],
+                    "params": sum(p.numel() for p in actor.model.parameters()),
+                    "param_dtype": str(next(actor.model.parameters()).dtype),
+                    "grad_norm": metrics["actor/grad_norm"],
+                    "small_sq": actor._small_batch[0] if actor._small_batch else None,
+                    "weights_after": {
+                        k: v.float().flatten()[:8].tolist() for k, v in sorted(after.items())
+                    },
+                },
+                f,
+            )
     destroy_distributed()
 
 

@@ -56,27 +56,70 @@ from pathlib import Path
 import torch
 
 ROUTE_FIELDS = {  # the fields of each route's request dataclass in sglang's io_struct.py
-    "/generate": {"input_ids", "sampling_params", "return_logprob", "rid", "stream",
-                  "return_routed_experts"},
+    "/generate": {
+        "input_ids",
+        "sampling_params",
+        "return_logprob",
+        "rid",
+        "stream",
+        "return_routed_experts",
+    },
     "/pause_generation": {"mode"},
     "/continue_generation": set(),
     "/flush_cache": set(),
-    "/update_weights_from_tensor": {"serialized_named_tensors", "load_format", "flush_cache",
-                                    "abort_all_requests", "weight_version"},
-    "/init_weights_update_group": {"master_address", "master_port", "rank_offset", "world_size",
-                                   "group_name", "backend"},
+    "/update_weights_from_tensor": {
+        "serialized_named_tensors",
+        "load_format",
+        "flush_cache",
+        "abort_all_requests",
+        "weight_version",
+    },
+    "/init_weights_update_group": {
+        "master_address",
+        "master_port",
+        "rank_offset",
+        "world_size",
+        "group_name",
+        "backend",
+    },
     "/destroy_weights_update_group": {"group_name"},
-    "/update_weights_from_distributed": {"names", "dtypes", "shapes", "group_name", "flush_cache",
-                                         "abort_all_requests", "weight_version"},
-    "/update_weights_from_disk": {"model_path", "load_format", "abort_all_requests",
-                                  "weight_version"},
+    "/update_weights_from_distributed": {
+        "names",
+        "dtypes",
+        "shapes",
+        "group_name",
+        "flush_cache",
+        "abort_all_requests",
+        "weight_version",
+    },
+    "/update_weights_from_disk": {
+        "model_path",
+        "load_format",
+        "abort_all_requests",
+        "weight_version",
+    },
     "/release_memory_occupation": {"tags"},
     "/resume_memory_occupation": {"tags"},
 }
-SAMPLING_FIELDS = {"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop",
-                   "stop_token_ids", "skip_special_tokens", "no_stop_trim", "ignore_eos",
-                   "spaces_between_special_tokens", "n", "min_new_tokens", "repetition_penalty",
-                   "frequency_penalty", "presence_penalty", "sampling_seed"}
+SAMPLING_FIELDS = {
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "stop",
+    "stop_token_ids",
+    "skip_special_tokens",
+    "no_stop_trim",
+    "ignore_eos",
+    "spaces_between_special_tokens",
+    "n",
+    "min_new_tokens",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "sampling_seed",
+}
 REQUIRED_FIELDS = {
     "/update_weights_from_tensor": {"serialized_named_tensors"},
     "/init_weights_update_group": {"master_address", "master_port", "rank_offset", "world_size"},
@@ -85,8 +128,9 @@ REQUIRED_FIELDS = {
 }
 
 
-def routed_expert_ids(tokens: list[int], num_moe_layers: int, moe_top_k: int,
-                      num_experts: int) -> torch.Tensor:
+def routed_expert_ids(
+    tokens: list[int], num_moe_layers: int, moe_top_k: int, num_experts: int
+) -> torch.Tensor:
     """The fake's routing of these tokens: int32 [len(tokens), layers, top-k] of
     (token + layer + slot) % num_experts."""
     token = torch.tensor(tokens, dtype=torch.int32).view(-1, 1, 1)
@@ -130,15 +174,26 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeSGLangServer:
-    def __init__(self, vocab_size: int = 16, weights: dict[str, torch.Tensor] | None = None,
-                 tp_size: int = 1, generate_delay_s: float = 0.0,
-                 router_workers: list[str] | None = None,
-                 enable_return_routed_experts: bool = False, num_moe_layers: int = 1,
-                 moe_top_k: int = 2, num_experts: int = 2):
+    def __init__(
+        self,
+        vocab_size: int = 16,
+        weights: dict[str, torch.Tensor] | None = None,
+        tp_size: int = 1,
+        generate_delay_s: float = 0.0,
+        router_workers: list[str] | None = None,
+        enable_return_routed_experts: bool = False,
+        num_moe_layers: int = 1,
+        moe_top_k: int = 2,
+        num_experts: int = 2,
+    ):
         self.vocab_size = vocab_size
         # as --enable-return-routed-experts: answer return_routed_experts requests with the ids
         self.enable_return_routed_experts = enable_return_routed_experts
-        self.num_moe_layers, self.moe_top_k, self.num_experts = num_moe_layers, moe_top_k, num_experts
+        self.num_moe_layers, self.moe_top_k, self.num_experts = (
+            num_moe_layers,
+            moe_top_k,
+            num_experts,
+        )
         self.weights = weights if weights is not None else default_weights(vocab_size)
         self.tp_size = tp_size
         self.generate_delay_s = generate_delay_s
@@ -154,8 +209,9 @@ class FakeSGLangServer:
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     # ---- lifecycle and test controls -------------------------------------------------------
 
@@ -163,7 +219,7 @@ class FakeSGLangServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def __enter__(self) -> "FakeSGLangServer":
+    def __enter__(self) -> FakeSGLangServer:
         self._thread.start()
         return self
 
@@ -172,8 +228,12 @@ class FakeSGLangServer:
         self._httpd.server_close()
 
     def fail(self, route: str, status: int = 400, body: dict | str | None = None) -> None:
-        self.failures[route] = (status, body if body is not None else
-                                {"success": False, "message": f"injected failure of {route}"})
+        self.failures[route] = (
+            status,
+            body
+            if body is not None
+            else {"success": False, "message": f"injected failure of {route}"},
+        )
 
     def routes_called(self) -> list[str]:
         return [route for route, _ in self.calls]
@@ -186,11 +246,17 @@ class FakeSGLangServer:
 
     def _generate(self, payload: dict) -> dict:
         input_ids, params = payload["input_ids"], payload.get("sampling_params") or {}
-        if not (isinstance(input_ids, list) and input_ids and all(isinstance(i, int) for i in input_ids)):
-            raise _HTTPError(400, {"error": {"message": "input_ids must be a non-empty list of int"}})
+        if not (
+            isinstance(input_ids, list) and input_ids and all(isinstance(i, int) for i in input_ids)
+        ):
+            raise _HTTPError(
+                400, {"error": {"message": "input_ids must be a non-empty list of int"}}
+            )
         unknown = set(params) - SAMPLING_FIELDS
         if unknown:
-            raise _HTTPError(400, {"error": {"message": f"unknown sampling params {sorted(unknown)}"}})
+            raise _HTTPError(
+                400, {"error": {"message": f"unknown sampling params {sorted(unknown)}"}}
+            )
         stop_ids = set(params.get("stop_token_ids") or [])
         max_new_tokens = params.get("max_new_tokens", 128)
         shift = self.shift
@@ -202,9 +268,14 @@ class FakeSGLangServer:
             if previous in stop_ids:
                 finish = {"type": "stop", "matched": previous}
                 break
-        meta = {"id": payload.get("rid") or f"fake-{time.monotonic_ns()}", "finish_reason": finish,
-                "prompt_tokens": len(input_ids), "completion_tokens": len(tokens),
-                "cached_tokens": 0, "weight_version": self.weight_version}
+        meta = {
+            "id": payload.get("rid") or f"fake-{time.monotonic_ns()}",
+            "finish_reason": finish,
+            "prompt_tokens": len(input_ids),
+            "completion_tokens": len(tokens),
+            "cached_tokens": 0,
+            "weight_version": self.weight_version,
+        }
         if payload.get("return_logprob"):
             meta["output_token_logprobs"] = [[-0.1 * (t % 5 + 1), t, None] for t in tokens]
         if payload.get("return_routed_experts") and self.enable_return_routed_experts:
@@ -218,8 +289,10 @@ class FakeSGLangServer:
     def _load(self, named) -> None:
         unknown = [n for n, _ in named if n not in self.weights]
         if unknown:
-            raise _HTTPError(400, {"success": False,
-                                   "message": f"load_weights: unknown parameters {unknown[:5]}"})
+            raise _HTTPError(
+                400,
+                {"success": False, "message": f"load_weights: unknown parameters {unknown[:5]}"},
+            )
         for name, tensor in named:
             if tuple(tensor.shape) != tuple(self.weights[name].shape):
                 raise _HTTPError(400, {"success": False, "message": f"shape mismatch for {name}"})
@@ -233,10 +306,18 @@ class FakeSGLangServer:
         timeout = datetime.timedelta(seconds=60)
         rank = p["rank_offset"]  # tp rank 0 of this (tp_size 1) server
         name = p.get("group_name", "weight_update_group")
-        store, _, _ = next(dist.rendezvous(f"tcp://{p['master_address']}:{p['master_port']}",
-                                           rank, p["world_size"], timeout=timeout))
+        store, _, _ = next(
+            dist.rendezvous(
+                f"tcp://{p['master_address']}:{p['master_port']}",
+                rank,
+                p["world_size"],
+                timeout=timeout,
+            )
+        )
         # The key layout _new_process_group_helper gives a gloo group (SGLang's side uses it).
-        store = dist.PrefixStore("cpu/", dist.PrefixStore(f"{name}/", dist.PrefixStore(name, store)))
+        store = dist.PrefixStore(
+            "cpu/", dist.PrefixStore(f"{name}/", dist.PrefixStore(name, store))
+        )
         self._groups[name] = dist.ProcessGroupGloo(store, rank, p["world_size"], timeout)
 
     def _receive(self, p: dict) -> None:
@@ -259,7 +340,9 @@ class FakeSGLangServer:
 
         shards = sorted(Path(p["model_path"]).glob("*.safetensors"))
         if not shards:
-            raise _HTTPError(400, {"success": False, "message": f"no safetensors in {p['model_path']}"})
+            raise _HTTPError(
+                400, {"success": False, "message": f"no safetensors in {p['model_path']}"}
+            )
         named = []
         for shard in shards:
             named += list(load_file(shard).items())
@@ -273,22 +356,40 @@ class FakeSGLangServer:
         if route in ("/health", "/health_generate"):
             return 200, ""
         if route == "/get_model_info":
-            return 200, {"model_path": "fake", "tokenizer_path": None, "is_generation": True,
-                         "preferred_sampling_params": None, "weight_version": self.weight_version}
+            return 200, {
+                "model_path": "fake",
+                "tokenizer_path": None,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": self.weight_version,
+            }
         if route == "/get_server_info":
-            return 200, {"model_path": "fake", "tp_size": self.tp_size, "skip_tokenizer_init": True,
-                         "version": "fake"}
+            return 200, {
+                "model_path": "fake",
+                "tp_size": self.tp_size,
+                "skip_tokenizer_init": True,
+                "version": "fake",
+            }
         if route == "/workers" and self.router_workers is not None:  # sglang-router > 0.2.1
-            return 200, {"workers": [{"url": url} for url in self.router_workers],
-                         "total": len(self.router_workers)}
+            return 200, {
+                "workers": [{"url": url} for url in self.router_workers],
+                "total": len(self.router_workers),
+            }
         if route not in ROUTE_FIELDS:
             raise _HTTPError(404, {"detail": "Not Found"})
         payload = payload or {}
         unknown = set(payload) - ROUTE_FIELDS[route]
         missing = REQUIRED_FIELDS.get(route, set()) - set(payload)
         if unknown or missing:
-            raise _HTTPError(400, {"error": {"message": f"unknown fields {sorted(unknown)}, "
-                                                        f"missing fields {sorted(missing)}"}})
+            raise _HTTPError(
+                400,
+                {
+                    "error": {
+                        "message": f"unknown fields {sorted(unknown)}, "
+                        f"missing fields {sorted(missing)}"
+                    }
+                },
+            )
         if route == "/generate":
             return 200, self._generate(payload)
         if route == "/flush_cache":
@@ -306,12 +407,20 @@ class FakeSGLangServer:
         if route == "/update_weights_from_tensor":
             entries = payload["serialized_named_tensors"]
             if len(entries) != self.tp_size:
-                raise _HTTPError(400, {"success": False, "message":
-                                       f"{len(entries)} payloads for tp_size {self.tp_size}"})
+                raise _HTTPError(
+                    400,
+                    {
+                        "success": False,
+                        "message": f"{len(entries)} payloads for tp_size {self.tp_size}",
+                    },
+                )
             self._load(pickle_deserializer(entries[0]))
         elif route == "/init_weights_update_group":
             self._join_group(payload)
-            return 200, {"success": True, "message": "Succeeded to initialize custom process group."}
+            return 200, {
+                "success": True,
+                "message": "Succeeded to initialize custom process group.",
+            }
         elif route == "/destroy_weights_update_group":
             self._groups.pop(payload.get("group_name", "weight_update_group"), None)
             return 200, {"success": True, "message": "Succeeded to destroy custom process group."}
@@ -355,8 +464,9 @@ class FakeSGLangServer:
                             fake.in_flight -= 1
                 data = (body if isinstance(body, str) else json.dumps(body)).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "text/plain" if isinstance(body, str)
-                                 else "application/json")
+                self.send_header(
+                    "Content-Type", "text/plain" if isinstance(body, str) else "application/json"
+                )
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -20,10 +20,12 @@ from hyrl.rollout.sglang.colocated import ColocatedTensorSync, match_engine_rank
 def weights(shift: float) -> dict[str, torch.Tensor]:
     gate_up = torch.zeros(2, 6, 4)
     gate_up[1, 4, 0] = shift
-    return {"model.embed_tokens.weight": torch.zeros(16, 4),
-            "model.layers.0.mlp.experts.gate_up_proj": gate_up,
-            "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
-            "lm_head.weight": torch.zeros(16, 4)}
+    return {
+        "model.embed_tokens.weight": torch.zeros(16, 4),
+        "model.layers.0.mlp.experts.gate_up_proj": gate_up,
+        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
+        "lm_head.weight": torch.zeros(16, 4),
+    }
 
 
 def main(out_path: str, scenario: str) -> None:
@@ -51,8 +53,13 @@ def main(out_path: str, scenario: str) -> None:
         result["shift"] = fake.shift
         posts = [p for r, p in fake.calls if r == "/update_weights_from_tensor"]
         # per post, per TP rank: the shift its entry carries (2 = rank 0's copy, 3 = rank 1's)
-        result["entry_shifts"] = [[round(float(sum(t.sum() for _, t in pickle_deserializer(e))))
-                                   for e in p["serialized_named_tensors"]] for p in posts]
+        result["entry_shifts"] = [
+            [
+                round(float(sum(t.sum() for _, t in pickle_deserializer(e))))
+                for e in p["serialized_named_tensors"]
+            ]
+            for p in posts
+        ]
         fake.__exit__(None, None, None)
     with open(f"{out_path}.rank{rank}", "w") as out:
         json.dump(result, out)

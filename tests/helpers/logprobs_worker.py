@@ -26,8 +26,10 @@ def unchunked_log_probs_and_entropy(logits, targets, temperature=1.0, with_entro
     with torch.no_grad():
         shift = logits.max(dim=-1, keepdim=True).values
         torch.distributed.all_reduce(
-            shift, op=torch.distributed.ReduceOp.MAX,
-            group=parallel_state.get_tensor_model_parallel_group())
+            shift,
+            op=torch.distributed.ReduceOp.MAX,
+            group=parallel_state.get_tensor_model_parallel_group(),
+        )
     shifted = logits - shift
     log_z = torch.log(reduce_from_tensor_model_parallel_region(shifted.exp().sum(dim=-1)))
 
@@ -50,8 +52,9 @@ def values_and_grads(fn, logits, targets, temperature, weights):
     """log p, H, and the gradient of sum(w_lp log p + w_H H) with respect to the logits."""
     leaf = logits.detach().clone().requires_grad_(True)
     log_probs, entropy = fn(leaf, targets, temperature=temperature, with_entropy=True)
-    (grad,) = torch.autograd.grad((weights[0] * log_probs).sum() + (weights[1] * entropy).sum(),
-                                  leaf)
+    (grad,) = torch.autograd.grad(
+        (weights[0] * log_probs).sum() + (weights[1] * entropy).sum(), leaf
+    )
     return log_probs.detach(), entropy.detach(), grad
 
 
@@ -68,11 +71,12 @@ def tp2(out_path: str) -> None:
     full = torch.randn(3, 7, vocab, generator=gen) * 4.0
     targets = torch.randint(0, vocab, (3, 7), generator=gen)
     weights = (torch.randn(3, 7, generator=gen), torch.randn(3, 7, generator=gen))
-    mine = full[..., rank * shard:(rank + 1) * shard]
+    mine = full[..., rank * shard : (rank + 1) * shard]
     result = {}
     local = slice(rank * shard, (rank + 1) * shard)
     log_prob_weights = (weights[0], torch.zeros_like(weights[1]))  # a loss of log p only
     for temperature in (1.0, 0.7):
+
         def run(fn, logits, loss_weights):
             return values_and_grads(fn, logits, targets, temperature, loss_weights)
 
@@ -91,7 +95,8 @@ def tp2(out_path: str) -> None:
             # the gradient of a loss of log p only
             "log_prob_grad_chunked_vs_unchunked": _max_diffs(
                 run(chunked_fn, mine, log_prob_weights)[2:],
-                run(unchunked_log_probs_and_entropy, mine, log_prob_weights)[2:])[0],
+                run(unchunked_log_probs_and_entropy, mine, log_prob_weights)[2:],
+            )[0],
             "grad_abs_max": float(chunked[2].abs().max()),
         }
     if rank == 0:
@@ -118,8 +123,10 @@ def memory(impl: str, positions: int, vocab: int, mode: str) -> None:
     from hyrl.backends.megatron.model import ParallelLayout, init_distributed
 
     init_distributed(ParallelLayout(), seed=1)
-    fn = {"chunked": vocab_parallel_log_probs_and_entropy,
-          "unchunked": unchunked_log_probs_and_entropy}[impl]
+    fn = {
+        "chunked": vocab_parallel_log_probs_and_entropy,
+        "unchunked": unchunked_log_probs_and_entropy,
+    }[impl]
     torch.manual_seed(0)
     logits = torch.randn(1, positions, vocab).requires_grad_(mode == "backward")
     targets = torch.randint(0, vocab, (1, positions))
@@ -131,9 +138,18 @@ def memory(impl: str, positions: int, vocab: int, mode: str) -> None:
         with torch.no_grad():
             fn(logits, targets, temperature=0.7, with_entropy=True)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"impl": impl, "mode": mode, "positions": positions, "vocab": vocab,
-                      "logits_mib": logits.numel() * 4 / 2 ** 20,
-                      "peak_above_logits_mib": (peak - baseline) / 1024}))
+    print(
+        json.dumps(
+            {
+                "impl": impl,
+                "mode": mode,
+                "positions": positions,
+                "vocab": vocab,
+                "logits_mib": logits.numel() * 4 / 2**20,
+                "peak_above_logits_mib": (peak - baseline) / 1024,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -13,23 +13,33 @@ import torch
 from hyrl.algorithms.batch import pack
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
 from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
-from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.backends.megatron.model import (
-    ParallelLayout, causal_attention_mask, destroy_distributed, init_distributed)
+    ParallelLayout,
+    causal_attention_mask,
+    destroy_distributed,
+    init_distributed,
+)
+from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.models.qwen3_moe.config import TINY
 
 
 def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
     from megatron.core import parallel_state
 
-    layout = ParallelLayout(tensor_model_parallel_size=tp, expert_model_parallel_size=ep,
-                            pipeline_model_parallel_size=pp, sequence_parallel=tp > 1)
+    layout = ParallelLayout(
+        tensor_model_parallel_size=tp,
+        expert_model_parallel_size=ep,
+        pipeline_model_parallel_size=pp,
+        sequence_parallel=tp > 1,
+    )
     init_distributed(layout, seed=7)
     torch.manual_seed(0)
     from transformers import Qwen3MoeForCausalLM
 
     hf_model = Qwen3MoeForCausalLM(TINY.to_hf_config()).eval()  # same weights on every rank
-    actor = MegatronActor(TINY, layout, ActorSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0)))
+    actor = MegatronActor(
+        TINY, layout, ActorSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0))
+    )
     actor.load_hf_state_dict(hf_model.state_dict())
 
     generator = torch.Generator().manual_seed(1)
@@ -44,8 +54,11 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
 
     # Reference gradient: at ratio 1 the PPO-clip loss is -sum(A * log p) / tokens.
     hf_log_probs = torch.log_softmax(hf_model(full.tokens).logits, -1).gather(
-        -1, full.targets[..., None])[..., 0]
-    hf_loss = -(full.advantages[:, None] * hf_log_probs * full.loss_mask).sum() / full.num_response_tokens
+        -1, full.targets[..., None]
+    )[..., 0]
+    hf_loss = (
+        -(full.advantages[:, None] * hf_log_probs * full.loss_mask).sum() / full.num_response_tokens
+    )
     hf_loss.backward()
     hf_grad_norm = float(torch.sqrt(sum(p.grad.pow(2).sum() for p in hf_model.parameters())))
     hf_log_probs = hf_log_probs.detach()
@@ -54,11 +67,15 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
     if pp == 1:
         with torch.no_grad():
             seq_len = local.tokens.shape[1]
-            shard = actor.model(local.tokens, torch.arange(seq_len).expand_as(local.tokens),
-                                causal_attention_mask(seq_len, local.tokens.device))
+            shard = actor.model(
+                local.tokens,
+                torch.arange(seq_len).expand_as(local.tokens),
+                causal_attention_mask(seq_len, local.tokens.device),
+            )
             shards = [torch.empty_like(shard) for _ in range(tp)]
-            torch.distributed.all_gather(shards, shard.contiguous(),
-                                         group=parallel_state.get_tensor_model_parallel_group())
+            torch.distributed.all_gather(
+                shards, shard.contiguous(), group=parallel_state.get_tensor_model_parallel_group()
+            )
             logits = torch.cat(shards, dim=-1)
             hf_logits = hf_model(local.tokens).logits
     log_probs, _ = actor.log_probs(local)
@@ -73,8 +90,11 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
         assert kept == {}
 
     # The critic: HF trunk, a fixed value head, then values and one clipped-value-loss step.
-    critic = MegatronCritic(TINY, layout, CriticSettings(
-        optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0), value_clip=0.2))
+    critic = MegatronCritic(
+        TINY,
+        layout,
+        CriticSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0), value_clip=0.2),
+    )
     critic.load_trunk_from_hf(hf_model.state_dict())
     if hasattr(critic.model, "output_layer"):  # the last pipeline stage holds the head
         with torch.no_grad():
@@ -86,7 +106,9 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
     critic_metrics = critic.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
     values_after = critic.values(local)
     gathered = [torch.empty_like(values_after) for _ in range(dp_size)]
-    torch.distributed.all_gather(gathered, values_after, group=parallel_state.get_data_parallel_group())
+    torch.distributed.all_gather(
+        gathered, values_after, group=parallel_state.get_data_parallel_group()
+    )
     mask = local.loss_mask > 0
     hf_local = hf_log_probs[dp_rank * per_rank : (dp_rank + 1) * per_rank]
     result = {
@@ -107,5 +129,9 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
-         int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+    main(
+        sys.argv[1],
+        int(sys.argv[2]),
+        int(sys.argv[3]),
+        int(sys.argv[4]) if len(sys.argv) > 4 else 1,
+    )

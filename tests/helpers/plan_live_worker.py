@@ -15,9 +15,13 @@ from pathlib import Path
 
 import torch
 
-from hyrl.backends.megatron import cpu_compat
-from hyrl.backends.megatron.model import (ParallelLayout, build_gpt_model, causal_attention_mask,
-                                          destroy_distributed, init_distributed)
+from hyrl.backends.megatron.model import (
+    ParallelLayout,
+    build_gpt_model,
+    causal_attention_mask,
+    destroy_distributed,
+    init_distributed,
+)
 from hyrl.backends.megatron.trainable import OptimizerSettings, wrap_for_training
 from hyrl.config import RunConfig, resolve
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -79,8 +83,9 @@ def live_bytes(model, ddp, optimizer) -> dict:
     params = list(model.parameters())
     weights = _storages(params)
     buffers = [b for b in list(ddp.buffers) + list(ddp.expert_parallel_buffers)]
-    grads = _storages([b.grad_data for b in buffers] + [p.main_grad for p in params]
-                      + [p.grad for p in params])
+    grads = _storages(
+        [b.grad_data for b in buffers] + [p.main_grad for p in params] + [p.grad for p in params]
+    )
     grads = {k: v for k, v in grads.items() if k not in weights}
     state_tensors = []
     for sub in getattr(optimizer, "chained_optimizers", [optimizer]):
@@ -88,14 +93,19 @@ def live_bytes(model, ddp, optimizer) -> dict:
             for main_param in group["params"]:
                 state_tensors += [main_param, main_param.grad]
                 state_tensors += list(sub.optimizer.state.get(main_param, {}).values())
-    states = {k: v for k, v in _storages(state_tensors).items()
-              if k not in weights and k not in grads}
-    return {"weights": sum(weights.values()), "gradients": sum(grads.values()),
-            "optimizer": sum(states.values()),
-            "params": sum(p.numel() for p in params),
-            "adam_state_tensors": sum(len(sub.optimizer.state)
-                                      for sub in getattr(optimizer, "chained_optimizers",
-                                                         [optimizer]))}
+    states = {
+        k: v for k, v in _storages(state_tensors).items() if k not in weights and k not in grads
+    }
+    return {
+        "weights": sum(weights.values()),
+        "gradients": sum(grads.values()),
+        "optimizer": sum(states.values()),
+        "params": sum(p.numel() for p in params),
+        "adam_state_tensors": sum(
+            len(sub.optimizer.state)
+            for sub in getattr(optimizer, "chained_optimizers", [optimizer])
+        ),
+    }
 
 
 def main(out_dir: str, flags_json: str) -> None:
@@ -104,8 +114,12 @@ def main(out_dir: str, flags_json: str) -> None:
     optim = OptimizerSettings.from_flags(c)
     init_distributed(layout, seed=3)
     torch.manual_seed(0)
-    model = build_gpt_model(arch, layout, transformer_impl="local",  # this rank's stage
-                            params_dtype=optim.params_dtype)
+    model = build_gpt_model(
+        arch,
+        layout,
+        transformer_impl="local",  # this rank's stage
+        params_dtype=optim.params_dtype,
+    )
     ddp, optimizer = wrap_for_training(model, optim)
     one_step(model, ddp, optimizer, arch.vocab_size)
     rank = torch.distributed.get_rank()

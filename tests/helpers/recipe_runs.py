@@ -13,17 +13,35 @@ RECIPE = ROOT / "recipes" / "tiny" / "grpo.sh"
 PPO_RECIPE = ROOT / "recipes" / "tiny" / "ppo.sh"
 
 
-def run_recipe(run_dir: Path, *flags: str, nproc: int = 1, timeout: int = 300,
-               recipe: Path = RECIPE, extra_env: dict | None = None):
+def run_recipe(
+    run_dir: Path,
+    *flags: str,
+    nproc: int = 1,
+    timeout: int = 300,
+    recipe: Path = RECIPE,
+    extra_env: dict | None = None,
+):
     """`bash RECIPE --run-dir RUN_DIR --no-progress FLAGS` on NPROC gloo ranks, torchrun's
     variables of an enclosing run removed; the CompletedProcess (text, captured)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env.update(NPROC=str(nproc), OMP_NUM_THREADS="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               **(extra_env or {}))
-    return subprocess.run(["bash", str(recipe), "--run-dir", str(run_dir), "--no-progress", *flags],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
+    env.update(
+        NPROC=str(nproc),
+        OMP_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **(extra_env or {}),
+    )
+    return subprocess.run(
+        ["bash", str(recipe), "--run-dir", str(run_dir), "--no-progress", *flags],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def records(run_dir: Path) -> list[dict]:

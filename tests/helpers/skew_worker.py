@@ -22,9 +22,9 @@ MAX_TOKENS = 20
 
 
 def main(out_path: str) -> None:
-    from megatron.core import parallel_state
-
     import os
+
+    from megatron.core import parallel_state
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     layout = ParallelLayout(expert_model_parallel_size=world)
@@ -33,9 +33,18 @@ def main(out_path: str) -> None:
     from transformers import Qwen3MoeForCausalLM
 
     hf_model = Qwen3MoeForCausalLM(TINY.to_hf_config()).eval()  # same weights on every rank
-    actor = MegatronActor(TINY, layout, ActorSettings(optim=OptimizerSettings(
-        micro_batch_size=1, clip_grad=0.0, noise_scale_beta=None,
-        max_tokens_per_micro_batch=MAX_TOKENS)))
+    actor = MegatronActor(
+        TINY,
+        layout,
+        ActorSettings(
+            optim=OptimizerSettings(
+                micro_batch_size=1,
+                clip_grad=0.0,
+                noise_scale_beta=None,
+                max_tokens_per_micro_batch=MAX_TOKENS,
+            )
+        ),
+    )
     actor.load_hf_state_dict(hf_model.state_dict())
 
     generator = torch.Generator().manual_seed(1)
@@ -54,9 +63,15 @@ def main(out_path: str) -> None:
     metrics = actor.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
     if torch.distributed.get_rank() == 0:
         with open(out_path, "w") as f:
-            json.dump({"log_probs": (torch.cat(gathered) * full.loss_mask).tolist(),
-                       "loss": metrics["actor/loss"], "grad_norm": metrics["actor/grad_norm"],
-                       "micro_batches": counts}, f)
+            json.dump(
+                {
+                    "log_probs": (torch.cat(gathered) * full.loss_mask).tolist(),
+                    "loss": metrics["actor/loss"],
+                    "grad_norm": metrics["actor/grad_norm"],
+                    "micro_batches": counts,
+                },
+                f,
+            )
     destroy_distributed()
 
 

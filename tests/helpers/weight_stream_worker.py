@@ -35,8 +35,14 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
     streamed = [pair for bucket in buckets for pair in bucket]
     streamed_dict = dict(streamed)
     kept_on_rank0 = sum(1 for _ in actor.hf_weight_buckets(buffer_bytes, keep=rank == 0))
-    owned = [k for k, _ in enumerate(actor.hf_weight_buckets(
-        buffer_bytes, keep=lambda k: k % torch.distributed.get_world_size() == rank))]
+    owned = [
+        k
+        for k, _ in enumerate(
+            actor.hf_weight_buckets(
+                buffer_bytes, keep=lambda k: k % torch.distributed.get_world_size() == rank
+            )
+        )
+    ]
     freed = previous_bucket_freed_while_building_next(actor, buffer_bytes)
     result = {
         "previous_bucket_freed_while_building_next": freed,
@@ -46,8 +52,9 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
         "dtypes": sorted({str(t.dtype) for _, t in streamed}),
         "bucket_bytes": [sum(tensor_bytes(t) for _, t in b) for b in buckets],
         "largest_tensor_bytes": max(tensor_bytes(t) for _, t in streamed),
-        "largest_parameter_bytes": max(tensor_bytes(t) for _, t in
-                                       weights.iter_full_parameters(actor.model, DEEP)),
+        "largest_parameter_bytes": max(
+            tensor_bytes(t) for _, t in weights.iter_full_parameters(actor.model, DEEP)
+        ),
         "model_bytes": sum(tensor_bytes(t) for t in reference.values()),
         "peak_bytes": live.peak,
         "live_after": live.current,

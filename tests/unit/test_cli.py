@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
-from pathlib import Path
+
+from testpaths import ROOT
 
 from hyrl.cli import COMMANDS, USAGE, main
-from testpaths import ROOT
 
 
 def test_every_command_names_a_function_that_exists():
@@ -35,12 +35,15 @@ def test_no_command_prints_the_usage_and_exits_2_help_exits_0(capsys):
 
 
 def test_dispatch_imports_only_the_command_it_runs():
-    code = ("import sys; from hyrl.cli import main; rc = main(['cost', '--gpus', '2', '--hours', "
-            "'1', '--usd-per-gpu-hour', '3', '--time-reduction', '0.5', '--json']); "
-            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('hyrl.train', "
-            "'hyrl.rollout', 'hyrl.plan', 'hyrl.batchsize.sweep'))]; assert not bad, bad; "
-            "sys.exit(rc)")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; from hyrl.cli import main; rc = main(['cost', '--gpus', '2', '--hours', "
+        "'1', '--usd-per-gpu-hour', '3', '--time-reduction', '0.5', '--json']); "
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('hyrl.train', "
+        "'hyrl.rollout', 'hyrl.plan', 'hyrl.batchsize.sweep'))]; assert not bad, bad; "
+        "sys.exit(rc)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert '"saved_usd": 3.0' in done.stdout

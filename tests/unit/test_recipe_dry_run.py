@@ -42,8 +42,9 @@ def test_output_without_a_json_object_gives_no_config(tmp_path):
 
 
 def test_error_lines_prefer_the_last_three_error_lines_else_the_last_n_lines():
-    stderr = "\n".join(["+ bash echo", "a", "b", "c", "Error 1", "error 2", "x", "ERROR 3",
-                        "error 4"])
+    stderr = "\n".join(
+        ["+ bash echo", "a", "b", "c", "Error 1", "error 2", "x", "ERROR 3", "error 4"]
+    )
     assert error_lines(stderr, 5) == "error 2\nERROR 3\nerror 4"
     assert error_lines("+ echo\none\ntwo\nthree\n", 2) == "two\nthree"
     assert error_lines("+ echo only\n", 2) == ""

@@ -13,10 +13,23 @@ import pytest
 from hyrl.schedules import DECAY_STYLES, LR_SCALING_EXPONENTS, lr_at, scaled_lr
 
 
-def lr(step: int, style: str, *, warmup_steps: int = 4, total_steps: int = 12,
-       peak: float = 1.0, min_lr: float = 0.1) -> float:
-    return lr_at(step, lr=peak, min_lr=min_lr, warmup_steps=warmup_steps, decay_style=style,
-                 total_steps=total_steps)
+def lr(
+    step: int,
+    style: str,
+    *,
+    warmup_steps: int = 4,
+    total_steps: int = 12,
+    peak: float = 1.0,
+    min_lr: float = 0.1,
+) -> float:
+    return lr_at(
+        step,
+        lr=peak,
+        min_lr=min_lr,
+        warmup_steps=warmup_steps,
+        decay_style=style,
+        total_steps=total_steps,
+    )
 
 
 @pytest.mark.parametrize("style", DECAY_STYLES)
@@ -117,10 +130,16 @@ def test_scaled_lr_hand_numbers():
     assert "Malladi" in scaled_lr.__doc__ and "sqrt" in scaled_lr.__doc__
 
 
-@pytest.mark.parametrize("args", [
-    (1e-6, 4096, 1024, "cubic"), (1e-6, 0, 1024, "sqrt"), (1e-6, 4096, 0, "sqrt"),
-    (0.0, 4096, 1024, "sqrt"), (float("nan"), 4096, 1024, "sqrt"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (1e-6, 4096, 1024, "cubic"),
+        (1e-6, 0, 1024, "sqrt"),
+        (1e-6, 4096, 0, "sqrt"),
+        (0.0, 4096, 1024, "sqrt"),
+        (float("nan"), 4096, 1024, "sqrt"),
+    ],
+)
 def test_scaled_lr_rejects_bad_inputs(args):
     with pytest.raises(ValueError):
         scaled_lr(*args)

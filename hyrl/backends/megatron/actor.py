@@ -35,9 +35,11 @@ class ActorSettings:
     def from_flags(cls, flags) -> ActorSettings:
         return cls(
             optim=OptimizerSettings.from_flags(flags),
-            temperature=flags.rollout_temperature, eps_clip=flags.eps_clip,
+            temperature=flags.rollout_temperature,
+            eps_clip=flags.eps_clip,
             eps_clip_high=flags.eps_clip if flags.eps_clip_high is None else flags.eps_clip_high,
-            kl_loss_coef=flags.kl_loss_coef, kl_loss_type=flags.kl_loss_type,
+            kl_loss_coef=flags.kl_loss_coef,
+            kl_loss_type=flags.kl_loss_type,
             entropy_coef=flags.entropy_coef,
             keep_reference=flags.kl_loss_coef > 0 or flags.kl_coef > 0,
             transformer_impl=flags.transformer_impl,
@@ -52,11 +54,17 @@ class MegatronActor(MegatronTrainable):
 
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: ActorSettings):
         self.arch, self.layout, self.settings = arch, layout, settings
-        super().__init__(build_gpt_model(arch, layout, settings.transformer_impl,
-                                         settings.token_dispatcher,
-                                         routing_replay=self._routing_hooks(settings),
-                                         params_dtype=settings.optim.params_dtype),
-                         settings.optim)
+        super().__init__(
+            build_gpt_model(
+                arch,
+                layout,
+                settings.transformer_impl,
+                settings.token_dispatcher,
+                routing_replay=self._routing_hooks(settings),
+                params_dtype=settings.optim.params_dtype,
+            ),
+            settings.optim,
+        )
         self.replay = None  # the routers' replay hooks: replaying, or only measuring
         self._routing_counts = torch.zeros(3, dtype=torch.float64)  # see routing_metrics
         if self._routing_hooks(settings):
@@ -66,9 +74,13 @@ class MegatronActor(MegatronTrainable):
         self.ref_model = None
         if settings.keep_reference:
             # A second model (modules hold process groups, so no deepcopy) with the same weights.
-            self.ref_model = build_gpt_model(arch, layout, settings.transformer_impl,
-                                             settings.token_dispatcher,
-                                             params_dtype=settings.optim.params_dtype)
+            self.ref_model = build_gpt_model(
+                arch,
+                layout,
+                settings.transformer_impl,
+                settings.token_dispatcher,
+                params_dtype=settings.optim.params_dtype,
+            )
             self.ref_model.load_state_dict(self.model.state_dict())
             self.ref_model.eval().requires_grad_(False)
 
@@ -81,7 +93,8 @@ class MegatronActor(MegatronTrainable):
     def _log_probs_of(self, logits: torch.Tensor, batch: TokenBatch, with_entropy: bool):
         """log pi(target) and entropy from the vocab-parallel logits of `batch`."""
         return vocab_parallel_log_probs_and_entropy(
-            logits, batch.targets.to(self.device), self.settings.temperature, with_entropy)
+            logits, batch.targets.to(self.device), self.settings.temperature, with_entropy
+        )
 
     @staticmethod
     def _routing_hooks(settings: ActorSettings) -> bool:
@@ -93,8 +106,9 @@ class MegatronActor(MegatronTrainable):
         return self.replay.replaying(_dense(micro_batch.routed_experts))
 
     @torch.no_grad()
-    def log_probs(self, batch: TokenBatch, reference: bool = False
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_probs(
+        self, batch: TokenBatch, reference: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-position log pi(target) and entropy under the current (or reference) weights.
 
         With routing replay the actor (not the reference) replays `batch.routed_experts` and
@@ -103,8 +117,9 @@ class MegatronActor(MegatronTrainable):
         model = self.ref_model if reference else self.ddp
         model.eval()
         if reference or self.replay is None or batch.routed_experts is None:
-            return self._forward_only(model, batch, lambda mb, logits: self._log_probs_of(
-                logits, mb, with_entropy=True))
+            return self._forward_only(
+                model, batch, lambda mb, logits: self._log_probs_of(logits, mb, with_entropy=True)
+            )
         outputs = []  # replay: no pipeline (refused with PP)
         for mb, rows in self._micro_batches(batch):
             routed = _dense(mb.routed_experts)
@@ -125,11 +140,20 @@ class MegatronActor(MegatronTrainable):
         def loss_fn(mb: TokenBatch, logits: torch.Tensor):
             log_probs, entropy = self._log_probs_of(logits, mb, with_entropy=s.entropy_coef > 0)
             return grpo_loss(
-                log_probs, mb.old_log_probs, mb.advantages, mb.loss_mask,
-                eps_clip=s.eps_clip, eps_clip_high=s.eps_clip_high,
+                log_probs,
+                mb.old_log_probs,
+                mb.advantages,
+                mb.loss_mask,
+                eps_clip=s.eps_clip,
+                eps_clip_high=s.eps_clip_high,
                 ref_log_probs=mb.ref_log_probs if s.kl_loss_coef > 0 else None,
-                kl_loss_coef=s.kl_loss_coef, kl_loss_type=s.kl_loss_type, entropy=entropy,
-                entropy_coef=s.entropy_coef, total_tokens=total_tokens, pg_weights=mb.pg_weights)
+                kl_loss_coef=s.kl_loss_coef,
+                kl_loss_type=s.kl_loss_type,
+                entropy=entropy,
+                entropy_coef=s.entropy_coef,
+                total_tokens=total_tokens,
+                pg_weights=mb.pg_weights,
+            )
 
         return self._step(self._accumulate(batch, loss_fn, total_tokens), lr)
 
@@ -144,8 +168,10 @@ class MegatronActor(MegatronTrainable):
             torch.distributed.all_reduce(counts)  # TP (SP slices) and DP ranks see distinct tokens
         self._routing_counts = torch.zeros(3, dtype=torch.float64)
         compared, own_differs, used_differs = (float(x) for x in counts.cpu())
-        metrics = {"mismatch/routing_compared": compared,
-                   "mismatch/routing_diff_frac": own_differs / compared if compared else 0.0}
+        metrics = {
+            "mismatch/routing_compared": compared,
+            "mismatch/routing_diff_frac": own_differs / compared if compared else 0.0,
+        }
         if self.settings.routing_replay:
             metrics["mismatch/routing_replay_errors"] = used_differs
         return metrics

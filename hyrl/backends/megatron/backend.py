@@ -67,11 +67,13 @@ class MegatronBackend:
         dispatcher = cfg.moe_token_dispatcher_type
         if dispatcher == "auto":
             dispatcher = cpu_compat.default_token_dispatcher()
-        return (f"{self.world_size} rank(s) on {cpu_compat.device().type} "
-                f"({cpu_compat.distributed_backend()}): TP={cfg.tensor_model_parallel_size} "
-                f"EP={cfg.expert_model_parallel_size} DP={self.dp_size} "
-                f"SP={'on' if cfg.sequence_parallel else 'off'}; layer spec {spec}, "
-                f"MoE dispatcher {dispatcher}")
+        return (
+            f"{self.world_size} rank(s) on {cpu_compat.device().type} "
+            f"({cpu_compat.distributed_backend()}): TP={cfg.tensor_model_parallel_size} "
+            f"EP={cfg.expert_model_parallel_size} DP={self.dp_size} "
+            f"SP={'on' if cfg.sequence_parallel else 'off'}; layer spec {spec}, "
+            f"MoE dispatcher {dispatcher}"
+        )
 
     def device(self) -> torch.device:
         return cpu_compat.device()
@@ -112,8 +114,9 @@ class MegatronBackend:
         torch.distributed.gather_object(value, gathered, dst=0)
         return gathered
 
-    def send_rows(self, rows_of_rank: dict[int, dict[int, torch.Tensor]]
-                  ) -> dict[int, torch.Tensor]:
+    def send_rows(
+        self, rows_of_rank: dict[int, dict[int, torch.Tensor]]
+    ) -> dict[int, torch.Tensor]:
         return collectives.send_rows(rows_of_rank)
 
     def recv_rows(self) -> dict[int, torch.Tensor]:
@@ -139,8 +142,15 @@ class MegatronBackend:
         return trainer_state.load_checkpoint(step_dir, self.arch, self._models(), self.trainables())
 
     def save_checkpoint(self, save_dir: str, rollout_step: int, loop_state: dict) -> Path:
-        return trainer_state.save_checkpoint(save_dir, rollout_step, self.cfg, self.arch,
-                                             self._models(), self.trainables(), loop_state)
+        return trainer_state.save_checkpoint(
+            save_dir,
+            rollout_step,
+            self.cfg,
+            self.arch,
+            self._models(),
+            self.trainables(),
+            loop_state,
+        )
 
     def set_rng_state(self, rng_state) -> None:
         trainer_state.set_rng_state(rng_state)
@@ -150,12 +160,19 @@ def check_machine(cfg: RunConfig) -> None:
     """Flags this machine cannot run under megatron-core (no CUDA, no Transformer Engine),
     refused before any process group."""
     if cpu_compat.on_cpu() and cfg.moe_token_dispatcher_type == "alltoall":
-        raise ConfigError("--moe-token-dispatcher-type", "alltoall",
-                          "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
-                          "allgather or auto on a machine without CUDA")
+        raise ConfigError(
+            "--moe-token-dispatcher-type",
+            "alltoall",
+            "needs CUDA (megatron's alltoall dispatcher builds CUDA streams)",
+            "allgather or auto on a machine without CUDA",
+        )
     if cfg.transformer_impl == "transformer_engine" and not transformer_engine_importable():
-        raise ConfigError("--transformer-impl", "transformer_engine",
-                          "transformer_engine does not import on this machine", "local or auto")
+        raise ConfigError(
+            "--transformer-impl",
+            "transformer_engine",
+            "transformer_engine does not import on this machine",
+            "local or auto",
+        )
 
 
 def shutdown() -> None:

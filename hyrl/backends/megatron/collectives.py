@@ -54,8 +54,9 @@ def collective_device(group) -> torch.device:
         return torch.device("cuda")  # the current device, set per rank by init_distributed
     if backend == "gloo":
         return torch.device("cpu")
-    raise RuntimeError(f"hyrl: no known device for collectives over a {backend!r} group "
-                       "(gloo or nccl)")
+    raise RuntimeError(
+        f"hyrl: no known device for collectives over a {backend!r} group (gloo or nccl)"
+    )
 
 
 def all_gather_rows(tensors: tuple[torch.Tensor, ...], group) -> tuple[torch.Tensor, ...]:
@@ -72,8 +73,9 @@ def all_gather_rows(tensors: tuple[torch.Tensor, ...], group) -> tuple[torch.Ten
     return tuple(gathered)
 
 
-def send_rows(rows_of: dict[int, dict[int, torch.Tensor]], dtype: torch.dtype = torch.int16
-              ) -> dict[int, torch.Tensor]:
+def send_rows(
+    rows_of: dict[int, dict[int, torch.Tensor]], dtype: torch.dtype = torch.int16
+) -> dict[int, torch.Tensor]:
     """Rank 0 sends rank r the rows rows_of[r] ({row index: [positions, ...] tensor}, every
     row of the same trailing shape and `dtype`) as one flat tensor with its lengths, over the
     wait group (host memory); it keeps rows_of[0]. Ranks whose rows are the same object get
@@ -119,8 +121,10 @@ def _pack(rows: dict[int, torch.Tensor], dtype: torch.dtype) -> list[torch.Tenso
     trailing = tuple(rows[row_ids[0]].shape[1:])
     for i in row_ids:
         if rows[i].dtype != dtype or tuple(rows[i].shape[1:]) != trailing:
-            raise RuntimeError(f"hyrl bug: row {i} is {rows[i].dtype} {tuple(rows[i].shape)}; "
-                               f"every row sent must be {dtype} [positions, *{trailing}]")
+            raise RuntimeError(
+                f"hyrl bug: row {i} is {rows[i].dtype} {tuple(rows[i].shape)}; "
+                f"every row sent must be {dtype} [positions, *{trailing}]"
+            )
     lengths = [rows[i].shape[0] for i in row_ids]
     header = torch.tensor([len(row_ids), sum(lengths), len(trailing)], dtype=torch.int64)
     meta = torch.tensor([*trailing, *row_ids, *lengths], dtype=torch.int64)

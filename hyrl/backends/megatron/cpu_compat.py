@@ -90,7 +90,9 @@ class _CudaAsCpu(TorchFunctionMode):
             return args[0]
         if func is torch.Tensor.type and len(args) == 1 and not kwargs:
             name = func(*args)
-            return name if name.startswith("torch.cuda.") else name.replace("torch.", "torch.cuda.", 1)
+            return (
+                name if name.startswith("torch.cuda.") else name.replace("torch.", "torch.cuda.", 1)
+            )
         return func(*args, **kwargs)
 
 
@@ -120,19 +122,25 @@ def _run_optimizers_on_cpu() -> None:
     from megatron.core.optimizer import clip_grads, distrib_optimizer
     from megatron.core.optimizer import optimizer as optimizer_classes
 
-    classes = [optimizer_classes.MegatronOptimizer, optimizer_classes.MixedPrecisionOptimizer,
-               optimizer_classes.Float16OptimizerWithFloat16Params,
-               optimizer_classes.FP32Optimizer, optimizer_classes.ChainedOptimizer,
-               distrib_optimizer.DistributedOptimizer]
+    classes = [
+        optimizer_classes.MegatronOptimizer,
+        optimizer_classes.MixedPrecisionOptimizer,
+        optimizer_classes.Float16OptimizerWithFloat16Params,
+        optimizer_classes.FP32Optimizer,
+        optimizer_classes.ChainedOptimizer,
+        distrib_optimizer.DistributedOptimizer,
+    ]
     for cls in classes:
         for name, attr in list(vars(cls).items()):
             if inspect.isfunction(attr) and not getattr(attr, "_hyrl_cuda_as_cpu", False):
                 setattr(cls, name, _under_cuda_as_cpu(attr))
-    for module, name in ((mcore_optimizer, "get_megatron_optimizer"),
-                         (clip_grads, "clip_grad_by_total_norm_fp32"),
-                         (clip_grads, "get_grad_norm_fp32"),
-                         (optimizer_classes, "clip_grad_by_total_norm_fp32"),
-                         (optimizer_classes, "get_grad_norm_fp32")):
+    for module, name in (
+        (mcore_optimizer, "get_megatron_optimizer"),
+        (clip_grads, "clip_grad_by_total_norm_fp32"),
+        (clip_grads, "get_grad_norm_fp32"),
+        (optimizer_classes, "clip_grad_by_total_norm_fp32"),
+        (optimizer_classes, "get_grad_norm_fp32"),
+    ):
         if not getattr(getattr(module, name), "_hyrl_cuda_as_cpu", False):
             setattr(module, name, _under_cuda_as_cpu(getattr(module, name)))
 
@@ -150,8 +158,15 @@ def allow_sequence_parallel_torch_norm() -> None:
     if getattr(torch_norm.WrappedTorchNorm, "_hyrl_patched", False):
         return
 
-    def _new(cls, config, hidden_size, eps=1e-5, persist_layer_norm=False,
-             zero_centered_gamma=False, normalization="LayerNorm"):
+    def _new(
+        cls,
+        config,
+        hidden_size,
+        eps=1e-5,
+        persist_layer_norm=False,
+        zero_centered_gamma=False,
+        normalization="LayerNorm",
+    ):
         norm_cls = torch.nn.RMSNorm if config.normalization == "RMSNorm" else torch.nn.LayerNorm
         norm = norm_cls(normalized_shape=hidden_size, eps=eps)
         for param in norm.parameters():
@@ -192,8 +207,10 @@ def _run_pipeline_schedules_on_cpu() -> None:
     backward inside them too; only PP > 1 takes this path)."""
     from megatron.core.pipeline_parallel import schedules
 
-    for name in ("forward_backward_pipelining_without_interleaving",
-                 "forward_backward_pipelining_with_interleaving"):
+    for name in (
+        "forward_backward_pipelining_without_interleaving",
+        "forward_backward_pipelining_with_interleaving",
+    ):
         function = getattr(schedules, name)
         if not getattr(function, "_hyrl_cuda_as_cpu", False):
             setattr(schedules, name, _under_cuda_as_cpu(function))
@@ -216,7 +233,9 @@ def _skip_torch_adam_step_in_reshardable_load() -> None:
         if "step" in tensors or self.config.use_precision_aware_optimizer_no_fp8_or_ds_fp8:
             return original(self, model_param, tensors)
         group_index, group_order = self.model_param_group_index_map[model_param]
-        state = self.optimizer.state[self.optimizer.param_groups[group_index]["params"][group_order]]
+        state = self.optimizer.state[
+            self.optimizer.param_groups[group_index]["params"][group_order]
+        ]
         step = state.pop("step", None)
         try:
             return original(self, model_param, tensors)

@@ -25,11 +25,13 @@ class CriticSettings:
     token_dispatcher: str = "auto"
 
     @classmethod
-    def from_flags(cls, flags) -> "CriticSettings":
+    def from_flags(cls, flags) -> CriticSettings:
         return cls(
             optim=OptimizerSettings.from_flags(flags, prefix="critic_"),
-            value_clip=flags.value_clip, transformer_impl=flags.transformer_impl,
-            token_dispatcher=flags.moe_token_dispatcher_type)
+            value_clip=flags.value_clip,
+            transformer_impl=flags.transformer_impl,
+            token_dispatcher=flags.moe_token_dispatcher_type,
+        )
 
 
 class MegatronCritic(MegatronTrainable):
@@ -37,14 +39,23 @@ class MegatronCritic(MegatronTrainable):
 
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: CriticSettings):
         self.arch, self.settings = arch, settings
-        super().__init__(build_gpt_model(arch, layout, settings.transformer_impl,
-                                         settings.token_dispatcher, value_head=True,
-                                         params_dtype=settings.optim.params_dtype), settings.optim)
+        super().__init__(
+            build_gpt_model(
+                arch,
+                layout,
+                settings.transformer_impl,
+                settings.token_dispatcher,
+                value_head=True,
+                params_dtype=settings.optim.params_dtype,
+            ),
+            settings.optim,
+        )
 
     def load_trunk(self, full_state: dict[str, torch.Tensor]) -> None:
         """Everything but the value head from full Megatron-named weights (e.g. the actor's)."""
-        weights.load_full_state_dict(self.model, full_state, self.arch,
-                                     skip=lambda name: name.startswith(VALUE_HEAD_PREFIX))
+        weights.load_full_state_dict(
+            self.model, full_state, self.arch, skip=lambda name: name.startswith(VALUE_HEAD_PREFIX)
+        )
         self.reload_weights()
 
     def load_trunk_from_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
@@ -65,8 +76,14 @@ class MegatronCritic(MegatronTrainable):
 
         def loss_fn(mb: TokenBatch, output: torch.Tensor):
             values = self._values_of(output)
-            loss, clip_frac = value_loss(values, mb.old_values, mb.returns, mb.loss_mask,
-                                         self.settings.value_clip, total_tokens=total_tokens)
+            loss, clip_frac = value_loss(
+                values,
+                mb.old_values,
+                mb.returns,
+                mb.loss_mask,
+                self.settings.value_clip,
+                total_tokens=total_tokens,
+            )
             return loss, {"value_clip_frac": clip_frac}
 
         metrics = self._step(self._accumulate(batch, loss_fn, total_tokens), lr)

@@ -15,8 +15,9 @@ from hyrl.backends.megatron.weights import is_expert
 
 
 @torch.no_grad()
-def sharded_squared_norm(model: torch.nn.Module, tensors: dict[str, torch.Tensor],
-                         include_experts: bool = True) -> float:
+def sharded_squared_norm(
+    model: torch.nn.Module, tensors: dict[str, torch.Tensor], include_experts: bool = True
+) -> float:
     """|x|^2 of a model-shaped set of tensors (by parameter name), summed over TP and EP shards
     and pipeline stages.
 
@@ -38,10 +39,16 @@ def sharded_squared_norm(model: torch.nn.Module, tensors: dict[str, torch.Tensor
         elif getattr(param, "tensor_model_parallel", False) or first_tp_rank:
             dense_sq += sq
     if parallel_state.get_tensor_model_parallel_world_size() > 1:
-        torch.distributed.all_reduce(dense_sq, group=parallel_state.get_tensor_model_parallel_group())
+        torch.distributed.all_reduce(
+            dense_sq, group=parallel_state.get_tensor_model_parallel_group()
+        )
     if include_experts and parallel_state.get_expert_model_parallel_world_size() > 1:
-        torch.distributed.all_reduce(expert_sq, group=parallel_state.get_expert_model_parallel_group())
+        torch.distributed.all_reduce(
+            expert_sq, group=parallel_state.get_expert_model_parallel_group()
+        )
     total = dense_sq + expert_sq
     if parallel_state.get_pipeline_model_parallel_world_size() > 1:  # each stage: its layers
-        torch.distributed.all_reduce(total, group=parallel_state.get_pipeline_model_parallel_group())
+        torch.distributed.all_reduce(
+            total, group=parallel_state.get_pipeline_model_parallel_group()
+        )
     return float(total)

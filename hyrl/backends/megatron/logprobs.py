@@ -28,8 +28,9 @@ def vocab_parallel_log_probs_and_entropy(
     Both results are float32 with the shape of targets; their gradients flow to this rank's
     logits shard (every TP rank computes the same loss from them).
     """
-    log_probs, entropy = _LogProbsAndEntropy.apply(logits, targets, float(temperature),
-                                                   with_entropy, chunk_positions)
+    log_probs, entropy = _LogProbsAndEntropy.apply(
+        logits, targets, float(temperature), with_entropy, chunk_positions
+    )
     return log_probs, entropy if with_entropy else None
 
 
@@ -71,8 +72,10 @@ class _LogProbsAndEntropy(torch.autograd.Function):
                 torch.distributed.all_reduce(shift, op=torch.distributed.ReduceOp.MAX, group=group)
             z -= shift.unsqueeze(-1)
             exp_z = torch.exp(z)
-            sums = [exp_z.sum(dim=-1),  # sum_v e^(z_v - shift), then the target's shifted logit
-                    z.gather(-1, local_ids[rows, None]).squeeze(-1) * on_this_rank[rows]]
+            sums = [
+                exp_z.sum(dim=-1),  # sum_v e^(z_v - shift), then the target's shifted logit
+                z.gather(-1, local_ids[rows, None]).squeeze(-1) * on_this_rank[rows],
+            ]
             if with_entropy:
                 sums.append((exp_z * z).sum(dim=-1))  # sum_v e^(z_v - shift) (z_v - shift)
             del exp_z
@@ -84,8 +87,9 @@ class _LogProbsAndEntropy(torch.autograd.Function):
             log_probs[rows] = sums[1] - log_sum
             if with_entropy:
                 entropy[rows] = log_sum - sums[2] / sums[0]
-        ctx.save_for_backward(logits, local_ids, on_this_rank, shifts, log_sums,
-                              *([entropy] if with_entropy else []))
+        ctx.save_for_backward(
+            logits, local_ids, on_this_rank, shifts, log_sums, *([entropy] if with_entropy else [])
+        )
         ctx.temperature, ctx.chunk_positions = temperature, chunk_positions
         ctx.set_materialize_grads(False)  # None for an output the loss does not use
         if not with_entropy:  # a placeholder output: autograd.Function returns tensors only
@@ -118,8 +122,9 @@ class _LogProbsAndEntropy(torch.autograd.Function):
             else:
                 grad_z = p.mul_(-grad_lp[rows].unsqueeze(-1))
             if grad_lp is not None:  # g_lp (1[v = t] - p): the 1[v = t] part
-                grad_z.scatter_add_(-1, local_ids[rows, None],
-                                    (grad_lp[rows] * on_this_rank[rows])[:, None])
+                grad_z.scatter_add_(
+                    -1, local_ids[rows, None], (grad_lp[rows] * on_this_rank[rows])[:, None]
+                )
             grad_logits[rows] = grad_z.div_(ctx.temperature)
         return grad_logits.view(logits.shape), None, None, None, None
 

@@ -58,7 +58,9 @@ def init_distributed(layout: ParallelLayout, seed: int, timeout_minutes: float =
         # MASTER_PORT says, so a stale or shared one cannot collide. Under torchrun (even with
         # one rank) the ranks meet at torchrun's own store: env://.
         under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
-        init_method = "env://" if world_size > 1 or under_torchrun else f"tcp://127.0.0.1:{_free_port()}"
+        init_method = (
+            "env://" if world_size > 1 or under_torchrun else f"tcp://127.0.0.1:{_free_port()}"
+        )
         torch.distributed.init_process_group(
             backend=cpu_compat.distributed_backend(),
             init_method=init_method,
@@ -113,8 +115,9 @@ def use_transformer_engine(transformer_impl: str) -> bool:
         return False
     have_te = transformer_engine_importable()
     if transformer_impl == "transformer_engine" and not have_te:
-        raise RuntimeError("--transformer-impl transformer_engine: "
-                           "transformer_engine does not import")
+        raise RuntimeError(
+            "--transformer-impl transformer_engine: transformer_engine does not import"
+        )
     return have_te
 
 
@@ -189,9 +192,11 @@ def _recompute_settings(layout: ParallelLayout) -> dict:
         return {}
     if layout.recompute_granularity == "selective":
         return {"recompute_granularity": "selective"}
-    return {"recompute_granularity": "full",
-            "recompute_method": layout.recompute_method or "uniform",
-            "recompute_num_layers": layout.recompute_num_layers or 1}
+    return {
+        "recompute_granularity": "full",
+        "recompute_method": layout.recompute_method or "uniform",
+        "recompute_num_layers": layout.recompute_num_layers or 1,
+    }
 
 
 def build_gpt_model(
@@ -217,8 +222,14 @@ def build_gpt_model(
     )
 
     with_te = use_transformer_engine(transformer_impl)  # the one place the kernels are chosen
-    config = transformer_config(arch, layout, token_dispatcher, params_dtype=params_dtype,
-                                routing_replay=routing_replay, grouped_gemm=with_te)
+    config = transformer_config(
+        arch,
+        layout,
+        token_dispatcher,
+        params_dtype=params_dtype,
+        routing_replay=routing_replay,
+        grouped_gemm=with_te,
+    )
     if with_te:
         layer_spec = get_gpt_layer_with_transformer_engine_spec(
             num_experts=arch.num_experts, moe_grouped_gemm=True, qk_layernorm=arch.qk_layernorm
@@ -280,8 +291,11 @@ class ValueHead(torch.nn.Module):
     def __init__(self, config):
         super().__init__()
         self.sequence_parallel = config.sequence_parallel
-        self.weight = torch.nn.Parameter(torch.empty(
-            1, config.hidden_size, dtype=config.params_dtype, device=cpu_compat.device()))
+        self.weight = torch.nn.Parameter(
+            torch.empty(
+                1, config.hidden_size, dtype=config.params_dtype, device=cpu_compat.device()
+            )
+        )
         torch.nn.init.normal_(self.weight, std=config.init_method_std)
 
     def forward(self, hidden_states, weight=None, runtime_gather_output=None):
@@ -289,7 +303,8 @@ class ValueHead(torch.nn.Module):
             from megatron.core.tensor_parallel.mappings import gather_from_sequence_parallel_region
 
             hidden_states = gather_from_sequence_parallel_region(
-                hidden_states, tensor_parallel_output_grad=False)
+                hidden_states, tensor_parallel_output_grad=False
+            )
         return torch.nn.functional.linear(hidden_states, self.weight), None
 
 

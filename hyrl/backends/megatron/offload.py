@@ -22,7 +22,7 @@ replaced by a copy). One code path runs on CPU (the host copy is a second host b
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -46,15 +46,19 @@ class HostCopies:
     def parked(self) -> bool:
         return bool(self._parked)
 
-    def offload(self, tensors: Iterable[torch.Tensor], device: torch.device,
-                skip: set[int] = frozenset()) -> int:
+    def offload(
+        self, tensors: Iterable[torch.Tensor], device: torch.device, skip: set[int] = frozenset()
+    ) -> int:
         """Park every distinct storage of `tensors` on `device` (not those in `skip`, ids from
         storage_ids; not those parked already); the bytes it releases there."""
         storages = {}
         for tensor in tensors:
             storage = tensor.untyped_storage()
-            if (storage.device.type == device.type and storage.nbytes() > 0
-                    and storage._cdata not in skip):
+            if (
+                storage.device.type == device.type
+                and storage.nbytes() > 0
+                and storage._cdata not in skip
+            ):
                 storages.setdefault(storage._cdata, storage)
         if not storages:
             return 0
@@ -111,9 +115,11 @@ def optimizer_tensors(optimizer) -> list[torch.Tensor]:
 
 def grad_buffer_bytes(ddp) -> int:
     """Bytes held by the gradient buffers of megatron's DistributedDataParallel."""
-    return sum(buffer.grad_data.untyped_storage().nbytes()
-               for buffer in ddp.buffers + ddp.expert_parallel_buffers
-               if buffer.grad_data is not None)
+    return sum(
+        buffer.grad_data.untyped_storage().nbytes()
+        for buffer in ddp.buffers + ddp.expert_parallel_buffers
+        if buffer.grad_data is not None
+    )
 
 
 class TrainableOffload:
@@ -138,8 +144,9 @@ class TrainableOffload:
             trainable.ddp.offload_grad_buffers(synchronize=self._on_cuda(), empty_cache=False)
             self.grads_offloaded = True
         weights = storage_ids(trainable.model.parameters())
-        freed += self.optimizer_states.offload(optimizer_tensors(trainable.optimizer),
-                                               trainable.device, skip=weights)
+        freed += self.optimizer_states.offload(
+            optimizer_tensors(trainable.optimizer), trainable.device, skip=weights
+        )
         for model in self.frozen_models:
             freed += self.frozen.offload(model.parameters(), trainable.device)
         return freed
@@ -159,5 +166,9 @@ class TrainableOffload:
 
     @property
     def offloaded(self) -> bool:
-        return (self.grads_offloaded or self.weights.parked or self.frozen.parked
-                or self.optimizer_states.parked)
+        return (
+            self.grads_offloaded
+            or self.weights.parked
+            or self.frozen.parked
+            or self.optimizer_states.parked
+        )

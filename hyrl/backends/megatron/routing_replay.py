@@ -38,17 +38,22 @@ def _replay_class():
             self.measure_only = False  # route on its own; only keep its choice for comparison
             self.own_topk_idx: torch.Tensor | None = None
 
-        def get_replay_topk(self, scores, topk, num_groups=None, group_topk=None,
-                            default_compute_topk=None):
+        def get_replay_topk(
+            self, scores, topk, num_groups=None, group_topk=None, default_compute_topk=None
+        ):
             if self.router_replay_action != RouterReplayAction.REPLAY_FORWARD:
-                return super().get_replay_topk(scores, topk, num_groups, group_topk,
-                                               default_compute_topk)
-            own_scores, own = default_compute_topk(scores, topk, num_groups=num_groups,
-                                                   group_topk=group_topk)
+                return super().get_replay_topk(
+                    scores, topk, num_groups, group_topk, default_compute_topk
+                )
+            own_scores, own = default_compute_topk(
+                scores, topk, num_groups=num_groups, group_topk=group_topk
+            )
             target = self.target_topk_idx.to(scores.device)
             if target.shape != own.shape:
-                raise RuntimeError(f"routing replay: {tuple(target.shape)} target ids for a router "
-                                   f"that routes {tuple(own.shape)} (tokens, top-k)")
+                raise RuntimeError(
+                    f"routing replay: {tuple(target.shape)} target ids for a router "
+                    f"that routes {tuple(own.shape)} (tokens, top-k)"
+                )
             if self.keep_own:
                 self.own_topk_idx = own.detach()
             if self.measure_only:
@@ -72,12 +77,12 @@ def local_rows(per_position: torch.Tensor) -> torch.Tensor:
     see the tokens: s-major, and under sequence parallelism this TP rank's s / TP slice."""
     from megatron.core import parallel_state
 
-    seq_first = per_position.transpose(0, 1)                      # [s, b, ...]
+    seq_first = per_position.transpose(0, 1)  # [s, b, ...]
     tp = parallel_state.get_tensor_model_parallel_world_size()
     if tp > 1:  # TP > 1 with MoE requires sequence parallelism (hyrl.config)
         chunk = seq_first.shape[0] // tp
         rank = parallel_state.get_tensor_model_parallel_rank()
-        seq_first = seq_first[rank * chunk:(rank + 1) * chunk]
+        seq_first = seq_first[rank * chunk : (rank + 1) * chunk]
     return seq_first.reshape(-1, *per_position.shape[2:])
 
 
@@ -91,25 +96,30 @@ class RoutingReplay:
             raise ValueError("routing replay needs MoE layers; the model has none")
         for router in self.routers:
             if router.router_replay is None:
-                raise ValueError("routing replay: the model was built without "
-                                 "moe_enable_routing_replay=True")
+                raise ValueError(
+                    "routing replay: the model was built without moe_enable_routing_replay=True"
+                )
             if router.config.moe_router_fusion:  # the fused top-k never asks RouterReplay
                 raise ValueError("routing replay does not work with moe_router_fusion=True")
             router.router_replay = replay_class()
         self._used: list[torch.Tensor | None] = [None] * len(self.routers)
-        self._hooks = [router.register_forward_hook(self._record_used(i))
-                       for i, router in enumerate(self.routers)]
+        self._hooks = [
+            router.register_forward_hook(self._record_used(i))
+            for i, router in enumerate(self.routers)
+        ]
         self._recording = False
 
     def _record_used(self, index: int):
         def hook(module, inputs, outputs):
             if self._recording:
                 self._used[index] = outputs[1].detach()  # routing_map [tokens, experts], bool
+
         return hook
 
     @contextmanager
-    def replaying(self, routed_experts: torch.Tensor | None, record: bool = False,
-                  replay: bool = True):
+    def replaying(
+        self, routed_experts: torch.Tensor | None, record: bool = False, replay: bool = True
+    ):
         """Within the block the routers replay `routed_experts` ([b, s, layers, k], -1 where
         none) of the micro-batch being run. record=True keeps, per layer, the router's own
         top-k and the routing map it dispatched with (read them with `comparison`).
@@ -118,9 +128,11 @@ class RoutingReplay:
             yield self
             return
         if routed_experts.shape[2] != len(self.routers):
-            raise ValueError(f"routing replay: ids for {routed_experts.shape[2]} MoE layers, the "
-                             f"model has {len(self.routers)}")
-        rows = local_rows(routed_experts)                          # [tokens, layers, k]
+            raise ValueError(
+                f"routing replay: ids for {routed_experts.shape[2]} MoE layers, the "
+                f"model has {len(self.routers)}"
+            )
+        rows = local_rows(routed_experts)  # [tokens, layers, k]
         for layer, router in enumerate(self.routers):
             replayer = router.router_replay
             replayer.set_target_indices(rows[:, layer].contiguous())
@@ -144,8 +156,8 @@ class RoutingReplay:
         the (position, layer) pairs where `positions` ([b, s] bool) is set and the engine gave
         ids. "own differs": the router's own top-k set is not the engine's; "used differs": the
         experts megatron dispatched the token to are not the engine's (0 when replay works)."""
-        rows = local_rows(routed_experts)                          # [tokens, layers, k]
-        where = local_rows(positions.to(torch.bool))               # [tokens]
+        rows = local_rows(routed_experts)  # [tokens, layers, k]
+        where = local_rows(positions.to(torch.bool))  # [tokens]
         counts = torch.zeros(3, dtype=torch.float64)
         for layer, router in enumerate(self.routers):
             engine_ids = rows[:, layer].to(torch.long)
@@ -156,8 +168,9 @@ class RoutingReplay:
             own_ids = router.router_replay.own_topk_idx
             if used_map is None or own_ids is None:
                 raise RuntimeError("routing replay: comparison without a recorded forward")
-            engine_map = torch.zeros_like(used_map).scatter_(1, engine_ids.clamp(min=0).to(
-                used_map.device), True)
+            engine_map = torch.zeros_like(used_map).scatter_(
+                1, engine_ids.clamp(min=0).to(used_map.device), True
+            )
             own_map = torch.zeros_like(used_map).scatter_(1, own_ids, True)
             pick = pick.to(used_map.device)
             counts[0] += float(pick.sum())

@@ -37,17 +37,21 @@ class OptimizerSettings:
         return cls(
             micro_batch_size=getattr(flags, f"{prefix}micro_batch_size"),
             weight_decay=getattr(flags, f"{prefix}weight_decay"),
-            adam_beta1=flags.adam_beta1, adam_beta2=flags.adam_beta2, adam_eps=flags.adam_eps,
+            adam_beta1=flags.adam_beta1,
+            adam_beta2=flags.adam_beta2,
+            adam_eps=flags.adam_eps,
             clip_grad=getattr(flags, f"{prefix}clip_grad"),
             noise_scale_beta=flags.noise_scale_beta,
-            max_tokens_per_micro_batch=(flags.max_tokens_per_gpu
-                                        if flags.use_dynamic_batch_size else None),
+            max_tokens_per_micro_batch=(
+                flags.max_tokens_per_gpu if flags.use_dynamic_batch_size else None
+            ),
             pad_to_multiple_of=flags.tensor_model_parallel_size,
             bf16=flags.bf16,
             use_distributed_optimizer=flags.use_distributed_optimizer,
             grad_reduce_in_fp32=flags.accumulate_allreduce_grads_in_fp32,
             overlap_grad_reduce=flags.overlap_grad_reduce,
-            ddp_bucket_size=flags.ddp_bucket_size)
+            ddp_bucket_size=flags.ddp_bucket_size,
+        )
 
     @property
     def params_dtype(self) -> torch.dtype:
@@ -65,20 +69,36 @@ def wrap_for_training(model: torch.nn.Module, optim: OptimizerSettings):
 
     config = model.config
     module = Float16Module(config, model) if optim.bf16 else model  # bf16 params stay in `model`
-    ddp = DistributedDataParallel(config, DistributedDataParallelConfig(
-        grad_reduce_in_fp32=optim.grad_reduce_in_fp32,
-        overlap_grad_reduce=optim.overlap_grad_reduce,
-        use_distributed_optimizer=optim.use_distributed_optimizer,
-        bucket_size=optim.ddp_bucket_size,
-        # the loss is a sum over the global batch's tokens already divided by their count
-        # (calculate_per_token_loss in the model config): DP reductions sum, never average
-        average_in_collective=False), module)
+    ddp = DistributedDataParallel(
+        config,
+        DistributedDataParallelConfig(
+            grad_reduce_in_fp32=optim.grad_reduce_in_fp32,
+            overlap_grad_reduce=optim.overlap_grad_reduce,
+            use_distributed_optimizer=optim.use_distributed_optimizer,
+            bucket_size=optim.ddp_bucket_size,
+            # the loss is a sum over the global batch's tokens already divided by their count
+            # (calculate_per_token_loss in the model config): DP reductions sum, never average
+            average_in_collective=False,
+        ),
+        module,
+    )
     config.no_sync_func = ddp.no_sync  # what megatron's pipeline schedules hold micro-batches in
-    optimizer = get_megatron_optimizer(OptimizerConfig(
-        optimizer="adam", lr=0.0, min_lr=0.0, weight_decay=optim.weight_decay,
-        adam_beta1=optim.adam_beta1, adam_beta2=optim.adam_beta2, adam_eps=optim.adam_eps,
-        clip_grad=optim.clip_grad, bf16=optim.bf16, params_dtype=optim.params_dtype,
-        use_distributed_optimizer=optim.use_distributed_optimizer), [ddp])
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            optimizer="adam",
+            lr=0.0,
+            min_lr=0.0,
+            weight_decay=optim.weight_decay,
+            adam_beta1=optim.adam_beta1,
+            adam_beta2=optim.adam_beta2,
+            adam_eps=optim.adam_eps,
+            clip_grad=optim.clip_grad,
+            bf16=optim.bf16,
+            params_dtype=optim.params_dtype,
+            use_distributed_optimizer=optim.use_distributed_optimizer,
+        ),
+        [ddp],
+    )
     return ddp, optimizer
 
 
@@ -106,8 +126,11 @@ class MegatronTrainable:
         self.optimizer_steps = 0
         self.skipped_steps = 0  # updates skipped for a non-finite loss or gradient norm, in all
         self.consecutive_skips = 0  # ... and in a row up to the latest step (0: it updated)
-        self.noise_scale = (None if optim.noise_scale_beta is None
-                            else GradientNoiseScale(beta=optim.noise_scale_beta))
+        self.noise_scale = (
+            None
+            if optim.noise_scale_beta is None
+            else GradientNoiseScale(beta=optim.noise_scale_beta)
+        )
         self._small_batch = None  # (|g_b|^2 list, b) measured by _accumulate for _step
 
     def reload_weights(self) -> None:
@@ -152,14 +175,20 @@ class MegatronTrainable:
         if expert_parallel:
             ranges = split_to_count(ranges, self._agreed_count(len(ranges)))
         # (rows, length): each range trimmed to its longest sequence, in multiples for SP
-        shapes = [(stop - start, min(-(-max(lengths[start:stop]) // multiple) * multiple,
-                                     batch.tokens.shape[1])) for start, stop in ranges]
+        shapes = [
+            (
+                stop - start,
+                min(-(-max(lengths[start:stop]) // multiple) * multiple, batch.tokens.shape[1]),
+            )
+            for start, stop in ranges
+        ]
         if expert_parallel:
             if self.model.config.moe_token_dispatcher_type == "allgather":
                 shapes = self._agreed_shapes(shapes)  # it gathers equal token counts
             else:  # alltoall exchanges any counts: only the number of micro-batches is agreed
                 shapes += [shapes[-1] if shapes else (1, batch.tokens.shape[1])] * (
-                    self._agreed_count(len(shapes)) - len(shapes))
+                    self._agreed_count(len(shapes)) - len(shapes)
+                )
         if self._pipelined() and shapes:
             # stages pass activations of one fixed shape (megatron allows variable lengths
             # only with the alltoall dispatcher): every micro-batch grows to the largest
@@ -179,9 +208,10 @@ class MegatronTrainable:
         count = self._agreed_count(len(shapes))
         local = torch.zeros((count, 2), dtype=torch.int64, device=self.device)
         if shapes:
-            local[:len(shapes)] = torch.tensor(shapes, dtype=torch.int64)
-        torch.distributed.all_reduce(local, op=torch.distributed.ReduceOp.MAX,
-                                     group=parallel_state.get_data_parallel_group())
+            local[: len(shapes)] = torch.tensor(shapes, dtype=torch.int64)
+        torch.distributed.all_reduce(
+            local, op=torch.distributed.ReduceOp.MAX, group=parallel_state.get_data_parallel_group()
+        )
         return [(int(r), int(n)) for r, n in local.cpu()]
 
     def _agreed_count(self, local_count: int) -> int:
@@ -192,8 +222,9 @@ class MegatronTrainable:
         if parallel_state.get_data_parallel_world_size() == 1:
             return local_count
         count = torch.tensor([local_count], dtype=torch.int64, device=self.device)
-        torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX,
-                                     group=parallel_state.get_data_parallel_group())
+        torch.distributed.all_reduce(
+            count, op=torch.distributed.ReduceOp.MAX, group=parallel_state.get_data_parallel_group()
+        )
         return int(count.item())
 
     @staticmethod
@@ -205,14 +236,18 @@ class MegatronTrainable:
         return torch.cat([output, pad], dim=1)
 
     @classmethod
-    def _cat_padded(cls, parts: list[tuple[torch.Tensor, ...]], length: int
-                    ) -> tuple[torch.Tensor, ...]:
+    def _cat_padded(
+        cls, parts: list[tuple[torch.Tensor, ...]], length: int
+    ) -> tuple[torch.Tensor, ...]:
         """Micro-batches' tuples of [n, l] outputs as [N, length] tensors in host memory."""
-        return tuple(torch.cat([cls._pad_to(part[i], length) for part in parts]).cpu()
-                     for i in range(len(parts[0])))
+        return tuple(
+            torch.cat([cls._pad_to(part[i], length) for part in parts]).cpu()
+            for i in range(len(parts[0]))
+        )
 
-    def _accumulate(self, batch: TokenBatch, loss_fn, total_tokens: float
-                    ) -> dict[str, torch.Tensor]:
+    def _accumulate(
+        self, batch: TokenBatch, loss_fn, total_tokens: float
+    ) -> dict[str, torch.Tensor]:
         """Forward/backward every micro-batch; `loss_fn(micro_batch, outputs) -> (loss, stats)`
         with outputs the model's last layer for the micro-batch (see _outputs).
 
@@ -231,8 +266,12 @@ class MegatronTrainable:
             return self._accumulate_pipelined(batch, loss_fn, total_tokens)
         micro_batches = [mb for mb, _ in self._micro_batches(batch)]
         # Dynamic micro-batches differ in size, and the estimator needs one small-batch size.
-        per_micro_batch = (self.noise_scale is not None and dp_size == 1 and len(micro_batches) > 1
-                           and self.optim.max_tokens_per_micro_batch is None)
+        per_micro_batch = (
+            self.noise_scale is not None
+            and dp_size == 1
+            and len(micro_batches) > 1
+            and self.optim.max_tokens_per_micro_batch is None
+        )
         include_experts = self._noise_includes_experts()
         small_sq: list[float] = []
         sums: dict[str, torch.Tensor] = {}
@@ -241,20 +280,26 @@ class MegatronTrainable:
             # --overlap-grad-reduce: megatron's DDP starts each bucket's reduction in the last
             # micro-batch's backward pass; no_sync keeps the earlier ones to accumulation
             last = index == len(micro_batches) - 1
-            with self._micro_batch_context(micro_batch), \
-                    (nullcontext() if last else self.ddp.no_sync()):  # forward, backward
+            with (
+                self._micro_batch_context(micro_batch),
+                nullcontext() if last else self.ddp.no_sync(),
+            ):  # forward, backward
                 micro_batch = micro_batch.to(self.device)
                 loss, stats = loss_fn(micro_batch, self._outputs(self.ddp, micro_batch))
                 loss.backward()
             if per_micro_batch:
                 added = {n: g - before[n] for n, g in self._local_grads().items()}
                 share = micro_batch.num_response_tokens / total_tokens
-                small_sq.append(grads.sharded_squared_norm(self.model, added, include_experts)
-                                / share**2)
+                small_sq.append(
+                    grads.sharded_squared_norm(self.model, added, include_experts) / share**2
+                )
             for key, value in {"loss": loss.detach(), **stats}.items():
                 sums[key] = sums.get(key, 0.0) + value.detach().double()
-        self._small_batch = ((small_sq, float(self.optim.micro_batch_size)) if per_micro_batch
-                             else self._per_rank_small_batch(batch, total_tokens))
+        self._small_batch = (
+            (small_sq, float(self.optim.micro_batch_size))
+            if per_micro_batch
+            else self._per_rank_small_batch(batch, total_tokens)
+        )
         return sums
 
     def _per_rank_small_batch(self, batch: TokenBatch, total_tokens: float):
@@ -267,9 +312,16 @@ class MegatronTrainable:
         if self.noise_scale is None or dp_size == 1:
             return None
         share = batch.num_response_tokens / total_tokens
-        local = torch.tensor([grads.sharded_squared_norm(self.model, self._local_grads(),
-                                                         self._noise_includes_experts())
-                              / share**2], dtype=torch.float64, device=self.device)
+        local = torch.tensor(
+            [
+                grads.sharded_squared_norm(
+                    self.model, self._local_grads(), self._noise_includes_experts()
+                )
+                / share**2
+            ],
+            dtype=torch.float64,
+            device=self.device,
+        )
         parts = [torch.empty_like(local) for _ in range(dp_size)]
         torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
         return [float(p) for p in parts], float(len(batch))
@@ -281,8 +333,9 @@ class MegatronTrainable:
 
         return parallel_state.get_pipeline_model_parallel_world_size() > 1
 
-    def _run_pipeline(self, module, micro_batches: list, on_last_stage, forward_only: bool
-                      ) -> list[dict]:
+    def _run_pipeline(
+        self, module, micro_batches: list, on_last_stage, forward_only: bool
+    ) -> list[dict]:
         """Every (micro-batch, rows) through megatron's pipeline schedule (1F1B, or forward
         only): `on_last_stage(micro_batch, rows, output)` turns the last stage's output into
         (loss, stats dict); the stats of every micro-batch come back on the last stage, [] on
@@ -303,10 +356,14 @@ class MegatronTrainable:
             return output, loss_func
 
         results = get_forward_backward_func()(
-            forward_step_func=forward_step, data_iterator=iter(micro_batches), model=[module],
+            forward_step_func=forward_step,
+            data_iterator=iter(micro_batches),
+            model=[module],
             num_microbatches=len(micro_batches),
             seq_length=max(mb.tokens.shape[1] for mb, _ in micro_batches),
-            micro_batch_size=max(len(mb) for mb, _ in micro_batches), forward_only=forward_only)
+            micro_batch_size=max(len(mb) for mb, _ in micro_batches),
+            forward_only=forward_only,
+        )
         return list(results or [])  # the last stage's list of stats; nothing elsewhere
 
     def _forward_only(self, module, batch: TokenBatch, outputs_of) -> tuple[torch.Tensor, ...]:
@@ -318,19 +375,26 @@ class MegatronTrainable:
             parts = []
             for micro_batch, rows in self._micro_batches(batch):
                 micro_batch = micro_batch.to(self.device)
-                parts.append(tuple(t[:rows] for t in outputs_of(
-                    micro_batch, self._outputs(module, micro_batch))))  # not the padding rows
+                parts.append(
+                    tuple(
+                        t[:rows]
+                        for t in outputs_of(micro_batch, self._outputs(module, micro_batch))
+                    )
+                )  # not the padding rows
             return self._cat_padded(parts, length)
 
         def on_last_stage(micro_batch, rows, output):
             outs = outputs_of(micro_batch, output)
             return output.new_zeros(()), {str(i): t[:rows].detach() for i, t in enumerate(outs)}
 
-        results = self._run_pipeline(module, list(self._micro_batches(batch)), on_last_stage,
-                                     forward_only=True)
-        gathered = (self._cat_padded([tuple(r[str(i)] for i in range(len(r))) for r in results],
-                                     length)
-                    if results else None)  # the last stage's, in host memory; sent as objects
+        results = self._run_pipeline(
+            module, list(self._micro_batches(batch)), on_last_stage, forward_only=True
+        )
+        gathered = (
+            self._cat_padded([tuple(r[str(i)] for i in range(len(r))) for r in results], length)
+            if results
+            else None
+        )  # the last stage's, in host memory; sent as objects
         return self._from_last_stage(gathered)
 
     def _from_last_stage(self, value):
@@ -345,22 +409,26 @@ class MegatronTrainable:
         group = parallel_state.get_pipeline_model_parallel_group()
         last = torch.distributed.get_process_group_ranks(group)[-1]
         holder = [value]
-        torch.distributed.broadcast_object_list(holder, src=last, group=group,
-                                                device=collective_device(group))
+        torch.distributed.broadcast_object_list(
+            holder, src=last, group=group, device=collective_device(group)
+        )
         return holder[0]
 
-    def _accumulate_pipelined(self, batch: TokenBatch, loss_fn, total_tokens: float
-                              ) -> dict[str, torch.Tensor]:
+    def _accumulate_pipelined(
+        self, batch: TokenBatch, loss_fn, total_tokens: float
+    ) -> dict[str, torch.Tensor]:
         """_accumulate under PP > 1: megatron's 1F1B schedule runs forward and backward of every
         micro-batch; the sums come from the last stage to every stage. The noise scale measures
         each DP rank's gradient (DP > 1); one micro-batch's gradient cannot be told apart while
         the stages interleave them, so at DP = 1 it measures nothing (see README)."""
+
         def on_last_stage(micro_batch, rows, output):
             loss, stats = loss_fn(micro_batch, output)
             return loss, {"loss": loss.detach(), **{k: v.detach() for k, v in stats.items()}}
 
-        results = self._run_pipeline(self.ddp, list(self._micro_batches(batch)), on_last_stage,
-                                     forward_only=False)
+        results = self._run_pipeline(
+            self.ddp, list(self._micro_batches(batch)), on_last_stage, forward_only=False
+        )
         sums: dict[str, float] = {}
         for stats in results:
             for key, value in stats.items():
@@ -377,8 +445,11 @@ class MegatronTrainable:
     def _local_grads(self, clone: bool = False) -> dict[str, torch.Tensor]:
         """This rank's gradients so far, before any reduction: the views of megatron's DDP
         gradient buffers (`main_grad`) its backward hooks accumulate into."""
-        return {n: p.main_grad.detach().clone() if clone else p.main_grad.detach()
-                for n, p in self.model.named_parameters() if p.requires_grad}
+        return {
+            n: p.main_grad.detach().clone() if clone else p.main_grad.detach()
+            for n, p in self.model.named_parameters()
+            if p.requires_grad
+        }
 
     @staticmethod
     def _noise_includes_experts() -> bool:
@@ -427,9 +498,15 @@ class MegatronTrainable:
             torch.distributed.all_reduce(totals, group=parallel_state.get_data_parallel_group())
         p = self.metric_prefix
         metrics = {f"{p}/{k}": float(v) for k, v in zip(keys, totals.cpu())}
-        metrics.update({f"{p}/grad_norm": grad_norm, f"{p}/lr": lr,
-                        f"{p}/optimizer_steps": self.optimizer_steps,
-                        f"{p}/skipped": float(skipped), **noise_metrics})
+        metrics.update(
+            {
+                f"{p}/grad_norm": grad_norm,
+                f"{p}/lr": lr,
+                f"{p}/optimizer_steps": self.optimizer_steps,
+                f"{p}/skipped": float(skipped),
+                **noise_metrics,
+            }
+        )
         return metrics
 
     def _clip(self, grad_norm: float) -> None:
@@ -448,8 +525,10 @@ class MegatronTrainable:
         """True when no rank saw a non-finite loss share or gradient norm (collective)."""
         import math
 
-        bad = torch.tensor([0.0 if torch.isfinite(local_loss).all() and math.isfinite(grad_norm)
-                            else 1.0], device=self.device)
+        bad = torch.tensor(
+            [0.0 if torch.isfinite(local_loss).all() and math.isfinite(grad_norm) else 1.0],
+            device=self.device,
+        )
         if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
             torch.distributed.all_reduce(bad)  # a sum over the world: every rank decides alike
         return float(bad) == 0.0
@@ -458,9 +537,12 @@ class MegatronTrainable:
     def state_dict(self) -> dict:
         """This rank's counters and noise-scale averages (weights and optimizer states go to
         distributed checkpoints: hyrl.checkpoint.trainer_state)."""
-        return {"optimizer_steps": self.optimizer_steps, "skipped_steps": self.skipped_steps,
-                "consecutive_skips": self.consecutive_skips,
-                "noise_scale": None if self.noise_scale is None else self.noise_scale.state_dict()}
+        return {
+            "optimizer_steps": self.optimizer_steps,
+            "skipped_steps": self.skipped_steps,
+            "consecutive_skips": self.consecutive_skips,
+            "noise_scale": None if self.noise_scale is None else self.noise_scale.state_dict(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.optimizer_steps = int(state["optimizer_steps"])
@@ -481,18 +563,23 @@ class MegatronTrainable:
             return {}
         small_sq, b_small = self._small_batch
         if self._noise_includes_experts():
-            big_sq = grad_norm ** 2
+            big_sq = grad_norm**2
         else:
-            big_sq = sum(float(sub.get_grad_norm()) ** 2 for sub in _sub_optimizers(self.optimizer)
-                         if not _holds_experts(sub))
+            big_sq = sum(
+                float(sub.get_grad_norm()) ** 2
+                for sub in _sub_optimizers(self.optimizer)
+                if not _holds_experts(sub)
+            )
         b_big = b_small * len(small_sq)  # micro-batches of one rank, or one share per DP rank
         if not all(math.isfinite(x) for x in (*small_sq, big_sq)):
             return {}  # a non-finite step would poison the moving averages for good
         self.noise_scale.update(small_sq, big_sq, b_small, b_big)
         p = self.metric_prefix
-        return {f"{p}/noise_scale": self.noise_scale.b_simple,
-                f"{p}/noise_grad_sq": self.noise_scale.grad_sq,
-                f"{p}/noise_trace_sigma": self.noise_scale.trace_sigma}
+        return {
+            f"{p}/noise_scale": self.noise_scale.b_simple,
+            f"{p}/noise_grad_sq": self.noise_scale.grad_sq,
+            f"{p}/noise_trace_sigma": self.noise_scale.trace_sigma,
+        }
 
     # -- --offload-train: GPU memory handed to colocated engines (hyrl.backends.megatron.offload)
     def _offload(self):

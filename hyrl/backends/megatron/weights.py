@@ -32,8 +32,9 @@ def global_layer_name(local_name: str, arch: Qwen3MoeArch) -> str:
     """A pipeline stage's local layer index -> the model's (stage s holds layers s*L/PP ..)."""
     from megatron.core import parallel_state
 
-    offset = (parallel_state.get_pipeline_model_parallel_rank()
-              * (arch.num_layers // parallel_state.get_pipeline_model_parallel_world_size()))
+    offset = parallel_state.get_pipeline_model_parallel_rank() * (
+        arch.num_layers // parallel_state.get_pipeline_model_parallel_world_size()
+    )
     if offset == 0:
         return local_name
     return _LOCAL_LAYER.sub(lambda m: f"{m[1]}{int(m[2]) + offset}{m[3]}", local_name)
@@ -45,8 +46,9 @@ def global_name(local_name: str, arch: Qwen3MoeArch) -> str:
     from megatron.core import parallel_state
 
     offset = parallel_state.get_expert_model_parallel_rank() * _num_local_experts(arch)
-    return _LOCAL_EXPERT.sub(lambda m: f"{m[1]}{int(m[2]) + offset}{m[3]}",
-                             global_layer_name(local_name, arch))
+    return _LOCAL_EXPERT.sub(
+        lambda m: f"{m[1]}{int(m[2]) + offset}{m[3]}", global_layer_name(local_name, arch)
+    )
 
 
 def _tp_split(param: torch.nn.Parameter, name: str) -> bool:
@@ -55,8 +57,12 @@ def _tp_split(param: torch.nn.Parameter, name: str) -> bool:
 
 
 @torch.no_grad()
-def load_full_state_dict(model: torch.nn.Module, full: dict[str, torch.Tensor],
-                         arch: Qwen3MoeArch, skip=lambda name: False) -> None:
+def load_full_state_dict(
+    model: torch.nn.Module,
+    full: dict[str, torch.Tensor],
+    arch: Qwen3MoeArch,
+    skip=lambda name: False,
+) -> None:
     """Copy full tensors (Megatron names, global expert ids) into this rank's shards.
 
     Parameters for which `skip(local name)` is true keep their values.
@@ -77,15 +83,18 @@ def load_full_state_dict(model: torch.nn.Module, full: dict[str, torch.Tensor],
         if _tp_split(param, name):
             tensor = torch.chunk(tensor, tp_size, dim=param.partition_dim)[tp_rank]
         if tensor.shape != param.shape:
-            raise ValueError(f"{key}: shard shape {tuple(tensor.shape)} != parameter {tuple(param.shape)}")
+            raise ValueError(
+                f"{key}: shard shape {tuple(tensor.shape)} != parameter {tuple(param.shape)}"
+            )
         param.copy_(tensor.to(param.dtype))
     if missing:
         raise KeyError(f"weights missing for {len(missing)} parameters, e.g. {missing[:3]}")
 
 
 @torch.no_grad()
-def iter_full_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
-                         live: LiveBytes | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+def iter_full_parameters(
+    model: torch.nn.Module, arch: Qwen3MoeArch, live: LiveBytes | None = None
+) -> Iterator[tuple[str, torch.Tensor]]:
     """(Megatron name with global layer and expert ids, full tensor), one parameter at a time,
     on the parameter's device and in its dtype: TP shards all-gathered and concatenated, an
     expert all-gathered over EP (one item per EP rank's copy of that local expert), and under
@@ -107,13 +116,15 @@ def iter_full_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
     my_stage = parallel_state.get_pipeline_model_parallel_rank()
     device = next(model.parameters()).device
     stage_items: list = [None] * pp_size  # every stage's (name, shape, dtype), in stage order
-    torch.distributed.all_gather_object(stage_items, _stage_parameter_items(model, arch),
-                                        group=pp_group)
+    torch.distributed.all_gather_object(
+        stage_items, _stage_parameter_items(model, arch), group=pp_group
+    )
     for stage in range(pp_size):
         if stage == my_stage:
             for name, tensor in _iter_stage_parameters(model, arch, live):
-                torch.distributed.broadcast(tensor.contiguous(), src=pp_ranks[stage],
-                                            group=pp_group)
+                torch.distributed.broadcast(
+                    tensor.contiguous(), src=pp_ranks[stage], group=pp_group
+                )
                 yield name, tensor
             continue
         for name, shape, dtype in stage_items[stage]:
@@ -140,8 +151,10 @@ def _full_names(name: str, arch: Qwen3MoeArch) -> list[str]:
     if not (is_expert(name) and ep_size > 1):
         return [layer_name]
     local_id, local_experts = int(_LOCAL_EXPERT.search(name)[2]), _num_local_experts(arch)
-    return [_LOCAL_EXPERT.sub(rf"\g<1>{ep_rank * local_experts + local_id}\g<3>", layer_name)
-            for ep_rank in range(ep_size)]
+    return [
+        _LOCAL_EXPERT.sub(rf"\g<1>{ep_rank * local_experts + local_id}\g<3>", layer_name)
+        for ep_rank in range(ep_size)
+    ]
 
 
 def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
@@ -161,8 +174,9 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
     return items
 
 
-def _iter_stage_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
-                           live: LiveBytes) -> Iterator[tuple[str, torch.Tensor]]:
+def _iter_stage_parameters(
+    model: torch.nn.Module, arch: Qwen3MoeArch, live: LiveBytes
+) -> Iterator[tuple[str, torch.Tensor]]:
     """iter_full_parameters within one pipeline stage (every rank of the stage iterates)."""
     from megatron.core import parallel_state
 
@@ -175,7 +189,10 @@ def _iter_stage_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
         full_names = _full_names(name, arch)
         tensor, held = param.detach(), 0
         if _tp_split(param, name) and tp_size > 1:
-            tensor, held = _all_gather(tensor, tp_size, tp_group, live), tp_size * tensor_bytes(tensor)
+            tensor, held = (
+                _all_gather(tensor, tp_size, tp_group, live),
+                tp_size * tensor_bytes(tensor),
+            )
             if param.partition_dim != 0:  # shards side by side: one copy, then the buffer goes
                 tensor = torch.cat(tensor.unbind(0), dim=param.partition_dim)
                 live.add(tensor_bytes(tensor))
@@ -197,16 +214,18 @@ def _iter_stage_parameters(model: torch.nn.Module, arch: Qwen3MoeArch,
 def _all_gather(tensor: torch.Tensor, world: int, group, live: LiveBytes) -> torch.Tensor:
     """[world, *tensor.shape], rank r's tensor at [r]: one buffer, written in place
     (all_gather into a list would stage a second, flat copy: measured on gloo)."""
-    out = torch.empty((world * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype,
-                      device=tensor.device)  # ranks concatenated along dim 0, as gloo wants it
+    out = torch.empty(
+        (world * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device
+    )  # ranks concatenated along dim 0, as gloo wants it
     live.add(tensor_bytes(out))
     torch.distributed.all_gather_into_tensor(out, tensor.contiguous(), group=group)
     return out.view(world, *tensor.shape)
 
 
 @torch.no_grad()
-def gather_full_state_dict(model: torch.nn.Module, arch: Qwen3MoeArch,
-                           keep: bool = True) -> dict[str, torch.Tensor]:
+def gather_full_state_dict(
+    model: torch.nn.Module, arch: Qwen3MoeArch, keep: bool = True
+) -> dict[str, torch.Tensor]:
     """The full model in host memory (conversion, checkpoints, the critic's first weights).
 
     Collective: every rank calls it. keep=False: this rank takes part in the gathers and keeps
@@ -218,9 +237,13 @@ def gather_full_state_dict(model: torch.nn.Module, arch: Qwen3MoeArch,
     return full
 
 
-def iter_hf_buckets(model: torch.nn.Module, arch: Qwen3MoeArch, buffer_bytes: int,
-                    keep: Callable[[int], bool] | bool = True,
-                    live: LiveBytes | None = None) -> Iterator[NamedTensors]:
+def iter_hf_buckets(
+    model: torch.nn.Module,
+    arch: Qwen3MoeArch,
+    buffer_bytes: int,
+    keep: Callable[[int], bool] | bool = True,
+    live: LiveBytes | None = None,
+) -> Iterator[NamedTensors]:
     """The model as buckets of HF checkpoint-layout tensors (``hf_mapping.
     megatron_to_hf_checkpoint``), each <= buffer_bytes (one larger tensor is a bucket alone),
     built one Megatron parameter at a time: no rank ever holds more than a bucket, the tensors
@@ -234,9 +257,11 @@ def iter_hf_buckets(model: torch.nn.Module, arch: Qwen3MoeArch, buffer_bytes: in
     ``LiveBytes``); its peak is what a sync reports as perf/weight_sync_peak_bytes."""
     keeps = keep if callable(keep) else (lambda index: keep)
     live = live if live is not None else LiveBytes()
-    named = ((hf_name, hf_tensor)
-             for name, tensor in iter_full_parameters(model, arch, live)
-             for hf_name, hf_tensor in hf_mapping.megatron_to_hf_checkpoint(name, tensor, arch))
+    named = (
+        (hf_name, hf_tensor)
+        for name, tensor in iter_full_parameters(model, arch, live)
+        for hf_name, hf_tensor in hf_mapping.megatron_to_hf_checkpoint(name, tensor, arch)
+    )
     index = 0
     # not enumerate(): it keeps its last (index, bucket) tuple, so the previous bucket would
     # stay alive until the next one is complete (measured: twice the memory)

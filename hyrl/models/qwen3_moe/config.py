@@ -25,7 +25,7 @@ class Qwen3MoeArch:
     untie_embeddings_and_output_weights: bool = True
 
     @classmethod
-    def from_flags(cls, flags) -> "Qwen3MoeArch":
+    def from_flags(cls, flags) -> Qwen3MoeArch:
         """Read the architecture from any object whose attributes are named like the flags."""
         return cls(**{f.name: getattr(flags, f.name) for f in fields(cls)})
 
@@ -62,11 +62,24 @@ class Qwen3MoeArch:
         """Where a Hugging Face config.json disagrees with this architecture, as 'key: a != b'."""
         ours = _with_num_experts(self.to_hf_config().to_dict())
         theirs = _with_num_experts(hf_config)
-        keys = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers",
-                "num_attention_heads", "num_key_value_heads", "head_dim", "num_experts",
-                "num_experts_per_tok", "moe_intermediate_size", "tie_word_embeddings")
-        return [f"{k}: {theirs.get(k)!r} in the checkpoint, {ours.get(k)!r} in the flags"
-                for k in keys if theirs.get(k) != ours.get(k)]
+        keys = (
+            "model_type",
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "num_experts",
+            "num_experts_per_tok",
+            "moe_intermediate_size",
+            "tie_word_embeddings",
+        )
+        return [
+            f"{k}: {theirs.get(k)!r} in the checkpoint, {ours.get(k)!r} in the flags"
+            for k in keys
+            if theirs.get(k) != ours.get(k)
+        ]
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -74,8 +87,10 @@ class Qwen3MoeArch:
 
 def _with_num_experts(hf_config: dict) -> dict:
     """transformers 5 writes the expert count as num_local_experts, earlier ones num_experts."""
-    return {**hf_config, "num_experts": hf_config.get("num_experts",
-                                                      hf_config.get("num_local_experts"))}
+    return {
+        **hf_config,
+        "num_experts": hf_config.get("num_experts", hf_config.get("num_local_experts")),
+    }
 
 
 # The tiny model the CPU recipes train (125k parameters; ../shared/notes/tiny-task-spike.md).

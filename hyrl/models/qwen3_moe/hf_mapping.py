@@ -33,16 +33,31 @@ GLOBAL_RENAMES = (
 )
 LAYER_RENAMES = (
     ("decoder.layers.{i}.input_layernorm.weight", "model.layers.{i}.input_layernorm.weight"),
-    ("decoder.layers.{i}.self_attention.linear_proj.weight", "model.layers.{i}.self_attn.o_proj.weight"),
-    ("decoder.layers.{i}.self_attention.q_layernorm.weight", "model.layers.{i}.self_attn.q_norm.weight"),
-    ("decoder.layers.{i}.self_attention.k_layernorm.weight", "model.layers.{i}.self_attn.k_norm.weight"),
-    ("decoder.layers.{i}.pre_mlp_layernorm.weight", "model.layers.{i}.post_attention_layernorm.weight"),
+    (
+        "decoder.layers.{i}.self_attention.linear_proj.weight",
+        "model.layers.{i}.self_attn.o_proj.weight",
+    ),
+    (
+        "decoder.layers.{i}.self_attention.q_layernorm.weight",
+        "model.layers.{i}.self_attn.q_norm.weight",
+    ),
+    (
+        "decoder.layers.{i}.self_attention.k_layernorm.weight",
+        "model.layers.{i}.self_attn.k_norm.weight",
+    ),
+    (
+        "decoder.layers.{i}.pre_mlp_layernorm.weight",
+        "model.layers.{i}.post_attention_layernorm.weight",
+    ),
     ("decoder.layers.{i}.mlp.router.weight", "model.layers.{i}.mlp.gate.weight"),
 )
 # Composite tensors, handled by the functions below.
 QKV = "decoder.layers.{i}.self_attention.linear_qkv.weight"
-HF_QKV = ("model.layers.{i}.self_attn.q_proj.weight", "model.layers.{i}.self_attn.k_proj.weight",
-          "model.layers.{i}.self_attn.v_proj.weight")
+HF_QKV = (
+    "model.layers.{i}.self_attn.q_proj.weight",
+    "model.layers.{i}.self_attn.k_proj.weight",
+    "model.layers.{i}.self_attn.v_proj.weight",
+)
 EXPERT_FC1 = "decoder.layers.{i}.mlp.experts.local_experts.{e}.linear_fc1.weight"  # [gate; up]
 EXPERT_FC2 = "decoder.layers.{i}.mlp.experts.local_experts.{e}.linear_fc2.weight"
 HF_GATE_UP = "model.layers.{i}.mlp.experts.gate_up_proj"  # [experts, 2 * ffn, hidden], [gate; up]
@@ -53,10 +68,14 @@ CKPT_GATE = "model.layers.{i}.mlp.experts.{e}.gate_proj.weight"
 CKPT_UP = "model.layers.{i}.mlp.experts.{e}.up_proj.weight"
 CKPT_DOWN = "model.layers.{i}.mlp.experts.{e}.down_proj.weight"
 _QKV_RE = re.compile(r"^decoder\.layers\.(\d+)\.self_attention\.linear_qkv\.weight$")
-_EXPERT_RE = re.compile(r"^decoder\.layers\.(\d+)\.mlp\.experts\.local_experts\.(\d+)\."
-                        r"linear_fc([12])\.weight$")
-_CKPT_EXPERT_RE = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\."
-                             r"(gate|up|down)_proj\.weight$")
+_EXPERT_RE = re.compile(
+    r"^decoder\.layers\.(\d+)\.mlp\.experts\.local_experts\.(\d+)\."
+    r"linear_fc([12])\.weight$"
+)
+_CKPT_EXPERT_RE = re.compile(
+    r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\."
+    r"(gate|up|down)_proj\.weight$"
+)
 
 # Transformer Engine spec: the input norm is fused into linear_qkv.
 TE_RENAMES = {".input_layernorm.weight": ".self_attention.linear_qkv.layer_norm_weight"}
@@ -94,7 +113,9 @@ def _renames(arch: Qwen3MoeArch) -> list[tuple[str, str]]:
     for i in range(arch.num_layers):
         pairs += [(m.format(i=i), h.format(i=i)) for m, h in LAYER_RENAMES]
     if not arch.qk_layernorm:
-        pairs = [(m, h) for m, h in pairs if not m.endswith(("q_layernorm.weight", "k_layernorm.weight"))]
+        pairs = [
+            (m, h) for m, h in pairs if not m.endswith(("q_layernorm.weight", "k_layernorm.weight"))
+        ]
     return pairs
 
 
@@ -125,22 +146,27 @@ def megatron_to_hf(mcore: dict[str, torch.Tensor], arch: Qwen3MoeArch) -> dict[s
         for name, part in zip(HF_QKV, (q, k, v)):
             hf[name.format(i=i)] = part.reshape(-1, arch.hidden_size)
         hf[HF_GATE_UP.format(i=i)] = torch.stack(
-            [mcore[EXPERT_FC1.format(i=i, e=e)] for e in range(arch.num_experts)])
+            [mcore[EXPERT_FC1.format(i=i, e=e)] for e in range(arch.num_experts)]
+        )
         hf[HF_DOWN.format(i=i)] = torch.stack(
-            [mcore[EXPERT_FC2.format(i=i, e=e)] for e in range(arch.num_experts)])
+            [mcore[EXPERT_FC2.format(i=i, e=e)] for e in range(arch.num_experts)]
+        )
     return hf
 
 
-def hf_to_megatron(hf: dict[str, torch.Tensor], arch: Qwen3MoeArch,
-                   te_names: bool = False) -> dict[str, torch.Tensor]:
+def hf_to_megatron(
+    hf: dict[str, torch.Tensor], arch: Qwen3MoeArch, te_names: bool = False
+) -> dict[str, torch.Tensor]:
     """HF Qwen3MoeForCausalLM state dict -> full Megatron state dict."""
     mcore = {m: hf[h] for m, h in _renames(arch)}
     q_rows, k_rows, v_rows = _qkv_split_sizes(arch)
     for i in range(arch.num_layers):
         q, k, v = (hf[name.format(i=i)] for name in HF_QKV)
         groups = arch.num_query_groups
-        qkv = torch.cat([q.view(groups, q_rows, -1), k.view(groups, k_rows, -1),
-                         v.view(groups, v_rows, -1)], dim=1)
+        qkv = torch.cat(
+            [q.view(groups, q_rows, -1), k.view(groups, k_rows, -1), v.view(groups, v_rows, -1)],
+            dim=1,
+        )
         mcore[QKV.format(i=i)] = qkv.reshape(-1, arch.hidden_size)
         gate_up, down = hf[HF_GATE_UP.format(i=i)], hf[HF_DOWN.format(i=i)]
         for e in range(arch.num_experts):
@@ -153,8 +179,10 @@ def hf_to_megatron(hf: dict[str, torch.Tensor], arch: Qwen3MoeArch,
 
 # -- one parameter at a time (weight sync) ---------------------------------------------------
 
-def megatron_to_hf_checkpoint(name: str, tensor: torch.Tensor,
-                              arch: Qwen3MoeArch) -> Iterator[tuple[str, torch.Tensor]]:
+
+def megatron_to_hf_checkpoint(
+    name: str, tensor: torch.Tensor, arch: Qwen3MoeArch
+) -> Iterator[tuple[str, torch.Tensor]]:
     """One full Megatron parameter (local or TE name, global expert id) -> its HF tensors in
     the checkpoint layout, lazily: q/k/v are copies made one at a time, the rest are views.
 
@@ -180,8 +208,10 @@ def megatron_to_hf_checkpoint(name: str, tensor: torch.Tensor,
         yield CKPT_GATE.format(i=i, e=e), tensor[:ffn]
         yield CKPT_UP.format(i=i, e=e), tensor[ffn:]
         return
-    raise KeyError(f"{name}: not a Qwen3-MoE parameter the weight-name table knows "
-                   f"(e.g. {megatron_names(arch)[:2]})")
+    raise KeyError(
+        f"{name}: not a Qwen3-MoE parameter the weight-name table knows "
+        f"(e.g. {megatron_names(arch)[:2]})"
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -197,8 +227,10 @@ def split_fused_experts(hf_state: Mapping[str, torch.Tensor]) -> list[tuple[str,
             i = _layer_of(name)
             ffn = tensor.shape[1] // 2
             for e in range(tensor.shape[0]):
-                named += [(CKPT_GATE.format(i=i, e=e), tensor[e, :ffn]),
-                          (CKPT_UP.format(i=i, e=e), tensor[e, ffn:])]
+                named += [
+                    (CKPT_GATE.format(i=i, e=e), tensor[e, :ffn]),
+                    (CKPT_UP.format(i=i, e=e), tensor[e, ffn:]),
+                ]
         elif name.endswith(".mlp.experts.down_proj"):
             i = _layer_of(name)
             named += [(CKPT_DOWN.format(i=i, e=e), tensor[e]) for e in range(tensor.shape[0])]
@@ -222,15 +254,18 @@ def fuse_split_experts(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.T
             experts.setdefault(int(match[2]), {})[f"{match[3]}_proj"] = tensor
     for prefix, experts in per_expert.items():
         if sorted(experts) != list(range(len(experts))):
-            raise ValueError(f"{prefix}: expert ids {sorted(experts)} are not "
-                             f"0..{len(experts) - 1}")
+            raise ValueError(
+                f"{prefix}: expert ids {sorted(experts)} are not 0..{len(experts) - 1}"
+            )
         ordered = [experts[e] for e in range(len(experts))]
         for e, parts in enumerate(ordered):
             if set(parts) != {"gate_proj", "up_proj", "down_proj"}:
-                raise ValueError(f"{prefix}.{e}: has {sorted(parts)}, needs gate_proj, up_proj, "
-                                 "down_proj")
+                raise ValueError(
+                    f"{prefix}.{e}: has {sorted(parts)}, needs gate_proj, up_proj, down_proj"
+                )
         fused[f"{prefix}.gate_up_proj"] = torch.stack(
-            [torch.cat([p["gate_proj"], p["up_proj"]]) for p in ordered])
+            [torch.cat([p["gate_proj"], p["up_proj"]]) for p in ordered]
+        )
         fused[f"{prefix}.down_proj"] = torch.stack([p["down_proj"] for p in ordered])
     return fused
 

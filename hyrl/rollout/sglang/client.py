@@ -58,15 +58,29 @@ class SGLangError(RuntimeError):
 
 
 class SGLangClient:
-    def __init__(self, base_url: str, timeout_s: float = 600.0, *,
-                 return_routed_experts: bool = False, num_moe_layers: int | None = None,
-                 moe_top_k: int | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        timeout_s: float = 600.0,
+        *,
+        return_routed_experts: bool = False,
+        num_moe_layers: int | None = None,
+        moe_top_k: int | None = None,
+    ):
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"SGLang base_url must start with http:// or https://, got {base_url!r}")
-        if return_routed_experts and not (isinstance(num_moe_layers, int) and num_moe_layers >= 1
-                                          and isinstance(moe_top_k, int) and moe_top_k >= 1):
-            raise ValueError("return_routed_experts needs num_moe_layers and moe_top_k (integers "
-                             f">= 1) to shape the ids, got {num_moe_layers!r} and {moe_top_k!r}")
+            raise ValueError(
+                f"SGLang base_url must start with http:// or https://, got {base_url!r}"
+            )
+        if return_routed_experts and not (
+            isinstance(num_moe_layers, int)
+            and num_moe_layers >= 1
+            and isinstance(moe_top_k, int)
+            and moe_top_k >= 1
+        ):
+            raise ValueError(
+                "return_routed_experts needs num_moe_layers and moe_top_k (integers "
+                f">= 1) to shape the ids, got {num_moe_layers!r} and {moe_top_k!r}"
+            )
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.return_routed_experts = return_routed_experts
@@ -75,13 +89,15 @@ class SGLangClient:
 
     # ---- transport -------------------------------------------------------------------------
 
-    def request(self, method: str, route: str, payload: dict | None = None,
-                timeout_s: float | None = None) -> tuple[int, str]:
+    def request(
+        self, method: str, route: str, payload: dict | None = None, timeout_s: float | None = None
+    ) -> tuple[int, str]:
         """(HTTP status, body text) of one call; raises SGLangError only if no answer came back."""
         url = self.base_url + route
         data = None if payload is None else json.dumps(payload).encode()
-        req = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            url, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as response:
                 return response.status, response.read().decode(errors="replace")
@@ -90,10 +106,17 @@ class SGLangClient:
         except (urllib.error.URLError, OSError) as err:
             raise SGLangError(
                 f"SGLang {method} {url} failed before any answer: {err}. Is the server running and "
-                f"reachable at {self.base_url}? Check its log.") from err
+                f"reachable at {self.base_url}? Check its log."
+            ) from err
 
-    def _call(self, method: str, route: str, payload: dict | None = None,
-              timeout_s: float | None = None, hint: str = "") -> Any:
+    def _call(
+        self,
+        method: str,
+        route: str,
+        payload: dict | None = None,
+        timeout_s: float | None = None,
+        hint: str = "",
+    ) -> Any:
         status, body = self.request(method, route, payload, timeout_s)
         if status >= 400:
             raise self.error(route, status, body, hint)
@@ -108,8 +131,10 @@ class SGLangClient:
 
     def error(self, route: str, status: int | None, body: str, hint: str = "") -> SGLangError:
         preview = body[:BODY_PREVIEW_CHARS]
-        return SGLangError(f"SGLang {self.base_url}{route} failed (HTTP {status}): {preview!r}"
-                           + (f". {hint}" if hint else ". See the server log for the traceback."))
+        return SGLangError(
+            f"SGLang {self.base_url}{route} failed (HTTP {status}): {preview!r}"
+            + (f". {hint}" if hint else ". See the server log for the traceback.")
+        )
 
     # ---- health and info -------------------------------------------------------------------
 
@@ -146,9 +171,13 @@ class SGLangClient:
             if status == 200:
                 return
             if status != 400 or time.monotonic() >= give_up_at:  # 400: requests still running
-                raise self.error("/flush_cache", status, body,
-                                 f"Requests were still running after {deadline_s:.0f} s; pause "
-                                 "generation (mode='abort' or 'retract') before flushing")
+                raise self.error(
+                    "/flush_cache",
+                    status,
+                    body,
+                    f"Requests were still running after {deadline_s:.0f} s; pause "
+                    "generation (mode='abort' or 'retract') before flushing",
+                )
             time.sleep(retry_interval_s)
 
     def pause_generation(self, mode: str = "abort") -> dict:
@@ -160,77 +189,132 @@ class SGLangClient:
 
     def release_memory_occupation(self, tags: Sequence[str] | None = None) -> None:
         """Free the server's weights and KV cache on the GPU (needs --enable-memory-saver)."""
-        self._call("POST", "/release_memory_occupation",
-                   {"tags": list(tags) if tags is not None else None},
-                   hint="Was the server launched with --enable-memory-saver (colocated mode)?")
+        self._call(
+            "POST",
+            "/release_memory_occupation",
+            {"tags": list(tags) if tags is not None else None},
+            hint="Was the server launched with --enable-memory-saver (colocated mode)?",
+        )
 
     def resume_memory_occupation(self, tags: Sequence[str] | None = None) -> None:
-        self._call("POST", "/resume_memory_occupation",
-                   {"tags": list(tags) if tags is not None else None},
-                   hint="Was the server launched with --enable-memory-saver (colocated mode)?")
+        self._call(
+            "POST",
+            "/resume_memory_occupation",
+            {"tags": list(tags) if tags is not None else None},
+            hint="Was the server launched with --enable-memory-saver (colocated mode)?",
+        )
 
     # ---- weight updates --------------------------------------------------------------------
 
-    def update_weights_from_tensor(self, serialized_named_tensors: Sequence[str],
-                                   load_format: str | None = None, flush_cache: bool = False,
-                                   weight_version: str | None = None) -> dict:
+    def update_weights_from_tensor(
+        self,
+        serialized_named_tensors: Sequence[str],
+        load_format: str | None = None,
+        flush_cache: bool = False,
+        weight_version: str | None = None,
+    ) -> dict:
         """One serialized [(name, tensor), ...] per TP rank of the engine (index = tp rank)."""
-        payload: dict[str, Any] = {"serialized_named_tensors": list(serialized_named_tensors),
-                                   "load_format": load_format, "flush_cache": flush_cache}
+        payload: dict[str, Any] = {
+            "serialized_named_tensors": list(serialized_named_tensors),
+            "load_format": load_format,
+            "flush_cache": flush_cache,
+        }
         if weight_version is not None:
             payload["weight_version"] = weight_version
-        return self._call("POST", "/update_weights_from_tensor", payload,
-                          hint="Tensor sync needs the trainer and the server on the same node "
-                               "(CUDA IPC) and names the model's load_weights knows")
+        return self._call(
+            "POST",
+            "/update_weights_from_tensor",
+            payload,
+            hint="Tensor sync needs the trainer and the server on the same node "
+            "(CUDA IPC) and names the model's load_weights knows",
+        )
 
-    def init_weights_update_group(self, master_address: str, master_port: int, rank_offset: int,
-                                  world_size: int, group_name: str, backend: str = "nccl") -> dict:
+    def init_weights_update_group(
+        self,
+        master_address: str,
+        master_port: int,
+        rank_offset: int,
+        world_size: int,
+        group_name: str,
+        backend: str = "nccl",
+    ) -> dict:
         """Make the server's TP ranks join ranks rank_offset.. of the trainer's broadcast group."""
-        return self._call("POST", "/init_weights_update_group",
-                          {"master_address": master_address, "master_port": master_port,
-                           "rank_offset": rank_offset, "world_size": world_size,
-                           "group_name": group_name, "backend": backend},
-                          hint=f"Can the server reach {master_address}:{master_port}?")
+        return self._call(
+            "POST",
+            "/init_weights_update_group",
+            {
+                "master_address": master_address,
+                "master_port": master_port,
+                "rank_offset": rank_offset,
+                "world_size": world_size,
+                "group_name": group_name,
+                "backend": backend,
+            },
+            hint=f"Can the server reach {master_address}:{master_port}?",
+        )
 
     def destroy_weights_update_group(self, group_name: str) -> dict:
         return self._call("POST", "/destroy_weights_update_group", {"group_name": group_name})
 
-    def update_weights_from_distributed(self, names: Sequence[str], dtypes: Sequence[str],
-                                        shapes: Sequence[Sequence[int]], group_name: str,
-                                        flush_cache: bool = False,
-                                        weight_version: str | None = None) -> dict:
+    def update_weights_from_distributed(
+        self,
+        names: Sequence[str],
+        dtypes: Sequence[str],
+        shapes: Sequence[Sequence[int]],
+        group_name: str,
+        flush_cache: bool = False,
+        weight_version: str | None = None,
+    ) -> dict:
         """Receive these tensors, in this order, broadcast from rank 0 of group_name."""
-        payload: dict[str, Any] = {"names": list(names), "dtypes": list(dtypes),
-                                   "shapes": [list(s) for s in shapes],
-                                   "group_name": group_name, "flush_cache": flush_cache}
+        payload: dict[str, Any] = {
+            "names": list(names),
+            "dtypes": list(dtypes),
+            "shapes": [list(s) for s in shapes],
+            "group_name": group_name,
+            "flush_cache": flush_cache,
+        }
         if weight_version is not None:
             payload["weight_version"] = weight_version
         return self._call("POST", "/update_weights_from_distributed", payload)
 
-    def update_weights_from_disk(self, model_path: str, load_format: str | None = None,
-                                 weight_version: str | None = None) -> dict:
+    def update_weights_from_disk(
+        self, model_path: str, load_format: str | None = None, weight_version: str | None = None
+    ) -> dict:
         """Reload the weights from an HF checkpoint directory the server can read."""
         payload: dict[str, Any] = {"model_path": model_path}
         if load_format is not None:
             payload["load_format"] = load_format
         if weight_version is not None:
             payload["weight_version"] = weight_version
-        return self._call("POST", "/update_weights_from_disk", payload,
-                          hint=f"Is {model_path} on a file system the server can read?")
+        return self._call(
+            "POST",
+            "/update_weights_from_disk",
+            payload,
+            hint=f"Is {model_path} on a file system the server can read?",
+        )
 
     # ---- generation ------------------------------------------------------------------------
 
-    def generate(self, input_ids: Sequence[int], sampling_params: dict,
-                 return_logprob: bool = True) -> dict:
+    def generate(
+        self, input_ids: Sequence[int], sampling_params: dict, return_logprob: bool = True
+    ) -> dict:
         """The raw /generate answer for one prompt: {"output_ids", "meta_info", ...}."""
-        payload = {"input_ids": list(input_ids), "sampling_params": sampling_params,
-                   "return_logprob": return_logprob}
+        payload = {
+            "input_ids": list(input_ids),
+            "sampling_params": sampling_params,
+            "return_logprob": return_logprob,
+        }
         if self.return_routed_experts:  # only when asked: the ids cost the server a copy per token
             payload["return_routed_experts"] = True
         return self._call("POST", "/generate", payload)
 
-    def generate_batch(self, prompts: Sequence[Sequence[int]], params: SamplingParams,
-                       stop_token_ids: Sequence[int], concurrency: int) -> list[Generation]:
+    def generate_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        stop_token_ids: Sequence[int],
+        concurrency: int,
+    ) -> list[Generation]:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         sampling_params = to_sglang_sampling_params(params, stop_token_ids)
@@ -246,8 +330,9 @@ class SGLangClient:
         if not prompts:
             self.last_request_latencies_s = []
             return []
-        with ThreadPoolExecutor(max_workers=min(concurrency, len(prompts)),
-                                thread_name_prefix="sglang-generate") as pool:
+        with ThreadPoolExecutor(
+            max_workers=min(concurrency, len(prompts)), thread_name_prefix="sglang-generate"
+        ) as pool:
             generations = list(pool.map(one, range(len(prompts))))  # map keeps input order
         self.last_request_latencies_s = latencies  # seconds from send to answer, per prompt
         return generations
@@ -256,16 +341,24 @@ class SGLangClient:
         meta = answer.get("meta_info") if isinstance(answer, dict) else None
         pairs = meta.get("output_token_logprobs") if isinstance(meta, dict) else None
         if pairs is None:
-            raise self.error("/generate", 200, json.dumps(answer),
-                             "The answer has no meta_info.output_token_logprobs; hyrl sends "
-                             "return_logprob=true, so this SGLang version's format differs")
+            raise self.error(
+                "/generate",
+                200,
+                json.dumps(answer),
+                "The answer has no meta_info.output_token_logprobs; hyrl sends "
+                "return_logprob=true, so this SGLang version's format differs",
+            )
         response_ids = [int(item[1]) for item in pairs]
         log_probs = [float(item[0]) for item in pairs]
         output_ids = answer.get("output_ids")
         if output_ids is not None and list(output_ids) != response_ids:
-            raise self.error("/generate", 200, json.dumps(answer),
-                             "output_ids and output_token_logprobs disagree; hyrl needs one "
-                             "log-prob per response token")
+            raise self.error(
+                "/generate",
+                200,
+                json.dumps(answer),
+                "output_ids and output_token_logprobs disagree; hyrl needs one "
+                "log-prob per response token",
+            )
         finish = meta.get("finish_reason")
         kind = finish.get("type") if isinstance(finish, dict) else finish
         if kind == "length":
@@ -274,21 +367,37 @@ class SGLangClient:
             finish_reason = "stop"
             matched = finish.get("matched") if isinstance(finish, dict) else None
             if isinstance(matched, int) and (not response_ids or response_ids[-1] != matched):
-                raise self.error("/generate", 200, json.dumps(answer),
-                                 f"Stopped on token {matched} but it is not the last response "
-                                 "token; hyrl expects the stop token kept (no_stop_trim)")
+                raise self.error(
+                    "/generate",
+                    200,
+                    json.dumps(answer),
+                    f"Stopped on token {matched} but it is not the last response "
+                    "token; hyrl expects the stop token kept (no_stop_trim)",
+                )
         elif kind == "abort":
-            raise self.error("/generate", 200, json.dumps(answer),
-                             "The request was aborted (pause_generation or abort_request during "
-                             "the rollout, or the server ran out of memory); rerun the rollout")
+            raise self.error(
+                "/generate",
+                200,
+                json.dumps(answer),
+                "The request was aborted (pause_generation or abort_request during "
+                "the rollout, or the server ran out of memory); rerun the rollout",
+            )
         else:
-            raise self.error("/generate", 200, json.dumps(answer),
-                             f"Unknown finish_reason {finish!r}")
-        routed_experts = (self.decode_routed_experts(answer, len(prompt) + len(response_ids) - 1)
-                          if self.return_routed_experts else None)
-        return Generation(prompt_ids=list(prompt), response_ids=response_ids,
-                          response_log_probs=log_probs, finish_reason=finish_reason,
-                          routed_experts=routed_experts)
+            raise self.error(
+                "/generate", 200, json.dumps(answer), f"Unknown finish_reason {finish!r}"
+            )
+        routed_experts = (
+            self.decode_routed_experts(answer, len(prompt) + len(response_ids) - 1)
+            if self.return_routed_experts
+            else None
+        )
+        return Generation(
+            prompt_ids=list(prompt),
+            response_ids=response_ids,
+            response_log_probs=log_probs,
+            finish_reason=finish_reason,
+            routed_experts=routed_experts,
+        )
 
     def decode_routed_experts(self, answer: dict, default_rows: int) -> torch.Tensor:
         """meta_info.routed_experts (base64 int32 LE) -> int32 [rows, layers, top-k], a copy.
@@ -298,46 +407,76 @@ class SGLangClient:
         """
         meta = answer["meta_info"]
         encoded = meta.get("routed_experts")
-        body = json.dumps({**answer, "meta_info": {  # the ids themselves would fill the preview
-            **meta, "routed_experts": f"<{len(encoded)} characters>" if isinstance(encoded, str)
-            else encoded}})
+        body = json.dumps(
+            {
+                **answer,
+                "meta_info": {  # the ids themselves would fill the preview
+                    **meta,
+                    "routed_experts": f"<{len(encoded)} characters>"
+                    if isinstance(encoded, str)
+                    else encoded,
+                },
+            }
+        )
         if encoded is None:
-            raise self.error("/generate", 200, body,
-                             "The answer has no meta_info.routed_experts although hyrl sent "
-                             "return_routed_experts=true (--use-routing-replay): start the server "
-                             "with --enable-return-routed-experts, or, behind a router, check that "
-                             "every worker was started with it")
+            raise self.error(
+                "/generate",
+                200,
+                body,
+                "The answer has no meta_info.routed_experts although hyrl sent "
+                "return_routed_experts=true (--use-routing-replay): start the server "
+                "with --enable-return-routed-experts, or, behind a router, check that "
+                "every worker was started with it",
+            )
         try:
             raw = base64.b64decode(encoded, validate=True)
         except (TypeError, ValueError) as err:  # binascii.Error is a ValueError
-            raise self.error("/generate", 200, body,
-                             f"meta_info.routed_experts is not base64 ({err})") from err
+            raise self.error(
+                "/generate", 200, body, f"meta_info.routed_experts is not base64 ({err})"
+            ) from err
         row_bytes = 4 * self.num_moe_layers * self.moe_top_k  # int32 ids
         if len(raw) % row_bytes:
-            raise self.error("/generate", 200, body,
-                             f"meta_info.routed_experts has {len(raw)} bytes, not a whole number "
-                             f"of rows of {self.num_moe_layers} MoE layers x top-{self.moe_top_k} "
-                             f"int32 ids ({row_bytes} bytes); do the server's model and hyrl's "
-                             "--num-layers / --moe-router-topk agree?")
+            raise self.error(
+                "/generate",
+                200,
+                body,
+                f"meta_info.routed_experts has {len(raw)} bytes, not a whole number "
+                f"of rows of {self.num_moe_layers} MoE layers x top-{self.moe_top_k} "
+                f"int32 ids ({row_bytes} bytes); do the server's model and hyrl's "
+                "--num-layers / --moe-router-topk agree?",
+            )
         rows = len(raw) // row_bytes
         prompt_tokens, completion_tokens = meta.get("prompt_tokens"), meta.get("completion_tokens")
-        expected_rows = (prompt_tokens + completion_tokens - 1
-                         if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int)
-                         else default_rows)
+        expected_rows = (
+            prompt_tokens + completion_tokens - 1
+            if isinstance(prompt_tokens, int) and isinstance(completion_tokens, int)
+            else default_rows
+        )
         if rows != expected_rows:
-            raise self.error("/generate", 200, body,
-                             f"meta_info.routed_experts has {rows} rows of {self.num_moe_layers} "
-                             f"layers x top-{self.moe_top_k}, but prompt_tokens + "
-                             f"completion_tokens - 1 = {expected_rows} tokens went through the "
-                             "model; do the model's layer count and top-k match the server's?")
+            raise self.error(
+                "/generate",
+                200,
+                body,
+                f"meta_info.routed_experts has {rows} rows of {self.num_moe_layers} "
+                f"layers x top-{self.moe_top_k}, but prompt_tokens + "
+                f"completion_tokens - 1 = {expected_rows} tokens went through the "
+                "model; do the model's layer count and top-k match the server's?",
+            )
         if rows != default_rows:  # the ids are placed by hyrl's own token counts
-            raise self.error("/generate", 200, body,
-                             f"meta_info.routed_experts has {rows} rows, but the prompt sent and "
-                             f"the response returned make {default_rows} tokens (prompt + "
-                             "response - 1): the server counted other tokens than it returned")
+            raise self.error(
+                "/generate",
+                200,
+                body,
+                f"meta_info.routed_experts has {rows} rows, but the prompt sent and "
+                f"the response returned make {default_rows} tokens (prompt + "
+                "response - 1): the server counted other tokens than it returned",
+            )
         # bytearray: a writable copy, so the tensor owns its memory; SGLang writes little-endian
-        ids = torch.frombuffer(bytearray(raw), dtype=torch.int32) if raw else \
-            torch.empty(0, dtype=torch.int32)
+        ids = (
+            torch.frombuffer(bytearray(raw), dtype=torch.int32)
+            if raw
+            else torch.empty(0, dtype=torch.int32)
+        )
         return ids.view(rows, self.num_moe_layers, self.moe_top_k)
 
 

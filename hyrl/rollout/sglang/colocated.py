@@ -48,8 +48,9 @@ def this_device() -> Device:
     return socket.gethostname(), index
 
 
-def match_engine_ranks(rank_devices: Sequence[Device],
-                       engine_devices: Sequence[Sequence[Device]]) -> list[list[int]]:
+def match_engine_ranks(
+    rank_devices: Sequence[Device], engine_devices: Sequence[Sequence[Device]]
+) -> list[list[int]]:
     """Per engine, per TP rank, the training rank on the same GPU."""
     rank_of = {tuple(device): rank for rank, device in enumerate(rank_devices)}
     plan = []
@@ -60,7 +61,8 @@ def match_engine_ranks(rank_devices: Sequence[Device],
                 f"--update-weight-mode tensor with --colocate: engine {engine} runs on GPU(s) "
                 f"{missing} where no training rank runs (training ranks: {list(rank_devices)}); "
                 "Ray must place the engines on the training GPUs, or use "
-                "--update-weight-mode disk")
+                "--update-weight-mode disk"
+            )
         plan.append([rank_of[tuple(d)] for d in devices])
     return plan
 
@@ -70,8 +72,13 @@ class ColocatedTensorSync(_PausedSync):
 
     mode = "tensor"
 
-    def __init__(self, clients: Sequence[SGLangClient], engine_ranks: Sequence[Sequence[int]],
-                 load_format: str | None = None, pause_mode: str = "abort"):
+    def __init__(
+        self,
+        clients: Sequence[SGLangClient],
+        engine_ranks: Sequence[Sequence[int]],
+        load_format: str | None = None,
+        pause_mode: str = "abort",
+    ):
         super().__init__(clients, buffer_bytes=0, pause_mode=pause_mode)
         if len(engine_ranks) != len(self.clients):
             raise ValueError(f"{len(engine_ranks)} rank lists for {len(self.clients)} engines")
@@ -82,9 +89,12 @@ class ColocatedTensorSync(_PausedSync):
         """One bucket, already serialized by every training rank (``payloads[rank]``)."""
         start = time.perf_counter()
         for client, ranks in zip(self.clients, self.engine_ranks):
-            client.update_weights_from_tensor([payloads[r] for r in ranks],
-                                              load_format=self.load_format, flush_cache=False,
-                                              weight_version=str(self.version))
+            client.update_weights_from_tensor(
+                [payloads[r] for r in ranks],
+                load_format=self.load_format,
+                flush_cache=False,
+                weight_version=str(self.version),
+            )
         self._open["transfer_s"] += time.perf_counter() - start
         self._open["bytes"] += num_bytes
         self._open["buckets"] += 1
@@ -93,8 +103,9 @@ class ColocatedTensorSync(_PausedSync):
         raise TypeError("ColocatedTensorSync takes serialized buckets: use stream_by_ipc")
 
 
-def stream_by_ipc(buckets: Iterable[NamedTensors], sync: ColocatedTensorSync | None,
-                  serializer: Serializer):
+def stream_by_ipc(
+    buckets: Iterable[NamedTensors], sync: ColocatedTensorSync | None, serializer: Serializer
+):
     """Collective (every training rank, the same buckets; ``sync`` on rank 0 only): see the
     module doc. Returns rank 0's SyncStats (None elsewhere)."""
     import torch.distributed as dist

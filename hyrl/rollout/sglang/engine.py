@@ -56,36 +56,56 @@ from hyrl.rollout.sglang.weight_sync import (
     checkpoint_named_tensors,
 )
 
-WEIGHT_SYNC_MODES = {"tensor": TensorWeightSync, "distributed": DistributedWeightSync,
-                     "disk": DiskWeightSync}
+WEIGHT_SYNC_MODES = {
+    "tensor": TensorWeightSync,
+    "distributed": DistributedWeightSync,
+    "disk": DiskWeightSync,
+}
 
 
 class SGLangEngine(BucketReceiver):
-    def __init__(self, base_url: str, *, concurrency: int, stop_token_ids: Sequence[int],
-                 weight_sync: str = "tensor", buffer_bytes: int = 512 * 1024 ** 2,
-                 weight_sync_options: Mapping | None = None,
-                 weight_sync_urls: Sequence[str] | None = None, timeout_s: float = 600.0,
-                 server: SGLangServerProcess | None = None, return_routed_experts: bool = False,
-                 num_moe_layers: int | None = None, moe_top_k: int | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        concurrency: int,
+        stop_token_ids: Sequence[int],
+        weight_sync: str = "tensor",
+        buffer_bytes: int = 512 * 1024**2,
+        weight_sync_options: Mapping | None = None,
+        weight_sync_urls: Sequence[str] | None = None,
+        timeout_s: float = 600.0,
+        server: SGLangServerProcess | None = None,
+        return_routed_experts: bool = False,
+        num_moe_layers: int | None = None,
+        moe_top_k: int | None = None,
+    ):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if weight_sync not in WEIGHT_SYNC_MODES:
-            raise ValueError(f"weight_sync must be one of {sorted(WEIGHT_SYNC_MODES)}, "
-                             f"got {weight_sync!r}")
-        self.client = SGLangClient(base_url, timeout_s,
-                                   return_routed_experts=return_routed_experts,
-                                   num_moe_layers=num_moe_layers, moe_top_k=moe_top_k)
+            raise ValueError(
+                f"weight_sync must be one of {sorted(WEIGHT_SYNC_MODES)}, got {weight_sync!r}"
+            )
+        self.client = SGLangClient(
+            base_url,
+            timeout_s,
+            return_routed_experts=return_routed_experts,
+            num_moe_layers=num_moe_layers,
+            moe_top_k=moe_top_k,
+        )
         self.concurrency = concurrency
         self.stop_token_ids = list(stop_token_ids)
         self.server = server
         sync_clients = [SGLangClient(url, timeout_s) for url in (weight_sync_urls or [base_url])]
-        self.weight_sync = WEIGHT_SYNC_MODES[weight_sync](sync_clients, buffer_bytes,
-                                                          **dict(weight_sync_options or {}))
+        self.weight_sync = WEIGHT_SYNC_MODES[weight_sync](
+            sync_clients, buffer_bytes, **dict(weight_sync_options or {})
+        )
         self.last_sync_stats: SyncStats | None = None
 
     @classmethod
-    def launch(cls, server: SGLangServerProcess, startup_timeout_s: float = 900.0,
-               **engine_options) -> SGLangEngine:
+    def launch(
+        cls, server: SGLangServerProcess, startup_timeout_s: float = 900.0, **engine_options
+    ) -> SGLangEngine:
         """Start `server`, wait until it generates, and drive it; shutdown() kills it."""
         server.start(startup_timeout_s)
         try:
@@ -104,10 +124,13 @@ class SGLangEngine(BucketReceiver):
     def load_weights_from_disk(self, checkpoint) -> None:
         """Load a checkpoint the trainer ranks wrote (``checkpoint``: a ``DiskCheckpoint``)."""
         if not isinstance(self.weight_sync, DiskWeightSync):
-            raise ValueError(f"load_weights_from_disk needs weight_sync='disk', this engine "
-                             f"syncs with {self.weight_sync.mode!r}")
+            raise ValueError(
+                f"load_weights_from_disk needs weight_sync='disk', this engine "
+                f"syncs with {self.weight_sync.mode!r}"
+            )
         self.last_sync_stats = self.weight_sync.sync_written(
-            checkpoint.directory, checkpoint.tensor_bytes, checkpoint.shards)
+            checkpoint.directory, checkpoint.tensor_bytes, checkpoint.shards
+        )
 
     def begin_weight_update(self) -> None:
         self.weight_sync.begin()

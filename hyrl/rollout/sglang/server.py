@@ -47,10 +47,21 @@ SGLANG_FLAG_PREFIX = "--sglang-"
 SERVER_DTYPES = ("bfloat16", "float16", "float32")  # what --dtype may be (besides SGLang's "auto")
 LOG_TAIL_LINES = 40
 # Flags command() sets itself; passing them again through extra_flags would be ambiguous.
-MANAGED_FLAGS = ("--model-path", "--host", "--port", "--tp-size", "--base-gpu-id",
-                 "--dtype", "--mem-fraction-static", "--max-running-requests", "--skip-tokenizer-init",
-                 "--skip-server-warmup", "--enable-memory-saver", "--random-seed",
-                 "--enable-return-routed-experts")
+MANAGED_FLAGS = (
+    "--model-path",
+    "--host",
+    "--port",
+    "--tp-size",
+    "--base-gpu-id",
+    "--dtype",
+    "--mem-fraction-static",
+    "--max-running-requests",
+    "--skip-tokenizer-init",
+    "--skip-server-warmup",
+    "--enable-memory-saver",
+    "--random-seed",
+    "--enable-return-routed-experts",
+)
 
 
 def _die_with_parent() -> None:
@@ -67,8 +78,10 @@ def _die_with_parent() -> None:
 def check_not_managed(flags: Sequence[str]) -> list[str]:
     for flag in flags:
         if flag.split("=", 1)[0] in MANAGED_FLAGS:
-            raise ValueError(f"SGLang flag {flag} is set by hyrl itself; use hyrl's own option for "
-                             "it instead of passing it through")
+            raise ValueError(
+                f"SGLang flag {flag} is set by hyrl itself; use hyrl's own option for "
+                "it instead of passing it through"
+            )
     return list(flags)
 
 
@@ -77,10 +90,12 @@ def strip_sglang_prefix(extra_flags: Sequence[str]) -> list[str]:
     flags = []
     for token in extra_flags:
         if token.startswith(SGLANG_FLAG_PREFIX):
-            flags.append("--" + token[len(SGLANG_FLAG_PREFIX):])
+            flags.append("--" + token[len(SGLANG_FLAG_PREFIX) :])
         elif token.startswith("--"):
-            raise ValueError(f"SGLang pass-through flag {token!r} must be written "
-                             f"{SGLANG_FLAG_PREFIX}{token[2:]} (the prefix is stripped)")
+            raise ValueError(
+                f"SGLang pass-through flag {token!r} must be written "
+                f"{SGLANG_FLAG_PREFIX}{token[2:]} (the prefix is stripped)"
+            )
         else:
             flags.append(token)  # the value of the previous flag
     return check_not_managed(flags)
@@ -95,15 +110,28 @@ def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> str:
 
 
 class SGLangServerProcess:
-    def __init__(self, model_path: str, *, host: str = "127.0.0.1", port: int = 30000,
-                 tp_size: int = 1, base_gpu_id: int = 0, mem_fraction_static: float | None = None,
-                 max_running_requests: int = 256, colocated: bool = False,
-                 random_seed: int | None = None, return_routed_experts: bool = False,
-                 dtype: str = "bfloat16", extra_flags: Sequence[str] = (),
-                 server_args: Sequence[str] = (),
-                 log_path: str | Path = "sglang_server.log", python: str = sys.executable,
-                 launch_command: Sequence[str] | None = None, env: dict[str, str] | None = None,
-                 die_with_parent: bool = False):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 30000,
+        tp_size: int = 1,
+        base_gpu_id: int = 0,
+        mem_fraction_static: float | None = None,
+        max_running_requests: int = 256,
+        colocated: bool = False,
+        random_seed: int | None = None,
+        return_routed_experts: bool = False,
+        dtype: str = "bfloat16",
+        extra_flags: Sequence[str] = (),
+        server_args: Sequence[str] = (),
+        log_path: str | Path = "sglang_server.log",
+        python: str = sys.executable,
+        launch_command: Sequence[str] | None = None,
+        env: dict[str, str] | None = None,
+        die_with_parent: bool = False,
+    ):
         self.model_path, self.host, self.port = str(model_path), host, port
         self.tp_size, self.base_gpu_id = tp_size, base_gpu_id
         self.mem_fraction_static = mem_fraction_static
@@ -127,16 +155,27 @@ class SGLangServerProcess:
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [self.python, "-m", "sglang.launch_server",
-               "--model-path", self.model_path,
-               "--host", self.host,
-               "--port", str(self.port),
-               "--tp-size", str(self.tp_size),
-               "--base-gpu-id", str(self.base_gpu_id),
-               "--dtype", self.dtype,
-               "--max-running-requests", str(self.max_running_requests),
-               "--skip-tokenizer-init",
-               "--skip-server-warmup"]
+        cmd = [
+            self.python,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            self.model_path,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--tp-size",
+            str(self.tp_size),
+            "--base-gpu-id",
+            str(self.base_gpu_id),
+            "--dtype",
+            self.dtype,
+            "--max-running-requests",
+            str(self.max_running_requests),
+            "--skip-tokenizer-init",
+            "--skip-server-warmup",
+        ]
         if self.mem_fraction_static is not None:
             cmd += ["--mem-fraction-static", str(self.mem_fraction_static)]
         if self.colocated:
@@ -150,18 +189,23 @@ class SGLangServerProcess:
     def start(self, startup_timeout_s: float = 900.0, poll_interval_s: float = 1.0) -> SGLangClient:
         """Launch and wait for /health_generate; returns a client for the server."""
         if self.process is not None and self.process.poll() is None:
-            raise SGLangError(f"SGLang server at {self.url} is already running (pid "
-                              f"{self.process.pid}); kill() it before starting another")
+            raise SGLangError(
+                f"SGLang server at {self.url} is already running (pid "
+                f"{self.process.pid}); kill() it before starting another"
+            )
         cmd = self.launch_command or self.command()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(cmd)}\n".encode())
             log.flush()
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                            env={**os.environ, **(self.env or {})},
-                                            start_new_session=True,
-                                            preexec_fn=_die_with_parent if self.die_with_parent
-                                            else None)
+            self.process = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(self.env or {})},
+                start_new_session=True,
+                preexec_fn=_die_with_parent if self.die_with_parent else None,
+            )
         client = SGLangClient(self.url)
         deadline = time.monotonic() + startup_timeout_s
         while True:
@@ -171,7 +215,8 @@ class SGLangServerProcess:
                 raise SGLangError(
                     f"SGLang server for {self.model_path} exited with code {exit_code} before "
                     f"becoming healthy at {self.url}. Last {LOG_TAIL_LINES} lines of "
-                    f"{self.log_path}:\n{log_tail(self.log_path)}")
+                    f"{self.log_path}:\n{log_tail(self.log_path)}"
+                )
             if client.health_generate(timeout_s=max(poll_interval_s, 5.0)):
                 return client
             if time.monotonic() >= deadline:
@@ -180,7 +225,8 @@ class SGLangServerProcess:
                     f"SGLang server for {self.model_path} did not answer {self.url}/health_generate "
                     f"within {startup_timeout_s:.0f} s (killed it). Raise the startup timeout if "
                     f"the model is large; last {LOG_TAIL_LINES} lines of {self.log_path}:\n"
-                    f"{log_tail(self.log_path)}")
+                    f"{log_tail(self.log_path)}"
+                )
             time.sleep(poll_interval_s)
 
     def kill(self, grace_s: float = 30.0) -> None:

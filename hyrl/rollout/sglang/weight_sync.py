@@ -78,7 +78,9 @@ def checkpoint_named_tensors(hf_state_dict: Mapping[str, torch.Tensor]) -> Named
     return hf_mapping.split_fused_experts(hf_state_dict)
 
 
-def bucket_named_tensors(named: Iterable[tuple[str, torch.Tensor]], buffer_bytes: int) -> list[NamedTensors]:
+def bucket_named_tensors(
+    named: Iterable[tuple[str, torch.Tensor]], buffer_bytes: int
+) -> list[NamedTensors]:
     """Consecutive buckets of <= buffer_bytes each; an oversize tensor is a bucket by itself."""
     return list(iter_buckets(named, buffer_bytes))
 
@@ -91,7 +93,8 @@ def sglang_serializer() -> Serializer:
         raise SGLangError(
             "weight_sync='tensor' needs sglang importable in the trainer process (its "
             "MultiprocessingSerializer makes the CUDA IPC handles): pip install sglang==0.5.23, "
-            "or use weight_sync='distributed' or 'disk'") from err
+            "or use weight_sync='distributed' or 'disk'"
+        ) from err
     return lambda named: MultiprocessingSerializer.serialize(named, output_str=True)
 
 
@@ -111,7 +114,9 @@ class _PausedSync:
 
     mode = ""
 
-    def __init__(self, clients: Sequence[SGLangClient], buffer_bytes: int, pause_mode: str = "abort"):
+    def __init__(
+        self, clients: Sequence[SGLangClient], buffer_bytes: int, pause_mode: str = "abort"
+    ):
         if not clients:
             raise ValueError("weight sync needs at least one SGLang server client")
         self.clients = list(clients)
@@ -137,8 +142,13 @@ class _PausedSync:
 
     def begin(self) -> None:
         self.version += 1
-        self._open = {"start": time.perf_counter(), "transfer_s": 0.0, "bytes": 0, "buckets": 0,
-                      "peak": 0}
+        self._open = {
+            "start": time.perf_counter(),
+            "transfer_s": 0.0,
+            "bytes": 0,
+            "buckets": 0,
+            "peak": 0,
+        }
         self._on_all(lambda c: c.pause_generation(self.pause_mode))
         try:
             self._begin_transfer()
@@ -169,9 +179,14 @@ class _PausedSync:
             except SGLangError:
                 if succeeded:
                     raise  # otherwise the transfer's error, already propagating, is the one to see
-        return SyncStats(mode=self.mode, elapsed_s=time.perf_counter() - opened["start"],
-                         transfer_s=opened["transfer_s"], buckets=opened["buckets"],
-                         tensor_bytes=opened["bytes"], peak_bytes=opened["peak"])
+        return SyncStats(
+            mode=self.mode,
+            elapsed_s=time.perf_counter() - opened["start"],
+            transfer_s=opened["transfer_s"],
+            buckets=opened["buckets"],
+            tensor_bytes=opened["bytes"],
+            peak_bytes=opened["peak"],
+        )
 
     def _on_all(self, call: Callable[[SGLangClient], object]) -> None:
         for client in self.clients:
@@ -189,16 +204,26 @@ class _PausedSync:
 
 
 def _copied_bytes(original: NamedTensors, sent: NamedTensors) -> int:
-    return sum(tensor_bytes(s) for (_, o), (_, s) in zip(original, sent)
-               if s.untyped_storage().data_ptr() != o.untyped_storage().data_ptr())
+    return sum(
+        tensor_bytes(s)
+        for (_, o), (_, s) in zip(original, sent)
+        if s.untyped_storage().data_ptr() != o.untyped_storage().data_ptr()
+    )
 
 
 class TensorWeightSync(_PausedSync):
     mode = "tensor"
 
-    def __init__(self, clients: Sequence[SGLangClient], buffer_bytes: int, tp_size: int = 1,
-                 device: str | torch.device | None = None, serializer: Serializer | None = None,
-                 load_format: str | None = None, pause_mode: str = "abort"):
+    def __init__(
+        self,
+        clients: Sequence[SGLangClient],
+        buffer_bytes: int,
+        tp_size: int = 1,
+        device: str | torch.device | None = None,
+        serializer: Serializer | None = None,
+        load_format: str | None = None,
+        pause_mode: str = "abort",
+    ):
         super().__init__(clients, buffer_bytes, pause_mode)
         self.tp_size = tp_size
         self.device = device
@@ -212,9 +237,12 @@ class TensorWeightSync(_PausedSync):
             moved = [(n, t.detach().to(self.device)) for n, t in bucket]
         payload = serialize(moved)
         for client in self.clients:  # each call returns once the server has copied the bucket
-            client.update_weights_from_tensor([payload] * self.tp_size,
-                                              load_format=self.load_format, flush_cache=False,
-                                              weight_version=weight_version)
+            client.update_weights_from_tensor(
+                [payload] * self.tp_size,
+                load_format=self.load_format,
+                flush_cache=False,
+                weight_version=weight_version,
+            )
         return _copied_bytes(bucket, moved)
 
 
@@ -224,8 +252,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def init_weight_update_group(backend: str, master_address: str, master_port: int, world_size: int,
-                             rank: int, group_name: str, timeout_s: float):
+def init_weight_update_group(
+    backend: str,
+    master_address: str,
+    master_port: int,
+    world_size: int,
+    rank: int,
+    group_name: str,
+    timeout_s: float,
+):
     """A process group outside the default one, made exactly as SGLang's receiving side makes it.
 
     SGLang's ``init_weights_update_group`` rendezvouses at tcp://master_address:master_port (rank 0,
@@ -236,15 +271,17 @@ def init_weight_update_group(backend: str, master_address: str, master_port: int
     from torch.distributed import distributed_c10d as c10d
 
     timeout = datetime.timedelta(seconds=timeout_s)
-    store, _, _ = next(dist.rendezvous(f"tcp://{master_address}:{master_port}", rank, world_size,
-                                       timeout=timeout))
+    store, _, _ = next(
+        dist.rendezvous(f"tcp://{master_address}:{master_port}", rank, world_size, timeout=timeout)
+    )
     store = dist.PrefixStore(group_name, store)
     helper = c10d._new_process_group_helper
     options = {"timeout": timeout}
     if "group_desc" in inspect.signature(helper).parameters:
         options["group_desc"] = group_name
-    group, _ = helper(world_size, rank, [], dist.Backend(backend), store, group_name=group_name,
-                      **options)
+    group, _ = helper(
+        world_size, rank, [], dist.Backend(backend), store, group_name=group_name, **options
+    )
     c10d._world.pg_group_ranks[group] = {r: r for r in range(world_size)}  # lets destroy() find it
     return group
 
@@ -252,26 +289,38 @@ def init_weight_update_group(backend: str, master_address: str, master_port: int
 class DistributedWeightSync(_PausedSync):
     mode = "distributed"
 
-    def __init__(self, clients: Sequence[SGLangClient], buffer_bytes: int,
-                 master_address: str = "127.0.0.1", master_port: int | None = None,
-                 backend: str = "nccl", group_name: str = "hyrl_weight_update",
-                 tp_sizes: Sequence[int] | int = 1, device: str | torch.device | None = None,
-                 timeout_s: float = 600.0, pause_mode: str = "abort"):
+    def __init__(
+        self,
+        clients: Sequence[SGLangClient],
+        buffer_bytes: int,
+        master_address: str = "127.0.0.1",
+        master_port: int | None = None,
+        backend: str = "nccl",
+        group_name: str = "hyrl_weight_update",
+        tp_sizes: Sequence[int] | int = 1,
+        device: str | torch.device | None = None,
+        timeout_s: float = 600.0,
+        pause_mode: str = "abort",
+    ):
         super().__init__(clients, buffer_bytes, pause_mode)
         tp_sizes = [tp_sizes] * len(self.clients) if isinstance(tp_sizes, int) else list(tp_sizes)
         if len(tp_sizes) != len(self.clients):
-            raise ValueError(f"tp_sizes has {len(tp_sizes)} entries for {len(self.clients)} servers")
+            raise ValueError(
+                f"tp_sizes has {len(tp_sizes)} entries for {len(self.clients)} servers"
+            )
         self.tp_sizes = tp_sizes
         self.master_address = master_address
         self.master_port = master_port
         self.backend = backend
         self.group_name = group_name
-        self.device = torch.device(device if device is not None else
-                                   ("cuda" if backend == "nccl" else "cpu"))
+        self.device = torch.device(
+            device if device is not None else ("cuda" if backend == "nccl" else "cpu")
+        )
         self.timeout_s = timeout_s
         self.group = None
-        self._pool = ThreadPoolExecutor(max_workers=len(self.clients),
-                                        thread_name_prefix="sglang-weight-sync")
+        self._pool = ThreadPoolExecutor(
+            max_workers=len(self.clients), thread_name_prefix="sglang-weight-sync"
+        )
 
     @property
     def world_size(self) -> int:
@@ -283,20 +332,36 @@ class DistributedWeightSync(_PausedSync):
             return
         port = self.master_port or free_port(self.master_address)
         offsets = [1 + sum(self.tp_sizes[:k]) for k in range(len(self.clients))]
-        joins = [self._pool.submit(c.init_weights_update_group, self.master_address, port, offset,
-                                   self.world_size, self.group_name, self.backend)
-                 for c, offset in zip(self.clients, offsets)]
+        joins = [
+            self._pool.submit(
+                c.init_weights_update_group,
+                self.master_address,
+                port,
+                offset,
+                self.world_size,
+                self.group_name,
+                self.backend,
+            )
+            for c, offset in zip(self.clients, offsets)
+        ]
         try:
-            self.group = init_weight_update_group(self.backend, self.master_address, port,
-                                                  self.world_size, 0, self.group_name,
-                                                  self.timeout_s)
+            self.group = init_weight_update_group(
+                self.backend,
+                self.master_address,
+                port,
+                self.world_size,
+                0,
+                self.group_name,
+                self.timeout_s,
+            )
         except Exception as err:
             errors = [str(f.exception()) for f in joins if f.done() and f.exception()]
             raise SGLangError(
                 f"Could not form weight-update group {self.group_name!r} at "
                 f"{self.master_address}:{port} with {len(self.clients)} server(s) "
                 f"(world size {self.world_size}): {err}. Server errors: {errors or 'none'}. "
-                "Check that the servers can reach this address.") from err
+                "Check that the servers can reach this address."
+            ) from err
         for join in joins:
             join.result()
 
@@ -322,9 +387,18 @@ class DistributedWeightSync(_PausedSync):
         names = [n for n, _ in bucket]
         dtypes = [str(t.dtype).removeprefix("torch.") for t in tensors]
         shapes = [list(t.shape) for t in tensors]
-        posts = [self._pool.submit(c.update_weights_from_distributed, names, dtypes, shapes,
-                                   self.group_name, False, weight_version)
-                 for c in self.clients]
+        posts = [
+            self._pool.submit(
+                c.update_weights_from_distributed,
+                names,
+                dtypes,
+                shapes,
+                self.group_name,
+                False,
+                weight_version,
+            )
+            for c in self.clients
+        ]
         # every broadcast of the bucket at once, in the order of `names` (as the servers receive)
         works = [self.group.broadcast(tensor, 0) for tensor in tensors]
         # A server answers after it has received and loaded the whole bucket, so waiting for the
@@ -348,8 +422,12 @@ def write_shard(bucket: NamedTensors, path: str | Path) -> dict[str, str]:
     return {n: path.name for n, _ in bucket}
 
 
-def write_index(directory: str | Path, weight_map: Mapping[str, str], total_bytes: int,
-                config_json: Mapping | None = None) -> None:
+def write_index(
+    directory: str | Path,
+    weight_map: Mapping[str, str],
+    total_bytes: int,
+    config_json: Mapping | None = None,
+) -> None:
     """``model.safetensors.index.json`` (SGLang loads only the shards it names) (+ config.json)."""
     directory = Path(directory)
     index = {"metadata": {"total_size": total_bytes}, "weight_map": dict(weight_map)}
@@ -361,9 +439,15 @@ def write_index(directory: str | Path, weight_map: Mapping[str, str], total_byte
 class DiskWeightSync(_PausedSync):
     mode = "disk"
 
-    def __init__(self, clients: Sequence[SGLangClient], buffer_bytes: int, directory: str | Path,
-                 config_json: Mapping | None = None, load_format: str | None = None,
-                 pause_mode: str = "abort"):
+    def __init__(
+        self,
+        clients: Sequence[SGLangClient],
+        buffer_bytes: int,
+        directory: str | Path,
+        config_json: Mapping | None = None,
+        load_format: str | None = None,
+        pause_mode: str = "abort",
+    ):
         super().__init__(clients, buffer_bytes, pause_mode)
         self.directory = Path(directory)
         self.config_json = dict(config_json) if config_json is not None else None
@@ -414,5 +498,6 @@ class DiskWeightSync(_PausedSync):
         else:
             write_index(self.directory, self._weight_map, self._total_bytes, self.config_json)
         for client in self.clients:
-            client.update_weights_from_disk(str(directory), load_format=self.load_format,
-                                            weight_version=weight_version)
+            client.update_weights_from_disk(
+                str(directory), load_format=self.load_format, weight_version=weight_version
+            )

@@ -19,6 +19,7 @@ def t(*values) -> torch.Tensor:
 
 # --- group_advantages -----------------------------------------------------------------------
 
+
 def test_advantage_is_reward_minus_group_mean_over_population_std():
     # group 0: mean 0.5, population std 0.5 -> (r - 0.5) / 0.5; group 1: all equal -> 0
     A = group_advantages(t(1, 0, 0, 1, 1, 1, 1, 1), group_size=4)
@@ -57,19 +58,24 @@ def test_reward_count_must_split_into_groups():
 
 # --- policy_loss --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("ratio, A, eps_high, loss, clipped", [
-    (1.5, +1.0, 0.2, -1.2, 1.0),    # min(1.5, 1.2) = 1.2: the clip caps the gain
-    (0.5, +1.0, 0.2, -0.5, 0.0),    # min(0.5, 0.8) = 0.5: pessimistic branch is unclipped
-    (0.5, -1.0, 0.2, +0.8, 1.0),    # min(-0.5, -0.8) = -0.8
-    (1.5, -1.0, 0.2, +1.5, 0.0),    # min(-1.5, -1.2) = -1.5
-    (1.5, +1.0, 0.28, -1.28, 1.0),  # DAPO clip-higher: upper bound 1 + 0.28
-    (1.0, +2.0, 0.2, -2.0, 0.0),    # on-policy: loss = -A
-])
+
+@pytest.mark.parametrize(
+    "ratio, A, eps_high, loss, clipped",
+    [
+        (1.5, +1.0, 0.2, -1.2, 1.0),  # min(1.5, 1.2) = 1.2: the clip caps the gain
+        (0.5, +1.0, 0.2, -0.5, 0.0),  # min(0.5, 0.8) = 0.5: pessimistic branch is unclipped
+        (0.5, -1.0, 0.2, +0.8, 1.0),  # min(-0.5, -0.8) = -0.8
+        (1.5, -1.0, 0.2, +1.5, 0.0),  # min(-1.5, -1.2) = -1.5
+        (1.5, +1.0, 0.28, -1.28, 1.0),  # DAPO clip-higher: upper bound 1 + 0.28
+        (1.0, +2.0, 0.2, -2.0, 0.0),  # on-policy: loss = -A
+    ],
+)
 def test_policy_loss_is_the_ppo_clip_surrogate(ratio, A, eps_high, loss, clipped):
     old = torch.tensor([[LOG(0.4)]])
     new = old + LOG(ratio)
-    loss_t, clipped_t = policy_loss(new, old, torch.tensor([[A]]), eps_clip=0.2,
-                                    eps_clip_high=eps_high)
+    loss_t, clipped_t = policy_loss(
+        new, old, torch.tensor([[A]]), eps_clip=0.2, eps_clip_high=eps_high
+    )
     assert loss_t.item() == pytest.approx(loss, abs=1e-6)
     assert clipped_t.item() == clipped
 
@@ -87,6 +93,7 @@ def test_policy_loss_broadcasts_a_per_sequence_advantage():
 
 
 # --- kl_penalty ---------------------------------------------------------------------------
+
 
 def test_k3_kl_by_hand():
     # p = 0.5, p_ref = 0.25: r = p_ref / p = 0.5 -> r - log r - 1 = 0.5 + 0.693147 - 1
@@ -121,6 +128,7 @@ def test_unknown_kl_kind_names_the_allowed_ones():
 
 # --- masked_token_mean --------------------------------------------------------------------
 
+
 def test_masked_token_mean_ignores_masked_values():
     values = t([1, 2, 100], [3, 100, 100])
     mask = t([1, 1, 0], [1, 0, 0])
@@ -140,8 +148,9 @@ def test_masked_token_mean_of_an_empty_mask_is_zero_not_nan():
 def test_micro_batch_shares_of_a_global_total_sum_to_the_global_mean():
     values = t([1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12])
     mask = t([1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0])  # 6 tokens, sum 1+2+4+7+8+9 = 31
-    shares = [masked_token_mean(values[i:i + 2], mask[i:i + 2], total_tokens=6.0)
-              for i in (0, 2)]
+    shares = [
+        masked_token_mean(values[i : i + 2], mask[i : i + 2], total_tokens=6.0) for i in (0, 2)
+    ]
     assert sum(shares).item() == pytest.approx(31 / 6)
     assert masked_token_mean(values, mask).item() == pytest.approx(31 / 6)
 
@@ -166,8 +175,14 @@ ADV = t(1, -1)
 
 
 def _example(**overrides):
-    kwargs = dict(eps_clip=0.2, eps_clip_high=0.2, ref_log_probs=REF, kl_loss_coef=0.5,
-                  entropy=ENTROPY, entropy_coef=0.1)
+    kwargs = dict(
+        eps_clip=0.2,
+        eps_clip_high=0.2,
+        ref_log_probs=REF,
+        kl_loss_coef=0.5,
+        entropy=ENTROPY,
+        entropy_coef=0.1,
+    )
     kwargs.update(overrides)
     return grpo_loss(NEW, OLD, ADV, MASK, **kwargs)
 
@@ -185,9 +200,18 @@ def test_grpo_loss_by_hand():
 
 def test_grpo_loss_accepts_token_level_advantages():
     loss_b, _ = _example()
-    loss_bt, _ = grpo_loss(NEW, OLD, ADV.unsqueeze(-1).expand(2, 3), MASK, eps_clip=0.2,
-                           eps_clip_high=0.2, ref_log_probs=REF, kl_loss_coef=0.5,
-                           entropy=ENTROPY, entropy_coef=0.1)
+    loss_bt, _ = grpo_loss(
+        NEW,
+        OLD,
+        ADV.unsqueeze(-1).expand(2, 3),
+        MASK,
+        eps_clip=0.2,
+        eps_clip_high=0.2,
+        ref_log_probs=REF,
+        kl_loss_coef=0.5,
+        entropy=ENTROPY,
+        entropy_coef=0.1,
+    )
     assert loss_bt.item() == pytest.approx(loss_b.item())
 
 

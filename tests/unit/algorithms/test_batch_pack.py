@@ -30,25 +30,34 @@ def batch() -> TokenBatch:
 
 
 def test_tokens_are_prompt_then_response_right_padded(batch):
-    assert torch.equal(batch.tokens, long(
-        [2, 3, 13, 4, 14, 7, 1, 0],
-        [2, 5, 13, 9, 0, 0, 0, 0],
-    ))
+    assert torch.equal(
+        batch.tokens,
+        long(
+            [2, 3, 13, 4, 14, 7, 1, 0],
+            [2, 5, 13, 9, 0, 0, 0, 0],
+        ),
+    )
 
 
 def test_targets_are_tokens_shifted_left_with_pad_in_the_last_column(batch):
-    assert torch.equal(batch.targets, long(
-        [3, 13, 4, 14, 7, 1, 0, 0],
-        [5, 13, 9, 0, 0, 0, 0, 0],
-    ))
+    assert torch.equal(
+        batch.targets,
+        long(
+            [3, 13, 4, 14, 7, 1, 0, 0],
+            [5, 13, 9, 0, 0, 0, 0, 0],
+        ),
+    )
 
 
 def test_loss_mask_covers_exactly_the_positions_whose_target_is_a_response_token(batch):
     # row 0: positions 4 and 5 predict 7 and 1; row 1: position 2 predicts 9
-    assert torch.equal(batch.loss_mask, floats(
-        [0, 0, 0, 0, 1, 1, 0, 0],
-        [0, 0, 1, 0, 0, 0, 0, 0],
-    ))
+    assert torch.equal(
+        batch.loss_mask,
+        floats(
+            [0, 0, 0, 0, 1, 1, 0, 0],
+            [0, 0, 1, 0, 0, 0, 0, 0],
+        ),
+    )
     assert batch.loss_mask.dtype == torch.float32
     assert batch.targets[batch.loss_mask.bool()].tolist() == [7, 1, 9]
 
@@ -61,8 +70,14 @@ def test_advantages_pass_through_and_log_probs_start_unset(batch):
 def test_length_is_padded_up_to_the_multiple():
     # 7 tokens + 1 spare = 8: a multiple of 1 stays 8, of 3 becomes 9, of 16 becomes 16
     assert pack(PROMPTS, RESPONSES, ADVANTAGES, pad_id=0).tokens.shape == (2, 8)
-    assert pack(PROMPTS, RESPONSES, ADVANTAGES, pad_id=0, pad_to_multiple_of=3).tokens.shape == (2, 9)
-    assert pack(PROMPTS, RESPONSES, ADVANTAGES, pad_id=0, pad_to_multiple_of=16).tokens.shape == (2, 16)
+    assert pack(PROMPTS, RESPONSES, ADVANTAGES, pad_id=0, pad_to_multiple_of=3).tokens.shape == (
+        2,
+        9,
+    )
+    assert pack(PROMPTS, RESPONSES, ADVANTAGES, pad_id=0, pad_to_multiple_of=16).tokens.shape == (
+        2,
+        16,
+    )
 
 
 def test_padding_uses_the_given_pad_id():
@@ -100,11 +115,14 @@ def test_select_with_an_index_tensor_reorders_rows_including_set_log_probs(batch
     assert batch.tokens[0, 0] == 2  # the original batch is untouched
 
 
-@pytest.mark.parametrize("prompts, responses, advantages", [
-    (PROMPTS, RESPONSES[:1], ADVANTAGES),  # fewer responses than prompts
-    (PROMPTS[:1], RESPONSES, ADVANTAGES),  # fewer prompts than responses
-    (PROMPTS, RESPONSES, torch.tensor([0.5, -0.5, 0.0])),  # one advantage too many
-])
+@pytest.mark.parametrize(
+    "prompts, responses, advantages",
+    [
+        (PROMPTS, RESPONSES[:1], ADVANTAGES),  # fewer responses than prompts
+        (PROMPTS[:1], RESPONSES, ADVANTAGES),  # fewer prompts than responses
+        (PROMPTS, RESPONSES, torch.tensor([0.5, -0.5, 0.0])),  # one advantage too many
+    ],
+)
 def test_mismatched_lengths_raise_value_error(prompts, responses, advantages):
     with pytest.raises(ValueError):
         pack(prompts, responses, advantages, pad_id=0)

@@ -72,8 +72,9 @@ def test_pg_weights_scale_each_tokens_policy_gradient_term():
     log_probs = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, 0.0, 0.0]], requires_grad=True)
     advantages = torch.tensor([1.0, -2.0])
     weights = torch.tensor([[0.5, 0.0, 0.0], [2.0, 0.0, 0.0]])
-    loss, stats = grpo_loss(log_probs, TRAIN, advantages, MASK, eps_clip=0.2,
-                            pg_weights=weights, total_tokens=3)
+    loss, stats = grpo_loss(
+        log_probs, TRAIN, advantages, MASK, eps_clip=0.2, pg_weights=weights, total_tokens=3
+    )
     # ratio 1 everywhere (log_probs == old): pg_t = -A_t, weighted, over 3 tokens
     assert float(loss.detach()) == pytest.approx((-1.0 * 0.5 + 0.0 + 2.0 * 2.0) / 3)
     assert float(stats["pg_loss"]) == pytest.approx(float(loss.detach()))
@@ -84,10 +85,18 @@ def test_pg_weights_scale_each_tokens_policy_gradient_term():
 
 def test_pack_places_engine_log_probs_and_routed_experts_on_their_positions():
     prompts, responses = [[5, 6, 7], [5, 6]], [[8, 1], [9, 10, 1]]
-    routed = [torch.arange(4 * 2 * 2, dtype=torch.int32).view(4, 2, 2),  # 3 + 2 - 1 tokens
-              torch.full((2, 2, 2), 7, dtype=torch.int32)]                # last 2 of 2 + 3 - 1
-    batch = pack(prompts, responses, torch.zeros(2), pad_id=0,
-                 rollout_log_probs=[[-0.1, -0.2], [-0.3, -0.4, -0.5]], routed_experts=routed)
+    routed = [
+        torch.arange(4 * 2 * 2, dtype=torch.int32).view(4, 2, 2),  # 3 + 2 - 1 tokens
+        torch.full((2, 2, 2), 7, dtype=torch.int32),
+    ]  # last 2 of 2 + 3 - 1
+    batch = pack(
+        prompts,
+        responses,
+        torch.zeros(2),
+        pad_id=0,
+        rollout_log_probs=[[-0.1, -0.2], [-0.3, -0.4, -0.5]],
+        routed_experts=routed,
+    )
     assert torch.equal(batch.loss_mask > 0, batch.rollout_log_probs != 0)
     assert batch.rollout_log_probs[0, 2:4].tolist() == pytest.approx([-0.1, -0.2])
     assert batch.rollout_log_probs[1, 1:4].tolist() == pytest.approx([-0.3, -0.4, -0.5])
@@ -103,9 +112,19 @@ def test_pack_places_engine_log_probs_and_routed_experts_on_their_positions():
 
 
 def test_rows_a_rank_does_not_hold_are_never_used_silently():
-    batch = pack([[5, 6], [5, 7]], [[8, 1], [9, 1]], torch.zeros(2), pad_id=0,
-                 routed_experts=[torch.zeros(3, 2, 2, dtype=torch.int32), None])
-    assert batch.select(slice(0, 1)).routed_experts.dense().shape == (1, batch.tokens.shape[1], 2, 2)
+    batch = pack(
+        [[5, 6], [5, 7]],
+        [[8, 1], [9, 1]],
+        torch.zeros(2),
+        pad_id=0,
+        routed_experts=[torch.zeros(3, 2, 2, dtype=torch.int32), None],
+    )
+    assert batch.select(slice(0, 1)).routed_experts.dense().shape == (
+        1,
+        batch.tokens.shape[1],
+        2,
+        2,
+    )
     with pytest.raises(RuntimeError, match="routing of row 0 of this micro-batch was not sent"):
         batch.select(slice(1, 2)).routed_experts.dense()
 
@@ -114,27 +133,39 @@ def test_pack_refuses_routing_or_log_probs_that_do_not_fit_the_sequence():
     with pytest.raises(ValueError, match="row 0: 1 rollout log-probs for 2 response tokens"):
         pack([[5, 6]], [[8, 1]], torch.zeros(1), pad_id=0, rollout_log_probs=[[-0.1]])
     with pytest.raises(ValueError, match="routed experts for 4 tokens, but only 3 went through"):
-        pack([[5, 6]], [[8, 1]], torch.zeros(1), pad_id=0,
-             routed_experts=[torch.zeros(4, 2, 2, dtype=torch.int32)])
+        pack(
+            [[5, 6]],
+            [[8, 1]],
+            torch.zeros(1),
+            pad_id=0,
+            routed_experts=[torch.zeros(4, 2, 2, dtype=torch.int32)],
+        )
 
 
-@pytest.mark.parametrize("flag, value, fragment", [
-    ("tis_clip", 0.9, "--tis-clip"),
-    ("mis_low", 1.0, "--mis-low"),
-    ("mis_high", 1.0, "--mis-high"),
-])
+@pytest.mark.parametrize(
+    "flag, value, fragment",
+    [
+        ("tis_clip", 0.9, "--tis-clip"),
+        ("mis_low", 1.0, "--mis-low"),
+        ("mis_high", 1.0, "--mis-high"),
+    ],
+)
 def test_out_of_range_importance_sampling_bounds_are_refused_naming_the_flag(
-        tmp_path, flag, value, fragment):
+    tmp_path, flag, value, fragment
+):
     cfg = RunConfig(run_dir=str(tmp_path / "run"), **{flag: value})
     with pytest.raises(ConfigError, match=fragment):
         validate(cfg, 1)
 
 
-@pytest.mark.parametrize("flags, fragment", [
-    ({"tis_clip": 3.0}, "--tis-clip.*only used with --use-tis"),
-    ({"mis_high": 3.0}, "--mis-high.*only used with --use-mis"),
-    ({"mis_level": "sequence", "use_tis": True}, "--mis-level.*only used with --use-mis"),
-])
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        ({"tis_clip": 3.0}, "--tis-clip.*only used with --use-tis"),
+        ({"mis_high": 3.0}, "--mis-high.*only used with --use-mis"),
+        ({"mis_level": "sequence", "use_tis": True}, "--mis-level.*only used with --use-mis"),
+    ],
+)
 def test_a_correction_bound_without_its_switch_is_refused_not_ignored(tmp_path, flags, fragment):
     with pytest.raises(ConfigError, match=fragment):
         validate(RunConfig(run_dir=str(tmp_path / "run"), **flags), 1)
@@ -157,20 +188,40 @@ def test_non_finite_engine_log_probs_are_counted_and_dropped_not_propagated():
     assert keep[0].sum() == 0 and dropped == pytest.approx(2 / 3)  # its whole response goes
 
 
-@pytest.mark.parametrize("server_args", ["--enable-eplb", "--ep-num-redundant-experts 32",
-                                         "--ep-num-redundant-experts=8"])
+@pytest.mark.parametrize(
+    "server_args",
+    ["--enable-eplb", "--ep-num-redundant-experts 32", "--ep-num-redundant-experts=8"],
+)
 def test_routing_replay_refuses_sglang_flags_that_make_expert_ids_physical(tmp_path, server_args):
-    cfg = RunConfig(run_dir=str(tmp_path / "run"), rollout_engine="sglang",
-                    rollout_num_gpus=1, use_routing_replay=True, sglang_server_args=server_args)
+    cfg = RunConfig(
+        run_dir=str(tmp_path / "run"),
+        rollout_engine="sglang",
+        rollout_num_gpus=1,
+        use_routing_replay=True,
+        sglang_server_args=server_args,
+    )
     with pytest.raises(ConfigError, match="--use-routing-replay.*physical slots"):
         validate(cfg, 1)
-    validate(RunConfig(run_dir=str(tmp_path / "run"), rollout_engine="sglang", rollout_num_gpus=1,
-                       use_routing_replay=True, sglang_server_args="--ep-num-redundant-experts 0"), 1)
+    validate(
+        RunConfig(
+            run_dir=str(tmp_path / "run"),
+            rollout_engine="sglang",
+            rollout_num_gpus=1,
+            use_routing_replay=True,
+            sglang_server_args="--ep-num-redundant-experts 0",
+        ),
+        1,
+    )
 
 
 def test_measuring_routing_on_sglang_refuses_physical_expert_ids_too(tmp_path):
-    cfg = RunConfig(run_dir=str(tmp_path / "run"), rollout_engine="sglang", rollout_num_gpus=1,
-                    measure_routing_mismatch=True, sglang_server_args="--enable-eplb")
+    cfg = RunConfig(
+        run_dir=str(tmp_path / "run"),
+        rollout_engine="sglang",
+        rollout_num_gpus=1,
+        measure_routing_mismatch=True,
+        sglang_server_args="--enable-eplb",
+    )
     with pytest.raises(ConfigError, match="--measure-routing-mismatch.*physical slots"):
         validate(cfg, 1)
 

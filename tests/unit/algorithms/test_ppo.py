@@ -21,15 +21,13 @@ def rows(*values) -> torch.Tensor:
 # Two rows, L = 8. Row 0: prompt positions 0..2, response positions 3..6, padding at 7.
 # Row 1: a shorter response at positions 1..2. Values outside the mask are garbage (9.0) and
 # must not leak into anything.
-MASK = rows([0, 0, 0, 1, 1, 1, 1, 0],
-            [0, 1, 1, 0, 0, 0, 0, 0])
-REWARDS = rows([5, 5, 5, 0, 0, 0, 1, 5],
-               [5, 0, 2, 5, 5, 5, 5, 5])
-VALUES = rows([9, 9, 9, 0.5, 0.6, 0.7, 0.8, 9],
-              [9, 1.0, 1.0, 9, 9, 9, 9, 9])
+MASK = rows([0, 0, 0, 1, 1, 1, 1, 0], [0, 1, 1, 0, 0, 0, 0, 0])
+REWARDS = rows([5, 5, 5, 0, 0, 0, 1, 5], [5, 0, 2, 5, 5, 5, 5, 5])
+VALUES = rows([9, 9, 9, 0.5, 0.6, 0.7, 0.8, 9], [9, 1.0, 1.0, 9, 9, 9, 9, 9])
 
 
 # --- gae ----------------------------------------------------------------------------------
+
 
 def test_gae_by_hand_at_an_offset_with_independent_rows():
     # gamma = 0.9, lambd = 0.8, gamma * lambd = 0.72. Row 0, right to left (positions 6..3):
@@ -46,10 +44,18 @@ def test_gae_by_hand_at_an_offset_with_independent_rows():
     #   delta_2 = 2 - 1 = 1;  delta_1 = 0 + 0.9 * 1 - 1 = -0.1
     #   A_2 = 1;  A_1 = -0.1 + 0.72 * 1 = 0.62;  R = [1.62, 2.0]
     A, R = gae(REWARDS, VALUES, MASK, gamma=0.9, lambd=0.8)
-    assert torch.allclose(A, rows([0, 0, 0, 0.1466176, 0.14808, 0.164, 0.2, 0],
-                                  [0, 0.62, 1.0, 0, 0, 0, 0, 0]), atol=1e-6, rtol=0)
-    assert torch.allclose(R, rows([0, 0, 0, 0.6466176, 0.74808, 0.864, 1.0, 0],
-                                  [0, 1.62, 2.0, 0, 0, 0, 0, 0]), atol=1e-6, rtol=0)
+    assert torch.allclose(
+        A,
+        rows([0, 0, 0, 0.1466176, 0.14808, 0.164, 0.2, 0], [0, 0.62, 1.0, 0, 0, 0, 0, 0]),
+        atol=1e-6,
+        rtol=0,
+    )
+    assert torch.allclose(
+        R,
+        rows([0, 0, 0, 0.6466176, 0.74808, 0.864, 1.0, 0], [0, 1.62, 2.0, 0, 0, 0, 0, 0]),
+        atol=1e-6,
+        rtol=0,
+    )
 
 
 def test_gae_with_gamma_and_lambda_one_is_final_reward_minus_value():
@@ -72,18 +78,22 @@ def test_gae_passes_no_gradient_to_the_values():
 
 # --- token_rewards ------------------------------------------------------------------------
 
+
 def test_score_goes_on_the_last_masked_position_of_each_row():
     r = token_rewards(t(3.0, -1.0), MASK)
-    assert torch.equal(r, rows([0, 0, 0, 0, 0, 0, 3, 0],
-                               [0, 0, -1, 0, 0, 0, 0, 0]))
+    assert torch.equal(r, rows([0, 0, 0, 0, 0, 0, 3, 0], [0, 0, -1, 0, 0, 0, 0, 0]))
 
 
 def test_kl_penalty_is_subtracted_at_every_masked_position_only():
     kl = torch.full((2, 8), 2.0)
     r = token_rewards(t(3.0, -1.0), MASK, kl=kl, kl_coef=0.1)
     # each response position gets -0.1 * 2 = -0.2; the last one also gets its score
-    assert torch.allclose(r, rows([0, 0, 0, -0.2, -0.2, -0.2, 2.8, 0],
-                                  [0, -0.2, -1.2, 0, 0, 0, 0, 0]), atol=1e-6, rtol=0)
+    assert torch.allclose(
+        r,
+        rows([0, 0, 0, -0.2, -0.2, -0.2, 2.8, 0], [0, -0.2, -1.2, 0, 0, 0, 0, 0]),
+        atol=1e-6,
+        rtol=0,
+    )
 
 
 def test_response_ending_at_the_last_position_and_empty_rows():
@@ -100,14 +110,16 @@ def test_kl_coef_without_kl_is_an_error():
 
 # --- masked_whiten ------------------------------------------------------------------------
 
+
 def test_whiten_gives_zero_mean_unit_population_variance_on_the_mask():
     x = rows([100, 1, 2, 3], [4, -50, 100, 100])
     mask = rows([0, 1, 1, 1], [1, 0, 0, 0])
     w = masked_whiten(x, mask)
     # masked entries 1, 2, 3, 4: mean 2.5, population variance 1.25
     s = math.sqrt(1.25)
-    assert torch.allclose(w, rows([0, -1.5 / s, -0.5 / s, 0.5 / s], [1.5 / s, 0, 0, 0]),
-                          atol=1e-6, rtol=0)
+    assert torch.allclose(
+        w, rows([0, -1.5 / s, -0.5 / s, 0.5 / s], [1.5 / s, 0, 0, 0]), atol=1e-6, rtol=0
+    )
     kept = w[mask > 0]
     assert abs(kept.mean().item()) < 1e-6
     assert abs(kept.var(unbiased=False).item() - 1) < 1e-5
@@ -116,11 +128,13 @@ def test_whiten_gives_zero_mean_unit_population_variance_on_the_mask():
 def test_whiten_without_shifting_keeps_the_mean():
     w = masked_whiten(t(1, 2, 3, 4), t(1, 1, 1, 1), shift_mean=False)
     s = math.sqrt(1.25)
-    assert torch.allclose(w, t(2.5 - 1.5 / s, 2.5 - 0.5 / s, 2.5 + 0.5 / s, 2.5 + 1.5 / s),
-                          atol=1e-6, rtol=0)
+    assert torch.allclose(
+        w, t(2.5 - 1.5 / s, 2.5 - 0.5 / s, 2.5 + 0.5 / s, 2.5 + 1.5 / s), atol=1e-6, rtol=0
+    )
 
 
 # --- value_loss ---------------------------------------------------------------------------
+
 
 def test_clipped_branch_is_taken_when_it_is_larger():
     # old 0, V 1, R 2, c 0.2: unclipped (1 - 2)^2 = 1; V_clip = 0.2, (0.2 - 2)^2 = 3.24
@@ -167,10 +181,11 @@ def test_value_loss_is_a_masked_token_mean_with_an_optional_global_total():
 
 # --- explained_variance -------------------------------------------------------------------
 
+
 def test_perfect_critic_explains_all_variance():
     R = rows([9, 1, 2, 3], [4, 9, 9, 9])
     mask = rows([0, 1, 1, 1], [1, 0, 0, 0])
-    V = R * mask + (1 - mask) * -7   # wrong only outside the mask
+    V = R * mask + (1 - mask) * -7  # wrong only outside the mask
     assert explained_variance(V, R, mask) == pytest.approx(1.0)
 
 

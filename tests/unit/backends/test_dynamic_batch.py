@@ -4,10 +4,10 @@ import dataclasses
 
 import pytest
 import torch
+from testpaths import HELPERS
 
 from hyrl.algorithms.batch import pack, token_budget_ranges
 from hyrl.models.qwen3_moe.config import TINY
-from testpaths import HELPERS
 
 
 def test_ranges_are_contiguous_and_each_padded_run_fits_the_budget():
@@ -35,8 +35,9 @@ def actor():
 
     init_distributed(ParallelLayout(), seed=3)
     torch.manual_seed(0)
-    settings = ActorSettings(optim=OptimizerSettings(micro_batch_size=3, clip_grad=0.0,
-                                                     noise_scale_beta=None))
+    settings = ActorSettings(
+        optim=OptimizerSettings(micro_batch_size=3, clip_grad=0.0, noise_scale_beta=None)
+    )
     yield MegatronActor(TINY, ParallelLayout(), settings)
     destroy_distributed()
 
@@ -86,21 +87,30 @@ def test_dp_ranks_with_different_micro_batch_counts_under_ep_agree_and_match_one
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     worker = HELPERS / "skew_worker.py"
     results = {}
     for nproc in (1, 2):
         out = tmp_path / f"skew{nproc}.json"
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                               f"--nproc-per-node={nproc}", str(worker), str(out)],
-                              capture_output=True, text=True, timeout=240,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc-per-node={nproc}",
+                str(worker),
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         results[nproc] = json.loads(out.read_text())
     assert results[2]["micro_batches"] == [4]  # rank 0's one range split to the agreed four
     one, two = results[1], results[2]
-    assert torch.allclose(torch.tensor(two["log_probs"]), torch.tensor(one["log_probs"]),
-                          atol=1e-5)
+    assert torch.allclose(torch.tensor(two["log_probs"]), torch.tensor(one["log_probs"]), atol=1e-5)
     assert two["loss"] == pytest.approx(one["loss"], abs=1e-6)
     assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-5)

@@ -14,14 +14,13 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
 from logprobs_worker import unchunked_log_probs_and_entropy, values_and_grads
 from testpaths import HELPERS
+
+from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
 
 WORKER = HELPERS / "logprobs_worker.py"
 
@@ -56,7 +55,8 @@ def reference(logits: torch.Tensor, targets: torch.Tensor, temperature: float):
 def test_log_probs_and_entropy_equal_torch_on_the_full_vocabulary(logits_and_targets, temperature):
     logits, targets = logits_and_targets
     log_probs, entropy = vocab_parallel_log_probs_and_entropy(
-        logits, targets, temperature=temperature, with_entropy=True)
+        logits, targets, temperature=temperature, with_entropy=True
+    )
     ref_log_probs, ref_entropy = reference(logits, targets, temperature)
 
     assert log_probs.shape == entropy.shape == (3, 5)
@@ -71,7 +71,8 @@ def test_gradients_equal_those_of_the_torch_reference(logits_and_targets, temper
     ref_in = logits.clone().requires_grad_(True)
 
     log_probs, entropy = vocab_parallel_log_probs_and_entropy(
-        ours_in, targets, temperature=temperature, with_entropy=True)
+        ours_in, targets, temperature=temperature, with_entropy=True
+    )
     (grad,) = torch.autograd.grad(log_probs.sum() + entropy.sum(), ours_in)
     ref_log_probs, ref_entropy = reference(ref_in, targets, temperature)
     (ref_grad,) = torch.autograd.grad(ref_log_probs.sum() + ref_entropy.sum(), ref_in)
@@ -85,7 +86,8 @@ def test_uniform_logits_give_log_one_over_vocab_and_entropy_log_vocab():
     logits = torch.zeros(2, 3, VOCAB)
     targets = torch.tensor([[0, 7, 15], [1, 2, 3]])
     log_probs, entropy = vocab_parallel_log_probs_and_entropy(
-        logits, targets, temperature=0.5, with_entropy=True)
+        logits, targets, temperature=0.5, with_entropy=True
+    )
     assert torch.allclose(log_probs, torch.full((2, 3), -math.log(16)), atol=1e-6)
     assert torch.allclose(entropy, torch.full((2, 3), math.log(16)), atol=1e-6)
 
@@ -95,7 +97,8 @@ def test_huge_logits_do_not_overflow():
     logits = torch.zeros(1, 1, VOCAB)
     logits[0, 0, 0] = 1000.0
     log_probs, entropy = vocab_parallel_log_probs_and_entropy(
-        logits, torch.tensor([[0]]), with_entropy=True)
+        logits, torch.tensor([[0]]), with_entropy=True
+    )
     assert torch.isfinite(log_probs).all() and torch.isfinite(entropy).all()
     assert log_probs.item() == pytest.approx(0.0, abs=1e-6)
     assert entropy.item() == pytest.approx(0.0, abs=1e-6)
@@ -119,18 +122,21 @@ def test_bfloat16_logits_are_computed_in_float32(logits_and_targets):
 @pytest.mark.parametrize("chunk_positions", [1, 4, 64])  # 15 positions: uneven, and one chunk
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_chunks_give_the_values_and_gradients_of_the_unchunked_pass(
-        logits_and_targets, temperature, chunk_positions):
+    logits_and_targets, temperature, chunk_positions
+):
     logits, targets = logits_and_targets
     gen = torch.Generator().manual_seed(1)
     weights = (torch.randn(3, 5, generator=gen), torch.randn(3, 5, generator=gen))
 
     def chunked(*args, **kwargs):
-        return vocab_parallel_log_probs_and_entropy(*args, **kwargs,
-                                                    chunk_positions=chunk_positions)
+        return vocab_parallel_log_probs_and_entropy(
+            *args, **kwargs, chunk_positions=chunk_positions
+        )
 
     ours = values_and_grads(chunked, logits, targets, temperature, weights)
-    reference = values_and_grads(unchunked_log_probs_and_entropy, logits, targets, temperature,
-                                 weights)
+    reference = values_and_grads(
+        unchunked_log_probs_and_entropy, logits, targets, temperature, weights
+    )
     assert ours[2].abs().max() > 0.01
     for mine, theirs in zip(ours, reference):  # log p, H, gradient
         assert torch.allclose(mine, theirs, atol=1e-6, rtol=0)
@@ -139,12 +145,14 @@ def test_chunks_give_the_values_and_gradients_of_the_unchunked_pass(
 def test_a_loss_of_log_probs_alone_gets_the_unchunked_gradient(logits_and_targets):
     # entropy not requested (no entropy term in backward) and requested but unused (its grad None)
     logits, targets = logits_and_targets
-    expected = values_and_grads(unchunked_log_probs_and_entropy, logits, targets, 0.7,
-                                (torch.ones(3, 5), torch.zeros(3, 5)))[2]
+    expected = values_and_grads(
+        unchunked_log_probs_and_entropy, logits, targets, 0.7, (torch.ones(3, 5), torch.zeros(3, 5))
+    )[2]
     for with_entropy in (False, True):
         leaf = logits.clone().requires_grad_(True)
         log_probs, _ = vocab_parallel_log_probs_and_entropy(
-            leaf, targets, temperature=0.7, with_entropy=with_entropy, chunk_positions=4)
+            leaf, targets, temperature=0.7, with_entropy=with_entropy, chunk_positions=4
+        )
         (grad,) = torch.autograd.grad(log_probs.sum(), leaf)
         assert torch.allclose(grad, expected, atol=1e-6, rtol=0)
 
@@ -152,10 +160,12 @@ def test_a_loss_of_log_probs_alone_gets_the_unchunked_gradient(logits_and_target
 def test_bfloat16_logits_get_a_bfloat16_gradient_equal_to_the_unchunked_one(logits_and_targets):
     logits, targets = logits_and_targets
     weights = (torch.ones(3, 5), torch.ones(3, 5))
-    ours = values_and_grads(vocab_parallel_log_probs_and_entropy, logits.bfloat16(), targets,
-                            1.0, weights)
-    reference = values_and_grads(unchunked_log_probs_and_entropy, logits.bfloat16(), targets,
-                                 1.0, weights)
+    ours = values_and_grads(
+        vocab_parallel_log_probs_and_entropy, logits.bfloat16(), targets, 1.0, weights
+    )
+    reference = values_and_grads(
+        unchunked_log_probs_and_entropy, logits.bfloat16(), targets, 1.0, weights
+    )
     assert ours[2].dtype == torch.bfloat16
     for mine, theirs in zip(ours, reference):
         assert torch.allclose(mine.float(), theirs.float(), atol=1e-6, rtol=0)
@@ -164,10 +174,22 @@ def test_bfloat16_logits_get_a_bfloat16_gradient_equal_to_the_unchunked_one(logi
 @pytest.mark.slow
 def test_at_tp2_values_equal_the_unchunked_pass_and_gradients_equal_torchs(tmp_path):
     out = tmp_path / "tp2.json"
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node=2", str(WORKER), "tp2", str(out)],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            str(WORKER),
+            "tp2",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for temperature, result in json.loads(out.read_text()).items():
         log_prob_diff, entropy_diff, _ = result["chunked_vs_unchunked"]
@@ -182,9 +204,13 @@ def test_at_tp2_values_equal_the_unchunked_pass_and_gradients_equal_torchs(tmp_p
 
 
 def _peak_mib(impl: str, mode: str, positions: int, vocab: int) -> dict:
-    proc = subprocess.run([sys.executable, str(WORKER), "memory", impl, str(positions), str(vocab),
-                           mode], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), "memory", impl, str(positions), str(vocab), mode],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -198,7 +224,9 @@ def test_chunking_cuts_the_peak_memory_of_a_32k_vocabulary_pass():
         logits_mib = chunked["logits_mib"]
         assert unchunked["peak_above_logits_mib"] > 3 * logits_mib, unchunked  # full-size copies
         assert chunked["peak_above_logits_mib"] < 0.4 * unchunked["peak_above_logits_mib"], (
-            chunked, unchunked)
+            chunked,
+            unchunked,
+        )
         if mode == "no_grad":  # the log-prob pass: not one full-size copy
             assert chunked["peak_above_logits_mib"] < logits_mib, chunked
         else:  # the gradient (one logits' worth) and a few chunks

@@ -5,15 +5,19 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from testpaths import HELPERS
 
 WORKER = HELPERS / "dp_worker.py"
-RUNS = {"one rank": (1, 0, 0), "dp2": (2, 0, 0), "dp2 distributed": (2, 1, 0),
-        "dp2 distributed bf16": (2, 1, 1), "one rank bf16": (1, 0, 1)}
+RUNS = {
+    "one rank": (1, 0, 0),
+    "dp2": (2, 0, 0),
+    "dp2 distributed": (2, 1, 0),
+    "dp2 distributed bf16": (2, 1, 1),
+    "one rank bf16": (1, 0, 1),
+}
 
 
 @pytest.fixture(scope="module")
@@ -22,18 +26,34 @@ def results(tmp_path_factory):
     out = {}
     for name, (nproc, distributed, bf16) in RUNS.items():
         path = tmp / f"{name.replace(' ', '_')}.json"
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                               f"--nproc-per-node={nproc}", str(WORKER), str(path),
-                               str(distributed), str(bf16)], capture_output=True, text=True,
-                              timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc-per-node={nproc}",
+                str(WORKER),
+                str(path),
+                str(distributed),
+                str(bf16),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         out[name] = json.loads(path.read_text())
     return out
 
 
 def _worst_weight_diff(a: dict, b: dict) -> float:
-    return max(abs(x - y) for name in a["weights_after"]
-               for x, y in zip(a["weights_after"][name], b["weights_after"][name]))
+    return max(
+        abs(x - y)
+        for name in a["weights_after"]
+        for x, y in zip(a["weights_after"][name], b["weights_after"][name])
+    )
 
 
 @pytest.mark.slow
@@ -88,14 +108,19 @@ def test_noise_scale_small_batch_norms_are_each_ranks_own_gradient(results, name
         from transformers import Qwen3MoeForCausalLM
 
         hf_model = Qwen3MoeForCausalLM(TINY.to_hf_config()).eval()
-        actor = MegatronActor(TINY, ParallelLayout(), ActorSettings(optim=OptimizerSettings(
-            micro_batch_size=4, clip_grad=0.0, noise_scale_beta=None)))
+        actor = MegatronActor(
+            TINY,
+            ParallelLayout(),
+            ActorSettings(
+                optim=OptimizerSettings(micro_batch_size=4, clip_grad=0.0, noise_scale_beta=None)
+            ),
+        )
         actor.load_hf_state_dict(hf_model.state_dict())
         full = batch()
         for rank in (0, 1):
             rows = full.select(slice(rank * 4, rank * 4 + 4))
             rows.old_log_probs, _ = actor.log_probs(rows)
             norm = actor.train_step(rows, rows.num_response_tokens, lr=0.0)["actor/grad_norm"]
-            assert small_sq[rank] == pytest.approx(norm ** 2, rel=1e-5)
+            assert small_sq[rank] == pytest.approx(norm**2, rel=1e-5)
     finally:
         destroy_distributed()

@@ -37,6 +37,8 @@ def test_small_batch_norms_are_each_micro_batch_gradient_as_a_mean_over_its_toke
     assert b_small == 4 and len(small_sq) == 2
     for index, rows in enumerate((slice(0, 4), slice(4, 8))):
         alone = batch.select(rows)  # one micro-batch, its own token mean: no per-micro measurement
-        reference = actor.train_step(alone, alone.num_response_tokens, lr=0.0)["actor/grad_norm"] ** 2
+        reference = (
+            actor.train_step(alone, alone.num_response_tokens, lr=0.0)["actor/grad_norm"] ** 2
+        )
         assert small_sq[index] == pytest.approx(reference, rel=1e-5)
     assert actor.noise_scale is not None and "actor/noise_scale" in metrics

@@ -5,9 +5,9 @@ torch.cuda.memory_allocated)."""
 
 import pytest
 import torch
+from training_batches import training_batch
 
 from hyrl.models.qwen3_moe.config import TINY
-from training_batches import training_batch
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +33,30 @@ def _batch(actor, seed: int):
 
 
 def _adam_states(actor) -> list[torch.Tensor]:
-    return [value for sub in actor.optimizer.chained_optimizers
-            for state in sub.optimizer.state.values() for value in state.values()]
+    return [
+        value
+        for sub in actor.optimizer.chained_optimizers
+        for state in sub.optimizer.state.values()
+        for value in state.values()
+    ]
 
 
 def _main_params(actor) -> list[torch.Tensor]:
-    return [p for sub in actor.optimizer.chained_optimizers
-            for group in sub.optimizer.param_groups for p in group["params"]]
+    return [
+        p
+        for sub in actor.optimizer.chained_optimizers
+        for group in sub.optimizer.param_groups
+        for p in group["params"]
+    ]
 
 
 def _snapshot(actor) -> dict[str, list[torch.Tensor]]:
-    return {"weights": [p.detach().clone() for p in actor.model.parameters()],
-            "reference": [p.detach().clone() for p in actor.ref_model.parameters()],
-            "adam": [t.clone() for t in _adam_states(actor)],
-            "main_params": [p.detach().clone() for p in _main_params(actor)]}
+    return {
+        "weights": [p.detach().clone() for p in actor.model.parameters()],
+        "reference": [p.detach().clone() for p in actor.ref_model.parameters()],
+        "adam": [t.clone() for t in _adam_states(actor)],
+        "main_params": [p.detach().clone() for p in _main_params(actor)],
+    }
 
 
 def _bitwise_equal(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
@@ -59,7 +69,8 @@ def _grad_buffers(actor) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16_distributed_optimizer"])
 def test_offload_frees_grads_optimizer_reference_then_weights_and_restores_them_bitwise(
-        distributed, bf16):
+    distributed, bf16
+):
     torch.manual_seed(0)
     actor = _actor(bf16)
     batch = _batch(actor, seed=1)
@@ -145,7 +156,8 @@ class _OneRank:
 
 
 def test_trainer_parks_training_state_before_the_engines_resume_and_weights_after_the_sync(
-        distributed):
+    distributed,
+):
     """The colocated sequence of hyrl.trainer.Trainer on one rank (the engine faked): at the sync
     the grads and Adam states are gone and the weights are there; after it nothing is left on
     the device until the engines have released their memory again."""
@@ -172,15 +184,22 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
 
     def sync_weights():  # what the real one does first on rank 0, then it reads the weights
         trainer._engines_resume()
-        events.append({"grads": sum(g.untyped_storage().nbytes() for g in _grad_buffers(actor)),
-                       "adam": sum(t.untyped_storage().nbytes() for t in _adam_states(actor)),
-                       "weights": sum(p.untyped_storage().nbytes()
-                                      for p in actor.model.parameters())})
+        events.append(
+            {
+                "grads": sum(g.untyped_storage().nbytes() for g in _grad_buffers(actor)),
+                "adam": sum(t.untyped_storage().nbytes() for t in _adam_states(actor)),
+                "weights": sum(p.untyped_storage().nbytes() for p in actor.model.parameters()),
+            }
+        )
+
     trainer._sync_weights = sync_weights
     numel = sum(p.numel() for p in actor.model.parameters())
-    resident = sum(g.numel() * g.element_size() for g in _grad_buffers(actor)) + sum(
-        t.untyped_storage().nbytes() for t in _adam_states(actor)) + sum(
-        p.untyped_storage().nbytes() for p in actor.ref_model.parameters()) + numel * 4
+    resident = (
+        sum(g.numel() * g.element_size() for g in _grad_buffers(actor))
+        + sum(t.untyped_storage().nbytes() for t in _adam_states(actor))
+        + sum(p.untyped_storage().nbytes() for p in actor.ref_model.parameters())
+        + numel * 4
+    )
     before = _snapshot(actor)
 
     timers = StageTimers()
@@ -188,8 +207,10 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
     assert events == ["engines resume", {"grads": 0, "adam": 0, "weights": numel * 4}]
     assert all(p.untyped_storage().nbytes() == 0 for p in actor.model.parameters())
     assert trainer.sync_metrics["perf/offload_freed_bytes"] == resident
-    assert trainer.trainer_offloaded and set(timers.pop()) == {"perf/offload_s",
-                                                                "perf/weight_sync_s"}
+    assert trainer.trainer_offloaded and set(timers.pop()) == {
+        "perf/offload_s",
+        "perf/weight_sync_s",
+    }
 
     trainer._reclaim_gpus_from_engines()  # what a checkpoint does: engines first, then the trainer
     assert events[-1] == "engines release" and not trainer.trainer_offloaded

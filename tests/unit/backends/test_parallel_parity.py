@@ -15,15 +15,31 @@ import pytest
 from testpaths import HELPERS
 
 WORKER = HELPERS / "parity_worker.py"
-LAYOUTS = {"tp1": (1, 1, 1, 1), "tp2": (2, 2, 1, 1), "ep2": (2, 1, 2, 1), "tp2ep2": (4, 2, 2, 1),
-           "pp2": (2, 1, 1, 2), "pp2ep2": (4, 1, 2, 2)}  # nproc, TP, EP, PP
+LAYOUTS = {
+    "tp1": (1, 1, 1, 1),
+    "tp2": (2, 2, 1, 1),
+    "ep2": (2, 1, 2, 1),
+    "tp2ep2": (4, 2, 2, 1),
+    "pp2": (2, 1, 1, 2),
+    "pp2ep2": (4, 1, 2, 2),
+}  # nproc, TP, EP, PP
 
 
 def _run(layout: str, tmp_path: Path) -> dict:
     nproc, tp, ep, pp = LAYOUTS[layout]
     out = tmp_path / f"{layout}.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           str(WORKER), str(out), str(tp), str(ep), str(pp)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        str(WORKER),
+        str(out),
+        str(tp),
+        str(ep),
+        str(pp),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -75,8 +91,11 @@ def test_critic_loss_grad_norm_and_values_after_one_step_match_one_rank(results,
     reference, got = results["tp1"], results[layout]
     assert abs(got["critic_value_loss"] - reference["critic_value_loss"]) <= 1e-6
     assert abs(got["critic_grad_norm"] - reference["critic_grad_norm"]) <= 1e-5 * max(
-        1.0, reference["critic_grad_norm"])
+        1.0, reference["critic_grad_norm"]
+    )
     assert got["critic_grad_norm"] > 0
-    worst = max(abs(a - b) for a, b in zip(reference["critic_values_after_step"],
-                                            got["critic_values_after_step"]))
+    worst = max(
+        abs(a - b)
+        for a, b in zip(reference["critic_values_after_step"], got["critic_values_after_step"])
+    )
     assert worst <= 1e-5

@@ -20,8 +20,9 @@ def forward_calls_and_grads(granularity):
     from hyrl.backends.megatron.model import ParallelLayout, build_gpt_model, causal_attention_mask
 
     torch.manual_seed(0)
-    model = build_gpt_model(TINY, ParallelLayout(recompute_granularity=granularity),
-                            transformer_impl="local")
+    model = build_gpt_model(
+        TINY, ParallelLayout(recompute_granularity=granularity), transformer_impl="local"
+    )
     calls = []
     model.decoder.layers[0].mlp.register_forward_hook(lambda *args: calls.append(1))
     tokens = torch.randint(0, TINY.vocab_size, (2, 7))
@@ -29,7 +30,9 @@ def forward_calls_and_grads(granularity):
     model.train()
     logits = model(tokens, positions, causal_attention_mask(7, torch.device("cpu")))
     logits.float().pow(2).mean().backward()
-    return len(calls), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return len(calls), {
+        n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
+    }
 
 
 def test_full_recomputation_runs_each_layer_twice_and_gives_the_same_gradients(megatron):
@@ -46,5 +49,6 @@ def test_selective_recomputation_keeps_the_mlp_and_the_gradients(megatron):
     selective_calls, selective_grads = forward_calls_and_grads("selective")
     assert selective_calls == plain_calls == 1  # only the attention core is recomputed
     for name in plain_grads:
-        torch.testing.assert_close(selective_grads[name], plain_grads[name], rtol=0, atol=0,
-                                   msg=name)
+        torch.testing.assert_close(
+            selective_grads[name], plain_grads[name], rtol=0, atol=0, msg=name
+        )

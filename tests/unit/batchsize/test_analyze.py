@@ -34,20 +34,30 @@ TARGET = ("eval/accuracy", 0.77)
 S_REF = (0.77 - 0.30) / 0.5 * 12800  # 12032
 
 
-def write_run(path, B, k, R, n_steps, eval_every, plateau=None, G=8, lr=1e-6, config=None,
-              extra=None):
+def write_run(
+    path, B, k, R, n_steps, eval_every, plateau=None, G=8, lr=1e-6, config=None, extra=None
+):
     """A run directory: config.json + metrics.jsonl, one record per optimizer step."""
     path.mkdir(parents=True)
-    cfg = {"rollout_batch_size": B // G, "n_samples_per_prompt": G, "global_batch_size": B,
-           "lr": lr} if config is None else config
+    cfg = (
+        {"rollout_batch_size": B // G, "n_samples_per_prompt": G, "global_batch_size": B, "lr": lr}
+        if config is None
+        else config
+    )
     (path / "config.json").write_text(json.dumps(cfg))
     lines = [{"step": 0, "samples": 0, "elapsed_s": 0.0, "eval/accuracy": 0.30}]
     dt = B / R
     for step in range(1, n_steps + 1):
         s = B * step
-        rec = {"step": step, "samples": s, "elapsed_s": s / R, "perf/rollout_s": 0.6 * dt,
-               "perf/actor_train_s": 0.3 * dt, "perf/step_s": dt,
-               "perf/rollout_tokens_per_s": 1234.0}
+        rec = {
+            "step": step,
+            "samples": s,
+            "elapsed_s": s / R,
+            "perf/rollout_s": 0.6 * dt,
+            "perf/actor_train_s": 0.3 * dt,
+            "perf/step_s": dt,
+            "perf/rollout_tokens_per_s": 1234.0,
+        }
         if step % eval_every == 0:
             acc = 0.30 + 0.5 * s / (12800 * k)
             rec["eval/accuracy"] = min(acc, plateau) if plateau is not None else acc
@@ -74,6 +84,7 @@ def by_name(result):
 
 # --- curves and crossings --------------------------------------------------------------------
 
+
 def test_samples_to_reach_interpolates_between_the_evaluations_around_the_crossing():
     xs, vs = [0, 100, 200], [0.1, 0.3, 0.5]
     assert samples_to_reach(xs, vs, 0.4) == pytest.approx(150.0)
@@ -87,11 +98,19 @@ def test_samples_to_reach_interpolates_between_the_evaluations_around_the_crossi
 
 
 def test_metric_curve_skips_non_finite_values_and_fills_missing_samples(tmp_path):
-    run_dir = write_run(tmp_path / "r", 128, 1.0, 10, 4, 100, extra=[
-        {"step": 5, "samples": 640, "elapsed_s": 64.0, "eval/accuracy": "nan"},
-        {"step": 6, "samples": 768, "elapsed_s": 76.8},
-        {"step": 6, "eval/accuracy": 0.5},  # eval logged on its own line for step 6
-    ])
+    run_dir = write_run(
+        tmp_path / "r",
+        128,
+        1.0,
+        10,
+        4,
+        100,
+        extra=[
+            {"step": 5, "samples": 640, "elapsed_s": 64.0, "eval/accuracy": "nan"},
+            {"step": 6, "samples": 768, "elapsed_s": 76.8},
+            {"step": 6, "eval/accuracy": 0.5},  # eval logged on its own line for step 6
+        ],
+    )
     samples, elapsed, steps, values = metric_curve(load_run(run_dir), "eval/accuracy")
     assert samples == [0, 768]
     assert elapsed == [0.0, 76.8]
@@ -126,6 +145,7 @@ def test_alignment_ratios_and_tolerance():
 
 
 # --- the analysis ----------------------------------------------------------------------------
+
 
 def test_analyze_measures_samples_throughput_time_and_alignment(sweep):
     result = analyze([sweep], TARGET)
@@ -190,8 +210,9 @@ def test_foreign_run_dir_without_batch_config(tmp_path):
         if r["step"] % 2 == 0:
             r["eval/accuracy"] = 0.3 + 0.5 * r["samples"] / 1000
     recs[4]["eval/accuracy"] = "nan"
-    (foreign / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs)
-                                           + '{"step": 11, "samp')  # half-written last line
+    (foreign / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in recs) + '{"step": 11, "samp'
+    )  # half-written last line
     run = load_run(foreign)
     assert run.name == "other-tool-run"
     assert run.responses_per_step == 96 and run.prompts_per_step is None
@@ -206,16 +227,33 @@ def test_foreign_run_dir_without_batch_config(tmp_path):
 
 
 def test_prompts_from_global_batch_over_group_size(tmp_path):
-    d = write_run(tmp_path / "g", 256, 1.0, 10, 10, 5,
-                  config={"global_batch_size": 256, "n_samples_per_prompt": 8})
+    d = write_run(
+        tmp_path / "g",
+        256,
+        1.0,
+        10,
+        10,
+        5,
+        config={"global_batch_size": 256, "n_samples_per_prompt": 8},
+    )
     run = load_run(d)
     assert run.prompts_per_step == 32 and run.responses_per_step == 256 and run.lr is None
 
 
 def test_sweep_json_names_the_reference_and_the_members(sweep):
-    (sweep / "sweep.json").write_text(json.dumps({
-        "reference": "b256",
-        "members": [{"name": "b128"}, {"name": "b256"}, {"name": "b512"}, {"name": "b2048"}]}))
+    (sweep / "sweep.json").write_text(
+        json.dumps(
+            {
+                "reference": "b256",
+                "members": [
+                    {"name": "b128"},
+                    {"name": "b256"},
+                    {"name": "b512"},
+                    {"name": "b2048"},
+                ],
+            }
+        )
+    )
     result = analyze([sweep], TARGET)
     assert result["reference"] == "b256"
     assert [r["name"] for r in result["runs"]] == ["b128", "b256", "b512"]  # b1024 not a member
@@ -248,38 +286,67 @@ def test_bad_inputs_raise_naming_what_is_allowed(sweep, tmp_path):
 
 # --- the report and the CLI ------------------------------------------------------------------
 
+
 def test_cli_writes_report_and_plots(sweep, tmp_path, capsys):
     out = tmp_path / "report"
     rc = main(["analyze", str(sweep), "--target", "eval/accuracy=0.77", "--out", str(out)])
     assert rc == 0
-    for name in ("report.json", "report.md", "eval_accuracy_vs_samples.png",
-                 "eval_accuracy_vs_time.png", "eval_accuracy_vs_steps.png", "stage_shares.png"):
+    for name in (
+        "report.json",
+        "report.md",
+        "eval_accuracy_vs_samples.png",
+        "eval_accuracy_vs_time.png",
+        "eval_accuracy_vs_steps.png",
+        "stage_shares.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     assert (out / "eval_accuracy_vs_samples.png").read_bytes()[:4] == b"\x89PNG"
     report = json.loads((out / "report.json").read_text())
-    assert {"reference", "target", "tolerance", "fastest_valid", "critical_batch_responses",
-            "runs"} <= set(report)
-    assert {"name", "prompts_per_step", "responses_per_step", "lr", "reached",
-            "samples_to_target", "time_to_target_s", "throughput_responses_per_s",
-            "samples_ratio", "throughput_ratio", "time_ratio", "aligned"} <= set(report["runs"][0])
+    assert {
+        "reference",
+        "target",
+        "tolerance",
+        "fastest_valid",
+        "critical_batch_responses",
+        "runs",
+    } <= set(report)
+    assert {
+        "name",
+        "prompts_per_step",
+        "responses_per_step",
+        "lr",
+        "reached",
+        "samples_to_target",
+        "time_to_target_s",
+        "throughput_responses_per_s",
+        "samples_ratio",
+        "throughput_ratio",
+        "time_ratio",
+        "aligned",
+    } <= set(report["runs"][0])
     assert report["fastest_valid"] == "b256"
     md = (out / "report.md").read_text()
-    assert "B=256 (b256) reaches the target with 1.05x the samples at 1.50x the throughput: " \
-           "0.70x the time" in md
+    assert (
+        "B=256 (b256) reaches the target with 1.05x the samples at 1.50x the throughput: "
+        "0.70x the time" in md
+    )
     assert "b1024 (never reached)" in md
     assert "B=1024 (b1024) never reaches the target" in md
     printed = capsys.readouterr().out
     assert "report.md" in printed and "b256" in printed
 
 
-@pytest.mark.parametrize("args, flag", [
-    (["--target", "eval/accuracy"], "--target"),
-    (["--target", "eval/accuracy=0.77", "--tolerance", "0"], "--tolerance"),
-    (["--target", "eval/accuracy=0.77", "--tolerance", "wide"], "--tolerance"),
-    (["--target", "eval/nope=0.77"], "eval/accuracy"),  # lists the metrics that exist
-    (["--target", "eval/accuracy=0.77", "--reference", "b3"], "--reference"),
-    (["--target", "eval/accuracy=0.77", "--reference"], "--reference"),
-])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["--target", "eval/accuracy"], "--target"),
+        (["--target", "eval/accuracy=0.77", "--tolerance", "0"], "--tolerance"),
+        (["--target", "eval/accuracy=0.77", "--tolerance", "wide"], "--tolerance"),
+        (["--target", "eval/nope=0.77"], "eval/accuracy"),  # lists the metrics that exist
+        (["--target", "eval/accuracy=0.77", "--reference", "b3"], "--reference"),
+        (["--target", "eval/accuracy=0.77", "--reference"], "--reference"),
+    ],
+)
 def test_cli_errors_exit_2_naming_the_flag(sweep, tmp_path, capsys, args, flag):
     rc = main(["analyze", str(sweep), *args, "--out", str(tmp_path / "o")])
     assert rc == 2
@@ -289,19 +356,44 @@ def test_cli_errors_exit_2_naming_the_flag(sweep, tmp_path, capsys, args, flag):
 
 def test_cli_path_that_is_not_a_run_or_sweep_dir(tmp_path, capsys):
     (tmp_path / "notes").mkdir()
-    rc = main(["analyze", str(tmp_path / "notes"), "--target", "eval/accuracy=0.7",
-               "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "analyze",
+            str(tmp_path / "notes"),
+            "--target",
+            "eval/accuracy=0.7",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "notes" in err and "metrics.jsonl" in err and "sweep.json" in err
-    rc = main(["analyze", str(tmp_path / "missing"), "--target", "eval/accuracy=0.7",
-               "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "analyze",
+            str(tmp_path / "missing"),
+            "--target",
+            "eval/accuracy=0.7",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2 and "does not exist" in capsys.readouterr().err
 
 
 def test_json_result_has_no_nan(tmp_path):
-    d = write_run(tmp_path / "r", 128, 1.0, 10, 5, 1, extra=[
-        {"step": 6, "samples": 768, "elapsed_s": "inf", "eval/accuracy": 0.2}])
+    d = write_run(
+        tmp_path / "r",
+        128,
+        1.0,
+        10,
+        5,
+        1,
+        extra=[{"step": 6, "samples": 768, "elapsed_s": "inf", "eval/accuracy": 0.2}],
+    )
     result = analyze([d], ("eval/accuracy", 0.99))
     text = json.dumps(result, allow_nan=False)
     assert "NaN" not in text and result["runs"][0]["reached"] is False
-    assert not any(isinstance(v, float) and not math.isfinite(v) for v in result["runs"][0].values())
+    assert not any(
+        isinstance(v, float) and not math.isfinite(v) for v in result["runs"][0].values()
+    )

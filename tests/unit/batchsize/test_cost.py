@@ -43,11 +43,20 @@ def test_cli_table(capsys):
     assert "saved GPU-hours" in text and "720,000" in text and "$2.16M" in text
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--gpus", "0"), ("--gpus", "2.5"), ("--hours", "0"), ("--hours", "-1"),
-    ("--usd-per-gpu-hour", "-0.5"), ("--time-reduction", "1"), ("--time-reduction", "10"),
-    ("--time-reduction", "-0.1"), ("--hours", "nan"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--gpus", "0"),
+        ("--gpus", "2.5"),
+        ("--hours", "0"),
+        ("--hours", "-1"),
+        ("--usd-per-gpu-hour", "-0.5"),
+        ("--time-reduction", "1"),
+        ("--time-reduction", "10"),
+        ("--time-reduction", "-0.1"),
+        ("--hours", "nan"),
+    ],
+)
 def test_cli_rejects_bad_values_naming_the_flag(capsys, flag, value):
     args = dict(zip(FLEET[::2], FLEET[1::2]))
     args[flag] = value

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from testpaths import ROOT
 
 from hyrl.batchsize.analyze import collect_runs
 from hyrl.batchsize.sweep import SweepError, plan_members, run_sweep
 from hyrl.cli import main
-from testpaths import ROOT
 
 BASE = {"P0": 16, "G": 8, "B0": 128, "lr": 3e-4}
 
-FAKE_RECIPE = r'''#!/usr/bin/env bash
+FAKE_RECIPE = r"""#!/usr/bin/env bash
 # Fake recipe: its own flags first, the caller's last (they win), like recipes/tiny/grpo.sh.
 set -euo pipefail
 echo "+ fake launcher $*" >&2
@@ -110,7 +110,7 @@ if fail:
 with open(os.path.join(run_dir, "summary.json"), "w") as f:
     json.dump({"steps": 2, "samples": 2 * P * G}, f)
 PY
-'''
+"""
 
 
 @pytest.fixture
@@ -145,11 +145,17 @@ def read_sweep(out: Path) -> dict:
 
 # --- the plan --------------------------------------------------------------------------------
 
+
 def test_plan_hand_numbers_sqrt_rule_fixed_control_and_equal_samples():
-    members = plan_members(BASE, [1, 2, 4], "sqrt", fixed_lr_control=4, seeds=[1234],
-                           max_samples=2048)
+    members = plan_members(
+        BASE, [1, 2, 4], "sqrt", fixed_lr_control=4, seeds=[1234], max_samples=2048
+    )
     assert [m["name"] for m in members] == [
-        "b128-ref-s1234", "b256-sqrt-s1234", "b512-sqrt-s1234", "b512-fixed-s1234"]
+        "b128-ref-s1234",
+        "b256-sqrt-s1234",
+        "b512-sqrt-s1234",
+        "b512-fixed-s1234",
+    ]
     assert [m["prompts_per_step"] for m in members] == [16, 32, 64, 64]
     assert [m["responses_per_step"] for m in members] == [128, 256, 512, 512]
     assert [m["lr"] for m in members] == pytest.approx([3e-4, 4.243e-4, 6e-4, 3e-4], rel=1e-3)
@@ -166,8 +172,13 @@ def test_plan_hand_numbers_sqrt_rule_fixed_control_and_equal_samples():
 def test_plan_rules_seeds_and_names():
     members = plan_members(BASE, "4,1,2", "linear", seeds="1234,5678")
     assert [m["name"] for m in members] == [
-        "b128-ref-s1234", "b256-linear-s1234", "b512-linear-s1234",
-        "b128-ref-s5678", "b256-linear-s5678", "b512-linear-s5678"]
+        "b128-ref-s1234",
+        "b256-linear-s1234",
+        "b512-linear-s1234",
+        "b128-ref-s5678",
+        "b256-linear-s5678",
+        "b512-linear-s5678",
+    ]
     assert [m["lr"] for m in members[:3]] == pytest.approx([3e-4, 6e-4, 1.2e-3])
     assert [m["is_reference"] for m in members].count(True) == 1
     assert all(m["num_steps"] is None for m in members)
@@ -187,15 +198,18 @@ def test_batch_mults_must_be_positive_integers_including_one(mults):
         plan_members(BASE, mults, "sqrt")
 
 
-@pytest.mark.parametrize("kwargs, flag", [
-    ({"rule": "cubic"}, "--lr-rule"),
-    ({"fixed_lr_control": 1}, "--fixed-lr-control"),
-    ({"fixed_lr_control": 0}, "--fixed-lr-control"),
-    ({"fixed_lr_control": 2, "rule": "none"}, "--fixed-lr-control"),
-    ({"seeds": [1, 1]}, "--seeds"),
-    ({"seeds": [-1]}, "--seeds"),
-    ({"max_samples": 0}, "--max-samples"),
-])
+@pytest.mark.parametrize(
+    "kwargs, flag",
+    [
+        ({"rule": "cubic"}, "--lr-rule"),
+        ({"fixed_lr_control": 1}, "--fixed-lr-control"),
+        ({"fixed_lr_control": 0}, "--fixed-lr-control"),
+        ({"fixed_lr_control": 2, "rule": "none"}, "--fixed-lr-control"),
+        ({"seeds": [1, 1]}, "--seeds"),
+        ({"seeds": [-1]}, "--seeds"),
+        ({"max_samples": 0}, "--max-samples"),
+    ],
+)
 def test_plan_rejects_bad_arguments_naming_the_flag(kwargs, flag):
     kwargs = {"mults": [1, 2, 4], **kwargs}
     with pytest.raises(SweepError, match=flag):
@@ -204,10 +218,19 @@ def test_plan_rejects_bad_arguments_naming_the_flag(kwargs, flag):
 
 # --- running ---------------------------------------------------------------------------------
 
+
 def test_run_sweep_writes_sweep_json_and_runs_every_member(recipe, calls, tmp_path):
     out = tmp_path / "sweep"
-    result = quiet_sweep(recipe, out, batch_mults=[1, 2, 4], lr_rule="sqrt", fixed_lr_control=4,
-                         max_samples=2048, max_parallel=2, extra_args=["--eval-interval", "1"])
+    result = quiet_sweep(
+        recipe,
+        out,
+        batch_mults=[1, 2, 4],
+        lr_rule="sqrt",
+        fixed_lr_control=4,
+        max_samples=2048,
+        max_parallel=2,
+        extra_args=["--eval-interval", "1"],
+    )
     data = read_sweep(out)
     assert data == json.loads(json.dumps(result))
     assert data["recipe"] == str(recipe.resolve())
@@ -265,9 +288,12 @@ def test_resume_skips_done_members_and_moves_incomplete_ones_aside(recipe, calls
 def test_other_arguments_into_the_same_out_are_refused(recipe, calls, tmp_path):
     out = tmp_path / "sweep"
     quiet_sweep(recipe, out, batch_mults=[1, 2])
-    for kwargs in ({"batch_mults": [1, 2, 4]}, {"batch_mults": [1, 2], "lr_rule": "linear"},
-                   {"batch_mults": [1, 2], "seeds": [99]},
-                   {"batch_mults": [1, 2], "extra_args": ["--eval-interval", "2"]}):
+    for kwargs in (
+        {"batch_mults": [1, 2, 4]},
+        {"batch_mults": [1, 2], "lr_rule": "linear"},
+        {"batch_mults": [1, 2], "seeds": [99]},
+        {"batch_mults": [1, 2], "extra_args": ["--eval-interval", "2"]},
+    ):
         with pytest.raises(SweepError, match="--out"):
             quiet_sweep(recipe, out, **kwargs)
     # A directory that is not a sweep is refused too; an empty one is fine.
@@ -282,7 +308,8 @@ def test_other_arguments_into_the_same_out_are_refused(recipe, calls, tmp_path):
 
 
 def test_a_failed_member_is_recorded_the_rest_run_and_the_cli_exits_1(
-        recipe, calls, tmp_path, monkeypatch, capsys):
+    recipe, calls, tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "sweep"
     monkeypatch.setenv("FAKE_FAIL_B", "256")
     argv = ["sweep", str(recipe), "--out", str(out), "--batch-mults", "1,2,4", "--no-progress"]
@@ -306,7 +333,8 @@ def test_a_failed_member_is_recorded_the_rest_run_and_the_cli_exits_1(
 
 
 def test_a_member_the_recipe_rejects_stops_the_sweep_before_any_launch(
-        recipe, calls, tmp_path, monkeypatch, capsys):
+    recipe, calls, tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "sweep"
     monkeypatch.setenv("FAKE_BAD_B", "512")
     with pytest.raises(SweepError, match=r"b512-sqrt-s1234(.|\n)*--micro-batch-size"):
@@ -325,16 +353,19 @@ def test_a_failing_probe_shows_the_recipe_error_and_exits_2(recipe, calls, tmp_p
     assert not out.exists()
 
 
-@pytest.mark.parametrize("flags, name", [
-    (["--batch-mults", "2,4"], "--batch-mults"),
-    (["--batch-mults", "1,two"], "--batch-mults"),
-    (["--max-parallel", "0"], "--max-parallel"),
-    (["--lr-rule", "cubic"], "--lr-rule"),
-    (["--fixed-lr-control", "1"], "--fixed-lr-control"),
-    (["--seeds", "1,1"], "--seeds"),
-    (["--max-samples", "-5"], "--max-samples"),
-    ([], "--out"),
-])
+@pytest.mark.parametrize(
+    "flags, name",
+    [
+        (["--batch-mults", "2,4"], "--batch-mults"),
+        (["--batch-mults", "1,two"], "--batch-mults"),
+        (["--max-parallel", "0"], "--max-parallel"),
+        (["--lr-rule", "cubic"], "--lr-rule"),
+        (["--fixed-lr-control", "1"], "--fixed-lr-control"),
+        (["--seeds", "1,1"], "--seeds"),
+        (["--max-samples", "-5"], "--max-samples"),
+        ([], "--out"),
+    ],
+)
 def test_cli_argument_errors_exit_2_naming_the_flag(recipe, calls, tmp_path, capsys, flags, name):
     out = [] if name == "--out" else ["--out", str(tmp_path / "sweep")]
     assert main(["sweep", str(recipe), *out, *flags]) == 2
@@ -349,6 +380,7 @@ def test_cli_missing_recipe_exits_2(tmp_path, capsys):
 
 # --- hyrl sweep --dry-run ---------------------------------------------------------------------
 
+
 def dry_run_members(stdout: str) -> dict[str, tuple[dict, list[str]]]:
     """`NAME: KEY=VALUE ...; appends: FLAGS` lines -> {NAME: (values, flags)}."""
     members = {}
@@ -361,16 +393,35 @@ def dry_run_members(stdout: str) -> dict[str, tuple[dict, list[str]]]:
 
 def test_dry_run_prints_every_member_and_writes_nothing(recipe, calls, tmp_path, capsys):
     out = tmp_path / "sweep"
-    argv = ["sweep", str(recipe), "--out", str(out), "--batch-mults", "1,2,4",
-            "--fixed-lr-control", "4", "--max-samples", "2048", "--dry-run"]
+    argv = [
+        "sweep",
+        str(recipe),
+        "--out",
+        str(out),
+        "--batch-mults",
+        "1,2,4",
+        "--fixed-lr-control",
+        "4",
+        "--max-samples",
+        "2048",
+        "--dry-run",
+    ]
     assert main(argv) == 0
     members = dry_run_members(capsys.readouterr().out)
     assert list(members) == [
-        "b128-ref-s1234", "b256-sqrt-s1234", "b512-sqrt-s1234", "b512-fixed-s1234"]
+        "b128-ref-s1234",
+        "b256-sqrt-s1234",
+        "b512-sqrt-s1234",
+        "b512-fixed-s1234",
+    ]
     # By hand: P = 16 m, B = 128 m, lr = 3e-4 sqrt(m) (the control keeps 3e-4),
     # ceil(2048 / (P x 8)) rollout steps.
-    for name, m, lr in [("b128-ref-s1234", 1, 3e-4), ("b256-sqrt-s1234", 2, 3e-4 * 2**0.5),
-                        ("b512-sqrt-s1234", 4, 6e-4), ("b512-fixed-s1234", 4, 3e-4)]:
+    for name, m, lr in [
+        ("b128-ref-s1234", 1, 3e-4),
+        ("b256-sqrt-s1234", 2, 3e-4 * 2**0.5),
+        ("b512-sqrt-s1234", 4, 6e-4),
+        ("b512-fixed-s1234", 4, 3e-4),
+    ]:
         values, flags = members[name]
         assert int(values["rollout_batch_size"]) == 16 * m
         assert int(values["global_batch_size"]) == 128 * m
@@ -385,7 +436,8 @@ def test_dry_run_prints_every_member_and_writes_nothing(recipe, calls, tmp_path,
 
 
 def test_dry_run_of_a_refused_member_exits_2_naming_the_flag(
-        recipe, calls, tmp_path, monkeypatch, capsys):
+    recipe, calls, tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "sweep"
     monkeypatch.setenv("FAKE_BAD_B", "512")
     argv = ["sweep", str(recipe), "--out", str(out), "--batch-mults", "1,2,4", "--dry-run"]
@@ -398,7 +450,8 @@ def test_dry_run_of_a_refused_member_exits_2_naming_the_flag(
 
 
 def test_dry_run_into_an_earlier_sweep_checks_its_arguments_and_changes_nothing(
-        recipe, calls, tmp_path, capsys):
+    recipe, calls, tmp_path, capsys
+):
     out = tmp_path / "sweep"
     quiet_sweep(recipe, out, batch_mults=[1, 2])
     calls.unlink()
@@ -417,11 +470,29 @@ def test_dry_run_into_an_earlier_sweep_checks_its_arguments_and_changes_nothing(
 
 def test_sigterm_stops_the_members_and_the_rerun_resumes(recipe, calls, tmp_path):
     out = tmp_path / "sweep"
-    argv = [sys.executable, "-m", "hyrl", "sweep", str(recipe), "--out", str(out),
-            "--batch-mults", "1,2,4", "--max-parallel", "2", "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "hyrl",
+        "sweep",
+        str(recipe),
+        "--out",
+        str(out),
+        "--batch-mults",
+        "1,2,4",
+        "--max-parallel",
+        "2",
+        "--no-progress",
+    ]
     root = ROOT
-    proc = subprocess.Popen(argv, cwd=root, env={**os.environ, "FAKE_SLEEP": "60"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=root,
+        env={**os.environ, "FAKE_SLEEP": "60"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     pids = [out / "b128-ref-s1234" / "pid", out / "b256-sqrt-s1234" / "pid"]
     try:
         deadline = time.monotonic() + 20
@@ -447,9 +518,10 @@ def test_sigterm_stops_the_members_and_the_rerun_resumes(recipe, calls, tmp_path
 
 def test_sweep_imports_no_trainer_code():
     # hyrl.rollout.layout is the config's pure rollout arithmetic (no engine, no torch).
-    code = ("import sys, hyrl.batchsize.sweep, hyrl.cli; "
-            "bad = [m for m in sys.modules if m == 'torch' or (m.startswith(('hyrl.train', "
-            "'hyrl.backends', 'hyrl.rollout')) and m not in ('hyrl.rollout', "
-            "'hyrl.rollout.layout'))]; assert not bad, bad")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
-                   env={**os.environ})
+    code = (
+        "import sys, hyrl.batchsize.sweep, hyrl.cli; "
+        "bad = [m for m in sys.modules if m == 'torch' or (m.startswith(('hyrl.train', "
+        "'hyrl.backends', 'hyrl.rollout')) and m not in ('hyrl.rollout', "
+        "'hyrl.rollout.layout'))]; assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ})

@@ -25,8 +25,20 @@ def test_actor_reference_and_engine_hold_the_checkpoint_weights(hf_dir, tmp_path
     from hyrl.trainer import Trainer
 
     expected = Qwen3MoeForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).state_dict()
-    cfg = load(["--hf-checkpoint", str(hf_dir), "--kl-loss-coef", "0.1", "--num-steps", "1",
-                "--run-dir", str(tmp_path / "run"), "--no-progress"], world_size=1)
+    cfg = load(
+        [
+            "--hf-checkpoint",
+            str(hf_dir),
+            "--kl-loss-coef",
+            "0.1",
+            "--num-steps",
+            "1",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ],
+        world_size=1,
+    )
     trainer = Trainer(cfg, world_size=1)
     try:
         actor_weights = trainer.actor.export_hf_state_dict()
@@ -59,4 +71,5 @@ def test_an_expert_count_written_as_num_local_experts_is_compared(hf_dir):
     assert "num_local_experts" in written  # transformers 5's key for the expert count
     assert TINY.mismatches(written) == []
     assert TINY.mismatches({**written, "num_local_experts": 8}) == [
-        "num_experts: 8 in the checkpoint, 4 in the flags"]
+        "num_experts: 8 in the checkpoint, 4 in the flags"
+    ]

@@ -96,7 +96,10 @@ def test_defaults_are_valid_choices_and_the_tiny_cpu_model():
     assert (cfg.num_layers, cfg.hidden_size, cfg.num_experts, cfg.vocab_size) == (2, 64, 4, 16)
     assert cfg.global_batch_size is None  # not given: P x G after resolve
     assert (cfg.rollout_batch_size, cfg.n_samples_per_prompt, resolve(cfg).global_batch_size) == (
-        16, 8, 128)
+        16,
+        8,
+        128,
+    )
     assert cfg.eps_clip_high is None and cfg.qk_layernorm is True and cfg.sequence_parallel is False
     assert cfg.lr is None and resolve(cfg).lr == 3e-4  # not given: the documented default
     lr_help = next(f for f in dataclasses.fields(RunConfig) if f.name == "lr").metadata["help"]
@@ -119,17 +122,21 @@ def test_parser_has_one_flag_per_field_in_argument_groups():
 
 
 def test_config_module_imports_neither_torch_nor_megatron():
-    code = ("import sys, hyrl.config; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, hyrl.config; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_no_config_module_nor_the_rollout_layout_imports_torch_or_megatron():
-    code = ("import sys, hyrl.rollout.layout; from hyrl.config import *; "
-            "import hyrl.config.applies, hyrl.config.docs, hyrl.config.validate; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, hyrl.rollout.layout; from hyrl.config import *; "
+        "import hyrl.config.applies, hyrl.config.docs, hyrl.config.validate; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -143,8 +150,9 @@ def test_defaults_validate_at_world_size_1(cfg_of):
 
 
 def test_values_are_parsed_with_the_field_types(cfg_of):
-    cfg = cfg_of("--lr", "1e-3", "--num-layers", "3", "--normalization=LayerNorm",
-                 "--eps-clip-high", "0.28")
+    cfg = cfg_of(
+        "--lr", "1e-3", "--num-layers", "3", "--normalization=LayerNorm", "--eps-clip-high", "0.28"
+    )
     assert cfg.lr == pytest.approx(1e-3) and isinstance(cfg.lr, float)
     assert cfg.num_layers == 3 and isinstance(cfg.num_layers, int)
     assert cfg.normalization == "LayerNorm"
@@ -157,8 +165,9 @@ def test_optional_float_accepts_the_word_none(cfg_of):
 
 
 def test_last_duplicate_flag_wins(cfg_of):
-    cfg = cfg_of("--global-batch-size", "32", "--lr", "1e-4", "--global-batch-size=64",
-                 "--lr", "2e-4")
+    cfg = cfg_of(
+        "--global-batch-size", "32", "--lr", "1e-4", "--global-batch-size=64", "--lr", "2e-4"
+    )
     assert cfg.global_batch_size == 64
     assert cfg.lr == pytest.approx(2e-4)
     assert parse_args(["--run-dir", "a", "--run-dir", "b"]).run_dir == "b"
@@ -258,8 +267,16 @@ def test_world_size_comes_from_the_environment(monkeypatch):
 
 
 def test_derived_values(cfg_of):
-    cfg = cfg_of("--rollout-batch-size", "4", "--n-samples-per-prompt", "8",
-                 "--global-batch-size", "16", "--tensor-model-parallel-size", "2")
+    cfg = cfg_of(
+        "--rollout-batch-size",
+        "4",
+        "--n-samples-per-prompt",
+        "8",
+        "--global-batch-size",
+        "16",
+        "--tensor-model-parallel-size",
+        "2",
+    )
     assert cfg.responses_per_rollout == 32
     assert cfg.optimizer_steps_per_rollout == 2
     assert cfg.data_parallel_size(8) == 4
@@ -269,9 +286,16 @@ def test_derived_values(cfg_of):
 
 def test_to_dict_has_every_field_and_the_derived_values_and_is_json(cfg_of):
     d = resolve(cfg_of()).to_dict(2)
-    for key in ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "lr",
-                "data_parallel_size", "world_size", "responses_per_rollout",
-                "optimizer_steps_per_rollout"):
+    for key in (
+        "rollout_batch_size",
+        "n_samples_per_prompt",
+        "global_batch_size",
+        "lr",
+        "data_parallel_size",
+        "world_size",
+        "responses_per_rollout",
+        "optimizer_steps_per_rollout",
+    ):
         assert key in d
     assert {f.name for f in dataclasses.fields(RunConfig)} <= set(d)
     assert d["data_parallel_size"] == 2 and d["responses_per_rollout"] == 128
@@ -301,8 +325,15 @@ def test_to_dict_has_critic_steps_per_rollout_under_gae(cfg_of):
 
 
 def test_tp2_ep2_with_sequence_parallel_is_valid_at_world_size_2(cfg_of):
-    cfg = cfg_of("--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "2",
-                 "--sequence-parallel", "--micro-batch-size", "8")
+    cfg = cfg_of(
+        "--tensor-model-parallel-size",
+        "2",
+        "--expert-model-parallel-size",
+        "2",
+        "--sequence-parallel",
+        "--micro-batch-size",
+        "8",
+    )
     validate(cfg, 2)
     assert cfg.data_parallel_size(2) == 1
 
@@ -315,34 +346,58 @@ def test_world_size_not_divisible_by_tp_is_rejected_naming_the_world_size(cfg_of
 
 def test_pipeline_stages_must_split_the_layers_evenly_and_exclude_routing_replay(cfg_of):
     validate(cfg_of("--pipeline-model-parallel-size", "2"), 2)  # 2 layers, 2 stages
-    err = assert_rejected(cfg_of("--pipeline-model-parallel-size", "2", "--num-layers", "3"),
-                          "--pipeline-model-parallel-size", 2, world_size=2)
+    err = assert_rejected(
+        cfg_of("--pipeline-model-parallel-size", "2", "--num-layers", "3"),
+        "--pipeline-model-parallel-size",
+        2,
+        world_size=2,
+    )
     assert "3 layers (--num-layers) do not split evenly into 2 stages" in str(err)
     assert err.allowed == "a PP dividing 3: [1, 3]"
-    err = assert_rejected(cfg_of("--pipeline-model-parallel-size", "2", "--use-routing-replay"),
-                          "--use-routing-replay", True, world_size=2)
+    err = assert_rejected(
+        cfg_of("--pipeline-model-parallel-size", "2", "--use-routing-replay"),
+        "--use-routing-replay",
+        True,
+        world_size=2,
+    )
     assert "routers of one model, not of a pipeline stage (PP=2)" in str(err)
 
 
 def test_overlap_grad_reduce_is_refused_with_the_noise_scale_under_data_parallelism(cfg_of):
     validate(cfg_of("--overlap-grad-reduce"), 1)  # DP = 1: nothing is reduced early
     validate(cfg_of("--overlap-grad-reduce", "--noise-scale-beta", "none"), 2)
-    err = assert_rejected(cfg_of("--overlap-grad-reduce"), "--overlap-grad-reduce", True,
-                          world_size=2)
+    err = assert_rejected(
+        cfg_of("--overlap-grad-reduce"), "--overlap-grad-reduce", True, world_size=2
+    )
     assert "reads each data-parallel rank's gradient before the reduction (DP=2)" in str(err)
 
 
 def test_heads_not_divisible_by_tp_are_rejected_naming_the_heads(cfg_of):
-    cfg = cfg_of("--tensor-model-parallel-size", "4", "--sequence-parallel",
-                 "--num-attention-heads", "6", "--num-query-groups", "2",
-                 "--micro-batch-size", "4")
+    cfg = cfg_of(
+        "--tensor-model-parallel-size",
+        "4",
+        "--sequence-parallel",
+        "--num-attention-heads",
+        "6",
+        "--num-query-groups",
+        "2",
+        "--micro-batch-size",
+        "4",
+    )
     err = assert_rejected(cfg, "--tensor-model-parallel-size", 4, world_size=4)
     assert "heads" in str(err)
 
 
 def test_query_groups_not_divisible_by_tp_are_rejected(cfg_of):
-    cfg = cfg_of("--tensor-model-parallel-size", "4", "--sequence-parallel",
-                 "--num-attention-heads", "8", "--num-query-groups", "2")
+    cfg = cfg_of(
+        "--tensor-model-parallel-size",
+        "4",
+        "--sequence-parallel",
+        "--num-attention-heads",
+        "8",
+        "--num-query-groups",
+        "2",
+    )
     err = assert_rejected(cfg, "--tensor-model-parallel-size", 4, world_size=4)
     assert "query groups" in str(err)
 
@@ -353,20 +408,24 @@ def test_heads_not_divisible_by_query_groups_are_rejected(cfg_of):
 
 
 def test_vocab_not_divisible_by_tp_is_rejected(cfg_of):
-    cfg = cfg_of("--tensor-model-parallel-size", "2", "--sequence-parallel",
-                 "--vocab-size", "17")
+    cfg = cfg_of("--tensor-model-parallel-size", "2", "--sequence-parallel", "--vocab-size", "17")
     assert_rejected(cfg, "--vocab-size", 17, world_size=2)
 
 
 def test_ffn_hidden_size_not_divisible_by_tp_is_rejected(cfg_of):
-    cfg = cfg_of("--tensor-model-parallel-size", "2", "--sequence-parallel",
-                 "--ffn-hidden-size", "127")
+    cfg = cfg_of(
+        "--tensor-model-parallel-size", "2", "--sequence-parallel", "--ffn-hidden-size", "127"
+    )
     assert_rejected(cfg, "--ffn-hidden-size", 127, world_size=2)
 
 
 def test_expert_tensor_parallelism_is_rejected_as_not_supported(cfg_of):
-    err = assert_rejected(cfg_of("--expert-tensor-parallel-size", "2"),
-                          "--expert-tensor-parallel-size", 2, world_size=2)
+    err = assert_rejected(
+        cfg_of("--expert-tensor-parallel-size", "2"),
+        "--expert-tensor-parallel-size",
+        2,
+        world_size=2,
+    )
     assert "not supported yet" in str(err)
     assert err.allowed == "1"
 
@@ -403,16 +462,32 @@ def test_sequence_parallel_without_tp_is_rejected(cfg_of):
 
 
 def test_global_batch_not_dividing_rollout_is_rejected_naming_the_flag(cfg_of):
-    cfg = cfg_of("--rollout-batch-size", "4", "--n-samples-per-prompt", "6",
-                 "--global-batch-size", "16", "--micro-batch-size", "4")
+    cfg = cfg_of(
+        "--rollout-batch-size",
+        "4",
+        "--n-samples-per-prompt",
+        "6",
+        "--global-batch-size",
+        "16",
+        "--micro-batch-size",
+        "4",
+    )
     err = assert_rejected(cfg, "--global-batch-size", 16)
     assert "4 x 6 = 24" in str(err)
     assert "[1, 2, 3, 4, 6, 8, 12, 24]" in str(err)
 
 
 def test_global_batch_not_dividing_over_data_parallel_is_rejected(cfg_of):
-    cfg = cfg_of("--rollout-batch-size", "3", "--n-samples-per-prompt", "2",
-                 "--global-batch-size", "3", "--micro-batch-size", "1")
+    cfg = cfg_of(
+        "--rollout-batch-size",
+        "3",
+        "--n-samples-per-prompt",
+        "2",
+        "--global-batch-size",
+        "3",
+        "--micro-batch-size",
+        "1",
+    )
     assert_rejected(cfg, "--global-batch-size", 3, world_size=2)
 
 
@@ -442,17 +517,24 @@ def test_hf_engine_runs_in_process_unless_engines_are_asked_for(cfg_of):
     assert (default.engine, default.in_process, default.uses_ray) == ("hf", True, False)
     fleet = layout_of(cfg_of("--rollout-num-engines", "2", "--rollout-concurrency", "8"))
     assert (fleet.in_process, fleet.num_engines, fleet.gpus_per_engine, fleet.uses_ray) == (
-        False, 2, 0, True)
+        False,
+        2,
+        0,
+        True,
+    )
     assert fleet.concurrency_per_engine == 8
     assert layout_of(cfg_of("--reward-num-workers", "2")).uses_ray
 
 
-@pytest.mark.parametrize("argv, flag, value", [
-    (("--colocate",), "--colocate", True),
-    (("--update-weight-mode", "disk"), "--update-weight-mode", "disk"),
-    (("--sglang-mem-fraction-static", "0.5"), "--sglang-mem-fraction-static", 0.5),
-    (("--rollout-num-gpus-per-engine", "1"), "--rollout-num-gpus-per-engine", 1),
-])
+@pytest.mark.parametrize(
+    "argv, flag, value",
+    [
+        (("--colocate",), "--colocate", True),
+        (("--update-weight-mode", "disk"), "--update-weight-mode", "disk"),
+        (("--sglang-mem-fraction-static", "0.5"), "--sglang-mem-fraction-static", 0.5),
+        (("--rollout-num-gpus-per-engine", "1"), "--rollout-num-gpus-per-engine", 1),
+    ],
+)
 def test_sglang_flags_with_the_hf_engine_are_refused_not_ignored(cfg_of, argv, flag, value):
     assert_rejected(cfg_of(*argv), flag, value)
 
@@ -462,23 +544,39 @@ def test_sglang_engine_counts_from_gpus_or_engines_and_they_must_agree(cfg_of):
     layout = layout_of(cfg_of(*sg, "--rollout-num-gpus", "8", "--rollout-num-gpus-per-engine", "2"))
     assert (layout.num_engines, layout.num_gpus, layout.update_weight_mode) == (4, 8, "distributed")
     assert layout_of(cfg_of(*sg, "--rollout-num-engines", "3")).num_gpus == 3
-    err = assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "8", "--rollout-num-engines", "3"),
-                          "--rollout-num-engines", 3)
+    err = assert_rejected(
+        cfg_of(*sg, "--rollout-num-gpus", "8", "--rollout-num-engines", "3"),
+        "--rollout-num-engines",
+        3,
+    )
     assert "8 rollout GPUs at 1 per engine" in str(err) and err.allowed.startswith("8,")
-    err = assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "4", "--rollout-num-gpus-per-engine",
-                                 "3"), "--rollout-num-gpus-per-engine", 3)
+    err = assert_rejected(
+        cfg_of(*sg, "--rollout-num-gpus", "4", "--rollout-num-gpus-per-engine", "3"),
+        "--rollout-num-gpus-per-engine",
+        3,
+    )
     assert "[1, 2, 4]" in err.allowed
     assert_rejected(cfg_of(*sg), "--rollout-num-gpus", "none")  # neither given, not colocated
 
 
 def test_colocated_sglang_uses_the_training_gpus_and_refuses_nccl_sync(cfg_of):
     sg = ("--rollout-engine", "sglang", "--colocate")
-    layout = layout_of(cfg_of(*sg, "--tensor-model-parallel-size", "2", "--sequence-parallel",
-                              "--rollout-num-gpus-per-engine", "2"), world_size=4)
+    layout = layout_of(
+        cfg_of(
+            *sg,
+            "--tensor-model-parallel-size",
+            "2",
+            "--sequence-parallel",
+            "--rollout-num-gpus-per-engine",
+            "2",
+        ),
+        world_size=4,
+    )
     assert (layout.num_engines, layout.num_gpus, layout.update_weight_mode) == (2, 4, "tensor")
     assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "2"), "--rollout-num-gpus", 2, world_size=4)
-    err = assert_rejected(cfg_of(*sg, "--update-weight-mode", "distributed"),
-                          "--update-weight-mode", "distributed")
+    err = assert_rejected(
+        cfg_of(*sg, "--update-weight-mode", "distributed"), "--update-weight-mode", "distributed"
+    )
     assert "one GPU" in str(err)
 
 
@@ -491,8 +589,9 @@ def test_offload_train_follows_colocate_and_is_refused_without_it(cfg_of):
     assert offloads_train(colocated)  # none = on with --colocate
     assert not offloads_train(cfg_of(*sg, "--colocate", "--no-offload-train"))
     assert not offloads_train(cfg_of(*sg, "--rollout-num-gpus", "1"))
-    err = assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "1", "--offload-train"),
-                          "--offload-train", True)
+    err = assert_rejected(
+        cfg_of(*sg, "--rollout-num-gpus", "1", "--offload-train"), "--offload-train", True
+    )
     assert "--colocate" in str(err) and "--colocate" in err.allowed
     assert_rejected(cfg_of("--offload-train"), "--offload-train", True)  # hf: never colocated
 
@@ -502,29 +601,44 @@ def test_router_url_attaches_and_refuses_engine_flags_and_tensor_sync(cfg_of):
     layout = layout_of(cfg_of(*sg))
     assert (layout.num_engines, layout.update_weight_mode) == (0, "distributed")
     assert_rejected(cfg_of(*sg, "--rollout-num-engines", "2"), "--rollout-num-engines", 2)
-    assert_rejected(cfg_of(*sg, "--update-weight-mode", "tensor"), "--update-weight-mode",
-                    "tensor")
-    assert_rejected(cfg_of("--rollout-engine", "sglang", "--sglang-router-url", "10.0.0.5:30000"),
-                    "--sglang-router-url", "10.0.0.5:30000")
+    assert_rejected(cfg_of(*sg, "--update-weight-mode", "tensor"), "--update-weight-mode", "tensor")
+    assert_rejected(
+        cfg_of("--rollout-engine", "sglang", "--sglang-router-url", "10.0.0.5:30000"),
+        "--sglang-router-url",
+        "10.0.0.5:30000",
+    )
 
 
 def test_undeclared_sglang_flags_pass_through_and_near_misses_are_typos(cfg_of):
-    cfg = cfg_of("--rollout-engine", "sglang", "--colocate", "--sglang-server-args",
-                 "--log-level warning", "--sglang-attention-backend", "fa3",
-                 "--sglang-disable-radix-cache", "--sglang-chunked-prefill-size=4096")
-    assert cfg.sglang_server_args == ("--log-level warning --attention-backend fa3 "
-                                      "--disable-radix-cache --chunked-prefill-size 4096")
+    cfg = cfg_of(
+        "--rollout-engine",
+        "sglang",
+        "--colocate",
+        "--sglang-server-args",
+        "--log-level warning",
+        "--sglang-attention-backend",
+        "fa3",
+        "--sglang-disable-radix-cache",
+        "--sglang-chunked-prefill-size=4096",
+    )
+    assert cfg.sglang_server_args == (
+        "--log-level warning --attention-backend fa3 "
+        "--disable-radix-cache --chunked-prefill-size 4096"
+    )
     with pytest.raises(ConfigError) as info:
         cfg_of("--rollout-engine", "sglang", "--sglang-router-ur", "http://h:1")
     assert info.value.flag == "--sglang-router-ur" and "--sglang-router-url" in info.value.allowed
 
 
-@pytest.mark.parametrize("argv, flag, value", [
-    (("--reward-timeout-s", "0"), "--reward-timeout-s", 0.0),
-    (("--reward-num-workers", "-1"), "--reward-num-workers", -1),
-    (("--rollout-max-restarts", "-1"), "--rollout-max-restarts", -1),
-    (("--update-weight-buffer-size", "1000"), "--update-weight-buffer-size", 1000),
-])
+@pytest.mark.parametrize(
+    "argv, flag, value",
+    [
+        (("--reward-timeout-s", "0"), "--reward-timeout-s", 0.0),
+        (("--reward-num-workers", "-1"), "--reward-num-workers", -1),
+        (("--rollout-max-restarts", "-1"), "--rollout-max-restarts", -1),
+        (("--update-weight-buffer-size", "1000"), "--update-weight-buffer-size", 1000),
+    ],
+)
 def test_reward_and_fleet_ranges_are_checked(cfg_of, argv, flag, value):
     assert_rejected(cfg_of(*argv), flag, value)
 
@@ -557,8 +671,9 @@ def test_run_dir_holding_a_run_is_rejected(tmp_path):
 
 def _a_run_in(run_dir, *flags: str) -> None:
     """What hyrl train leaves in a run directory: config.json and metrics.jsonl."""
-    (run_dir / "config.json").write_text(json.dumps(resolve(parse_args(
-        ["--run-dir", str(run_dir), *flags])).to_dict(1)))
+    (run_dir / "config.json").write_text(
+        json.dumps(resolve(parse_args(["--run-dir", str(run_dir), *flags])).to_dict(1))
+    )
     (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
 
 
@@ -568,8 +683,23 @@ def test_run_dir_holding_a_run_is_resumed_only_with_load_and_the_same_configurat
     _a_run_in(run, "--num-steps", "3", "--lr", "1e-4")
     same = ["--run-dir", str(run), "--lr", "1e-4", "--load", str(tmp_path / "ckpt")]
     # the length, checkpoint and reporting flags may change on resume
-    validate(parse_args([*same, "--num-steps", "6", "--save", "ck", "--save-interval", "2",
-                         "--no-progress", "--max-skipped-steps", "5"]), 1)
+    validate(
+        parse_args(
+            [
+                *same,
+                "--num-steps",
+                "6",
+                "--save",
+                "ck",
+                "--save-interval",
+                "2",
+                "--no-progress",
+                "--max-skipped-steps",
+                "5",
+            ]
+        ),
+        1,
+    )
     err = assert_rejected(parse_args([*same, "--lr", "2e-4"]), "--run-dir", str(run))
     assert "--lr: 0.0001 in config.json, 0.0002 now" in str(err)
     # the parallel layout and world size may change too: weights and optimizer states reshard
@@ -579,12 +709,17 @@ def test_run_dir_holding_a_run_is_resumed_only_with_load_and_the_same_configurat
 
 
 def test_save_interval_without_save_is_rejected(run_dir):
-    assert_rejected(parse_args(["--run-dir", run_dir, "--save-interval", "2"]),
-                    "--save-interval", 2)
-    assert_rejected(parse_args(["--run-dir", run_dir, "--save", "ck", "--save-interval", "0"]),
-                    "--save-interval", 0)
-    assert_rejected(parse_args(["--run-dir", run_dir, "--max-skipped-steps", "0"]),
-                    "--max-skipped-steps", 0)
+    assert_rejected(
+        parse_args(["--run-dir", run_dir, "--save-interval", "2"]), "--save-interval", 2
+    )
+    assert_rejected(
+        parse_args(["--run-dir", run_dir, "--save", "ck", "--save-interval", "0"]),
+        "--save-interval",
+        0,
+    )
+    assert_rejected(
+        parse_args(["--run-dir", run_dir, "--max-skipped-steps", "0"]), "--max-skipped-steps", 0
+    )
 
 
 def test_run_dir_that_is_a_file_is_rejected(tmp_path):
@@ -596,47 +731,71 @@ def test_run_dir_that_is_a_file_is_rejected(tmp_path):
 # --------------------------------------------------------------------------- ranges
 
 
-@pytest.mark.parametrize("name", [
-    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
-    "kv_channels", "num_experts", "moe_ffn_hidden_size", "moe_router_topk", "vocab_size",
-    "max_position_embeddings", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-    "expert_model_parallel_size", "expert_tensor_parallel_size", "rollout_batch_size",
-    "n_samples_per_prompt", "global_batch_size", "micro_batch_size", "rollout_concurrency",
-    "rollout_max_response_len", "task_max_operand", "num_steps", "ref_global_batch_size",
-    "n_samples_per_eval_prompt",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "num_layers",
+        "hidden_size",
+        "ffn_hidden_size",
+        "num_attention_heads",
+        "num_query_groups",
+        "kv_channels",
+        "num_experts",
+        "moe_ffn_hidden_size",
+        "moe_router_topk",
+        "vocab_size",
+        "max_position_embeddings",
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "expert_model_parallel_size",
+        "expert_tensor_parallel_size",
+        "rollout_batch_size",
+        "n_samples_per_prompt",
+        "global_batch_size",
+        "micro_batch_size",
+        "rollout_concurrency",
+        "rollout_max_response_len",
+        "task_max_operand",
+        "num_steps",
+        "ref_global_batch_size",
+        "n_samples_per_eval_prompt",
+    ],
+)
 def test_counts_and_sizes_below_one_are_rejected(cfg_of, name):
     cfg = cfg_of(f"{flag_name(name)}=0")
     assert_rejected(cfg, flag_name(name), 0)
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--lr", "0"),
-    ("--min-lr", "-1e-5"),
-    ("--min-lr", "1.0"),
-    ("--weight-decay", "-0.1"),
-    ("--adam-beta1", "1.0"),
-    ("--adam-beta2", "-0.5"),
-    ("--adam-eps", "0"),
-    ("--clip-grad", "-1"),
-    ("--eps-clip", "0"),
-    ("--eps-clip-high", "-0.2"),
-    ("--kl-loss-coef", "-0.01"),
-    ("--entropy-coef", "-0.01"),
-    ("--rollout-temperature", "0"),
-    ("--rollout-top-p", "0"),
-    ("--rollout-top-p", "1.5"),
-    ("--lr-warmup-steps", "-1"),
-    ("--lr-warmup-steps", "1000"),
-    ("--norm-epsilon", "0"),
-    ("--seed", "-1"),
-    ("--ref-lr", "0"),
-    ("--ref-lr", "-1e-4"),
-    ("--eval-interval", "-1"),
-    ("--eval-temperature", "-0.5"),
-    ("--task-eval-fraction", "1.0"),
-    ("--task-eval-fraction", "-0.1"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--lr", "0"),
+        ("--min-lr", "-1e-5"),
+        ("--min-lr", "1.0"),
+        ("--weight-decay", "-0.1"),
+        ("--adam-beta1", "1.0"),
+        ("--adam-beta2", "-0.5"),
+        ("--adam-eps", "0"),
+        ("--clip-grad", "-1"),
+        ("--eps-clip", "0"),
+        ("--eps-clip-high", "-0.2"),
+        ("--kl-loss-coef", "-0.01"),
+        ("--entropy-coef", "-0.01"),
+        ("--rollout-temperature", "0"),
+        ("--rollout-top-p", "0"),
+        ("--rollout-top-p", "1.5"),
+        ("--lr-warmup-steps", "-1"),
+        ("--lr-warmup-steps", "1000"),
+        ("--norm-epsilon", "0"),
+        ("--seed", "-1"),
+        ("--ref-lr", "0"),
+        ("--ref-lr", "-1e-4"),
+        ("--eval-interval", "-1"),
+        ("--eval-temperature", "-0.5"),
+        ("--task-eval-fraction", "1.0"),
+        ("--task-eval-fraction", "-0.1"),
+    ],
+)
 def test_out_of_range_values_are_rejected_naming_the_flag(cfg_of, flag, value):
     cfg = cfg_of(f"{flag}={value}")
     err = rejected(cfg)
@@ -646,8 +805,17 @@ def test_out_of_range_values_are_rejected_naming_the_flag(cfg_of, flag, value):
 
 
 def test_in_range_edge_values_are_accepted(cfg_of):
-    validate(cfg_of("--min-lr=3e-4", "--adam-beta1=0", "--clip-grad=0", "--rollout-top-p=1",
-                    "--lr-warmup-steps=999", "--task-max-operand=1"), 1)
+    validate(
+        cfg_of(
+            "--min-lr=3e-4",
+            "--adam-beta1=0",
+            "--clip-grad=0",
+            "--rollout-top-p=1",
+            "--lr-warmup-steps=999",
+            "--task-max-operand=1",
+        ),
+        1,
+    )
 
 
 def test_wrong_python_type_in_a_programmatic_config_is_rejected(run_dir):
@@ -669,28 +837,69 @@ def test_ppo_group_and_flags_are_declared(cfg_of):
     assert any(t.startswith("critic") for t in titles)
     assert GROUPS.index("critic") == GROUPS.index("algorithm") + 1
     cfg = cfg_of()
-    for name in ("gamma", "lambd", "normalize_advantages", "num_steps_per_rollout",
-                 "critic_global_batch_size", "critic_micro_batch_size", "critic_lr",
-                 "critic_min_lr", "critic_lr_warmup_steps", "critic_lr_decay_style",
-                 "critic_weight_decay", "critic_clip_grad", "value_clip", "critic_load",
-                 "critic_lr_scaling", "critic_ref_lr", "critic_ref_global_batch_size"):
+    for name in (
+        "gamma",
+        "lambd",
+        "normalize_advantages",
+        "num_steps_per_rollout",
+        "critic_global_batch_size",
+        "critic_micro_batch_size",
+        "critic_lr",
+        "critic_min_lr",
+        "critic_lr_warmup_steps",
+        "critic_lr_decay_style",
+        "critic_weight_decay",
+        "critic_clip_grad",
+        "value_clip",
+        "critic_load",
+        "critic_lr_scaling",
+        "critic_ref_lr",
+        "critic_ref_global_batch_size",
+    ):
         assert getattr(cfg, name) is None, name
     assert cfg.kl_coef == 0.0 and cfg.num_critic_only_steps == 0
 
 
 def test_ppo_values_are_parsed_and_optional_flags_take_none(cfg_of):
-    cfg = cfg_of("--advantage-estimator", "gae", "--gamma", "0.99", "--lambd=0.95",
-                 "--critic-global-batch-size", "32", "--critic-lr", "1e-5",
-                 "--critic-lr-decay-style", "cosine", "--critic-load", "/some/dir",
-                 "--num-steps-per-rollout", "4", "--value-clip", "0")
+    cfg = cfg_of(
+        "--advantage-estimator",
+        "gae",
+        "--gamma",
+        "0.99",
+        "--lambd=0.95",
+        "--critic-global-batch-size",
+        "32",
+        "--critic-lr",
+        "1e-5",
+        "--critic-lr-decay-style",
+        "cosine",
+        "--critic-load",
+        "/some/dir",
+        "--num-steps-per-rollout",
+        "4",
+        "--value-clip",
+        "0",
+    )
     assert cfg.advantage_estimator == "gae"
     assert (cfg.gamma, cfg.lambd, cfg.critic_lr) == pytest.approx((0.99, 0.95, 1e-5))
     assert cfg.critic_global_batch_size == 32 and isinstance(cfg.critic_global_batch_size, int)
     assert cfg.critic_lr_decay_style == "cosine" and cfg.critic_load == "/some/dir"
     assert cfg.num_steps_per_rollout == 4 and cfg.value_clip == 0.0
-    back = cfg_of("--critic-global-batch-size", "32", "--critic-global-batch-size", "none",
-                  "--critic-lr-decay-style", "linear", "--critic-lr-decay-style=None",
-                  "--critic-load", "x", "--critic-load", "none", "--global-batch-size", "none")
+    back = cfg_of(
+        "--critic-global-batch-size",
+        "32",
+        "--critic-global-batch-size",
+        "none",
+        "--critic-lr-decay-style",
+        "linear",
+        "--critic-lr-decay-style=None",
+        "--critic-load",
+        "x",
+        "--critic-load",
+        "none",
+        "--global-batch-size",
+        "none",
+    )
     assert back.critic_global_batch_size is None and back.critic_lr_decay_style is None
     assert back.critic_load is None and back.global_batch_size is None
 
@@ -702,8 +911,9 @@ def test_optional_bool_is_none_unless_given(cfg_of):
 
 
 def test_bad_optional_values_name_the_flag():
-    assert_names(parse_rejected(["--critic-global-batch-size", "2.5"]),
-                 "--critic-global-batch-size", "2.5")
+    assert_names(
+        parse_rejected(["--critic-global-batch-size", "2.5"]), "--critic-global-batch-size", "2.5"
+    )
     err = parse_rejected(["--critic-lr-decay-style", "exp"])
     assert_names(err, "--critic-lr-decay-style", "exp")
     assert "constant, linear, cosine, none" in str(err)
@@ -718,41 +928,101 @@ def test_resolve_under_grpo_leaves_the_critic_and_ppo_values_none(cfg_of):
     r = resolve(cfg)
     assert r is not cfg and cfg.global_batch_size is None  # a new config; the input unchanged
     assert r.global_batch_size == 128
-    for name in ("critic_global_batch_size", "critic_micro_batch_size", "critic_lr",
-                 "critic_min_lr", "critic_lr_warmup_steps", "critic_lr_decay_style",
-                 "critic_weight_decay", "critic_clip_grad", "value_clip", "critic_load",
-                 "gamma", "lambd", "normalize_advantages", "critic_lr_scaling", "critic_ref_lr",
-                 "critic_ref_global_batch_size"):
+    for name in (
+        "critic_global_batch_size",
+        "critic_micro_batch_size",
+        "critic_lr",
+        "critic_min_lr",
+        "critic_lr_warmup_steps",
+        "critic_lr_decay_style",
+        "critic_weight_decay",
+        "critic_clip_grad",
+        "value_clip",
+        "critic_load",
+        "gamma",
+        "lambd",
+        "normalize_advantages",
+        "critic_lr_scaling",
+        "critic_ref_lr",
+        "critic_ref_global_batch_size",
+    ):
         assert getattr(r, name) is None, name
     assert r.critic_steps_per_rollout is None
     assert resolve(r) == r
 
 
 def test_resolve_under_gae_takes_the_actors_values(cfg_of):
-    r = resolve(cfg_of("--advantage-estimator", "gae", "--global-batch-size", "64",
-                       "--micro-batch-size", "8", "--lr", "1e-4", "--min-lr", "1e-5",
-                       "--lr-warmup-steps", "3", "--lr-decay-style", "linear",
-                       "--weight-decay", "0.01", "--clip-grad", "0.5"))
+    r = resolve(
+        cfg_of(
+            "--advantage-estimator",
+            "gae",
+            "--global-batch-size",
+            "64",
+            "--micro-batch-size",
+            "8",
+            "--lr",
+            "1e-4",
+            "--min-lr",
+            "1e-5",
+            "--lr-warmup-steps",
+            "3",
+            "--lr-decay-style",
+            "linear",
+            "--weight-decay",
+            "0.01",
+            "--clip-grad",
+            "0.5",
+        )
+    )
     assert (r.critic_global_batch_size, r.critic_micro_batch_size) == (64, 8)
     assert (r.critic_lr, r.critic_min_lr, r.critic_lr_warmup_steps) == (1e-4, 1e-5, 3)
     assert (r.critic_lr_decay_style, r.critic_weight_decay, r.critic_clip_grad) == (
-        "linear", 0.01, 0.5)
+        "linear",
+        0.01,
+        0.5,
+    )
     assert (r.gamma, r.lambd, r.value_clip, r.normalize_advantages) == (1.0, 1.0, 0.2, True)
     assert r.critic_load is None
     assert resolve(r) == r
 
 
 def test_resolve_under_gae_keeps_the_values_given(cfg_of):
-    r = resolve(cfg_of("--advantage-estimator", "gae", "--critic-global-batch-size", "32",
-                       "--critic-micro-batch-size", "4", "--critic-lr", "1e-5",
-                       "--critic-min-lr", "0", "--critic-lr-warmup-steps", "5",
-                       "--critic-lr-decay-style", "cosine", "--critic-weight-decay", "0.1",
-                       "--critic-clip-grad", "2", "--gamma", "0.9", "--lambd", "0.8",
-                       "--value-clip", "0", "--no-normalize-advantages"))
+    r = resolve(
+        cfg_of(
+            "--advantage-estimator",
+            "gae",
+            "--critic-global-batch-size",
+            "32",
+            "--critic-micro-batch-size",
+            "4",
+            "--critic-lr",
+            "1e-5",
+            "--critic-min-lr",
+            "0",
+            "--critic-lr-warmup-steps",
+            "5",
+            "--critic-lr-decay-style",
+            "cosine",
+            "--critic-weight-decay",
+            "0.1",
+            "--critic-clip-grad",
+            "2",
+            "--gamma",
+            "0.9",
+            "--lambd",
+            "0.8",
+            "--value-clip",
+            "0",
+            "--no-normalize-advantages",
+        )
+    )
     assert (r.critic_global_batch_size, r.critic_micro_batch_size) == (32, 4)
     assert (r.critic_lr, r.critic_min_lr, r.critic_lr_warmup_steps) == (1e-5, 0.0, 5)
     assert (r.critic_lr_decay_style, r.critic_weight_decay, r.critic_clip_grad) == (
-        "cosine", 0.1, 2.0)
+        "cosine",
+        0.1,
+        2.0,
+    )
     assert (r.gamma, r.lambd, r.value_clip, r.normalize_advantages) == (0.9, 0.8, 0.0, False)
     assert r.global_batch_size == 128
 
@@ -763,8 +1033,16 @@ def test_critic_batch_resolves_from_the_resolved_actor_batch(cfg_of):
 
 
 def test_num_steps_per_rollout_sets_the_global_batch(cfg_of):
-    r = resolve(cfg_of("--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
-                       "--num-steps-per-rollout", "2"))
+    r = resolve(
+        cfg_of(
+            "--rollout-batch-size",
+            "16",
+            "--n-samples-per-prompt",
+            "8",
+            "--num-steps-per-rollout",
+            "2",
+        )
+    )
     assert r.global_batch_size == 64 and r.optimizer_steps_per_rollout == 2
     agreeing = cfg_of("--num-steps-per-rollout", "2", "--global-batch-size", "64")
     assert resolve(agreeing).global_batch_size == 64
@@ -789,8 +1067,9 @@ def test_num_steps_per_rollout_disagreeing_with_global_batch_is_rejected(cfg_of)
 
 
 def test_load_returns_a_validated_resolved_config(run_dir):
-    cfg = load(["--run-dir", run_dir, "--advantage-estimator", "gae",
-                "--num-steps-per-rollout", "2"], 1)
+    cfg = load(
+        ["--run-dir", run_dir, "--advantage-estimator", "gae", "--num-steps-per-rollout", "2"], 1
+    )
     assert cfg.global_batch_size == 64 and cfg.critic_global_batch_size == 64
     assert cfg.gamma == 1.0 and cfg.normalize_advantages is True
     assert cfg.to_dict(1)["critic_steps_per_rollout"] == 2
@@ -807,29 +1086,45 @@ def test_gae_defaults_validate_and_allow_one_sample_per_prompt(cfg_of):
     validate(cfg_of("--advantage-estimator", "gae"), 1)
     validate(resolve(cfg_of("--advantage-estimator", "gae")), 1)  # resolved input is fine too
     validate(cfg_of("--advantage-estimator", "gae", "--n-samples-per-prompt", "1"), 1)
-    validate(cfg_of("--advantage-estimator", "gae", "--value-clip", "0", "--gamma", "0",
-                    "--lambd", "1", "--num-critic-only-steps", "999"), 1)
+    validate(
+        cfg_of(
+            "--advantage-estimator",
+            "gae",
+            "--value-clip",
+            "0",
+            "--gamma",
+            "0",
+            "--lambd",
+            "1",
+            "--num-critic-only-steps",
+            "999",
+        ),
+        1,
+    )
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--critic-global-batch-size", "64"),
-    ("--critic-micro-batch-size", "8"),
-    ("--critic-lr", "1e-5"),
-    ("--critic-min-lr", "0"),
-    ("--critic-lr-warmup-steps", "2"),
-    ("--critic-lr-decay-style", "cosine"),
-    ("--critic-weight-decay", "0.1"),
-    ("--critic-clip-grad", "1"),
-    ("--num-critic-only-steps", "3"),
-    ("--value-clip", "0.2"),
-    ("--critic-load", "/some/model"),
-    ("--gamma", "0.99"),
-    ("--lambd", "0.95"),
-    ("--kl-coef", "0.01"),
-    ("--critic-lr-scaling", "sqrt"),
-    ("--critic-ref-lr", "1e-5"),
-    ("--critic-ref-global-batch-size", "32"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--critic-global-batch-size", "64"),
+        ("--critic-micro-batch-size", "8"),
+        ("--critic-lr", "1e-5"),
+        ("--critic-min-lr", "0"),
+        ("--critic-lr-warmup-steps", "2"),
+        ("--critic-lr-decay-style", "cosine"),
+        ("--critic-weight-decay", "0.1"),
+        ("--critic-clip-grad", "1"),
+        ("--num-critic-only-steps", "3"),
+        ("--value-clip", "0.2"),
+        ("--critic-load", "/some/model"),
+        ("--gamma", "0.99"),
+        ("--lambd", "0.95"),
+        ("--kl-coef", "0.01"),
+        ("--critic-lr-scaling", "sqrt"),
+        ("--critic-ref-lr", "1e-5"),
+        ("--critic-ref-global-batch-size", "32"),
+    ],
+)
 def test_ppo_only_flags_under_grpo_are_rejected(cfg_of, flag, value):
     cfg = cfg_of(f"{flag}={value}")
     err = rejected(cfg)
@@ -849,26 +1144,29 @@ def test_ppo_flags_at_their_defaults_under_grpo_are_accepted(cfg_of):
     validate(cfg_of("--kl-coef", "0", "--num-critic-only-steps", "0", "--gamma", "none"), 1)
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--value-clip", "-0.1"),
-    ("--gamma", "1.5"),
-    ("--gamma", "-0.1"),
-    ("--lambd", "1.01"),
-    ("--kl-coef", "-0.01"),
-    ("--critic-lr", "0"),
-    ("--critic-min-lr", "-1e-6"),
-    ("--critic-min-lr", "1.0"),
-    ("--critic-clip-grad", "-1"),
-    ("--critic-weight-decay", "-0.1"),
-    ("--num-critic-only-steps", "-1"),
-    ("--num-critic-only-steps", "1000"),
-    ("--critic-lr-warmup-steps", "-1"),
-    ("--critic-global-batch-size", "0"),
-    ("--critic-micro-batch-size", "0"),
-    ("--num-steps-per-rollout", "0"),
-    ("--critic-ref-lr", "0"),
-    ("--critic-ref-global-batch-size", "0"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--value-clip", "-0.1"),
+        ("--gamma", "1.5"),
+        ("--gamma", "-0.1"),
+        ("--lambd", "1.01"),
+        ("--kl-coef", "-0.01"),
+        ("--critic-lr", "0"),
+        ("--critic-min-lr", "-1e-6"),
+        ("--critic-min-lr", "1.0"),
+        ("--critic-clip-grad", "-1"),
+        ("--critic-weight-decay", "-0.1"),
+        ("--num-critic-only-steps", "-1"),
+        ("--num-critic-only-steps", "1000"),
+        ("--critic-lr-warmup-steps", "-1"),
+        ("--critic-global-batch-size", "0"),
+        ("--critic-micro-batch-size", "0"),
+        ("--num-steps-per-rollout", "0"),
+        ("--critic-ref-lr", "0"),
+        ("--critic-ref-global-batch-size", "0"),
+    ],
+)
 def test_ppo_out_of_range_values_are_rejected_naming_the_flag(cfg_of, flag, value):
     cfg = cfg_of("--advantage-estimator", "gae", f"{flag}={value}")
     err = rejected(cfg)
@@ -878,47 +1176,85 @@ def test_ppo_out_of_range_values_are_rejected_naming_the_flag(cfg_of, flag, valu
 
 
 def test_value_clip_error_says_zero_disables(cfg_of):
-    err = assert_rejected(cfg_of("--advantage-estimator", "gae", "--value-clip", "-1"),
-                          "--value-clip", -1.0)
+    err = assert_rejected(
+        cfg_of("--advantage-estimator", "gae", "--value-clip", "-1"), "--value-clip", -1.0
+    )
     assert err.allowed == ">= 0; 0 disables clipping"
 
 
 def test_critic_min_lr_is_checked_against_the_critic_lr(cfg_of):
     gae = ("--advantage-estimator", "gae")
-    err = assert_rejected(cfg_of(*gae, "--critic-lr", "1e-5", "--critic-min-lr", "1e-4"),
-                          "--critic-min-lr", 1e-4)
+    err = assert_rejected(
+        cfg_of(*gae, "--critic-lr", "1e-5", "--critic-min-lr", "1e-4"), "--critic-min-lr", 1e-4
+    )
     assert "--critic-lr" in str(err)
     validate(cfg_of(*gae, "--critic-lr", "1e-5", "--critic-min-lr", "1e-5"), 1)
     # --critic-min-lr not given takes --min-lr, which must not exceed --critic-lr
-    err = assert_rejected(cfg_of(*gae, "--min-lr", "1e-4", "--critic-lr", "1e-5"),
-                          "--critic-lr", 1e-5)
+    err = assert_rejected(
+        cfg_of(*gae, "--min-lr", "1e-4", "--critic-lr", "1e-5"), "--critic-lr", 1e-5
+    )
     assert "--min-lr" in str(err) and "--critic-min-lr" in err.allowed
 
 
 def test_critic_batch_not_dividing_the_rollout_is_rejected(cfg_of):
-    cfg = cfg_of("--advantage-estimator", "gae", "--critic-global-batch-size", "48",
-                 "--critic-micro-batch-size", "8")
+    cfg = cfg_of(
+        "--advantage-estimator",
+        "gae",
+        "--critic-global-batch-size",
+        "48",
+        "--critic-micro-batch-size",
+        "8",
+    )
     err = assert_rejected(cfg, "--critic-global-batch-size", 48)
     assert "16 x 8 = 128" in str(err) and "[1, 2, 4, 8, 16, 32, 64, 128]" in str(err)
 
 
 def test_critic_batch_not_dividing_over_data_parallel_is_rejected(cfg_of):
-    cfg = cfg_of("--advantage-estimator", "gae", "--rollout-batch-size", "3",
-                 "--n-samples-per-prompt", "2", "--micro-batch-size", "1",
-                 "--global-batch-size", "6", "--critic-global-batch-size", "3")
+    cfg = cfg_of(
+        "--advantage-estimator",
+        "gae",
+        "--rollout-batch-size",
+        "3",
+        "--n-samples-per-prompt",
+        "2",
+        "--micro-batch-size",
+        "1",
+        "--global-batch-size",
+        "6",
+        "--critic-global-batch-size",
+        "3",
+    )
     err = assert_rejected(cfg, "--critic-global-batch-size", 3, world_size=2)
     assert "data-parallel size 2" in str(err)
 
 
 def test_critic_micro_batch_times_dp_not_dividing_critic_batch_is_rejected(cfg_of):
-    cfg = cfg_of("--advantage-estimator", "gae", "--critic-global-batch-size", "32",
-                 "--critic-micro-batch-size", "32")
+    cfg = cfg_of(
+        "--advantage-estimator",
+        "gae",
+        "--critic-global-batch-size",
+        "32",
+        "--critic-micro-batch-size",
+        "32",
+    )
     err = assert_rejected(cfg, "--critic-micro-batch-size", 32, world_size=2)
     assert "= 64" in str(err) and "critic batch 32" in str(err)
     # not given, the critic micro batch comes from --micro-batch-size (16): 16 x 4 > 32
-    err = assert_rejected(cfg_of("--advantage-estimator", "gae", "--micro-batch-size", "8",
-                                 "--critic-global-batch-size", "16", "--critic-micro-batch-size",
-                                 "none"), "--critic-micro-batch-size", 8, world_size=4)
+    err = assert_rejected(
+        cfg_of(
+            "--advantage-estimator",
+            "gae",
+            "--micro-batch-size",
+            "8",
+            "--critic-global-batch-size",
+            "16",
+            "--critic-micro-batch-size",
+            "none",
+        ),
+        "--critic-micro-batch-size",
+        8,
+        world_size=4,
+    )
     assert "from --micro-batch-size" in str(err)
 
 
@@ -936,8 +1272,9 @@ def test_critic_load_must_be_a_model_directory(cfg_of, tmp_path):
 
 
 def test_default_global_batch_not_splitting_over_data_parallel_says_where_it_came_from(cfg_of):
-    cfg = cfg_of("--rollout-batch-size", "3", "--n-samples-per-prompt", "2",
-                 "--micro-batch-size", "1")
+    cfg = cfg_of(
+        "--rollout-batch-size", "3", "--n-samples-per-prompt", "2", "--micro-batch-size", "1"
+    )
     err = assert_rejected(cfg, "--global-batch-size", 6, world_size=4)
     assert "P x G, the default" in str(err)
 
@@ -948,7 +1285,11 @@ def test_default_global_batch_not_splitting_over_data_parallel_says_where_it_cam
 def test_lr_scaling_flags_are_parsed_and_default_to_no_scaling(cfg_of):
     cfg = cfg_of()
     assert (cfg.lr, cfg.lr_scaling, cfg.ref_lr, cfg.ref_global_batch_size) == (
-        None, "none", None, None)
+        None,
+        "none",
+        None,
+        None,
+    )
     cfg = cfg_of("--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt")
     assert cfg.ref_lr == pytest.approx(3e-4) and cfg.ref_global_batch_size == 32
     assert cfg.lr_scaling == "sqrt" and cfg.lr is None
@@ -958,8 +1299,18 @@ def test_lr_scaling_flags_are_parsed_and_default_to_no_scaling(cfg_of):
 
 
 def test_resolve_records_the_scaled_lr(cfg_of):
-    cfg = cfg_of("--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
-                 "--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt")
+    cfg = cfg_of(
+        "--rollout-batch-size",
+        "16",
+        "--n-samples-per-prompt",
+        "8",
+        "--ref-lr",
+        "3e-4",
+        "--ref-global-batch-size",
+        "32",
+        "--lr-scaling",
+        "sqrt",
+    )
     r = resolve(cfg)
     assert r.global_batch_size == 128
     assert r.lr == pytest.approx(6e-4, rel=1e-12)
@@ -973,8 +1324,18 @@ def test_resolve_records_the_scaled_lr(cfg_of):
 
 def test_scaling_uses_the_resolved_global_batch(cfg_of):
     # B = P x G / --num-steps-per-rollout = 64; linear from B0 = 256: a quarter of LR0
-    r = resolve(cfg_of("--num-steps-per-rollout", "2", "--ref-lr", "4e-4",
-                       "--ref-global-batch-size", "256", "--lr-scaling", "linear"))
+    r = resolve(
+        cfg_of(
+            "--num-steps-per-rollout",
+            "2",
+            "--ref-lr",
+            "4e-4",
+            "--ref-global-batch-size",
+            "256",
+            "--lr-scaling",
+            "linear",
+        )
+    )
     assert r.global_batch_size == 64 and r.lr == pytest.approx(1e-4, rel=1e-12)
     assert r.to_dict(1)["lr_scaling_exponent"] == 1.0
     # no --lr-scaling (none): LR0 at every B
@@ -1007,8 +1368,9 @@ def test_lr_together_with_ref_lr_is_rejected(cfg_of):
 def test_lr_scaling_without_ref_lr_is_rejected(cfg_of):
     for rule in ("sqrt", "linear"):
         err = assert_rejected(cfg_of("--lr-scaling", rule), "--lr-scaling", rule)
-        assert err.allowed == ("add --ref-lr LR0 and --ref-global-batch-size B0, "
-                               "or --lr-scaling none")
+        assert err.allowed == (
+            "add --ref-lr LR0 and --ref-global-batch-size B0, or --lr-scaling none"
+        )
     validate(cfg_of("--lr-scaling", "none", "--lr", "1e-3"), 1)
 
 
@@ -1024,8 +1386,19 @@ def test_min_lr_is_checked_against_the_scaled_lr(cfg_of):
     assert "--ref-lr" in str(err) and "7.5e-05" in err.allowed
     validate(cfg_of(*scaling, "--min-lr", "7.5e-5"), 1)
     # scaling up admits a min_lr above the reference rate
-    validate(cfg_of("--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt",
-                    "--min-lr", "5e-4"), 1)
+    validate(
+        cfg_of(
+            "--ref-lr",
+            "3e-4",
+            "--ref-global-batch-size",
+            "32",
+            "--lr-scaling",
+            "sqrt",
+            "--min-lr",
+            "5e-4",
+        ),
+        1,
+    )
 
 
 def test_min_lr_above_the_default_lr_is_rejected_after_resolution(cfg_of):
@@ -1040,12 +1413,26 @@ GAE = ("--advantage-estimator", "gae")
 
 
 def test_critic_lr_scaling_under_gae(cfg_of):
-    r = resolve(cfg_of(*GAE, "--critic-global-batch-size", "32", "--critic-ref-lr", "1e-5",
-                       "--critic-ref-global-batch-size", "128", "--critic-lr-scaling", "sqrt"))
+    r = resolve(
+        cfg_of(
+            *GAE,
+            "--critic-global-batch-size",
+            "32",
+            "--critic-ref-lr",
+            "1e-5",
+            "--critic-ref-global-batch-size",
+            "128",
+            "--critic-lr-scaling",
+            "sqrt",
+        )
+    )
     assert r.critic_global_batch_size == 32
     assert r.critic_lr == pytest.approx(5e-6, rel=1e-12)  # 1e-5 x (32 / 128)^(1/2)
     assert (r.critic_ref_lr, r.critic_ref_global_batch_size, r.critic_lr_scaling) == (
-        1e-5, 128, "sqrt")
+        1e-5,
+        128,
+        "sqrt",
+    )
     assert r.lr == 3e-4  # the actor is not scaled
     assert resolve(r) == r
     validate(r, 1)
@@ -1055,8 +1442,9 @@ def test_critic_lr_scaling_under_gae(cfg_of):
 
 
 def test_critic_lr_takes_the_resolved_actor_lr_when_not_given(cfg_of):
-    r = resolve(cfg_of(*GAE, "--ref-lr", "3e-4", "--ref-global-batch-size", "32",
-                       "--lr-scaling", "sqrt"))
+    r = resolve(
+        cfg_of(*GAE, "--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt")
+    )
     assert r.critic_lr == r.lr == pytest.approx(6e-4, rel=1e-12)
     assert r.critic_lr_scaling == "none" and r.critic_ref_global_batch_size is None
     assert r.to_dict(1)["critic_lr_scaling_exponent"] == 0.0
@@ -1066,29 +1454,43 @@ def test_critic_lr_takes_the_resolved_actor_lr_when_not_given(cfg_of):
 
 
 def test_critic_lr_together_with_critic_ref_lr_is_rejected(cfg_of):
-    err = assert_rejected(cfg_of(*GAE, "--critic-lr", "1e-5", "--critic-ref-lr", "2e-5"),
-                          "--critic-lr", 1e-5)
+    err = assert_rejected(
+        cfg_of(*GAE, "--critic-lr", "1e-5", "--critic-ref-lr", "2e-5"), "--critic-lr", 1e-5
+    )
     assert "--critic-ref-lr" in str(err)
-    assert err.allowed == ("one of them: --critic-lr for a fixed rate, or --critic-ref-lr "
-                           "with --critic-lr-scaling")
+    assert err.allowed == (
+        "one of them: --critic-lr for a fixed rate, or --critic-ref-lr with --critic-lr-scaling"
+    )
 
 
 def test_critic_lr_scaling_without_critic_ref_lr_is_rejected(cfg_of):
-    err = assert_rejected(cfg_of(*GAE, "--critic-lr-scaling", "linear"),
-                          "--critic-lr-scaling", "linear")
-    assert err.allowed == ("add --critic-ref-lr LR0 and --critic-ref-global-batch-size B0, "
-                           "or --critic-lr-scaling none")
-    err = assert_rejected(cfg_of(*GAE, "--critic-ref-global-batch-size", "32"),
-                          "--critic-ref-global-batch-size", 32)
+    err = assert_rejected(
+        cfg_of(*GAE, "--critic-lr-scaling", "linear"), "--critic-lr-scaling", "linear"
+    )
+    assert err.allowed == (
+        "add --critic-ref-lr LR0 and --critic-ref-global-batch-size B0, or --critic-lr-scaling none"
+    )
+    err = assert_rejected(
+        cfg_of(*GAE, "--critic-ref-global-batch-size", "32"), "--critic-ref-global-batch-size", 32
+    )
     assert "--critic-ref-lr" in err.allowed
 
 
 def test_critic_min_lr_is_checked_against_the_scaled_critic_lr(cfg_of):
-    scaling = ("--critic-global-batch-size", "32", "--critic-ref-lr", "1e-5",
-               "--critic-ref-global-batch-size", "128", "--critic-lr-scaling", "linear")
+    scaling = (
+        "--critic-global-batch-size",
+        "32",
+        "--critic-ref-lr",
+        "1e-5",
+        "--critic-ref-global-batch-size",
+        "128",
+        "--critic-lr-scaling",
+        "linear",
+    )
     # critic lr = 1e-5 x 32 / 128 = 2.5e-6
-    err = assert_rejected(cfg_of(*GAE, *scaling, "--critic-min-lr", "5e-6"),
-                          "--critic-min-lr", 5e-6)
+    err = assert_rejected(
+        cfg_of(*GAE, *scaling, "--critic-min-lr", "5e-6"), "--critic-min-lr", 5e-6
+    )
     assert "--critic-ref-lr" in str(err)
     err = assert_rejected(cfg_of(*GAE, *scaling, "--min-lr", "5e-6"), "--critic-ref-lr", 1e-5)
     assert "--min-lr" in str(err) and "--critic-min-lr" in err.allowed
@@ -1100,8 +1502,13 @@ def test_critic_min_lr_is_checked_against_the_scaled_critic_lr(cfg_of):
 
 def test_eval_flags_defaults_are_valid(cfg_of):
     cfg = cfg_of()
-    assert (cfg.eval_interval, cfg.n_samples_per_eval_prompt, cfg.eval_temperature,
-            cfg.target, cfg.task_eval_fraction) == (0, 1, None, None, 0.2)
+    assert (
+        cfg.eval_interval,
+        cfg.n_samples_per_eval_prompt,
+        cfg.eval_temperature,
+        cfg.target,
+        cfg.task_eval_fraction,
+    ) == (0, 1, None, None, 0.2)
     validate(cfg, 1)
     assert GROUPS.index("eval") == GROUPS.index("critic") + 1
     assert any(g.title.startswith("evaluation") for g in build_parser()._action_groups)
@@ -1111,11 +1518,19 @@ def test_eval_flags_defaults_are_valid(cfg_of):
 
 
 def test_eval_flags_are_parsed_and_validated(cfg_of):
-    cfg = cfg_of("--eval-interval", "10", "--n-samples-per-eval-prompt", "4",
-                 "--eval-temperature", "0", "--target", "eval/accuracy=0.77",
-                 "--task-eval-fraction", "0.25")
-    assert (cfg.eval_interval, cfg.n_samples_per_eval_prompt, cfg.eval_temperature) == (
-        10, 4, 0.0)
+    cfg = cfg_of(
+        "--eval-interval",
+        "10",
+        "--n-samples-per-eval-prompt",
+        "4",
+        "--eval-temperature",
+        "0",
+        "--target",
+        "eval/accuracy=0.77",
+        "--task-eval-fraction",
+        "0.25",
+    )
+    assert (cfg.eval_interval, cfg.n_samples_per_eval_prompt, cfg.eval_temperature) == (10, 4, 0.0)
     assert cfg.target == "eval/accuracy=0.77" and cfg.task_eval_fraction == 0.25
     validate(cfg, 1)
     assert resolve(cfg).eval_temperature == 0.0  # greedy, kept
@@ -1128,10 +1543,20 @@ def test_parse_target():
     assert parse_target("eval/loss=-2.5e-1") == ("eval/loss", -0.25)
 
 
-@pytest.mark.parametrize("text", [
-    "eval/accuracy", "accuracy=0.77", "eval/=0.5", "perf/step_s=1", "eval/accuracy=high",
-    "eval/accuracy=nan", "eval/accuracy=inf", "=0.5", "eval/accuracy=",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "eval/accuracy",
+        "accuracy=0.77",
+        "eval/=0.5",
+        "perf/step_s=1",
+        "eval/accuracy=high",
+        "eval/accuracy=nan",
+        "eval/accuracy=inf",
+        "=0.5",
+        "eval/accuracy=",
+    ],
+)
 def test_bad_target_is_rejected(cfg_of, text):
     with pytest.raises(ConfigError) as info:
         parse_target(text)
@@ -1142,8 +1567,9 @@ def test_bad_target_is_rejected(cfg_of, text):
 
 
 def test_eval_target_needs_evaluation(cfg_of):
-    err = assert_rejected(cfg_of("--target", "eval/accuracy=0.77"), "--target",
-                          "eval/accuracy=0.77")
+    err = assert_rejected(
+        cfg_of("--target", "eval/accuracy=0.77"), "--target", "eval/accuracy=0.77"
+    )
     assert err.allowed == "add --eval-interval N"
     validate(cfg_of("--target", "train/reward_mean=0.9"), 1)  # train metrics need no eval
     validate(cfg_of("--target", "eval/accuracy=0.77", "--eval-interval", "1"), 1)
@@ -1151,20 +1577,27 @@ def test_eval_target_needs_evaluation(cfg_of):
 
 def test_task_eval_fraction_must_leave_prompts_for_training_and_evaluation(cfg_of):
     # --task-max-operand 1: 4 prompts; round(0.9 x 4) = 4 held out, none left to train on
-    err = assert_rejected(cfg_of("--eval-interval", "5", "--task-max-operand", "1",
-                                 "--task-eval-fraction", "0.9"), "--task-eval-fraction", 0.9)
+    err = assert_rejected(
+        cfg_of("--eval-interval", "5", "--task-max-operand", "1", "--task-eval-fraction", "0.9"),
+        "--task-eval-fraction",
+        0.9,
+    )
     assert "4 of the 4 prompts" in str(err) and "0 for training" in str(err)
     # round(0.1 x 4) = 0 held out: nothing to evaluate on
-    err = assert_rejected(cfg_of("--eval-interval", "5", "--task-max-operand", "1",
-                                 "--task-eval-fraction", "0.1"), "--task-eval-fraction", 0.1)
+    err = assert_rejected(
+        cfg_of("--eval-interval", "5", "--task-max-operand", "1", "--task-eval-fraction", "0.1"),
+        "--task-eval-fraction",
+        0.1,
+    )
     assert "0 of the 4 prompts" in str(err)
     # without evaluation nothing is held out, so any fraction in [0, 1) is fine
     validate(cfg_of("--task-max-operand", "1", "--task-eval-fraction", "0.9"), 1)
     validate(cfg_of("--task-eval-fraction", "0"), 1)
     # 0 with evaluation: evaluate on the training prompts (in-distribution), nothing held out
     validate(cfg_of("--eval-interval", "5", "--task-eval-fraction", "0"), 1)
-    validate(cfg_of("--eval-interval", "5", "--task-max-operand", "1",
-                    "--task-eval-fraction", "0.25"), 1)
+    validate(
+        cfg_of("--eval-interval", "5", "--task-max-operand", "1", "--task-eval-fraction", "0.25"), 1
+    )
 
 
 def test_noise_scale_beta_outside_zero_one_is_rejected_and_none_switches_it_off(cfg_of):
@@ -1186,8 +1619,11 @@ def test_batch_ramp_end_must_keep_micro_batches_and_prompt_groups_whole(cfg_of):
 
 
 def test_batch_ramp_is_refused_with_ppo_and_when_malformed(cfg_of):
-    assert_rejected(cfg_of("--advantage-estimator", "gae", "--batch-ramp", "128:256:5"),
-                    "--batch-ramp", "128:256:5")
+    assert_rejected(
+        cfg_of("--advantage-estimator", "gae", "--batch-ramp", "128:256:5"),
+        "--batch-ramp",
+        "128:256:5",
+    )
     assert_rejected(cfg_of("--batch-ramp", "128-512"), "--batch-ramp", "128-512")
 
 
@@ -1199,8 +1635,19 @@ def test_lr_and_ref_lr_on_one_command_line_are_refused_even_when_they_agree():
     assert info.value.flag == "--lr" and "--ref-lr=0.0003" in str(info.value)
     assert "allowed" in str(info.value)
     with pytest.raises(ConfigError) as info:
-        load(["--advantage-estimator", "gae", "--critic-lr", "1e-3", "--critic-ref-lr", "1e-3",
-              "--run-dir", "/nonexistent/never"], 1)
+        load(
+            [
+                "--advantage-estimator",
+                "gae",
+                "--critic-lr",
+                "1e-3",
+                "--critic-ref-lr",
+                "1e-3",
+                "--run-dir",
+                "/nonexistent/never",
+            ],
+            1,
+        )
     assert info.value.flag == "--critic-lr"
 
 
@@ -1216,15 +1663,28 @@ def data_file(tmp_path):
 
 def test_prompt_data_sets_the_task_and_needs_a_tokenizer_and_a_reward(cfg_of, data_file, tmp_path):
     tok = str(tmp_path)
-    resolved = resolve(cfg_of("--prompt-data", data_file, "--tokenizer-path", tok, "--rm-type", "math"))
+    resolved = resolve(
+        cfg_of("--prompt-data", data_file, "--tokenizer-path", tok, "--rm-type", "math")
+    )
     assert resolved.task == "prompt_data" and resolved.rm_type == "math"
     assert resolve(cfg_of()).task == "arith_mod10" and resolve(cfg_of()).rm_type == "exact_match"
-    assert_rejected(cfg_of("--prompt-data", data_file, "--rm-type", "math"), "--tokenizer-path", "none")
-    assert_rejected(cfg_of("--prompt-data", data_file, "--tokenizer-path", tok), "--rm-type", "none")
+    assert_rejected(
+        cfg_of("--prompt-data", data_file, "--rm-type", "math"), "--tokenizer-path", "none"
+    )
+    assert_rejected(
+        cfg_of("--prompt-data", data_file, "--tokenizer-path", tok), "--rm-type", "none"
+    )
     assert_rejected(cfg_of("--task", "prompt_data"), "--task", "prompt_data")
-    assert_rejected(cfg_of("--prompt-data", str(tmp_path / "x.csv"), "--tokenizer-path", tok,
-                           "--rm-type", "math"), "--prompt-data", str(tmp_path / "x.csv"))
-    assert_rejected(cfg_of("--rm-type", "math", "--custom-rm-path", "m:f"), "--custom-rm-path", "m:f")
+    assert_rejected(
+        cfg_of(
+            "--prompt-data", str(tmp_path / "x.csv"), "--tokenizer-path", tok, "--rm-type", "math"
+        ),
+        "--prompt-data",
+        str(tmp_path / "x.csv"),
+    )
+    assert_rejected(
+        cfg_of("--rm-type", "math", "--custom-rm-path", "m:f"), "--custom-rm-path", "m:f"
+    )
     assert_rejected(cfg_of("--custom-rm-path", "nocolon"), "--custom-rm-path", "nocolon")
     # data flags under the built-in task are refused, not ignored
     assert_rejected(cfg_of("--apply-chat-template"), "--apply-chat-template", True)
@@ -1237,20 +1697,32 @@ def test_eval_prompt_data_takes_name_file_pairs(cfg_of, data_file, tmp_path):
     assert cfg.eval_prompt_data == ["aime", data_file, "gpqa", data_file]
     err = assert_rejected(cfg_of(*base, "--eval-prompt-data", "aime"), "--eval-prompt-data", "aime")
     assert "pair" in str(err)
-    assert "twice" in str(rejected(cfg_of(*base, "--eval-prompt-data", "a", data_file, "a", data_file)))
+    assert "twice" in str(
+        rejected(cfg_of(*base, "--eval-prompt-data", "a", data_file, "a", data_file))
+    )
     assert "is not a name" in str(rejected(cfg_of(*base, "--eval-prompt-data", data_file, "a")))
 
 
-@pytest.mark.parametrize("argv, flag, value", [
-    (("--recompute-method", "uniform"), "--recompute-method", "uniform"),
-    (("--recompute-granularity", "selective", "--recompute-num-layers", "1"),
-     "--recompute-num-layers", 1),
-    (("--recompute-granularity", "full", "--recompute-num-layers", "3"), "--recompute-num-layers", 3),
-    (("--use-dynamic-batch-size",), "--max-tokens-per-gpu", "none"),
-    (("--max-tokens-per-gpu", "64"), "--max-tokens-per-gpu", 64),
-    (("--use-dynamic-batch-size", "--max-tokens-per-gpu", "4"), "--max-tokens-per-gpu", 4),
-    (("--gpu-memory-gib", "0"), "--gpu-memory-gib", 0.0),
-])
+@pytest.mark.parametrize(
+    "argv, flag, value",
+    [
+        (("--recompute-method", "uniform"), "--recompute-method", "uniform"),
+        (
+            ("--recompute-granularity", "selective", "--recompute-num-layers", "1"),
+            "--recompute-num-layers",
+            1,
+        ),
+        (
+            ("--recompute-granularity", "full", "--recompute-num-layers", "3"),
+            "--recompute-num-layers",
+            3,
+        ),
+        (("--use-dynamic-batch-size",), "--max-tokens-per-gpu", "none"),
+        (("--max-tokens-per-gpu", "64"), "--max-tokens-per-gpu", 64),
+        (("--use-dynamic-batch-size", "--max-tokens-per-gpu", "4"), "--max-tokens-per-gpu", 4),
+        (("--gpu-memory-gib", "0"), "--gpu-memory-gib", 0.0),
+    ],
+)
 def test_memory_flags_that_cannot_work_are_refused(cfg_of, argv, flag, value):
     assert_rejected(cfg_of(*argv), flag, value)
 
@@ -1259,8 +1731,11 @@ def test_distributed_timeout_defaults_to_megatrons_ten_minutes_and_must_be_posit
     assert parse_args(["--run-dir", run_dir]).distributed_timeout_minutes == 10.0
     validate(parse_args(["--run-dir", run_dir, "--distributed-timeout-minutes", "0.5"]), 1)
     for value in ("0", "-5"):
-        err = assert_rejected(parse_args(["--run-dir", run_dir, "--distributed-timeout-minutes",
-                                          value]), "--distributed-timeout-minutes", float(value))
+        err = assert_rejected(
+            parse_args(["--run-dir", run_dir, "--distributed-timeout-minutes", value]),
+            "--distributed-timeout-minutes",
+            float(value),
+        )
         assert "minutes > 0" in str(err)
 
 
@@ -1268,5 +1743,16 @@ def test_distributed_timeout_may_change_on_resume(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     _a_run_in(run, "--num-steps", "3")
-    validate(parse_args(["--run-dir", str(run), "--load", str(tmp_path / "ckpt"),
-                         "--distributed-timeout-minutes", "60"]), 1)
+    validate(
+        parse_args(
+            [
+                "--run-dir",
+                str(run),
+                "--load",
+                str(tmp_path / "ckpt"),
+                "--distributed-timeout-minutes",
+                "60",
+            ]
+        ),
+        1,
+    )

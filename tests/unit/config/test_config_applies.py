@@ -35,45 +35,115 @@ CASES = [
     (("--critic-lr", "1e-5"), 1, "--critic-lr", 1e-5, "only used by PPO"),
     (("--tis-clip", "3"), 1, "--tis-clip", 3.0, "only used with --use-tis, which is off"),
     (("--mis-high", "3"), 1, "--mis-high", 3.0, "only used with --use-mis, which is off"),
-    (("--pipeline-model-parallel-size", "2", "--measure-routing-mismatch"), 2,
-     "--measure-routing-mismatch", True, "not of a pipeline stage (PP=2)"),
-    (("--sequence-parallel",), 1, "--sequence-parallel", True,
-     "sequence parallelism needs tensor parallelism"),
-    (("--advantage-estimator", "gae", "--batch-ramp", "128:256:10"), 1, "--batch-ramp",
-     "128:256:10", "is not supported with PPO yet"),
-    (("--rollout-max-prompt-len", "8"), 1, "--rollout-max-prompt-len", 8,
-     "applies to --task prompt_data, not arith_mod10"),
-    (("--apply-chat-template",), 1, "--apply-chat-template", True,
-     "applies to --task prompt_data, not arith_mod10"),
+    (
+        ("--pipeline-model-parallel-size", "2", "--measure-routing-mismatch"),
+        2,
+        "--measure-routing-mismatch",
+        True,
+        "not of a pipeline stage (PP=2)",
+    ),
+    (
+        ("--sequence-parallel",),
+        1,
+        "--sequence-parallel",
+        True,
+        "sequence parallelism needs tensor parallelism",
+    ),
+    (
+        ("--advantage-estimator", "gae", "--batch-ramp", "128:256:10"),
+        1,
+        "--batch-ramp",
+        "128:256:10",
+        "is not supported with PPO yet",
+    ),
+    (
+        ("--rollout-max-prompt-len", "8"),
+        1,
+        "--rollout-max-prompt-len",
+        8,
+        "applies to --task prompt_data, not arith_mod10",
+    ),
+    (
+        ("--apply-chat-template",),
+        1,
+        "--apply-chat-template",
+        True,
+        "applies to --task prompt_data, not arith_mod10",
+    ),
     (("--colocate",), 1, "--colocate", True, "applies to --rollout-engine sglang only"),
-    (("--rollout-num-gpus-per-engine", "1"), 1, "--rollout-num-gpus-per-engine", 1,
-     "the hf engine runs inside the trainer"),
-    (("--rollout-engine", "sglang", "--sglang-router-url", "http://h:1",
-      "--rollout-num-gpus", "2"), 1, "--rollout-num-gpus", 2, "hyrl starts no engine"),
-    (("--rollout-engine", "sglang", "--sglang-router-url", "http://h:1", "--colocate"), 1,
-     "--colocate", True, "attached servers cannot release"),
-    (("--rollout-engine", "sglang", "--rollout-num-gpus", "1", "--offload-train"), 1,
-     "--offload-train", True, "--colocate is off"),
-    (("--recompute-num-layers", "1"), 1, "--recompute-num-layers", 1,
-     "applies to --recompute-granularity full only"),
-    (("--max-tokens-per-gpu", "64"), 1, "--max-tokens-per-gpu", 64,
-     "applies only with --use-dynamic-batch-size"),
+    (
+        ("--rollout-num-gpus-per-engine", "1"),
+        1,
+        "--rollout-num-gpus-per-engine",
+        1,
+        "the hf engine runs inside the trainer",
+    ),
+    (
+        (
+            "--rollout-engine",
+            "sglang",
+            "--sglang-router-url",
+            "http://h:1",
+            "--rollout-num-gpus",
+            "2",
+        ),
+        1,
+        "--rollout-num-gpus",
+        2,
+        "hyrl starts no engine",
+    ),
+    (
+        ("--rollout-engine", "sglang", "--sglang-router-url", "http://h:1", "--colocate"),
+        1,
+        "--colocate",
+        True,
+        "attached servers cannot release",
+    ),
+    (
+        ("--rollout-engine", "sglang", "--rollout-num-gpus", "1", "--offload-train"),
+        1,
+        "--offload-train",
+        True,
+        "--colocate is off",
+    ),
+    (
+        ("--recompute-num-layers", "1"),
+        1,
+        "--recompute-num-layers",
+        1,
+        "applies to --recompute-granularity full only",
+    ),
+    (
+        ("--max-tokens-per-gpu", "64"),
+        1,
+        "--max-tokens-per-gpu",
+        64,
+        "applies only with --use-dynamic-batch-size",
+    ),
     (("--save-interval", "5"), 1, "--save-interval", 5, "given without --save"),
 ]
 
 
 def test_the_cases_cover_every_row():
-    covered = {next(i for i, rule in enumerate(APPLIES_ONLY_WITH)
-                    if flag[2:].replace("-", "_") in rule.fields and problem in
-                    rule.problem.format_map({"task": "arith_mod10", "flag": flag,
-                                             "pipeline_model_parallel_size": 2}))
-               for _, _, flag, _, problem in CASES}
+    covered = {
+        next(
+            i
+            for i, rule in enumerate(APPLIES_ONLY_WITH)
+            if flag[2:].replace("-", "_") in rule.fields
+            and problem
+            in rule.problem.format_map(
+                {"task": "arith_mod10", "flag": flag, "pipeline_model_parallel_size": 2}
+            )
+        )
+        for _, _, flag, _, problem in CASES
+    }
     assert covered == set(range(len(APPLIES_ONLY_WITH)))
 
 
 @pytest.mark.parametrize("argv, world_size, flag, value, problem", CASES)
-def test_a_flag_given_without_its_condition_is_refused_naming_it(tmp_path, argv, world_size,
-                                                                  flag, value, problem):
+def test_a_flag_given_without_its_condition_is_refused_naming_it(
+    tmp_path, argv, world_size, flag, value, problem
+):
     cfg = parse_args(["--run-dir", str(tmp_path / "run"), *argv])
     with pytest.raises(ConfigError) as info:
         validate(cfg, world_size)

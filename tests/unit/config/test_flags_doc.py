@@ -11,7 +11,8 @@ from hyrl.config.docs import FLAGS_MD, REGENERATE, render
 
 def test_flags_md_is_what_the_generator_writes():
     assert FLAGS_MD.read_text(encoding="utf-8") == render(), (
-        f"docs/flags.md is stale: regenerate it with `{REGENERATE}`")
+        f"docs/flags.md is stale: regenerate it with `{REGENERATE}`"
+    )
 
 
 def test_the_reference_lists_every_flag_group_rule_and_exclusive_pair():

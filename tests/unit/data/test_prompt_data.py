@@ -4,13 +4,19 @@ import json
 import os
 
 import pytest
+from testpaths import DATA
 
 from hyrl.data.arith import ArithTask, Prompt
-from hyrl.data.prompt_data import (PromptDataError, PromptDataset, encode_prompt,
-                                   load_eval_prompt_sets, load_prompt_dataset, load_records,
-                                   load_tokenizer)
+from hyrl.data.prompt_data import (
+    PromptDataError,
+    PromptDataset,
+    encode_prompt,
+    load_eval_prompt_sets,
+    load_prompt_dataset,
+    load_records,
+    load_tokenizer,
+)
 from hyrl.data.tokenizer import build_tokenizer
-from testpaths import DATA
 
 DATA = str(DATA)
 TINY_TOKENIZER = os.path.join(DATA, "tiny_tokenizer")
@@ -47,23 +53,35 @@ def test_sample_files_load():
 
 
 def test_blank_lines_are_skipped_and_other_keys_chosen(tmp_path):
-    path = write_jsonl(tmp_path / "p.jsonl", ['{"q": "1+1=", "a": 2}', "", "   ",
-                                              '{"q": "2+2=", "a": "4", "extra": 1}'])
-    assert load_records(path, "q", "a") == [{"prompt": "1+1=", "label": "2"},
-                                            {"prompt": "2+2=", "label": "4"}]
+    path = write_jsonl(
+        tmp_path / "p.jsonl",
+        ['{"q": "1+1=", "a": 2}', "", "   ", '{"q": "2+2=", "a": "4", "extra": 1}'],
+    )
+    assert load_records(path, "q", "a") == [
+        {"prompt": "1+1=", "label": "2"},
+        {"prompt": "2+2=", "label": "4"},
+    ]
 
 
-@pytest.mark.parametrize("lines,message", [
-    (['{"prompt": "a", "label": "1"}', '{"prompt": "b", "label": '], r"line 2: not valid JSON"),
-    (['{"prompt": "a", "label": "1"}', "", '{"question": "b", "label": "1"}'],
-     r"line 3: no key 'prompt' \(--input-key\); the record has keys \['label', 'question'\]"),
-    (['{"prompt": "a"}'], r"line 1: no key 'label' \(--label-key\); the record has keys \['prompt'\]"),
-    (['{"prompt": 7, "label": "1"}'], r"line 1: prompt 'prompt' is a int, not a string"),
-    (['{"prompt": "  ", "label": "1"}'], r"line 1: prompt 'prompt' is empty"),
-    (['{"prompt": "a", "label": null}'], r"line 1: label 'label' is null"),
-    (['["prompt", "label"]'], r"line 1: expected a JSON object, got a list"),
-    (["", "  "], r"empty, no records"),
-])
+@pytest.mark.parametrize(
+    "lines,message",
+    [
+        (['{"prompt": "a", "label": "1"}', '{"prompt": "b", "label": '], r"line 2: not valid JSON"),
+        (
+            ['{"prompt": "a", "label": "1"}', "", '{"question": "b", "label": "1"}'],
+            r"line 3: no key 'prompt' \(--input-key\); the record has keys \['label', 'question'\]",
+        ),
+        (
+            ['{"prompt": "a"}'],
+            r"line 1: no key 'label' \(--label-key\); the record has keys \['prompt'\]",
+        ),
+        (['{"prompt": 7, "label": "1"}'], r"line 1: prompt 'prompt' is a int, not a string"),
+        (['{"prompt": "  ", "label": "1"}'], r"line 1: prompt 'prompt' is empty"),
+        (['{"prompt": "a", "label": null}'], r"line 1: label 'label' is null"),
+        (['["prompt", "label"]'], r"line 1: expected a JSON object, got a list"),
+        (["", "  "], r"empty, no records"),
+    ],
+)
 def test_jsonl_errors_name_file_line_and_problem(tmp_path, lines, message):
     path = write_jsonl(tmp_path / "bad.jsonl", lines)
     with pytest.raises(PromptDataError, match=message) as info:
@@ -75,8 +93,11 @@ def test_jsonl_errors_name_file_line_and_problem(tmp_path, lines, message):
 def test_unsupported_extension_lists_the_allowed_ones(tmp_path):
     path = tmp_path / "p.json"
     path.write_text("[]")
-    with pytest.raises(PromptDataError, match=r"p.json: unsupported extension; allowed: "
-                                              r"\.jsonl, \.parquet"):
+    with pytest.raises(
+        PromptDataError,
+        match=r"p.json: unsupported extension; allowed: "
+        r"\.jsonl, \.parquet",
+    ):
         load_records(str(path))
 
 
@@ -91,9 +112,12 @@ def test_parquet_missing_column_lists_the_columns(tmp_path):
 
     path = str(tmp_path / "p.parquet")
     pq.write_table(pa.table({"question": ["1+1="], "answer": ["2"]}), path)
-    with pytest.raises(PromptDataError, match=r"p.parquet row 0: no column 'prompt' "
-                                              r"\(--input-key\); the file has columns "
-                                              r"\['answer', 'question'\]"):
+    with pytest.raises(
+        PromptDataError,
+        match=r"p.parquet row 0: no column 'prompt' "
+        r"\(--input-key\); the file has columns "
+        r"\['answer', 'question'\]",
+    ):
         load_records(path)
     assert load_records(path, "question", "answer") == [{"prompt": "1+1=", "label": "2"}]
 
@@ -118,18 +142,26 @@ def test_tiny_tokenizer_encodes_like_the_builtin_task(tokenizer):
 
 
 def test_chat_template_wraps_the_prompt_as_a_user_message(tokenizer):
-    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "1+2="}],
-                                             add_generation_prompt=True, tokenize=False)
+    rendered = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "1+2="}], add_generation_prompt=True, tokenize=False
+    )
     assert rendered == "<bos>1+2="
-    assert encode_prompt(tokenizer, "1+2=", True) == tokenizer(rendered, add_special_tokens=False)["input_ids"]
+    assert (
+        encode_prompt(tokenizer, "1+2=", True)
+        == tokenizer(rendered, add_special_tokens=False)["input_ids"]
+    )
 
 
 def test_chat_template_required_with_the_flag(tmp_path):
     build_tokenizer().save_pretrained(str(tmp_path))  # no chat template
     plain = load_tokenizer(str(tmp_path))
     assert encode_prompt(plain, "3+4=", apply_chat_template=False) == [6, 13, 7, 14]
-    with pytest.raises(ValueError, match=r"--apply-chat-template: the tokenizer at .*"
-                                         + str(tmp_path.name) + ".* has no chat template"):
+    with pytest.raises(
+        ValueError,
+        match=r"--apply-chat-template: the tokenizer at .*"
+        + str(tmp_path.name)
+        + ".* has no chat template",
+    ):
         encode_prompt(plain, "3+4=", apply_chat_template=True)
 
 
@@ -147,8 +179,13 @@ def records(*texts):
 
 def test_too_long_prompts_are_dropped_and_counted(tokenizer):
     # plain encoding adds bos: "1+2=" is 5 tokens, "11+22=" is 7, "111+222=" is 9
-    dataset = PromptDataset(records("1+2=", "11+22=", "111+222="), tokenizer,
-                            apply_chat_template=False, max_prompt_len=7, seed=0)
+    dataset = PromptDataset(
+        records("1+2=", "11+22=", "111+222="),
+        tokenizer,
+        apply_chat_template=False,
+        max_prompt_len=7,
+        seed=0,
+    )
     assert dataset.dropped_too_long == 1
     assert [p.text for p in dataset.prompts()] == ["1+2=", "11+22="]
     assert [p.index for p in dataset.prompts()] == [0, 1]
@@ -156,18 +193,27 @@ def test_too_long_prompts_are_dropped_and_counted(tokenizer):
 
 
 def test_no_prompt_short_enough_is_an_error(tokenizer):
-    with pytest.raises(PromptDataError, match=r"all 2 prompts are longer than "
-                                              r"--rollout-max-prompt-len=4 tokens \(longest 7\)"):
-        PromptDataset(records("1+2=", "11+22="), tokenizer, apply_chat_template=False,
-                      max_prompt_len=4, seed=0)
+    with pytest.raises(
+        PromptDataError,
+        match=r"all 2 prompts are longer than "
+        r"--rollout-max-prompt-len=4 tokens \(longest 7\)",
+    ):
+        PromptDataset(
+            records("1+2=", "11+22="),
+            tokenizer,
+            apply_chat_template=False,
+            max_prompt_len=4,
+            seed=0,
+        )
 
 
 def test_epochs_are_deterministic_shuffles_and_batches_straddle_them(tokenizer):
     texts = [f"{a}+{a}=" for a in range(10)]
 
     def stream(seed, batch_sizes):
-        dataset = PromptDataset(records(*texts), tokenizer, apply_chat_template=False,
-                                max_prompt_len=None, seed=seed)
+        dataset = PromptDataset(
+            records(*texts), tokenizer, apply_chat_template=False, max_prompt_len=None, seed=seed
+        )
         return [[p.text for p in dataset.next_batch(n)] for n in batch_sizes]
 
     first = sum(stream(0, [7, 7, 6]), [])  # 20 prompts = 2 epochs; batch 2 straddles them
@@ -178,21 +224,36 @@ def test_epochs_are_deterministic_shuffles_and_batches_straddle_them(tokenizer):
 
 
 def test_next_batch_indexes_the_stream_and_resumes(tokenizer):
-    dataset = PromptDataset(records("1+1=", "2+2=", "3+3="), tokenizer,
-                            apply_chat_template=False, max_prompt_len=None, seed=3)
+    dataset = PromptDataset(
+        records("1+1=", "2+2=", "3+3="),
+        tokenizer,
+        apply_chat_template=False,
+        max_prompt_len=None,
+        seed=3,
+    )
     batch = dataset.next_batch(4)
     assert [p.index for p in batch] == [0, 1, 2, 3] and isinstance(batch[0], Prompt)
     state = dataset.state_dict()
     expected = [p.text for p in dataset.next_batch(5)]
-    resumed = PromptDataset(records("1+1=", "2+2=", "3+3="), tokenizer,
-                            apply_chat_template=False, max_prompt_len=None, seed=0)
+    resumed = PromptDataset(
+        records("1+1=", "2+2=", "3+3="),
+        tokenizer,
+        apply_chat_template=False,
+        max_prompt_len=None,
+        seed=0,
+    )
     resumed.load_state_dict(state)
     assert [p.text for p in resumed.next_batch(5)] == expected
 
 
 def test_tiny_arith_file_through_the_run_flags(tokenizer):
-    dataset = load_prompt_dataset(os.path.join(DATA, "tiny_arith.jsonl"), tokenizer,
-                                  apply_chat_template=True, max_prompt_len=5, seed=0)
+    dataset = load_prompt_dataset(
+        os.path.join(DATA, "tiny_arith.jsonl"),
+        tokenizer,
+        apply_chat_template=True,
+        max_prompt_len=5,
+        seed=0,
+    )
     assert len(dataset) == 100 and dataset.dropped_too_long == 0
     by_text = {p.text: p for p in dataset.prompts()}
     assert by_text["3+4="].label == "7" and by_text["9+8="].label == "7"

@@ -19,9 +19,17 @@ def tok():
 
 # --- tokenizer ----------------------------------------------------------------------------
 
+
 def test_vocabulary_has_16_tokens_in_a_fixed_order(tok):
-    expected = {"<pad>": 0, "<eos>": 1, "<bos>": 2, **{str(d): 3 + d for d in range(10)},
-                "+": 13, "=": 14, "<unk>": 15}
+    expected = {
+        "<pad>": 0,
+        "<eos>": 1,
+        "<bos>": 2,
+        **{str(d): 3 + d for d in range(10)},
+        "+": 13,
+        "=": 14,
+        "<unk>": 15,
+    }
     assert tok.get_vocab() == expected
     assert len(tok) == TOKENIZER_VOCAB_SIZE == 16
     assert (tok.pad_token_id, tok.eos_token_id, tok.bos_token_id, tok.unk_token_id) == (0, 1, 2, 15)
@@ -50,20 +58,30 @@ def test_tokenizer_round_trips_through_save_pretrained(tok, tmp_path):
 
 # --- arith_mod10 prompts ------------------------------------------------------------------
 
+
 def test_all_prompts_are_every_sum_in_order(tok):
     prompts = ArithTask(tok).all_prompts()
     assert len(prompts) == 100
     assert prompts[0] == Prompt(prompt_ids=[2, 3, 13, 3, 14], label="0", text="0+0=", index=0)
     assert prompts[34] == Prompt(prompt_ids=[2, 6, 13, 7, 14], label="7", text="3+4=", index=34)
     assert prompts[99] == Prompt(prompt_ids=[2, 12, 13, 12, 14], label="8", text="9+9=", index=99)
-    assert prompts[58].text == "5+8=" and prompts[58].label == "3"   # 13 mod 10
+    assert prompts[58].text == "5+8=" and prompts[58].label == "3"  # 13 mod 10
     assert all(len(p.prompt_ids) == 5 for p in prompts)
 
 
 def test_max_operand_bounds_the_operands(tok):
     prompts = ArithTask(tok, max_operand=2).all_prompts()
-    assert [p.text for p in prompts] == ["0+0=", "0+1=", "0+2=", "1+0=", "1+1=", "1+2=",
-                                         "2+0=", "2+1=", "2+2="]
+    assert [p.text for p in prompts] == [
+        "0+0=",
+        "0+1=",
+        "0+2=",
+        "1+0=",
+        "1+1=",
+        "1+2=",
+        "2+0=",
+        "2+1=",
+        "2+2=",
+    ]
     assert [p.label for p in prompts] == ["0", "1", "2", "1", "2", "3", "2", "3", "4"]
     with pytest.raises(ValueError, match="max_operand"):
         ArithTask(tok, max_operand=10)  # two-digit operands would break the 5-token prompt
@@ -108,21 +126,26 @@ def test_state_dict_resumes_the_same_continuation(tok):
 
 # --- exact-match reward -------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, label, finish_reason, reward", [
-    ("3", "3", "stop", 1.0),     # correct and terminated with eos
-    ("3", "3", "length", 0.0),   # correct digit but never emitted eos
-    ("4", "3", "stop", 0.0),     # wrong
-    ("3 ", "3", "stop", 1.0),    # surrounding whitespace is stripped
-    ("", "3", "stop", 0.0),      # empty answer
-    ("33", "3", "stop", 0.0),    # extra characters
-])
+
+@pytest.mark.parametrize(
+    "text, label, finish_reason, reward",
+    [
+        ("3", "3", "stop", 1.0),  # correct and terminated with eos
+        ("3", "3", "length", 0.0),  # correct digit but never emitted eos
+        ("4", "3", "stop", 0.0),  # wrong
+        ("3 ", "3", "stop", 1.0),  # surrounding whitespace is stripped
+        ("", "3", "stop", 0.0),  # empty answer
+        ("33", "3", "stop", 0.0),  # extra characters
+    ],
+)
 def test_exact_match_reward_table(text, label, finish_reason, reward):
     assert ExactMatchReward()(text, label, finish_reason) == reward
 
 
 def test_score_batch_scores_each_response():
-    scores = ExactMatchReward().score_batch(["7", "7", "2"], ["7", "7", "1"],
-                                            ["stop", "length", "stop"])
+    scores = ExactMatchReward().score_batch(
+        ["7", "7", "2"], ["7", "7", "1"], ["stop", "length", "stop"]
+    )
     assert scores == [1.0, 0.0, 0.0]
     with pytest.raises(ValueError):
         ExactMatchReward().score_batch(["7"], ["7", "1"], ["stop"])

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from testpaths import ROOT
 
 from hyrl.metrics import timers as timers_module
 from hyrl.metrics.run_dir import RunDirectory, read_metrics
 from hyrl.metrics.timers import StageTimers
-from testpaths import ROOT
 
 
 def lines(path) -> list[str]:
@@ -25,12 +24,15 @@ def lines(path) -> list[str]:
 
 def strict_json(line: str) -> dict:
     """json.loads that rejects the non-standard NaN / Infinity tokens."""
+
     def reject(token):
         raise ValueError(f"non-standard JSON constant {token}")
+
     return json.loads(line, parse_constant=reject)
 
 
 # --- metrics.jsonl --------------------------------------------------------------------------
+
 
 def test_each_log_appends_one_line_readable_before_close(tmp_path):
     run = RunDirectory(tmp_path / "run")
@@ -41,8 +43,10 @@ def test_each_log_appends_one_line_readable_before_close(tmp_path):
 
         run.log({"step": 2, "loss": 0.25})
         assert len(lines(tmp_path / "run")) == 2
-        assert read_metrics(tmp_path / "run") == [{"step": 1, "loss": 0.5},
-                                                  {"step": 2, "loss": 0.25}]
+        assert read_metrics(tmp_path / "run") == [
+            {"step": 1, "loss": 0.5},
+            {"step": 2, "loss": 0.25},
+        ]
     finally:
         run.close()
 
@@ -73,8 +77,15 @@ def test_reopening_an_existing_run_directory_appends_and_never_truncates(tmp_pat
 
 def test_nan_and_infinities_are_kept_as_strings_in_strict_json(tmp_path):
     run = RunDirectory(tmp_path)
-    run.log({"step": 1, "loss": float("nan"), "grad_norm": float("inf"),
-             "kl": float("-inf"), "reward": 0.5})
+    run.log(
+        {
+            "step": 1,
+            "loss": float("nan"),
+            "grad_norm": float("inf"),
+            "kl": float("-inf"),
+            "reward": 0.5,
+        }
+    )
     run.close()
 
     (line,) = lines(tmp_path)
@@ -104,6 +115,7 @@ def test_log_mirrors_to_wandb_without_the_step_key_and_close_finishes_it(tmp_pat
 
 # --- config.json ----------------------------------------------------------------------------
 
+
 def test_write_config_writes_json_with_sorted_keys(tmp_path):
     run = RunDirectory(tmp_path)
     run.write_config({"zeta": 1, "alpha": {"y": 2, "b": 3}, "mid": [3, 1]})
@@ -111,8 +123,9 @@ def test_write_config_writes_json_with_sorted_keys(tmp_path):
 
     text = (tmp_path / "config.json").read_text(encoding="utf-8")
     assert json.loads(text) == {"zeta": 1, "alpha": {"y": 2, "b": 3}, "mid": [3, 1]}
-    assert text == json.dumps({"alpha": {"b": 3, "y": 2}, "mid": [3, 1], "zeta": 1},
-                              indent=2) + "\n"
+    assert (
+        text == json.dumps({"alpha": {"b": 3, "y": 2}, "mid": [3, 1], "zeta": 1}, indent=2) + "\n"
+    )
     assert text.index('"alpha"') < text.index('"mid"') < text.index('"zeta"')
     assert text.index('"b"') < text.index('"y"')
 
@@ -128,9 +141,11 @@ def test_write_config_replaces_the_previous_config_and_leaves_no_temp_file(tmp_p
 
 # --- StageTimers ----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def clock(monkeypatch):
     """perf_counter returns the next value from `clock.ticks` on each call."""
+
     class Clock:
         def __init__(self):
             self.ticks: list[float] = []
@@ -215,14 +230,20 @@ def test_a_half_written_last_line_is_skipped_and_noted(tmp_path):
 def test_plot_run_counts_a_relogged_step_once(tmp_path):
     """tools/plot_run.py reads through read_metrics: 3 steps logged, step 2 twice, plot 3."""
     pytest.importorskip("matplotlib")
-    lines_written = [{"step": 1, "elapsed_s": 1.0, "train/reward_mean": 0.25},
-                     {"step": 2, "elapsed_s": 2.0, "train/reward_mean": 0.25},
-                     {"step": 2, "elapsed_s": 2.5, "train/reward_mean": 0.75},
-                     {"step": 3, "elapsed_s": 3.5, "train/reward_mean": 0.75}]
+    lines_written = [
+        {"step": 1, "elapsed_s": 1.0, "train/reward_mean": 0.25},
+        {"step": 2, "elapsed_s": 2.0, "train/reward_mean": 0.25},
+        {"step": 2, "elapsed_s": 2.5, "train/reward_mean": 0.75},
+        {"step": 3, "elapsed_s": 3.5, "train/reward_mean": 0.75},
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines_written))
     tool = ROOT / "tools" / "plot_run.py"
-    done = subprocess.run([sys.executable, str(tool), str(tmp_path), "--window", "1"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(tool), str(tmp_path), "--window", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "steps 3, wall-clock 3.5 s" in done.stdout
     # the later line of step 2 wins: the first window (step 1) 0.25, the last (step 3) 0.75

@@ -21,18 +21,37 @@ def test_summary_reports_throughput_and_stage_shares_of_the_training_clock(tmp_p
     totals = RunTotals()
     records = [
         {"step": 0, "samples": 0, "elapsed_s": 0.0, "eval/accuracy": 0.1, "perf/eval_s": 7.0},
-        {"step": 1, "samples": 100, "elapsed_s": 2.0, "perf/rollout_s": 0.5,
-         "perf/actor_train_s": 1.5, "perf/step_s": 2.0, "perf/setup_s": 9.0,
-         "perf/rollout_tokens_per_s": 900.0},  # a rate, not a stage
-        {"step": 2, "samples": 200, "elapsed_s": 4.0, "perf/rollout_s": 0.5,
-         "perf/actor_train_s": 1.5, "perf/step_s": 2.0, "eval/accuracy": 0.6, "perf/eval_s": 3.0},
+        {
+            "step": 1,
+            "samples": 100,
+            "elapsed_s": 2.0,
+            "perf/rollout_s": 0.5,
+            "perf/actor_train_s": 1.5,
+            "perf/step_s": 2.0,
+            "perf/setup_s": 9.0,
+            "perf/rollout_tokens_per_s": 900.0,
+        },  # a rate, not a stage
+        {
+            "step": 2,
+            "samples": 200,
+            "elapsed_s": 4.0,
+            "perf/rollout_s": 0.5,
+            "perf/actor_train_s": 1.5,
+            "perf/step_s": 2.0,
+            "eval/accuracy": 0.6,
+            "perf/eval_s": 3.0,
+        },
     ]
     for record in records:
         totals.update(record)
         tracker.update(record)
     content = summary(tracker, totals)
     assert content["reached"] is True
-    assert (content["samples_to_target"], content["time_to_target_s"], content["steps_to_target"]) == (200, 4.0, 2)
+    assert (
+        content["samples_to_target"],
+        content["time_to_target_s"],
+        content["steps_to_target"],
+    ) == (200, 4.0, 2)
     assert content["throughput_responses_per_s"] == 50.0  # 200 responses in 4 s
     assert content["stage_share"] == {"actor_train": 0.75, "rollout": 0.25}
     assert content["eval_s"] == 10.0

@@ -29,7 +29,9 @@ def megatron_model(hf_model):
     layout = ParallelLayout()
     init_distributed(layout, seed=1)
     model = build_gpt_model(TINY, layout, transformer_impl="local").eval()
-    weights.load_full_state_dict(model, hf_mapping.hf_to_megatron(hf_model.state_dict(), TINY), TINY)
+    weights.load_full_state_dict(
+        model, hf_mapping.hf_to_megatron(hf_model.state_dict(), TINY), TINY
+    )
     yield model
     destroy_distributed()
 
@@ -49,9 +51,13 @@ def test_table_covers_every_megatron_parameter(megatron_model):
 def test_te_names_differ_only_in_the_fused_input_norm():
     local, te = hf_mapping.megatron_names(TINY), hf_mapping.megatron_names(TINY, te_names=True)
     changed = [(a, b) for a, b in zip(local, te) if a != b]
-    assert changed == [(f"decoder.layers.{i}.input_layernorm.weight",
-                        f"decoder.layers.{i}.self_attention.linear_qkv.layer_norm_weight")
-                       for i in range(TINY.num_layers)]
+    assert changed == [
+        (
+            f"decoder.layers.{i}.input_layernorm.weight",
+            f"decoder.layers.{i}.self_attention.linear_qkv.layer_norm_weight",
+        )
+        for i in range(TINY.num_layers)
+    ]
 
 
 def test_megatron_logits_match_transformers_within_1e_5(hf_model, megatron_model):
@@ -61,7 +67,9 @@ def test_megatron_logits_match_transformers_within_1e_5(hf_model, megatron_model
     with torch.no_grad():
         expected = hf_model(tokens).logits
         positions = torch.arange(tokens.shape[1]).expand_as(tokens)
-        got = megatron_model(tokens, positions, causal_attention_mask(tokens.shape[1], tokens.device))
+        got = megatron_model(
+            tokens, positions, causal_attention_mask(tokens.shape[1], tokens.device)
+        )
     assert got.shape == expected.shape
     assert (got - expected).abs().max().item() <= 1e-5
 
@@ -77,14 +85,20 @@ def test_grouped_gemm_expert_names_map_to_the_local_specs_experts():
     spec's local_experts.{e}: one name table serves both."""
     from hyrl.models.qwen3_moe.hf_mapping import from_te_name
 
-    assert (from_te_name("decoder.layers.3.mlp.experts.linear_fc1.weight7")
-            == "decoder.layers.3.mlp.experts.local_experts.7.linear_fc1.weight")
-    assert (from_te_name("decoder.layers.0.mlp.experts.linear_fc2.weight12")
-            == "decoder.layers.0.mlp.experts.local_experts.12.linear_fc2.weight")
+    assert (
+        from_te_name("decoder.layers.3.mlp.experts.linear_fc1.weight7")
+        == "decoder.layers.3.mlp.experts.local_experts.7.linear_fc1.weight"
+    )
+    assert (
+        from_te_name("decoder.layers.0.mlp.experts.linear_fc2.weight12")
+        == "decoder.layers.0.mlp.experts.local_experts.12.linear_fc2.weight"
+    )
     local = "decoder.layers.0.mlp.experts.local_experts.2.linear_fc1.weight"
     assert from_te_name(local) == local  # local names stay as they are
-    assert (from_te_name("decoder.layers.1.self_attention.linear_qkv.layer_norm_weight")
-            == "decoder.layers.1.input_layernorm.weight")
+    assert (
+        from_te_name("decoder.layers.1.self_attention.linear_qkv.layer_norm_weight")
+        == "decoder.layers.1.input_layernorm.weight"
+    )
 
 
 def test_megatron_names_grouped_experts_weight_e_and_checkpoints_them_like_sequential_mlp():
@@ -102,7 +116,8 @@ def test_megatron_names_grouped_experts_weight_e_and_checkpoints_them_like_seque
 
 
 def test_split_then_fuse_experts_is_the_identity_and_the_split_names_are_save_pretrained_s(
-        hf_model):
+    hf_model,
+):
     fused = hf_model.state_dict()
     split = dict(hf_mapping.split_fused_experts(fused))
     assert "model.layers.0.mlp.experts.1.up_proj.weight" in split

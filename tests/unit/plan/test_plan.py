@@ -19,10 +19,16 @@ def tiny(**changes) -> RunConfig:
 
 def qwen(**changes) -> RunConfig:
     # the GPU setting (bf16, Transformer Engine): the plan does not depend on this machine
-    base = dict(tensor_model_parallel_size=4, sequence_parallel=True, bf16=True,
-                transformer_impl="transformer_engine",
-                expert_model_parallel_size=8, rollout_max_response_len=8192,
-                rollout_batch_size=32, micro_batch_size=1)
+    base = dict(
+        tensor_model_parallel_size=4,
+        sequence_parallel=True,
+        bf16=True,
+        transformer_impl="transformer_engine",
+        expert_model_parallel_size=8,
+        rollout_max_response_len=8192,
+        rollout_batch_size=32,
+        micro_batch_size=1,
+    )
     return resolve(dataclasses.replace(QWEN, **{**base, **changes}))
 
 
@@ -67,8 +73,10 @@ def test_weights_grads_and_optimizer_bytes_per_parameter_follow_the_precision_fl
 
 
 def test_tp_splits_dense_and_ep_splits_experts():
-    per_gpu = hplan.params_per_gpu(tiny(tensor_model_parallel_size=2, sequence_parallel=True,
-                                         expert_model_parallel_size=2), hplan.param_counts(TINY))
+    per_gpu = hplan.params_per_gpu(
+        tiny(tensor_model_parallel_size=2, sequence_parallel=True, expert_model_parallel_size=2),
+        hplan.param_counts(TINY),
+    )
     # dense: 2 layers x (12288 / 2 + 160 norms + 256 router) + (1024 + 1024) / 2 + 64
     assert per_gpu["dense"] == 2 * (6144 + 160 + 256) + 1024 + 64
     # experts: 2 layers x (4 / 2) experts x 12288
@@ -77,8 +85,12 @@ def test_tp_splits_dense_and_ep_splits_experts():
 
 def test_distributed_optimizer_divides_adam_by_dp_and_experts_by_expert_dp():
     # world 4, EP 4: DP = 4, expert-DP = 4 / 4 = 1
-    c = tiny(expert_model_parallel_size=4, use_distributed_optimizer=True,
-             rollout_batch_size=16, micro_batch_size=4)
+    c = tiny(
+        expert_model_parallel_size=4,
+        use_distributed_optimizer=True,
+        rollout_batch_size=16,
+        micro_batch_size=4,
+    )
     plan = hplan.make_plan(c, 4)
     assert plan["layout"]["dp"] == 4 and plan["layout"]["expert_dp"] == 1
     dense = 2 * (12288 + 160 + 256) + 2048 + 64  # 27520
@@ -94,7 +106,8 @@ def test_distributed_optimizer_divides_adam_by_dp_and_experts_by_expert_dp():
 
 def test_activation_bytes_per_token_by_hand():
     te_bf16 = hplan.activation_bytes_per_token(
-        tiny(transformer_impl="transformer_engine", bf16=True), seq_len=7)
+        tiny(transformer_impl="transformer_engine", bf16=True), seq_len=7
+    )
     assert te_bf16["norms"] == 2 * (64 + 64)
     # 2 x (QKV input 64 + Q,K,V (4 + 2*2) x 16 + qk-norm inputs (4 + 2) x 16 + core output 64)
     assert te_bf16["attention"] == 2 * (64 + 128 + 96 + 64) == 704
@@ -106,10 +119,16 @@ def test_activation_bytes_per_token_by_hand():
     assert te_fp32["moe"] == 4 * 64 + 16 + 2 * 4 * 256 + 2 * 4 * 64 == 2832
     # unfused (local spec): a = 4 heads x s = 7 scores per token, fp32 softmax output (4 B),
     # plus under bf16 its bf16 copy (2 B)
-    assert hplan.activation_bytes_per_token(
-        tiny(transformer_impl="local"), 7)["attention_scores"] == 4 * 4 * 7
-    assert hplan.activation_bytes_per_token(
-        tiny(transformer_impl="local", bf16=True), 7)["attention_scores"] == 6 * 4 * 7
+    assert (
+        hplan.activation_bytes_per_token(tiny(transformer_impl="local"), 7)["attention_scores"]
+        == 4 * 4 * 7
+    )
+    assert (
+        hplan.activation_bytes_per_token(tiny(transformer_impl="local", bf16=True), 7)[
+            "attention_scores"
+        ]
+        == 6 * 4 * 7
+    )
 
 
 def test_auto_attention_follows_whether_transformer_engine_is_installed(monkeypatch):
@@ -142,15 +161,23 @@ def test_unfused_attention_adds_scores_and_one_layers_workspace():
     # 112 tokens x 4 heads x 7 scores x (4 B matmul buffer + 3 x 4 B fp32 copies)
     assert act["attention_workspace"] == tokens * 4 * 7 * 16
     selective = hplan.activation_memory(
-        dataclasses.replace(c, recompute_granularity="selective"), tokens, 7)
+        dataclasses.replace(c, recompute_granularity="selective"), tokens, 7
+    )
     assert selective["layers"] == 2 * tokens * (512 + 1408 + 2832)
     assert selective["attention_workspace"] == act["attention_workspace"]
 
 
 def test_qwen3_unfused_fp32_attention_at_9k_tokens_by_hand():
     # the trainer's local spec in fp32, TP 4: one 9216-token sequence, 32 / 4 heads
-    plan = hplan.make_plan(qwen(bf16=False, transformer_impl="local", rollout_max_prompt_len=1024,
-                                recompute_granularity="full"), 32)
+    plan = hplan.make_plan(
+        qwen(
+            bf16=False,
+            transformer_impl="local",
+            rollout_max_prompt_len=1024,
+            recompute_granularity="full",
+        ),
+        32,
+    )
     assert line(plan, "actor attention workspace") == 9216 * 8 * 9216 * (4 + 12)  # 10.1 GiB
     # the logits: 8 B x 9216 x 151936 / 4 + 12 B x 512 x 151936 / 4
     assert line(plan, "actor logits") == 8 * 9216 * 37984 + 12 * 512 * 37984
@@ -163,8 +190,11 @@ def test_logprob_chunk_is_the_trainers():
 
 def test_recompute_reduces_activations_on_qwen3():
     acts = {}
-    for name, changes in (("none", {}), ("selective", {"recompute_granularity": "selective"}),
-                          ("full", {"recompute_granularity": "full"})):
+    for name, changes in (
+        ("none", {}),
+        ("selective", {"recompute_granularity": "selective"}),
+        ("full", {"recompute_granularity": "full"}),
+    ):
         plan = hplan.make_plan(qwen(transformer_impl="local", **changes), 32)
         acts[name] = line(plan, "actor activations")
     assert acts["full"] < acts["selective"] < acts["none"]
@@ -172,19 +202,26 @@ def test_recompute_reduces_activations_on_qwen3():
 
 
 def test_sequence_parallel_divides_activations_by_tp():
-    one = hplan.activation_memory(qwen(tensor_model_parallel_size=1, sequence_parallel=False),
-                                  9216, 9216)
+    one = hplan.activation_memory(
+        qwen(tensor_model_parallel_size=1, sequence_parallel=False), 9216, 9216
+    )
     four = hplan.activation_memory(qwen(), 9216, 9216)
     assert four["layers"] == pytest.approx(one["layers"] / 4)
 
 
 def test_kv_cache_and_sequences_of_a_separate_engine_by_hand():
-    c = qwen(rollout_engine="sglang", rollout_num_gpus=8, rollout_num_gpus_per_engine=8,
-             sglang_mem_fraction_static=0.5, gpu_memory_gib=80.0, rollout_max_prompt_len=1024,
-             task="prompt_data")
+    c = qwen(
+        rollout_engine="sglang",
+        rollout_num_gpus=8,
+        rollout_num_gpus_per_engine=8,
+        sglang_mem_fraction_static=0.5,
+        gpu_memory_gib=80.0,
+        rollout_max_prompt_len=1024,
+        task="prompt_data",
+    )
     sg = hplan.make_plan(c, 16)["sglang"]
     weights = 2 * 30532122624 / 8
-    kv = 0.5 * 80 * 2 ** 30 - weights
+    kv = 0.5 * 80 * 2**30 - weights
     per_token = 2 * 48 * 1 * 128 * 2  # 4 kv heads over 8 GPUs: one (replicated) head per GPU
     assert sg["kv_bytes_per_token"] == per_token
     assert sg["kv_tokens"] == int(kv / per_token)
@@ -192,25 +229,35 @@ def test_kv_cache_and_sequences_of_a_separate_engine_by_hand():
 
 
 def test_colocated_engine_kv_cache_loses_the_actor_resident_memory():
-    c = qwen(rollout_engine="sglang", colocate=True, rollout_num_gpus_per_engine=8,
-             sglang_mem_fraction_static=0.85, gpu_memory_gib=80.0)
+    c = qwen(
+        rollout_engine="sglang",
+        colocate=True,
+        rollout_num_gpus_per_engine=8,
+        sglang_mem_fraction_static=0.85,
+        gpu_memory_gib=80.0,
+    )
     plan = hplan.make_plan(c, 16)
     sg = plan["sglang"]
     assert sg["kv_gib"] == pytest.approx(
-        sg["static_gib"] - sg["weights_gib"] - plan["memory"]["resident_gib"], abs=0.01)
+        sg["static_gib"] - sg["weights_gib"] - plan["memory"]["resident_gib"], abs=0.01
+    )
     problems = hplan.check_fit(plan)  # 68 GiB static < 7 GiB weights + 68 GiB actor
     assert any("--sglang-mem-fraction-static" in p for p in problems)
 
 
 def test_fits_when_memory_allows_and_names_the_flags_when_not():
-    fits = hplan.make_plan(qwen(expert_model_parallel_size=16, recompute_granularity="full",
-                                gpu_memory_gib=80.0), 16)
+    fits = hplan.make_plan(
+        qwen(expert_model_parallel_size=16, recompute_granularity="full", gpu_memory_gib=80.0), 16
+    )
     assert hplan.check_fit(fits) == []
     too_big = hplan.make_plan(qwen(expert_model_parallel_size=2, gpu_memory_gib=80.0), 16)
     [problem] = hplan.check_fit(too_big)
     assert "80 GiB --gpu-memory-gib" in problem and "72.0 GiB" in problem
-    for flag in ("--use-distributed-optimizer", "--recompute-granularity full",
-                 "--expert-model-parallel-size 4"):
+    for flag in (
+        "--use-distributed-optimizer",
+        "--recompute-granularity full",
+        "--expert-model-parallel-size 4",
+    ):
         assert flag in problem
 
 
@@ -232,22 +279,32 @@ def test_rank_groups_follow_megatron_order():
 
 def test_rank_groups_equal_megatron_core():
     ps = pytest.importorskip("megatron.core.parallel_state")
-    for sizes in ({"tp": 2, "cp": 1, "ep": 1, "dp": 4, "pp": 2},
-                  {"tp": 1, "cp": 1, "ep": 4, "dp": 2, "pp": 2},
-                  {"tp": 4, "cp": 1, "ep": 1, "dp": 3, "pp": 1}):
-        gen = ps.RankGenerator(tp=sizes["tp"], ep=sizes["ep"], dp=sizes["dp"], pp=sizes["pp"],
-                               cp=1, order="tp-cp-ep-dp-pp")
+    for sizes in (
+        {"tp": 2, "cp": 1, "ep": 1, "dp": 4, "pp": 2},
+        {"tp": 1, "cp": 1, "ep": 4, "dp": 2, "pp": 2},
+        {"tp": 4, "cp": 1, "ep": 1, "dp": 3, "pp": 1},
+    ):
+        gen = ps.RankGenerator(
+            tp=sizes["tp"],
+            ep=sizes["ep"],
+            dp=sizes["dp"],
+            pp=sizes["pp"],
+            cp=1,
+            order="tp-cp-ep-dp-pp",
+        )
         for token in ("tp", "dp", "ep", "pp", "tp-ep"):
             assert hplan.rank_groups(sizes, token) == gen.get_ranks(token), (sizes, token)
 
 
 def test_rollout_gpus_add_to_the_training_gpus_unless_colocated():
-    c = qwen(rollout_engine="sglang", rollout_num_gpus=8, rollout_num_gpus_per_engine=4,
-             gpus_per_node=8)
+    c = qwen(
+        rollout_engine="sglang", rollout_num_gpus=8, rollout_num_gpus_per_engine=4, gpus_per_node=8
+    )
     gpus = hplan.make_plan(c, 16)["gpus"]
     assert (gpus["training"], gpus["rollout"], gpus["total"], gpus["nodes"]) == (16, 8, 24, 3)
-    colocated = dataclasses.replace(c, rollout_num_gpus=None, colocate=True,
-                                    update_weight_mode=None)
+    colocated = dataclasses.replace(
+        c, rollout_num_gpus=None, colocate=True, update_weight_mode=None
+    )
     assert hplan.make_plan(colocated, 16)["gpus"]["total"] == 16
 
 
@@ -256,21 +313,34 @@ def test_reference_and_critic_add_their_lines():
     assert line(kl, "reference weights") == pytest.approx(line(kl, "actor weights"))
     ppo = hplan.make_plan(tiny(advantage_estimator="gae"), 1)
     # the critic swaps the 16 x 64 output layer for a 1 x 64 value head
-    assert line(ppo, "critic weights") == pytest.approx(2 * (125824 - 1024 + 64),
-                                                        abs=2 ** 30 * 1e-3)
+    assert line(ppo, "critic weights") == pytest.approx(2 * (125824 - 1024 + 64), abs=2**30 * 1e-3)
 
 
 def test_format_plan_prints_layout_memory_and_formulas():
-    text = hplan.describe_for_dry_run(qwen(gpu_memory_gib=80.0, recompute_granularity="full",
-                                           expert_model_parallel_size=16), 16)
-    for expected in ("TP=4", "EP=16", "expert-DP=1", "tp groups", "actor optimizer (Adam)",
-                     "Korthikanti", "training peak", "fit: yes", "total 30.532B"):
+    text = hplan.describe_for_dry_run(
+        qwen(gpu_memory_gib=80.0, recompute_granularity="full", expert_model_parallel_size=16), 16
+    )
+    for expected in (
+        "TP=4",
+        "EP=16",
+        "expert-DP=1",
+        "tp groups",
+        "actor optimizer (Adam)",
+        "Korthikanti",
+        "training peak",
+        "fit: yes",
+        "total 30.532B",
+    ):
         assert expected in text
 
 
 def test_main_with_flags_exits_non_zero_naming_the_flag(capsys):
-    assert hplan.main(["--", "--world-size", "2", "--tensor-model-parallel-size", "2",
-                       "--sequence-parallel"]) == 0
+    assert (
+        hplan.main(
+            ["--", "--world-size", "2", "--tensor-model-parallel-size", "2", "--sequence-parallel"]
+        )
+        == 0
+    )
     assert "TP=2" in capsys.readouterr().out
     assert hplan.main(["--", "--world-size", "3", "--expert-model-parallel-size", "2"]) == 2
     assert "--expert-model-parallel-size" in capsys.readouterr().err

@@ -18,29 +18,41 @@ import sys
 from pathlib import Path
 
 import pytest
+from testpaths import HELPERS
 
 from hyrl import plan as hplan
 from hyrl.config import RunConfig, resolve
-from testpaths import HELPERS
 
 WORKER = HELPERS / "plan_live_worker.py"
 WORLD_SIZE = 2
-MODEL = dict(num_layers=4, hidden_size=512, num_attention_heads=8, num_query_groups=4,
-             kv_channels=48, num_experts=16, moe_ffn_hidden_size=256, moe_router_topk=2,
-             vocab_size=1024)
+MODEL = dict(
+    num_layers=4,
+    hidden_size=512,
+    num_attention_heads=8,
+    num_query_groups=4,
+    kv_channels=48,
+    num_experts=16,
+    moe_ffn_hidden_size=256,
+    moe_router_topk=2,
+    vocab_size=1024,
+)
 LAYOUTS = {
     # DP = 2 (expert-DP = 2), bf16: master + m + v sharded over both ranks
     "dp2 bf16 distributed optimizer": dict(bf16=True, use_distributed_optimizer=True),
     # DP = 1, fp32: Adam m + v only, replicated
     "tp2 sp fp32": dict(tensor_model_parallel_size=2, sequence_parallel=True),
     # DP = 2, expert-DP = 1, fp32: dense states halved, expert states whole
-    "ep2 fp32 distributed optimizer": dict(expert_model_parallel_size=2,
-                                           use_distributed_optimizer=True),
+    "ep2 fp32 distributed optimizer": dict(
+        expert_model_parallel_size=2, use_distributed_optimizer=True
+    ),
     # DP = 1, bf16: fp32 master + m + v of this stage's 2 layers
     "pp2 bf16": dict(pipeline_model_parallel_size=2, bf16=True),
 }
-LINES = {"weights": "actor weights", "gradients": "actor gradients",
-         "optimizer": "actor optimizer (Adam)"}
+LINES = {
+    "weights": "actor weights",
+    "gradients": "actor gradients",
+    "optimizer": "actor optimizer (Adam)",
+}
 TOLERANCE = 0.05
 
 
@@ -49,16 +61,26 @@ def layout_config(name: str) -> RunConfig:
 
 
 def plan_bytes(name: str) -> dict:
-    lines = {x["name"]: x["bytes"] for x in
-             hplan.make_plan(layout_config(name), WORLD_SIZE)["memory"]["lines"]}
+    lines = {
+        x["name"]: x["bytes"]
+        for x in hplan.make_plan(layout_config(name), WORLD_SIZE)["memory"]["lines"]
+    }
     return {key: lines[line] for key, line in LINES.items()}
 
 
 def _run(name: str, out_dir: Path) -> list[dict]:
     out_dir.mkdir()
     flags = {**MODEL, **LAYOUTS[name]}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={WORLD_SIZE}", str(WORKER), str(out_dir), json.dumps(flags)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={WORLD_SIZE}",
+        str(WORKER),
+        str(out_dir),
+        json.dumps(flags),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -74,8 +96,10 @@ def live(tmp_path_factory):
 def test_the_model_is_mid_size():
     # 4 x (attention 3 x 512 x 384 + norms 2 x 48 + 2 x 512 + router 512 x 16
     #      + 16 experts x 3 x 512 x 256) + embedding and output 2 x 1024 x 512 + final norm 512
-    assert 4 * (3 * 512 * 384 + 96 + 1024 + 8192 + 16 * 3 * 512 * 256) + 2 * 1024 * 512 + 512 \
+    assert (
+        4 * (3 * 512 * 384 + 96 + 1024 + 8192 + 16 * 3 * 512 * 256) + 2 * 1024 * 512 + 512
         == 28_611_456
+    )
     assert hplan.param_counts(layout_config("tp2 sp fp32"))["total"] == 28_611_456
 
 
@@ -105,15 +129,20 @@ def test_the_layouts_differ_where_the_plan_says(live):
 
 def plan_vs_live_table(live) -> str:
     """The README's table: layout, line, plan bytes, live bytes of each rank, worst ratio."""
-    rows = ["| layout (2 ranks) | line | plan (bytes) | live rank 0 | live rank 1 | live / plan |",
-            "|---|---|---:|---:|---:|---:|"]
+    rows = [
+        "| layout (2 ranks) | line | plan (bytes) | live rank 0 | live rank 1 | live / plan |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for name in LAYOUTS:
         planned = plan_bytes(name)
         for key, plan_value in planned.items():
             lives = [rank[key] for rank in live[name]]
             worst = max((value / plan_value for value in lives), key=lambda r: abs(r - 1))
-            rows.append(f"| {name} | {key} | {plan_value:,} | "
-                        + " | ".join(f"{value:,}" for value in lives) + f" | {worst:.6f} |")
+            rows.append(
+                f"| {name} | {key} | {plan_value:,} | "
+                + " | ".join(f"{value:,}" for value in lives)
+                + f" | {worst:.6f} |"
+            )
     return "\n".join(rows)
 
 

@@ -131,8 +131,9 @@ def test_exact_match_through_pool_matches_direct_call(pool):
     assert sum(expected) == 4  # the case mixes hits and misses
     # a second pool on the running Ray; its CPUs are taken by the module pool's workers, so these
     # reserve none (actor_options go to .options())
-    with RewardPool(ExactMatchReward, num_workers=2, timeout_s=TIMEOUT_S,
-                    actor_options={"num_cpus": 0}) as em_pool:
+    with RewardPool(
+        ExactMatchReward, num_workers=2, timeout_s=TIMEOUT_S, actor_options={"num_cpus": 0}
+    ) as em_pool:
         assert em_pool.score(texts, labels, reasons) == ScoredBatch(expected, 0, 0, [])
     assert ray.is_initialized(), "a pool that found Ray running must leave it running"
 

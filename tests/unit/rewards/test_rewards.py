@@ -137,9 +137,14 @@ def test_math_budget_restores_the_callers_alarm():
 def test_math_reward_works_off_the_main_thread():
     # math-verify's own signal.alarm timeouts raise ValueError off the main thread; ours are off.
     results = []
-    thread = threading.Thread(target=lambda: results.append(
-        (MathReward()(r"\boxed{\frac{1}{2}}", "0.5", "stop"),
-         MathReward()(r"\boxed{3}", "4", "stop"))))
+    thread = threading.Thread(
+        target=lambda: results.append(
+            (
+                MathReward()(r"\boxed{\frac{1}{2}}", "0.5", "stop"),
+                MathReward()(r"\boxed{3}", "4", "stop"),
+            )
+        )
+    )
     thread.start()
     thread.join(timeout=30)
     assert results == [(1.0, 0.0)]
@@ -200,8 +205,16 @@ LOGIC_CASES = [
     ('So {"alice": "knight", "bob": "knave"}', KNIGHTS, 1.0),
     ('{"Bob": " KNAVE", "Alice": "Knight"}', KNIGHTS, 1.0),  # keys/values case-folded, any order
     (r'\boxed{{"alice": "knight", "bob": "knave"}}', KNIGHTS, 1.0),
-    ('Try {"alice": "knave", "bob": "knave"}. No: {"alice": "knight", "bob": "knave"}', KNIGHTS, 1.0),
-    ('{"alice": "knight", "bob": "knave"} ... wait, {"alice": "knave", "bob": "knight"}', KNIGHTS, 0.0),
+    (
+        'Try {"alice": "knave", "bob": "knave"}. No: {"alice": "knight", "bob": "knave"}',
+        KNIGHTS,
+        1.0,
+    ),
+    (
+        '{"alice": "knight", "bob": "knave"} ... wait, {"alice": "knave", "bob": "knight"}',
+        KNIGHTS,
+        0.0,
+    ),
     ('{"alice": "knight"}', KNIGHTS, 0.0),  # a missing key
     ('{"alice": "knight", "bob": "knave", "cy": "knave"}', KNIGHTS, 0.0),  # an extra key
     ("{'alice': 'knight', 'bob': 'knave'}", KNIGHTS, 0.0),  # not JSON (single quotes)
@@ -240,12 +253,14 @@ def test_logic_deep_brackets_return_quickly():
 # --- custom rewards ----------------------------------------------------------------------------
 @pytest.fixture
 def reward_module(tmp_path, monkeypatch):
-    (tmp_path / "my_rewards.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_rewards.py").write_text(
+        textwrap.dedent("""
         def score(response_text, label, finish_reason):
             return float(response_text == label)
 
         NOT_CALLABLE = 3
-    """))
+    """)
+    )
     (tmp_path / "broken_rewards.py").write_text("import no_such_package_xyz\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "my_rewards"
@@ -258,14 +273,20 @@ def test_custom_reward_loads_the_function(reward_module):
     assert fn("7", "7", "stop") == 1.0
 
 
-@pytest.mark.parametrize("path,message", [
-    ("my_rewards.score", "is not module:function"),
-    ("my_rewards:", "is not module:function"),
-    ("no_such_module_xyz:score", "cannot import module 'no_such_module_xyz'.*ModuleNotFoundError"),
-    ("broken_rewards:score", "cannot import.*No module named 'no_such_package_xyz'"),
-    ("my_rewards:missing", "has no attribute 'missing'.*defines .*'score'"),
-    ("my_rewards:NOT_CALLABLE", "is a int, not callable"),
-])
+@pytest.mark.parametrize(
+    "path,message",
+    [
+        ("my_rewards.score", "is not module:function"),
+        ("my_rewards:", "is not module:function"),
+        (
+            "no_such_module_xyz:score",
+            "cannot import module 'no_such_module_xyz'.*ModuleNotFoundError",
+        ),
+        ("broken_rewards:score", "cannot import.*No module named 'no_such_package_xyz'"),
+        ("my_rewards:missing", "has no attribute 'missing'.*defines .*'score'"),
+        ("my_rewards:NOT_CALLABLE", "is a int, not callable"),
+    ],
+)
 def test_custom_reward_errors_name_the_flag(reward_module, path, message):
     with pytest.raises(CustomRewardError, match="--custom-rm-path") as info:
         load_custom_reward(path)
@@ -273,8 +294,15 @@ def test_custom_reward_errors_name_the_flag(reward_module, path, message):
 
 
 # --- registry ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("rm_type,cls", [("exact_match", ExactMatchReward), ("math", MathReward),
-                                         ("mcq", MCQReward), ("logic", LogicReward)])
+@pytest.mark.parametrize(
+    "rm_type,cls",
+    [
+        ("exact_match", ExactMatchReward),
+        ("math", MathReward),
+        ("mcq", MCQReward),
+        ("logic", LogicReward),
+    ],
+)
 def test_registry_factory_pickles_and_builds_the_reward(rm_type, cls):
     factory = pickle.loads(pickle.dumps(reward_factory(rm_type, None)))
     assert isinstance(factory(), cls)
@@ -290,11 +318,14 @@ def test_registry_custom_path_is_checked_at_once(reward_module):
         reward_factory(None, "my_rewards:missing")
 
 
-@pytest.mark.parametrize("rm_type,custom,message", [
-    ("math", "my_rewards:score", "--rm-type math and --custom-rm-path my_rewards:score"),
-    (None, None, "no reward function"),
-    ("regex", None, "'regex' is not one of"),
-])
+@pytest.mark.parametrize(
+    "rm_type,custom,message",
+    [
+        ("math", "my_rewards:score", "--rm-type math and --custom-rm-path my_rewards:score"),
+        (None, None, "no reward function"),
+        ("regex", None, "'regex' is not one of"),
+    ],
+)
 def test_registry_rejects_bad_choices(rm_type, custom, message):
     with pytest.raises(ValueError, match=message):
         reward_factory(rm_type, custom)

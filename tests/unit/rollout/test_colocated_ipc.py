@@ -12,19 +12,28 @@ import sys
 from pathlib import Path
 
 import pytest
+from testpaths import HELPERS
 
 from hyrl.rollout.sglang.colocated import match_engine_ranks
-from testpaths import HELPERS
 
 WORKER = HELPERS / "ipc_stream_worker.py"
 
 
 def run(tmp_path: Path, scenario: str) -> list[dict]:
     out = tmp_path / scenario
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           str(WORKER), str(out), scenario]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        str(WORKER),
+        str(out),
+        scenario,
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(Path(f"{out}.rank{r}").read_text()) for r in range(2)]
 
@@ -37,8 +46,11 @@ def test_each_engine_tp_rank_gets_the_copy_of_the_training_rank_on_its_gpu(tmp_p
     # the expert bucket carries the shift: 3 from rank 1's copy, 2 from rank 0's
     assert rank0["buckets"] == 4
     assert rank0["entry_shifts"] == [[0, 0], [3, 2], [0, 0], [0, 0]]
-    assert rank0["routes"] == (["/pause_generation"] + ["/update_weights_from_tensor"] * 4
-                               + ["/flush_cache", "/continue_generation"])
+    assert rank0["routes"] == (
+        ["/pause_generation"]
+        + ["/update_weights_from_tensor"] * 4
+        + ["/flush_cache", "/continue_generation"]
+    )
     assert rank0["shift"] == 3  # the fake loads TP rank 0's entry
 
 
@@ -46,8 +58,11 @@ def test_a_failing_server_stops_every_rank_and_leaves_the_server_running(tmp_pat
     rank0, rank1 = run(tmp_path, "fail")
     assert "injected failure" in rank0["error"]
     assert rank1["error"].startswith("RuntimeError: weight sync by CUDA IPC failed on rank 0")
-    assert rank0["routes"] == ["/pause_generation", "/update_weights_from_tensor",
-                               "/continue_generation"]
+    assert rank0["routes"] == [
+        "/pause_generation",
+        "/update_weights_from_tensor",
+        "/continue_generation",
+    ]
 
 
 def test_an_engine_gpu_without_a_training_rank_is_refused_naming_it():

@@ -65,7 +65,9 @@ MAKE_ENGINE = make_engine
 
 def weights(seed: int) -> dict[str, torch.Tensor]:
     torch.manual_seed(seed)
-    return HFRolloutEngine(TINY, concurrency=CONCURRENCY, pad_id=PAD_ID, eos_id=EOS_ID).model.state_dict()
+    return HFRolloutEngine(
+        TINY, concurrency=CONCURRENCY, pad_id=PAD_ID, eos_id=EOS_ID
+    ).model.state_dict()
 
 
 WEIGHTS_A, WEIGHTS_B = weights(0), weights(1)
@@ -80,8 +82,9 @@ def local_generations(hf_state_dict, prompts):
 def assert_same_generations(got, expected):
     """Same prompts in the same order (each once), same tokens and finish reasons, same log-probs
     (to float rounding: a prompt may share its batch with other prompts in the fleet)."""
-    assert [(g.prompt_ids, g.response_ids, g.finish_reason) for g in got] == \
-           [(e.prompt_ids, e.response_ids, e.finish_reason) for e in expected]
+    assert [(g.prompt_ids, g.response_ids, g.finish_reason) for g in got] == [
+        (e.prompt_ids, e.response_ids, e.finish_reason) for e in expected
+    ]
     for g, e in zip(got, expected):
         assert g.response_log_probs == pytest.approx(e.response_log_probs, abs=1e-5)
 
@@ -102,13 +105,19 @@ def ray_cluster():
 
 @pytest.fixture(scope="module")
 def fleet(ray_cluster):
-    with RolloutFleet(MAKE_ENGINE, num_engines=2, concurrency_per_engine=CONCURRENCY,
-                      num_cpus_per_engine=0.5, max_restarts=3) as f:
+    with RolloutFleet(
+        MAKE_ENGINE,
+        num_engines=2,
+        concurrency_per_engine=CONCURRENCY,
+        num_cpus_per_engine=0.5,
+        max_restarts=3,
+    ) as f:
         yield f
     assert ray.is_initialized(), "a fleet that found Ray running must leave it running"
 
 
 # --- dispatch rule ----------------------------------------------------------------------------
+
 
 def test_chunks_are_contiguous_capped_at_concurrency_and_give_every_engine_work():
     assert chunk_bounds(40, num_engines=2, concurrency=4) == [(i, i + 4) for i in range(0, 40, 4)]
@@ -121,6 +130,7 @@ def test_chunks_are_contiguous_capped_at_concurrency_and_give_every_engine_work(
 
 
 # --- generation -------------------------------------------------------------------------------
+
 
 def test_two_engines_return_the_local_engines_generations_in_order(fleet):
     fleet.update_weights(WEIGHTS_A)
@@ -139,12 +149,16 @@ def test_two_engines_return_the_local_engines_generations_in_order(fleet):
 
     # 3 prompts < 2 engines x 4: both engines get a chunk (of 2 and 1)
     before = fleet.stats()
-    assert_same_generations(fleet.generate(PROMPTS[:3], GREEDY), local_generations(WEIGHTS_A, PROMPTS[:3]))
+    assert_same_generations(
+        fleet.generate(PROMPTS[:3], GREEDY), local_generations(WEIGHTS_A, PROMPTS[:3])
+    )
     assert delta(fleet.stats()["chunks_served"], before["chunks_served"]) == [1, 1]
     assert fleet.generate([], GREEDY) == []
 
 
-def test_engine_killed_mid_rollout_loses_and_duplicates_nothing_and_its_replacement_gets_new_weights(fleet):
+def test_engine_killed_mid_rollout_loses_and_duplicates_nothing_and_its_replacement_gets_new_weights(
+    fleet,
+):
     fleet.update_weights(WEIGHTS_A)
     prompts = PROMPTS[:5] + [SLOW_PROMPT] + PROMPTS[6:]  # chunk 1 (prompts 4..7) is slow
     kills = []
@@ -174,7 +188,9 @@ def test_engine_killed_mid_rollout_loses_and_duplicates_nothing_and_its_replacem
 
     # the replacement loads the newest weights and serves the next rollout with them
     expected_b = local_generations(WEIGHTS_B, PROMPTS)
-    assert [g.response_ids for g in expected_b] != [g.response_ids for g in local_generations(WEIGHTS_A, PROMPTS)]
+    assert [g.response_ids for g in expected_b] != [
+        g.response_ids for g in local_generations(WEIGHTS_A, PROMPTS)
+    ]
     fleet.update_weights(WEIGHTS_B)
     before = fleet.stats()
     assert_same_generations(fleet.generate(PROMPTS, GREEDY), expected_b)
@@ -186,8 +202,13 @@ def test_a_streamed_sync_reaches_every_engine_and_replacements_replay_its_bucket
     from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
     from hyrl.models.weight_buckets import iter_buckets
 
-    with RolloutFleet(MAKE_ENGINE, num_engines=2, concurrency_per_engine=CONCURRENCY,
-                      num_cpus_per_engine=0.5, max_restarts=2) as fleet:
+    with RolloutFleet(
+        MAKE_ENGINE,
+        num_engines=2,
+        concurrency_per_engine=CONCURRENCY,
+        num_cpus_per_engine=0.5,
+        max_restarts=2,
+    ) as fleet:
         fleet.update_weights_stream(iter_buckets(split_fused_experts(WEIGHTS_B), 16 * 1024))
         expected_b = local_generations(WEIGHTS_B, PROMPTS)
         assert_same_generations(fleet.generate(PROMPTS, GREEDY), expected_b)
@@ -216,9 +237,17 @@ def test_engine_raising_in_generate_propagates_with_its_index_and_is_not_restart
 
 # --- restart bound and resources ----------------------------------------------------------------
 
-def test_a_death_beyond_max_restarts_raises_naming_the_engine_and_replacements_load_staged_weights(ray_cluster):
-    with RolloutFleet(MAKE_ENGINE, num_engines=1, concurrency_per_engine=CONCURRENCY,
-                      num_cpus_per_engine=0.5, max_restarts=2) as fleet:
+
+def test_a_death_beyond_max_restarts_raises_naming_the_engine_and_replacements_load_staged_weights(
+    ray_cluster,
+):
+    with RolloutFleet(
+        MAKE_ENGINE,
+        num_engines=1,
+        concurrency_per_engine=CONCURRENCY,
+        num_cpus_per_engine=0.5,
+        max_restarts=2,
+    ) as fleet:
         fleet.update_weights(WEIGHTS_A)
         expected_a = local_generations(WEIGHTS_A, PROMPTS[:8])
 
@@ -231,13 +260,17 @@ def test_a_death_beyond_max_restarts_raises_naming_the_engine_and_replacements_l
         assert_same_generations(fleet.generate(PROMPTS[:8], GREEDY), expected_a)
         # ...but a replacement loads them before it serves
         fleet.kill_engine(0)
-        assert_same_generations(fleet.generate(PROMPTS[:8], GREEDY),
-                                local_generations(WEIGHTS_B, PROMPTS[:8]))
+        assert_same_generations(
+            fleet.generate(PROMPTS[:8], GREEDY), local_generations(WEIGHTS_B, PROMPTS[:8])
+        )
         assert fleet.stats()["restarts"] == [2]
 
         fleet.kill_engine(0)  # third death: one more than max_restarts=2
-        with pytest.raises(RolloutFleetError, match=r"engine 0 died after 2 restart\(s\) "
-                                                    r"\(max_restarts=2\).*last error: ActorDiedError"):
+        with pytest.raises(
+            RolloutFleetError,
+            match=r"engine 0 died after 2 restart\(s\) "
+            r"\(max_restarts=2\).*last error: ActorDiedError",
+        ):
             fleet.generate(PROMPTS[:8], GREEDY)
         assert fleet.stats()["retired"] == [True]
         with pytest.raises(RolloutFleetError, match="no engine left: engine 0: 2 restart"):
@@ -246,6 +279,12 @@ def test_a_death_beyond_max_restarts_raises_naming_the_engine_and_replacements_l
 
 def test_unsatisfiable_placement_group_names_the_resources(ray_cluster):
     with pytest.raises(RolloutFleetError, match=r"2 engines x \{'GPU': 1.0\}.*available"):
-        RolloutFleet(MAKE_ENGINE, num_engines=2, concurrency_per_engine=CONCURRENCY,
-                     num_cpus_per_engine=0, num_gpus_per_engine=1, startup_timeout_s=1)
+        RolloutFleet(
+            MAKE_ENGINE,
+            num_engines=2,
+            concurrency_per_engine=CONCURRENCY,
+            num_cpus_per_engine=0,
+            num_gpus_per_engine=1,
+            startup_timeout_s=1,
+        )
     assert ray.is_initialized()

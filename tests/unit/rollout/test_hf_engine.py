@@ -54,6 +54,7 @@ def teacher_forced_log_probs(model, generation: Generation, temperature: float) 
 
 # --- concurrency and order ------------------------------------------------------------------
 
+
 def test_never_decodes_more_than_concurrency_sequences_at_once():
     engine = make_engine(concurrency=3)
     batch_sizes = []
@@ -93,10 +94,15 @@ def test_concurrency_below_one_is_rejected():
 
 # --- log-probs ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_log_probs_equal_a_teacher_forced_forward_pass_of_each_unpadded_sequence(engine, temperature):
+def test_log_probs_equal_a_teacher_forced_forward_pass_of_each_unpadded_sequence(
+    engine, temperature
+):
     torch.manual_seed(4)
-    generations = engine.generate(PROMPTS, SamplingParams(max_new_tokens=6, temperature=temperature))
+    generations = engine.generate(
+        PROMPTS, SamplingParams(max_new_tokens=6, temperature=temperature)
+    )
     for g in generations:
         assert len(g.response_log_probs) == len(g.response_ids)
         expected = teacher_forced_log_probs(engine.model, g, temperature)
@@ -116,6 +122,7 @@ def test_temperature_changes_the_reported_log_probs(engine):
 
 # --- finish reasons -------------------------------------------------------------------------
 
+
 def test_stop_iff_response_ends_with_eos_and_length_responses_have_max_new_tokens(engine):
     max_new_tokens = 8
     torch.manual_seed(6)
@@ -134,6 +141,7 @@ def test_stop_iff_response_ends_with_eos_and_length_responses_have_max_new_token
 
 
 # --- update_weights -------------------------------------------------------------------------
+
 
 def state_dict_where_token_always_wins(model, token_id: int) -> dict[str, torch.Tensor]:
     """Every layer adds nothing to the residual, every embedding is all ones, and only

@@ -40,8 +40,9 @@ class FakeEngine:
         assert len(prompts) <= self.concurrency
         self.chunk_sizes.append(len(prompts))
         self.clock.now += STEP_S * math.ceil(len(prompts) / CAP)
-        return [Generation(p, [7] * (1 + p[1] % 4), [0.0] * (1 + p[1] % 4), "length")
-                for p in prompts]
+        return [
+            Generation(p, [7] * (1 + p[1] % 4), [0.0] * (1 + p[1] % 4), "length") for p in prompts
+        ]
 
 
 def tokens_of(prompts) -> int:
@@ -51,11 +52,20 @@ def tokens_of(prompts) -> int:
 def fake_profile(concurrencies, repeats=3, warmup=1, chunk_sizes=None, **kwargs):
     clock = FakeClock()
     chunk_sizes = [] if chunk_sizes is None else chunk_sizes
-    return profile_engine(lambda c: FakeEngine(c, clock, chunk_sizes), PROMPTS, concurrencies,
-                          PARAMS, repeats=repeats, warmup=warmup, clock=clock, **kwargs)
+    return profile_engine(
+        lambda c: FakeEngine(c, clock, chunk_sizes),
+        PROMPTS,
+        concurrencies,
+        PARAMS,
+        repeats=repeats,
+        warmup=warmup,
+        clock=clock,
+        **kwargs,
+    )
 
 
 # --- the plateau -----------------------------------------------------------------------------
+
 
 def rows(*pairs):
     return [{"c": c, "tokens_per_s": t} for c, t in pairs]
@@ -90,6 +100,7 @@ def test_percentile_interpolates_like_numpy():
 
 
 # --- profile_engine on a fake engine ---------------------------------------------------------
+
 
 def test_throughput_rises_linearly_to_the_cap_then_plateaus_there():
     result = fake_profile([1, 2, 4, 8, 16, 32])
@@ -140,8 +151,12 @@ def test_latency_is_the_wall_time_of_the_chunk_that_held_the_request():
 
 def test_progress_reports_every_generate_call_and_rows_carry_peak_rss():
     seen = []
-    result = fake_profile([8, 16], repeats=2, warmup=1,
-                          on_progress=lambda c, done, total: seen.append((c, done, total)))
+    result = fake_profile(
+        [8, 16],
+        repeats=2,
+        warmup=1,
+        on_progress=lambda c, done, total: seen.append((c, done, total)),
+    )
     assert seen[-1] == (16, 2 + 2 * 4 + 2 * 2, 14)
     assert [done for _, done, _ in seen] == list(range(1, 15))
     assert all(r["peak_rss_mb"] > 0 for r in result["rows"])
@@ -155,8 +170,9 @@ def test_out_of_memory_stops_the_sweep_and_says_where():
             raise MemoryError("cannot allocate the KV cache")
         return FakeEngine(c, clock, [])
 
-    result = profile_engine(make_engine, PROMPTS, [4, 8, 16, 32], PARAMS, repeats=1, warmup=0,
-                            clock=clock)
+    result = profile_engine(
+        make_engine, PROMPTS, [4, 8, 16, 32], PARAMS, repeats=1, warmup=0, clock=clock
+    )
     assert [r["c"] for r in result["rows"]] == [4, 8]
     assert result["stopped"]["concurrency"] == 16
     assert "out of memory" in result["stopped"]["reason"]
@@ -179,8 +195,9 @@ def test_a_real_clock_measures_real_sleeps():
             return super().generate(prompts, params)
 
     clock = FakeClock()
-    result = profile_engine(lambda c: SleepyEngine(c, clock, []), PROMPTS[:16], [1, 4, 16],
-                            PARAMS, repeats=1, warmup=0)
+    result = profile_engine(
+        lambda c: SleepyEngine(c, clock, []), PROMPTS[:16], [1, 4, 16], PARAMS, repeats=1, warmup=0
+    )
     by_c = {r["c"]: r["tokens_per_s"] for r in result["rows"]}
     assert by_c[4] > 2.5 * by_c[1]  # 64 ms -> 16 ms of sleep
     assert result["plateau_concurrency"] in (4, 16)
@@ -197,15 +214,29 @@ def test_write_outputs_from_a_fake_profile(tmp_path):
 
 # --- the CLI ---------------------------------------------------------------------------------
 
+
 def cli_args(out, **overrides):
-    flags = {"--engine": "hf", "--concurrency": "1,4,16", "--num-prompts": "16",
-             "--max-new-tokens": "4", "--repeats": "1", "--out": str(out)}
+    flags = {
+        "--engine": "hf",
+        "--concurrency": "1,4,16",
+        "--num-prompts": "16",
+        "--max-new-tokens": "4",
+        "--repeats": "1",
+        "--out": str(out),
+    }
     flags.update(overrides)
     return ["profile-rollout", *[x for kv in flags.items() for x in kv]]
 
 
-ROW_KEYS = {"c", "median_wall_s", "tokens_per_s", "responses_per_s", "latency_median_s",
-            "latency_p90_s", "peak_rss_mb"}
+ROW_KEYS = {
+    "c",
+    "median_wall_s",
+    "tokens_per_s",
+    "responses_per_s",
+    "latency_median_s",
+    "latency_p90_s",
+    "peak_rss_mb",
+}
 
 
 def test_hf_engine_small_run_writes_json_markdown_and_plot(tmp_path, capsys):
@@ -214,8 +245,13 @@ def test_hf_engine_small_run_writes_json_markdown_and_plot(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     result = json.loads((out / "profile.json").read_text())
     assert printed == result
-    assert {"machine", "parameters", "rows", "plateau_concurrency",
-            "tokens_per_s_ratio_max_over_c1"} <= set(result)
+    assert {
+        "machine",
+        "parameters",
+        "rows",
+        "plateau_concurrency",
+        "tokens_per_s_ratio_max_over_c1",
+    } <= set(result)
     assert {"processor", "cpu_count", "torch_version", "torch_threads"} <= set(result["machine"])
     assert result["parameters"]["engine"] == "hf"
     assert result["parameters"]["num_prompts"] == 16
@@ -231,12 +267,24 @@ def test_hf_engine_small_run_writes_json_markdown_and_plot(tmp_path, capsys):
     assert (out / "profile.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--concurrency", "0,1"), ("--concurrency", "4,2"), ("--concurrency", "2,2"),
-    ("--concurrency", "1,32"), ("--concurrency", "1,a"), ("--num-prompts", "0"),
-    ("--max-new-tokens", "0"), ("--max-new-tokens", "60"), ("--repeats", "0"),
-    ("--warmup", "-1"), ("--seed", "-1"), ("--repeats", "x"), ("--engine", "vllm"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--concurrency", "0,1"),
+        ("--concurrency", "4,2"),
+        ("--concurrency", "2,2"),
+        ("--concurrency", "1,32"),
+        ("--concurrency", "1,a"),
+        ("--num-prompts", "0"),
+        ("--max-new-tokens", "0"),
+        ("--max-new-tokens", "60"),
+        ("--repeats", "0"),
+        ("--warmup", "-1"),
+        ("--seed", "-1"),
+        ("--repeats", "x"),
+        ("--engine", "vllm"),
+    ],
+)
 def test_cli_rejects_bad_values_naming_the_flag(tmp_path, capsys, flag, value):
     assert main(cli_args(tmp_path / "out", **{flag: value})) == 2
     assert flag in capsys.readouterr().err
@@ -249,16 +297,23 @@ def test_cli_rejects_an_unwritable_out(tmp_path, capsys):
     assert "--out" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("extra, flag, words", [
-    ({"--engine": "sglang"}, "--engine sglang", "got neither"),
-    ({"--engine": "sglang", "--sglang-url": "http://h:1", "--model-path": "."}, "--engine sglang",
-     "got both"),
-    ({"--sglang-url": "http://h:1"}, "--sglang-url", "sglang only"),
-    ({"--engine": "sglang", "--sglang-url": "h:1"}, "--sglang-url", "http(s)://"),
-    ({"--engine": "sglang", "--model-path": "/nonexistent"}, "--model-path", "config.json"),
-])
-def test_cli_sglang_source_flags_are_checked_before_anything_starts(tmp_path, capsys, extra, flag,
-                                                                    words):
+@pytest.mark.parametrize(
+    "extra, flag, words",
+    [
+        ({"--engine": "sglang"}, "--engine sglang", "got neither"),
+        (
+            {"--engine": "sglang", "--sglang-url": "http://h:1", "--model-path": "."},
+            "--engine sglang",
+            "got both",
+        ),
+        ({"--sglang-url": "http://h:1"}, "--sglang-url", "sglang only"),
+        ({"--engine": "sglang", "--sglang-url": "h:1"}, "--sglang-url", "http(s)://"),
+        ({"--engine": "sglang", "--model-path": "/nonexistent"}, "--model-path", "config.json"),
+    ],
+)
+def test_cli_sglang_source_flags_are_checked_before_anything_starts(
+    tmp_path, capsys, extra, flag, words
+):
     assert main(cli_args(tmp_path / "out", **extra)) == 2
     err = capsys.readouterr().err
     assert flag in err and words in err
@@ -271,11 +326,30 @@ def test_sglang_profile_against_the_protocol_fake_is_continuous_and_capped(tmp_p
     from fake_sglang_server import FakeSGLangServer
 
     with FakeSGLangServer(generate_delay_s=0.05) as fake:
-        args = ["profile-rollout", "--engine", "sglang", "--sglang-url", fake.url,
-                "--concurrency", "1,4,8", "--num-prompts", "16", "--max-new-tokens", "3",
-                "--repeats", "1", "--warmup", "0", "--out", str(tmp_path / "out"), "--json"]
+        args = [
+            "profile-rollout",
+            "--engine",
+            "sglang",
+            "--sglang-url",
+            fake.url,
+            "--concurrency",
+            "1,4,8",
+            "--num-prompts",
+            "16",
+            "--max-new-tokens",
+            "3",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ]
         assert main(args) == 0
-        assert 2 <= fake.peak_in_flight <= 8  # capped at the largest C (a loaded CPU may not fill it)
+        assert (
+            2 <= fake.peak_in_flight <= 8
+        )  # capped at the largest C (a loaded CPU may not fill it)
         assert [r for r, _ in fake.calls].count("/generate") == 3 * 16
     result = json.loads(capsys.readouterr().out)
     assert result["parameters"]["batching"] == "continuous"

@@ -11,8 +11,10 @@ from hyrl.rollout.base import Generation, RolloutBatch
 
 
 def _batch() -> RolloutBatch:
-    generations = [Generation([1, 2], [3, 4, 5], [-0.1, -0.2, -0.3], "stop"),
-                   Generation([1, 2], [6], [-0.5], "length")]
+    generations = [
+        Generation([1, 2], [3, 4, 5], [-0.1, -0.2, -0.3], "stop"),
+        Generation([1, 2], [6], [-0.5], "length"),
+    ]
     scored = SimpleNamespace(rewards=[1.0, 0.0], failures=1, timeouts=0)
     return RolloutBatch.of(generations, scored)
 

@@ -36,10 +36,12 @@ def hf_weights(shift: float) -> dict[str, torch.Tensor]:
     """hyrl's HF layout (fused experts) of the fakes' weights: zero but one entry = shift."""
     gate_up = torch.zeros(2, 6, 4)
     gate_up[0, 0, 0] = shift
-    return {"model.embed_tokens.weight": torch.zeros(16, 4),
-            "model.layers.0.mlp.experts.gate_up_proj": gate_up,
-            "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
-            "lm_head.weight": torch.zeros(16, 4)}
+    return {
+        "model.embed_tokens.weight": torch.zeros(16, 4),
+        "model.layers.0.mlp.experts.gate_up_proj": gate_up,
+        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
+        "lm_head.weight": torch.zeros(16, 4),
+    }
 
 
 def expected_tokens(prompt, shift):
@@ -52,14 +54,23 @@ def expected_tokens(prompt, shift):
 
 
 def make_disk_engine(urls, directory, engine_index):
-    return SGLangEngine(urls[engine_index], concurrency=4, stop_token_ids=[EOS],
-                        weight_sync="disk",
-                        weight_sync_options={"directory": f"{directory}/engine{engine_index}"})
+    return SGLangEngine(
+        urls[engine_index],
+        concurrency=4,
+        stop_token_ids=[EOS],
+        weight_sync="disk",
+        weight_sync_options={"directory": f"{directory}/engine{engine_index}"},
+    )
 
 
 def make_tensor_engine(urls, engine_index):  # the distributed mode's local catch-up path
-    return SGLangEngine(urls[engine_index], concurrency=4, stop_token_ids=[EOS],
-                        weight_sync="tensor", weight_sync_options={"serializer": pickle_serializer})
+    return SGLangEngine(
+        urls[engine_index],
+        concurrency=4,
+        stop_token_ids=[EOS],
+        weight_sync="tensor",
+        weight_sync_options={"serializer": pickle_serializer},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +87,17 @@ def fakes():
 
 
 def test_disk_sync_through_the_fleet_reaches_every_server_and_generation_spreads(
-        ray_cluster, fakes, tmp_path):
+    ray_cluster, fakes, tmp_path
+):
     import functools
 
     urls = [f.url for f in fakes]
-    fleet = RolloutFleet(functools.partial(make_disk_engine, urls, str(tmp_path)), num_engines=2,
-                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    fleet = RolloutFleet(
+        functools.partial(make_disk_engine, urls, str(tmp_path)),
+        num_engines=2,
+        concurrency_per_engine=4,
+        num_cpus_per_engine=0.5,
+    )
     engine = SGLangFleet(fleet, "disk", buffer_bytes=1 << 20, gpus_per_engine=1)
     try:
         engine.update_weights(hf_weights(3.0))
@@ -95,14 +111,18 @@ def test_disk_sync_through_the_fleet_reaches_every_server_and_generation_spreads
         engine.resume_memory()
         for fake in fakes:
             routes = fake.routes_called()
-            assert routes[-3:] == ["/flush_cache", "/release_memory_occupation",
-                                   "/resume_memory_occupation"]
+            assert routes[-3:] == [
+                "/flush_cache",
+                "/release_memory_occupation",
+                "/resume_memory_occupation",
+            ]
     finally:
         engine.close()
 
 
 def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
-        ray_cluster, fakes, tmp_path):
+    ray_cluster, fakes, tmp_path
+):
     """--update-weight-mode disk: the trainer ranks write shards + index; the engines only load
     the directory, and a replacement loads the same one (nothing through the object store)."""
     import functools
@@ -114,12 +134,18 @@ def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
     checkpoint = tmp_path / "sync-000001"
     checkpoint.mkdir()
     named = split_fused_experts(hf_weights(4.0))
-    weight_map = {**write_shard(named[:3], checkpoint / "model-rank00000-00000.safetensors"),
-                  **write_shard(named[3:], checkpoint / "model-rank00001-00000.safetensors")}
+    weight_map = {
+        **write_shard(named[:3], checkpoint / "model-rank00000-00000.safetensors"),
+        **write_shard(named[3:], checkpoint / "model-rank00001-00000.safetensors"),
+    }
     write_index(checkpoint, weight_map, total_bytes=800)
     urls = [f.url for f in fakes]
-    fleet = RolloutFleet(functools.partial(make_disk_engine, urls, str(tmp_path)), num_engines=2,
-                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    fleet = RolloutFleet(
+        functools.partial(make_disk_engine, urls, str(tmp_path)),
+        num_engines=2,
+        concurrency_per_engine=4,
+        num_cpus_per_engine=0.5,
+    )
     engine = SGLangFleet(fleet, "disk", buffer_bytes=1 << 20, gpus_per_engine=1)
     try:
         engine.load_weights_from_disk(DiskCheckpoint(str(checkpoint), 800, 2))
@@ -139,14 +165,25 @@ def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
 
 
 def test_distributed_sync_broadcasts_to_every_server_and_stages_weights_for_replacements(
-        ray_cluster, fakes):
+    ray_cluster, fakes
+):
     import functools
 
     urls = [f.url for f in fakes]
-    fleet = RolloutFleet(functools.partial(make_tensor_engine, urls), num_engines=2,
-                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
-    engine = SGLangFleet(fleet, "distributed", buffer_bytes=1 << 20, gpus_per_engine=1,
-                         backend="gloo", device=torch.device("cpu"))
+    fleet = RolloutFleet(
+        functools.partial(make_tensor_engine, urls),
+        num_engines=2,
+        concurrency_per_engine=4,
+        num_cpus_per_engine=0.5,
+    )
+    engine = SGLangFleet(
+        fleet,
+        "distributed",
+        buffer_bytes=1 << 20,
+        gpus_per_engine=1,
+        backend="gloo",
+        device=torch.device("cpu"),
+    )
     try:
         assert all("/init_weights_update_group" in f.routes_called() for f in fakes)
         engine.update_weights(hf_weights(5.0))
@@ -183,9 +220,24 @@ def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path,
     monkeypatch.setattr(SGLangEngine, "launch", classmethod(fake_launch))
     model = write_rollout_model(TINY, tmp_path / "model")
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
-    assert make_sglang_engine(model, 64, [EOS], 2, "tensor", 1 << 20, True, 0.4,
-                              ["--attention-backend", "triton"], str(tmp_path / "logs"), 7, 120.0,
-                              engine_index=3) == "engine"
+    assert (
+        make_sglang_engine(
+            model,
+            64,
+            [EOS],
+            2,
+            "tensor",
+            1 << 20,
+            True,
+            0.4,
+            ["--attention-backend", "triton"],
+            str(tmp_path / "logs"),
+            7,
+            120.0,
+            engine_index=3,
+        )
+        == "engine"
+    )
     command = launched["server"].command()
     flags = dict(zip(command[3::], command[4::]))  # after python -m sglang.launch_server
     assert command[1:3] == ["-m", "sglang.launch_server"]
@@ -220,7 +272,8 @@ def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them
 
 
 def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_stages_buckets(
-        ray_cluster, fakes, monkeypatch):
+    ray_cluster, fakes, monkeypatch
+):
     """--colocate tensor through SGLangFleet: rank 0 posts each server the serialized copy of
     the training rank on its GPU (one gloo rank here, on the GPU both fakes claim), and keeps
     the buckets for a replacement, which loads them through its own tensor path."""
@@ -233,16 +286,22 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
     from hyrl.rollout.sglang.weight_sync import free_port
 
     urls = [f.url for f in fakes]
-    fleet = RolloutFleet(functools.partial(make_tensor_engine, urls), num_engines=2,
-                         concurrency_per_engine=4, num_cpus_per_engine=0.5)
+    fleet = RolloutFleet(
+        functools.partial(make_tensor_engine, urls),
+        num_engines=2,
+        concurrency_per_engine=4,
+        num_cpus_per_engine=0.5,
+    )
     engine = SGLangFleet(fleet, "tensor", buffer_bytes=1 << 20, gpus_per_engine=1)
     monkeypatch.setattr(RolloutFleet, "engine_devices", property(lambda self: [[("h", 0)]] * 2))
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
-                            world_size=1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
+    )
     try:
         engine.prepare_ipc_sync([("h", 0)])
-        engine.update_weights_by_ipc(iter_buckets(split_fused_experts(hf_weights(6.0)), 200),
-                                     pickle_serializer)
+        engine.update_weights_by_ipc(
+            iter_buckets(split_fused_experts(hf_weights(6.0)), 200), pickle_serializer
+        )
         assert [f.shift for f in fakes] == [6, 6]
         assert engine.last_sync_stats.buckets == 4
         fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}

@@ -17,8 +17,12 @@ from hyrl.rollout.base import SamplingParams
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError, to_sglang_sampling_params
 from hyrl.rollout.sglang.engine import SGLangEngine
 from hyrl.rollout.sglang.server import SGLangServerProcess, strip_sglang_prefix
-from hyrl.rollout.sglang.weight_sync import (DistributedWeightSync, bucket_named_tensors,
-                                             checkpoint_named_tensors, free_port)
+from hyrl.rollout.sglang.weight_sync import (
+    DistributedWeightSync,
+    bucket_named_tensors,
+    checkpoint_named_tensors,
+    free_port,
+)
 
 EOS = 1
 
@@ -33,35 +37,62 @@ def hf_state_dict_with_shift(shift: float) -> dict[str, torch.Tensor]:
     """hyrl's HF layout (fused experts) of the fake's weights, all zero but one entry = shift."""
     gate_up = torch.zeros(2, 6, 4)  # [experts, 2 * ffn, hidden]
     gate_up[1, 4, 0] = shift  # expert 1, up_proj row 1
-    return {"model.embed_tokens.weight": torch.zeros(16, 4),
-            "model.layers.0.mlp.experts.gate_up_proj": gate_up,
-            "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),  # [experts, hidden, ffn]
-            "lm_head.weight": torch.zeros(16, 4)}
+    return {
+        "model.embed_tokens.weight": torch.zeros(16, 4),
+        "model.layers.0.mlp.experts.gate_up_proj": gate_up,
+        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),  # [experts, hidden, ffn]
+        "lm_head.weight": torch.zeros(16, 4),
+    }
 
 
 def engine_for(fake, mode="tensor", **options):
-    defaults = {"tensor": {"serializer": pickle_serializer},
-                "distributed": {"backend": "gloo", "group_name": f"hyrl_test_{free_port()}",
-                                "timeout_s": 30.0},
-                "disk": {}}[mode]
-    return SGLangEngine(fake.url, concurrency=4, stop_token_ids=[EOS], weight_sync=mode,
-                        buffer_bytes=200, weight_sync_options={**defaults, **options})
+    defaults = {
+        "tensor": {"serializer": pickle_serializer},
+        "distributed": {
+            "backend": "gloo",
+            "group_name": f"hyrl_test_{free_port()}",
+            "timeout_s": 30.0,
+        },
+        "disk": {},
+    }[mode]
+    return SGLangEngine(
+        fake.url,
+        concurrency=4,
+        stop_token_ids=[EOS],
+        weight_sync=mode,
+        buffer_bytes=200,
+        weight_sync_options={**defaults, **options},
+    )
 
 
 # ---- /generate ------------------------------------------------------------------------------
 
+
 def test_generate_request_uses_the_real_route_and_field_names(fake):
-    SGLangClient(fake.url).generate_batch([[3]], SamplingParams(4, temperature=0.7, top_p=0.9),
-                                          stop_token_ids=[EOS], concurrency=1)
+    SGLangClient(fake.url).generate_batch(
+        [[3]], SamplingParams(4, temperature=0.7, top_p=0.9), stop_token_ids=[EOS], concurrency=1
+    )
     [(route, payload)] = fake.calls
     assert route == "/generate"
-    assert payload == {"input_ids": [3], "return_logprob": True, "sampling_params": {
-        "max_new_tokens": 4, "temperature": 0.7, "top_p": 0.9, "top_k": -1,
-        "stop_token_ids": [EOS], "skip_special_tokens": False, "no_stop_trim": True}}
+    assert payload == {
+        "input_ids": [3],
+        "return_logprob": True,
+        "sampling_params": {
+            "max_new_tokens": 4,
+            "temperature": 0.7,
+            "top_p": 0.9,
+            "top_k": -1,
+            "stop_token_ids": [EOS],
+            "skip_special_tokens": False,
+            "no_stop_trim": True,
+        },
+    }
 
 
 def test_greedy_is_temperature_zero_as_sglang_reads_it():
-    assert to_sglang_sampling_params(SamplingParams(8, temperature=0.0), [EOS])["temperature"] == 0.0
+    assert (
+        to_sglang_sampling_params(SamplingParams(8, temperature=0.0), [EOS])["temperature"] == 0.0
+    )
 
 
 def test_generations_come_back_in_input_order_with_one_log_prob_per_token(fake):
@@ -90,16 +121,22 @@ def test_hitting_max_new_tokens_maps_to_length(fake):
 
 def test_at_most_concurrency_requests_are_in_flight():
     with FakeSGLangServer(generate_delay_s=0.05) as fake:
-        SGLangClient(fake.url).generate_batch([[i % 16] for i in range(12)], SamplingParams(1),
-                                              [EOS], concurrency=3)
+        SGLangClient(fake.url).generate_batch(
+            [[i % 16] for i in range(12)], SamplingParams(1), [EOS], concurrency=3
+        )
         assert fake.peak_in_flight == 3
         assert fake.routes_called().count("/generate") == 12
 
 
 def test_an_aborted_request_raises_naming_the_route():
     client = SGLangClient("http://127.0.0.1:1")
-    answer = {"output_ids": [4], "meta_info": {"finish_reason": {"type": "abort", "message": "x"},
-                                               "output_token_logprobs": [[-0.5, 4, None]]}}
+    answer = {
+        "output_ids": [4],
+        "meta_info": {
+            "finish_reason": {"type": "abort", "message": "x"},
+            "output_token_logprobs": [[-0.5, 4, None]],
+        },
+    }
     with pytest.raises(SGLangError, match="/generate.*aborted"):
         client.to_generation([3], answer)
 
@@ -120,8 +157,11 @@ def test_an_unreachable_server_raises_saying_so():
 
 # ---- bucketing and checkpoint layout --------------------------------------------------------
 
+
 def test_buckets_keep_order_and_stay_under_the_buffer():
-    named = [(f"w{i}", torch.zeros(n, dtype=torch.float32)) for i, n in enumerate([10, 10, 5, 20, 1])]
+    named = [
+        (f"w{i}", torch.zeros(n, dtype=torch.float32)) for i, n in enumerate([10, 10, 5, 20, 1])
+    ]
     # 4 bytes per element: 40, 40, 20, 80, 4 bytes; buffer 100 -> [40+40+20], [80+4]
     buckets = bucket_named_tensors(named, buffer_bytes=100)
     assert [[n for n, _ in b] for b in buckets] == [["w0", "w1", "w2"], ["w3", "w4"]]
@@ -151,6 +191,7 @@ def test_checkpoint_names_match_what_save_pretrained_writes(tmp_path):
 
 # ---- weight sync: each mode changes the generations as the new weights say --------------------
 
+
 @pytest.mark.parametrize("mode", ["tensor", "distributed", "disk"])
 def test_weight_sync_changes_generations_as_the_new_weights_say(fake, mode, tmp_path):
     options = {"directory": tmp_path / "ckpt"} if mode == "disk" else {}
@@ -173,12 +214,19 @@ def test_weight_sync_changes_generations_as_the_new_weights_say(fake, mode, tmp_
 def test_sync_order_is_pause_transfer_flush_continue(fake):
     engine_for(fake).update_weights(hf_state_dict_with_shift(1.0))
     routes = fake.routes_called()
-    assert routes == (["/pause_generation"] + ["/update_weights_from_tensor"] * 4
-                      + ["/flush_cache", "/continue_generation"])
+    assert routes == (
+        ["/pause_generation"]
+        + ["/update_weights_from_tensor"] * 4
+        + ["/flush_cache", "/continue_generation"]
+    )
     pause, update = fake.calls[0][1], fake.calls[1][1]
     assert pause == {"mode": "abort"}
-    assert set(update) == {"serialized_named_tensors", "load_format", "flush_cache",
-                           "weight_version"}
+    assert set(update) == {
+        "serialized_named_tensors",
+        "load_format",
+        "flush_cache",
+        "weight_version",
+    }
     assert update["flush_cache"] is False  # flushed once, after the last bucket
 
 
@@ -193,8 +241,11 @@ def test_continue_is_sent_even_when_a_transfer_fails(fake):
     fake.fail("/update_weights_from_tensor")
     with pytest.raises(SGLangError, match="update_weights_from_tensor.*injected failure"):
         engine_for(fake).update_weights(hf_state_dict_with_shift(1.0))
-    assert fake.routes_called() == ["/pause_generation", "/update_weights_from_tensor",
-                                    "/continue_generation"]
+    assert fake.routes_called() == [
+        "/pause_generation",
+        "/update_weights_from_tensor",
+        "/continue_generation",
+    ]
 
 
 def test_distributed_sync_posts_group_and_tensor_metadata(fake):
@@ -215,8 +266,13 @@ def test_distributed_sync_posts_group_and_tensor_metadata(fake):
 
 
 def test_a_failing_distributed_receiver_aborts_the_sync_instead_of_hanging(fake):
-    sync = DistributedWeightSync([SGLangClient(fake.url)], 200, backend="gloo",
-                                 group_name=f"hyrl_test_{free_port()}", timeout_s=30.0)
+    sync = DistributedWeightSync(
+        [SGLangClient(fake.url)],
+        200,
+        backend="gloo",
+        group_name=f"hyrl_test_{free_port()}",
+        timeout_s=30.0,
+    )
     try:
         sync.connect()
         fake.fail("/update_weights_from_distributed")
@@ -231,25 +287,64 @@ def test_release_and_resume_memory_flush_first(fake):
     engine = engine_for(fake)
     engine.release_memory()
     engine.resume_memory(tags=["weights"])
-    assert fake.routes_called() == ["/flush_cache", "/release_memory_occupation",
-                                    "/resume_memory_occupation"]
+    assert fake.routes_called() == [
+        "/flush_cache",
+        "/release_memory_occupation",
+        "/resume_memory_occupation",
+    ]
     assert fake.calls[2][1] == {"tags": ["weights"]}
 
 
 # ---- server process -------------------------------------------------------------------------
 
+
 def test_server_command_line_is_built_from_the_flags(tmp_path):
     server = SGLangServerProcess(
-        "/ckpt/qwen3", host="0.0.0.0", port=30001, tp_size=2, base_gpu_id=4,
-        mem_fraction_static=0.7, max_running_requests=128, colocated=True, random_seed=7,
+        "/ckpt/qwen3",
+        host="0.0.0.0",
+        port=30001,
+        tp_size=2,
+        base_gpu_id=4,
+        mem_fraction_static=0.7,
+        max_running_requests=128,
+        colocated=True,
+        random_seed=7,
         extra_flags=["--sglang-attention-backend", "triton", "--sglang-disable-cuda-graph"],
-        server_args=["--log-level", "warning"], log_path=tmp_path / "s.log", python="python")
+        server_args=["--log-level", "warning"],
+        log_path=tmp_path / "s.log",
+        python="python",
+    )
     assert server.command() == [
-        "python", "-m", "sglang.launch_server", "--model-path", "/ckpt/qwen3",
-        "--host", "0.0.0.0", "--port", "30001", "--tp-size", "2", "--base-gpu-id", "4",
-        "--dtype", "bfloat16", "--max-running-requests", "128", "--skip-tokenizer-init", "--skip-server-warmup",
-        "--mem-fraction-static", "0.7", "--enable-memory-saver", "--random-seed", "7",
-        "--attention-backend", "triton", "--disable-cuda-graph", "--log-level", "warning"]
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/ckpt/qwen3",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "30001",
+        "--tp-size",
+        "2",
+        "--base-gpu-id",
+        "4",
+        "--dtype",
+        "bfloat16",
+        "--max-running-requests",
+        "128",
+        "--skip-tokenizer-init",
+        "--skip-server-warmup",
+        "--mem-fraction-static",
+        "0.7",
+        "--enable-memory-saver",
+        "--random-seed",
+        "7",
+        "--attention-backend",
+        "triton",
+        "--disable-cuda-graph",
+        "--log-level",
+        "warning",
+    ]
 
 
 def test_not_colocated_and_default_memory_fraction_leave_those_flags_out():
@@ -267,8 +362,12 @@ def test_pass_through_flags_need_the_prefix_and_cannot_override_hyrl():
 
 def test_a_server_that_dies_at_startup_raises_with_exit_code_and_log_tail(tmp_path):
     script = "import sys\nfor i in range(50): print(f'log line {i}')\nsys.exit(1)"
-    server = SGLangServerProcess("/m", port=free_port(), log_path=tmp_path / "s.log",
-                                 launch_command=[sys.executable, "-c", script])
+    server = SGLangServerProcess(
+        "/m",
+        port=free_port(),
+        log_path=tmp_path / "s.log",
+        launch_command=[sys.executable, "-c", script],
+    )
     with pytest.raises(SGLangError) as err:
         server.start(startup_timeout_s=30, poll_interval_s=0.1)
     message = str(err.value)
@@ -279,9 +378,15 @@ def test_a_server_that_dies_at_startup_raises_with_exit_code_and_log_tail(tmp_pa
 
 def test_a_server_that_never_gets_healthy_is_killed_at_the_deadline(tmp_path):
     script = "import time\nprint('loading', flush=True)\ntime.sleep(60)"
-    server = SGLangServerProcess("/m", port=free_port(), log_path=tmp_path / "s.log",
-                                 launch_command=[sys.executable, "-c", script])
-    with pytest.raises(SGLangError, match=r"did not answer .*/health_generate within 1 s(.|\n)*loading"):
+    server = SGLangServerProcess(
+        "/m",
+        port=free_port(),
+        log_path=tmp_path / "s.log",
+        launch_command=[sys.executable, "-c", script],
+    )
+    with pytest.raises(
+        SGLangError, match=r"did not answer .*/health_generate within 1 s(.|\n)*loading"
+    ):
         server.start(startup_timeout_s=1, poll_interval_s=0.1)
     assert server.process.poll() is not None
 
@@ -290,11 +395,19 @@ def test_launch_returns_an_engine_once_healthy(tmp_path):
     with FakeSGLangServer() as fake:
         port = int(fake.url.rsplit(":", 1)[1])
         script = "import time\ntime.sleep(60)"  # stands in for the server: the fake answers
-        server = SGLangServerProcess("/m", port=port, log_path=tmp_path / "s.log",
-                                     launch_command=[sys.executable, "-c", script])
-        engine = SGLangEngine.launch(server, startup_timeout_s=30, concurrency=2,
-                                     stop_token_ids=[EOS],
-                                     weight_sync_options={"serializer": pickle_serializer})
+        server = SGLangServerProcess(
+            "/m",
+            port=port,
+            log_path=tmp_path / "s.log",
+            launch_command=[sys.executable, "-c", script],
+        )
+        engine = SGLangEngine.launch(
+            server,
+            startup_timeout_s=30,
+            concurrency=2,
+            stop_token_ids=[EOS],
+            weight_sync_options={"serializer": pickle_serializer},
+        )
         assert engine.generate([[3]], SamplingParams(1))[0].response_ids == [4]
         engine.shutdown()
         assert server.process.poll() is not None
@@ -311,12 +424,22 @@ def test_a_server_launched_to_die_with_its_parent_does_not_outlive_it(tmp_path):
     import subprocess
     import time
 
-    parent = subprocess.run([sys.executable, "-c", (
-        "import subprocess, sys\n"
-        "from hyrl.rollout.sglang.server import _die_with_parent\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
-        "                         preexec_fn=_die_with_parent, start_new_session=True)\n"
-        "print(child.pid, flush=True)\n")], capture_output=True, text=True, timeout=30)
+    parent = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import subprocess, sys\n"
+                "from hyrl.rollout.sglang.server import _die_with_parent\n"
+                "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+                "                         preexec_fn=_die_with_parent, start_new_session=True)\n"
+                "print(child.pid, flush=True)\n"
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     child_pid = int(parent.stdout.split()[0])
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

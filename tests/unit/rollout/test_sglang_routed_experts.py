@@ -25,8 +25,9 @@ EOS = 1
 @pytest.fixture
 def routing_fake():
     """A server started with --enable-return-routed-experts: 2 MoE layers, top-2 of 4 experts."""
-    with FakeSGLangServer(enable_return_routed_experts=True, num_moe_layers=2, moe_top_k=2,
-                          num_experts=4) as server:
+    with FakeSGLangServer(
+        enable_return_routed_experts=True, num_moe_layers=2, moe_top_k=2, num_experts=4
+    ) as server:
         yield server
 
 
@@ -37,14 +38,20 @@ def routing_client(url: str) -> SGLangClient:
 def answer_with(routed_experts: bytes, prompt_tokens: int, completion_tokens: int) -> dict:
     """A /generate answer of `completion_tokens` tokens 4, 5, ... carrying these id bytes."""
     tokens = list(range(4, 4 + completion_tokens))
-    return {"output_ids": tokens, "meta_info": {
-        "finish_reason": {"type": "length", "length": completion_tokens},
-        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-        "output_token_logprobs": [[-0.5, t, None] for t in tokens],
-        "routed_experts": base64.b64encode(routed_experts).decode()}}
+    return {
+        "output_ids": tokens,
+        "meta_info": {
+            "finish_reason": {"type": "length", "length": completion_tokens},
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "output_token_logprobs": [[-0.5, t, None] for t in tokens],
+            "routed_experts": base64.b64encode(routed_experts).decode(),
+        },
+    }
 
 
 # ---- the request ----------------------------------------------------------------------------
+
 
 def test_the_payload_asks_for_routed_experts_only_when_the_client_does(routing_fake):
     SGLangClient(routing_fake.url).generate_batch([[3]], SamplingParams(2), [EOS], 1)
@@ -67,27 +74,38 @@ def test_routing_replay_needs_the_layer_count_and_top_k():
 
 # ---- decoding -------------------------------------------------------------------------------
 
+
 def test_routed_experts_have_one_row_per_token_the_model_ran(routing_fake, tmp_path):
     # prompt [2, 3] continues 4, 5, 6; the model ran 2, 3, 4, 5 (2 + 3 - 1 tokens), not 6.
-    engine = SGLangEngine(routing_fake.url, concurrency=2, stop_token_ids=[EOS],
-                          weight_sync="disk", weight_sync_options={"directory": tmp_path},
-                          return_routed_experts=True, num_moe_layers=2, moe_top_k=2)
+    engine = SGLangEngine(
+        routing_fake.url,
+        concurrency=2,
+        stop_token_ids=[EOS],
+        weight_sync="disk",
+        weight_sync_options={"directory": tmp_path},
+        return_routed_experts=True,
+        num_moe_layers=2,
+        moe_top_k=2,
+    )
     [gen] = engine.generate([[2, 3]], SamplingParams(3))
     assert gen.response_ids == [4, 5, 6]
     experts = gen.routed_experts
     assert experts.dtype == torch.int32 and experts.is_contiguous()
     # (t + l + k) % 4 for token t, layer l, slot k
-    assert experts.tolist() == [[[2, 3], [3, 0]],   # token 2
-                                [[3, 0], [0, 1]],   # token 3
-                                [[0, 1], [1, 2]],   # token 4
-                                [[1, 2], [2, 3]]]   # token 5
+    assert experts.tolist() == [
+        [[2, 3], [3, 0]],  # token 2
+        [[3, 0], [0, 1]],  # token 3
+        [[0, 1], [1, 2]],  # token 4
+        [[1, 2], [2, 3]],
+    ]  # token 5
     experts += 1  # a writable tensor of its own, not a view of the decoded bytes
 
 
 def test_every_generation_of_a_batch_gets_its_own_rows(routing_fake):
     prompts = [[2, 3], [7], [10, 11, 12]]
-    generations = routing_client(routing_fake.url).generate_batch(prompts, SamplingParams(2),
-                                                                  [EOS], concurrency=2)
+    generations = routing_client(routing_fake.url).generate_batch(
+        prompts, SamplingParams(2), [EOS], concurrency=2
+    )
     for prompt, gen in zip(prompts, generations):
         ran = prompt + gen.response_ids[:-1]
         assert gen.routed_experts.shape == (len(ran), 2, 2)
@@ -107,22 +125,26 @@ def test_bytes_that_are_not_whole_rows_are_refused_naming_the_sizes():
     # 2 layers x top-2 int32 = 16 bytes a row; 20 bytes is a row and a quarter
     with pytest.raises(SGLangError, match="has 20 bytes.*2 MoE layers x top-2.*16 bytes"):
         routing_client("http://127.0.0.1:1").to_generation(
-            [2, 3], answer_with(bytes(20), prompt_tokens=2, completion_tokens=3))
+            [2, 3], answer_with(bytes(20), prompt_tokens=2, completion_tokens=3)
+        )
 
 
 def test_a_row_count_other_than_the_tokens_the_model_ran_is_refused_naming_both():
     # prompt 2 + completion 3 - 1 = 4 tokens ran; the answer holds 3 rows of 16 bytes
     with pytest.raises(SGLangError, match="has 3 rows.*completion_tokens - 1 = 4"):
         routing_client("http://127.0.0.1:1").to_generation(
-            [2, 3], answer_with(bytes(48), prompt_tokens=2, completion_tokens=3))
+            [2, 3], answer_with(bytes(48), prompt_tokens=2, completion_tokens=3)
+        )
 
 
 def test_a_server_count_that_disagrees_with_the_tokens_sent_and_returned_is_refused():
     # the server says prompt 3 (+ completion 3 - 1 = 5 rows, 5 rows sent), hyrl sent 2 tokens
-    with pytest.raises(SGLangError, match="has 5 rows, but the prompt sent and the response "
-                                          "returned make 4 tokens"):
+    with pytest.raises(
+        SGLangError, match="has 5 rows, but the prompt sent and the response returned make 4 tokens"
+    ):
         routing_client("http://127.0.0.1:1").to_generation(
-            [2, 3], answer_with(bytes(80), prompt_tokens=3, completion_tokens=3))
+            [2, 3], answer_with(bytes(80), prompt_tokens=3, completion_tokens=3)
+        )
 
 
 def test_the_error_preview_shows_the_answer_without_the_encoded_ids():
@@ -135,11 +157,15 @@ def test_the_error_preview_shows_the_answer_without_the_encoded_ids():
 
 # ---- the server ---------------------------------------------------------------------------
 
+
 def test_the_launch_command_enables_routed_experts_only_when_asked():
-    assert "--enable-return-routed-experts" in SGLangServerProcess(
-        "/m", python="python", return_routed_experts=True).command()
-    assert "--enable-return-routed-experts" not in SGLangServerProcess(
-        "/m", python="python").command()
+    assert (
+        "--enable-return-routed-experts"
+        in SGLangServerProcess("/m", python="python", return_routed_experts=True).command()
+    )
+    assert (
+        "--enable-return-routed-experts" not in SGLangServerProcess("/m", python="python").command()
+    )
 
 
 def test_the_flag_is_hyrls_to_set_not_a_pass_through():
@@ -149,18 +175,40 @@ def test_the_flag_is_hyrls_to_set_not_a_pass_through():
 
 # ---- build_engine ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("replay", [True, False])
 def test_build_engine_through_a_router_returns_experts_with_use_routing_replay(tmp_path, replay):
     from hyrl.rollout.build import build_engine
 
-    with FakeSGLangServer(enable_return_routed_experts=True, num_moe_layers=TINY.num_layers,
-                          moe_top_k=TINY.moe_router_topk, num_experts=TINY.num_experts) as fake:
+    with FakeSGLangServer(
+        enable_return_routed_experts=True,
+        num_moe_layers=TINY.num_layers,
+        moe_top_k=TINY.moe_router_topk,
+        num_experts=TINY.num_experts,
+    ) as fake:
         fake.router_workers = [fake.url]  # the fake plays a router in front of itself
-        cfg = parse_args(["--run-dir", str(tmp_path / "run"), "--rollout-engine", "sglang",
-                          "--sglang-router-url", fake.url, "--update-weight-mode", "disk",
-                          *(["--use-routing-replay"] if replay else [])])
-        engine = build_engine(cfg, rollout_layout(cfg, world_size=1), TINY, pad_id=0,
-                              eos_id=EOS, device=torch.device("cpu"), run_dir=tmp_path / "run")
+        cfg = parse_args(
+            [
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--rollout-engine",
+                "sglang",
+                "--sglang-router-url",
+                fake.url,
+                "--update-weight-mode",
+                "disk",
+                *(["--use-routing-replay"] if replay else []),
+            ]
+        )
+        engine = build_engine(
+            cfg,
+            rollout_layout(cfg, world_size=1),
+            TINY,
+            pad_id=0,
+            eos_id=EOS,
+            device=torch.device("cpu"),
+            run_dir=tmp_path / "run",
+        )
         [gen] = engine.generate([[2, 3]], SamplingParams(3))
     if not replay:
         assert gen.routed_experts is None
@@ -188,39 +236,76 @@ def test_the_fleet_path_launches_every_engine_with_routed_experts(tmp_path, monk
 
     monkeypatch.setattr(hyrl.rollout.fleet, "RolloutFleet", CapturingFleet)
     monkeypatch.setattr(SGLangEngine, "launch", classmethod(fake_launch))
-    cfg = parse_args(["--run-dir", str(tmp_path / "run"), "--rollout-engine", "sglang",
-                      "--rollout-num-engines", "1", "--update-weight-mode", "disk",
-                      "--use-routing-replay"])
-    build_engine(cfg, rollout_layout(cfg, world_size=1), TINY, pad_id=0, eos_id=EOS,
-                 device=torch.device("cpu"), run_dir=tmp_path / "run")
+    cfg = parse_args(
+        [
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--rollout-engine",
+            "sglang",
+            "--rollout-num-engines",
+            "1",
+            "--update-weight-mode",
+            "disk",
+            "--use-routing-replay",
+        ]
+    )
+    build_engine(
+        cfg,
+        rollout_layout(cfg, world_size=1),
+        TINY,
+        pad_id=0,
+        eos_id=EOS,
+        device=torch.device("cpu"),
+        run_dir=tmp_path / "run",
+    )
     assert factories[0](0) == "engine"  # what engine actor 0 runs
     assert "--enable-return-routed-experts" in launched["command"]
     options = launched["options"]
-    assert (options["return_routed_experts"], options["num_moe_layers"],
-            options["moe_top_k"]) == (True, TINY.num_layers, TINY.moe_router_topk)
+    assert (options["return_routed_experts"], options["num_moe_layers"], options["moe_top_k"]) == (
+        True,
+        TINY.num_layers,
+        TINY.moe_router_topk,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fake_experts", [4, 8])
 def test_the_trainer_replays_what_the_server_returns_and_refuses_ids_beyond_the_model(
-        tmp_path, fake_experts):
+    tmp_path, fake_experts
+):
     """The trainer through --sglang-router-url with --use-routing-replay (the fake plays router
     and server; it is not SGLang). Ids of a server with more experts than the model (8 > 4)
     stop the run naming the range instead of indexing out of bounds."""
+    from recipe_runs import records, run_recipe
     from transformers import Qwen3MoeForCausalLM
 
     from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors
-    from recipe_runs import records, run_recipe
 
     hf_names = checkpoint_named_tensors(Qwen3MoeForCausalLM(TINY.to_hf_config()).state_dict())
-    with FakeSGLangServer(weights={n: torch.zeros_like(t) for n, t in hf_names},
-                          enable_return_routed_experts=True, num_moe_layers=TINY.num_layers,
-                          moe_top_k=TINY.moe_router_topk, num_experts=fake_experts) as fake:
+    with FakeSGLangServer(
+        weights={n: torch.zeros_like(t) for n, t in hf_names},
+        enable_return_routed_experts=True,
+        num_moe_layers=TINY.num_layers,
+        moe_top_k=TINY.moe_router_topk,
+        num_experts=fake_experts,
+    ) as fake:
         fake.router_workers = [fake.url]
         run_dir = tmp_path / "run"
-        proc = run_recipe(run_dir, "--num-steps", "2", "--rollout-engine", "sglang",
-                          "--sglang-router-url", fake.url, "--update-weight-mode", "disk",
-                          "--rollout-concurrency", "16", "--use-routing-replay", "--use-tis")
+        proc = run_recipe(
+            run_dir,
+            "--num-steps",
+            "2",
+            "--rollout-engine",
+            "sglang",
+            "--sglang-router-url",
+            fake.url,
+            "--update-weight-mode",
+            "disk",
+            "--rollout-concurrency",
+            "16",
+            "--use-routing-replay",
+            "--use-tis",
+        )
     if fake_experts > TINY.num_experts:
         assert proc.returncode != 0
         assert "routed to experts 0..7, outside the model's 0..3 (--num-experts)" in proc.stderr

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from testpaths import HELPERS
 
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import TINY
 from hyrl.models.weight_buckets import LiveBytes, iter_buckets
-from testpaths import HELPERS
 
 WORKER = HELPERS / "weight_stream_worker.py"
 BUFFER = 128 * 1024  # bytes; the worker's 8-layer model is ~2 MB of fp32
@@ -29,10 +29,22 @@ LAYOUTS = {"tp1": (1, 1, 1), "tp2": (2, 2, 1), "ep2": (2, 1, 2)}
 def run_worker(tmp_path: Path, layout: str, dtype: str = "float32") -> list[dict]:
     nproc, tp, ep = LAYOUTS[layout]
     out = tmp_path / f"{layout}-{dtype}"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={nproc}", str(WORKER), str(out), str(tp), str(ep), str(BUFFER), dtype]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        str(WORKER),
+        str(out),
+        str(tp),
+        str(ep),
+        str(BUFFER),
+        dtype,
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(Path(f"{out}.rank{r}").read_text()) for r in range(nproc)]
 
@@ -69,7 +81,9 @@ def test_every_rank_cuts_the_same_buckets_and_keeps_only_its_own(streamed, layou
     rank0, rank1 = streamed[layout]
     assert rank0["bucket_bytes"] == rank1["bucket_bytes"]
     assert (rank0["buckets_kept_on_rank0_only"], rank1["buckets_kept_on_rank0_only"]) == (
-        rank0["num_buckets"], 0)
+        rank0["num_buckets"],
+        0,
+    )
     # keep=k % world == rank: disk mode's split, every bucket on exactly one rank
     assert rank0["buckets_owned"] + rank1["buckets_owned"] == rank0["num_buckets"]
 
@@ -84,16 +98,22 @@ def test_per_parameter_mapping_equals_the_whole_dict_table():
     torch.manual_seed(0)
     full = {name: torch.randn(shape) for name, shape in _tiny_megatron_shapes().items()}
     whole = dict(hf_mapping.split_fused_experts(hf_mapping.megatron_to_hf(full, TINY)))
-    one_at_a_time = dict(pair for name, tensor in full.items()
-                         for pair in hf_mapping.megatron_to_hf_checkpoint(name, tensor, TINY))
+    one_at_a_time = dict(
+        pair
+        for name, tensor in full.items()
+        for pair in hf_mapping.megatron_to_hf_checkpoint(name, tensor, TINY)
+    )
     assert sorted(one_at_a_time) == sorted(whole)
     assert all(torch.equal(one_at_a_time[n], whole[n]) for n in whole)
 
 
 def test_an_unknown_megatron_parameter_is_named():
     with pytest.raises(KeyError, match="decoder.layers.0.mlp.shared_expert.weight"):
-        list(hf_mapping.megatron_to_hf_checkpoint("decoder.layers.0.mlp.shared_expert.weight",
-                                                  torch.zeros(1), TINY))
+        list(
+            hf_mapping.megatron_to_hf_checkpoint(
+                "decoder.layers.0.mlp.shared_expert.weight", torch.zeros(1), TINY
+            )
+        )
 
 
 def _tiny_megatron_shapes() -> dict[str, tuple[int, ...]]:
@@ -104,6 +124,7 @@ def _tiny_megatron_shapes() -> dict[str, tuple[int, ...]]:
 
 
 # ---- the bucketing rule ----------------------------------------------------------------------
+
 
 def test_buckets_are_cut_lazily_so_the_producer_never_runs_ahead():
     pulled = []
@@ -132,6 +153,7 @@ def test_live_bytes_count_a_bucket_until_the_next_is_asked_for():
 
 
 # ---- engines: a stream goes in bucket by bucket and nothing is kept ----------------------------
+
 
 def fresh_buckets(hf_state, buffer_bytes):
     """The stream as the trainer makes it: every tensor a fresh copy that nobody else holds."""
@@ -166,8 +188,9 @@ def test_hf_engine_names_a_weight_it_does_not_have_and_weights_that_never_came()
 
     engine = HFRolloutEngine(TINY, concurrency=2, pad_id=0, eos_id=1)
     with pytest.raises(KeyError, match="model.layers.0.mlp.experts.9.up_proj.weight"):
-        engine.update_weights_stream([[("model.layers.0.mlp.experts.9.up_proj.weight",
-                                        torch.zeros(64, 64))]])
+        engine.update_weights_stream(
+            [[("model.layers.0.mlp.experts.9.up_proj.weight", torch.zeros(64, 64))]]
+        )
     with pytest.raises(KeyError, match="never arrived"):
         engine.update_weights_stream([[("model.norm.weight", torch.ones(64))]])
 
@@ -179,16 +202,31 @@ def test_sglang_sync_frees_each_bucket_before_taking_the_next(mode, monkeypatch)
     from hyrl.rollout.sglang.engine import SGLangEngine
     from hyrl.rollout.sglang.weight_sync import free_port
 
-    weights = {"model.embed_tokens.weight": torch.zeros(16, 4),
-               "model.layers.0.mlp.experts.gate_up_proj": torch.full((2, 6, 4), 0.25),
-               "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
-               "lm_head.weight": torch.zeros(16, 4)}
-    options = ({"serializer": pickle_serializer} if mode == "tensor" else
-               {"backend": "gloo", "group_name": f"hyrl_test_{free_port()}", "timeout_s": 30.0,
-                "device": "cpu"})
+    weights = {
+        "model.embed_tokens.weight": torch.zeros(16, 4),
+        "model.layers.0.mlp.experts.gate_up_proj": torch.full((2, 6, 4), 0.25),
+        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
+        "lm_head.weight": torch.zeros(16, 4),
+    }
+    options = (
+        {"serializer": pickle_serializer}
+        if mode == "tensor"
+        else {
+            "backend": "gloo",
+            "group_name": f"hyrl_test_{free_port()}",
+            "timeout_s": 30.0,
+            "device": "cpu",
+        }
+    )
     with FakeSGLangServer() as fake:
-        engine = SGLangEngine(fake.url, concurrency=1, stop_token_ids=[1], weight_sync=mode,
-                              buffer_bytes=200, weight_sync_options=options)
+        engine = SGLangEngine(
+            fake.url,
+            concurrency=1,
+            stop_token_ids=[1],
+            weight_sync=mode,
+            buffer_bytes=200,
+            weight_sync_options=options,
+        )
         # distributed waits once per bucket on the servers' answers: no sleep-poll per tensor
         monkeypatch.setattr("time.sleep", lambda s: pytest.fail(f"sleep({s}) in a weight sync"))
         try:

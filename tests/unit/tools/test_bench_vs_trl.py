@@ -26,15 +26,36 @@ def test_defaults_are_three_seeds_and_a_bounded_run():
 
 
 def test_flags_are_read():
-    args = bench.parse_args(["--seeds", "5", "--target", "0.9", "--max-steps", "300",
-                             "--window", "20", "--out", "o", "--json"])
+    args = bench.parse_args(
+        [
+            "--seeds",
+            "5",
+            "--target",
+            "0.9",
+            "--max-steps",
+            "300",
+            "--window",
+            "20",
+            "--out",
+            "o",
+            "--json",
+        ]
+    )
     assert (args.seeds, args.target, args.max_steps, args.window) == (5, 0.9, 300, 20)
     assert args.out == Path("o") and args.json
 
 
-@pytest.mark.parametrize("flags", [["--seeds", "0"], ["--target", "0"], ["--target", "1.5"],
-                                   ["--window", "0"], ["--max-steps", "5", "--window", "10"],
-                                   ["--threads", "0"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--seeds", "0"],
+        ["--target", "0"],
+        ["--target", "1.5"],
+        ["--window", "0"],
+        ["--max-steps", "5", "--window", "10"],
+        ["--threads", "0"],
+    ],
+)
 def test_bad_flags_are_refused(flags, capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(flags)
@@ -52,8 +73,10 @@ def test_target_needs_a_full_window_whose_mean_reaches_it():
 
 
 def test_outcome_reads_steps_samples_and_time_at_the_reaching_step():
-    records = [{"step": i, "samples": 128 * i, "elapsed_s": 0.5 * i,
-                "train/reward_mean": r} for i, r in enumerate([0.0, 0.5, 1.0, 1.0], start=1)]
+    records = [
+        {"step": i, "samples": 128 * i, "elapsed_s": 0.5 * i, "train/reward_mean": r}
+        for i, r in enumerate([0.0, 0.5, 1.0, 1.0], start=1)
+    ]
     out = bench.run_outcome(records, target=0.75, window=2)
     assert out["reached"] and out["steps_to_target"] == 3
     assert out["samples_to_target"] == 384 and out["time_to_target_s"] == 1.5
@@ -64,8 +87,15 @@ def test_outcome_reads_steps_samples_and_time_at_the_reaching_step():
 
 
 def test_stage_shares_sum_each_stage_over_the_loop_time():
-    records = [{"perf/rollout_s": 1.0, "perf/actor_train_s": 2.0, "perf/step_s": 3.0,
-                "perf/rollout_tokens_per_s": 99.0, "perf/setup_s": 7.0}] * 2
+    records = [
+        {
+            "perf/rollout_s": 1.0,
+            "perf/actor_train_s": 2.0,
+            "perf/step_s": 3.0,
+            "perf/rollout_tokens_per_s": 99.0,
+            "perf/setup_s": 7.0,
+        }
+    ] * 2
     assert bench.stage_shares(records, elapsed_s=8.0) == {"actor_train": 0.5, "rollout": 0.25}
 
 
@@ -77,35 +107,71 @@ def test_ratios_skip_missing_values_and_spread_takes_min_median_max():
 
 
 def _run(framework, seed, time_s, rate):
-    return {"framework": framework, "seed": seed, "reached": time_s is not None,
-            "steps_to_target": None if time_s is None else 100, "samples_to_target": None,
-            "time_to_target_s": time_s, "steps": 100, "samples": 12800, "elapsed_s": 10.0,
-            "responses_per_s": rate, "final_window_reward": 0.9, "peak_rss_mib": 500.0,
-            "process_s": 20.0, "stage_share": {"rollout": 0.25}, "run_dir": None}
+    return {
+        "framework": framework,
+        "seed": seed,
+        "reached": time_s is not None,
+        "steps_to_target": None if time_s is None else 100,
+        "samples_to_target": None,
+        "time_to_target_s": time_s,
+        "steps": 100,
+        "samples": 12800,
+        "elapsed_s": 10.0,
+        "responses_per_s": rate,
+        "final_window_reward": 0.9,
+        "peak_rss_mib": 500.0,
+        "process_s": 20.0,
+        "stage_share": {"rollout": 0.25},
+        "run_dir": None,
+    }
 
 
 def test_report_has_per_seed_lists_medians_and_the_machine():
-    machine = {"cpu_model": "cpu", "cores": 2, "python": "3.11", "torch": "t", "transformers": "x",
-               "torch_trl_env": "t", "transformers_trl_env": "x", "trl": "1.16.0",
-               "accelerate": "a"}
-    runs = [_run("hyrl", 1, 10.0, 200.0), _run("trl", 1, 20.0, 100.0),
-            _run("hyrl", 2, None, 300.0), _run("trl", 2, 30.0, 100.0),
-            _run("hyrl", 3, 12.0, 240.0), _run("trl", 3, 24.0, 120.0)]
-    report = bench.build_report(seeds=[1, 2, 3], runs=runs, machine=machine,
-                                settings=bench.GrpoSettings(), target=0.8, window=10,
-                                max_steps=800, threads=1, command="python tools/bench_vs_trl.py")
+    machine = {
+        "cpu_model": "cpu",
+        "cores": 2,
+        "python": "3.11",
+        "torch": "t",
+        "transformers": "x",
+        "torch_trl_env": "t",
+        "transformers_trl_env": "x",
+        "trl": "1.16.0",
+        "accelerate": "a",
+    }
+    runs = [
+        _run("hyrl", 1, 10.0, 200.0),
+        _run("trl", 1, 20.0, 100.0),
+        _run("hyrl", 2, None, 300.0),
+        _run("trl", 2, 30.0, 100.0),
+        _run("hyrl", 3, 12.0, 240.0),
+        _run("trl", 3, 24.0, 120.0),
+    ]
+    report = bench.build_report(
+        seeds=[1, 2, 3],
+        runs=runs,
+        machine=machine,
+        settings=bench.GrpoSettings(),
+        target=0.8,
+        window=10,
+        max_steps=800,
+        threads=1,
+        command="python tools/bench_vs_trl.py",
+    )
     json.dumps(report)  # one JSON object, nothing unserialisable
     assert report["seeds"] == [1, 2, 3]
     assert report["hyrl_time_to_target_s"] == [10.0, None, 12.0]
     assert report["trl_time_to_target_s"] == [20.0, 30.0, 24.0]
     assert report["time_to_target_ratio_median"] == 0.5  # seeds 1 and 3: 0.5 and 0.5
-    assert report["throughput_ratio_median"] == 2.0      # 2.0, 3.0, 2.0
+    assert report["throughput_ratio_median"] == 2.0  # 2.0, 3.0, 2.0
     assert report["ratios_hyrl_over_trl"]["time_to_target"]["count"] == 2
     assert report["settings"]["responses_per_step"] == 128
     assert report["machine"]["trl"] == "1.16.0"
     assert report["hyrl_stage_share_median"] == {"rollout": 0.25}
     table = bench.render_markdown(report)
-    assert "| 2 | hyrl | not reached |" in table and "| time to target | 0.50 | 0.50 | 0.50 | 2 |" in table
+    assert (
+        "| 2 | hyrl | not reached |" in table
+        and "| time to target | 0.50 | 0.50 | 0.50 | 2 |" in table
+    )
 
 
 def test_missing_bench_environment_is_refused_with_the_commands(monkeypatch, tmp_path, capsys):
