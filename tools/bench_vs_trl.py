@@ -192,7 +192,8 @@ def run_outcome(records: list[dict], target: float, window: int) -> dict:
 
 
 def stage_shares(records: list[dict], elapsed_s: float) -> dict[str, float]:
-    """Each perf/*_s stage's summed seconds over the loop's wall-clock (hyrl's metrics.jsonl keys)."""
+    """Each perf/*_s stage's summed seconds over the loop's wall-clock (hyrl's metrics.jsonl
+    keys)."""
     if elapsed_s <= 0:
         return {}
     seconds: dict[str, float] = {}
@@ -250,7 +251,9 @@ def build_report(
         return [by_seed[s].get(key) if s in by_seed else None for s in seeds]
 
     report = {
-        "benchmark": "hyrl recipes/tiny/grpo.sh vs trl.GRPOTrainer (CPU), tiny Qwen3-MoE, arith_mod10",
+        "benchmark": (
+            "hyrl recipes/tiny/grpo.sh vs trl.GRPOTrainer (CPU), tiny Qwen3-MoE, arith_mod10"
+        ),
         "command": command,
         "machine": machine,
         "settings": {**asdict(settings), "responses_per_step": settings.responses_per_step},
@@ -319,7 +322,8 @@ def render_markdown(report: dict) -> str:
     m = report["machine"]
     lines = [
         f"Machine: {m['cpu_model']}, {m['cores']} cores; torch {m['torch']}, transformers "
-        f"{m['transformers']}, trl {m['trl']} (accelerate {m['accelerate']}), Python {m['python']}.",
+        f"{m['transformers']}, trl {m['trl']} (accelerate {m['accelerate']}), "
+        f"Python {m['python']}.",
         f"Target: {report['target']['rule']}; at most {report['max_steps']} steps; "
         f"{report['settings']['responses_per_step']} responses per step; "
         f"{report['threads_per_process']} thread(s) per training process.",
@@ -665,7 +669,8 @@ def trl_worker(spec_path: Path) -> int:
     step_rewards: list[float] = []
 
     def exact_match(completions, completion_ids, label, **_):
-        """1.0 iff the response ended with eos and its text, stripped, is the label (hyrl's rule)."""
+        """1.0 iff the response ended with eos and its text, stripped, is the label (hyrl's
+        rule)."""
         rewards = [
             float(bool(ids) and ids[-1] == eos_id and text.strip() == want)
             for text, ids, want in zip(completions, completion_ids, label, strict=True)

@@ -1,4 +1,5 @@
-"""Writes tests/data/math_sample.parquet from tests/data/math_sample.jsonl (same records, same order).
+"""Writes tests/data/math_sample.parquet from tests/data/math_sample.jsonl (same records, same
+order).
 
     .venv/bin/python tests/data/make_parquet.py
 

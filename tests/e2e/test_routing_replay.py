@@ -187,7 +187,8 @@ for layout in (ParallelLayout(), ParallelLayout(recompute_granularity="full")):
         expected = torch.zeros_like(routing_map).scatter_(1, target.clamp(min=0), True)
         assert given.sum() > 0 and torch.equal(routing_map[given], expected[given]), index
     calls.append(len(maps))
-    grads.append({n: p.grad.clone() for n, p in actor.model.named_parameters() if p.grad is not None})
+    named = actor.model.named_parameters()
+    grads.append({n: p.grad.clone() for n, p in named if p.grad is not None})
 assert grads[0].keys() == grads[1].keys()
 assert all(torch.equal(grads[0][n], grads[1][n]) for n in grads[0]), "grads differ"
 print("grads equal")

@@ -480,10 +480,11 @@ def test_hf_engines_on_ray_and_reward_workers_train_and_count_failures(tmp_path)
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks", [1, 2], ids=["one_rank", "two_ep_ranks"])
 def test_sglang_engine_attached_to_a_router_trains_with_disk_weight_sync(tmp_path, ranks):
-    """Protocol test of the trainer's SGLang path (tests/helpers/fake_sglang_server.py plays router and
-    server; it is not SGLang): generation through /generate, and after every optimizer step the
-    weights go to disk and /update_weights_from_disk, between pause and flush + continue. Every
-    rank writes its own shards, rank 0 the index; only the newest sync's directory is kept."""
+    """Protocol test of the trainer's SGLang path (tests/helpers/fake_sglang_server.py plays
+    router and server; it is not SGLang): generation through /generate, and after every
+    optimizer step the weights go to disk and /update_weights_from_disk, between pause and
+    flush + continue. Every rank writes its own shards, rank 0 the index; only the newest sync's
+    directory is kept."""
     from fake_sglang_server import FakeSGLangServer
     from transformers import Qwen3MoeForCausalLM
 

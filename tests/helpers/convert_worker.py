@@ -1,9 +1,12 @@
-"""Run by torchrun from tests/unit/checkpoint/test_convert.py: reshard an hyrl mcore checkpoint on load, and save one.
+"""Run by torchrun from tests/unit/checkpoint/test_convert.py: reshard an hyrl mcore checkpoint on
+load, and save one.
 
 Loads CKPT_IN (saved at TP=1) into a GPTModel built at TP x EP, gathers the full weights, compares
 them bit for bit with the HF directory's, then saves the sharded model to CKPT_OUT.
 
-Usage: torchrun --nproc-per-node N tests/helpers/convert_worker.py CKPT_IN HF_DIR CKPT_OUT RESULT.json TP EP
+Usage:
+  torchrun --nproc-per-node N tests/helpers/convert_worker.py \
+    CKPT_IN HF_DIR CKPT_OUT RESULT.json TP EP
 """
 
 import json

@@ -1,5 +1,6 @@
-"""Run by torchrun from tests/unit/backends/test_megatron_training.py: one optimizer step of the actor under
-DP = world size on megatron's DDP, with or without the distributed optimizer, in fp32 or bf16.
+"""Run by torchrun from tests/unit/backends/test_megatron_training.py: one optimizer step of the
+actor under DP = world size on megatron's DDP, with or without the distributed optimizer, in fp32
+or bf16.
 
 Usage: torchrun --nproc-per-node N tests/helpers/dp_worker.py OUT.json DISTRIBUTED(0|1) BF16(0|1)
 Writes rank 0's view: Adam-state elements held by each rank, the gradient norm, the first

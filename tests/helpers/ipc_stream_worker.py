@@ -1,5 +1,5 @@
-"""Run by torchrun (2 gloo ranks) from tests/unit/rollout/test_colocated_ipc.py: colocated tensor sync, each
-engine TP rank fed by the training rank on its GPU. Rank 0 hosts the fake server (TP 2).
+"""Run by torchrun (2 gloo ranks) from tests/unit/rollout/test_colocated_ipc.py: colocated tensor
+sync, each engine TP rank fed by the training rank on its GPU. Rank 0 hosts the fake server (TP 2).
 
 Usage: torchrun --nproc-per-node 2 tests/helpers/ipc_stream_worker.py OUT.json ok|fail
 """

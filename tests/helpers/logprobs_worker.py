@@ -77,7 +77,7 @@ def tp2(out_path: str) -> None:
     log_prob_weights = (weights[0], torch.zeros_like(weights[1]))  # a loss of log p only
     for temperature in (1.0, 0.7):
 
-        def run(fn, logits, loss_weights):
+        def run(fn, logits, loss_weights, temperature=temperature):
             return values_and_grads(fn, logits, targets, temperature, loss_weights)
 
         def chunked_fn(*args, **kwargs):

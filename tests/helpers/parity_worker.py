@@ -1,4 +1,5 @@
-"""Run by torchrun from tests: load fixed HF weights into a sharded actor, report logits and one step.
+"""Run by torchrun from tests: load fixed HF weights into a sharded actor, report logits and one
+step.
 
 Usage: torchrun --nproc-per-node N tests/helpers/parity_worker.py OUT.json TP EP [PP]
 Under PP > 1 the logits live on the last stage only: the full-logit check is left out there

@@ -1,5 +1,5 @@
-"""Run by torchrun from tests/unit/backends/test_dynamic_batch.py: dynamic micro-batches whose count differs
-between data-parallel ranks (skewed lengths), under EP = world size, against one rank.
+"""Run by torchrun from tests/unit/backends/test_dynamic_batch.py: dynamic micro-batches whose
+count differs between data-parallel ranks (skewed lengths), under EP = world size, against one rank.
 
 Usage: torchrun --nproc-per-node N tests/helpers/skew_worker.py OUT.json
 Writes rank 0's view: the log-probs of every row, the loss and the gradient norm of one step.

@@ -1,6 +1,9 @@
-"""Run by torchrun from tests/unit/rollout/test_weight_stream.py: the streamed weights against the full dict.
+"""Run by torchrun from tests/unit/rollout/test_weight_stream.py: the streamed weights against the
+full dict.
 
-Usage: torchrun --nproc-per-node N tests/helpers/weight_stream_worker.py OUT.json TP EP BUFFER_BYTES DTYPE
+Usage:
+  torchrun --nproc-per-node N tests/helpers/weight_stream_worker.py \
+    OUT.json TP EP BUFFER_BYTES DTYPE
 """
 
 import dataclasses

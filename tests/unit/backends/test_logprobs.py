@@ -3,8 +3,8 @@
 With one TP rank the shard is the whole vocabulary, so the result must be exactly what torch
 computes from the full logits: log_softmax(logits / T)[target] and the entropy of
 Categorical(logits / T), with the same gradients. The pass works in chunks of positions; it
-equals the unchunked pass it replaced (tests/helpers/logprobs_worker.py) at TP=1 and TP=2, and needs a
-fraction of its memory.
+equals the unchunked pass it replaced (tests/helpers/logprobs_worker.py) at TP=1 and TP=2, and
+needs a fraction of its memory.
 """
 
 from __future__ import annotations

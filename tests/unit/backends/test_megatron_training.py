@@ -1,5 +1,6 @@
 """The trainer on megatron-core's machinery: DDP, the distributed optimizer, bf16 (all on CPU,
-gloo). One optimizer step of the actor under DP = 2 runs tests/helpers/dp_worker.py under torchrun."""
+gloo). One optimizer step of the actor under DP = 2 runs tests/helpers/dp_worker.py under
+torchrun."""
 
 import json
 import os

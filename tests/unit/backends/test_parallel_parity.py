@@ -1,8 +1,8 @@
 """One forward/backward/Adam step under TP=2 (with sequence parallel), EP=2 and TP2 x EP2
 equals TP=1, and all of them equal transformers' own Qwen3MoeForCausalLM.
 
-Each layout runs tests/helpers/parity_worker.py under torchrun with 1, 2 or 4 gloo ranks, on the same HF
-weights and the same global batch of 8 responses.
+Each layout runs tests/helpers/parity_worker.py under torchrun with 1, 2 or 4 gloo ranks, on the
+same HF weights and the same global batch of 8 responses.
 """
 
 import json

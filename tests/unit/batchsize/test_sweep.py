@@ -78,7 +78,8 @@ if os.path.isfile(os.path.join(run_dir, "metrics.jsonl")):
     print(f"hyrl train: error: --run-dir={run_dir}: already holds a run", file=sys.stderr)
     sys.exit(2)
 cfg = {"rollout_batch_size": P, "n_samples_per_prompt": G, "global_batch_size": B,
-       "micro_batch_size": int(flags["micro_batch_size"]), "lr": lr, "ref_lr": ref_lr and float(ref_lr),
+       "micro_batch_size": int(flags["micro_batch_size"]), "lr": lr,
+       "ref_lr": ref_lr and float(ref_lr),
        "lr_scaling": rule, "seed": int(flags["seed"]), "num_steps": int(flags["num_steps"]),
        "run_dir": run_dir, "progress": flags.get("progress", True), "batch_ramp": None,
        "target": None, "optimizer_steps_per_rollout": P * G // B}

@@ -6,8 +6,8 @@ The model is mid-size so the counts are not dominated by small tensors: 4 layers
 8 heads (4 query groups) of 48, 16 experts of 256, top-2, vocabulary 1024 (28.6M parameters);
 the head size 48 gives 48-element qk-norm weights, which megatron's distributed-optimizer
 buffers pad to 64: the measured ratios include that padding.
-tests/helpers/plan_live_worker.py builds it (build_gpt_model + wrap_for_training; the PP=2 stages with
-megatron-core directly, as the trainer has no pipeline parallelism yet) and counts the bytes.
+tests/helpers/plan_live_worker.py builds it (build_gpt_model + wrap_for_training; the PP=2 stages
+with megatron-core directly, as the trainer has no pipeline parallelism yet) and counts the bytes.
 """
 
 import dataclasses

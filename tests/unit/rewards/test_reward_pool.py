@@ -1,4 +1,5 @@
-"""RewardPool: Ray reward workers with per-item failure and timeout handling (hyrl/rewards/pool.py)."""
+"""RewardPool: Ray reward workers with per-item failure and timeout handling
+(hyrl/rewards/pool.py)."""
 
 import os
 import signal

@@ -1,8 +1,8 @@
 """Colocated tensor sync (hyrl/rollout/sglang/colocated.py): each engine TP rank is fed by the
 training rank on its own GPU, through rank 0, one bucket at a time.
 
-On CPU: two gloo ranks and tests/helpers/fake_sglang_server.py (a protocol double, TP 2), with a pickle
-serializer standing in for SGLang's CUDA IPC handles (tests/gpu has the real serializer).
+On CPU: two gloo ranks and tests/helpers/fake_sglang_server.py (a protocol double, TP 2), with a
+pickle serializer standing in for SGLang's CUDA IPC handles (tests/gpu has the real serializer).
 """
 
 import json

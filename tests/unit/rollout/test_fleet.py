@@ -156,7 +156,7 @@ def test_two_engines_return_the_local_engines_generations_in_order(fleet):
     assert fleet.generate([], GREEDY) == []
 
 
-def test_engine_killed_mid_rollout_loses_and_duplicates_nothing_and_its_replacement_gets_new_weights(
+def test_engine_killed_mid_rollout_loses_and_duplicates_nothing_and_the_new_one_gets_new_weights(
     fleet,
 ):
     fleet.update_weights(WEIGHTS_A)

@@ -321,8 +321,8 @@ def test_cli_sglang_source_flags_are_checked_before_anything_starts(
 
 
 def test_sglang_profile_against_the_protocol_fake_is_continuous_and_capped(tmp_path, capsys):
-    """Protocol test (tests/helpers/fake_sglang_server.py, not SGLang): each pass sends all N prompts with
-    at most C in flight, and every response of max_new_tokens tokens is counted."""
+    """Protocol test (tests/helpers/fake_sglang_server.py, not SGLang): each pass sends all N
+    prompts with at most C in flight, and every response of max_new_tokens tokens is counted."""
     from fake_sglang_server import FakeSGLangServer
 
     with FakeSGLangServer(generate_delay_s=0.05) as fake:

@@ -1,8 +1,8 @@
 """SGLangFleet (hyrl/rollout/build.py): SGLang engine actors on Ray, weight sync through the
 fleet or over a broadcast group, memory release for colocation.
 
-Protocol tests: the engine actors drive tests/helpers/fake_sglang_server.py servers (a test double for
-the routes hyrl calls, not SGLang) running in this process; the broadcast group is gloo here,
+Protocol tests: the engine actors drive tests/helpers/fake_sglang_server.py servers (a test double
+for the routes hyrl calls, not SGLang) running in this process; the broadcast group is gloo here,
 NCCL on GPUs.
 """
 

@@ -1,9 +1,9 @@
 """The streamed weight export (hyrl/backends/megatron/weights.iter_hf_buckets) and what the
 engines do with a stream.
 
-Multi-rank cases run tests/helpers/weight_stream_worker.py under torchrun on gloo ranks: the stream's
-buckets, put together, are the old full state dict bit for bit; no rank holds more than about
-two buckets at once although the model is many buckets big.
+Multi-rank cases run tests/helpers/weight_stream_worker.py under torchrun on gloo ranks: the
+stream's buckets, put together, are the old full state dict bit for bit; no rank holds more than
+about two buckets at once although the model is many buckets big.
 """
 
 import json
@@ -144,7 +144,7 @@ def test_live_bytes_count_a_bucket_until_the_next_is_asked_for():
     live = LiveBytes()
     named = [(f"w{i}", torch.zeros(10)) for i in range(5)]  # 40 bytes each
     seen = []
-    for bucket in iter_buckets(named, buffer_bytes=100, live=live):
+    for _bucket in iter_buckets(named, buffer_bytes=100, live=live):
         seen.append(live.current)
     # the bucket handed out: [w0 w1], [w2 w3], [w4]; the tensor that overflowed a bucket counts
     # once it joins the next (its producer counts it until then, if it allocated it)
