@@ -1,0 +1,157 @@
+"""Who may import whom (docs/architecture.md), read from the source: every import statement in
+hyrl/, at module level or inside a function, resolved to the module it names. A rule broken by
+a new import fails here with the importing file and line."""
+
+import ast
+from pathlib import Path
+
+import pytest
+from testpaths import ROOT
+
+PACKAGE = ROOT / "hyrl"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> list[tuple[str, str, int]]:
+    """(importing module, imported module, line) for every import in hyrl/."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        importer = _module_name(path)
+        package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found += [(importer, alias.name, node.lineno) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the importer's package
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    target = ".".join([*base, node.module] if node.module else base)
+                else:
+                    target = node.module or ""
+                found.append((importer, target, node.lineno))
+                # `from hyrl.x import y` may name a submodule y: count hyrl.x.y too
+                found += [(importer, f"{target}.{alias.name}", node.lineno) for alias in node.names]
+    return found
+
+
+IMPORTS = _imports()
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _violations(
+    importers: tuple[str, ...], forbidden: tuple[str, ...], allowed_importers: tuple[str, ...] = ()
+) -> list[str]:
+    return [
+        f"{src} (line {line}) imports {dst}"
+        for src, dst, line in IMPORTS
+        if _within(src, importers)
+        and not _within(src, allowed_importers)
+        and _within(dst, forbidden)
+    ]
+
+
+LOOP = ("hyrl.train", "hyrl.trainer")
+RULES = {
+    # algorithms are pure functions on tensors: no I/O layers, no distributed calls
+    "algorithms import no backend, engine, loop or distributed code": (
+        ("hyrl.algorithms",),
+        (
+            "hyrl.backends",
+            "hyrl.rollout",
+            *LOOP,
+            "hyrl.cli",
+            "torch.distributed",
+            "megatron",
+            "sglang",
+            "ray",
+        ),
+    ),
+    "the loop imports no megatron, SGLang, CPU compatibility or backend internals": (
+        LOOP,
+        (
+            "megatron",
+            "sglang",
+            "hyrl.backends.megatron",
+            "hyrl.rollout.sglang",
+            "torch.distributed",
+        ),
+    ),
+    "config is standard library only (a login node imports it)": (
+        ("hyrl.config",),
+        (
+            "torch",
+            "megatron",
+            "sglang",
+            "ray",
+            "hyrl.backends",
+            *LOOP,
+            "hyrl.data",
+            "hyrl.models",
+            "hyrl.rewards",
+            "hyrl.batchsize",
+        ),
+    ),
+    "metrics import no loop, backend or engine": (
+        ("hyrl.metrics",),
+        (*LOOP, "hyrl.backends", "hyrl.rollout", "hyrl.cli"),
+    ),
+    "the analysis reads run directories only": (
+        ("hyrl.batchsize",),
+        (
+            "torch",
+            "megatron",
+            "sglang",
+            "hyrl.backends",
+            *LOOP,
+            "hyrl.rollout.sglang",
+            "hyrl.rollout.side",
+            "hyrl.rollout.fleet",
+            "hyrl.rollout.build",
+        ),
+    ),
+    # hyrl.backends.base is the TrainBackend protocol, an interface: anyone may name it
+    "rollout does not import backends": (
+        ("hyrl.rollout",),
+        ("hyrl.backends.megatron", "hyrl.backends.factory"),
+    ),
+    "backends do not import rollout": (("hyrl.backends",), ("hyrl.rollout",)),
+    "nothing imports upward into the command line or the loop": (
+        ("hyrl",),
+        ("hyrl.cli", *LOOP),
+        ("hyrl.cli", "hyrl.__main__", *LOOP),
+    ),
+    "cpu_compat is megatron's CPU shim, used by the megatron backend and its checkpoint I/O": (
+        ("hyrl",),
+        ("hyrl.backends.megatron.cpu_compat",),
+        ("hyrl.backends.megatron", "hyrl.checkpoint.mcore_io", "hyrl.checkpoint.trainer_state"),
+    ),
+    "SGLang is imported only by the SGLang engine package": (
+        ("hyrl",),
+        ("sglang",),
+        ("hyrl.rollout.sglang",),
+    ),
+}
+
+
+def test_the_source_has_imports_to_check():
+    # The reader itself: it sees module-level and function-level imports, relative ones too.
+    edges = {(src, dst) for src, dst, _ in IMPORTS}
+    assert ("hyrl.trainer", "hyrl.backends.factory") in edges
+    assert ("hyrl.backends.factory", "hyrl.backends.megatron.backend") in edges  # in a function
+    assert len(IMPORTS) > 300
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_import_rule(rule):
+    assert _violations(*RULES[rule]) == []
+
+
+def test_a_broken_rule_is_reported():
+    # The check can fail: the loop does import the backend factory, so forbidding it reports it.
+    assert any("hyrl.trainer" in v for v in _violations(LOOP, ("hyrl.backends.factory",)))
