@@ -1,6 +1,6 @@
-"""`hyrl train FLAGS` (and `python -m hyrl.train FLAGS`, what launch/*.sh run on every rank):
-parse and validate the flags, print the resolved configuration with --dry-run, or check this
-machine and run the loop (hyrl.trainer). Nothing heavier than the config is imported before the
+"""`hyrl train FLAGS` (launch/*.sh run `python -m hyrl train` on every rank): parse and
+validate the flags, print the resolved configuration with --dry-run, or check this machine and
+run the loop (hyrl.trainer). Nothing heavier than the config is imported before the
 flags are known to be valid: a refused flag costs no torch import."""
 
 from __future__ import annotations
