@@ -82,7 +82,10 @@ def find_last_boxed(text: str) -> tuple[str | None, bool]:
 
 
 def find_last_number(text: str) -> str | None:
-    """The last number in the text (see the module doc), as written ("1,000", "-3", "1/2", "50%")."""
+    """The last number in the text (see the module doc), as written.
+
+    For example "1,000", "-3", "1/2", "50%".
+    """
     matches = list(_NUMBER.finditer(text))
     if not matches:
         return None
@@ -90,14 +93,19 @@ def find_last_number(text: str) -> str | None:
     number = m.group().strip()
     if number.startswith("-"):
         before = text[: m.start()].rstrip()
-        previous_word = re.search(r"[A-Za-z]*$", before).group()
+        word_match = re.search(r"[A-Za-z]*$", before)
+        assert word_match is not None, "[A-Za-z]*$ matches every string, at worst empty"
+        previous_word = word_match.group()
         if before and (before[-1].isdigit() or before[-1] in ")]}" or len(previous_word) == 1):
             number = number[1:]  # a binary minus: "10-3", "(a+b) - 3", "x - 3"
     return number
 
 
 class _BudgetExceeded(BaseException):
-    """Raised by the SIGALRM handler; a BaseException so math-verify's `except Exception` lets it out."""
+    """Raised by the SIGALRM handler.
+
+    A BaseException so that math-verify's `except Exception` lets it out.
+    """
 
 
 class _CallBudget:
@@ -116,6 +124,7 @@ class _CallBudget:
 
     def __enter__(self) -> _CallBudget:
         if self.active:
+            assert self.seconds is not None, "active implies a budget in seconds"
             self._previous_handler = signal.signal(signal.SIGALRM, self._raise)
             self._previous_timer = signal.setitimer(signal.ITIMER_REAL, self.seconds)
             self._started = time.monotonic()
@@ -152,7 +161,10 @@ def _as_math(answer: str) -> str:
 
 
 class MathReward:
-    """1.0 iff the response's final answer equals the label by math-verify, else 0.0 (module doc)."""
+    """1.0 iff the response's final answer equals the label by math-verify, else 0.0.
+
+    See the module doc.
+    """
 
     def __init__(
         self,

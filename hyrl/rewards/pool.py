@@ -1,7 +1,7 @@
 """Reward scoring off the trainer process: a pool of Ray actors with per-item timeouts.
 
     pool = RewardPool(ExactMatchReward, num_workers=4, timeout_s=10.0)
-    scored = pool.score(texts, labels, finish_reasons)   # -> ScoredBatch, never raises for a bad item
+    scored = pool.score(texts, labels, finish_reasons)  # a ScoredBatch; a bad item never raises
     pool.close()
 
 Semantics, identical in both modes unless noted:
@@ -54,10 +54,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyrl.ray_actors import ActorSlot, describe
 from hyrl.rewards.base import RewardFn
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 MAX_ERRORS = 5  # messages kept in ScoredBatch.errors
 MAX_MESSAGE_CHARS = 160  # each message's exception text is cut to this
@@ -78,7 +81,10 @@ def _describe(exc: BaseException) -> str:
 def _score_one(
     fn: RewardFn, text: str, label: str, finish_reason: str
 ) -> tuple[float | None, str | None]:
-    """(reward, None) on success, (None, "ExcType: message") on failure; never raises an Exception."""
+    """(reward, None) on success, (None, "ExcType: message") on failure.
+
+    Never raises an Exception.
+    """
     try:
         value = float(fn(text, label, finish_reason))
     except Exception as exc:  # noqa: BLE001 - any failure of user code scores 0
@@ -104,12 +110,15 @@ class _RewardWorker:
 class _Slot(ActorSlot):
     """One worker position in the pool; its actor is replaced when it hangs or dies."""
 
+    actor: Any  # a Ray actor handle of _RewardWorker (Ray's handles carry no method types)
+
     def __init__(self, index: int, options: dict, factory_ref, startup_timeout_s: float):
         super().__init__(index, _RewardWorker, options, (factory_ref,), startup_timeout_s)
-        self.ready_ref = None  # set while the actor is starting
+        self.ready_ref: ObjectRef[Any] | None = None  # set while the actor is starting
         self.alive = False  # started and usable
         self.queue: deque[int] = deque()
-        self.call = None  # (ref, item index, deadline) while a call is in flight
+        # (ref, item index, deadline) while a call is in flight
+        self.call: tuple[ObjectRef[Any], int, float] | None = None
 
     @property
     def starting(self) -> bool:
@@ -121,7 +130,10 @@ class _Slot(ActorSlot):
 
 
 class RewardPool:
-    """Scores (text, label, finish_reason) items with `num_workers` Ray actors; see the module doc."""
+    """Scores (text, label, finish_reason) items with `num_workers` Ray actors.
+
+    See the module doc.
+    """
 
     def __init__(
         self,
@@ -209,9 +221,11 @@ class RewardPool:
 
     # -- in-process -------------------------------------------------------------------------
     def _score_local(self, texts, labels, finish_reasons) -> ScoredBatch:
+        fn = self._local_fn
+        assert fn is not None, "score() comes here only when the pool has no workers"
         rewards, failed = [], []
         for i, (t, y, f) in enumerate(zip(texts, labels, finish_reasons)):
-            value, error = _score_one(self._local_fn, t, y, f)
+            value, error = _score_one(fn, t, y, f)
             rewards.append(0.0 if value is None else value)
             if error is not None:
                 failed.append((i, error))
@@ -234,11 +248,13 @@ class RewardPool:
 
         for slot in self._slots:
             remaining = max(0.0, slot.start_deadline - time.monotonic())
+            assert slot.ready_ref is not None, "_spawn gave every slot a start to wait for"
             try:
                 ray.get(slot.ready_ref, timeout=remaining)
             except ray.exceptions.GetTimeoutError:
                 raise RuntimeError(
-                    f"reward worker {slot.index} did not start within {self.startup_timeout_s:g} s: "
+                    f"reward worker {slot.index} did not start within "
+                    f"{self.startup_timeout_s:g} s: "
                     f"does the Ray cluster have {self._actor_options} free for each of "
                     f"{self.num_workers} workers? available: {ray.available_resources()}"
                 ) from None
@@ -285,7 +301,8 @@ class RewardPool:
                     if i is not None:
                         ref = slot.actor.score.remote(texts[i], labels[i], finish_reasons[i])
                         slot.call = (ref, i, time.monotonic() + self.timeout_s)
-            busy = [s for s in self._slots if s.call is not None]
+            in_flight = [(s, s.call) for s in self._slots if s.call is not None]
+            busy = [s for s, _ in in_flight]
             starting = [s for s in self._slots if s.starting]
             if not busy:
                 if not any(s.queue for s in self._slots):
@@ -298,9 +315,11 @@ class RewardPool:
                             )
                     break
 
-            waiting = {s.call[0]: s for s in busy}
-            waiting.update({s.ready_ref: s for s in starting})
-            deadline = min([s.call[2] for s in busy] + [s.start_deadline for s in starting])
+            waiting = {call[0]: s for s, call in in_flight}
+            waiting.update({s.ready_ref: s for s in starting if s.ready_ref is not None})
+            deadline = min(
+                [call[2] for _, call in in_flight] + [s.start_deadline for s in starting]
+            )
             ready, _ = ray.wait(
                 list(waiting), num_returns=1, timeout=max(0.0, deadline - time.monotonic())
             )
@@ -317,6 +336,7 @@ class RewardPool:
                         notes.append(f"worker {slot.index}: failed to start: {_describe(exc)}")
                         slot.kill()  # its queued items go to the other workers
                     continue
+                assert slot.call is not None, "a ready ref of a started worker is its call's"
                 _, i, _ = slot.call
                 slot.call = None
                 try:

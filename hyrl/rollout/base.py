@@ -150,6 +150,23 @@ class DiskCheckpoint:
     shards: int
 
 
+class BucketEngine(RolloutEngine, Protocol):
+    """A RolloutEngine that takes a weight stream one bucket per call (a ``BucketReceiver``):
+    what an engine on Ray is, since the fleet drives it through these three calls."""
+
+    def begin_weight_update(self) -> None: ...
+
+    def load_weight_bucket(self, bucket: NamedTensors) -> None: ...
+
+    def end_weight_update(self, succeeded: bool = True) -> None: ...
+
+
+class DiskLoader(Protocol):
+    """An engine that loads a checkpoint the trainer ranks wrote (``weight_sync='disk'``)."""
+
+    def load_weights_from_disk(self, checkpoint: DiskCheckpoint) -> None: ...
+
+
 class BucketReceiver:
     """What an engine implements to take a weight stream: ``begin_weight_update``,
     ``load_weight_bucket`` per bucket, ``end_weight_update(succeeded)`` (always called, also

@@ -71,8 +71,9 @@ A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
   forwarding) and shuts it down in ``close()``; a Ray that was already running is left running.
 
 Ray pickles ``make_engine`` with cloudpickle: a ``functools.partial`` of an importable function
-such as ``hyrl.rollout.build.make_hf_engine`` needs nothing; one defined in a module the actors cannot import (a test
-module) must be registered with ``ray.cloudpickle.register_pickle_by_value(module)``.
+such as ``hyrl.rollout.build.make_hf_engine`` needs nothing; one defined in a module the actors
+cannot import (a test module) must be registered with
+``ray.cloudpickle.register_pickle_by_value(module)``.
 """
 
 from __future__ import annotations
@@ -83,12 +84,16 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from hyrl.ray_actors import ActorSlot, describe
-from hyrl.rollout.base import DiskCheckpoint, Generation, RolloutEngine, SamplingParams
+from hyrl.rollout.base import BucketEngine, DiskCheckpoint, DiskLoader, Generation, SamplingParams
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+    from ray.util.placement_group import PlacementGroup
 
 MAX_MESSAGE_CHARS = 300  # an engine's exception text is cut to this in fleet errors
 
@@ -122,7 +127,7 @@ def chunk_bounds(num_prompts: int, num_engines: int, concurrency: int) -> list[t
 class _EngineActor:
     """The body of one engine actor: builds its engine in its own process, one call at a time."""
 
-    def __init__(self, make_engine: Callable[[int], RolloutEngine], engine_index: int):
+    def __init__(self, make_engine: Callable[[int], BucketEngine], engine_index: int):
         self._engine = make_engine(engine_index)
 
     def prepare(self, weights) -> dict[str, Any]:
@@ -142,7 +147,8 @@ class _EngineActor:
         """A state dict, the kept buckets of a streamed sync (fetched one at a time), or a
         checkpoint on disk."""
         if isinstance(weights, DiskCheckpoint):
-            self._engine.load_weights_from_disk(weights)
+            # a checkpoint goes only to engines built for weight_sync='disk' (SGLang's)
+            cast(DiskLoader, self._engine).load_weights_from_disk(weights)
         elif isinstance(weights, StreamedWeights):
             import ray
 
@@ -189,13 +195,17 @@ def put_bucket(bucket) -> Any:
 class _Slot(ActorSlot):
     """One engine position (one placement-group bundle); its actor is replaced when it dies."""
 
+    actor: Any  # a Ray actor handle of _EngineActor (Ray's handles carry no method types)
+
     def __init__(self, index: int, options: dict, factory_ref, startup_timeout_s: float):
         super().__init__(index, _EngineActor, options, (factory_ref, index), startup_timeout_s)
-        self.call = None  # the one outstanding ObjectRef on this actor, or None when idle
+        # the one outstanding ObjectRef on this actor, or None when idle
+        self.call: ObjectRef[Any] | None = None
         self.call_kind = ""  # "start" | "load" | "generate" | "abandoned"
         self.chunk: int | None = None  # chunk index while call_kind == "generate"
         self.started = False  # the current actor has built its engine and loaded its weights
-        self.weights_ref = None  # the weights the current actor has (or is loading)
+        # the weights the current actor has (or is loading)
+        self.weights_ref: ObjectRef[Any] | StreamedWeights | DiskCheckpoint | None = None
         self.retired = False  # died more than max_restarts times; never used again
         self.last_error = ""
         self.chunks_served = 0
@@ -218,7 +228,7 @@ class RolloutFleet:
 
     def __init__(
         self,
-        make_engine: Callable[[int], RolloutEngine],
+        make_engine: Callable[[int], BucketEngine],
         num_engines: int,
         concurrency_per_engine: int,
         *,
@@ -259,8 +269,9 @@ class RolloutFleet:
         self._closed = False
         self._owns_ray = False
         self._slots: list[_Slot] = []
-        self._placement_group = None
-        self._weights_ref = None  # the last update_weights' object; replacements load it
+        self._placement_group: PlacementGroup | None = None
+        # the last update_weights' object; replacements load it
+        self._weights_ref: ObjectRef[Any] | StreamedWeights | DiskCheckpoint | None = None
 
         import ray
 
@@ -298,7 +309,7 @@ class RolloutFleet:
         missing = [i for i, g in enumerate(results) if g is None]
         if missing:  # the accounting guarantee; unreachable unless the loop above has a bug
             raise RolloutFleetError(f"prompts {missing[:5]} got no generation")
-        return results
+        return cast(list[Generation], results)  # no None left: checked just above
 
     def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
         """One ray.put; returns once every engine (replacements included) has loaded it."""
@@ -404,8 +415,17 @@ class RolloutFleet:
                 ) from exc
         return results
 
+    def release_memory(self) -> None:
+        """Every live engine frees its GPU memory (RolloutEngine); see ``call_all``."""
+        self.call_all("release_memory")
+
+    def resume_memory(self) -> None:
+        """Every live engine retakes the memory release_memory freed; see ``call_all``."""
+        self.call_all("resume_memory")
+
     def kill_engine(self, engine_index: int) -> None:
-        """Kill engine `engine_index`'s process, as a crash would; the fleet notices on its next call."""
+        """Kill engine `engine_index`'s process, as a crash would; the fleet notices on its next
+        call."""
         import ray
 
         self._check_open()
@@ -467,9 +487,10 @@ class RolloutFleet:
         from ray.util.placement_group import placement_group
 
         bundles = [dict(self.bundle) for _ in range(self.num_engines)]
-        self._placement_group = placement_group(bundles, strategy=strategy)
+        group = placement_group(bundles, strategy=strategy)
+        self._placement_group = group
         try:
-            ray.get(self._placement_group.ready(), timeout=self.startup_timeout_s)
+            ray.get(group.ready(), timeout=self.startup_timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise RolloutFleetError(
                 f"the placement group for {self.num_engines} engines x {self.bundle} "
@@ -481,6 +502,7 @@ class RolloutFleet:
         """Ray options of engine `index`'s actors: its placement-group bundle's resources."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+        assert self._placement_group is not None, "__init__ creates it before any actor"
         strategy = PlacementGroupSchedulingStrategy(
             placement_group=self._placement_group, placement_group_bundle_index=index
         )
@@ -517,7 +539,7 @@ class RolloutFleet:
         queue: deque[int],
         bounds: list[tuple[int, int]],
         results: list[Generation | None],
-        request: tuple | None,
+        request: tuple[list[list[int]], SamplingParams] | None,
         until_all_idle: bool = False,
     ) -> None:
         """Serve the chunks in `queue` (and bring every engine up to the newest weights) until
@@ -545,6 +567,7 @@ class RolloutFleet:
                     elif queue:
                         chunk = queue.popleft()
                         start, stop = bounds[chunk]
+                        assert request is not None, "only generate queues chunks, with its request"
                         prompts, params = request
                         slot.call = slot.actor.generate.remote(prompts[start:stop], params)
                         slot.call_kind, slot.chunk = "generate", chunk
@@ -579,7 +602,8 @@ class RolloutFleet:
                         and now >= slot.start_deadline
                     ):
                         raise RolloutFleetError(
-                            f"engine {slot.index} did not start within {self.startup_timeout_s:g} s "
+                            f"engine {slot.index} did not start within "
+                            f"{self.startup_timeout_s:g} s "
                             f"(restarts so far: {slot.restarts}); available: "
                             f"{ray.available_resources()}",
                             engine_index=slot.index,
@@ -607,6 +631,7 @@ class RolloutFleet:
             value = ray.get(ref)
         except ray.exceptions.RayActorError as exc:  # the process is gone: replace it
             if kind == "generate":
+                assert chunk is not None, "a generate call serves a chunk"
                 start, stop = bounds[chunk]
                 queue.appendleft(chunk)  # served next, by whichever engine is free first
                 self.resubmitted_prompts += stop - start
@@ -616,6 +641,7 @@ class RolloutFleet:
             if kind == "abandoned":  # an earlier, failed rollout's request; the engine is alive
                 return
             if kind == "generate":
+                assert chunk is not None, "a generate call serves a chunk"
                 start, stop = bounds[chunk]
                 what = f"generate (chunk {chunk}, prompts {start}..{stop - 1})"
             else:  # "load", or "start" (which loads the newest weights)
@@ -628,6 +654,7 @@ class RolloutFleet:
         if kind == "start":
             slot.started, slot.gpu_ids, slot.host = True, value["gpu_ids"], value["host"]
         elif kind == "generate":
+            assert chunk is not None, "a generate call serves a chunk"
             start, stop = bounds[chunk]
             if len(value) != stop - start:
                 raise RolloutFleetError(

@@ -119,12 +119,11 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
             "rollout engines need GPUs of their own without --colocate",
             "--rollout-num-gpus N or --rollout-num-engines N, or --colocate",
         )
+    elif c.rollout_num_gpus is not None:
+        gpus = c.rollout_num_gpus
     else:
-        gpus = (
-            c.rollout_num_gpus
-            if c.rollout_num_gpus is not None
-            else c.rollout_num_engines * per_engine
-        )
+        assert c.rollout_num_engines is not None, "neither given is refused above"
+        gpus = c.rollout_num_engines * per_engine
     if gpus % per_engine:
         _fail(
             "rollout_num_gpus_per_engine",

@@ -348,6 +348,7 @@ class SGLangClient:
                 "The answer has no meta_info.output_token_logprobs; hyrl sends "
                 "return_logprob=true, so this SGLang version's format differs",
             )
+        assert isinstance(meta, dict), "output_token_logprobs was read from it"
         response_ids = [int(item[1]) for item in pairs]
         log_probs = [float(item[0]) for item in pairs]
         output_ids = answer.get("output_ids")
@@ -405,6 +406,8 @@ class SGLangClient:
         rows must be prompt_tokens + completion_tokens - 1 of meta_info (default_rows, from the
         token lists, when the answer does not say).
         """
+        layers, top_k = self.num_moe_layers, self.moe_top_k
+        assert layers is not None and top_k is not None, "__init__ refuses routed experts without"
         meta = answer["meta_info"]
         encoded = meta.get("routed_experts")
         body = json.dumps(
@@ -434,7 +437,7 @@ class SGLangClient:
             raise self.error(
                 "/generate", 200, body, f"meta_info.routed_experts is not base64 ({err})"
             ) from err
-        row_bytes = 4 * self.num_moe_layers * self.moe_top_k  # int32 ids
+        row_bytes = 4 * layers * top_k  # int32 ids
         if len(raw) % row_bytes:
             raise self.error(
                 "/generate",
@@ -477,7 +480,7 @@ class SGLangClient:
             if raw
             else torch.empty(0, dtype=torch.int32)
         )
-        return ids.view(rows, self.num_moe_layers, self.moe_top_k)
+        return ids.view(rows, layers, top_k)
 
 
 def to_sglang_sampling_params(params: SamplingParams, stop_token_ids: Sequence[int]) -> dict:
