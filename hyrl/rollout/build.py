@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +23,11 @@ from hyrl.config import RunConfig, engine_returns_routing
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import RolloutEngine
 from hyrl.rollout.layout import RolloutLayout
+
+if TYPE_CHECKING:
+    from hyrl.rollout.fleet import RolloutFleet
+    from hyrl.rollout.sglang.colocated import ColocatedTensorSync
+    from hyrl.rollout.sglang.weight_sync import DistributedWeightSync, SyncStats
 
 
 def start_ray(cfg: RunConfig, layout: RolloutLayout) -> bool:
@@ -240,7 +246,7 @@ class SGLangFleet:
 
     def __init__(
         self,
-        fleet,
+        fleet: RolloutFleet,
         mode: str,
         buffer_bytes: int,
         gpus_per_engine: int,
@@ -250,9 +256,10 @@ class SGLangFleet:
     ):
         self.fleet = fleet
         self.mode = mode
-        self.last_sync_stats = None
-        self._distributed = None
-        self._ipc_sync = None  # --colocate tensor: the servers fed by the training ranks
+        self.last_sync_stats: SyncStats | None = None
+        self._distributed: DistributedWeightSync | None = None
+        # --colocate tensor: the servers fed by the training ranks
+        self._ipc_sync: ColocatedTensorSync | None = None
         if mode == "distributed":
             from hyrl.rollout.sglang.client import SGLangClient
             from hyrl.rollout.sglang.weight_sync import DistributedWeightSync
@@ -367,7 +374,7 @@ def build_sglang_engine(
 
     server_args = shlex.split(cfg.sglang_server_args or "")
     # Qwen3-MoE routes in every layer, so the engine returns num_layers x top-k ids per token
-    routed_experts = {
+    routed_experts: dict[str, Any] = {
         "return_routed_experts": engine_returns_routing(cfg),
         "num_moe_layers": arch.num_layers,
         "moe_top_k": arch.moe_router_topk,
@@ -442,11 +449,11 @@ def router_worker_urls(router) -> list[str]:
     else:
         status, body = router.request("GET", "/list_workers")
         urls = json.loads(body).get("urls", []) if status == 200 else []
-    urls = [u for u in urls if u]
-    if not urls:
+    worker_urls: list[str] = [u for u in urls if u]
+    if not worker_urls:
         raise RuntimeError(
             f"--sglang-router-url {router.base_url}: the router lists no workers "
             f"(last answer HTTP {status}: {body[:200]!r}); start the servers and "
             "register them with the router"
         )
-    return urls
+    return worker_urls

@@ -36,7 +36,10 @@ class HFRolloutEngine(BucketReceiver):
         self.concurrency = concurrency
         self.pad_id, self.eos_id = pad_id, eos_id
         self.device = torch.device(device)
-        self.model = Qwen3MoeForCausalLM(arch.to_hf_config()).to(self.device).eval()
+        # transformers wraps PreTrainedModel.to with functools.wraps, whose typed signature
+        # mypy reads as taking the model where the device goes
+        model = Qwen3MoeForCausalLM(arch.to_hf_config())
+        self.model = model.to(self.device).eval()  # type: ignore[arg-type]
         self.peak_in_flight = 0  # most sequences decoded at once since construction
         # --use-routing-replay: each MoE router's top-k ids, one [rows, k] tensor per forward
         # call (prefill, then one per decoded token), recorded by forward hooks.

@@ -36,10 +36,14 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hyrl.rollout.base import SamplingParams
+from hyrl.rollout.base import RolloutEngine, SamplingParams
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 PLATEAU_TOLERANCE = 0.05  # "within 5% of the best tokens/s": about the spread of CPU timings
 ENGINES = ("hf", "sglang")
@@ -230,7 +234,7 @@ def _timed_pass(engine, prompts, concurrency, params, clock, tick) -> dict:
 
 
 def profile_engine(
-    make_engine: Callable[[int], object],
+    make_engine: Callable[[int], RolloutEngine],
     prompts: list[list[int]],
     concurrencies: list[int],
     params: SamplingParams,
@@ -357,7 +361,7 @@ def summarize(rows: list[dict]) -> dict:
 # --- the hf engine ---------------------------------------------------------------------------
 
 
-def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], object]:
+def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], RolloutEngine]:
     """make_engine(c) for the tiny Qwen3-MoE on CPU; every c starts from the same weights and
     random state (torch seeded with `seed`)."""
     import torch
@@ -375,7 +379,7 @@ def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], ob
 # --- the sglang engine -----------------------------------------------------------------------
 
 
-def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int], object]:
+def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int], RolloutEngine]:
     """make_engine(c): a client of the server (or router) at `url` that keeps at most c requests
     in flight; the server is the same for every c (its --max-running-requests must be >= the
     largest c, which `hyrl profile-rollout --model-path` sets)."""
@@ -538,7 +542,7 @@ def write_outputs(result: dict, out_dir) -> list[Path]:
     return written
 
 
-def print_table(result: dict, written: list[Path] = (), console=None) -> None:
+def print_table(result: dict, written: Sequence[Path] = (), console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -578,7 +582,8 @@ class ProgressBar:
     """A rich progress bar on stderr fed by profile_engine's on_progress."""
 
     def __init__(self, enabled: bool = True):
-        self.progress = self.task = None
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None  # added by __enter__
         if enabled:
             from rich.console import Console
             from rich.progress import (
@@ -609,6 +614,7 @@ class ProgressBar:
 
     def __call__(self, concurrency: int, calls_done: int, calls_total: int) -> None:
         if self.progress is not None:
+            assert self.task is not None, "the bar is fed inside its with-block"
             self.progress.update(
                 self.task,
                 description=f"concurrency {concurrency}",

@@ -7,14 +7,19 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from hyrl.config import RunConfig, engine_returns_routing
+from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.rollout.base import Generation, RolloutBatch, SamplingParams
+from hyrl.rollout.base import Generation, RolloutBatch, RolloutEngine, SamplingParams
 from hyrl.rollout.layout import rollout_layout
+
+if TYPE_CHECKING:
+    from hyrl.rewards.pool import RewardPool
 
 
 def max_prompt_len(cfg: RunConfig) -> int:
@@ -35,7 +40,9 @@ class RolloutSide:
     ):
         """device: where an in-process engine generates (the trainer's)."""
         self.cfg = cfg
-        self.engine = self.reward_pool = None
+        # both built by _start; None until then, or when it failed before them
+        self.engine: RolloutEngine | None = None
+        self.reward_pool: RewardPool | None = None
         self.owns_ray = False
         self.engines_released = False  # --colocate: engine memory freed while the actor trains
         try:
@@ -83,14 +90,18 @@ class RolloutSide:
                 load_tokenizer,
             )
 
-            self.tokenizer = load_tokenizer(cfg.tokenizer_path or cfg.hf_checkpoint)
-            data_options = dict(
+            tokenizer_path = cfg.tokenizer_path or cfg.hf_checkpoint
+            assert tokenizer_path is not None and cfg.prompt_data is not None, (
+                "validate refuses --prompt-data tasks without the data file or a tokenizer"
+            )
+            self.tokenizer = load_tokenizer(tokenizer_path)
+            data_options: dict[str, Any] = dict(
                 input_key=cfg.input_key,
                 label_key=cfg.label_key,
                 apply_chat_template=cfg.apply_chat_template,
                 max_prompt_len=max_prompt_len(cfg),
             )
-            self.task = load_prompt_dataset(
+            self.task: PromptStream = load_prompt_dataset(
                 cfg.prompt_data, self.tokenizer, seed=cfg.seed, **data_options
             )
             self.eval_sets = (
@@ -152,6 +163,7 @@ class RolloutSide:
         delay_s = float(os.environ.get("HYRL_TEST_GENERATION_DELAY_S", "0"))
         if delay_s > 0:
             time.sleep(delay_s)
+        assert self.engine is not None, "built in __init__"
         return self.engine.generate(prompt_ids, sampling)
 
     def score(self, generations: list[Generation], labels: list[str]):
@@ -159,6 +171,7 @@ class RolloutSide:
         texts = [
             self.tokenizer.decode(g.response_ids, skip_special_tokens=True) for g in generations
         ]
+        assert self.reward_pool is not None, "built in __init__"
         return self.reward_pool.score(texts, labels, [g.finish_reason for g in generations])
 
     def _routed_experts(self, generations: list[Generation]) -> list | None:
@@ -174,8 +187,9 @@ class RolloutSide:
                 f"engine returned no routed experts for {len(missing)} of "
                 f"{len(generations)} responses (first: {missing[:5]})"
             )
-        for i, g in enumerate(generations):
-            ids = g.routed_experts
+        # no None left: checked just above
+        routed = cast(list[torch.Tensor], [g.routed_experts for g in generations])
+        for i, ids in enumerate(routed):
             if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < cfg.num_experts):
                 raise RuntimeError(
                     f"routing replay/measurement: response {i} was routed to "
@@ -183,12 +197,13 @@ class RolloutSide:
                     f"model's 0..{cfg.num_experts - 1} (--num-experts): does "
                     "the engine serve the same model?"
                 )
-        return [g.routed_experts.to(torch.int16) for g in generations]
+        return [ids.to(torch.int16) for ids in routed]
 
     # -- --colocate: the engines' GPU memory ------------------------------------------------------
     def release_engines(self) -> None:
         """--colocate: free the engines' GPU memory (weights, KV cache) for training."""
         if self.cfg.colocate and not self.engines_released:
+            assert self.engine is not None, "built in __init__"
             self.engine.release_memory()
             self.engines_released = True
 
@@ -197,6 +212,7 @@ class RolloutSide:
         if self.engines_released:
             if torch.cuda.is_available():  # hand the training step's cached blocks back first
                 torch.cuda.empty_cache()
+            assert self.engine is not None, "built in __init__"
             self.engine.resume_memory()
             self.engines_released = False
 

@@ -114,6 +114,7 @@ class WeightSync:
         parts = self.backend.gather_to_rank_0((weight_map, written, shards, live.peak))
         if rank != 0:
             return {}
+        assert parts is not None, "rank 0 gets every rank's part"
         merged = {name: file for part in parts for name, file in part[0].items()}
         total_bytes, total_shards = sum(p[1] for p in parts), sum(p[2] for p in parts)
         write_index(directory, merged, total_bytes)

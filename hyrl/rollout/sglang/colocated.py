@@ -29,6 +29,7 @@ import os
 import socket
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -95,9 +96,10 @@ class ColocatedTensorSync(_PausedSync):
                 flush_cache=False,
                 weight_version=str(self.version),
             )
-        self._open["transfer_s"] += time.perf_counter() - start
-        self._open["bytes"] += num_bytes
-        self._open["buckets"] += 1
+        opened = self._opened()
+        opened.transfer_s += time.perf_counter() - start
+        opened.bytes += num_bytes
+        opened.buckets += 1
 
     def _send(self, bucket: NamedTensors, weight_version: str) -> int:
         raise TypeError("ColocatedTensorSync takes serialized buckets: use stream_by_ipc")
@@ -112,15 +114,18 @@ def stream_by_ipc(
 
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0:
+        assert sync is not None, "rank 0 holds the sync"
         sync.begin()
     succeeded, stats = False, None
     try:
         for bucket in buckets:
             payload = serializer(bucket)
-            payloads = [None] * world if rank == 0 else None
+            # gather_object fills rank 0's list with every rank's payload
+            payloads: list[Any] | None = [None] * world if rank == 0 else None
             dist.gather_object(payload, payloads, dst=0)
             status, error = ["ok"], None
             if rank == 0:
+                assert sync is not None and payloads is not None, "rank 0 holds both"
                 try:
                     sync.send_payloads(payloads, sum(tensor_bytes(t) for _, t in bucket))
                 except Exception as err:  # noqa: BLE001 - every rank must hear of it
@@ -134,5 +139,6 @@ def stream_by_ipc(
         succeeded = True
     finally:
         if rank == 0:
+            assert sync is not None, "rank 0 holds the sync"
             stats = sync.end(succeeded)
     return stats

@@ -1,8 +1,9 @@
 """Launch one SGLang server as a child process and wait until it can generate.
 
-    server = SGLangServerProcess(model_path, port=30000, tp_size=1, max_running_requests=128,
-                                 colocated=True, extra_flags=["--sglang-attention-backend", "triton"],
-                                 log_path="run/sglang_0.log")
+    server = SGLangServerProcess(
+        model_path, port=30000, tp_size=1, max_running_requests=128, colocated=True,
+        extra_flags=["--sglang-attention-backend", "triton"], log_path="run/sglang_0.log",
+    )
     server.start(startup_timeout_s=600)   # -> SGLangClient; raises SGLangError with the log tail
     ...
     server.kill()
@@ -222,7 +223,8 @@ class SGLangServerProcess:
             if time.monotonic() >= deadline:
                 self.kill()
                 raise SGLangError(
-                    f"SGLang server for {self.model_path} did not answer {self.url}/health_generate "
+                    f"SGLang server for {self.model_path} did not answer "
+                    f"{self.url}/health_generate "
                     f"within {startup_timeout_s:.0f} s (killed it). Raise the startup timeout if "
                     f"the model is large; last {LOG_TAIL_LINES} lines of {self.log_path}:\n"
                     f"{log_tail(self.log_path)}"
@@ -230,12 +232,15 @@ class SGLangServerProcess:
             time.sleep(poll_interval_s)
 
     def kill(self, grace_s: float = 30.0) -> None:
-        """SIGTERM the server's process group, SIGKILL it after grace_s; a no-op if never started."""
+        """SIGTERM the server's process group, SIGKILL it after grace_s.
+
+        A no-op if it was never started.
+        """
         if self.process is None:
             return
         pgid = self.process.pid  # start_new_session: the group id is the server's pid
         try:
-            # Even when the server itself has exited, its scheduler children may linger in the group.
+            # Even once the server itself has exited, its scheduler children may linger.
             os.killpg(pgid, signal.SIGTERM)
             self.process.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:

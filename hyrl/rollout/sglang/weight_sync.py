@@ -63,12 +63,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.weight_buckets import NamedTensors, iter_buckets, tensor_bytes
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+    from torch.distributed.distributed_c10d import GroupName
 
 Serializer = Callable[[NamedTensors], str]
 
@@ -108,6 +113,17 @@ class SyncStats:
     peak_bytes: int = 0  # most bytes of copies (device moves, disk clones) held at once
 
 
+@dataclass
+class _SyncCounters:
+    """What the sync in progress has done so far, from begin() to end()."""
+
+    start: float  # time.perf_counter() at begin()
+    transfer_s: float = 0.0
+    bytes: int = 0
+    buckets: int = 0
+    peak: int = 0
+
+
 class _PausedSync:
     """pause -> transfer -> flush -> continue on every server; subclasses supply the transfer
     (``_begin_transfer``, ``_send`` one bucket, ``_end_transfer``)."""
@@ -123,7 +139,7 @@ class _PausedSync:
         self.buffer_bytes = buffer_bytes
         self.pause_mode = pause_mode
         self.version = 0  # syncs done; sent as weight_version
-        self._open = None  # the sync in progress: its counters
+        self._open: _SyncCounters | None = None  # the sync in progress: its counters
 
     def sync(self, named: Iterable[tuple[str, torch.Tensor]]) -> SyncStats:
         return self.sync_buckets(iter_buckets(named, self.buffer_bytes))
@@ -142,13 +158,7 @@ class _PausedSync:
 
     def begin(self) -> None:
         self.version += 1
-        self._open = {
-            "start": time.perf_counter(),
-            "transfer_s": 0.0,
-            "bytes": 0,
-            "buckets": 0,
-            "peak": 0,
-        }
+        self._open = _SyncCounters(start=time.perf_counter())
         self._on_all(lambda c: c.pause_generation(self.pause_mode))
         try:
             self._begin_transfer()
@@ -159,19 +169,20 @@ class _PausedSync:
     def send(self, bucket: NamedTensors) -> None:
         start = time.perf_counter()
         copies = self._send(bucket, str(self.version))
-        self._open["transfer_s"] += time.perf_counter() - start
-        self._open["bytes"] += sum(tensor_bytes(t) for _, t in bucket)
-        self._open["buckets"] += 1
-        self._open["peak"] = max(self._open["peak"], copies)
+        opened = self._opened()
+        opened.transfer_s += time.perf_counter() - start
+        opened.bytes += sum(tensor_bytes(t) for _, t in bucket)
+        opened.buckets += 1
+        opened.peak = max(opened.peak, copies)
 
-    def end(self, succeeded: bool = True) -> SyncStats | None:
+    def end(self, succeeded: bool = True) -> SyncStats:
         """Flush (after a complete transfer) and continue; always continues."""
-        opened, self._open = self._open, None
+        opened, self._open = self._opened(), None
         try:
             if succeeded:
                 start = time.perf_counter()
                 self._end_transfer(str(self.version))
-                opened["transfer_s"] += time.perf_counter() - start
+                opened.transfer_s += time.perf_counter() - start
                 self._on_all(lambda c: c.flush_cache())
         finally:
             try:
@@ -181,12 +192,17 @@ class _PausedSync:
                     raise  # otherwise the transfer's error, already propagating, is the one to see
         return SyncStats(
             mode=self.mode,
-            elapsed_s=time.perf_counter() - opened["start"],
-            transfer_s=opened["transfer_s"],
-            buckets=opened["buckets"],
-            tensor_bytes=opened["bytes"],
-            peak_bytes=opened["peak"],
+            elapsed_s=time.perf_counter() - opened.start,
+            transfer_s=opened.transfer_s,
+            buckets=opened.buckets,
+            tensor_bytes=opened.bytes,
+            peak_bytes=opened.peak,
         )
+
+    def _opened(self) -> _SyncCounters:
+        """The counters of the sync that begin() opened; sends and end() come after it."""
+        assert self._open is not None, "a sync is sent and ended only after begin()"
+        return self._open
 
     def _on_all(self, call: Callable[[SGLangClient], object]) -> None:
         for client in self.clients:
@@ -276,11 +292,17 @@ def init_weight_update_group(
     )
     store = dist.PrefixStore(group_name, store)
     helper = c10d._new_process_group_helper
-    options = {"timeout": timeout}
+    options: dict[str, Any] = {"timeout": timeout}
     if "group_desc" in inspect.signature(helper).parameters:
         options["group_desc"] = group_name
     group, _ = helper(
-        world_size, rank, [], dist.Backend(backend), store, group_name=group_name, **options
+        world_size,
+        rank,
+        [],
+        dist.Backend(backend),
+        store,
+        group_name=cast("GroupName", group_name),  # torch's NewType of str, in newer versions
+        **options,
     )
     c10d._world.pg_group_ranks[group] = {r: r for r in range(world_size)}  # lets destroy() find it
     return group
@@ -317,7 +339,7 @@ class DistributedWeightSync(_PausedSync):
             device if device is not None else ("cuda" if backend == "nccl" else "cpu")
         )
         self.timeout_s = timeout_s
-        self.group = None
+        self.group: ProcessGroup | None = None
         self._pool = ThreadPoolExecutor(
             max_workers=len(self.clients), thread_name_prefix="sglang-weight-sync"
         )
@@ -399,14 +421,17 @@ class DistributedWeightSync(_PausedSync):
             )
             for c in self.clients
         ]
+        group = self.group
+        assert group is not None, "_begin_transfer connected before the first bucket"
         # every broadcast of the bucket at once, in the order of `names` (as the servers receive)
-        works = [self.group.broadcast(tensor, 0) for tensor in tensors]
+        works = [group.broadcast(tensor, 0) for tensor in tensors]
         # A server answers after it has received and loaded the whole bucket, so waiting for the
         # answers is waiting for the broadcasts; the first error ends the wait.
         done, _ = wait(posts, return_when=FIRST_EXCEPTION)
         for post in done:
-            if post.exception() is not None:
-                raise post.exception()
+            error = post.exception()
+            if error is not None:
+                raise error
         for work in works:
             work.wait()
         return _copied_bytes(bucket, list(zip(names, tensors)))
@@ -479,7 +504,8 @@ class DiskWeightSync(_PausedSync):
         self.directory.mkdir(parents=True, exist_ok=True)
         for old in [*self.directory.glob("*.safetensors"), *self.directory.glob("*.index.json")]:
             old.unlink()  # the server loads every shard in the directory
-        self._weight_map, self._total_bytes = {}, 0
+        self._weight_map: dict[str, str] = {}
+        self._total_bytes = 0
 
     def _write_shard(self, bucket: NamedTensors) -> int:
         file_name = f"model-{len(set(self._weight_map.values())) + 1:05d}.safetensors"
