@@ -76,6 +76,12 @@ class RolloutEngine(Protocol):
         """Stop the engine (servers, Ray actors); a no-op for an in-process one."""
         ...
 
+    def sync_metrics(self) -> dict[str, float]:
+        """The engine's own account after a weight sync, as metrics.jsonl keys: deaths and
+        resubmitted prompts so far (engines on Ray), transfer time, bytes and buckets of the
+        latest sync (SGLang); {} for an engine with nothing of its own to report."""
+        ...
+
 
 @dataclass
 class RolloutBatch:

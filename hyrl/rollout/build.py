@@ -364,6 +364,10 @@ class SGLangFleet:
             self._distributed.close()
         self.fleet.close()
 
+    def sync_metrics(self) -> dict[str, float]:
+        latest = self.last_sync_stats.metrics() if self.last_sync_stats is not None else {}
+        return {**self.fleet.sync_metrics(), **latest}
+
 
 def build_sglang_engine(
     cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_id: int, eos_id: int, run_dir

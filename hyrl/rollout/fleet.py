@@ -442,6 +442,13 @@ class RolloutFleet:
             "retired": [s.retired for s in self._slots],
         }
 
+    def sync_metrics(self) -> dict[str, float]:
+        """Deaths and resubmissions so far, summed over the engines."""
+        return {
+            "rollout/engine_restarts": sum(s.restarts for s in self._slots),
+            "rollout/resubmitted_prompts": self.resubmitted_prompts,
+        }
+
     @property
     def engine_gpu_ids(self) -> list[list]:
         """Per engine, the GPU ids Ray gave its actor (ray.get_gpu_ids() inside it)."""

@@ -115,6 +115,9 @@ class HFRolloutEngine(BucketReceiver):
     def close(self) -> None:
         pass
 
+    def sync_metrics(self) -> dict[str, float]:
+        return {}  # the weights are copied in process: weight_update measures all of it
+
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         generations: list[Generation] = []

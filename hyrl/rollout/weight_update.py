@@ -54,7 +54,7 @@ class WeightSync:
             return {}
         resume_engines()
         engine.update_weights_stream(buckets)
-        return {"perf/weight_sync_peak_bytes": live.peak, **engine_sync_metrics(engine)}
+        return {"perf/weight_sync_peak_bytes": live.peak, **engine.sync_metrics()}
 
     def _by_cuda_ipc(self, actor, engine, resume_engines) -> dict:
         """--colocate, tensor mode: every rank keeps each bucket (the gathers leave it whole on
@@ -83,7 +83,7 @@ class WeightSync:
             stream_by_ipc(buckets, None, sglang_serializer())
             return {}
         engine.update_weights_by_ipc(buckets, sglang_serializer())
-        return {"perf/weight_sync_peak_bytes": live.peak, **engine_sync_metrics(engine)}
+        return {"perf/weight_sync_peak_bytes": live.peak, **engine.sync_metrics()}
 
     def _through_disk(self, actor, engine, resume_engines) -> dict:
         """--update-weight-mode disk: every rank writes the buckets it owns (bucket k on rank
@@ -125,30 +125,5 @@ class WeightSync:
                 shutil.rmtree(old, ignore_errors=True)
         return {
             "perf/weight_sync_peak_bytes": max(p[3] for p in parts),
-            **engine_sync_metrics(engine),
+            **engine.sync_metrics(),
         }
-
-
-def engine_sync_metrics(engine) -> dict:
-    """The engines' own account after a sync: deaths and resubmissions so far (engines on
-    Ray), transfer time, bytes and buckets of the latest sync (SGLang engines). RolloutFleet
-    (rollout/fleet.py) and SGLangFleet (rollout/build.py) report these as `.stats()` and
-    `.last_sync_stats`, which only they have; read here, in one place, not by the loop."""
-    metrics = {}
-    fleet = getattr(engine, "fleet", engine)  # SGLangFleet wraps a RolloutFleet
-    if hasattr(fleet, "stats"):
-        fleet_stats = fleet.stats()
-        metrics["rollout/engine_restarts"] = sum(fleet_stats["restarts"])
-        metrics["rollout/resubmitted_prompts"] = fleet_stats["resubmitted_prompts"]
-    stats = getattr(engine, "last_sync_stats", None)
-    if stats is not None:
-        metrics.update(
-            {
-                "perf/weight_transfer_s": stats.transfer_s,
-                "perf/weight_sync_bytes": stats.tensor_bytes,
-                "perf/weight_sync_buckets": stats.buckets,
-                # copies the engine side made (device moves, disk clones)
-                "perf/weight_sync_engine_peak_bytes": stats.peak_bytes,
-            }
-        )
-    return metrics

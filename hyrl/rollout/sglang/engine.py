@@ -163,6 +163,9 @@ class SGLangEngine(BucketReceiver):
     def close(self) -> None:
         self.shutdown()
 
+    def sync_metrics(self) -> dict[str, float]:
+        return self.last_sync_stats.metrics() if self.last_sync_stats is not None else {}
+
     def shutdown(self) -> None:
         if isinstance(self.weight_sync, DistributedWeightSync):
             self.weight_sync.close()

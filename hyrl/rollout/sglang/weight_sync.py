@@ -112,6 +112,16 @@ class SyncStats:
     buckets: int
     peak_bytes: int = 0  # most bytes of copies (device moves, disk clones) held at once
 
+    def metrics(self) -> dict[str, float]:
+        """The sync's account as metrics.jsonl keys."""
+        return {
+            "perf/weight_transfer_s": self.transfer_s,
+            "perf/weight_sync_bytes": self.tensor_bytes,
+            "perf/weight_sync_buckets": self.buckets,
+            # copies the engine side made (device moves, disk clones)
+            "perf/weight_sync_engine_peak_bytes": self.peak_bytes,
+        }
+
 
 @dataclass
 class _SyncCounters:
