@@ -49,12 +49,14 @@ def preflight_data(cfg: RunConfig) -> None:
     if cfg.task != "prompt_data":
         return
     flag = "--tokenizer-path" if cfg.tokenizer_path else "--hf-checkpoint"
+    tokenizer_dir = cfg.tokenizer_path or cfg.hf_checkpoint
+    assert tokenizer_dir is not None, "validate requires one of them with --prompt-data"
     try:
-        tokenizer = load_tokenizer(cfg.tokenizer_path or cfg.hf_checkpoint)
+        tokenizer = load_tokenizer(tokenizer_dir)
     except (OSError, ValueError) as err:
         raise ConfigError(
             flag,
-            cfg.tokenizer_path or cfg.hf_checkpoint,
+            tokenizer_dir,
             str(err),
             "a local Hugging Face tokenizer directory",
         ) from None
@@ -68,10 +70,11 @@ def preflight_data(cfg: RunConfig) -> None:
     if tokenizer.eos_token_id is None:
         raise ConfigError(
             flag,
-            cfg.tokenizer_path or cfg.hf_checkpoint,
+            tokenizer_dir,
             "the tokenizer has no end-of-sequence token",
             "a tokenizer with eos",
         )
+    assert cfg.prompt_data is not None, "validate requires it with --task prompt_data"
     files = [("--prompt-data", cfg.prompt_data)]
     files += [("--eval-prompt-data", path) for path in (cfg.eval_prompt_data or [])[1::2]]
     for data_flag, path in files:

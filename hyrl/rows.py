@@ -64,9 +64,10 @@ def scatter_routing(
     token), so no rank but 0 holds them all. They go as int16 tensors (one flat tensor and
     the row lengths per rank) over the gloo wait group: host memory, no GPU staging
     (collective). routed: rank 0's every row."""
-    if backend.world_size == 1:  # the one rank works on every row
-        return routed
     if backend.rank == 0:
+        assert routed is not None, "rank 0 generated the rollout"
+        if backend.world_size == 1:  # the one rank works on every row
+            return routed
         rows_of_dp_rank = {}  # one dict per DP rank: TP/EP peers share it (packed once)
         for dp_rank in sorted(set(backend.dp_rank_of)):
             rows_of_dp_rank[dp_rank] = {

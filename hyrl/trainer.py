@@ -166,7 +166,8 @@ class Trainer:
         self._sync_to_engines(StageTimers())  # with --offload-train: offloaded for generation
         if resumed_rng is not None:  # last: nothing draws from the generators before the loop
             self.backend.set_rng_state(resumed_rng)
-        self.stop_signal = None  # the preemption signal received, if any (every rank has a handler)
+        # the preemption signal received, if any (every rank has a handler)
+        self.stop_signal: str | None = None
         self._previous_handlers = {
             sig: signal.signal(sig, self._on_preemption_signal) for sig in PREEMPTION_SIGNALS
         }
@@ -232,8 +233,10 @@ class Trainer:
         metrics.update(self._mismatch(batch))
         values = None
         if self.advantage_settings.needs_values:
+            critic = self.critic
+            assert critic is not None, "gae's values come from the critic the backend built"
             with timers("value"):
-                values = all_rows(self.critic.values, batch, self.rows, self.backend) * mask
+                values = all_rows(critic.values, batch, self.rows, self.backend) * mask
         result = compute_advantages(
             self.advantage_settings,
             rollout.rewards_tensor(),
@@ -256,6 +259,7 @@ class Trainer:
         The other ranks wait in the backend's wait group, where no NCCL timeout fires."""
         rollout, routed = None, None
         if self.rank == 0:
+            assert self.rollout_side is not None, "rank 0 built the rollout side in __init__"
             rollout, routed = self.rollout_side.rollout(timers, prompts_per_step)
         rollout = self.backend.broadcast_from_rank_0(rollout)
         rollout.routed_experts = (
@@ -269,6 +273,8 @@ class Trainer:
         """mismatch/* metrics of the trainer's old log-probs against the engine's, and the
         importance weights of --use-tis / --use-mis (set on batch.pg_weights)."""
         cfg = self.cfg
+        assert batch.old_log_probs is not None, "_prepare computed them before"
+        assert batch.rollout_log_probs is not None, "a RolloutBatch carries the engine's"
         metrics, batch.pg_weights = mismatch.corrections(
             batch.old_log_probs,
             batch.rollout_log_probs,
@@ -286,13 +292,22 @@ class Trainer:
 
     def _critic_updates(self, batch: TokenBatch) -> dict:
         """Every critic optimizer step of this rollout; their statistics averaged."""
-        cfg = self.cfg
+        cfg, critic = self.cfg, self.critic
+        assert critic is not None, "called only when the backend built a critic"
         size = cfg.critic_global_batch_size
+        # resolve fills every critic setting under gae, the estimator that builds a critic
+        assert (
+            size is not None
+            and cfg.critic_lr is not None
+            and cfg.critic_min_lr is not None
+            and cfg.critic_lr_warmup_steps is not None
+            and cfg.critic_lr_decay_style is not None
+        ), "resolve filled the critic's settings"
         steps = cfg.responses_per_rollout // size
         history = []
         for j in range(steps):
             lr = schedules.lr_at(
-                self.critic.optimizer_steps,
+                critic.optimizer_steps,
                 lr=cfg.critic_lr,
                 min_lr=cfg.critic_min_lr,
                 warmup_steps=cfg.critic_lr_warmup_steps,
@@ -300,7 +315,7 @@ class Trainer:
                 total_steps=cfg.num_steps * steps,
             )
             history.append(
-                self.critic.train_step(
+                critic.train_step(
                     batch.select(self.rows.of_step(j, size)),
                     batch.loss_mask[j * size : (j + 1) * size].sum().item(),
                     lr,
@@ -341,7 +356,9 @@ class Trainer:
     def _actor_update(self, batch: TokenBatch, k: int, responses_per_step: int) -> dict:
         cfg = self.cfg
         peak_lr = cfg.lr
+        assert peak_lr is not None, "resolve filled --lr"
         if self.batch_ramp is not None and cfg.ref_lr is not None:  # re-derived as B changes
+            assert cfg.ref_global_batch_size is not None, "resolve fills it with --ref-lr"
             peak_lr = scaled_lr(
                 cfg.ref_lr, responses_per_step, cfg.ref_global_batch_size, cfg.lr_scaling
             )
@@ -364,6 +381,7 @@ class Trainer:
         """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp)."""
         cfg = self.cfg
         if self.batch_ramp is None:
+            assert cfg.global_batch_size is not None, "resolve filled --global-batch-size"
             return cfg.rollout_batch_size, cfg.global_batch_size
         responses = schedules.batch_at(rollout_step, **self.batch_ramp)
         return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
@@ -471,7 +489,7 @@ class Trainer:
                         or (cfg.save_interval and rollout_step % cfg.save_interval == 0)
                     ):
                         # checkpoints stay off the elapsed_s clock, as evaluation
-                        run_log.pause(self._save(rollout_step))
+                        run_log.pause(self._save(cfg.save, rollout_step))
                     if preempted:
                         self._report_preemption(rollout_step)
                         break
@@ -509,6 +527,7 @@ class Trainer:
         run_log.pause(eval_s)  # the clock resumes after the evaluation
 
     def _evaluate(self) -> tuple[dict, float]:
+        assert self.rollout_side is not None, "evaluations are due on rank 0 only"
         return evaluate(self.cfg, self.rollout_side, self.backend.device())
 
     def _skipped_steps(self) -> int:
@@ -542,16 +561,18 @@ class Trainer:
                 flush=True,
             )
 
-    def _save(self, rollout_step: int) -> float:
-        """A checkpoint of the state after this rollout step (collective); its seconds."""
+    def _save(self, save_dir: str, rollout_step: int) -> float:
+        """A checkpoint in save_dir (--save) of the state after this rollout step
+        (collective); its seconds."""
         began = time.perf_counter()
         loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
         if self.rank == 0:
+            assert self.rollout_side is not None, "rank 0 built the rollout side in __init__"
             loop_state = {**self.run_log.state_dict(), "task": self.rollout_side.task.state_dict()}
         reclaimed = self.trainer_offloaded  # the checkpoint reads weights and optimizer states
         if reclaimed:
             self._reclaim_gpus_from_engines()
-        path = self.backend.save_checkpoint(self.cfg.save, rollout_step, loop_state)
+        path = self.backend.save_checkpoint(save_dir, rollout_step, loop_state)
         if self.rank == 0:
             print(f"hyrl: checkpoint {path} written", flush=True)
         if reclaimed:  # the engines get the (unchanged) weights back

@@ -4,7 +4,7 @@ tensors: every rank computes the same numbers from the same gathered rows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torch import Tensor
 
@@ -52,7 +52,9 @@ class AdvantageSettings:
 class Advantages:
     advantages: Tensor  # [N] (grpo: one per response) or [N, L] (gae: one per token)
     returns: Tensor | None = None  # gae: the value targets, [N, L]
-    metrics: dict | None = None  # gae: train/kl_penalty (kl_coef > 0) and critic/* statistics
+    metrics: dict[str, float] = field(
+        default_factory=dict
+    )  # gae: train/kl_penalty (kl_coef > 0) and critic/* statistics
 
 
 def compute_advantages(
@@ -73,9 +75,11 @@ def compute_advantages(
             None,
             {},
         )
+    assert values is not None, "gae needs the critic's values"
     metrics = {}
     kl = None
     if settings.kl_coef > 0:  # a k1 KL estimate per token, subtracted from the reward
+        assert old_log_probs is not None and ref_log_probs is not None, "KL needs both"
         kl = kl_penalty(old_log_probs, ref_log_probs, "k1") * mask
         metrics["train/kl_penalty"] = float(kl.sum() / mask.sum().clamp(min=1))
     advantages, returns = gae(

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import torch
+
+# One row of RoutedExperts: (start position, int16 expert ids [T, layers, top-k]).
+ExpertRow = tuple[int, torch.Tensor]
 
 
 @dataclass
@@ -41,23 +46,19 @@ class TokenBatch:
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
+    def _map_fields(self, fn: Callable[[Any], Any]) -> TokenBatch:
+        """This batch with fn applied to every field that is set (a None field stays None)."""
+        mapped: dict[str, Any] = {  # Tensor, RoutedExperts or None by field
+            f.name: None if (value := getattr(self, f.name)) is None else fn(value)
+            for f in fields(self)
+        }
+        return replace(self, **mapped)
+
     def select(self, index: slice | torch.Tensor) -> TokenBatch:
-        return replace(
-            self,
-            **{
-                f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[index]
-                for f in fields(self)
-            },
-        )
+        return self._map_fields(lambda value: value[index])
 
     def to(self, device: torch.device) -> TokenBatch:
-        return replace(
-            self,
-            **{
-                f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
-                for f in fields(self)
-            },
-        )
+        return self._map_fields(lambda value: value.to(device))
 
     @property
     def num_response_tokens(self) -> float:
@@ -102,17 +103,7 @@ class TokenBatch:
 
     def trim(self, length: int) -> TokenBatch:
         """The first `length` positions of every [N, L, ...] field ([N] advantages are kept)."""
-        return replace(
-            self,
-            **{
-                f.name: None
-                if (value := getattr(self, f.name)) is None
-                else value[:, :length]
-                if value.ndim >= 2
-                else value
-                for f in fields(self)
-            },
-        )
+        return self._map_fields(lambda value: value[:, :length] if value.ndim >= 2 else value)
 
 
 class RoutedExperts:
@@ -126,7 +117,7 @@ class RoutedExperts:
 
     ndim = 4
 
-    def __init__(self, rows: list, seq_len: int, layers: int, top_k: int):
+    def __init__(self, rows: list[ExpertRow | None], seq_len: int, layers: int, top_k: int):
         self.rows, self.seq_len, self.layers, self.top_k = rows, seq_len, layers, top_k
 
     @property
@@ -285,7 +276,7 @@ def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> R
     if len(shapes) > 1:
         raise ValueError(f"routed_experts rows differ in [layers, top-k]: {sorted(shapes)}")
     layers, top_k = shapes.pop() if shapes else (0, 0)
-    rows = []
+    rows: list[ExpertRow | None] = []
     for row, (prompt, response, ids) in enumerate(zip(prompts, responses, routed_experts)):
         if ids is None:
             rows.append(None)

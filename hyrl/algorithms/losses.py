@@ -59,6 +59,7 @@ def masked_token_mean(values: Tensor, mask: Tensor, total_tokens: float | None =
     of response tokens in the WHOLE global batch, so that the results summed over micro-batches
     and ranks (and so their gradients) equal the mean over every token of the global batch.
     """
+    total: Tensor | float
     if total_tokens is None:
         total = mask.sum().clamp(min=1)
     else:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from hyrl.batchsize.curves import (
     CLEAR_FRACTION,
@@ -194,8 +195,8 @@ def analyze(
     elif sweep_reference is not None:
         ref_name = sweep_reference
     else:
-        with_b = [r for r in runs if r.responses_per_step is not None]
-        ref_name = min(with_b, key=lambda r: r.responses_per_step).name if with_b else runs[0].name
+        with_b = [(r.responses_per_step, r.name) for r in runs if r.responses_per_step is not None]
+        ref_name = min(with_b, key=lambda b_name: b_name[0])[1] if with_b else runs[0].name
     ref_curve = curves[ref_name]
     if not ref_curve[3]:
         raise AnalysisError(
@@ -209,7 +210,7 @@ def analyze(
         notes.append(f"the reference's first evaluation already equals the target {value:g}")
     levels = alignment_levels(value, start_value, n_levels)
 
-    rows = []
+    rows: list[dict[str, Any]] = []  # one per run: the report's JSON row
     for run in runs:
         samples, elapsed, steps, values = curves[run.name]
         S = samples_to_reach(samples, values, value, higher)

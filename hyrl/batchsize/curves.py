@@ -44,19 +44,20 @@ def samples_to_reach(
     `level` (>= level, or <= level when lower is better), linearly interpolated between the two
     evaluations around the crossing. The first evaluation reaching it gives its own x. None if
     the curve never reaches the level (or x is unknown there)."""
-    prev_x = prev_v = None
+    prev: tuple[float, float] | None = None  # (x, v) of the evaluation before
     for x, v in zip(samples, values):
         x, v = float(x), float(v)
         if not math.isfinite(v):
             continue
         hit = v >= level if higher_is_better else v <= level
         if hit:
-            if prev_v is None or v == prev_v:
+            if prev is None or v == prev[1]:
                 out = x
             else:
+                prev_x, prev_v = prev
                 out = prev_x + (level - prev_v) / (v - prev_v) * (x - prev_x)
             return out if math.isfinite(out) else None
-        prev_x, prev_v = x, v
+        prev = x, v
     return None
 
 

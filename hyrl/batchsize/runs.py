@@ -99,6 +99,7 @@ def load_run(path, name: str | None = None) -> Run:
     B = finite_or_none(config.get("global_batch_size"))
     if P is None and B is not None and G:
         P = B / G
+    responses: float | None
     if B is not None:
         responses, source = B, "global_batch_size"
     elif P is not None and G is not None:

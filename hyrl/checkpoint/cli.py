@@ -106,9 +106,11 @@ def main(argv: list[str]) -> int:
             )
             intended = meta.intended_layout
             print(
-                f"wrote {args.out}: hyrl mcore checkpoint of {args.hf_dir} ({meta.arch.num_layers} "
-                f"layers, {meta.arch.num_experts} experts, {meta.dtype}, {meta.spec} keys; meant for "
-                f"TP{intended['tensor_model_parallel_size']} EP{intended['expert_model_parallel_size']})"
+                f"wrote {args.out}: hyrl mcore checkpoint of {args.hf_dir} "
+                f"({meta.arch.num_layers} layers, {meta.arch.num_experts} experts, "
+                f"{meta.dtype}, {meta.spec} keys; meant for "
+                f"TP{intended['tensor_model_parallel_size']} "
+                f"EP{intended['expert_model_parallel_size']})"
             )
         else:
             if args.max_shard_gib <= 0:
@@ -117,7 +119,8 @@ def main(argv: list[str]) -> int:
                 args.load, args.out, max_shard_bytes=int(args.max_shard_gib * 1024**3)
             )
             print(
-                f"wrote {args.out}: Hugging Face Qwen3-MoE directory ({meta.dtype}) from {args.load}"
+                f"wrote {args.out}: Hugging Face Qwen3-MoE directory ({meta.dtype}) "
+                f"from {args.load}"
             )
     except ConversionError as err:
         print(f"hyrl convert {args.command}: error: {err}", file=sys.stderr)

@@ -2,9 +2,9 @@
 
 Conversion runs in one process (world size 1, TP=EP=PP=1): a distributed checkpoint's keys are
 global, so it is resharded when it is loaded, and a checkpoint written at TP=1 loads at TP=2 x
-EP=2 (tests/unit/checkpoint/test_convert.py proves both directions). --tp/--ep/--pp therefore do not change
-what is written: they are checked against the architecture (so a layout that cannot be built is
-refused now, not at the first training step) and recorded as the intended layout.
+EP=2 (tests/unit/checkpoint/test_convert.py proves both directions). --tp/--ep/--pp therefore do
+not change what is written: they are checked against the architecture (so a layout that cannot
+be built is refused now, not at the first training step) and recorded as the intended layout.
 
 Every check on the input runs before a process group starts; failures raise ConversionError
 with the flag or config field, the value found and the value expected.
@@ -214,7 +214,7 @@ def one_process_group():
 def _build_model(arch: Qwen3MoeArch, dtype: torch.dtype):
     from hyrl.backends.megatron.model import ParallelLayout, build_gpt_model
 
-    # Local spec whatever the machine: conversion only moves tensors, and on CPU nothing else builds.
+    # Local spec whatever the machine: conversion only moves tensors; on CPU nothing else builds.
     return build_gpt_model(arch, ParallelLayout(), transformer_impl="local").to(dtype).eval()
 
 

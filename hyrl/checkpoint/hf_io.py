@@ -132,7 +132,8 @@ def read_hf_arch(hf_dir: str | Path) -> Qwen3MoeArch:
 
 
 def hf_shapes(arch: Qwen3MoeArch) -> dict[str, tuple[int, ...]]:
-    """Every tensor of a Qwen3MoeForCausalLM state dict (transformers' fused layout) and its shape."""
+    """Every tensor of a Qwen3MoeForCausalLM state dict (transformers' fused layout) and its
+    shape."""
     h, d, v, e, f = (
         arch.hidden_size,
         arch.kv_channels,
@@ -210,8 +211,9 @@ def load_hf_state_dict(hf_dir: str | Path) -> dict[str, torch.Tensor]:
 def save_hf_state_dict(
     hf_state: dict[str, torch.Tensor], out_dir: str | Path, max_shard_bytes: int = 5 * 1024**3
 ) -> list[str]:
-    """Write weights the way `save_pretrained` does: per-expert names, safetensors shards of at most
-    max_shard_bytes (one `model.safetensors`, or numbered shards plus an index). Returns the files."""
+    """Write weights the way `save_pretrained` does: per-expert names, safetensors shards of at
+    most max_shard_bytes (one `model.safetensors`, or numbered shards plus an index). Returns the
+    files."""
     from safetensors.torch import save_file
 
     out_dir = Path(out_dir)
@@ -238,7 +240,7 @@ def save_hf_state_dict(
         write(shards[0], out_dir / SAFETENSORS_SINGLE)
         return [SAFETENSORS_SINGLE]
     names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
-    weight_map = {}
+    weight_map: dict[str, str] = {}  # tensor name -> its shard file
     for name, shard in zip(names, shards):
         write(shard, out_dir / name)
         weight_map |= {tensor_name: name for tensor_name in shard}

@@ -225,7 +225,8 @@ def stored_dtypes(load_dir: str | Path) -> set[torch.dtype]:
 
 
 def _align_to_checkpoint(sharded: dict, stored: set[str], load_dir: Path) -> dict:
-    """Request what the checkpoint holds: local/TE key aliases resolved, absent extra state skipped."""
+    """Request what the checkpoint holds: local/TE key aliases resolved, absent extra state
+    skipped."""
     from megatron.core.dist_checkpointing import ShardedObject
 
     aligned, missing = {}, []

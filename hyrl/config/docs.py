@@ -2,7 +2,8 @@
 applies-only-with table and the exclusive pairs, so the reference cannot drift from the code.
 
     python -m hyrl.config.docs            # print it
-    python -m hyrl.config.docs --write    # write docs/flags.md (tests/unit/config/test_flags_doc.py checks it)
+    python -m hyrl.config.docs --write    # write docs/flags.md
+                                          # (tests/unit/config/test_flags_doc.py checks it)
 """
 
 from __future__ import annotations

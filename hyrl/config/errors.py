@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 HELP_HINT = "hyrl train --help lists all flags"
 
@@ -29,7 +29,7 @@ def flag_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
-def _fail(name: str, value: Any, problem: str, allowed: str):
+def _fail(name: str, value: Any, problem: str, allowed: str) -> NoReturn:
     """Raise the ConfigError of RunConfig field `name` (the checks' one way to refuse)."""
     raise ConfigError(flag_name(name), value, problem, allowed)
 

@@ -54,7 +54,7 @@ DEFAULT_LR = 3e-4
 
 def _opt(default, help: str, group: str, choices: tuple | None = None):
     """A RunConfig field: its default, help text (with its unit), group and choices."""
-    metadata = {"help": help, "group": group}
+    metadata: dict[str, str | tuple] = {"help": help, "group": group}
     if choices is not None:
         metadata["choices"] = tuple(choices)
     return field(default=default, metadata=metadata)
@@ -674,6 +674,7 @@ class RunConfig:
     def optimizer_steps_per_rollout(self) -> int:
         """(P x G) // B: actor optimizer steps on each rollout's responses (resolved B)."""
         _require_resolved(self, _BATCH_FIELDS)
+        assert self.global_batch_size is not None, "_require_resolved raised otherwise"
         return self.responses_per_rollout // self.global_batch_size
 
     @property
@@ -702,6 +703,7 @@ class RunConfig:
         out["optimizer_steps_per_rollout"] = self.optimizer_steps_per_rollout
         out["lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.lr_scaling]
         if self.critic_global_batch_size is not None:
+            assert self.critic_lr_scaling is not None, "resolved with the critic's batch (gae)"
             out["critic_steps_per_rollout"] = self.critic_steps_per_rollout
             out["critic_lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.critic_lr_scaling]
         out["rollout_layout"] = dataclasses.asdict(layout.rollout_layout(self, world_size))

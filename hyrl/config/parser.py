@@ -38,6 +38,7 @@ def _converter(f: dataclasses.Field):
     def convert(text: str):
         if kind != base and text.strip().lower() == "none":
             return None
+        value: int | float | str
         try:
             if base == "int":
                 value = int(text)

@@ -129,11 +129,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
         for name, actor_name in _CRITIC_FROM_ACTOR.items():
             if getattr(cfg, name) is None:
                 updates[name] = updates.get(actor_name, getattr(cfg, actor_name))
+        critic_batch = updates.get("critic_global_batch_size", cfg.critic_global_batch_size)
+        assert critic_batch is not None, "given, or filled from B just above"
         updates["critic_lr"], updates["critic_ref_global_batch_size"] = _resolve_rate(
-            cfg,
-            "critic_",
-            updates.get("critic_global_batch_size", cfg.critic_global_batch_size),
-            updates["lr"],
+            cfg, "critic_", critic_batch, updates["lr"]
         )
         updates["critic_lr_scaling"] = cfg.critic_lr_scaling or "none"
         for name, value in _GAE_DEFAULTS.items():

@@ -279,6 +279,7 @@ def _rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:
 
 def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
     """The minimum learning rates against the resolved peak rates (after scaling)."""
+    assert c.lr is not None, "validate checks the resolved config"
     if not 0 <= c.min_lr <= c.lr:
         _fail(
             "min_lr",
@@ -479,6 +480,7 @@ def _check_routing_replay(c: RunConfig) -> None:
 
 def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
     p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
+    assert b is not None, "validate checks the resolved config"
     n = p * g
     if n % b != 0:
         _fail(
@@ -553,6 +555,7 @@ def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None
     cb, cm = c.critic_global_batch_size, c.critic_micro_batch_size
     if cb is None:
         return  # no critic
+    assert cm is not None, "resolve fills both critic batch sizes under gae"
     p, g = c.rollout_batch_size, c.n_samples_per_prompt
     n = p * g
     origin = "" if given.critic_global_batch_size is not None else " (from --global-batch-size)"

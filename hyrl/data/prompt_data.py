@@ -2,7 +2,9 @@
 
     records = load_records("math.jsonl", input_key="prompt", label_key="label")
     tokenizer = load_tokenizer("path/to/tokenizer")
-    dataset = PromptDataset(records, tokenizer, apply_chat_template=True, max_prompt_len=1024, seed=0)
+    dataset = PromptDataset(
+        records, tokenizer, apply_chat_template=True, max_prompt_len=1024, seed=0
+    )
     batch = dataset.next_batch(64)           # list[Prompt], the same stream semantics as ArithTask
 
 A record is one JSON object per line (.jsonl; blank lines skipped) or one row (.parquet). Its

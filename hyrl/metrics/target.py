@@ -88,7 +88,7 @@ class RunTotals:
     # trainer keeps off the elapsed_s clock).
     NOT_STAGES = ("perf/step_s", "perf/setup_s", "perf/eval_s")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.stage_seconds: dict[str, float] = {}
         self.eval_seconds = 0.0
         self.last: dict = {}
@@ -123,13 +123,14 @@ def summary(tracker: TargetTracker | None, totals: RunTotals) -> dict:
     """What summary.json holds: the target outcome, throughput and each stage's share of time."""
     samples = totals.last.get("samples", 0)
     elapsed = totals.last.get("elapsed_s", 0.0)
-    reached = tracker is not None and tracker.reached_at is not None
+    reached_at = None if tracker is None else tracker.reached_at
+    reached = reached_at is not None
     out = {
         "target": None if tracker is None else {"metric": tracker.metric, "value": tracker.value},
         "reached": reached,
-        "samples_to_target": tracker.reached_at["samples"] if reached else None,
-        "time_to_target_s": tracker.reached_at["elapsed_s"] if reached else None,
-        "steps_to_target": tracker.reached_at["step"] if reached else None,
+        "samples_to_target": reached_at["samples"] if reached_at is not None else None,
+        "time_to_target_s": reached_at["elapsed_s"] if reached_at is not None else None,
+        "steps_to_target": reached_at["step"] if reached_at is not None else None,
         "samples": samples,
         "steps": totals.last.get("step", 0),
         "elapsed_s": elapsed,

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 
 class StageTimers:
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
 
     @contextmanager

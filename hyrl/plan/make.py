@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from hyrl.config import RunConfig, resolve
 from hyrl.plan.layout import (
@@ -41,8 +42,8 @@ NOT_MODELLED = (
     "the full HF state dict gathered for weight sync beyond one --update-weight-buffer-size bucket",
     "SGLang's CUDA graphs and decode workspace (outside its static fraction)",
     "context parallelism (hyrl has no CP flag; CP = 1)",
-    "the distributed optimizer's buffer padding (< 64 elements per tensor; tests/unit/plan/test_plan_live.py"
-    " measures it inside 5%)",
+    "the distributed optimizer's buffer padding (< 64 elements per tensor; "
+    "tests/unit/plan/test_plan_live.py measures it inside 5%)",
 )
 
 
@@ -173,6 +174,7 @@ def _activation_line(
 
 def _micro_batch_tokens(c: RunConfig, micro_batch: int, seq_len: int) -> tuple[int, str]:
     if c.use_dynamic_batch_size:
+        assert c.max_tokens_per_gpu is not None, "validate requires it with dynamic batches"
         return c.max_tokens_per_gpu, f"--max-tokens-per-gpu {c.max_tokens_per_gpu}"
     return micro_batch * seq_len, f"micro-batch {micro_batch} x {seq_len} tokens"
 
@@ -225,9 +227,9 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
         "gpus_per_node": gpn,
     }
     if gpn is not None:
-        gpus["training_nodes"] = math.ceil(world_size / gpn)
-        gpus["rollout_nodes"] = math.ceil(rollout_gpus / gpn)
-        gpus["nodes"] = gpus["training_nodes"] + gpus["rollout_nodes"]
+        training_nodes, rollout_nodes = math.ceil(world_size / gpn), math.ceil(rollout_gpus / gpn)
+        gpus["training_nodes"], gpus["rollout_nodes"] = training_nodes, rollout_nodes
+        gpus["nodes"] = training_nodes + rollout_nodes
         if world_size > gpn and world_size % gpn:
             warnings.append(
                 f"training world size {world_size} is not a whole number of nodes of {gpn} GPUs"
@@ -255,6 +257,7 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
     if c.advantage_estimator == "gae":
         critic = params_per_gpu(c, counts, value_head=True)
         lines += _model_state_lines("critic", critic, layout, c)
+        assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
         c_tokens, c_text = _micro_batch_tokens(c, c.critic_micro_batch_size, seq_len)
         c_act, critic_act_lines = _activation_line("critic", c, c_tokens, seq_len, c_text, False)
         critic_activations = c_act["total"]
@@ -381,7 +384,8 @@ def _sglang_plan(c: RunConfig, counts: dict, rollout, seq_len: int, resident: fl
 def _suggestions(c: RunConfig, world_size: int, peak: float) -> list[dict]:
     """What-ifs that lower the training peak: each changes one flag (used in error messages)."""
     layout = parallel_layout(c, world_size)
-    tries = []
+    assert c.global_batch_size is not None, "make_plan resolved the config"
+    tries: list[tuple[str, dict[str, Any]]] = []  # (the flag, the RunConfig fields it sets)
     if not c.use_distributed_optimizer:
         tries.append(("--use-distributed-optimizer", {"use_distributed_optimizer": True}))
     if c.recompute_granularity != "full":
@@ -396,6 +400,7 @@ def _suggestions(c: RunConfig, world_size: int, peak: float) -> list[dict]:
             )
         )
     if c.use_dynamic_batch_size:
+        assert c.max_tokens_per_gpu is not None, "validate requires it with dynamic batches"
         if c.max_tokens_per_gpu // 2 >= sum(sequence_length(c)):
             tries.append(
                 (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -14,6 +15,9 @@ from hyrl.backends.megatron.model import ParallelLayout, build_gpt_model
 from hyrl.backends.megatron.trainable import MegatronTrainable, OptimizerSettings
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+if TYPE_CHECKING:
+    from hyrl.backends.megatron.routing_replay import RoutingReplay
 
 
 @dataclass(frozen=True)
@@ -65,13 +69,13 @@ class MegatronActor(MegatronTrainable):
             ),
             settings.optim,
         )
-        self.replay = None  # the routers' replay hooks: replaying, or only measuring
+        self.replay: RoutingReplay | None = None  # the routers' hooks: replay, or only measure
         self._routing_counts = torch.zeros(3, dtype=torch.float64)  # see routing_metrics
         if self._routing_hooks(settings):
             from hyrl.backends.megatron.routing_replay import RoutingReplay
 
             self.replay = RoutingReplay(self.model)
-        self.ref_model = None
+        self.ref_model: torch.nn.Module | None = None
         if settings.keep_reference:
             # A second model (modules hold process groups, so no deepcopy) with the same weights.
             self.ref_model = build_gpt_model(
@@ -103,6 +107,7 @@ class MegatronActor(MegatronTrainable):
     def _micro_batch_context(self, micro_batch: TokenBatch):
         if not self.settings.routing_replay or micro_batch.routed_experts is None:
             return super()._micro_batch_context(micro_batch)
+        assert self.replay is not None, "__init__ hooks the routers under --use-routing-replay"
         return self.replay.replaying(_dense(micro_batch.routed_experts))
 
     @torch.no_grad()
@@ -115,19 +120,22 @@ class MegatronActor(MegatronTrainable):
         counts, on response positions, where its own routing and the routing it used differ
         from the engine's (read by `routing_metrics`); measuring only, it routes on its own."""
         model = self.ref_model if reference else self.ddp
+        assert model is not None, "a reference pass only with a reference (--kl-*coef > 0)"
         model.eval()
         if reference or self.replay is None or batch.routed_experts is None:
-            return self._forward_only(
+            log_probs, entropy = self._forward_only(
                 model, batch, lambda mb, logits: self._log_probs_of(logits, mb, with_entropy=True)
             )
-        outputs = []  # replay: no pipeline (refused with PP)
+            return log_probs, entropy
+        outputs: list[tuple[torch.Tensor, ...]] = []  # replay: no pipeline (refused with PP)
         for mb, rows in self._micro_batches(batch):
             routed = _dense(mb.routed_experts)
             with self.replay.replaying(routed, record=True, replay=self.settings.routing_replay):
                 log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
                 self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
             outputs.append((log_probs[:rows], entropy[:rows]))  # not the loss-free padding rows
-        return self._cat_padded(outputs, batch.tokens.shape[1])
+        log_probs, entropy = self._cat_padded(outputs, batch.tokens.shape[1])
+        return log_probs, entropy
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One optimizer step over this rank's share of the global batch (micro-batch accumulation).
@@ -139,6 +147,7 @@ class MegatronActor(MegatronTrainable):
 
         def loss_fn(mb: TokenBatch, logits: torch.Tensor):
             log_probs, entropy = self._log_probs_of(logits, mb, with_entropy=s.entropy_coef > 0)
+            assert mb.old_log_probs is not None, "the loop's log-prob pass set them"
             return grpo_loss(
                 log_probs,
                 mb.old_log_probs,

@@ -80,7 +80,8 @@ def send_rows(
     row of the same trailing shape and `dtype`) as one flat tensor with its lengths, over the
     wait group (host memory); it keeps rows_of[0]. Ranks whose rows are the same object get
     them packed once. Call recv_rows on the other ranks."""
-    packed_for = {}  # id(rows) -> packed: TP/EP peers of one DP rank get the same rows
+    # id(rows) -> packed (see _pack): TP/EP peers of one DP rank get the same rows
+    packed_for: dict[int, list[torch.Tensor]] = {}
     for rank in sorted(rows_of):
         if rank == 0:
             continue

@@ -46,11 +46,12 @@ def apply() -> None:
     # Small float32 models hit denormals on these CPUs: steps slow down 30-100x without this.
     torch.set_flush_denormal(True)
 
-    # Rotary embeddings place inv_freq with torch.cuda.current_device().
-    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
+    # Rotary embeddings place inv_freq with torch.cuda.current_device(); a device name, not
+    # torch's int index, is what makes them place it on the CPU.
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment, return-value]
 
     # The torch_dist checkpoint writer stages tensors with torch.cuda.synchronize().
-    torch.cuda.synchronize = lambda device=None: None  # type: ignore[assignment]
+    torch.cuda.synchronize = lambda device=None: None
 
     # The model-parallel RNG tracker swaps CUDA generator states; use the CPU generator.
     from megatron.core.tensor_parallel import random as mp_random
@@ -243,7 +244,8 @@ def _skip_torch_adam_step_in_reshardable_load() -> None:
             if step is not None:
                 state["step"] = step
 
-    set_states._hyrl_skips_step = True
+    # a function takes attributes; typeshed's functools._Wrapped declares none
+    set_states._hyrl_skips_step = True  # type: ignore[attr-defined]
     cls._set_main_param_and_optimizer_states = set_states
 
     # ... and gives every parameter's state the *same* `step` tensor, which torch's Adam then

@@ -1,4 +1,5 @@
-"""The value model (critic) on megatron-core: same trunk as the actor, a scalar head, own optimizer."""
+"""The value model (critic) on megatron-core: same trunk as the actor, a scalar head, own
+optimizer."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ class MegatronCritic(MegatronTrainable):
 
         def loss_fn(mb: TokenBatch, output: torch.Tensor):
             values = self._values_of(output)
+            assert mb.old_values is not None and mb.returns is not None, "the loop's gae set them"
             loss, clip_frac = value_loss(
                 values,
                 mb.old_values,

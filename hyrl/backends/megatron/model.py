@@ -276,7 +276,8 @@ def _reduce_experts_over_expert_data_parallel(model: torch.nn.Module) -> None:
 
     for name, param in model.named_parameters():
         if is_expert(name):
-            param.allreduce = False
+            # megatron's DDP reads this attribute; torch's Parameter type lacks it
+            param.allreduce = False  # type: ignore[attr-defined]
 
 
 class ValueHead(torch.nn.Module):

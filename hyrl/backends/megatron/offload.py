@@ -22,7 +22,7 @@ replaced by a copy). One code path runs on CPU (the host copy is a second host b
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 import torch
 
@@ -38,7 +38,7 @@ class HostCopies:
     The host buffers (pinned under CUDA) are kept from one offload to the next, as megatron keeps
     its param_data_cpu, so a step pays the copies but no pinned allocation."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._host: dict[int, torch.Tensor] = {}  # storage id (its StorageImpl) -> host bytes
         self._parked: list[tuple[torch.UntypedStorage, torch.Tensor]] = []
 
@@ -47,11 +47,11 @@ class HostCopies:
         return bool(self._parked)
 
     def offload(
-        self, tensors: Iterable[torch.Tensor], device: torch.device, skip: set[int] = frozenset()
+        self, tensors: Iterable[torch.Tensor], device: torch.device, skip: Set[int] = frozenset()
     ) -> int:
         """Park every distinct storage of `tensors` on `device` (not those in `skip`, ids from
         storage_ids; not those parked already); the bytes it releases there."""
-        storages = {}
+        storages: dict[int, torch.UntypedStorage] = {}  # by storage id (see storage_ids)
         for tensor in tensors:
             storage = tensor.untyped_storage()
             if (
@@ -76,7 +76,8 @@ class HostCopies:
         for storage, _ in parked:
             storage.resize_(0)
         self._parked.extend(parked)
-        # a storage gone since the last offload (an optimizer state replaced by a load) frees its host copy
+        # a storage gone since the last offload (an optimizer state replaced by a load) frees
+        # its host copy
         live = {s._cdata for s, _ in self._parked}
         self._host = {key: host for key, host in self._host.items() if key in live}
         return sum(host.numel() for _, host in parked)
@@ -101,7 +102,7 @@ def optimizer_tensors(optimizer) -> list[torch.Tensor]:
     """The tensors megatron's (chained) optimizer owns: the params of its torch optimizers'
     groups (fp32 main params, or the model's own params for an fp32 non-distributed optimizer:
     the caller skips those) and every tensor in their states (Adam's exp_avg, exp_avg_sq, step)."""
-    tensors = []
+    tensors: list[torch.Tensor] = []
     for sub in getattr(optimizer, "chained_optimizers", [optimizer]):
         torch_optimizer = getattr(sub, "optimizer", None)
         if torch_optimizer is None:  # a stub part of the distributed optimizer: nothing on it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -11,6 +12,9 @@ from hyrl.algorithms.batch import TokenBatch, split_to_count, token_budget_range
 from hyrl.backends.megatron import cpu_compat, grads
 from hyrl.backends.megatron.model import causal_attention_mask
 from hyrl.metrics.noise_scale import GradientNoiseScale
+
+if TYPE_CHECKING:
+    from megatron.core.models.gpt import GPTModel
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class OptimizerSettings:
         return torch.bfloat16 if self.bf16 else torch.float32
 
 
-def wrap_for_training(model: torch.nn.Module, optim: OptimizerSettings):
+def wrap_for_training(model: GPTModel, optim: OptimizerSettings):
     """megatron-core's training machinery around a GPTModel: Float16Module under bf16, its
     DistributedDataParallel (gradient buffers, reduction over DP and expert-DP, the distributed
     optimizer's reduce-scatter) and get_megatron_optimizer (Adam, fp32 main params under bf16,
@@ -119,7 +123,7 @@ class MegatronTrainable:
 
     metric_prefix = "model"
 
-    def __init__(self, model: torch.nn.Module, optim: OptimizerSettings):
+    def __init__(self, model: GPTModel, optim: OptimizerSettings):
         self.model, self.optim = model, optim
         self.device = cpu_compat.device()
         self.ddp, self.optimizer = wrap_for_training(model, optim)
@@ -131,7 +135,8 @@ class MegatronTrainable:
             if optim.noise_scale_beta is None
             else GradientNoiseScale(beta=optim.noise_scale_beta)
         )
-        self._small_batch = None  # (|g_b|^2 list, b) measured by _accumulate for _step
+        # (|g_b|^2 list, b) measured by _accumulate for _step
+        self._small_batch: tuple[list[float], float] | None = None
 
     def reload_weights(self) -> None:
         """After weights were written into `model` from outside (a checkpoint, the actor's
@@ -288,6 +293,7 @@ class MegatronTrainable:
                 loss, stats = loss_fn(micro_batch, self._outputs(self.ddp, micro_batch))
                 loss.backward()
             if per_micro_batch:
+                assert before is not None, "cloned above when per_micro_batch"
                 added = {n: g - before[n] for n, g in self._local_grads().items()}
                 share = micro_batch.num_response_tokens / total_tokens
                 small_sq.append(

@@ -56,6 +56,12 @@ def _tp_split(param: torch.nn.Parameter, name: str) -> bool:
     return bool(getattr(param, "tensor_model_parallel", False)) and not is_expert(name)
 
 
+def _partition_dim(param: torch.nn.Parameter) -> int:
+    """The dimension a tensor-parallel parameter is split along over the TP ranks."""
+    # megatron sets partition_dim on its TP-split parameters; torch's Parameter type lacks it
+    return param.partition_dim  # type: ignore[attr-defined]
+
+
 @torch.no_grad()
 def load_full_state_dict(
     model: torch.nn.Module,
@@ -81,7 +87,7 @@ def load_full_state_dict(
             continue
         tensor = full[key]
         if _tp_split(param, name):
-            tensor = torch.chunk(tensor, tp_size, dim=param.partition_dim)[tp_rank]
+            tensor = torch.chunk(tensor, tp_size, dim=_partition_dim(param))[tp_rank]
         if tensor.shape != param.shape:
             raise ValueError(
                 f"{key}: shard shape {tuple(tensor.shape)} != parameter {tuple(param.shape)}"
@@ -150,7 +156,9 @@ def _full_names(name: str, arch: Qwen3MoeArch) -> list[str]:
     ep_size = parallel_state.get_expert_model_parallel_world_size()
     if not (is_expert(name) and ep_size > 1):
         return [layer_name]
-    local_id, local_experts = int(_LOCAL_EXPERT.search(name)[2]), _num_local_experts(arch)
+    match = _LOCAL_EXPERT.search(name)
+    assert match is not None, "an expert's name holds its local id"
+    local_id, local_experts = int(match[2]), _num_local_experts(arch)
     return [
         _LOCAL_EXPERT.sub(rf"\g<1>{ep_rank * local_experts + local_id}\g<3>", layer_name)
         for ep_rank in range(ep_size)
@@ -168,7 +176,7 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
         name = hf_mapping.from_te_name(te_name)  # the local spec's names
         shape = list(param.shape)
         if _tp_split(param, name) and tp_size > 1:
-            shape[param.partition_dim] *= tp_size
+            shape[_partition_dim(param)] *= tp_size
         dtype = str(param.dtype).removeprefix("torch.")
         items += [(full_name, shape, dtype) for full_name in _full_names(name, arch)]
     return items
@@ -193,8 +201,8 @@ def _iter_stage_parameters(
                 _all_gather(tensor, tp_size, tp_group, live),
                 tp_size * tensor_bytes(tensor),
             )
-            if param.partition_dim != 0:  # shards side by side: one copy, then the buffer goes
-                tensor = torch.cat(tensor.unbind(0), dim=param.partition_dim)
+            if _partition_dim(param) != 0:  # shards side by side: one copy, then the buffer goes
+                tensor = torch.cat(tensor.unbind(0), dim=_partition_dim(param))
                 live.add(tensor_bytes(tensor))
                 live.release(held)
                 held = tensor_bytes(tensor)
