@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import Any
 
 
 def describe(exc: BaseException, max_chars: int) -> str:
@@ -35,7 +36,7 @@ class ActorSlot:
         self, index: int, actor_cls: type, options: dict, args: tuple, startup_timeout_s: float
     ):
         self.index = index
-        self.actor = None
+        self.actor: Any = None  # a Ray actor handle (Ray's handles carry no method types)
         self.start_deadline = 0.0  # time.monotonic() by which the current actor must be up
         self.restarts = 0  # replacements of this slot's actor, over the pool's life
         self._actor_cls, self._options, self._args = actor_cls, dict(options), tuple(args)

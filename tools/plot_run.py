@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hyrl.metrics.run_dir import read_metrics  # noqa: E402
+from hyrl.metrics.run_dir import read_metrics
 
 
 def main() -> int:

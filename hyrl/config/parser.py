@@ -74,7 +74,7 @@ def _converter(f: dataclasses.Field):
 class _RaisingParser(argparse.ArgumentParser):
     """An ArgumentParser that raises ConfigError instead of printing and exiting."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str):  # argparse's API: called on a parse error
         raise ConfigError("command line", None, message, HELP_HINT)
 
 

@@ -93,7 +93,7 @@ def _read_parquet(path: str, input_key: str, label_key: str) -> list[dict[str, s
         ) from exc
     try:
         table = pq.read_table(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
+    except Exception as exc:  # pyarrow raises several types for a bad file
         raise PromptDataError(f"{path}: not a readable parquet file ({exc})") from exc
     for key, flag in ((input_key, "--input-key"), (label_key, "--label-key")):
         if key not in table.column_names:
@@ -136,7 +136,7 @@ def load_tokenizer(path: str):
 
     try:
         return AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - transformers raises OSError, ValueError, ...
+    except Exception as exc:  # transformers raises OSError, ValueError, ...
         raise ValueError(
             f"--tokenizer-path {path!r}: cannot load a tokenizer from it "
             f"({type(exc).__name__}: {exc})"

@@ -41,7 +41,7 @@ def load_custom_reward(path: str) -> RewardFn:
         )
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - ImportError or whatever the module raises on import
+    except Exception as exc:  # ImportError or whatever the module raises on import
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         raise CustomRewardError(
             f"{FLAG} {path!r}: cannot import module {module_name!r}: {detail} "

@@ -409,7 +409,7 @@ class RolloutFleet:
         for slot, ref in zip(live, refs):
             try:
                 results.append(ray.get(ref))
-            except Exception as exc:  # noqa: BLE001 - name the engine
+            except Exception as exc:  # re-raised naming the engine
                 raise RolloutFleetError(
                     f"engine {slot.index} failed in {method}: {_describe(exc)}", slot.index
                 ) from exc

@@ -283,7 +283,7 @@ def profile_engine(
                 else _timed_pass(engine, prompts, c, params, clock, tick)
                 for _ in range(repeats)
             ]
-        except Exception as err:  # noqa: BLE001 (only out-of-memory is swallowed)
+        except Exception as err:  # only out-of-memory is swallowed
             if not _is_out_of_memory(err):
                 raise
             stopped = {"concurrency": c, "reason": f"out of memory: {type(err).__name__}: {err}"}

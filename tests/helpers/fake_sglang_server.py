@@ -456,7 +456,7 @@ class FakeSGLangServer:
                     status, body = fake._dispatch(method, route, payload)
                 except _HTTPError as err:
                     status, body = err.status, err.body
-                except Exception as err:  # a bug or a bad payload: answer like FastAPI would
+                except Exception as err:  # noqa: BLE001 - a bug or a bad payload: answer as FastAPI
                     status, body = 500, {"error": {"message": f"{type(err).__name__}: {err}"}}
                 finally:
                     if is_generate:

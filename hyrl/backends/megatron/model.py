@@ -105,7 +105,7 @@ def transformer_engine_importable() -> bool:
         import transformer_engine  # noqa: F401
 
         return True
-    except Exception:  # ImportError, or a TE build that fails at import without CUDA libs
+    except Exception:  # noqa: BLE001 - ImportError, or a TE build failing without CUDA libs
         return False
 
 
