@@ -29,11 +29,11 @@ from hyrl.config import (
     batch_ramp_unit,
     engine_returns_routing,
     offloads_train,
-    parse_target,
 )
 from hyrl.evaluation import eval_schedule, evaluate
+from hyrl.handover import EngineHandover
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
-from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
+from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import RolloutBatch
@@ -49,55 +49,6 @@ class TrainingStopped(RuntimeError):
 
 
 PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
-
-
-class RunLog:
-    """What the records of a run carry across rollout steps: the samples consumed, the clock
-    (elapsed_s continues across a resume; evaluations and checkpoints stay off it), the
-    target tracker and the run totals. Rank 0 writes them (logger: None elsewhere)."""
-
-    def __init__(
-        self, cfg: RunConfig, logger: RunDirectory | None, run_dir: Path, resume_state: dict | None
-    ):
-        self.logger, self.run_dir = logger, run_dir
-        self.tracker = TargetTracker(*parse_target(cfg.target)) if cfg.target else None
-        self.totals = RunTotals()
-        self.samples, self.first_step, elapsed_s = 0, 1, 0.0  # samples: responses consumed
-        if resume_state is not None:  # the loop where the checkpoint left it
-            self.samples, elapsed_s = resume_state["samples"], resume_state["elapsed_s"]
-            self.first_step = resume_state["rollout_step"] + 1
-            self.totals.load_state_dict(resume_state["totals"])
-            if self.tracker is not None and resume_state["tracker"] is not None:
-                self.tracker.load_state_dict(resume_state["tracker"])
-        self.start = time.perf_counter() - elapsed_s  # elapsed_s = now - start
-        self.last_record_time = time.perf_counter()  # a record's perf/step_s: since this
-
-    def pause(self, seconds: float) -> None:
-        """Take seconds (an evaluation, a checkpoint) off the clock."""
-        self.start += seconds
-        self.last_record_time += seconds
-
-    def write(self, record: dict) -> None:
-        if self.logger is None:
-            return
-        self.logger.log(record)
-        self.totals.update(record)
-        if self.tracker is not None and self.tracker.update(record):
-            write_summary(self.run_dir, summary(self.tracker, self.totals))
-
-    def state_dict(self) -> dict:
-        """The loop's part of a checkpoint (the task's is added by its owner)."""
-        return {
-            "samples": self.samples,
-            "elapsed_s": time.perf_counter() - self.start,
-            "tracker": None if self.tracker is None else self.tracker.state_dict(),
-            "totals": self.totals.state_dict(),
-        }
-
-    def close(self) -> None:
-        if self.logger is not None:
-            write_summary(self.run_dir, summary(self.tracker, self.totals))
-            self.logger.close()
 
 
 class Trainer:
@@ -138,16 +89,6 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
         self.rollout_side: RolloutSide | None = None  # rank 0's: engines, task, rewards
-        self.sync_metrics: dict = {}  # the engine's own account of the latest weight sync
-        self.weight_sync = WeightSync(
-            rollout_layout(cfg, world_size).update_weight_mode,
-            cfg.colocate,
-            cfg.update_weight_buffer_size,
-            self.run_dir,
-            self.backend,
-        )
-        self.offloading = offloads_train(cfg)  # --offload-train: see _sync_to_engines
-        self.trainer_offloaded = False
         self._previous_handlers = {}
         if self.rank == 0:
             print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
@@ -162,8 +103,18 @@ class Trainer:
             self.logger.write_config(config)
             if self.resume_state is not None:
                 self.rollout_side.task.load_state_dict(self.resume_state["task"])
+        weight_sync = WeightSync(
+            rollout_layout(cfg, world_size).update_weight_mode,
+            cfg.colocate,
+            cfg.update_weight_buffer_size,
+            self.run_dir,
+            self.backend,
+        )
+        self.handover = EngineHandover(
+            self.backend, self.rollout_side, weight_sync, offloads_train(cfg)
+        )
         self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
-        self._sync_to_engines(StageTimers())  # with --offload-train: offloaded for generation
+        self._sync()  # with --offload-train: the trainer offloaded for generation
         if resumed_rng is not None:  # last: nothing draws from the generators before the loop
             self.backend.set_rng_state(resumed_rng)
         # the preemption signal received, if any (every rank has a handler)
@@ -178,6 +129,10 @@ class Trainer:
 
     def _trainables(self) -> dict:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
+
+    def _sync(self, timers: StageTimers | None = None) -> None:
+        """The weights to the engines (and --offload-train around it: hyrl.handover)."""
+        self.handover.sync(self.actor, self.critic, timers or StageTimers())
 
     # -- one rollout step ---------------------------------------------------------------------
     def rollout_step(self, rollout_step: int, timers: StageTimers) -> tuple[dict, dict]:
@@ -204,7 +159,7 @@ class Trainer:
                 }
             ]
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
-            self._sync_to_engines(timers)
+            self._sync(timers)
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
         self._log_rollout_step(rollout_step, records, rollout_metrics, timers)
         return rollout_metrics, records[-1]
@@ -214,7 +169,8 @@ class Trainer:
     ) -> tuple[TokenBatch, dict]:
         """The rollout packed; old/reference log-probs, values, advantages for every row."""
         rollout = self._rollout(timers, prompts_per_step, responses_per_step)
-        self._restore_trainer(timers)  # the engines released their memory in _rollout
+        # the engines released their memory in _rollout
+        self.handover.restore(list(self._trainables().values()), timers)
         batch = rollout.to_token_batch(self.pad_multiple)
         mask = batch.loss_mask
         with timers("logprob"):
@@ -386,71 +342,11 @@ class Trainer:
         responses = schedules.batch_at(rollout_step, **self.batch_ramp)
         return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
 
-    # -- sync: the weights to the engines, and --offload-train around it ------------------------
-    # A rollout step: [trainer offloaded] generate -> engines release (rank 0) -> restore
-    # trainer (every rank) -> log-probs, values, training -> park training state (grads freed,
-    # optimizer states, reference, critic), empty_cache, barrier -> engines resume and take the
-    # weights (the sync reads them on every rank) -> park the actor's weights, empty_cache.
-    def _sync_to_engines(self, timers: StageTimers) -> None:
-        """The weight sync; with --offload-train the engines resume only once every rank has
-        parked its training state, and the actor's weights are parked after it.
-        perf/offload_freed_bytes: what rank 0 released (torch.cuda.memory_allocated before -
-        after on GPU, the storage bytes on CPU); perf/offload_s: offload and restore."""
-        freed = 0
-        if self.offloading:
-            with timers("offload"):
-                freed += self.actor.offload_training_state()
-                if self.critic is not None:  # not synced: all of it goes now
-                    freed += self.critic.offload_training_state() + self.critic.offload_weights()
-                self._free_cached_blocks(barrier=True)
-        with timers("weight_sync"):
-            self._sync_weights()
-        if self.offloading:
-            with timers("offload"):
-                freed += self.actor.offload_weights()
-                self._free_cached_blocks(barrier=False)
-            self.trainer_offloaded = True
-            self.sync_metrics["perf/offload_freed_bytes"] = freed
-
-    def _sync_weights(self) -> None:
-        engine = self.rollout_side.engine if self.rollout_side is not None else None
-        self.sync_metrics.update(self.weight_sync.sync(self.actor, engine, self._engines_resume))
-
-    def _engines_resume(self) -> None:
-        """Rank 0: the engines retake their memory right before they take the weights."""
-        if self.rollout_side is not None:
-            self.rollout_side.resume_engines()
-
-    def _free_cached_blocks(self, barrier: bool) -> None:
-        """Hand this rank's freed blocks back to the driver; with barrier, wait for every rank
-        (rank 0 resumes the engines after it, into all GPUs' freed memory)."""
-        self.backend.free_cached_memory()
-        if barrier:
-            self.backend.wait_for_rank_0()
-
-    def _restore_trainer(self, timers: StageTimers) -> None:
-        """Every rank takes its offloaded memory back; rank 0 released the engines before it
-        broadcast the rollout, so no rank gets here before the engines' memory is free."""
-        if not self.trainer_offloaded:
-            return
-        with timers("offload"):
-            for part in self._trainables().values():
-                part.restore_offloaded()
-        self.trainer_offloaded = False
-
-    def _reclaim_gpus_from_engines(self) -> None:
-        """Outside a rollout step (a checkpoint): rank 0 releases the engines, then every rank
-        restores the trainer."""
-        if self.rollout_side is not None:
-            self.rollout_side.release_engines()
-        self.backend.wait_for_rank_0()
-        self._restore_trainer(StageTimers())
-
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> None:
         cfg = self.cfg
         timers = StageTimers()
-        self.run_log = run_log = RunLog(cfg, self.logger, self.run_dir, self.resume_state)
+        self.run_log = run_log = RunLog(cfg.target, self.logger, self.run_dir, self.resume_state)
         first_step = run_log.first_step
         self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
         progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
@@ -510,7 +406,7 @@ class Trainer:
         records[-1]["perf/overhead_s"] = (
             records[-1]["time"] - run_log.last_record_time - sum(stage_times.values())
         )
-        records[-1].update(self.sync_metrics)
+        records[-1].update(self.handover.metrics)
         if rollout_step == run_log.first_step:
             records[0]["perf/setup_s"] = self.setup_s
         eval_s = 0.0
@@ -569,14 +465,15 @@ class Trainer:
         if self.rank == 0:
             assert self.rollout_side is not None, "rank 0 built the rollout side in __init__"
             loop_state = {**self.run_log.state_dict(), "task": self.rollout_side.task.state_dict()}
-        reclaimed = self.trainer_offloaded  # the checkpoint reads weights and optimizer states
+        # the checkpoint reads weights and optimizer states
+        reclaimed = self.handover.trainer_offloaded
         if reclaimed:
-            self._reclaim_gpus_from_engines()
+            self.handover.reclaim(list(self._trainables().values()))
         path = self.backend.save_checkpoint(save_dir, rollout_step, loop_state)
         if self.rank == 0:
             print(f"hyrl: checkpoint {path} written", flush=True)
         if reclaimed:  # the engines get the (unchanged) weights back
-            self._sync_to_engines(StageTimers())
+            self._sync()
         return time.perf_counter() - began
 
     def close(self) -> None:

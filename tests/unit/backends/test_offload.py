@@ -158,41 +158,38 @@ class _OneRank:
 def test_trainer_parks_training_state_before_the_engines_resume_and_weights_after_the_sync(
     distributed,
 ):
-    """The colocated sequence of hyrl.trainer.Trainer on one rank (the engine faked): at the sync
-    the grads and Adam states are gone and the weights are there; after it nothing is left on
-    the device until the engines have released their memory again."""
+    """The colocated sequence of the loop (hyrl.handover.EngineHandover) on one rank, the
+    engine and the weight transfer faked: at the sync the grads and Adam states are gone and
+    the weights are there; after it nothing is left on the device until the engines have
+    released their memory again."""
     from types import SimpleNamespace
 
+    from hyrl.handover import EngineHandover
     from hyrl.metrics.timers import StageTimers
     from hyrl.rollout.side import RolloutSide
-    from hyrl.trainer import Trainer
 
     torch.manual_seed(0)
     actor = _actor(bf16=False)
     batch = _batch(actor, seed=1)
     actor.train_step(batch, batch.num_response_tokens, lr=1e-3)
     events = []
-    trainer = Trainer.__new__(Trainer)  # only what the colocated sequence reads
-    trainer.cfg = SimpleNamespace(colocate=True)
-    trainer.actor, trainer.critic, trainer.rank, trainer.world_size = actor, None, 0, 1
-    trainer.backend = _OneRank()
-    trainer.rollout_side = RolloutSide.__new__(RolloutSide)  # rank 0's engines, faked
-    trainer.rollout_side.cfg = trainer.cfg
-    side = trainer.rollout_side
+    side = RolloutSide.__new__(RolloutSide)  # rank 0's engines, faked
+    side.cfg = SimpleNamespace(colocate=True)
     side.engine, side.engines_released = _FakeEngine(events), True
-    trainer.offloading, trainer.trainer_offloaded, trainer.sync_metrics = True, False, {}
 
-    def sync_weights():  # what the real one does first on rank 0, then it reads the weights
-        trainer._engines_resume()
-        events.append(
-            {
-                "grads": sum(g.untyped_storage().nbytes() for g in _grad_buffers(actor)),
-                "adam": sum(t.untyped_storage().nbytes() for t in _adam_states(actor)),
-                "weights": sum(p.untyped_storage().nbytes() for p in actor.model.parameters()),
-            }
-        )
+    class _Transfer:  # what the real WeightSync does first on rank 0, then it reads the weights
+        def sync(self, synced_actor, engine, resume_engines):
+            resume_engines()
+            events.append(
+                {
+                    "grads": sum(g.untyped_storage().nbytes() for g in _grad_buffers(actor)),
+                    "adam": sum(t.untyped_storage().nbytes() for t in _adam_states(actor)),
+                    "weights": sum(p.untyped_storage().nbytes() for p in actor.model.parameters()),
+                }
+            )
+            return {}
 
-    trainer._sync_weights = sync_weights
+    handover = EngineHandover(_OneRank(), side, _Transfer(), offloading=True)
     numel = sum(p.numel() for p in actor.model.parameters())
     resident = (
         sum(g.numel() * g.element_size() for g in _grad_buffers(actor))
@@ -203,19 +200,19 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
     before = _snapshot(actor)
 
     timers = StageTimers()
-    trainer._sync_to_engines(timers)
+    handover.sync(actor, None, timers)
     assert events == ["engines resume", {"grads": 0, "adam": 0, "weights": numel * 4}]
     assert all(p.untyped_storage().nbytes() == 0 for p in actor.model.parameters())
-    assert trainer.sync_metrics["perf/offload_freed_bytes"] == resident
-    assert trainer.trainer_offloaded and set(timers.pop()) == {
+    assert handover.metrics["perf/offload_freed_bytes"] == resident
+    assert handover.trainer_offloaded and set(timers.pop()) == {
         "perf/offload_s",
         "perf/weight_sync_s",
     }
 
-    trainer._reclaim_gpus_from_engines()  # what a checkpoint does: engines first, then the trainer
-    assert events[-1] == "engines release" and not trainer.trainer_offloaded
+    handover.reclaim([actor])  # what a checkpoint does: engines first, then the trainer
+    assert events[-1] == "engines release" and not handover.trainer_offloaded
     after = _snapshot(actor)
     for part in before:
         assert _bitwise_equal(after[part], before[part]), part
-    trainer._restore_trainer(StageTimers())  # nothing offloaded: nothing to do
+    handover.restore([actor], StageTimers())  # nothing offloaded: nothing to do
     assert _bitwise_equal(_snapshot(actor)["adam"], before["adam"])

@@ -1,0 +1,87 @@
+"""After the actor's optimizer steps: the weights to the engines and, with --offload-train, the
+trainer's GPU memory handed to the colocated engines while they generate and taken back after.
+
+A rollout step under --offload-train: [trainer offloaded] generate -> engines release (rank 0)
+-> `restore` (every rank) -> log-probs, values, training -> `sync`: park the training state
+(grads freed, optimizer states, reference, critic), empty_cache, barrier -> engines resume and
+take the weights (the sync reads them on every rank) -> park the actor's weights, empty_cache.
+"""
+
+from __future__ import annotations
+
+from hyrl.backends.base import TrainBackend, TrainedActor, TrainedCritic, TrainedModel
+from hyrl.metrics.timers import StageTimers
+from hyrl.rollout.side import RolloutSide
+from hyrl.rollout.weight_update import WeightSync
+
+
+class EngineHandover:
+    """The weight sync and the GPU memory around it, on one rank. `metrics`: the latest sync's
+    account (the engine's own, perf/offload_freed_bytes), for the next record."""
+
+    def __init__(
+        self,
+        backend: TrainBackend,
+        rollout_side: RolloutSide | None,
+        weight_sync: WeightSync,
+        offloading: bool,
+    ):
+        self.backend, self.rollout_side = backend, rollout_side  # rollout_side: rank 0's
+        self.weight_sync, self.offloading = weight_sync, offloading
+        self.trainer_offloaded = False
+        self.metrics: dict = {}
+
+    def sync(self, actor: TrainedActor, critic: TrainedCritic | None, timers: StageTimers) -> None:
+        """The weight sync; with --offload-train the engines resume only once every rank has
+        parked its training state, and the actor's weights are parked after it.
+        perf/offload_freed_bytes: what rank 0 released (torch.cuda.memory_allocated before -
+        after on GPU, the storage bytes on CPU); perf/offload_s: offload and restore."""
+        freed = 0
+        if self.offloading:
+            with timers("offload"):
+                freed += actor.offload_training_state()
+                if critic is not None:  # not synced: all of it goes now
+                    freed += critic.offload_training_state() + critic.offload_weights()
+                self._free_cached_blocks(barrier=True)
+        with timers("weight_sync"):
+            self._sync_weights(actor)
+        if self.offloading:
+            with timers("offload"):
+                freed += actor.offload_weights()
+                self._free_cached_blocks(barrier=False)
+            self.trainer_offloaded = True
+            self.metrics["perf/offload_freed_bytes"] = freed
+
+    def restore(self, trainables: list[TrainedModel], timers: StageTimers) -> None:
+        """Every rank takes its offloaded memory back; rank 0 released the engines before it
+        broadcast the rollout, so no rank gets here before the engines' memory is free."""
+        if not self.trainer_offloaded:
+            return
+        with timers("offload"):
+            for part in trainables:
+                part.restore_offloaded()
+        self.trainer_offloaded = False
+
+    def reclaim(self, trainables: list[TrainedModel]) -> None:
+        """Outside a rollout step (a checkpoint): rank 0 releases the engines, then every rank
+        restores the trainer."""
+        if self.rollout_side is not None:
+            self.rollout_side.release_engines()
+        self.backend.wait_for_rank_0()
+        self.restore(trainables, StageTimers())
+
+    def _sync_weights(self, actor: TrainedActor) -> None:
+        engine = self.rollout_side.engine if self.rollout_side is not None else None
+        self.metrics.update(self.weight_sync.sync(actor, engine, self._engines_resume))
+
+    def _engines_resume(self) -> None:
+        """Rank 0: the engines retake their memory right before they take the weights."""
+        if self.rollout_side is not None:
+            self.rollout_side.resume_engines()
+
+    def _free_cached_blocks(self, barrier: bool) -> None:
+        """Hand this rank's freed blocks back to the driver; with barrier, wait for every rank
+        (rank 0 resumes the engines after it, into all GPUs' freed memory)."""
+        self.backend.free_cached_memory()
+        if barrier:
+            self.backend.wait_for_rank_0()
