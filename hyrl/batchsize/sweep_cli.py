@@ -98,18 +98,7 @@ def main(argv: list[str]) -> int:
     if args.dry_run:
         return _dry_run(args, extra)
     try:
-        sweep = run_sweep(
-            args.recipe,
-            args.out,
-            batch_mults=args.batch_mults,
-            lr_rule=args.lr_rule,
-            fixed_lr_control=args.fixed_lr_control,
-            seeds=args.seeds,
-            max_samples=args.max_samples,
-            max_parallel=args.max_parallel,
-            extra_args=extra,
-            show_progress=not args.no_progress,
-        )
+        sweep = run_sweep(**_sweep_arguments(args, extra), show_progress=not args.no_progress)
     except SweepError as err:
         print(f"hyrl sweep: error: {err}", file=sys.stderr)
         return 2
@@ -124,20 +113,25 @@ def main(argv: list[str]) -> int:
     return 1 if failed_members(sweep) else 0
 
 
+def _sweep_arguments(args: argparse.Namespace, extra: list[str]) -> dict:
+    """The command line as the arguments of check_sweep and run_sweep (the same for both)."""
+    return {
+        "recipe": args.recipe,
+        "out_dir": args.out,
+        "batch_mults": args.batch_mults,
+        "lr_rule": args.lr_rule,
+        "fixed_lr_control": args.fixed_lr_control,
+        "seeds": args.seeds,
+        "max_samples": args.max_samples,
+        "max_parallel": args.max_parallel,
+        "extra_args": extra,
+    }
+
+
 def _dry_run(args: argparse.Namespace, extra: list[str]) -> int:
     """The checks of a real sweep (same arguments, same messages), then the plan on stdout."""
     try:
-        checked = check_sweep(
-            args.recipe,
-            args.out,
-            batch_mults=args.batch_mults,
-            lr_rule=args.lr_rule,
-            fixed_lr_control=args.fixed_lr_control,
-            seeds=args.seeds,
-            max_samples=args.max_samples,
-            max_parallel=args.max_parallel,
-            extra_args=extra,
-        )
+        checked = check_sweep(**_sweep_arguments(args, extra))
     except SweepError as err:
         print(f"hyrl sweep: error: {err}", file=sys.stderr)
         return 2
