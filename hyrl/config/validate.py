@@ -817,6 +817,7 @@ RESUME_MAY_CHANGE = (
     "sequence_parallel",
     "overlap_grad_reduce",
     "ddp_bucket_size",
+    "offload_train",  # where memory sits between steps: the state restored is the same
     "world_size",
     "data_parallel_size",
     "run_dir",

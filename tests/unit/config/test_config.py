@@ -1739,6 +1739,18 @@ def test_distributed_timeout_defaults_to_megatrons_ten_minutes_and_must_be_posit
         assert "minutes > 0" in str(err)
 
 
+def test_offload_train_may_change_on_resume(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    colocated = ("--rollout-engine", "sglang", "--colocate")
+    _a_run_in(run, *colocated, "--num-steps", "3")  # offloaded (on by default with --colocate)
+    resumed = ["--run-dir", str(run), "--load", str(tmp_path / "ckpt"), *colocated]
+    validate(parse_args([*resumed, "--num-steps", "3", "--no-offload-train"]), 1)
+    # a flag outside RESUME_MAY_CHANGE still counts
+    err = assert_rejected(parse_args([*resumed, "--lr", "2e-4"]), "--run-dir", str(run))
+    assert "--lr: 0.0003 in config.json, 0.0002 now" in str(err)
+
+
 def test_distributed_timeout_may_change_on_resume(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
