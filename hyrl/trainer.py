@@ -132,7 +132,7 @@ class Trainer:
 
     def _sync(self, timers: StageTimers | None = None) -> None:
         """The weights to the engines (and --offload-train around it: hyrl.handover)."""
-        self.handover.sync(self.actor, self.critic, timers or StageTimers())
+        self.handover.sync(self.actor, self.critic, StageTimers() if timers is None else timers)
 
     # -- one rollout step ---------------------------------------------------------------------
     def rollout_step(self, rollout_step: int, timers: StageTimers) -> tuple[dict, dict]:
