@@ -51,5 +51,5 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m hyrl.train FLAGS (what launch/*.sh run on every rank)
+if __name__ == "__main__":  # python -m hyrl.train FLAGS, the same as python -m hyrl train
     sys.exit(main(sys.argv[1:]))
