@@ -1,4 +1,5 @@
-"""Samples-to-target and time-to-target accounting, and the run's summary.json.
+"""Samples-to-target and time-to-target accounting, and what the run's summary.json holds
+(hyrl.metrics.run_dir writes it).
 
 T = S / R (DESIGN.md): S = cumulative responses consumed before the metric first reaches the
 target, R = end-to-end responses per second of the whole loop. Both are measured here.
@@ -7,8 +8,6 @@ target, R = end-to-end responses per second of the whole loop. Both are measured
 from __future__ import annotations
 
 import math
-
-from hyrl.metrics.run_dir import write_summary  # noqa: F401  (the trainer writes it from here)
 
 # Metric namespaces a training run's --target may name (what the trainer logs).
 TARGET_PREFIXES = ("eval/", "train/")

@@ -3,7 +3,8 @@
 import json
 import math
 
-from hyrl.metrics.target import RunTotals, TargetTracker, summary, write_summary
+from hyrl.metrics.run_dir import write_summary
+from hyrl.metrics.target import RunTotals, TargetTracker, summary
 
 
 def test_tracker_keeps_the_first_record_that_reaches_the_target():
