@@ -20,18 +20,9 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python}"
-DRY_RUN=0
-OUT=""
-for arg in "$@"; do
-  if [[ "$arg" == "--dry-run" ]]; then
-    DRY_RUN=1
-  elif [[ -z "$OUT" ]]; then
-    OUT="$arg"
-  else
-    echo "sweep_grpo.sh: OUT_DIR given twice ($OUT, $arg); allowed: [OUT_DIR] [--dry-run]" >&2
-    exit 2
-  fi
-done
+# shellcheck source=launch/sweep_args.sh
+source "$HERE/../../launch/sweep_args.sh"
+parse_sweep_args "$@"
 OUT="${OUT:-runs/sweep-qwen3-30b-a3b-grpo-$(date +%Y%m%d-%H%M%S)}"
 TARGET="${TARGET:-eval/heldout/accuracy=0.77}"
 MAX_SAMPLES="${MAX_SAMPLES:-1000000}"   # responses per member

@@ -15,18 +15,9 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python}"
-DRY_RUN=0
-OUT=""
-for arg in "$@"; do
-  if [[ "$arg" == "--dry-run" ]]; then
-    DRY_RUN=1
-  elif [[ -z "$OUT" ]]; then
-    OUT="$arg"
-  else
-    echo "sweep_grpo.sh: OUT_DIR given twice ($OUT, $arg); allowed: [OUT_DIR] [--dry-run]" >&2
-    exit 2
-  fi
-done
+# shellcheck source=launch/sweep_args.sh
+source "$HERE/../../launch/sweep_args.sh"
+parse_sweep_args "$@"
 OUT="${OUT:-runs/sweep-tiny-grpo-$(date +%Y%m%d-%H%M%S)}"
 TARGET="eval/accuracy=0.9"
 
