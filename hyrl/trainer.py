@@ -4,7 +4,8 @@ the task, the rewards). hyrl.train.main validates the flags and calls `train` he
 One rollout step (`Trainer.rollout_step`):
   prepare  prompts -> responses (engine) -> rewards -> old log-probs -> advantages
   critic   (PPO) its optimizer steps on the rollout
-  actor    optimizer steps (global batch B each, split over DP ranks and micro-batches)
+  actor    optimizer steps (global batch B each, split over DP ranks and micro-batches); when
+           exactly on-policy the old log-probs are the update's own forward pass instead
   sync     the new weights to the engines
   log      one record per actor optimizer step
 The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
@@ -29,6 +30,7 @@ from hyrl.config import (
     batch_ramp_unit,
     engine_returns_routing,
     offloads_train,
+    old_log_probs_from_update,
 )
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.handover import EngineHandover
@@ -67,6 +69,7 @@ class Trainer:
         )
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
         self.advantage_settings = AdvantageSettings.from_flags(cfg)
+        self.old_log_probs_from_update = old_log_probs_from_update(cfg)
         self.batch_ramp = None
         if cfg.batch_ramp:
             start_b, end_b, ramp_steps = schedules.parse_batch_ramp(cfg.batch_ramp)
@@ -141,15 +144,19 @@ class Trainer:
         rollout gets one too. The rollout's own metrics go on the first."""
         cfg = self.cfg
         prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
-        batch, rollout_metrics = self._prepare(timers, prompts_per_step, responses_per_step)
+        trains_actor = rollout_step > cfg.num_critic_only_steps
+        on_policy = trains_actor and self.old_log_probs_from_update  # no separate pass
+        batch, rollout_metrics = self._prepare(
+            timers, prompts_per_step, responses_per_step, on_policy
+        )
         rollout_metrics["batch/prompts_per_step"] = prompts_per_step
         rollout_metrics["batch/responses_per_step"] = responses_per_step
         if self.critic is not None:
             with timers("critic_train"):
                 rollout_metrics.update(self._critic_updates(batch))
-        trains_actor = rollout_step > cfg.num_critic_only_steps
         if trains_actor:
-            records = self._actor_updates(batch, timers, responses_per_step)
+            records, old_metrics = self._actor_updates(batch, timers, responses_per_step, on_policy)
+            rollout_metrics.update(old_metrics)
         else:
             records = [
                 {
@@ -165,18 +172,21 @@ class Trainer:
         return rollout_metrics, records[-1]
 
     def _prepare(
-        self, timers: StageTimers, prompts_per_step: int, responses_per_step: int
+        self, timers: StageTimers, prompts_per_step: int, responses_per_step: int, on_policy: bool
     ) -> tuple[TokenBatch, dict]:
-        """The rollout packed; old/reference log-probs, values, advantages for every row."""
+        """The rollout packed; old/reference log-probs, values, advantages for every row. On
+        policy the old log-probs (and their metrics) come with the actor's update instead."""
         rollout = self._rollout(timers, prompts_per_step, responses_per_step)
         # the engines released their memory in _rollout
         self.handover.restore(list(self._trainables().values()), timers)
         batch = rollout.to_token_batch(self.pad_multiple)
         mask = batch.loss_mask
+        metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
         with timers("logprob"):
-            batch.old_log_probs, entropy = all_rows(
-                self.actor.log_probs, batch, self.rows, self.backend
-            )
+            if not on_policy:
+                batch.old_log_probs, entropy = all_rows(
+                    self.actor.log_probs, batch, self.rows, self.backend
+                )
             if self.actor.ref_model is not None:
                 batch.ref_log_probs = all_rows(
                     lambda b: self.actor.log_probs(b, reference=True)[0],
@@ -184,9 +194,8 @@ class Trainer:
                     self.rows,
                     self.backend,
                 )
-        metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
-        metrics["train/entropy"] = float((entropy * mask).sum() / mask.sum().clamp(min=1))
-        metrics.update(self._mismatch(batch))
+        if not on_policy:
+            metrics.update(self._old_log_prob_metrics(batch, entropy))
         values = None
         if self.advantage_settings.needs_values:
             critic = self.critic
@@ -225,16 +234,28 @@ class Trainer:
         )
         return rollout
 
-    def _mismatch(self, batch: TokenBatch) -> dict:
-        """mismatch/* metrics of the trainer's old log-probs against the engine's, and the
-        importance weights of --use-tis / --use-mis (set on batch.pg_weights)."""
-        cfg = self.cfg
-        assert batch.old_log_probs is not None, "_prepare computed them before"
+    def _old_log_prob_metrics(self, batch: TokenBatch, entropy) -> dict:
+        """train/entropy and the mismatch/* metrics of the trainer's old log-probs against the
+        engine's; sets batch.pg_weights, the importance weights of --use-tis / --use-mis."""
+        assert batch.old_log_probs is not None, "the log-prob pass or the update computed them"
         assert batch.rollout_log_probs is not None, "a RolloutBatch carries the engine's"
-        metrics, batch.pg_weights = mismatch.corrections(
-            batch.old_log_probs,
-            batch.rollout_log_probs,
-            batch.loss_mask,
+        mask = batch.loss_mask
+        metrics = {"train/entropy": float((entropy * mask).sum() / mask.sum().clamp(min=1))}
+        mismatch_metrics, batch.pg_weights = self._corrections(
+            batch.old_log_probs, batch.rollout_log_probs, mask
+        )
+        metrics.update(mismatch_metrics)
+        if engine_returns_routing(self.cfg):  # collective
+            metrics.update(self.actor.routing_metrics())
+        return metrics
+
+    def _corrections(self, train_log_probs, rollout_log_probs, mask):
+        """(mismatch/* metrics, --use-tis / --use-mis weights or None) of these rows."""
+        cfg = self.cfg
+        return mismatch.corrections(
+            train_log_probs,
+            rollout_log_probs,
+            mask,
             use_tis=cfg.use_tis,
             tis_clip=cfg.tis_clip,
             use_mis=cfg.use_mis,
@@ -242,9 +263,6 @@ class Trainer:
             mis_high=cfg.mis_high,
             mis_level=cfg.mis_level,
         )
-        if engine_returns_routing(cfg):  # collective
-            metrics.update(self.actor.routing_metrics())
-        return metrics
 
     def _critic_updates(self, batch: TokenBatch) -> dict:
         """Every critic optimizer step of this rollout; their statistics averaged."""
@@ -287,14 +305,17 @@ class Trainer:
         return averaged
 
     def _actor_updates(
-        self, batch: TokenBatch, timers: StageTimers, responses_per_step: int
-    ) -> list[dict]:
+        self, batch: TokenBatch, timers: StageTimers, responses_per_step: int, on_policy: bool
+    ) -> tuple[list[dict], dict]:
         """The actor's optimizer steps of this rollout, a record each; samples counts the
-        responses the updates consumed (a skipped one consumes none)."""
-        records = []
+        responses the updates consumed (a skipped one consumes none). On policy (one step) the
+        update gives the old log-probs too: their metrics come back second ({} otherwise)."""
+        records, old_metrics = [], {}
         for k in range(self.cfg.optimizer_steps_per_rollout):
             with timers("actor_train"):
-                metrics = self._actor_update(batch, k, responses_per_step)
+                metrics, entropy = self._actor_update(batch, k, responses_per_step, on_policy)
+            if entropy is not None:
+                old_metrics = self._old_log_prob_metrics(batch, entropy)
             if not metrics["actor/skipped"]:
                 self.run_log.samples += responses_per_step
             metrics["train/loss"] = metrics["actor/loss"]
@@ -307,9 +328,13 @@ class Trainer:
                     "train/skipped_steps": self._skipped_steps(),
                 }
             )
-        return records
+        return records, old_metrics
 
-    def _actor_update(self, batch: TokenBatch, k: int, responses_per_step: int) -> dict:
+    def _actor_update(
+        self, batch: TokenBatch, k: int, responses_per_step: int, on_policy: bool
+    ) -> tuple[dict, object]:
+        """Optimizer step k of the rollout: (its metrics, None), or on policy (metrics, every
+        row's entropy) with batch.old_log_probs set from the update's forward pass."""
         cfg = self.cfg
         peak_lr = cfg.lr
         assert peak_lr is not None, "resolve filled --lr"
@@ -327,11 +352,22 @@ class Trainer:
             total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout,
         )
         global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
-        return self.actor.train_step(
-            batch.select(self.rows.of_step(k, responses_per_step)),
-            batch.loss_mask[global_rows].sum().item(),
+        local_batch = batch.select(self.rows.of_step(k, responses_per_step))
+        total_tokens = batch.loss_mask[global_rows].sum().item()
+        if not on_policy:
+            return self.actor.train_step(local_batch, total_tokens, lr), None
+        weigh = cfg.use_tis or cfg.use_mis
+        metrics, local_old = self.actor.train_step_on_policy(
+            local_batch,
+            total_tokens,
             lr,
+            (lambda old, rollout, mask: self._corrections(old, rollout, mask)[1])
+            if weigh
+            else None,
         )
+        # one step per rollout: the step's rows are the rollout's, each DP rank's share
+        batch.old_log_probs, entropy = self.backend.gather_rows(local_old)
+        return metrics, entropy
 
     def _batch_sizes(self, rollout_step: int) -> tuple[int, int]:
         """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp)."""

@@ -28,9 +28,9 @@ and made steps 10x slower and erratic; one thread each keeps the comparison stea
 Known differences that TRL does not let us configure away:
   - group std: TRL divides by the unbiased std (n-1) + 1e-4, hyrl by the population std (n)
     + 1e-6, so at G=8 TRL's advantages are sqrt(7/8) = 0.935x hyrl's;
-  - TRL skips the old-log-prob forward pass when rollouts are on-policy (one optimizer step per
-    rollout): it uses the current log-probs detached, ratio 1; hyrl recomputes them
-    (perf/logprob_s). Same gradient, less work for TRL;
+  - both skip the old-log-prob forward pass when rollouts are on-policy (one optimizer step per
+    rollout): the update's own log-probs, detached, ratio 1 (hyrl: unless
+    --recompute-old-log-probs; before that, hyrl ran the pass: perf/logprob_s);
   - the numerics of the two models differ (Megatron's MoE layers vs transformers'), so equal
     seeds give different trajectories; compare over seeds;
   - TRL's reward function sees completion_ids truncated after the first eos, so "ended with eos"

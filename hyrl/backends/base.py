@@ -48,6 +48,19 @@ class TrainedActor(TrainedModel, Protocol):
         """Per-token log-probs and entropies [n, L] of the policy (or the reference)."""
         ...
 
+    def train_step_on_policy(
+        self,
+        batch: TokenBatch,
+        total_tokens: float,
+        lr: float,
+        pg_weights_of: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor | None]
+        | None = None,
+    ) -> tuple[dict[str, float], tuple[torch.Tensor, torch.Tensor]]:
+        """train_step on an exactly on-policy batch whose old log-probs are the step's own first
+        forward pass (detached); pg_weights_of(old, rollout, mask) gives the importance weights.
+        Returns (metrics, (old log-probs, entropies) [n, L] of this rank's rows) (collective)."""
+        ...
+
     def routing_metrics(self) -> dict[str, float]:
         """routing/* of the latest log-prob pass against the engine's routing (collective)."""
         ...

@@ -28,6 +28,7 @@ from hyrl.config.fields import (
     RunConfig,
     engine_returns_routing,
     offloads_train,
+    old_log_probs_from_update,
 )
 from hyrl.config.parser import (
     EXCLUSIVE_FLAGS,
@@ -70,6 +71,7 @@ __all__ = [
     "flag_name",
     "load",
     "offloads_train",
+    "old_log_probs_from_update",
     "parse_args",
     "parse_target",
     "resolve",

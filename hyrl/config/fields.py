@@ -419,6 +419,13 @@ class RunConfig:
     num_steps_per_rollout: int | None = _opt(
         None, "actor optimizer steps per rollout (steps); when given, B = P x G / this", "algorithm"
     )
+    recompute_old_log_probs: bool = _opt(
+        False,
+        "run the separate old-log-prob pass also when the batch is exactly on-policy (one actor "
+        "optimizer step per rollout, no --kl-coef reward penalty); by default the old log-probs "
+        "are then the update's own first forward pass, detached: the same weights (on/off)",
+        "algorithm",
+    )
 
     # --- critic (PPO) --------------------------------------------------------------------
     critic_global_batch_size: int | None = _opt(
@@ -701,6 +708,7 @@ class RunConfig:
         out["data_parallel_size"] = self.data_parallel_size(world_size)
         out["responses_per_rollout"] = self.responses_per_rollout
         out["optimizer_steps_per_rollout"] = self.optimizer_steps_per_rollout
+        out["old_log_probs_from_update"] = old_log_probs_from_update(self)
         out["lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.lr_scaling]
         if self.critic_global_batch_size is not None:
             assert self.critic_lr_scaling is not None, "resolved with the critic's batch (gae)"
@@ -865,6 +873,13 @@ def _check_types(cfg: RunConfig) -> None:
 def engine_returns_routing(c: RunConfig) -> bool:
     """Whether the engines return the experts they routed each token to."""
     return bool(c.use_routing_replay or c.measure_routing_mismatch)
+
+
+def old_log_probs_from_update(c: RunConfig) -> bool:
+    """Whether the old log-probs come from the actor update's own forward pass: exactly
+    on-policy (one optimizer step per rollout, so its first forward pass runs the weights that
+    sampled), and nothing needs them before the update (the --kl-coef reward penalty does)."""
+    return not c.recompute_old_log_probs and c.optimizer_steps_per_rollout == 1 and c.kl_coef == 0
 
 
 def offloads_train(c: RunConfig) -> bool:

@@ -70,6 +70,7 @@ class MegatronActor(MegatronTrainable):
             settings.optim,
         )
         self.replay: RoutingReplay | None = None  # the routers' hooks: replay, or only measure
+        self._records_routing = False  # an on-policy update compares the routing (see _train)
         self._routing_counts = torch.zeros(3, dtype=torch.float64)  # see routing_metrics
         if self._routing_hooks(settings):
             from hyrl.backends.megatron.routing_replay import RoutingReplay
@@ -105,10 +106,15 @@ class MegatronActor(MegatronTrainable):
         return settings.routing_replay or settings.routing_measure
 
     def _micro_batch_context(self, micro_batch: TokenBatch):
-        if not self.settings.routing_replay or micro_batch.routed_experts is None:
+        """Routing replay for the update; on policy (train_step_on_policy) it also records the
+        routing for the comparison, replaying or only measuring, as log_probs does."""
+        record = self._records_routing and self.replay is not None
+        if micro_batch.routed_experts is None or not (self.settings.routing_replay or record):
             return super()._micro_batch_context(micro_batch)
         assert self.replay is not None, "__init__ hooks the routers under --use-routing-replay"
-        return self.replay.replaying(_dense(micro_batch.routed_experts))
+        return self.replay.replaying(
+            _dense(micro_batch.routed_experts), record=record, replay=self.settings.routing_replay
+        )
 
     @torch.no_grad()
     def log_probs(
@@ -143,14 +149,46 @@ class MegatronActor(MegatronTrainable):
         total_tokens: response tokens in the whole global batch (all DP ranks), so that summed
         gradients equal the token-level mean over the global batch.
         """
-        s = self.settings
+        assert batch.old_log_probs is not None, "the loop's log-prob pass set them"
+        return self._train(batch, total_tokens, lr, on_policy=False, pg_weights_of=None)[0]
 
-        def loss_fn(mb: TokenBatch, logits: torch.Tensor):
-            log_probs, entropy = self._log_probs_of(logits, mb, with_entropy=s.entropy_coef > 0)
-            assert mb.old_log_probs is not None, "the loop's log-prob pass set them"
+    def train_step_on_policy(
+        self, batch: TokenBatch, total_tokens: float, lr: float, pg_weights_of=None
+    ) -> tuple[dict[str, float], tuple[torch.Tensor, torch.Tensor]]:
+        """train_step on an exactly on-policy batch (sampled by the current weights, one
+        optimizer step per rollout): the old log-probs are the step's own first forward pass,
+        detached (the ratio is 1 in value, its gradient the policy gradient), not a separate
+        no-grad pass over the same weights. pg_weights_of(old_log_probs, rollout_log_probs,
+        loss_mask) gives a micro-batch's --use-tis/--use-mis weights (None: none); with routing
+        replay (or only measuring) the forward records and compares the routing as log_probs
+        does. Returns (metrics, (old log-probs, entropy)): [n, L] of this rank's rows in host
+        memory, on every pipeline stage."""
+        return self._train(batch, total_tokens, lr, on_policy=True, pg_weights_of=pg_weights_of)
+
+    def _train(self, batch: TokenBatch, total_tokens: float, lr: float, on_policy, pg_weights_of):
+        s = self.settings
+        kept: list[tuple[torch.Tensor, ...]] = []  # on-policy: each micro-batch's old log-probs
+
+        def loss_fn(mb: TokenBatch, logits: torch.Tensor, rows: int):
+            log_probs, entropy = self._log_probs_of(
+                logits, mb, with_entropy=s.entropy_coef > 0 or on_policy
+            )
+            old_log_probs, pg_weights = mb.old_log_probs, mb.pg_weights
+            if on_policy:
+                assert entropy is not None, "computed with the entropy on policy"
+                old_log_probs = log_probs.detach()
+                kept.append((old_log_probs[:rows], entropy.detach()[:rows]))  # not the padding
+                if pg_weights_of is not None:
+                    assert mb.rollout_log_probs is not None, "a rollout carries the engine's"
+                    pg_weights = pg_weights_of(old_log_probs, mb.rollout_log_probs, mb.loss_mask)
+                if self.replay is not None and mb.routed_experts is not None:
+                    self._routing_counts += self.replay.comparison(
+                        _dense(mb.routed_experts), mb.loss_mask > 0
+                    )
+            assert old_log_probs is not None, "the loop's log-prob pass set them"
             return grpo_loss(
                 log_probs,
-                mb.old_log_probs,
+                old_log_probs,
                 mb.advantages,
                 mb.loss_mask,
                 eps_clip=s.eps_clip,
@@ -158,13 +196,22 @@ class MegatronActor(MegatronTrainable):
                 ref_log_probs=mb.ref_log_probs if s.kl_loss_coef > 0 else None,
                 kl_loss_coef=s.kl_loss_coef,
                 kl_loss_type=s.kl_loss_type,
-                entropy=entropy,
+                entropy=entropy if s.entropy_coef > 0 else None,
                 entropy_coef=s.entropy_coef,
                 total_tokens=total_tokens,
-                pg_weights=mb.pg_weights,
+                pg_weights=pg_weights,
             )
 
-        return self._step(self._accumulate(batch, loss_fn, total_tokens), lr)
+        self._records_routing = on_policy
+        try:
+            metrics = self._step(self._accumulate(batch, loss_fn, total_tokens), lr)
+        finally:
+            self._records_routing = False
+        if not on_policy:
+            return metrics, None
+        # the last pipeline stage ran the loss: its rows go to every stage
+        old = self._cat_padded(kept, batch.tokens.shape[1]) if kept else None
+        return metrics, self._from_last_stage(old)
 
     def routing_metrics(self) -> dict[str, float]:
         """Routing against the engine's, summed over every rank's log-prob passes since the

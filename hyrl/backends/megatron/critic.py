@@ -75,7 +75,7 @@ class MegatronCritic(MegatronTrainable):
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One critic optimizer step; batch carries returns and old_values."""
 
-        def loss_fn(mb: TokenBatch, output: torch.Tensor):
+        def loss_fn(mb: TokenBatch, output: torch.Tensor, rows: int):
             values = self._values_of(output)
             assert mb.old_values is not None and mb.returns is not None, "the loop's gae set them"
             loss, clip_frac = value_loss(

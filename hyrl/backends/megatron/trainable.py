@@ -253,8 +253,9 @@ class MegatronTrainable:
     def _accumulate(
         self, batch: TokenBatch, loss_fn, total_tokens: float
     ) -> dict[str, torch.Tensor]:
-        """Forward/backward every micro-batch; `loss_fn(micro_batch, outputs) -> (loss, stats)`
-        with outputs the model's last layer for the micro-batch (see _outputs).
+        """Forward/backward every micro-batch; `loss_fn(micro_batch, outputs, rows) -> (loss,
+        stats)` with outputs the model's last layer for the micro-batch (see _outputs) and rows
+        how many of its first rows are `batch`'s (the rest carry no loss: _micro_batches).
 
         For the gradient noise scale it also measures small-batch squared gradient norms:
         this rank's gradient before the data-parallel reduction when DP > 1, else each
@@ -269,7 +270,7 @@ class MegatronTrainable:
         dp_size = parallel_state.get_data_parallel_world_size()
         if self._pipelined():
             return self._accumulate_pipelined(batch, loss_fn, total_tokens)
-        micro_batches = [mb for mb, _ in self._micro_batches(batch)]
+        micro_batches = list(self._micro_batches(batch))
         # Dynamic micro-batches differ in size, and the estimator needs one small-batch size.
         per_micro_batch = (
             self.noise_scale is not None
@@ -280,7 +281,7 @@ class MegatronTrainable:
         include_experts = self._noise_includes_experts()
         small_sq: list[float] = []
         sums: dict[str, torch.Tensor] = {}
-        for index, micro_batch in enumerate(micro_batches):
+        for index, (micro_batch, rows) in enumerate(micro_batches):
             before = self._local_grads(clone=True) if per_micro_batch else None
             # --overlap-grad-reduce: megatron's DDP starts each bucket's reduction in the last
             # micro-batch's backward pass; no_sync keeps the earlier ones to accumulation
@@ -290,7 +291,7 @@ class MegatronTrainable:
                 nullcontext() if last else self.ddp.no_sync(),
             ):  # forward, backward
                 micro_batch = micro_batch.to(self.device)
-                loss, stats = loss_fn(micro_batch, self._outputs(self.ddp, micro_batch))
+                loss, stats = loss_fn(micro_batch, self._outputs(self.ddp, micro_batch), rows)
                 loss.backward()
             if per_micro_batch:
                 assert before is not None, "cloned above when per_micro_batch"
@@ -429,7 +430,7 @@ class MegatronTrainable:
         the stages interleave them, so at DP = 1 it measures nothing (see README)."""
 
         def on_last_stage(micro_batch, rows, output):
-            loss, stats = loss_fn(micro_batch, output)
+            loss, stats = loss_fn(micro_batch, output, rows)
             return loss, {"loss": loss.detach(), **{k: v.detach() for k, v in stats.items()}}
 
         results = self._run_pipeline(

@@ -596,6 +596,24 @@ def test_offload_train_follows_colocate_and_is_refused_without_it(cfg_of):
     assert_rejected(cfg_of("--offload-train"), "--offload-train", True)  # hf: never colocated
 
 
+def test_old_log_probs_come_from_the_update_only_when_exactly_on_policy(cfg_of):
+    from hyrl.config import old_log_probs_from_update, resolve
+
+    def old_log_probs_from_update_of(*argv):
+        return old_log_probs_from_update(resolve(cfg_of(*argv)))
+
+    batch = ("--rollout-batch-size", "4", "--n-samples-per-prompt", "2")
+    assert old_log_probs_from_update_of(*batch, "--global-batch-size", "8")  # 1 step
+    assert not old_log_probs_from_update_of(*batch, "--global-batch-size", "4")  # 2 steps
+    assert not old_log_probs_from_update_of(
+        *batch, "--global-batch-size", "8", "--recompute-old-log-probs"
+    )
+    # the reward's KL penalty needs the old log-probs before the update
+    gae = ("--advantage-estimator", "gae", "--global-batch-size", "8")
+    assert old_log_probs_from_update_of(*batch, *gae)
+    assert not old_log_probs_from_update_of(*batch, *gae, "--kl-coef", "0.1")
+
+
 def test_router_url_attaches_and_refuses_engine_flags_and_tensor_sync(cfg_of):
     sg = ("--rollout-engine", "sglang", "--sglang-router-url", "http://10.0.0.5:30000")
     layout = layout_of(cfg_of(*sg))
