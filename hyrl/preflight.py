@@ -46,6 +46,18 @@ def preflight_data(cfg: RunConfig) -> None:
         raise ConfigError(
             "--custom-rm-path", cfg.custom_rm_path, str(err), "an importable module:function"
         ) from None
+    if cfg.dynamic_sampling_filter_path is not None:
+        from hyrl.algorithms.dynamic_sampling import load_group_filter
+
+        try:
+            load_group_filter(cfg.dynamic_sampling_filter_path)
+        except (ValueError, ImportError) as err:
+            raise ConfigError(
+                "--dynamic-sampling-filter-path",
+                cfg.dynamic_sampling_filter_path,
+                str(err),
+                "an importable module:function",
+            ) from None
     if cfg.task != "prompt_data":
         return
     flag = "--tokenizer-path" if cfg.tokenizer_path else "--hf-checkpoint"

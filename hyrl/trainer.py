@@ -162,6 +162,7 @@ class Trainer:
                 {
                     "step": self.actor.optimizer_steps,
                     "samples": self.run_log.samples,
+                    "samples_generated": self.run_log.samples_generated,
                     "train/skipped_steps": self._skipped_steps(),
                 }
             ]
@@ -182,6 +183,7 @@ class Trainer:
         batch = rollout.to_token_batch(self.pad_multiple)
         mask = batch.loss_mask
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
+        self.run_log.samples_generated += rollout.responses_generated
         with timers("logprob"):
             if not on_policy:
                 batch.old_log_probs, entropy = all_rows(
@@ -323,6 +325,7 @@ class Trainer:
                 {
                     "step": self.actor.optimizer_steps,
                     "samples": self.run_log.samples,
+                    "samples_generated": self.run_log.samples_generated,
                     "time": time.perf_counter(),
                     **metrics,
                     "train/skipped_steps": self._skipped_steps(),

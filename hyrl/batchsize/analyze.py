@@ -4,11 +4,15 @@ The quantities (DESIGN.md, "The science it encodes"):
 
 - S, samples to target: cumulative responses (`samples`) at which the validation metric first
   reaches the target, linearly interpolated between the two evaluations around the crossing.
-- R, throughput: end-to-end responses per second of the whole loop = final `samples` / final
-  `elapsed_s`.
-- T, time to target: `elapsed_s` at the same crossing, interpolated the same way. T = S / R when
-  the throughput is steady, so relative to a reference T/T_ref is predicted by
-  (S/S_ref) / (R/R_ref); both the measured and the predicted ratio are reported.
+- S_generated: the same with `samples_generated`, every response decoded. They differ under
+  --dynamic-sampling, which drops groups of equal rewards and generates more (the update
+  consumes S, the engines decode S_generated); without filtering they are equal.
+- R, throughput: end-to-end responses decoded per second of the whole loop = final
+  `samples_generated` (`samples` for a run that does not log it) / final `elapsed_s`.
+- T, time to target: `elapsed_s` at the same crossing, interpolated the same way. T =
+  S_generated / R when the throughput is steady, so relative to a reference T/T_ref is
+  predicted by (S_generated/S_generated_ref) / (R/R_ref); both the measured and the predicted
+  ratio are reported.
 - Alignment: at evenly spaced levels of the metric, from the first level *clearly* above the
   reference's starting value up to the target, compare the samples the run and the reference
   needed. "Clearly above" means start + 10% of (target - start) (`CLEAR_FRACTION`). Only levels
@@ -40,6 +44,7 @@ from hyrl.batchsize.curves import (
     alignment,
     alignment_detail,
     alignment_levels,
+    generated_curve,
     metric_curve,
     samples_to_reach,
 )
@@ -103,8 +108,15 @@ def _final(run: Run) -> tuple[float | None, float | None, float | None]:
 
 
 def throughput(run: Run) -> float | None:
-    """End-to-end responses per second: final samples / final elapsed_s."""
+    """End-to-end responses per second: final samples_generated (every response decoded,
+    --dynamic-sampling's filtered ones too; samples for a run without them) / final
+    elapsed_s."""
     s, e, _ = _final(run)
+    for rec in reversed(run.records):
+        g = _num(rec.get("samples_generated"))
+        if math.isfinite(g) and math.isfinite(_num(rec.get("elapsed_s"))):
+            s, e = g, _num(rec["elapsed_s"])
+            break
     return s / e if s is not None and e else None
 
 
@@ -214,6 +226,12 @@ def analyze(
     for run in runs:
         samples, elapsed, steps, values = curves[run.name]
         S = samples_to_reach(samples, values, value, higher)
+        generated = generated_curve(run, metric)
+        S_generated = (
+            samples_to_reach(generated[0], generated[1], value, higher)
+            if generated is not None
+            else S  # a run without samples_generated decoded what it consumed
+        )
         T = samples_to_reach(elapsed, values, value, higher) if S is not None else None
         K = samples_to_reach(steps, values, value, higher) if S is not None else None
         final_samples, final_elapsed, final_step = _final(run)
@@ -242,6 +260,7 @@ def analyze(
                 "lr": run.lr,
                 "reached": S is not None,
                 "samples_to_target": S,
+                "samples_generated_to_target": S_generated,
                 "time_to_target_s": T,
                 "steps_to_target": K,
                 "throughput_responses_per_s": throughput(run),
@@ -265,7 +284,13 @@ def analyze(
             row["throughput_responses_per_s"], ref_row["throughput_responses_per_s"]
         )
         row["time_ratio"] = _ratio(row["time_to_target_s"], ref_row["time_to_target_s"])
-        row["predicted_time_ratio"] = _ratio(row["samples_ratio"], row["throughput_ratio"])
+        row["samples_generated_ratio"] = _ratio(
+            row["samples_generated_to_target"], ref_row["samples_generated_to_target"]
+        )
+        # T = S / R in one unit: responses decoded (R counts them; equal to S without filtering)
+        row["predicted_time_ratio"] = _ratio(
+            row["samples_generated_ratio"], row["throughput_ratio"]
+        )
 
     aligned_rows = [r for r in rows if r["aligned"] and r["responses_per_step"] is not None]
     critical = max(aligned_rows, key=lambda r: r["responses_per_step"], default=None)

@@ -37,6 +37,23 @@ def metric_curve(
     return samples, elapsed, steps, values
 
 
+def generated_curve(run: Run, metric: str) -> tuple[list[float], list[float]] | None:
+    """(samples_generated, values) at the records holding a finite `metric`: responses
+    decoded, filtered ones too (--dynamic-sampling); None for a run that does not log them."""
+    if not any("samples_generated" in rec for rec in run.records):
+        return None
+    generated, values = [], []
+    last = math.nan
+    for rec in run.records:
+        g = _num(rec.get("samples_generated"))
+        last = g if math.isfinite(g) else last
+        v = _num(rec.get(metric)) if metric in rec else math.nan
+        if math.isfinite(v) and math.isfinite(last):
+            generated.append(last)
+            values.append(v)
+    return generated, values
+
+
 def samples_to_reach(
     samples: Sequence[float], values: Sequence[float], level: float, higher_is_better: bool = True
 ) -> float | None:

@@ -108,6 +108,23 @@ APPLIES_ONLY_WITH = (
         _on,
     ),
     AppliesOnlyWith(
+        ("dynamic_sampling_max_rounds", "dynamic_sampling_filter_path"),
+        "--dynamic-sampling",
+        lambda c: c.dynamic_sampling,
+        "only used with --dynamic-sampling, which is off",
+        "add --dynamic-sampling, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("dynamic_sampling",),
+        "--advantage-estimator grpo",
+        lambda c: c.advantage_estimator == "grpo",
+        "drops groups of equal rewards as carrying no advantage, which holds for GRPO's group "
+        "baseline, not for PPO's values",
+        "remove it, or use --advantage-estimator grpo",
+        _on,
+    ),
+    AppliesOnlyWith(
         ("batch_ramp",),
         "--advantage-estimator grpo",
         lambda c: c.advantage_estimator == "grpo",

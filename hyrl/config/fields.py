@@ -419,6 +419,27 @@ class RunConfig:
     num_steps_per_rollout: int | None = _opt(
         None, "actor optimizer steps per rollout (steps); when given, B = P x G / this", "algorithm"
     )
+    dynamic_sampling: bool = _opt(
+        False,
+        "DAPO's dynamic sampling: drop prompt groups whose G rewards are all equal (zero "
+        "group advantage) and generate more prompts until P groups with a learning signal are "
+        "collected; GRPO only (on/off)",
+        "algorithm",
+    )
+    dynamic_sampling_max_rounds: int = _opt(
+        8,
+        "most generation rounds of P prompts per rollout step under --dynamic-sampling "
+        "(rounds); still short after them, the step fills P with filtered groups (zero "
+        "advantage: no gradient), counts them (train/dynamic_sampling_filled_groups) and says so",
+        "algorithm",
+    )
+    dynamic_sampling_filter_path: str | None = _opt(
+        None,
+        "your group filter for --dynamic-sampling as module:function, called per prompt "
+        "group as f(rewards, finish_reasons) -> bool, True keeping the group (import path); "
+        "none = keep groups whose rewards are not all equal",
+        "algorithm",
+    )
     recompute_old_log_probs: bool = _opt(
         False,
         "run the separate old-log-prob pass also when the batch is exactly on-policy (one actor "

@@ -49,6 +49,7 @@ _POSITIVE_INTS = (
     "rollout_concurrency",
     "rollout_max_response_len",
     "num_steps_per_rollout",
+    "dynamic_sampling_max_rounds",
     "critic_global_batch_size",
     "critic_micro_batch_size",
     "save_interval",
@@ -709,6 +710,15 @@ def _check_prompt_data_and_rewards(c: RunConfig) -> None:
             f"given together with --rm-type {c.rm_type}",
             "one of --rm-type and --custom-rm-path",
         )
+    if c.dynamic_sampling_filter_path is not None:
+        module, sep, function = c.dynamic_sampling_filter_path.partition(":")
+        if not (sep and module.strip() and function.strip()):
+            _fail(
+                "dynamic_sampling_filter_path",
+                c.dynamic_sampling_filter_path,
+                "not module:function",
+                "an import path like my_filters:keep_group",
+            )
     if c.custom_rm_path is not None:
         module, sep, function = c.custom_rm_path.partition(":")
         if not (sep and module.strip() and function.strip()):

@@ -28,8 +28,11 @@ class RunLog:
         self.tracker = TargetTracker(*parse_target(target)) if target else None
         self.totals = RunTotals()
         self.samples, self.first_step, elapsed_s = 0, 1, 0.0  # samples: responses consumed
+        self.samples_generated = 0  # every response decoded (--dynamic-sampling filters some)
         if resume_state is not None:  # the loop where the checkpoint left it
             self.samples, elapsed_s = resume_state["samples"], resume_state["elapsed_s"]
+            # a checkpoint from before samples_generated was counted: every rollout was kept
+            self.samples_generated = resume_state.get("samples_generated", self.samples)
             self.first_step = resume_state["rollout_step"] + 1
             self.totals.load_state_dict(resume_state["totals"])
             if self.tracker is not None and resume_state["tracker"] is not None:
@@ -54,6 +57,7 @@ class RunLog:
         """The loop's part of a checkpoint (the task's is added by its owner)."""
         return {
             "samples": self.samples,
+            "samples_generated": self.samples_generated,
             "elapsed_s": time.perf_counter() - self.start,
             "tracker": None if self.tracker is None else self.tracker.state_dict(),
             "totals": self.totals.state_dict(),

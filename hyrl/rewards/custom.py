@@ -30,13 +30,15 @@ class CustomRewardError(ValueError):
     """--custom-rm-path does not name a usable reward function."""
 
 
-def load_custom_reward(path: str) -> RewardFn:
-    """Import `module` and return its `function` from "module:function" (module may be dotted)."""
+def load_custom_reward(path: str, flag: str = FLAG, signature: str = "") -> RewardFn:
+    """Import `module` and return its `function` from "module:function" (module may be dotted);
+    errors name `flag` (--custom-rm-path, or another flag taking a function) and `signature`."""
+    signature = signature or "f(response_text, label, finish_reason) -> float"
     module_name, sep, attribute = path.partition(":")
     module_name, attribute = module_name.strip(), attribute.strip()
     if not (sep and module_name and attribute) or ":" in attribute:
         raise CustomRewardError(
-            f"{FLAG} {path!r} is not module:function "
+            f"{flag} {path!r} is not module:function "
             f"(e.g. my_rewards:score, or package.module:score)"
         )
     try:
@@ -44,7 +46,7 @@ def load_custom_reward(path: str) -> RewardFn:
     except Exception as exc:  # ImportError or whatever the module raises on import
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         raise CustomRewardError(
-            f"{FLAG} {path!r}: cannot import module {module_name!r}: {detail} "
+            f"{flag} {path!r}: cannot import module {module_name!r}: {detail} "
             f"(is its folder on PYTHONPATH?)"
         ) from exc
     fn = module
@@ -52,15 +54,14 @@ def load_custom_reward(path: str) -> RewardFn:
         if not hasattr(fn, part):
             public = sorted(n for n in dir(module) if not n.startswith("_"))
             raise CustomRewardError(
-                f"{FLAG} {path!r}: module {module_name!r} "
+                f"{flag} {path!r}: module {module_name!r} "
                 f"({getattr(module, '__file__', None)}) has no attribute "
                 f"{attribute!r}; it defines {public[:20]}"
             )
         fn = getattr(fn, part)
     if not callable(fn):
         raise CustomRewardError(
-            f"{FLAG} {path!r}: {attribute!r} is a {type(fn).__name__}, "
-            f"not callable; it must be f(response_text, label, finish_reason) "
-            f"-> float"
+            f"{flag} {path!r}: {attribute!r} is a {type(fn).__name__}, "
+            f"not callable; it must be {signature}"
         )
     return fn

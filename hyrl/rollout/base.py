@@ -9,6 +9,7 @@ from typing import Protocol
 import torch
 
 from hyrl.algorithms.batch import TokenBatch, pack
+from hyrl.algorithms.dynamic_sampling import DynamicSampling
 from hyrl.models.weight_buckets import NamedTensors
 
 
@@ -98,6 +99,8 @@ class RolloutBatch:
     # --use-routing-replay / --measure-routing-mismatch: each row's expert ids where this rank
     # works on the row, None elsewhere (set on every rank after the broadcast); None without.
     routed_experts: list | None = None
+    # --dynamic-sampling: the groups kept and what the rounds generated; None without
+    dynamic_sampling: DynamicSampling | None = None
 
     @classmethod
     def of(cls, generations: list[Generation], scored) -> RolloutBatch:
@@ -114,6 +117,15 @@ class RolloutBatch:
 
     def __len__(self) -> int:
         return len(self.prompts)
+
+    @property
+    def responses_generated(self) -> int:
+        """Every response decoded for this step (filtered ones too, --dynamic-sampling)."""
+        return (
+            len(self)
+            if self.dynamic_sampling is None
+            else self.dynamic_sampling.responses_generated
+        )
 
     def rewards_tensor(self) -> torch.Tensor:
         """The rewards as the algorithms take them: [N] float32."""
@@ -144,6 +156,7 @@ class RolloutBatch:
             "train/reward_failures": self.reward_failures,
             "train/reward_timeouts": self.reward_timeouts,
             "perf/rollout_tokens_per_s": float(lengths.sum()) / rollout_s if rollout_s > 0 else 0.0,
+            **({} if self.dynamic_sampling is None else self.dynamic_sampling.metrics()),
         }
 
 

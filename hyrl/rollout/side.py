@@ -19,6 +19,7 @@ from hyrl.rollout.base import Generation, RolloutBatch, RolloutEngine, SamplingP
 from hyrl.rollout.layout import rollout_layout
 
 if TYPE_CHECKING:
+    from hyrl.algorithms.dynamic_sampling import GroupFilter
     from hyrl.rewards.pool import RewardPool
 
 
@@ -45,6 +46,7 @@ class RolloutSide:
         self.reward_pool: RewardPool | None = None
         self.owns_ray = False
         self.engines_released = False  # --colocate: engine memory freed while the actor trains
+        self._group_filter: GroupFilter | None = None  # --dynamic-sampling's, at first use
         try:
             self._start(world_size, arch, device, run_dir)
         except BaseException:  # what did start (Ray, reward workers) stops with the run
@@ -141,16 +143,75 @@ class RolloutSide:
         --use-routing-replay, --measure-routing-mismatch) kept apart: it goes to each rank
         for its own rows only. The engines release their memory after generating."""
         cfg = self.cfg
+        if cfg.dynamic_sampling:
+            generations, scored, stats = self._dynamically_sampled(timers, prompts_per_step)
+        else:
+            generations, scored = self._round(timers, prompts_per_step)
+            stats = None
+        with timers("rollout"):
+            self.release_engines()
+        batch = RolloutBatch.of(generations, scored)
+        batch.dynamic_sampling = stats
+        return batch, self._routed_experts(generations)
+
+    def _round(self, timers: StageTimers, prompts_per_step: int):
+        """P prompts x G responses: (generations, their ScoredBatch)."""
+        cfg = self.cfg
         with timers("rollout"):
             prompts = self.task.next_batch(prompts_per_step)
             repeated = [p for p in prompts for _ in range(cfg.n_samples_per_prompt)]
             generations = self.generate([p.prompt_ids for p in repeated], self.sampling)
-            self.release_engines()
         with timers("reward"):
             scored = self.score(generations, [p.label for p in repeated])
             for error in scored.errors:  # a failed reward scores 0; the run goes on
                 print(f"hyrl: reward failure: {error}", file=sys.stderr, flush=True)
-        return RolloutBatch.of(generations, scored), self._routed_experts(generations)
+        return generations, scored
+
+    def _dynamically_sampled(self, timers: StageTimers, prompts_per_step: int):
+        """--dynamic-sampling: rounds of P prompts until P groups pass the filter (or
+        --dynamic-sampling-max-rounds run out): (the P groups' generations, their ScoredBatch,
+        the DynamicSampling account)."""
+        from hyrl.algorithms.dynamic_sampling import DynamicSampling, load_group_filter
+        from hyrl.rewards.pool import ScoredBatch
+
+        cfg = self.cfg
+        if self._group_filter is None:
+            self._group_filter = load_group_filter(cfg.dynamic_sampling_filter_path)
+        keeps_group = self._group_filter
+        g = cfg.n_samples_per_prompt
+        generations: list[Generation] = []
+        rewards: list[float] = []
+        keep: list[bool] = []
+        failures = timeouts = rounds = 0
+        while rounds < cfg.dynamic_sampling_max_rounds and sum(keep) < prompts_per_step:
+            round_generations, scored = self._round(timers, prompts_per_step)
+            rounds += 1
+            generations += round_generations
+            rewards += scored.rewards
+            failures, timeouts = failures + scored.failures, timeouts + scored.timeouts
+            round_reasons = [x.finish_reason for x in round_generations]
+            keep += [
+                bool(
+                    keeps_group(
+                        scored.rewards[i * g : (i + 1) * g], round_reasons[i * g : (i + 1) * g]
+                    )
+                )
+                for i in range(prompts_per_step)
+            ]
+        stats = DynamicSampling.of(keep, prompts_per_step, rounds, rewards)
+        if stats.filled_groups:
+            print(
+                f"hyrl: --dynamic-sampling: {sum(keep)} of {stats.generated_groups} groups in "
+                f"{rounds} rounds (--dynamic-sampling-max-rounds) had a reward signal; "
+                f"{stats.filled_groups} filtered groups fill the step's {prompts_per_step}",
+                file=sys.stderr,
+                flush=True,
+            )
+        rows = [i * g + j for i in stats.groups for j in range(g)]
+        chosen = ScoredBatch(
+            rewards=[rewards[r] for r in rows], failures=failures, timeouts=timeouts
+        )
+        return [generations[r] for r in rows], chosen, stats
 
     def generate(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list[Generation]:
         """The engine call (rollout and evaluation). HYRL_TEST_GENERATION_DELAY_S, a test

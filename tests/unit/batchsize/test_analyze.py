@@ -397,3 +397,32 @@ def test_json_result_has_no_nan(tmp_path):
     assert not any(
         isinstance(v, float) and not math.isfinite(v) for v in result["runs"][0].values()
     )
+
+
+def test_filtered_groups_count_in_throughput_and_in_samples_generated(tmp_path):
+    """--dynamic-sampling: the reference decodes what it consumes; the filtered run decodes 2x
+    what it consumes (half its groups dropped) at R = 20 decoded/s, so 10 consumed/s.
+    S (consumed) is the reference's 12032 for both; S_generated 12032 and 24064; R 10 and 20;
+    predicted T ratio = (24064 / 12032) / (20 / 10) = 1.0, and the measured one too."""
+    d = tmp_path / "sweep"
+    write_run(d / "plain", 128, 1.0, 10, 120, 10)
+    filtered = write_run(d / "filtered", 256, 2.0, 10, 60, 5)  # consumes 256/step at 10/s
+    rows = [json.loads(line) for line in (filtered / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["samples_generated"] = 2 * row["samples"]
+    # the curve against consumed samples: the same as the reference's
+    for row in rows:
+        if "eval/accuracy" in row and row["step"]:
+            row["eval/accuracy"] = 0.30 + 0.5 * row["samples"] / 12800
+    (filtered / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    runs = by_name(analyze([d], TARGET, reference="plain"))
+    plain, dyn = runs["plain"], runs["filtered"]
+    assert plain["samples_generated_to_target"] == pytest.approx(S_REF)  # none logged: = S
+    assert dyn["samples_to_target"] == pytest.approx(S_REF)
+    assert dyn["samples_generated_to_target"] == pytest.approx(2 * S_REF)
+    assert dyn["throughput_responses_per_s"] == pytest.approx(20.0)  # decoded per second
+    assert dyn["samples_ratio"] == pytest.approx(1.0)
+    assert dyn["samples_generated_ratio"] == pytest.approx(2.0)
+    assert dyn["predicted_time_ratio"] == pytest.approx(1.0)
+    assert dyn["time_ratio"] == pytest.approx(1.0)

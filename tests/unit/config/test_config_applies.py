@@ -36,6 +36,20 @@ CASES = [
     (("--tis-clip", "3"), 1, "--tis-clip", 3.0, "only used with --use-tis, which is off"),
     (("--mis-high", "3"), 1, "--mis-high", 3.0, "only used with --use-mis, which is off"),
     (
+        ("--dynamic-sampling-max-rounds", "3"),
+        1,
+        "--dynamic-sampling-max-rounds",
+        3,
+        "only used with --dynamic-sampling, which is off",
+    ),
+    (
+        ("--advantage-estimator", "gae", "--dynamic-sampling"),
+        1,
+        "--dynamic-sampling",
+        True,
+        "not for PPO's values",
+    ),
+    (
         ("--pipeline-model-parallel-size", "2", "--measure-routing-mismatch"),
         2,
         "--measure-routing-mismatch",
