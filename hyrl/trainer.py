@@ -24,6 +24,7 @@ from hyrl import schedules
 from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
+from hyrl.algorithms.losses import loss_weights
 from hyrl.backends.factory import build_backend, shutdown_backend
 from hyrl.config import (
     RunConfig,
@@ -355,6 +356,13 @@ class Trainer:
             total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout,
         )
         global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
+        assert cfg.loss_agg_mode is not None, "resolve filled --loss-agg-mode"
+        weights = loss_weights(  # --loss-agg-mode over this step's global batch; None: token-mean
+            batch.loss_mask[global_rows], cfg.loss_agg_mode, cfg.rollout_max_response_len
+        )
+        if weights is not None:
+            batch.loss_weights = batch.loss_mask.new_zeros(batch.loss_mask.shape)
+            batch.loss_weights[global_rows] = weights
         local_batch = batch.select(self.rows.of_step(k, responses_per_step))
         total_tokens = batch.loss_mask[global_rows].sum().item()
         if not on_policy:

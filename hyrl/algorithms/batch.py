@@ -26,6 +26,8 @@ class TokenBatch:
     returns:       [N, L] value targets (PPO)
     rollout_log_probs: [N, L] log pi_rollout(target), the engine's own, on response positions
     pg_weights:    [N, L] per-token weight of the policy-gradient term (--use-tis/--use-mis)
+    loss_weights:  [N, L] per-token factor of the actor's loss terms, summing over the global
+                   batch as --loss-agg-mode says (losses.loss_weights); None: token-mean
     routed_experts: RoutedExperts, the expert ids the engine routed the token at each position
                    to (--use-routing-replay), behaving as an [N, L, layers, top-k] field; its
                    `dense()` gives the int16 tensor, -1 where the engine gave none
@@ -41,6 +43,7 @@ class TokenBatch:
     returns: torch.Tensor | None = None
     rollout_log_probs: torch.Tensor | None = None
     pg_weights: torch.Tensor | None = None
+    loss_weights: torch.Tensor | None = None
     routed_experts: RoutedExperts | None = None
 
     def __len__(self) -> int:
@@ -77,6 +80,7 @@ class TokenBatch:
             self,
             loss_mask=torch.zeros_like(self.loss_mask),
             advantages=torch.zeros_like(self.advantages),
+            loss_weights=None if self.loss_weights is None else torch.zeros_like(self.loss_weights),
         )
 
     def with_rows(self, rows: int) -> TokenBatch:

@@ -108,6 +108,14 @@ APPLIES_ONLY_WITH = (
         _on,
     ),
     AppliesOnlyWith(
+        ("gspo_eps_clip", "gspo_eps_clip_high"),
+        "--policy-loss gspo",
+        lambda c: c.policy_loss == "gspo",
+        "only used with --policy-loss gspo (the sequence ratio's clip); it is {policy_loss}",
+        "--policy-loss gspo, or --eps-clip / --eps-clip-high for ppo",
+        _changed,
+    ),
+    AppliesOnlyWith(
         ("dynamic_sampling_max_rounds", "dynamic_sampling_filter_path"),
         "--dynamic-sampling",
         lambda c: c.dynamic_sampling,

@@ -383,9 +383,43 @@ class RunConfig:
     grpo_std_normalization: bool = _opt(
         True, "divide group-relative advantages by the group's reward std (on/off)", "algorithm"
     )
-    eps_clip: float = _opt(0.2, "PPO-style ratio clip, lower side (ratio offset)", "algorithm")
+    eps_clip: float = _opt(
+        0.2,
+        "PPO-style ratio clip, lower side (ratio offset); --policy-loss ppo (gspo clips its "
+        "sequence ratio by --gspo-eps-clip)",
+        "algorithm",
+    )
     eps_clip_high: float | None = _opt(
-        None, "ratio clip, upper side (ratio offset); 'none' = same as --eps-clip", "algorithm"
+        None,
+        "ratio clip, upper side (ratio offset); 'none' = same as --eps-clip; --policy-loss ppo",
+        "algorithm",
+    )
+    policy_loss: str = _opt(
+        "ppo",
+        "policy-gradient objective (name): ppo = PPO-clip on each token's ratio; gspo = GSPO "
+        "(Zheng et al. 2025) on each response's length-normalised sequence ratio",
+        "algorithm",
+        choices=("ppo", "gspo"),
+    )
+    gspo_eps_clip: float = _opt(
+        3e-4, "GSPO's sequence-ratio clip, lower side (ratio offset; the paper's 3e-4)", "algorithm"
+    )
+    gspo_eps_clip_high: float = _opt(
+        4e-4, "GSPO's sequence-ratio clip, upper side (ratio offset; the paper's 4e-4)", "algorithm"
+    )
+    loss_agg_mode: str | None = _opt(
+        None,
+        "how per-token terms become the actor's loss (name): token-mean over the global batch "
+        "(DAPO), seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm (token sums "
+        "over --rollout-max-response-len, Dr.GRPO's constant); none = token-mean, "
+        "seq-mean-token-mean with --policy-loss gspo (the paper's)",
+        "algorithm",
+        choices=(
+            "token-mean",
+            "seq-mean-token-mean",
+            "seq-mean-token-sum",
+            "seq-mean-token-sum-norm",
+        ),
     )
     kl_loss_coef: float = _opt(
         0.0, "weight of the KL-to-reference loss term (coefficient)", "algorithm"

@@ -74,7 +74,8 @@ def resolve(cfg: RunConfig) -> RunConfig:
     --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G.
     --lr: with --ref-lr, scaled_lr(--ref-lr, B, B0, --lr-scaling) for the resolved B, with
     --ref-global-batch-size B0 <- B when not given; else 3e-4. --eval-temperature <-
-    --rollout-temperature.
+    --rollout-temperature. --loss-agg-mode <- token-mean, seq-mean-token-mean under
+    --policy-loss gspo.
     Under --advantage-estimator gae: each --critic-* setting takes the actor's value
     (--critic-lr <- the resolved --lr, ...; the critic batch <- the resolved actor batch)
     except that --critic-ref-lr, when given, sets the critic's rate the same way from the
@@ -117,6 +118,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
     updates["lr"], updates["ref_global_batch_size"] = _resolve_rate(cfg, "", b, DEFAULT_LR)
     if cfg.eval_temperature is None:
         updates["eval_temperature"] = cfg.rollout_temperature
+    if cfg.loss_agg_mode is None:
+        updates["loss_agg_mode"] = (
+            "seq-mean-token-mean" if cfg.policy_loss == "gspo" else "token-mean"
+        )
     if cfg.task is None:
         updates["task"] = "prompt_data" if cfg.prompt_data is not None else "arith_mod10"
     if (

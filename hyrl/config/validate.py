@@ -127,6 +127,9 @@ def _check_ranges(c: RunConfig) -> None:
     # algorithm
     if not c.eps_clip > 0:
         _fail("eps_clip", c.eps_clip, "the clip range must be positive", "a number > 0")
+    for name in ("gspo_eps_clip", "gspo_eps_clip_high"):
+        if not getattr(c, name) > 0:
+            _fail(name, getattr(c, name), "the clip range must be positive", "a number > 0")
     if c.eps_clip_high is not None and not c.eps_clip_high > 0:
         _fail(
             "eps_clip_high",

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 class ActorSettings:
     optim: OptimizerSettings
     temperature: float = 1.0  # log-probs of softmax(logits / T), as the rollout sampled them
-    eps_clip: float = 0.2
+    eps_clip: float = 0.2  # the ratio's clip range: the token ratio's (ppo), the sequence's (gspo)
     eps_clip_high: float = 0.2
+    policy_loss: str = "ppo"  # or "gspo" (hyrl.algorithms.losses)
     kl_loss_coef: float = 0.0
     kl_loss_type: str = "low_var_kl"
     entropy_coef: float = 0.0
@@ -40,8 +41,13 @@ class ActorSettings:
         return cls(
             optim=OptimizerSettings.from_flags(flags),
             temperature=flags.rollout_temperature,
-            eps_clip=flags.eps_clip,
-            eps_clip_high=flags.eps_clip if flags.eps_clip_high is None else flags.eps_clip_high,
+            eps_clip=flags.gspo_eps_clip if flags.policy_loss == "gspo" else flags.eps_clip,
+            eps_clip_high=(
+                flags.gspo_eps_clip_high
+                if flags.policy_loss == "gspo"
+                else flags.resolved_eps_clip_high
+            ),
+            policy_loss=flags.policy_loss,
             kl_loss_coef=flags.kl_loss_coef,
             kl_loss_type=flags.kl_loss_type,
             entropy_coef=flags.entropy_coef,
@@ -200,6 +206,8 @@ class MegatronActor(MegatronTrainable):
                 entropy_coef=s.entropy_coef,
                 total_tokens=total_tokens,
                 pg_weights=pg_weights,
+                policy_loss_kind=s.policy_loss,
+                weights=mb.loss_weights,
             )
 
         self._records_routing = on_policy

@@ -296,7 +296,7 @@ class MegatronTrainable:
             if per_micro_batch:
                 assert before is not None, "cloned above when per_micro_batch"
                 added = {n: g - before[n] for n, g in self._local_grads().items()}
-                share = micro_batch.num_response_tokens / total_tokens
+                share = self._loss_share(micro_batch, batch, total_tokens)
                 small_sq.append(
                     grads.sharded_squared_norm(self.model, added, include_experts) / share**2
                 )
@@ -309,6 +309,25 @@ class MegatronTrainable:
         )
         return sums
 
+    def _loss_share(self, part: TokenBatch, whole: TokenBatch | None, total_tokens: float) -> float:
+        """The share of the global batch's loss `part` carries, such that its gradient divided
+        by it is the gradient of the loss taken over `part` alone (the noise scale's small
+        batch on the loss's own normalisation): its response tokens over total_tokens under
+        token-mean; under the seq-mean-* --loss-agg-modes (loss_weights set), its sequences over
+        those of the global batch, which is `whole` (DP = 1) or, with whole None, every DP
+        rank's `part` (collective over DP)."""
+        from megatron.core import parallel_state
+
+        if part.loss_weights is None:
+            return part.num_response_tokens / total_tokens
+        mine = float((part.loss_mask.sum(dim=-1) > 0).sum())  # padding rows carry no loss
+        if whole is not None:
+            return mine / float((whole.loss_mask.sum(dim=-1) > 0).sum())
+        total = torch.tensor([mine], dtype=torch.float64, device=self.device)
+        if parallel_state.get_data_parallel_world_size() > 1:
+            torch.distributed.all_reduce(total, group=parallel_state.get_data_parallel_group())
+        return mine / float(total)
+
     def _per_rank_small_batch(self, batch: TokenBatch, total_tokens: float):
         """Under DP > 1 (and the noise scale on), every DP rank's |g|^2 before the reduction,
         rescaled from its share of the global token mean to a mean over its own tokens, with
@@ -318,7 +337,7 @@ class MegatronTrainable:
         dp_size = parallel_state.get_data_parallel_world_size()
         if self.noise_scale is None or dp_size == 1:
             return None
-        share = batch.num_response_tokens / total_tokens
+        share = self._loss_share(batch, None, total_tokens)
         local = torch.tensor(
             [
                 grads.sharded_squared_norm(

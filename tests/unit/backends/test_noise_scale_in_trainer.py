@@ -20,10 +20,12 @@ def actor():
     destroy_distributed()
 
 
-def _batch(actor):
+def _batch(actor, response_len=lambda i: 1 + i % 2):
     generator = torch.Generator().manual_seed(4)
     prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(8)]
-    responses = [torch.randint(3, 15, (1 + i % 2,), generator=generator).tolist() for i in range(8)]
+    responses = [
+        torch.randint(3, 15, (response_len(i),), generator=generator).tolist() for i in range(8)
+    ]
     batch = pack(prompts, responses, torch.linspace(-1, 1, 8), pad_id=0)
     batch.old_log_probs, _ = actor.log_probs(batch)
     return batch
@@ -42,3 +44,24 @@ def test_small_batch_norms_are_each_micro_batch_gradient_as_a_mean_over_its_toke
         )
         assert small_sq[index] == pytest.approx(reference, rel=1e-5)
     assert actor.noise_scale is not None and "actor/noise_scale" in metrics
+
+
+@pytest.mark.parametrize("mode", ["seq-mean-token-mean", "seq-mean-token-sum"])
+def test_small_batch_norms_follow_the_loss_aggregation(actor, mode):
+    """Under a seq-mean --loss-agg-mode each micro-batch's gradient is rescaled by its share of
+    the sequences, not of the tokens: 4 one-token responses, then 4 of three tokens, so the
+    first micro-batch holds 1/4 of the tokens and 1/2 of the sequences. Rescaled, it equals the
+    gradient of the same loss taken over that micro-batch alone."""
+    from hyrl.algorithms.losses import loss_weights
+
+    batch = _batch(actor, response_len=lambda i: 1 if i < 4 else 3)
+    batch.loss_weights = loss_weights(batch.loss_mask, mode)
+    actor.train_step(batch, batch.num_response_tokens, lr=0.0)
+    small_sq, _ = actor._small_batch
+    for index, rows in enumerate((slice(0, 4), slice(4, 8))):
+        alone = batch.select(rows)
+        alone.loss_weights = loss_weights(alone.loss_mask, mode)
+        reference = (
+            actor.train_step(alone, alone.num_response_tokens, lr=0.0)["actor/grad_norm"] ** 2
+        )
+        assert small_sq[index] == pytest.approx(reference, rel=1e-5)

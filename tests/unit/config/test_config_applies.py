@@ -36,6 +36,13 @@ CASES = [
     (("--tis-clip", "3"), 1, "--tis-clip", 3.0, "only used with --use-tis, which is off"),
     (("--mis-high", "3"), 1, "--mis-high", 3.0, "only used with --use-mis, which is off"),
     (
+        ("--gspo-eps-clip", "1e-3"),
+        1,
+        "--gspo-eps-clip",
+        1e-3,
+        "only used with --policy-loss gspo",
+    ),
+    (
         ("--dynamic-sampling-max-rounds", "3"),
         1,
         "--dynamic-sampling-max-rounds",
@@ -146,7 +153,12 @@ def test_the_cases_cover_every_row():
             if flag[2:].replace("-", "_") in rule.fields
             and problem
             in rule.problem.format_map(
-                {"task": "arith_mod10", "flag": flag, "pipeline_model_parallel_size": 2}
+                {
+                    "task": "arith_mod10",
+                    "flag": flag,
+                    "pipeline_model_parallel_size": 2,
+                    "policy_loss": "ppo",
+                }
             )
         )
         for _, _, flag, _, problem in CASES
