@@ -20,11 +20,14 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+import torch
+
 from hyrl import schedules
 from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import loss_weights
+from hyrl.algorithms.overlong import overlong_penalty, truncated_rows
 from hyrl.backends.factory import build_backend, shutdown_backend
 from hyrl.config import (
     RunConfig,
@@ -182,8 +185,9 @@ class Trainer:
         # the engines released their memory in _rollout
         self.handover.restore(list(self._trainables().values()), timers)
         batch = rollout.to_token_batch(self.pad_multiple)
-        mask = batch.loss_mask
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
+        rewards = self._overlong(rollout, batch, metrics)
+        mask = batch.loss_mask
         self.run_log.samples_generated += rollout.responses_generated
         with timers("logprob"):
             if not on_policy:
@@ -207,7 +211,7 @@ class Trainer:
                 values = all_rows(critic.values, batch, self.rows, self.backend) * mask
         result = compute_advantages(
             self.advantage_settings,
-            rollout.rewards_tensor(),
+            rewards,
             mask,
             batch.old_log_probs,
             batch.ref_log_probs,
@@ -218,6 +222,28 @@ class Trainer:
             batch.returns, batch.old_values = result.returns, values
         metrics.update(result.metrics)
         return batch, metrics
+
+    def _overlong(self, rollout: RolloutBatch, batch: TokenBatch, metrics: dict):
+        """The rewards the advantages take: with --overlong-buffer-len, DAPO's soft penalty
+        added; --overlong-filtering masks truncated responses out of batch's loss."""
+        cfg = self.cfg
+        rewards = rollout.rewards_tensor()
+        if cfg.overlong_buffer_len is not None:
+            lengths = torch.tensor([len(r) for r in rollout.responses])
+            penalty = overlong_penalty(
+                lengths,
+                cfg.rollout_max_response_len,
+                cfg.overlong_buffer_len,
+                cfg.overlong_penalty_factor,
+            )
+            rewards = rewards + penalty.to(rewards.dtype)
+            metrics["train/overlong_penalty_mean"] = float(penalty.mean())
+            metrics["train/overlong_penalized_frac"] = float((penalty < 0).double().mean())
+        if cfg.overlong_filtering:
+            truncated = truncated_rows(rollout.finish_reasons)
+            batch.loss_mask[truncated] = 0.0
+            metrics["train/overlong_filtered_frac"] = float(truncated.double().mean())
+        return rewards
 
     def _rollout(
         self, timers: StageTimers, prompts_per_step: int, responses_per_step: int

@@ -108,6 +108,14 @@ APPLIES_ONLY_WITH = (
         _on,
     ),
     AppliesOnlyWith(
+        ("overlong_penalty_factor",),
+        "--overlong-buffer-len L",
+        lambda c: c.overlong_buffer_len is not None,
+        "only used with --overlong-buffer-len, which is not given",
+        "add --overlong-buffer-len L, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
         ("gspo_eps_clip", "gspo_eps_clip_high"),
         "--policy-loss gspo",
         lambda c: c.policy_loss == "gspo",

@@ -474,6 +474,24 @@ class RunConfig:
         "none = keep groups whose rewards are not all equal",
         "algorithm",
     )
+    overlong_buffer_len: int | None = _opt(
+        None,
+        "DAPO's soft over-long penalty: responses longer than --rollout-max-response-len - L "
+        "lose up to --overlong-penalty-factor of reward, linearly over the last L tokens "
+        "(tokens, 1..--rollout-max-response-len); none = no penalty",
+        "algorithm",
+    )
+    overlong_penalty_factor: float = _opt(
+        1.0,
+        "reward lost at the length limit under --overlong-buffer-len (reward units, > 0)",
+        "algorithm",
+    )
+    overlong_filtering: bool = _opt(
+        False,
+        "mask responses cut at --rollout-max-response-len out of the actor's loss (DAPO's "
+        "over-long filtering); their rewards still count in their group's baseline (on/off)",
+        "algorithm",
+    )
     recompute_old_log_probs: bool = _opt(
         False,
         "run the separate old-log-prob pass also when the batch is exactly on-policy (one actor "

@@ -127,6 +127,22 @@ def _check_ranges(c: RunConfig) -> None:
     # algorithm
     if not c.eps_clip > 0:
         _fail("eps_clip", c.eps_clip, "the clip range must be positive", "a number > 0")
+    if c.overlong_buffer_len is not None and not (
+        1 <= c.overlong_buffer_len <= c.rollout_max_response_len
+    ):
+        _fail(
+            "overlong_buffer_len",
+            c.overlong_buffer_len,
+            f"must fit in --rollout-max-response-len={c.rollout_max_response_len}",
+            f"an integer in [1, {c.rollout_max_response_len}], or none",
+        )
+    if not c.overlong_penalty_factor > 0:
+        _fail(
+            "overlong_penalty_factor",
+            c.overlong_penalty_factor,
+            "must be positive",
+            "a number > 0 (the reward lost at the limit)",
+        )
     for name in ("gspo_eps_clip", "gspo_eps_clip_high"):
         if not getattr(c, name) > 0:
             _fail(name, getattr(c, name), "the clip range must be positive", "a number > 0")

@@ -614,6 +614,16 @@ def test_old_log_probs_come_from_the_update_only_when_exactly_on_policy(cfg_of):
     assert not old_log_probs_from_update_of(*batch, *gae, "--kl-coef", "0.1")
 
 
+def test_an_overlong_buffer_must_fit_in_the_response_length(cfg_of):
+    flags = ("--rollout-max-response-len", "4", "--overlong-buffer-len")
+    err = assert_rejected(cfg_of(*flags, "5"), "--overlong-buffer-len", 5)
+    assert "[1, 4]" in err.allowed
+    assert_rejected(cfg_of(*flags, "0"), "--overlong-buffer-len", 0)
+    assert_rejected(
+        cfg_of(*flags, "2", "--overlong-penalty-factor", "0"), "--overlong-penalty-factor", 0.0
+    )
+
+
 def test_router_url_attaches_and_refuses_engine_flags_and_tensor_sync(cfg_of):
     sg = ("--rollout-engine", "sglang", "--sglang-router-url", "http://10.0.0.5:30000")
     layout = layout_of(cfg_of(*sg))

@@ -36,6 +36,13 @@ CASES = [
     (("--tis-clip", "3"), 1, "--tis-clip", 3.0, "only used with --use-tis, which is off"),
     (("--mis-high", "3"), 1, "--mis-high", 3.0, "only used with --use-mis, which is off"),
     (
+        ("--overlong-penalty-factor", "0.5"),
+        1,
+        "--overlong-penalty-factor",
+        0.5,
+        "only used with --overlong-buffer-len",
+    ),
+    (
         ("--gspo-eps-clip", "1e-3"),
         1,
         "--gspo-eps-clip",

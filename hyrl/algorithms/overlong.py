@@ -1,0 +1,25 @@
+"""Over-long responses (DAPO, Yu et al. 2025, arXiv 2503.14476, section 3.4): a soft penalty on
+the reward in the last L tokens before the length limit, and filtering truncated responses out
+of the loss, so that a cut-off answer is not punished (or rewarded) for its content."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def overlong_penalty(lengths: Tensor, max_len: int, buffer_len: int, factor: float = 1.0) -> Tensor:
+    """DAPO's soft over-long punishment (its eq. 13), per response of `lengths` tokens:
+        0                                    for |y| <= L_max - L_cache
+        factor x ((L_max - L_cache) - |y|) / L_cache   inside the buffer (down to -factor)
+    with L_max = max_len, L_cache = buffer_len; added to the reward. (The engine stops at
+    L_max, so |y| never exceeds it.)"""
+    if not 1 <= buffer_len <= max_len:
+        raise ValueError(f"buffer_len must be in [1, {max_len}], got {buffer_len}")
+    exceed = (lengths.double() - (max_len - buffer_len)).clamp(min=0)
+    return -factor * exceed / buffer_len
+
+
+def truncated_rows(finish_reasons: list[str]) -> Tensor:
+    """[N] bool: the responses cut at the length limit (finish_reason "length")."""
+    return torch.tensor([reason == "length" for reason in finish_reasons], dtype=torch.bool)
