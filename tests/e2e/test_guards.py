@@ -77,13 +77,13 @@ original = actor_module.grpo_loss
 def poisoned(*args, **kwargs):  # every actor micro-batch loss from the 2nd optimizer step on
     loss, stats = original(*args, **kwargs)
     return (loss * float("nan") if calls[0] >= 1 else loss), stats
-original_step = actor_module.MegatronActor.train_step
+original_step = actor_module.MegatronActor._train  # under train_step and train_step_on_policy
 def counted(self, *args, **kwargs):
     try:
         return original_step(self, *args, **kwargs)
     finally:
         calls[0] += 1
-actor_module.MegatronActor.train_step = counted
+actor_module.MegatronActor._train = counted
 actor_module.grpo_loss = poisoned
 from hyrl.cli import main
 sys.exit(main(["train", *sys.argv[1:]]))
