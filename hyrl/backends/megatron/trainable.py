@@ -278,11 +278,10 @@ class MegatronTrainable:
             and len(micro_batches) > 1
             and self.optim.max_tokens_per_micro_batch is None
         )
-        include_experts = self._noise_includes_experts()
         small_sq: list[float] = []
         sums: dict[str, torch.Tensor] = {}
         for index, (micro_batch, rows) in enumerate(micro_batches):
-            before = self._local_grads(clone=True) if per_micro_batch else None
+            before = self._grad_norms().snapshot() if per_micro_batch else None
             # --overlap-grad-reduce: megatron's DDP starts each bucket's reduction in the last
             # micro-batch's backward pass; no_sync keeps the earlier ones to accumulation
             last = index == len(micro_batches) - 1
@@ -295,11 +294,8 @@ class MegatronTrainable:
                 loss.backward()
             if per_micro_batch:
                 assert before is not None, "cloned above when per_micro_batch"
-                added = {n: g - before[n] for n, g in self._local_grads().items()}
                 share = self._loss_share(micro_batch, batch, total_tokens)
-                small_sq.append(
-                    grads.sharded_squared_norm(self.model, added, include_experts) / share**2
-                )
+                small_sq.append(self._grad_norms().squared_norm(since=before) / share**2)
             for key, value in {"loss": loss.detach(), **stats}.items():
                 sums[key] = sums.get(key, 0.0) + value.detach().double()
         self._small_batch = (
@@ -339,14 +335,7 @@ class MegatronTrainable:
             return None
         share = self._loss_share(batch, None, total_tokens)
         local = torch.tensor(
-            [
-                grads.sharded_squared_norm(
-                    self.model, self._local_grads(), self._noise_includes_experts()
-                )
-                / share**2
-            ],
-            dtype=torch.float64,
-            device=self.device,
+            [self._grad_norms().squared_norm() / share**2], dtype=torch.float64, device=self.device
         )
         parts = [torch.empty_like(local) for _ in range(dp_size)]
         torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
@@ -468,14 +457,14 @@ class MegatronTrainable:
         routing replay); nothing here."""
         return nullcontext()
 
-    def _local_grads(self, clone: bool = False) -> dict[str, torch.Tensor]:
-        """This rank's gradients so far, before any reduction: the views of megatron's DDP
-        gradient buffers (`main_grad`) its backward hooks accumulate into."""
-        return {
-            n: p.main_grad.detach().clone() if clone else p.main_grad.detach()
-            for n, p in self.model.named_parameters()
-            if p.requires_grad
-        }
+    def _grad_norms(self) -> grads.GradBufferNorms:
+        """This rank's gradient norms before any reduction, read from megatron's DDP gradient
+        buffers (the `main_grad`s its backward hooks accumulate into)."""
+        if getattr(self, "_grad_buffer_norms", None) is None:
+            self._grad_buffer_norms = grads.GradBufferNorms(
+                self.ddp, self.model, self._noise_includes_experts()
+            )
+        return self._grad_buffer_norms
 
     @staticmethod
     def _noise_includes_experts() -> bool:
