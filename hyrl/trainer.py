@@ -38,6 +38,7 @@ from hyrl.config import (
 )
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.handover import EngineHandover
+from hyrl.metrics import flops
 from hyrl.metrics.run_dir import RunDirectory, start_wandb
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
@@ -173,7 +174,7 @@ class Trainer:
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
             self._sync(timers)
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
-        self._log_rollout_step(rollout_step, records, rollout_metrics, timers)
+        self._log_rollout_step(rollout_step, records, rollout_metrics, timers, batch)
         return rollout_metrics, records[-1]
 
     def _prepare(
@@ -466,14 +467,39 @@ class Trainer:
             run_log.close()
 
     def _log_rollout_step(
-        self, rollout_step: int, records: list[dict], rollout_metrics: dict, timers: StageTimers
+        self,
+        rollout_step: int,
+        records: list[dict],
+        rollout_metrics: dict,
+        timers: StageTimers,
+        batch: TokenBatch,
     ) -> None:
         """The step's stage times, weight-sync and evaluation metrics on its records, each
-        written with its elapsed_s and perf/step_s; an evaluation stays off the clock."""
+        written with its elapsed_s and perf/step_s; an evaluation stays off the clock. The last
+        also gets perf/tokens_per_s_per_gpu and perf/mfu (hyrl.metrics.flops)."""
         run_log = self.run_log
         records[0].update(rollout_metrics)
         stage_times = timers.pop()  # stage timers of the whole rollout step
         records[-1].update(stage_times)
+        if self.rank == 0:  # the passes this step ran (rollout_step, _prepare)
+            trains_actor = rollout_step > self.cfg.num_critic_only_steps
+            on_policy = trains_actor and self.old_log_probs_from_update
+            passes = flops.StepPasses(
+                actor_update=trains_actor,
+                actor_forwards=int(not on_policy) + int(self.actor.ref_model is not None),
+                critic_update=self.critic is not None,
+                critic_forwards=int(self.advantage_settings.needs_values),
+            )
+            records[-1].update(
+                flops.step_perf(
+                    self.arch,
+                    flops.trained_sequence_lengths(batch),
+                    passes,
+                    records[-1]["time"] - run_log.last_record_time,  # the whole rollout step
+                    self.world_size,
+                    flops.device_gpu(self.backend.device()),
+                )
+            )
         # perf/overhead_s: the rollout step's wall time not spent in a timed stage
         # (generation, reward, log-probs/values, training, weight sync)
         records[-1]["perf/overhead_s"] = (

@@ -6,7 +6,9 @@
 #      the 30B recipes' training path: --bf16 --use-distributed-optimizer, PP=1; --colocate
 #      turns on --offload-train, and the report prints the bytes its offload freed per step
 #      (perf/offload_freed_bytes, from the run's metrics.jsonl; tests/gpu/test_offload_cuda.py
-#      checks torch.cuda.memory_allocated around the offload of a bare actor).
+#      checks torch.cuda.memory_allocated around the offload of a bare actor), and the median
+#      perf/tokens_per_s_per_gpu and perf/mfu over the run's steps, with the GPU's name and the
+#      peak bf16 FLOP/s the MFU is taken against (hyrl/metrics/flops.py).
 # Needs the GPU stack of requirements.txt in $PYTHON's environment (SGLang, Transformer Engine);
 # a missing piece makes its tests skip and the run fail with the import error.
 #   bash tools/gpu_check.sh [OUT_DIR]          # OUT_DIR default: runs/gpu-check-<time>
@@ -91,6 +93,19 @@ if freed:
         print(f"  step {step}: {freed_bytes} B ({freed_bytes / 2**20:.1f} MiB), {seconds:.3f} s")
 else:
     print("\nno perf/offload_freed_bytes in metrics.jsonl: the trainer did not offload")
+# the trainer's throughput and model FLOPs utilisation (hyrl/metrics/flops.py), per rollout step
+import statistics, torch
+from hyrl.metrics.flops import gpu_of
+records = [json.loads(line) for line in open(sys.argv[1])]
+name = torch.cuda.get_device_name()
+gpu = gpu_of(name)
+peak = f"{gpu.product}, {gpu.peak_bf16_flops_per_s / 1e12:g} TFLOP/s dense bf16" if gpu else "not in hyrl/metrics/flops.py GPUS: no perf/mfu"
+print(f"\nGPU {name!r}, peak {peak}; medians over the run's rollout steps:")
+for key, show in (("perf/tokens_per_s_per_gpu", lambda v: f"{v:.4g} tokens/s per GPU"),
+                  ("perf/mfu", lambda v: f"{v:.4g} ({v:.2%} of the peak)")):
+    values = [r[key] for r in records if key in r]
+    median = show(statistics.median(values)) if values else "not in metrics.jsonl"
+    print(f"  {key}: {median}" + (f" ({len(values)} steps)" if values else ""))
 EOF
   fi
 } >> "$REPORT"
