@@ -38,7 +38,7 @@ from hyrl.config import (
 )
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.handover import EngineHandover
-from hyrl.metrics.run_dir import RunDirectory, start_wandb
+from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -106,7 +106,9 @@ class Trainer:
             wandb_run = (
                 start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
             )
-            self.logger = RunDirectory(self.run_dir, wandb_run)  # appends to metrics.jsonl
+            tensorboard = start_tensorboard(cfg.tensorboard_dir) if cfg.tensorboard_dir else None
+            # appends to metrics.jsonl
+            self.logger = RunDirectory(self.run_dir, wandb_run, tensorboard)
             self.logger.write_config(config)
             if self.resume_state is not None:
                 self.rollout_side.task.load_state_dict(self.resume_state["task"])
