@@ -39,7 +39,7 @@ from hyrl.config import (
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.handover import EngineHandover
 from hyrl.metrics import flops
-from hyrl.metrics.run_dir import RunDirectory, start_wandb
+from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -107,7 +107,9 @@ class Trainer:
             wandb_run = (
                 start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
             )
-            self.logger = RunDirectory(self.run_dir, wandb_run)  # appends to metrics.jsonl
+            tensorboard = start_tensorboard(cfg.tensorboard_dir) if cfg.tensorboard_dir else None
+            # appends to metrics.jsonl
+            self.logger = RunDirectory(self.run_dir, wandb_run, tensorboard)
             self.logger.write_config(config)
             if self.resume_state is not None:
                 self.rollout_side.task.load_state_dict(self.resume_state["task"])
@@ -174,7 +176,14 @@ class Trainer:
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
             self._sync(timers)
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
-        self._log_rollout_step(rollout_step, records, rollout_metrics, timers, batch)
+        passes = flops.StepPasses(  # the model passes this step ran, for perf/mfu
+            actor_update=trains_actor,
+            actor_forwards=int(not on_policy) + int(self.actor.ref_model is not None),
+            critic_update=self.critic is not None,
+            critic_forwards=int(self.advantage_settings.needs_values),
+        )
+        work = (flops.trained_sequence_lengths(batch), passes)
+        self._log_rollout_step(rollout_step, records, rollout_metrics, timers, work)
         return rollout_metrics, records[-1]
 
     def _prepare(
@@ -472,7 +481,7 @@ class Trainer:
         records: list[dict],
         rollout_metrics: dict,
         timers: StageTimers,
-        batch: TokenBatch,
+        work: tuple[list[int], flops.StepPasses],
     ) -> None:
         """The step's stage times, weight-sync and evaluation metrics on its records, each
         written with its elapsed_s and perf/step_s; an evaluation stays off the clock. The last
@@ -481,20 +490,11 @@ class Trainer:
         records[0].update(rollout_metrics)
         stage_times = timers.pop()  # stage timers of the whole rollout step
         records[-1].update(stage_times)
-        if self.rank == 0:  # the passes this step ran (rollout_step, _prepare)
-            trains_actor = rollout_step > self.cfg.num_critic_only_steps
-            on_policy = trains_actor and self.old_log_probs_from_update
-            passes = flops.StepPasses(
-                actor_update=trains_actor,
-                actor_forwards=int(not on_policy) + int(self.actor.ref_model is not None),
-                critic_update=self.critic is not None,
-                critic_forwards=int(self.advantage_settings.needs_values),
-            )
+        if self.rank == 0:
             records[-1].update(
                 flops.step_perf(
                     self.arch,
-                    flops.trained_sequence_lengths(batch),
-                    passes,
+                    *work,
                     records[-1]["time"] - run_log.last_record_time,  # the whole rollout step
                     self.world_size,
                     flops.device_gpu(self.backend.device()),

@@ -38,7 +38,7 @@ from hyrl.config.parser import (
     build_parser,
     parse_args,
 )
-from hyrl.config.resolve import resolve
+from hyrl.config.resolve import eval_max_response_len, eval_pass_ks, resolve
 from hyrl.config.validate import (
     DATA_EXTENSIONS,
     RESUME_MAY_CHANGE,
@@ -68,6 +68,8 @@ __all__ = [
     "batch_ramp_unit",
     "build_parser",
     "engine_returns_routing",
+    "eval_max_response_len",
+    "eval_pass_ks",
     "flag_name",
     "load",
     "offloads_train",

@@ -141,6 +141,14 @@ APPLIES_ONLY_WITH = (
         _on,
     ),
     AppliesOnlyWith(
+        ("eval_pass_k", "eval_pass_threshold", "eval_max_response_len"),
+        "--eval-interval N (N > 0)",
+        lambda c: c.eval_interval > 0,
+        "only used by evaluation, which is off (--eval-interval=0)",
+        "add --eval-interval N, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
         ("batch_ramp",),
         "--advantage-estimator grpo",
         lambda c: c.advantage_estimator == "grpo",

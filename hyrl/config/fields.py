@@ -598,6 +598,24 @@ class RunConfig:
         "none = --rollout-temperature",
         "eval",
     )
+    eval_pass_k: str | None = _opt(
+        None,
+        "k values of the logged pass@k, comma-separated, e.g. 1,4 (responses, each at most "
+        "--n-samples-per-eval-prompt); the unbiased estimator of Chen et al. 2021 from n = "
+        "--n-samples-per-eval-prompt samples per prompt; none = 1, 2, 4, ... below n, and n",
+        "eval",
+    )
+    eval_pass_threshold: float = _opt(
+        1.0,
+        "a response counts as correct for pass@k when its reward is at least this (reward "
+        "units; 1.0 = full marks for the built-in rewards, which lie in [0, 1])",
+        "eval",
+    )
+    eval_max_response_len: int | None = _opt(
+        None,
+        "longest generated response during evaluation (tokens); none = --rollout-max-response-len",
+        "eval",
+    )
     target: str | None = _opt(
         None,
         "METRIC=VALUE, e.g. eval/accuracy=0.77 (METRIC under eval/ or train/): the run "
@@ -713,6 +731,12 @@ class RunConfig:
     seed: int = _opt(1234, "random seed for weights, prompts and sampling (integer >= 0)", "run")
     log_wandb: bool = _opt(False, "also log metrics to Weights & Biases (on/off)", "run")
     wandb_project: str = _opt("hyrl", "Weights & Biases project (name)", "run")
+    tensorboard_dir: str | None = _opt(
+        None,
+        "also write every metrics.jsonl record as TensorBoard scalars into this directory "
+        "(path; tag = the key, step = the record's step); none = no TensorBoard mirror",
+        "run",
+    )
     progress: bool = _opt(True, "show a progress bar on rank 0 (on/off)", "run")
     save: str | None = _opt(
         None,

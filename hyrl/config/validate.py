@@ -18,7 +18,7 @@ from hyrl.config.fields import (
     engine_returns_routing,
 )
 from hyrl.config.parser import parse_args
-from hyrl.config.resolve import resolve
+from hyrl.config.resolve import eval_pass_ks, resolve
 from hyrl.metrics.target import TARGET_ALLOWED, TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
 
@@ -57,6 +57,7 @@ _POSITIVE_INTS = (
     "ref_global_batch_size",
     "critic_ref_global_batch_size",
     "n_samples_per_eval_prompt",
+    "eval_max_response_len",
     "task_max_operand",
     "num_steps",
 )  # None (not given) is skipped: resolved later.
@@ -341,6 +342,43 @@ def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
         f"must lie between 0 and the critic's learning rate {_rate_origin(c, given, 'critic_')}",
         f"0 <= min_lr <= {c.critic_lr}",
     )
+
+
+def _check_eval(c: RunConfig) -> None:
+    """pass@k's k values, the evaluation's response length against the positions, and the
+    TensorBoard directory (on a resolved config: --task is set)."""
+    eval_pass_ks(c)
+    if c.eval_max_response_len is not None:
+        if c.task == "arith_mod10":
+            prompt_len, what = ARITH_PROMPT_TOKENS, f"a {ARITH_PROMPT_TOKENS}-token prompt"
+        elif c.rollout_max_prompt_len is not None:
+            prompt_len = c.rollout_max_prompt_len
+            what = f"a prompt of --rollout-max-prompt-len={prompt_len} tokens"
+        else:
+            prompt_len = c.max_position_embeddings - c.rollout_max_response_len
+            what = (
+                f"a prompt of up to {prompt_len} tokens (--max-position-embeddings - "
+                "--rollout-max-response-len, the prompts kept when loading)"
+            )
+        if prompt_len + c.eval_max_response_len > c.max_position_embeddings:
+            _fail(
+                "eval_max_response_len",
+                c.eval_max_response_len,
+                f"{what} plus the response exceeds "
+                f"--max-position-embeddings={c.max_position_embeddings}",
+                f"at most {c.max_position_embeddings - prompt_len}, or none "
+                "(= --rollout-max-response-len)",
+            )
+    if c.tensorboard_dir is not None:
+        if not c.tensorboard_dir:
+            _fail("tensorboard_dir", "", "an empty path", "a directory path, or none")
+        if os.path.exists(c.tensorboard_dir) and not os.path.isdir(c.tensorboard_dir):
+            _fail(
+                "tensorboard_dir",
+                c.tensorboard_dir,
+                "exists and is not a directory",
+                "a directory (created when missing), or none",
+            )
 
 
 def _check_eval_and_target(c: RunConfig) -> None:
@@ -836,6 +874,7 @@ RESUME_MAY_CHANGE = (
     "progress",
     "log_wandb",
     "wandb_project",
+    "tensorboard_dir",
     "max_skipped_steps",
     "ray_address",
     "distributed_timeout_minutes",
@@ -918,8 +957,9 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     they apply under (`hyrl.config.applies`: PPO-only flags under grpo, SGLang-only flags
     under hf, ...), minimum learning rates against the resolved rates, parallel layout, batch
     divisibility (actor, batch ramp, then critic), algorithm/rollout/task (held-out split
-    included), --target, --critic-load, --save/--load paths, --run-dir (a run in it only with
-    --load and a matching config.json).
+    included), evaluation (pass@k, response length, --tensorboard-dir), --target,
+    --critic-load, --save/--load paths, --run-dir (a run in it only with --load and a
+    matching config.json).
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ConfigError(
@@ -938,6 +978,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_routing_replay(resolved)
     layout.rollout_layout(resolved, world_size)
     _check_memory_flags(resolved)
+    _check_eval(resolved)
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)
     _check_save_load(resolved)

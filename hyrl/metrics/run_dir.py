@@ -3,7 +3,8 @@
 A run directory holds config.json (written once), metrics.jsonl (one flushed line per optimizer
 step, opened for append and never rewritten) and summary.json (written at the end of every run);
 a sweep directory holds sweep.json, whose members are run directories. Analysis tools read only
-these files, through the readers below.
+these files, through the readers below. The records may also be mirrored to wandb and to a
+TensorBoard directory (--tensorboard-dir), which nothing here reads back.
 """
 
 from __future__ import annotations
@@ -61,15 +62,26 @@ def _write_atomic(path: Path, content: dict, sort_keys: bool) -> None:
     os.replace(tmp, path)
 
 
+def _scalars(record: dict) -> dict[str, float]:
+    """A record's numeric values but `step` (strings, bools, None and containers skipped)."""
+    return {
+        k: float(v)
+        for k, v in record.items()
+        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
 class RunDirectory:
     """The trainer's writer: config.json once, then one metrics.jsonl line per optimizer step
-    (mirrored to wandb when a run is given)."""
+    (mirrored to wandb when a run is given, and to TensorBoard when a SummaryWriter is given,
+    see `start_tensorboard`)."""
 
-    def __init__(self, path: str | os.PathLike, wandb_run=None):
+    def __init__(self, path: str | os.PathLike, wandb_run=None, tensorboard=None):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._metrics = open(self.path / METRICS_FILE, "a", encoding="utf-8")
         self._wandb = wandb_run
+        self._tensorboard = tensorboard
 
     def write_config(self, config: dict) -> None:
         _write_atomic(self.path / CONFIG_FILE, config, sort_keys=True)
@@ -80,11 +92,18 @@ class RunDirectory:
         os.fsync(self._metrics.fileno())
         if self._wandb is not None:
             self._wandb.log({k: v for k, v in record.items() if k != "step"}, step=record["step"])
+        if self._tensorboard is not None:
+            step = int(record["step"])
+            for tag, value in _scalars(record).items():
+                self._tensorboard.add_scalar(tag, value, global_step=step)
+            self._tensorboard.flush()  # on disk per record, as metrics.jsonl
 
     def close(self) -> None:
         self._metrics.close()
         if self._wandb is not None:
             self._wandb.finish()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
 
 
 def is_run_dir(path: str | os.PathLike) -> bool:
@@ -169,3 +188,18 @@ def start_wandb(project: str, run_dir: Path, config: dict):
 
     os.environ.setdefault("WANDB_MODE", "offline")
     return wandb.init(project=project, dir=str(run_dir), config=config, name=run_dir.name)
+
+
+def start_tensorboard(log_dir: str | os.PathLike):
+    """TensorBoard mirror: a SummaryWriter on `log_dir` (created when missing; a resumed run
+    adds an event file next to the earlier ones). Imported here only, so the tensorboard
+    package is needed only with --tensorboard-dir."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as err:
+        raise ImportError(
+            f"--tensorboard-dir {log_dir}: the TensorBoard mirror needs the tensorboard "
+            f"package ({err}); pip install tensorboard==2.21.0, or drop --tensorboard-dir"
+        ) from err
+
+    return SummaryWriter(log_dir=str(log_dir))

@@ -78,6 +78,13 @@ CASES = [
         "sequence parallelism needs tensor parallelism",
     ),
     (
+        ("--eval-pass-k", "1"),
+        1,
+        "--eval-pass-k",
+        "1",
+        "only used by evaluation, which is off",
+    ),
+    (
         ("--advantage-estimator", "gae", "--batch-ramp", "128:256:10"),
         1,
         "--batch-ramp",

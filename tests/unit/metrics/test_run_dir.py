@@ -7,14 +7,16 @@ logged step must be on disk at once, and a reopened run must only ever add lines
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from testpaths import ROOT
 
 from hyrl.metrics import timers as timers_module
-from hyrl.metrics.run_dir import RunDirectory, read_metrics
+from hyrl.metrics.run_dir import RunDirectory, read_metrics, start_tensorboard
 from hyrl.metrics.timers import StageTimers
 
 
@@ -111,6 +113,56 @@ def test_log_mirrors_to_wandb_without_the_step_key_and_close_finishes_it(tmp_pat
     assert wandb_run.calls == [({"loss": 0.5}, 7)]
     run.close()
     assert wandb_run.finished
+
+
+def _tensorboard_scalars(log_dir) -> dict[str, dict[int, float]]:
+    """tag -> {step: value} as TensorBoard's own reader finds them in log_dir's event files."""
+    accumulator = EventAccumulator(str(log_dir))
+    accumulator.Reload()
+    return {
+        tag: {e.step: e.value for e in accumulator.Scalars(tag)}
+        for tag in accumulator.Tags()["scalars"]
+    }
+
+
+def test_log_mirrors_numeric_values_to_tensorboard_on_disk_before_close(tmp_path):
+    tb = tmp_path / "tb"
+    run = RunDirectory(tmp_path / "run", tensorboard=start_tensorboard(tb))
+    try:
+        run.log({"step": 0, "eval/accuracy": 0.25, "eval/pass@4": 0.75, "samples": 0})
+        run.log(
+            {
+                "step": 1,
+                "train/loss": 0.125,
+                "samples": 128,
+                "note": "text",  # not numeric: skipped
+                "actor/skipped": False,  # a bool is no scalar
+                "list": [1, 2],
+                "none": None,
+                "nan": math.nan,
+            }
+        )
+        scalars = _tensorboard_scalars(tb)  # flushed per record: readable while the run goes
+    finally:
+        run.close()
+    assert scalars.keys() == {"eval/accuracy", "eval/pass@4", "samples", "train/loss", "nan"}
+    assert scalars["samples"] == {0: 0.0, 1: 128.0}
+    assert scalars["eval/pass@4"] == {0: 0.75}
+    assert scalars["train/loss"] == {1: 0.125}
+    assert math.isnan(scalars["nan"][1])  # metrics.jsonl keeps it too (as "nan")
+    after_close = _tensorboard_scalars(tb)
+    del after_close["nan"], scalars["nan"]  # NaN != NaN
+    assert after_close == scalars  # close adds nothing and loses nothing
+
+
+def test_a_resumed_run_adds_an_event_file_and_tensorboard_reads_both(tmp_path):
+    tb = tmp_path / "tb"
+    for step in (1, 2):
+        run = RunDirectory(tmp_path / "run", tensorboard=start_tensorboard(tb))
+        run.log({"step": step, "train/loss": float(step)})
+        run.close()
+    assert len(list(tb.glob("events.out.tfevents.*"))) == 2
+    assert _tensorboard_scalars(tb)["train/loss"] == {1: 1.0, 2: 2.0}
 
 
 # --- config.json ----------------------------------------------------------------------------
