@@ -4,6 +4,7 @@ refused flag exits 2 with a message that names it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -33,6 +34,13 @@ def preflight(cfg: RunConfig) -> None:
         from hyrl.rollout.sglang.preflight import preflight_sglang
 
         preflight_sglang(cfg)
+    if cfg.tensorboard_dir is not None and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError(
+            "--tensorboard-dir",
+            cfg.tensorboard_dir,
+            "the TensorBoard mirror needs the tensorboard package, which is not installed",
+            "pip install tensorboard==2.21.0 (requirements*.txt pin it), or no --tensorboard-dir",
+        )
 
 
 def preflight_data(cfg: RunConfig) -> None:

@@ -3,8 +3,10 @@ group exists, and `load` (parse, validate, resolve) for the command line."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
@@ -391,6 +393,15 @@ def _check_eval_and_target(c: RunConfig) -> None:
             c.target,
             f"{metric} is only measured by evaluation, which is off (--eval-interval=0)",
             "add --eval-interval N",
+        )
+    match = re.fullmatch(r"eval/(?:[^/]+/)?pass@(\d+)", metric)
+    if match and int(match.group(1)) not in eval_pass_ks(c):
+        logged = ", ".join(f"pass@{k}" for k in eval_pass_ks(c))
+        _fail(
+            "target",
+            c.target,
+            f"{metric} is never logged: evaluation logs {logged} (--eval-pass-k)",
+            f"a logged pass@K, or --eval-pass-k including {match.group(1)}",
         )
 
 
@@ -931,8 +942,17 @@ def _check_resumed_config(c: RunConfig, world_size: int) -> None:
         )
     now = json.loads(json.dumps(c.to_dict(world_size)))  # tuples -> lists, as config.json has
     names = {f.name for f in _fields()}
+    # a key config.json lacks was written by a hyrl before that flag existed: the run ran as
+    # the flag's default does, which is what such a key is compared with
+    missing = {f.name: f.default for f in _fields() if f.name not in saved}
+    written = set(saved)
+    if missing:
+        as_before = resolve(dataclasses.replace(c, **missing)).to_dict(world_size)
+        saved = {**json.loads(json.dumps(as_before)), **saved}
     differs = [
-        f"{flag_name(k) if k in names else k}: {saved.get(k)!r} in config.json, {now.get(k)!r} now"
+        f"{flag_name(k) if k in names else k}: {saved.get(k)!r} "
+        f"{'in config.json' if k in written else '(its default: not in config.json)'}, "
+        f"{now.get(k)!r} now"
         for k in sorted(set(saved) | set(now))
         if k not in RESUME_MAY_CHANGE and saved.get(k) != now.get(k)
     ]

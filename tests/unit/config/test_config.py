@@ -1603,6 +1603,21 @@ def test_eval_target_needs_evaluation(cfg_of):
     validate(cfg_of("--target", "eval/accuracy=0.77", "--eval-interval", "1"), 1)
 
 
+def test_a_pass_at_k_target_must_be_a_k_evaluation_logs(cfg_of):
+    on = ("--eval-interval", "1", "--n-samples-per-eval-prompt", "4")
+    validate(cfg_of(*on, "--target", "eval/pass@4=0.9"), 1)  # default k: 1, 2, 4
+    validate(cfg_of(*on, "--target", "eval/math/pass@2=0.9"), 1)  # a named eval set
+    err = assert_rejected(cfg_of(*on, "--target", "eval/pass@8=0.9"), "--target", "eval/pass@8=0.9")
+    assert "evaluation logs pass@1, pass@2, pass@4" in str(err)
+    assert err.allowed == "a logged pass@K, or --eval-pass-k including 8"
+    err = assert_rejected(
+        cfg_of(*on, "--eval-pass-k", "1,4", "--target", "eval/pass@2=0.5"),
+        "--target",
+        "eval/pass@2=0.5",
+    )
+    assert "evaluation logs pass@1, pass@4" in str(err)
+
+
 def test_task_eval_fraction_must_leave_prompts_for_training_and_evaluation(cfg_of):
     # --task-max-operand 1: 4 prompts; round(0.9 x 4) = 4 held out, none left to train on
     err = assert_rejected(
@@ -1765,6 +1780,27 @@ def test_distributed_timeout_defaults_to_megatrons_ten_minutes_and_must_be_posit
             float(value),
         )
         assert "minutes > 0" in str(err)
+
+
+def test_a_run_written_before_a_flag_existed_resumes_when_that_flag_is_at_its_default(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    _a_run_in(run, "--num-steps", "3")
+    saved = json.loads((run / "config.json").read_text())
+    # an older hyrl had neither field (nor the derived loss-aggregation default it resolves to)
+    for key in ("loss_agg_mode", "dynamic_sampling", "eval_pass_threshold"):
+        del saved[key]
+    (run / "config.json").write_text(json.dumps(saved))
+    resumed = ["--run-dir", str(run), "--load", str(tmp_path / "ckpt")]
+    validate(parse_args([*resumed, "--num-steps", "6"]), 1)
+    validate(parse_args([*resumed, "--loss-agg-mode", "token-mean"]), 1)  # the default, given
+    # the older run ran without dynamic sampling and with token-mean: anything else differs
+    err = assert_rejected(parse_args([*resumed, "--dynamic-sampling"]), "--run-dir", str(run))
+    assert "--dynamic-sampling: False (its default: not in config.json), True now" in str(err)
+    err = assert_rejected(
+        parse_args([*resumed, "--loss-agg-mode", "seq-mean-token-mean"]), "--run-dir", str(run)
+    )
+    assert "--loss-agg-mode: 'token-mean' (its default: not in config.json)" in str(err)
 
 
 def test_offload_train_may_change_on_resume(tmp_path):
