@@ -944,7 +944,7 @@ def _check_resumed_config(c: RunConfig, world_size: int) -> None:
     names = {f.name for f in _fields()}
     # a key config.json lacks was written by a hyrl before that flag existed: the run ran as
     # the flag's default does, which is what such a key is compared with
-    missing = {f.name: f.default for f in _fields() if f.name not in saved}
+    missing: dict[str, Any] = {f.name: f.default for f in _fields() if f.name not in saved}
     written = set(saved)
     if missing:
         as_before = resolve(dataclasses.replace(c, **missing)).to_dict(world_size)
