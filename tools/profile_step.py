@@ -44,7 +44,7 @@ def _batch(seed: int):
     return pack(prompts, responses, torch.randn(ROWS, generator=generator), pad_id=0)
 
 
-def _actor():
+def _actor(micro_batch_size: int = 32):
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
     from hyrl.backends.megatron.model import ParallelLayout, init_distributed
     from hyrl.backends.megatron.trainable import OptimizerSettings
@@ -52,7 +52,7 @@ def _actor():
 
     init_distributed(ParallelLayout(), seed=1234)
     settings = ActorSettings(
-        optim=OptimizerSettings(micro_batch_size=32, clip_grad=1.0),
+        optim=OptimizerSettings(micro_batch_size=micro_batch_size, clip_grad=1.0),
         eps_clip=0.2,
         eps_clip_high=0.28,
     )
@@ -112,8 +112,8 @@ def _wrap_regions() -> None:
         setattr(owner, name, timed)
 
 
-def profile(steps: int, warmup: int, top: int) -> dict:
-    actor = _actor()
+def profile(steps: int, warmup: int, top: int, micro_batch_size: int = 32) -> dict:
+    actor = _actor(micro_batch_size)
     batch = _batch(seed=0)
     _wrap_regions()
 
@@ -146,6 +146,7 @@ def profile(steps: int, warmup: int, top: int) -> dict:
         reverse=True,
     )[:top]
     return {
+        "micro_batch_size": micro_batch_size,
         "update_ms_median": statistics.median(wall_s) * 1e3,
         "update_ms_profiled": total_us / steps / 1e3,
         "aten_ops_per_update": ops_per_update,
@@ -164,7 +165,8 @@ def profile(steps: int, warmup: int, top: int) -> dict:
 
 def markdown(result: dict, machine: str) -> str:
     lines = [
-        f"Actor update (tiny recipe, 128 rows, 4 micro-batches), {machine}, "
+        f"Actor update (tiny recipe, {ROWS} rows, micro-batches of {result['micro_batch_size']}), "
+        f"{machine}, "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}: "
         f"median {result['update_ms_median']:.1f} ms per update "
         f"({result['update_ms_profiled']:.1f} ms under the profiler), "
@@ -193,10 +195,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--micro-batch-size", type=int, default=32, help="rows per micro-batch (the recipe's: 32)"
+    )
     parser.add_argument("--out", type=Path, help="also write the markdown tables here")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-    for flag, value in (("--steps", args.steps), ("--top", args.top)):
+    for flag, value in (
+        ("--steps", args.steps),
+        ("--top", args.top),
+        ("--micro-batch-size", args.micro_batch_size),
+    ):
         if value < 1:
             parser.error(f"{flag} {value}: must be at least 1")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -205,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench_vs_trl import cpu_model
 
     with contextlib.redirect_stdout(sys.stderr):  # megatron's start-up chatter
-        result = profile(args.steps, args.warmup, args.top)
+        result = profile(args.steps, args.warmup, args.top, args.micro_batch_size)
     machine = f"{cpu_model()}, {os.cpu_count()} cores"
     if args.json:
         print(json.dumps({"machine": machine, **result}, indent=2))
