@@ -153,7 +153,7 @@ def _with_fused_adam(factory):
     `fused` set, which on CPU tensors is a Python loop over parameters with ~10 ops each. torch's
     fused CPU kernel does one call per parameter: the tiny recipe's optimizer step 3.0 -> 1.0 ms
     (measured with tools/profile_step.py's actor); results agree to float32 rounding (one ulp
-    after five steps; the unit test pins the tolerance)."""
+    after five steps; tests/unit/backends/test_cpu_step_speed.py pins it)."""
 
     @functools.wraps(factory)
     def build(*args, **kwargs):
