@@ -801,14 +801,17 @@ def _check_batch_schedule(c: RunConfig, world_size: int) -> None:
     for actor_b in autopilot_batches(c, world_size):
         responses = actor_b * steps
         if not critic_autopilot_batches(c, world_size, responses):
+            unit = c.critic_micro_batch_size * dp
+            fits = [b for b in range(unit, responses + 1, unit) if responses % b == 0]
             _fail(
                 c_name,
                 c_low,
                 f"at actor B={actor_b} a rollout has {responses} responses, and no critic "
                 f"batch in [{c_low}, {c_high}] divides it in multiples of critic micro batch "
                 f"x DP = {c.critic_micro_batch_size * dp}",
-                "a critic range (--critic-autopilot-min/--critic-autopilot-max) holding a "
-                "divisor of every possible rollout",
+                f"a critic range (--critic-autopilot-min/--critic-autopilot-max) holding one "
+                f"of {fits} and a divisor of every other possible rollout, or a smaller "
+                "--critic-micro-batch-size",
             )
 
 
