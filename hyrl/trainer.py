@@ -29,7 +29,7 @@ from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import loss_weights
 from hyrl.algorithms.overlong import overlong_penalty, truncated_rows
 from hyrl.backends.factory import build_backend, shutdown_backend
-from hyrl.batchsize.autopilot import RunAutopilot
+from hyrl.batchsize.autopilot import RunAutopilot, measurement
 from hyrl.config import (
     RunConfig,
     batch_ramp_unit,
@@ -453,7 +453,7 @@ class Trainer:
             return
         if self.rank == 0:
             made = self.autopilot.observe(
-                last_record.get("actor/noise_scale"), rollout_metrics.get("critic/noise_scale")
+                measurement(last_record, "actor"), measurement(rollout_metrics, "critic")
             )
             for part, old, new in made:
                 print(f"hyrl: autopilot: the {part}'s B {old} -> {new} responses", flush=True)

@@ -40,6 +40,16 @@ class AutopilotSettings:
         return cls(cfg.autopilot_k, cfg.autopilot_hysteresis, cfg.autopilot_warmup)
 
 
+def measurement(metrics: dict, prefix: str) -> float | None:
+    """`<prefix>/noise_scale` of a step's metrics, or None when the step measured nothing: no
+    estimate, or a zero gradient (every advantage 0), which scales both EMAs alike and leaves
+    the last B_simple standing as if it were new."""
+    noise_scale = metrics.get(f"{prefix}/noise_scale")
+    if noise_scale is None or not metrics.get(f"{prefix}/grad_norm"):
+        return None
+    return float(noise_scale)
+
+
 def fit(size: float, allowed: Sequence[int]) -> int:
     """The largest allowed batch <= size (rounded down), or the smallest allowed one (clamped)."""
     if not allowed:

@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from hyrl.batchsize.autopilot import AutopilotSettings, BatchAutopilot, RunAutopilot, fit
+from hyrl.batchsize.autopilot import (
+    AutopilotSettings,
+    BatchAutopilot,
+    RunAutopilot,
+    fit,
+    measurement,
+)
 from hyrl.config import parse_args, resolve, validate
 
 # Multiples of 16 from 32 to 256.
@@ -41,6 +47,14 @@ def test_a_scripted_noise_sequence_gives_the_hand_computed_batches():
     assert got == [(b, target) for _, b, target in sequence]
     assert pilot.changes == 3
     assert pilot.noise_scale == 10.0
+
+
+def test_a_step_with_a_zero_gradient_or_no_estimate_is_no_measurement():
+    assert measurement({"actor/noise_scale": 500.0, "actor/grad_norm": 0.2}, "actor") == 500.0
+    # all advantages 0: both EMAs shrink alike, the ratio is the last one, not a new one
+    assert measurement({"actor/noise_scale": 500.0, "actor/grad_norm": 0.0}, "actor") is None
+    assert measurement({"actor/grad_norm": 0.2}, "actor") is None  # a skipped step
+    assert measurement({"critic/noise_scale": 3.0, "critic/grad_norm": 1.0}, "critic") == 3.0
 
 
 def test_k_scales_the_target():
