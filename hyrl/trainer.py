@@ -29,9 +29,11 @@ from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import loss_weights
 from hyrl.algorithms.overlong import overlong_penalty, truncated_rows
 from hyrl.backends.factory import build_backend, shutdown_backend
+from hyrl.batchsize.autopilot import RunAutopilot, measurement
 from hyrl.config import (
     RunConfig,
     batch_ramp_unit,
+    batch_schedule,
     engine_returns_routing,
     offloads_train,
     old_log_probs_from_update,
@@ -81,12 +83,17 @@ class Trainer:
             self.batch_ramp = dict(
                 start=start_b, end=end_b, steps=ramp_steps, unit=batch_ramp_unit(cfg, world_size)
             )
+        # --batch-schedule auto: B (and the critic's) follow the noise scale (_steer)
+        auto = batch_schedule(cfg) == "auto"
+        self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
         self.resume_state, resumed_rng = None, None
         if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
             from hyrl.checkpoint.trainer_state import check_resumable
 
             step_dir, self.resume_state = check_resumable(cfg, world_size)
             resumed_rng = self.backend.load_checkpoint(step_dir)
+            if self.autopilot is not None and "autopilot" in self.resume_state:
+                self.autopilot.load_state_dict(self.resume_state["autopilot"])
             if self.rank == 0:
                 print(
                     f"hyrl: resuming from {step_dir} (after rollout step "
@@ -158,6 +165,8 @@ class Trainer:
         )
         rollout_metrics["batch/prompts_per_step"] = prompts_per_step
         rollout_metrics["batch/responses_per_step"] = responses_per_step
+        if self.autopilot is not None:
+            rollout_metrics.update(self.autopilot.metrics())
         if self.critic is not None:
             with timers("critic_train"):
                 rollout_metrics.update(self._critic_updates(batch))
@@ -316,12 +325,20 @@ class Trainer:
             and cfg.critic_lr_warmup_steps is not None
             and cfg.critic_lr_decay_style is not None
         ), "resolve filled the critic's settings"
-        steps = cfg.responses_per_rollout // size
+        critic_lr = cfg.critic_lr
+        if self.autopilot is not None:  # its own B, and the lr re-derived for it
+            size = self.autopilot.critic_responses_per_step
+            assert size is not None and cfg.critic_ref_lr is not None, "validated under auto"
+            assert cfg.critic_ref_global_batch_size is not None and cfg.critic_lr_scaling
+            critic_lr = scaled_lr(
+                cfg.critic_ref_lr, size, cfg.critic_ref_global_batch_size, cfg.critic_lr_scaling
+            )
+        steps = len(batch) // size
         history = []
         for j in range(steps):
             lr = schedules.lr_at(
                 critic.optimizer_steps,
-                lr=cfg.critic_lr,
+                lr=critic_lr,
                 min_lr=cfg.critic_min_lr,
                 warmup_steps=cfg.critic_lr_warmup_steps,
                 decay_style=cfg.critic_lr_decay_style,
@@ -378,7 +395,8 @@ class Trainer:
         cfg = self.cfg
         peak_lr = cfg.lr
         assert peak_lr is not None, "resolve filled --lr"
-        if self.batch_ramp is not None and cfg.ref_lr is not None:  # re-derived as B changes
+        varies = self.batch_ramp is not None or self.autopilot is not None
+        if varies and cfg.ref_lr is not None:  # re-derived as B changes
             assert cfg.ref_global_batch_size is not None, "resolve fills it with --ref-lr"
             peak_lr = scaled_lr(
                 cfg.ref_lr, responses_per_step, cfg.ref_global_batch_size, cfg.lr_scaling
@@ -417,13 +435,31 @@ class Trainer:
         return metrics, entropy
 
     def _batch_sizes(self, rollout_step: int) -> tuple[int, int]:
-        """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp)."""
+        """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp,
+        or the autopilot's)."""
         cfg = self.cfg
+        if self.autopilot is not None:
+            return self.autopilot.prompts_per_step, self.autopilot.responses_per_step
         if self.batch_ramp is None:
             assert cfg.global_batch_size is not None, "resolve filled --global-batch-size"
             return cfg.rollout_batch_size, cfg.global_batch_size
         responses = schedules.batch_at(rollout_step, **self.batch_ramp)
         return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
+
+    def _steer(self, rollout_metrics: dict, last_record: dict) -> None:
+        """The autopilot takes this rollout step's noise scales on rank 0 and sets the next
+        step's batch sizes on every rank (collective)."""
+        if self.autopilot is None:
+            return
+        if self.rank == 0:
+            made = self.autopilot.observe(
+                measurement(last_record, "actor"), measurement(rollout_metrics, "critic")
+            )
+            for part, old, new in made:
+                print(f"hyrl: autopilot: the {part}'s B {old} -> {new} responses", flush=True)
+        self.autopilot.load_state_dict(
+            self.backend.broadcast_from_rank_0(self.autopilot.state_dict())
+        )
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> None:
@@ -455,6 +491,7 @@ class Trainer:
                     )
                 for rollout_step in range(first_step, cfg.num_steps + 1):
                     rollout_metrics, last_record = self.rollout_step(rollout_step, timers)
+                    self._steer(rollout_metrics, last_record)  # before a save: it holds B
                     if bar:
                         description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
                         if "eval/accuracy" in last_record:
@@ -564,6 +601,8 @@ class Trainer:
         if self.rank == 0:
             assert self.rollout_side is not None, "rank 0 built the rollout side in __init__"
             loop_state = {**self.run_log.state_dict(), "task": self.rollout_side.task.state_dict()}
+            if self.autopilot is not None:
+                loop_state["autopilot"] = self.autopilot.state_dict()
         # the checkpoint reads weights and optimizer states
         reclaimed = self.handover.trainer_offloaded
         if reclaimed:

@@ -4,7 +4,8 @@
       latest                      the name of the newest complete step directory, e.g. "step_6"
       step_6/                     after rollout step 6
         trainer_state.json        rank 0's loop state: rollout step, samples, elapsed_s, task
-                                  position, target tracker, run totals; and the layout,
+                                  position, target tracker, run totals, the batch-size
+                                  autopilot's state (--batch-schedule auto); and the layout,
                                   architecture and algorithm it was saved under
         actor/                    the actor: a Megatron distributed checkpoint (mcore_io)
         reference/                the frozen KL reference (only when KL is on)
@@ -25,10 +26,12 @@ What resumes exactly (tests/e2e/test_resume.py): weights, AdamW moments and step
 the lr schedule), skipped-step counters, noise-scale averages, the task's position, cumulative
 samples, the target tracker and run totals, and every RNG of the training processes, among
 them the generator the in-process hf engine samples with. A batch ramp is a function of the
-rollout step, so it resumes too. Not exactly: engines on Ray (--rollout-num-engines > 1) and
-SGLang servers sample with their own generators, which are not saved, so such a run resumes
-statistically, not bit for bit; reward workers hold no state. elapsed_s continues from the
-checkpoint; start-up and the seconds spent saving are off its clock (as evaluation is).
+rollout step, so it resumes too; the autopilot's B (actor and critic), its last measurement,
+warm-up count and changes are loop state (tests/e2e/test_autopilot.py). Not exactly: engines
+on Ray (--rollout-num-engines > 1) and SGLang servers sample with their own generators, which
+are not saved, so such a run resumes statistically, not bit for bit; reward workers hold no
+state. elapsed_s continues from the checkpoint; start-up and the seconds spent saving are off
+its clock (as evaluation is).
 Records logged after the checkpoint (a crash after logging step N, before its save finished)
 are logged again by the resumed run: a reader keeps the last record of a rollout step.
 

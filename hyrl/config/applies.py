@@ -156,6 +156,22 @@ APPLIES_ONLY_WITH = (
         "remove it, or use --advantage-estimator grpo",
     ),
     AppliesOnlyWith(
+        (
+            "autopilot_k",
+            "autopilot_min",
+            "autopilot_max",
+            "autopilot_hysteresis",
+            "autopilot_warmup",
+            "critic_autopilot_min",
+            "critic_autopilot_max",
+        ),
+        "--batch-schedule auto",
+        lambda c: c.batch_schedule == "auto",
+        "only used by the batch-size autopilot, which is off (--batch-schedule is not auto)",
+        "add --batch-schedule auto, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
         ("prompt_data", "tokenizer_path", "eval_prompt_data", "rollout_max_prompt_len"),
         "--task prompt_data",
         lambda c: c.task == "prompt_data",

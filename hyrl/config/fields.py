@@ -214,6 +214,45 @@ class RunConfig:
         "--lr-scaling at every change); START must equal the global batch size",
         "batch",
     )
+    batch_schedule: str | None = _opt(
+        None,
+        "how responses per optimizer step B change during the run (name): fixed = "
+        "--global-batch-size throughout, ramp = --batch-ramp, auto = B follows the measured "
+        "gradient noise scale (--autopilot-*; docs/batch-size.md); none = ramp with "
+        "--batch-ramp, else fixed",
+        "batch",
+        choices=("fixed", "ramp", "auto"),
+    )
+    autopilot_k: float = _opt(
+        1.0,
+        "with --batch-schedule auto: the target B is k x the measured noise scale "
+        "actor/noise_scale (dimensionless, > 0; the critic's, critic/noise_scale, alike)",
+        "batch",
+    )
+    autopilot_min: int | None = _opt(
+        None,
+        "with --batch-schedule auto: the smallest B the autopilot may choose (responses; "
+        "required, a multiple of the batch unit)",
+        "batch",
+    )
+    autopilot_max: int | None = _opt(
+        None,
+        "with --batch-schedule auto: the largest B the autopilot may choose (responses; "
+        "required, a multiple of the batch unit)",
+        "batch",
+    )
+    autopilot_hysteresis: float = _opt(
+        1.5,
+        "with --batch-schedule auto: B changes only to a target more than this factor away "
+        "from it (dimensionless, >= 1; 1 = any difference)",
+        "batch",
+    )
+    autopilot_warmup: int = _opt(
+        5,
+        "with --batch-schedule auto: noise-scale measurements (rollout steps) before the "
+        "first change and again after each change (count >= 1)",
+        "batch",
+    )
     use_dynamic_batch_size: bool = _opt(
         False,
         "pack micro-batches by token count (--max-tokens-per-gpu) instead of "
@@ -504,6 +543,18 @@ class RunConfig:
     critic_global_batch_size: int | None = _opt(
         None,
         "responses per critic optimizer step (responses); none = --global-batch-size",
+        "critic",
+    )
+    critic_autopilot_min: int | None = _opt(
+        None,
+        "with --batch-schedule auto: the smallest critic B the autopilot may choose "
+        "(responses); none = --autopilot-min",
+        "critic",
+    )
+    critic_autopilot_max: int | None = _opt(
+        None,
+        "with --batch-schedule auto: the largest critic B the autopilot may choose "
+        "(responses); none = --autopilot-max",
         "critic",
     )
     critic_micro_batch_size: int | None = _opt(
@@ -965,6 +1016,14 @@ def _check_types(cfg: RunConfig) -> None:
         choices = f.metadata.get("choices")
         if choices and value not in choices:
             _fail(f.name, value, "not a valid choice", _allowed_text(kind, choices))
+
+
+def batch_schedule(c: RunConfig) -> str:
+    """How B changes during the run: --batch-schedule, or when not given ramp with
+    --batch-ramp and fixed without."""
+    if c.batch_schedule is not None:
+        return c.batch_schedule
+    return "ramp" if c.batch_ramp is not None else "fixed"
 
 
 def engine_returns_routing(c: RunConfig) -> bool:

@@ -17,6 +17,7 @@ from hyrl.config.fields import (
     RunConfig,
     _check_types,
     _fields,
+    batch_schedule,
     engine_returns_routing,
 )
 from hyrl.config.parser import parse_args
@@ -58,6 +59,11 @@ _POSITIVE_INTS = (
     "max_skipped_steps",
     "ref_global_batch_size",
     "critic_ref_global_batch_size",
+    "autopilot_min",
+    "autopilot_max",
+    "autopilot_warmup",
+    "critic_autopilot_min",
+    "critic_autopilot_max",
     "n_samples_per_eval_prompt",
     "eval_max_response_len",
     "task_max_operand",
@@ -655,6 +661,184 @@ def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None
         )
 
 
+def autopilot_batches(c: RunConfig, world_size: int) -> list[int]:
+    """The actor's B the autopilot may choose: multiples of `batch_ramp_unit` within
+    [--autopilot-min, --autopilot-max] (validated multiples of it)."""
+    assert c.autopilot_min is not None and c.autopilot_max is not None, "validated under auto"
+    unit = batch_ramp_unit(c, world_size)
+    first = -(-c.autopilot_min // unit) * unit
+    return list(range(first, c.autopilot_max + 1, unit))
+
+
+def critic_autopilot_range(c: RunConfig) -> tuple[int, int]:
+    """[smallest, largest] critic B of the autopilot: --critic-autopilot-min/max, else the
+    actor's --autopilot-min/max."""
+    low = c.critic_autopilot_min if c.critic_autopilot_min is not None else c.autopilot_min
+    high = c.critic_autopilot_max if c.critic_autopilot_max is not None else c.autopilot_max
+    assert low is not None and high is not None, "validated under auto"
+    return low, high
+
+
+def critic_autopilot_batches(c: RunConfig, world_size: int, responses: int) -> list[int]:
+    """The critic B the autopilot may choose for a rollout of `responses`: multiples of the
+    critic micro batch x DP that divide it, within critic_autopilot_range."""
+    assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
+    unit = c.critic_micro_batch_size * c.data_parallel_size(world_size)
+    low, high = critic_autopilot_range(c)
+    sizes = range(unit, min(high, responses) + 1, unit)
+    return [b for b in sizes if responses % b == 0 and b >= low]
+
+
+def _check_batch_schedule(c: RunConfig, world_size: int) -> None:
+    """--batch-schedule against --batch-ramp; under auto the autopilot's range, its
+    settings, the lr it re-derives and a noise scale it can measure at every B."""
+    schedule = batch_schedule(c)
+    if schedule == "ramp" and c.batch_ramp is None:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            "a ramp needs its --batch-ramp START:END:STEPS, which is not given",
+            "add --batch-ramp, or --batch-schedule fixed or auto",
+        )
+    if schedule != "ramp" and c.batch_ramp is not None:
+        _fail(
+            "batch_ramp",
+            c.batch_ramp,
+            f"given with --batch-schedule {schedule}, which does not ramp",
+            "--batch-schedule ramp (or none), or no --batch-ramp",
+        )
+    if schedule != "auto":
+        return
+    if c.autopilot_min is None or c.autopilot_max is None:
+        name = "autopilot_min" if c.autopilot_min is None else "autopilot_max"
+        _fail(
+            name,
+            None,
+            "required with --batch-schedule auto (the range B may move in)",
+            f"{flag_name(name)} N (responses)",
+        )
+    if not c.autopilot_k > 0:
+        _fail("autopilot_k", c.autopilot_k, "must be positive", "a number > 0")
+    if not c.autopilot_hysteresis >= 1:
+        _fail(
+            "autopilot_hysteresis",
+            c.autopilot_hysteresis,
+            "a factor below 1 would change B back and forth",
+            "a number >= 1 (1 = change on any difference)",
+        )
+    b, low, high = c.global_batch_size, c.autopilot_min, c.autopilot_max
+    if high < low:
+        _fail("autopilot_max", high, f"below --autopilot-min={low}", f"an integer >= {low}")
+    unit = batch_ramp_unit(c, world_size)
+    for name, value in (("autopilot_min", low), ("autopilot_max", high)):
+        if value % unit:
+            _fail(
+                name,
+                value,
+                f"not a multiple of {unit} (data-parallel size x micro batch, and whole "
+                "prompt groups)",
+                f"a multiple of {unit}",
+            )
+    assert b is not None, "resolve filled --global-batch-size"
+    if not low <= b <= high:
+        _fail(
+            "autopilot_min" if b < low else "autopilot_max",
+            low if b < low else high,
+            f"the run starts at B={b} (--global-batch-size), outside [{low}, {high}]",
+            f"a range that holds B={b}",
+        )
+    rederive = "the autopilot re-derives the learning rate at every change of B"
+    if c.ref_lr is None:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            f"{rederive} from --ref-lr, which is not given",
+            "--ref-lr LR0 (with --ref-global-batch-size B0 and --lr-scaling RULE) instead of --lr",
+        )
+    if c.noise_scale_beta is None:
+        _fail(
+            "noise_scale_beta",
+            c.noise_scale_beta,
+            "--batch-schedule auto follows the gradient noise scale, which this switches off",
+            "an EMA decay in [0, 1) (default 0.99)",
+        )
+    dp = c.data_parallel_size(world_size)
+    _check_noise_measurable(c, dp, "autopilot_min", low, c.micro_batch_size, "--micro-batch-size")
+    if c.critic_global_batch_size is None:
+        return  # GRPO: no critic
+    if c.critic_ref_lr is None:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            f"{rederive} and the critic's at every change of its batch, from --critic-ref-lr, "
+            "which is not given",
+            "--critic-ref-lr LR0 (with --critic-ref-global-batch-size and "
+            "--critic-lr-scaling) instead of --critic-lr",
+        )
+    c_low, c_high = critic_autopilot_range(c)
+    c_name = "critic_autopilot_min" if c.critic_autopilot_min is not None else "autopilot_min"
+    if c_high < c_low:
+        _fail(
+            "critic_autopilot_max",
+            c_high,
+            f"below the critic's smallest batch {c_low}",
+            f"an integer >= {c_low}",
+        )
+    cb = c.critic_global_batch_size
+    if not c_low <= cb <= c_high:
+        _fail(
+            "critic_autopilot_min" if cb < c_low else "critic_autopilot_max",
+            c_low if cb < c_low else c_high,
+            f"the critic starts at B={cb} (--critic-global-batch-size), outside "
+            f"[{c_low}, {c_high}]",
+            f"a range that holds {cb}",
+        )
+    assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
+    _check_noise_measurable(
+        c, dp, c_name, c_low, c.critic_micro_batch_size, "--critic-micro-batch-size"
+    )
+    steps = c.optimizer_steps_per_rollout
+    for actor_b in autopilot_batches(c, world_size):
+        responses = actor_b * steps
+        if not critic_autopilot_batches(c, world_size, responses):
+            unit = c.critic_micro_batch_size * dp
+            fits = [b for b in range(unit, responses + 1, unit) if responses % b == 0]
+            _fail(
+                c_name,
+                c_low,
+                f"at actor B={actor_b} a rollout has {responses} responses, and no critic "
+                f"batch in [{c_low}, {c_high}] divides it in multiples of critic micro batch "
+                f"x DP = {c.critic_micro_batch_size * dp}",
+                f"a critic range (--critic-autopilot-min/--critic-autopilot-max) holding one "
+                f"of {fits} and a divisor of every other possible rollout, or a smaller "
+                "--critic-micro-batch-size",
+            )
+
+
+def _check_noise_measurable(
+    c: RunConfig, dp: int, name: str, low: int, micro: int, micro_flag: str
+) -> None:
+    """With one data-parallel rank the noise scale compares micro-batches: every B needs two."""
+    if dp > 1:
+        return
+    if c.use_dynamic_batch_size or c.pipeline_model_parallel_size > 1:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            "with one data-parallel rank the noise scale needs micro-batches of one size, "
+            "without a pipeline (--use-dynamic-batch-size or PP > 1 here)",
+            "more data-parallel ranks, or no --use-dynamic-batch-size and PP = 1",
+        )
+    if low < 2 * micro:
+        _fail(
+            name,
+            low,
+            f"with one data-parallel rank the noise scale compares micro-batches, and B={low} "
+            f"holds fewer than two of {micro_flag}={micro}",
+            f"an integer >= {2 * micro}, or more data-parallel ranks",
+        )
+
+
 def _check_critic_load(c: RunConfig) -> None:
     if c.critic_load is None:
         return
@@ -976,10 +1160,10 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     ranges, resolution (learning-rate scaling included), flags given without the condition
     they apply under (`hyrl.config.applies`: PPO-only flags under grpo, SGLang-only flags
     under hf, ...), minimum learning rates against the resolved rates, parallel layout, batch
-    divisibility (actor, batch ramp, then critic), algorithm/rollout/task (held-out split
-    included), evaluation (pass@k, response length, --tensorboard-dir), --target,
-    --critic-load, --save/--load paths, --run-dir (a run in it only with --load and a
-    matching config.json).
+    divisibility (actor, --batch-schedule and its autopilot, batch ramp, then critic),
+    algorithm/rollout/task (held-out split included), evaluation (pass@k, response length,
+    --tensorboard-dir), --target, --critic-load, --save/--load paths, --run-dir (a run in it
+    only with --load and a matching config.json).
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ConfigError(
@@ -992,6 +1176,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_learning_rates(resolved, cfg)
     _check_parallelism(resolved, world_size)
     _check_batch(resolved, cfg, world_size)
+    _check_batch_schedule(resolved, world_size)
     _check_batch_ramp(resolved, world_size)
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)

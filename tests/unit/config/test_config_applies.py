@@ -92,6 +92,13 @@ CASES = [
         "is not supported with PPO yet",
     ),
     (
+        ("--autopilot-max", "256"),
+        1,
+        "--autopilot-max",
+        256,
+        "only used by the batch-size autopilot, which is off",
+    ),
+    (
         ("--rollout-max-prompt-len", "8"),
         1,
         "--rollout-max-prompt-len",
