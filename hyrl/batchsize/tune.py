@@ -98,7 +98,8 @@ class TunePlan:
     @property
     def probe_args(self) -> list[str]:
         # after the user's flags, so they win: a few steps, no evaluation (only timers are read)
-        return [*self.extra_args, "--num-steps", str(self.probe_steps), "--eval-interval", "0"]
+        steps = ["--num-steps", str(self.probe_steps)]
+        return [*self.extra_args, *steps, "--eval-interval", "0", "--target", "none"]
 
 
 def _python(env: dict) -> str:
