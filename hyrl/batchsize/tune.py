@@ -179,6 +179,13 @@ def check_tune(
             f"RECIPE {recipe}: it resolves --noise-scale-beta none, so no noise scale is "
             "measured; allowed: a value in [0, 1), e.g. add `-- --noise-scale-beta 0.99`"
         )
+    micro, dp = config.get("micro_batch_size"), config.get("data_parallel_size") or 1
+    if isinstance(micro, int) and dp == 1 and base["B0"] <= micro:
+        raise TuneError(
+            f"RECIPE {recipe}: --micro-batch-size {micro} holds the whole batch "
+            f"(--global-batch-size {base['B0']}) on one rank, so the noise scale has no small "
+            "batch to compare with; allowed: a --micro-batch-size below the global batch"
+        )
     for key in ("rollout_engine", "rollout_concurrency", "rollout_max_response_len"):
         if config.get(key) is None:
             raise TuneError(f"RECIPE {recipe}: the dry run's configuration lacks {key}")
@@ -397,7 +404,11 @@ def model(plan: TunePlan, pass1: Path, profile: dict | None, probes: dict[int, P
     ref_costs, records, config = _costs(pass1, "pass 1", LATER_FRACTION)
     noise = noise_estimate(records, "actor/noise_scale")
     if noise is None:
-        raise TuneError(f"pass 1 {pass1}: no finite actor/noise_scale in metrics.jsonl")
+        raise TuneError(
+            f"pass 1 {pass1}: no finite actor/noise_scale in metrics.jsonl (a step whose "
+            "rewards are all equal has no gradient to measure); allowed: a larger "
+            f"--budget-samples than {plan.budget_samples}, with a new --out"
+        )
     # a probe is short: every step after the first counts
     probe_costs = {m: _costs(d, "probe", 1.0)[0] for m, d in probes.items()}
     per_token = {m: seconds_per_token(c) for m, c in probe_costs.items()}

@@ -387,3 +387,9 @@ def test_a_member_the_recipe_rejects_is_named_before_anything_runs(tmp_path):
     with pytest.raises(TuneError, match="member b256-sqrt-s1234"):
         check_tune(_echo_recipe(tmp_path), tmp_path / "o", batch_mults="1,2")
     assert not (tmp_path / "o").exists()
+
+
+def test_one_micro_batch_per_step_is_refused(tmp_path):
+    recipe = _echo_recipe(tmp_path, micro_batch_size=128, data_parallel_size=1)
+    with pytest.raises(TuneError, match="--micro-batch-size 128 holds the whole batch"):
+        check_tune(recipe, tmp_path / "o")
