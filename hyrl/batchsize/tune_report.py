@@ -166,6 +166,8 @@ def plot(report: dict, out: Path) -> list[Path]:
     ax.axvspan(*noise["window_samples"], color="tab:orange", alpha=0.15, label="estimate window")
     ax.axhline(noise["median"], color="tab:orange", label=f"median {noise['median']:.3g}")
     ax.axhspan(noise["low"], noise["high"], color="tab:orange", alpha=0.25, label="IQR")
+    if all(v > 0 for _, v in series) and noise["low"] > 0:
+        ax.set_yscale("log")  # a few steps with a tiny |G|^2 spike by orders of magnitude
     ax.set_xlabel("samples (responses)")
     ax.set_ylabel("B_simple (responses)")
     ax.set_title("pass 1: gradient noise scale")
