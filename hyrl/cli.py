@@ -1,4 +1,4 @@
-"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, convert, cost."""
+"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, convert, cost, tune."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ commands:
   convert  checkpoints between Hugging Face and Megatron distributed format (Qwen3-MoE):
            hyrl convert hf-to-mcore --hf-dir D --out M [--tp N --ep N --pp N]
            hyrl convert mcore-to-hf --load M --out D
+  tune     predict the fastest batch from one short run, a decode profile and update probes:
+           hyrl tune RECIPE --out DIR [--batch-mults 1,2,4,8,16] [--budget-samples N]
+           [--verify K] [--lr-scaling sqrt|linear|none] [-- EXTRA RECIPE FLAGS...]
   cost     GPU-hours and dollars a time cut saves:
            hyrl cost --gpus N --hours H --usd-per-gpu-hour P --time-reduction F [--json]
 
@@ -41,6 +44,7 @@ COMMANDS = {
     "plan": "hyrl.plan.cli:main",
     "convert": "hyrl.checkpoint.cli:main",
     "cost": "hyrl.batchsize.cost:main",
+    "tune": "hyrl.batchsize.tune_cli:main",
 }
 
 

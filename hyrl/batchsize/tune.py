@@ -1,0 +1,581 @@
+"""`hyrl tune`: the two-pass profiling procedure that predicts the fastest batch size without a
+full sweep (the model is `hyrl.batchsize.tune_model`; its docstring gives every formula).
+
+Steps, each one a directory under --out (re-running the same command skips a finished step):
+
+0. Check (`check_tune`): every argument, the recipe's resolved configuration (a dry run), and a
+   dry run of every probe member (and, with --verify, of every verify member at its budget)
+   before anything starts.
+1. Pass 1 (`DIR/pass1`): one run of the recipe at its reference batch for --budget-samples
+   responses (a one-member `hyrl sweep`): the noise scale over training and the stage costs.
+2. Pass 2: the decode profile (`DIR/profile`, `hyrl profile-rollout` at the concurrencies the
+   candidates need) and the update probes (`DIR/probes`, a `hyrl sweep` of every candidate for
+   --probe-steps rollout steps, evaluation off: only their step timers are read).
+3. The model and the report: `DIR/report.json`, `DIR/report.md`, `DIR/noise_scale.png`,
+   `DIR/prediction.png`.
+4. --verify K: the recommendation, the reference and the K candidates nearest to the
+   recommendation run as a `hyrl sweep` with equal sample budgets (`DIR/verify`), analysed by
+   `hyrl analyze`; the report gains a "predicted vs measured" table.
+
+Reads and writes run directories and config.json only, through `hyrl sweep` (which launches
+the recipe as a subprocess) and `hyrl.batchsize.runs`; the profile is `python -m hyrl
+profile-rollout`, also a subprocess. No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hyrl.batchsize.analyze import AnalysisError, analyze, json_safe, parse_target
+from hyrl.batchsize.runs import load_run
+from hyrl.batchsize.sweep import (
+    SweepError,
+    base_from_config,
+    check_sweep,
+    failed_members,
+    probe,
+    run_sweep,
+)
+from hyrl.batchsize.sweep_plan import (
+    check_rule,
+    member_flags,
+    parse_mults,
+    plan_members,
+    positive_int,
+)
+from hyrl.batchsize.sweep_probe import validate_members
+from hyrl.batchsize.sweep_record import is_done, move_aside
+from hyrl.batchsize.tune_model import (
+    LATER_FRACTION,
+    NoiseEstimate,
+    StepCosts,
+    TuneModelError,
+    concurrency,
+    decode_rates,
+    noise_estimate,
+    predict,
+    recommend,
+    seconds_per_token,
+    step_costs,
+)
+
+DEFAULT_MULTS = "1,2,4,8,16"
+DEFAULT_PASS1_STEPS = 24  # rollout steps of pass 1 when --budget-samples is not given
+DEFAULT_PROBE_STEPS = 3  # the first warms up; the others are timed
+PROFILE_REPEATS = 3
+PROFILE_TIMEOUT_S = 1800
+
+
+class TuneError(ValueError):
+    """A tune that cannot go on: names the flag, file or step, the value and what is allowed."""
+
+
+@dataclass
+class TunePlan:
+    """Everything checked before anything runs."""
+
+    recipe: Path
+    out: Path
+    mults: list[int]
+    rule: str
+    budget_samples: int
+    probe_steps: int
+    verify: int
+    verify_samples: int | None
+    extra_args: list[str]
+    env: dict
+    config: dict
+    base: dict
+
+    @property
+    def probe_args(self) -> list[str]:
+        # after the user's flags, so they win: a few steps, no evaluation (only timers are read)
+        steps = ["--num-steps", str(self.probe_steps)]
+        return [*self.extra_args, *steps, "--eval-interval", "0", "--target", "none"]
+
+
+def _python(env: dict) -> str:
+    return env.get("PYTHON") or sys.executable
+
+
+def _count(value, flag: str) -> int:
+    """An integer >= 0 from the command line (a string) or a caller (an int)."""
+    allowed = "an integer >= 0"
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise SweepError(f"{flag} {value!r}: not an integer >= 0; allowed: {allowed}")
+
+
+def check_tune(
+    recipe,
+    out_dir,
+    batch_mults=DEFAULT_MULTS,
+    budget_samples=None,
+    verify=0,
+    verify_samples=None,
+    lr_scaling: str = "sqrt",
+    probe_steps=DEFAULT_PROBE_STEPS,
+    extra_args: Sequence[str] = (),
+    env: dict | None = None,
+) -> TunePlan:
+    """Step 0: raises TuneError naming the flag and value, or the member the recipe refuses."""
+    recipe_path = Path(recipe)
+    if not recipe_path.is_file():
+        raise TuneError(
+            f"RECIPE {recipe}: no such file; allowed: a recipe script such as recipes/tiny/grpo.sh"
+        )
+    out = Path(out_dir).resolve()
+    if out.exists() and not out.is_dir():
+        raise TuneError(f"--out {out_dir}: exists and is not a directory; allowed: a directory")
+    try:
+        mults = parse_mults(batch_mults)
+        rule = check_rule(lr_scaling).replace("--lr-rule", "--lr-scaling")
+        probe_steps = positive_int(probe_steps, "--probe-steps", "an integer >= 2")
+        if budget_samples is not None:
+            budget_samples = positive_int(
+                budget_samples, "--budget-samples", "a positive number of responses"
+            )
+        if verify_samples is not None:
+            verify_samples = positive_int(
+                verify_samples, "--verify-samples", "a positive number of responses"
+            )
+        verify = _count(verify, "--verify")
+    except SweepError as err:
+        raise TuneError(str(err).replace("--lr-rule", "--lr-scaling")) from None
+    if probe_steps < 2:
+        raise TuneError(
+            f"--probe-steps {probe_steps}: the first step warms up and is not timed; "
+            "allowed: an integer >= 2"
+        )
+    if len(mults) < 2:
+        raise TuneError(
+            f"--batch-mults {','.join(map(str, mults))}: one candidate leaves nothing to "
+            "choose; allowed: 1 and at least one more multiplier, e.g. 1,2,4,8,16"
+        )
+    if verify > len(mults) - 1:
+        raise TuneError(
+            f"--verify {verify}: allowed: an integer from 0 (no verification) to "
+            f"{len(mults) - 1} (the other candidates of --batch-mults)"
+        )
+    extra_args = [str(a) for a in extra_args]
+    env = dict(os.environ if env is None else env)
+    try:
+        config = probe(recipe_path, extra_args, out, env)
+        base = base_from_config(config, recipe)
+    except SweepError as err:
+        raise TuneError(str(err)) from None
+    if config.get("noise_scale_beta") is None:
+        raise TuneError(
+            f"RECIPE {recipe}: it resolves --noise-scale-beta none, so no noise scale is "
+            "measured; allowed: a value in [0, 1), e.g. add `-- --noise-scale-beta 0.99`"
+        )
+    micro, dp = config.get("micro_batch_size"), config.get("data_parallel_size") or 1
+    if isinstance(micro, int) and dp == 1 and base["B0"] <= micro:
+        raise TuneError(
+            f"RECIPE {recipe}: --micro-batch-size {micro} holds the whole batch "
+            f"(--global-batch-size {base['B0']}) on one rank, so the noise scale has no small "
+            "batch to compare with; allowed: a --micro-batch-size below the global batch"
+        )
+    for key in ("rollout_engine", "rollout_concurrency", "rollout_max_response_len"):
+        if config.get(key) is None:
+            raise TuneError(f"RECIPE {recipe}: the dry run's configuration lacks {key}")
+    if config["rollout_engine"] == "sglang" and not config.get("hf_checkpoint"):
+        raise TuneError(
+            f"RECIPE {recipe}: --rollout-engine sglang without --hf-checkpoint: the decode "
+            "profile starts a server from it; allowed: a recipe with --hf-checkpoint DIR"
+        )
+    N0 = base["P0"] * base["G"]
+    if budget_samples is None:
+        budget_samples = DEFAULT_PASS1_STEPS * N0
+    if budget_samples < 4 * N0:
+        raise TuneError(
+            f"--budget-samples {budget_samples}: under 4 rollout steps of the reference "
+            f"({N0} responses each), too few for a noise-scale estimate; allowed: >= {4 * N0}"
+        )
+    if verify:
+        if not config.get("target"):
+            raise TuneError(
+                f"--verify {verify}: RECIPE {recipe} has no --target, so the sweep cannot "
+                "measure time to target; allowed: --verify 0, or add `-- --target "
+                "eval/accuracy=VALUE --eval-interval N`"
+            )
+        if not config.get("eval_interval") and str(config["target"]).startswith("eval/"):
+            raise TuneError(
+                f"--verify {verify}: the target {config['target']} needs evaluations but "
+                "--eval-interval is 0; allowed: add `-- --eval-interval N` (N >= 1)"
+            )
+        if verify_samples is None:
+            verify_samples = int(config.get("num_steps") or 1) * N0
+    plan = TunePlan(
+        recipe_path.resolve(),
+        out,
+        mults,
+        rule,
+        budget_samples,
+        probe_steps,
+        verify,
+        verify_samples,
+        extra_args,
+        env,
+        config,
+        base,
+    )
+    try:  # every member any step may run, dry-run now so nothing starts with a bad one
+        validate_members(plan.recipe, probe_members(plan), base, plan.probe_args, out, env)
+        if verify:
+            check_sweep(
+                plan.recipe,
+                out / "verify",
+                mults,
+                rule,
+                max_samples=verify_samples,
+                extra_args=extra_args,
+                env=env,
+            )
+    except SweepError as err:
+        raise TuneError(str(err)) from None
+    return plan
+
+
+def _run_sweep(plan: TunePlan, step: str, mults, max_samples, extra, console, progress) -> Path:
+    out = plan.out / step
+    try:
+        sweep = run_sweep(
+            plan.recipe,
+            out,
+            mults,
+            plan.rule,
+            max_samples=max_samples,
+            extra_args=extra,
+            env=plan.env,
+            console=console,
+            show_progress=progress,
+        )
+    except SweepError as err:
+        raise TuneError(f"{step}: {err}") from None
+    failed = failed_members(sweep)
+    if failed:
+        raise TuneError(
+            f"{step}: member(s) failed: "
+            + ", ".join(
+                f"{m['name']} (exit {m['returncode']}, log {out / m['log']})" for m in failed
+            )
+            + "; rerun the same command to retry (finished steps are kept)"
+        )
+    return out
+
+
+def _member_dirs(sweep_dir: Path) -> dict[int, Path]:
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    return {m["mult"]: sweep_dir / m["run_dir"] for m in sweep["members"]}
+
+
+def probe_members(plan: TunePlan) -> list[dict]:
+    """The probes: the sweep's members at every multiplier but 1 (pass 1 is the probe at B0),
+    run for --probe-steps rollout steps (the flag comes in `probe_args`)."""
+    members = plan_members(plan.base, plan.mults, plan.rule, seeds=[_seed(plan)])
+    return [m for m in members if m["mult"] != 1]
+
+
+def _seed(plan: TunePlan) -> int:
+    seed = plan.base.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else 1234
+
+
+def run_probes(plan: TunePlan, console) -> dict[int, Path]:
+    """The update probes one after the other (never side by side: they are timed), each as
+    `hyrl sweep` runs a member (its flags from `member_flags`); a probe whose run directory
+    holds summary.json is done and kept, an unfinished one is moved aside and rerun."""
+    out = plan.out / "probes"
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"recipe": str(plan.recipe), "args": plan.probe_args, "base": plan.base}
+    record["members"] = [m["name"] for m in probe_members(plan)]
+    earlier = out / "probes.json"
+    if earlier.is_file() and json.loads(earlier.read_text()) != json_safe(record):
+        raise TuneError(
+            f"--out {plan.out}: its probes were run with other arguments ({earlier}); "
+            "allowed: the same command as before, or a new --out"
+        )
+    earlier.write_text(json.dumps(json_safe(record), indent=2) + "\n", encoding="utf-8")
+    dirs = {}
+    for m in probe_members(plan):
+        run_dir = out / m["run_dir"]
+        dirs[m["mult"]] = run_dir
+        if is_done(out, m):
+            continue
+        move_aside(out, m)
+        cmd = ["bash", str(plan.recipe), *plan.probe_args, *member_flags(m, plan.base, run_dir)]
+        log = out / f"{m['name']}.log"
+        with open(log, "w", encoding="utf-8") as f:
+            f.write("# " + shlex.join(cmd) + "\n")
+            f.flush()
+            with console.status(f"pass 2: update probe {m['name']} ({plan.probe_steps} steps)"):
+                rc = subprocess.run(
+                    cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=plan.env,
+                ).returncode  # fmt: skip
+        if rc != 0 or not is_done(out, m):
+            raise TuneError(
+                f"pass 2: probe {m['name']} exited {rc}; see {log} (rerun the same command "
+                "to retry; finished steps are kept)"
+            )
+    return dirs
+
+
+def profile_concurrencies(plan: TunePlan) -> list[int]:
+    N0 = plan.base["P0"] * plan.base["G"]
+    cap = int(plan.config["rollout_concurrency"])
+    return sorted({concurrency(m * N0, cap) for m in plan.mults})
+
+
+def run_profile(plan: TunePlan, console) -> dict | None:
+    """`hyrl profile-rollout` at the candidates' concurrencies (num-prompts = the largest C);
+    None when every candidate decodes at the same C, where the rates cancel (tune_model)."""
+    out = plan.out / "profile"
+    done = out / "profile.json"
+    cs = profile_concurrencies(plan)
+    if len(cs) == 1:
+        return None
+    if done.is_file():
+        profile = json.loads(done.read_text())
+        if profile.get("parameters", {}).get("concurrencies") == cs:
+            return profile
+    c = plan.config
+    cmd = [
+        _python(plan.env),
+        "-m",
+        "hyrl",
+        "profile-rollout",
+        "--engine",
+        c["rollout_engine"],
+        "--concurrency",
+        ",".join(map(str, cs)),
+        "--num-prompts",
+        str(cs[-1]),
+        "--max-new-tokens",
+        str(c["rollout_max_response_len"]),
+        "--repeats",
+        str(PROFILE_REPEATS),
+        "--seed",
+        str(c.get("seed") or 0),
+        "--out",
+        str(out),
+    ]
+    if c["rollout_engine"] == "sglang":
+        cmd += ["--model-path", str(c["hf_checkpoint"])]
+        cmd += ["--num-gpus-per-engine", str(c.get("rollout_num_gpus_per_engine") or 1)]
+    log = plan.out / "profile.log"
+    with open(log, "w", encoding="utf-8") as f:
+        f.write("# " + " ".join(cmd) + "\n")
+        f.flush()
+        with console.status(f"pass 2: decode profile at C = {','.join(map(str, cs))}"):
+            rc = subprocess.run(
+                cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=plan.env, timeout=PROFILE_TIMEOUT_S,
+            ).returncode  # fmt: skip
+    if rc != 0 or not done.is_file():
+        raise TuneError(f"pass 2: `hyrl profile-rollout` exited {rc}; see {log}")
+    return json.loads(done.read_text())
+
+
+def _costs(run_dir: Path, what: str, later_fraction: float) -> tuple[StepCosts, list, dict]:
+    run = load_run(run_dir)
+    N = run.config.get("responses_per_rollout") or (
+        run.config["rollout_batch_size"] * run.config["n_samples_per_prompt"]
+    )
+    try:
+        return step_costs(run.records, int(N), later_fraction), run.records, run.config
+    except TuneModelError as err:
+        raise TuneError(f"{what} {run_dir}: {err}") from None
+
+
+def model(plan: TunePlan, pass1: Path, profile: dict | None, probes: dict[int, Path]) -> dict:
+    """Step 3 as a JSON-safe dict (report.json without timings and verification)."""
+    ref_costs, records, config = _costs(pass1, "pass 1", LATER_FRACTION)
+    noise = noise_estimate(records, "actor/noise_scale")
+    if noise is None:
+        raise TuneError(
+            f"pass 1 {pass1}: no finite actor/noise_scale in metrics.jsonl (a step whose "
+            "rewards are all equal has no gradient to measure); allowed: a larger "
+            f"--budget-samples than {plan.budget_samples}, with a new --out"
+        )
+    # a probe is short: every step after the first counts
+    probe_costs = {m: _costs(d, "probe", 1.0)[0] for m, d in probes.items()}
+    per_token = {m: seconds_per_token(c) for m, c in probe_costs.items()}
+    per_token[1] = seconds_per_token(ref_costs)
+    try:
+        rates = decode_rates(profile) if profile is not None else None
+        candidates = predict(
+            plan.mults,
+            plan.base["B0"],
+            plan.base["lr"],
+            plan.rule,
+            ref_costs,
+            per_token,
+            rates,
+            int(plan.config["rollout_concurrency"]),
+            noise,
+        )
+    except TuneModelError as err:
+        raise TuneError(f"model: {err}") from None
+    critic = None
+    critic_noise = noise_estimate(records, "critic/noise_scale")
+    if config.get("critic_global_batch_size") and critic_noise is not None:
+        critic = {
+            "noise": critic_noise,
+            "B0": int(config["critic_global_batch_size"]),
+            "lr0": float(config["critic_lr"]),
+            "rule": plan.rule,
+            "unit": int(config.get("critic_micro_batch_size") or 1)
+            * int(config.get("data_parallel_size") or 1),
+        }
+    rec = recommend(candidates, plan.base["P0"], critic)
+    return json_safe(
+        {
+            "recipe": str(plan.recipe),
+            "extra_args": plan.extra_args,
+            "lr_scaling": plan.rule,
+            "batch_mults": plan.mults,
+            "budget_samples": plan.budget_samples,
+            "probe_steps": plan.probe_steps,
+            "base": plan.base,
+            "rollout_concurrency": plan.config["rollout_concurrency"],
+            "pass1_run": str(pass1),
+            "noise": _noise_dict(noise),
+            "critic_noise": _noise_dict(critic_noise) if critic_noise else None,
+            "reference_costs": asdict(ref_costs),
+            "probe_costs": {str(m): asdict(c) for m, c in probe_costs.items()},
+            "s_per_token": {str(m): per_token[m] for m in sorted(per_token)},
+            "decode_responses_per_s": (
+                {str(c): r for c, r in sorted(rates.items())} if rates is not None else None
+            ),
+            "candidates": [asdict(c) for c in candidates],
+            "recommendation": rec.as_dict(),
+        }
+    )
+
+
+def _noise_dict(noise: NoiseEstimate) -> dict:
+    d = asdict(noise)
+    d["series"] = [list(p) for p in noise.series]
+    return d
+
+
+def neighbours(mults: Sequence[int], rec: int, k: int) -> list[int]:
+    """The k candidates nearest to the recommendation in the list (not it, not 1), nearer
+    first, the smaller first on a tie."""
+    ordered = sorted(mults)
+    i = ordered.index(rec)
+    others = [m for m in ordered if m not in (rec, 1)]
+    return sorted(others, key=lambda m: (abs(ordered.index(m) - i), m))[:k]
+
+
+def verify_rows(report: dict, analysis: dict, mults_by_name: dict[str, int]) -> list[dict]:
+    """Predicted against measured ratios, one row per verify member."""
+    by_mult = {c["mult"]: c for c in report["candidates"]}
+    rows = []
+    for r in analysis["runs"]:
+        m = mults_by_name.get(Path(r["path"]).name)
+        if m is None or m not in by_mult:
+            continue
+        c = by_mult[m]
+        measured = r.get("time_ratio")
+        rows.append(
+            {
+                "name": r["name"],
+                "mult": m,
+                "responses_per_step": c["responses_per_step"],
+                "predicted_samples_ratio": c["samples_ratio"],
+                "measured_samples_ratio": r.get("samples_ratio"),
+                "predicted_throughput_ratio": c["throughput_ratio"],
+                "measured_throughput_ratio": r.get("throughput_ratio"),
+                "predicted_time_ratio": c["time_ratio"],
+                "predicted_time_ratio_range": sorted([c["time_ratio_low"], c["time_ratio_high"]]),
+                "measured_time_ratio": measured,
+                "time_ratio_error": (
+                    c["time_ratio"] / measured - 1 if measured else None
+                ),  # relative: predicted / measured - 1
+                "reached": r.get("reached"),
+            }
+        )
+    return sorted(rows, key=lambda r: r["mult"])
+
+
+def run_verify(plan: TunePlan, report: dict, console, progress: bool) -> dict:
+    rec = report["recommendation"]["mult"]
+    mults = sorted({1, rec, *neighbours(plan.mults, rec, plan.verify)})
+    out = _run_sweep(plan, "verify", mults, plan.verify_samples, plan.extra_args, console, progress)
+    try:
+        analysis = analyze([out], parse_target(str(plan.config["target"])))
+    except AnalysisError as err:
+        raise TuneError(f"verify: {err}") from None
+    names = {d.name: m for m, d in _member_dirs(out).items()}
+    return {
+        "sweep_dir": str(out),
+        "mults": mults,
+        "verify_samples": plan.verify_samples,
+        "target": plan.config["target"],
+        "rows": verify_rows(report, analysis, names),
+    }
+
+
+def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
+    """Steps 1 to 4 (after `check_tune`); returns report.json's content, also written."""
+    from rich.console import Console
+
+    from hyrl.batchsize.tune_report import write_report
+
+    console = console or Console()
+    plan.out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    console.print(f"[bold]pass 1[/]: {plan.budget_samples} responses at the reference batch")
+    pass1_dir = _run_sweep(
+        plan, "pass1", [1], plan.budget_samples, plan.extra_args, console, show_progress
+    )
+    timings["pass1_s"] = time.monotonic() - t0
+    t = time.monotonic()
+    profile = run_profile(plan, console)
+    timings["profile_s"] = time.monotonic() - t
+    t = time.monotonic()
+    console.print(f"[bold]pass 2[/]: update probes, {plan.probe_steps} steps per candidate")
+    probes = run_probes(plan, console)
+    timings["probes_s"] = time.monotonic() - t
+    report = model(plan, _member_dirs(pass1_dir)[1], profile, probes)
+    if plan.verify:
+        t = time.monotonic()
+        console.print(f"[bold]verify[/]: {plan.verify_samples} responses per member")
+        report["verify"] = run_verify(plan, report, console, show_progress)
+        timings["verify_s"] = time.monotonic() - t
+    timings["total_s"] = time.monotonic() - t0
+    report["timings_s"] = timings
+    report["files"] = [str(p.name) for p in write_report(report, plan.out)]
+    return report
+
+
+def summary_lines(report: dict) -> list[str]:
+    rec = report["recommendation"]
+    n = report["noise"]
+    lines = [
+        f"B_noise (actor) = {n['median']:.4g} (IQR {n['low']:.4g} to {n['high']:.4g})",
+        f"recommended: B = {rec['responses_per_step']} responses per step "
+        f"(P = {rec['prompts_per_step']}), lr = {rec['lr']:.4g}, C = {rec['concurrency']}; "
+        f"predicted T ratio {rec['time_ratio']:.3g}x; over the noise-scale IQR the best B is "
+        f"x{rec['mult_low']} to x{rec['mult_high']}",
+    ]
+    if rec.get("critic_batch") is not None:
+        lines.append(
+            f"critic: batch {rec['critic_batch']}, lr {rec['critic_lr']:.4g} "
+            f"(B_noise,critic = {rec['critic_noise_scale']:.4g})"
+        )
+    return lines

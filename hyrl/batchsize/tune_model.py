@@ -1,0 +1,373 @@
+"""The model behind `hyrl tune`: from a short run's records, a decode profile and update probes,
+the predicted samples, throughput and time to target of every candidate batch (pure: no torch,
+no subprocess, no files).
+
+Terms (DESIGN.md, "The science it encodes"): B = responses per optimizer step, B0 the recipe's
+reference batch, N = responses per rollout step (N = k B with k optimizer steps per rollout; a
+candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep` plans it).
+
+1. Noise scale (`noise_estimate`). The run logs B_simple = tr(Sigma)/|G|^2 (McCandlish et al.
+   2018, "An Empirical Model of Large-Batch Training", sec. 2.2; `hyrl.metrics.noise_scale`) as
+   `actor/noise_scale` (and `critic/noise_scale` under PPO) every optimizer step. The estimate is
+   the median over the later part of the run (the last `later_fraction` of its finite values:
+   the first steps are the farthest from the regime the run trains in), its spread the
+   interquartile range of the same values. The logged values are moving averages, so
+   neighbouring steps are correlated and the range understates the estimator's own error; it
+   measures how much the noise scale drifts over the window.
+2. Samples (`samples_ratio`). S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018, eq. 2.11,
+   with B_noise = B_simple standing in for B_crit as in their sec. 2.3), so
+       S(B) / S(B0) = (1 + B_noise / B) / (1 + B_noise / B0)       (S_min cancels).
+3. Throughput (`predict`). R(B) = N(B) / t_step(B) responses per second of the whole loop, with
+   the rollout step's time the sum of its stages, each measured in the short run at B0
+   (`step_costs`, medians per rollout step over the later part) and scaled to N = m N0:
+       generation  t_gen(m) = t_gen(1) x [N(m) / r(C(m))] / [N0 / r(C(1))]
+                   r(C): the decode profile's responses/s at concurrency C (`hyrl
+                   profile-rollout`), C(m) = min(N(m), the recipe's --rollout-concurrency):
+                   the engine decodes at most that many sequences at once (when every
+                   candidate has the same C, r cancels and no profile is needed);
+       the rest    t(m) = t(1) x m x u(m) / u(1)   (updates, reward, log-probs, weight sync,
+                   overhead), u(m): the stage's seconds per response token in the probe at
+                   multiplier m (a few rollout steps at that batch, the first, warming up, left
+                   out; u(1) from the short run itself). A cost that does not grow with the
+                   batch has u(m) = u(1) / m, so t(m) = t(1): the probes tell fixed costs from
+                   per-token ones, nothing is assumed;
+       a stage the probes did not time: per response (reward, logprob, value, the updates)
+                   t(m) = t(1) x m, or fixed per rollout step (weight_sync, offload,
+                   overhead) t(m) = t(1).
+   Anchoring every stage on the short run's own time at B0 keeps the loop's real costs; the
+   profile and the probes give only how each stage changes with the batch.
+4. Time (`predict`). T = S / R, so T(B) / T(B0) = [S(B)/S(B0)] / [R(B)/R(B0)].
+5. Recommendation (`recommend`): the candidate with the least predicted T (ties: the smaller
+   B), its lr = scaled_lr(lr0, B, B0, rule) (`hyrl.schedules`), its concurrency C(m), and the
+   same argmin at the low and high ends of the noise-scale spread (the uncertainty). Under PPO
+   the critic's batch is chosen from its own noise scale (`critic_batch`): the divisor of N
+   nearest to B_noise,critic (log scale), where S = 2 S_min and the optimizer steps E = 2 E_min
+   (McCandlish et al. 2018, sec. 2.3: B_crit is the compromise between the two).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+from hyrl.metrics.run_dir import number as _num
+from hyrl.schedules import scaled_lr
+
+# perf/<stage>_s timers and how each scales with the batch (module docstring, step 3)
+DECODE_STAGES = ("rollout",)
+UPDATE_STAGES = ("actor_train", "critic_train")
+PER_RESPONSE_STAGES = ("reward", "logprob", "value")
+FIXED_STAGES = ("weight_sync", "offload", "overhead")
+STAGES = DECODE_STAGES + PER_RESPONSE_STAGES + UPDATE_STAGES + FIXED_STAGES
+LATER_FRACTION = 0.5  # the later half of a run holds the estimate
+
+
+class TuneModelError(ValueError):
+    """Records the model cannot use; the message names the run and what is missing."""
+
+
+def _finite(x) -> float | None:
+    v = _num(x)
+    return v if math.isfinite(v) else None
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """(25th percentile, median, 75th percentile), inclusive method; one value gives it thrice."""
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def _later(items: list, fraction: float) -> list:
+    """The last ceil(fraction x n) items (at least one when there are any)."""
+    return items[len(items) - max(1, math.ceil(fraction * len(items))) :] if items else []
+
+
+@dataclass
+class NoiseEstimate:
+    """B_noise from one run's `metric`: median and quartiles over the window's steps."""
+
+    metric: str
+    median: float
+    low: float
+    high: float
+    n_values: int
+    window_samples: tuple[float, float]
+    series: list[tuple[float, float]] = field(default_factory=list)  # (samples, value), all
+
+
+def noise_estimate(
+    records: Sequence[Mapping], metric: str = "actor/noise_scale", later_fraction=LATER_FRACTION
+) -> NoiseEstimate | None:
+    """The noise scale of `metric` over the later part of the records (module docstring, step
+    1); None when no record holds a finite value. Negative quartiles are kept as measured; the
+    model reads them as 0 (a noise scale is not negative)."""
+    series = []
+    for rec in records:
+        v, s = _finite(rec.get(metric)), _finite(rec.get("samples"))
+        if v is not None and s is not None:
+            series.append((s, v))
+    if not series:
+        return None
+    window = _later(series, later_fraction)
+    low, median, high = _quartiles(sorted(v for _, v in window))
+    return NoiseEstimate(
+        metric, median, low, high, len(window), (window[0][0], window[-1][0]), series
+    )
+
+
+def _rollout_steps(records: Sequence[Mapping]) -> list[dict]:
+    """One dict per rollout step: its stage times (summed over its records) and the mean
+    response length (a rollout step with k optimizer steps logs k records)."""
+    steps: dict[int, dict] = {}
+    for i, rec in enumerate(records):
+        key = rec.get("rollout_step", rec.get("step", i))
+        step = steps.setdefault(int(_num(key)) if _finite(key) is not None else i, {})
+        for name in (*STAGES, "step"):
+            v = _finite(rec.get(f"perf/{name}_s"))
+            if v is not None:
+                step[name] = step.get(name, 0.0) + v
+        length = _finite(rec.get("train/response_len_mean"))
+        if length is not None:
+            step.setdefault("lengths", []).append(length)
+    out = []
+    for _, step in sorted(steps.items()):
+        lengths = step.pop("lengths", [])
+        step["response_tokens"] = statistics.mean(lengths) if lengths else None
+        out.append(step)
+    return out
+
+
+@dataclass
+class StepCosts:
+    """A run's median seconds per rollout step, per stage, over its later part."""
+
+    responses_per_rollout: int
+    response_tokens: float | None
+    seconds: dict[str, float]
+    step_s: float | None
+    n_steps: int
+
+
+def step_costs(
+    records: Sequence[Mapping], responses_per_rollout: int, later_fraction=LATER_FRACTION
+) -> StepCosts:
+    """Median per rollout step of every perf/<stage>_s over the later part of the run (the first
+    rollout step, which warms up, never counts unless it is the only one). A stage the run
+    never timed is absent."""
+    steps = _rollout_steps(records)
+    if len(steps) > 1:
+        steps = steps[1:]
+    window = _later(steps, later_fraction)
+    if not window:
+        raise TuneModelError("no records with stage timers (perf/*_s)")
+    seconds = {}
+    for name in STAGES:
+        values = [s[name] for s in window if name in s]
+        if values:
+            seconds[name] = statistics.median(values)
+    if "rollout" not in seconds:
+        raise TuneModelError("no perf/rollout_s in the records: the generation time is needed")
+    lengths = [s["response_tokens"] for s in window if s["response_tokens"] is not None]
+    steps_s = [s["step"] for s in window if "step" in s]
+    return StepCosts(
+        responses_per_rollout,
+        statistics.median(lengths) if lengths else None,
+        seconds,
+        statistics.median(steps_s) if steps_s else None,
+        len(window),
+    )
+
+
+def seconds_per_token(costs: StepCosts) -> dict[str, float]:
+    """Seconds per response token of every stage but the decode: t / (N x tokens)."""
+    tokens = costs.response_tokens if costs.response_tokens else 1.0
+    return {
+        s: t / (costs.responses_per_rollout * tokens)
+        for s, t in costs.seconds.items()
+        if s not in DECODE_STAGES
+    }
+
+
+def decode_rates(profile: Mapping) -> dict[int, float]:
+    """{concurrency: responses/s} from `hyrl profile-rollout`'s profile.json."""
+    rows = profile.get("rows") if isinstance(profile, Mapping) else None
+    if not isinstance(rows, list) or not rows:
+        raise TuneModelError("the decode profile has no rows (profile.json 'rows')")
+    rates = {}
+    for row in rows:
+        c, r = row.get("c"), _finite(row.get("responses_per_s"))
+        if isinstance(c, int) and r is not None and r > 0:
+            rates[c] = r
+    if not rates:
+        raise TuneModelError("the decode profile has no row with a positive responses_per_s")
+    return rates
+
+
+def concurrency(responses_per_rollout: int, cap: int) -> int:
+    """C: the sequences the engine decodes at once, at most --rollout-concurrency."""
+    return min(responses_per_rollout, cap)
+
+
+def samples_ratio(B: float, B0: float, b_noise: float) -> float:
+    """S(B)/S(B0) = (1 + B_noise/B) / (1 + B_noise/B0); a negative B_noise counts as 0."""
+    b_noise = max(0.0, b_noise)
+    return (1 + b_noise / B) / (1 + b_noise / B0)
+
+
+@dataclass
+class Candidate:
+    """One candidate batch, predicted."""
+
+    mult: int
+    responses_per_step: int
+    responses_per_rollout: int
+    concurrency: int
+    lr: float
+    stage_s: dict[str, float]
+    step_s: float
+    responses_per_s: float
+    throughput_ratio: float = 1.0
+    samples_ratio: float = 1.0
+    time_ratio: float = 1.0
+    samples_ratio_low: float = 1.0  # at the low end of the noise-scale spread
+    time_ratio_low: float = 1.0
+    samples_ratio_high: float = 1.0
+    time_ratio_high: float = 1.0
+
+
+def predict(
+    mults: Sequence[int],
+    B0: int,
+    lr0: float,
+    rule: str,
+    reference: StepCosts,
+    probes: Mapping[int, Mapping[str, float]],
+    rates: Mapping[int, float] | None,
+    concurrency_cap: int,
+    noise: NoiseEstimate,
+) -> list[Candidate]:
+    """Every candidate's stage times, R, and S, R, T ratios to m = 1 (module docstring, steps 2
+    to 4). `reference`: the short run's costs at B0; `probes[m]`: seconds per response token
+    of each stage at multiplier m (`seconds_per_token`), m = 1 included; `rates`: decode
+    responses/s per concurrency (None when every candidate has the same C: r cancels)."""
+    if 1 not in mults:
+        raise TuneModelError("the candidates must include multiplier 1 (the reference)")
+    N0 = reference.responses_per_rollout
+    c0 = concurrency(N0, concurrency_cap)
+    out = []
+    for m in sorted(mults):
+        N = m * N0
+        c = concurrency(N, concurrency_cap)
+        decode = 1.0  # r(C(1)) / r(C(m))
+        if c != c0:
+            missing = [need for need in (c, c0) if need not in (rates or {})]
+            if missing:
+                raise TuneModelError(
+                    f"the decode profile has no row at concurrency {missing[0]} (candidate "
+                    f"x{m}); rows: {', '.join(map(str, sorted(rates or {}))) or 'none'}"
+                )
+            assert rates is not None
+            decode = rates[c0] / rates[c]
+        if m not in probes or 1 not in probes:
+            raise TuneModelError(f"no update probe at multiplier {m if 1 in probes else 1}")
+        stage_s = {}
+        for name, t1 in reference.seconds.items():
+            u1, um = probes[1].get(name), probes[m].get(name)
+            if name in DECODE_STAGES:
+                stage_s[name] = t1 * m * decode
+            elif u1 and um is not None:
+                stage_s[name] = t1 * m * um / u1
+            elif name in FIXED_STAGES:
+                stage_s[name] = t1
+            else:
+                stage_s[name] = t1 * m
+        step_s = sum(stage_s.values())
+        out.append(
+            Candidate(
+                mult=m,
+                responses_per_step=m * B0,
+                responses_per_rollout=N,
+                concurrency=c,
+                lr=scaled_lr(lr0, m * B0, B0, rule),
+                stage_s=stage_s,
+                step_s=step_s,
+                responses_per_s=N / step_s if step_s > 0 else math.inf,
+            )
+        )
+    ref = out[0]
+    for cand in out:
+        B = cand.responses_per_step
+        cand.throughput_ratio = cand.responses_per_s / ref.responses_per_s
+        for suffix, b_noise in (("", noise.median), ("_low", noise.low), ("_high", noise.high)):
+            s = samples_ratio(B, B0, b_noise)
+            setattr(cand, f"samples_ratio{suffix}", s)
+            setattr(cand, f"time_ratio{suffix}", s / cand.throughput_ratio)
+    return out
+
+
+def _argmin(candidates: Sequence[Candidate], key: str) -> Candidate:
+    return min(candidates, key=lambda c: (getattr(c, key), c.responses_per_step))
+
+
+def critic_batch(b_noise: float, responses_per_rollout: int, unit: int) -> int:
+    """The critic's batch: among the divisors d of N that are multiples of `unit` (its
+    micro-batch x data-parallel ranks), the one nearest to B_noise,critic on a log scale
+    (module docstring, step 5); ties go to the larger. N itself when no smaller one fits."""
+    N = responses_per_rollout
+    choices = [d for d in range(unit, N + 1, unit) if N % d == 0] or [N]
+    target = max(b_noise, 1.0)
+    return min(choices, key=lambda d: (abs(math.log(d / target)), -d))
+
+
+@dataclass
+class Recommendation:
+    mult: int
+    responses_per_step: int
+    prompts_per_step: int
+    lr: float
+    concurrency: int
+    time_ratio: float
+    mult_low: int  # the argmin at the low end of the noise-scale spread
+    time_ratio_low: float
+    mult_high: int
+    time_ratio_high: float
+    critic_batch: int | None = None
+    critic_lr: float | None = None
+    critic_noise_scale: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def recommend(
+    candidates: Sequence[Candidate],
+    prompts_per_step0: int,
+    critic: Mapping | None = None,
+) -> Recommendation:
+    """The candidate of least predicted T, and the argmins at the spread's two ends. `critic`
+    (PPO): {"noise": NoiseEstimate, "B0": its reference batch, "lr0": its lr, "rule": the lr
+    rule, "unit": micro-batch x DP}."""
+    best = _argmin(candidates, "time_ratio")
+    low, high = _argmin(candidates, "time_ratio_low"), _argmin(candidates, "time_ratio_high")
+    rec = Recommendation(
+        mult=best.mult,
+        responses_per_step=best.responses_per_step,
+        prompts_per_step=prompts_per_step0 * best.mult,
+        lr=best.lr,
+        concurrency=best.concurrency,
+        time_ratio=best.time_ratio,
+        mult_low=low.mult,
+        time_ratio_low=low.time_ratio_low,
+        mult_high=high.mult,
+        time_ratio_high=high.time_ratio_high,
+    )
+    if critic is not None:
+        noise: NoiseEstimate = critic["noise"]
+        rec.critic_noise_scale = noise.median
+        rec.critic_batch = critic_batch(noise.median, best.responses_per_rollout, critic["unit"])
+        rec.critic_lr = scaled_lr(critic["lr0"], rec.critic_batch, critic["B0"], critic["rule"])
+    return rec

@@ -1,0 +1,228 @@
+"""`hyrl tune`'s report: report.json, report.md and the plots (matplotlib, Agg), from the dict
+`hyrl.batchsize.tune.model` returns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hyrl.batchsize.analyze import json_safe
+from hyrl.batchsize.report import format_duration
+
+STAGE_LABELS = {
+    "rollout": "generation",
+    "reward": "reward",
+    "logprob": "log-probs",
+    "value": "values",
+    "actor_train": "actor update",
+    "critic_train": "critic update",
+    "weight_sync": "weight sync",
+    "offload": "offload",
+    "overhead": "other",
+}
+
+
+def _x(v) -> str:
+    return "-" if v is None else f"{v:.3g}x"
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:+.0f}%"
+
+
+def render_markdown(report: dict, plots: list[str]) -> str:
+    rec, noise, base = report["recommendation"], report["noise"], report["base"]
+    costs = report["reference_costs"]
+    lines = [
+        f"# hyrl tune: {Path(report['recipe']).name}",
+        "",
+        f"- reference: P0 = {base['P0']} prompts x G = {base['G']}, B0 = {base['B0']} responses "
+        f"per optimizer step, lr0 = {base['lr']:.4g}; lr rule `{report['lr_scaling']}`",
+        f"- pass 1: {report['budget_samples']:,} responses at B0 ({report['pass1_run']})",
+        f"- actor noise scale B_noise = **{noise['median']:.4g}** (median of "
+        f"{noise['n_values']} steps, samples {noise['window_samples'][0]:,.0f} to "
+        f"{noise['window_samples'][1]:,.0f}; interquartile range {noise['low']:.4g} to "
+        f"{noise['high']:.4g})",
+    ]
+    if report.get("critic_noise"):
+        cn = report["critic_noise"]
+        lines.append(
+            f"- critic noise scale = {cn['median']:.4g} (IQR {cn['low']:.4g} to {cn['high']:.4g})"
+        )
+    lines += [
+        "",
+        "## Recommendation",
+        "",
+        f"**B = {rec['responses_per_step']}** responses per optimizer step (P = "
+        f"{rec['prompts_per_step']} prompts, x{rec['mult']}), **lr = {rec['lr']:.4g}**, "
+        f"concurrency **C = {rec['concurrency']}**: predicted time to target "
+        f"{rec['time_ratio']:.3g}x the reference's.",
+        f"Over the noise scale's interquartile range the best candidate is x{rec['mult_low']} "
+        f"(at B_noise = {noise['low']:.4g}, {rec['time_ratio_low']:.3g}x) to x{rec['mult_high']} "
+        f"(at {noise['high']:.4g}, {rec['time_ratio_high']:.3g}x).",
+    ]
+    if rec.get("critic_batch") is not None:
+        lines.append(
+            f"Critic: batch **{rec['critic_batch']}** (the divisor of the rollout's responses "
+            f"nearest to its noise scale {rec['critic_noise_scale']:.4g}), lr "
+            f"{rec['critic_lr']:.4g}."
+        )
+    lines += [
+        "",
+        "## Candidates (predicted, relative to B0)",
+        "",
+        "| x | B | C | lr | step s | R (resp/s) | S ratio | R ratio | T ratio | T ratio (IQR) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for c in report["candidates"]:
+        lo, hi = sorted([c["time_ratio_low"], c["time_ratio_high"]])
+        mark = " **<-**" if c["mult"] == rec["mult"] else ""
+        lines.append(
+            f"| {c['mult']}{mark} | {c['responses_per_step']} | {c['concurrency']} | "
+            f"{c['lr']:.4g} | {c['step_s']:.3g} | {c['responses_per_s']:.4g} | "
+            f"{_x(c['samples_ratio'])} | {_x(c['throughput_ratio'])} | {_x(c['time_ratio'])} | "
+            f"{lo:.3g}-{hi:.3g}x |"
+        )
+    lines += [
+        "",
+        "## Measured stage costs at B0 (pass 1, median seconds per rollout step)",
+        "",
+        "| stage | s per step | scales with the batch as |",
+        "|---|---:|---|",
+    ]
+    for name, s in costs["seconds"].items():
+        how = "N / r(C)" if name == "rollout" else "N x the probes' seconds per token"
+        lines.append(f"| {STAGE_LABELS.get(name, name)} | {s:.4g} | {how} |")
+    rates = report["decode_responses_per_s"]
+    if rates is None:
+        c = report["candidates"][0]["concurrency"]
+        decode = (
+            f"Decode profile: not needed, every candidate decodes at C = {c} (min(N, "
+            "--rollout-concurrency)), so generation time grows with N alone."
+        )
+    else:
+        decode = "Decode profile (responses/s by concurrency): " + ", ".join(
+            f"C={c}: {r:.4g}" for c, r in rates.items()
+        )
+    lines += [
+        "",
+        decode,
+        "",
+        "Seconds per response token of the actor update (x1: pass 1; others: the probes): "
+        + ", ".join(
+            f"x{m}: {v.get('actor_train', float('nan')):.3g}"
+            for m, v in report["s_per_token"].items()
+        ),
+    ]
+    verify = report.get("verify")
+    if verify:
+        lines += [
+            "",
+            f"## Predicted vs measured (--verify: a sweep of {verify['verify_samples']:,} "
+            f"responses per member, target {verify['target']})",
+            "",
+            "| member | B | S ratio pred / meas | R ratio pred / meas | T ratio pred | "
+            "T ratio meas | error |",
+            "|---|---:|---|---|---:|---:|---:|",
+        ]
+        for r in verify["rows"]:
+            lines.append(
+                f"| {r['name']} | {r['responses_per_step']} | "
+                f"{_x(r['predicted_samples_ratio'])} / {_x(r['measured_samples_ratio'])} | "
+                f"{_x(r['predicted_throughput_ratio'])} / {_x(r['measured_throughput_ratio'])} | "
+                f"{_x(r['predicted_time_ratio'])} | "
+                f"{_x(r['measured_time_ratio']) if r['reached'] else 'never reached'} | "
+                f"{_pct(r['time_ratio_error'])} |"
+            )
+    timings = report.get("timings_s")
+    if timings:
+        lines += [
+            "",
+            "Wall time: " + ", ".join(f"{k[:-2]} {format_duration(v)}" for k, v in timings.items()),
+        ]
+    lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots]
+    lines += [
+        "",
+        "How it is computed: `hyrl/batchsize/tune_model.py` (docstring) and docs/batch-size.md "
+        '"hyrl tune".',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    noise = report["noise"]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    series = noise["series"]
+    ax.plot([s for s, _ in series], [v for _, v in series], marker=".", label="actor/noise_scale")
+    if report.get("critic_noise"):
+        cs = report["critic_noise"]["series"]
+        ax.plot([s for s, _ in cs], [v for _, v in cs], marker=".", label="critic/noise_scale")
+    ax.axvspan(*noise["window_samples"], color="tab:orange", alpha=0.15, label="estimate window")
+    ax.axhline(noise["median"], color="tab:orange", label=f"median {noise['median']:.3g}")
+    ax.axhspan(noise["low"], noise["high"], color="tab:orange", alpha=0.25, label="IQR")
+    if all(v > 0 for _, v in series) and noise["low"] > 0:
+        ax.set_yscale("log")  # a few steps with a tiny |G|^2 spike by orders of magnitude
+    ax.set_xlabel("samples (responses)")
+    ax.set_ylabel("B_simple (responses)")
+    ax.set_title("pass 1: gradient noise scale")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "noise_scale.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+    cands = report["candidates"]
+    B = [c["responses_per_step"] for c in cands]
+    rec = report["recommendation"]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    for ax, key, title in zip(
+        axes,
+        ("samples_ratio", "throughput_ratio", "time_ratio"),
+        ("S(B)/S(B0)", "R(B)/R(B0)", "T(B)/T(B0)"),
+    ):
+        ax.plot(B, [c[key] for c in cands], marker="o")
+        if key != "throughput_ratio":
+            lo = [min(c[f"{key}_low"], c[f"{key}_high"]) for c in cands]
+            hi = [max(c[f"{key}_low"], c[f"{key}_high"]) for c in cands]
+            ax.fill_between(B, lo, hi, alpha=0.25, label="noise-scale IQR")
+            ax.legend(fontsize=7)
+        ax.axvline(rec["responses_per_step"], color="tab:red", ls="--", lw=1)
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("B (responses per optimizer step)")
+        ax.set_title(title)
+    verify = report.get("verify")
+    if verify:
+        pts = [(r["responses_per_step"], r["measured_time_ratio"]) for r in verify["rows"]]
+        pts = [p for p in pts if p[1] is not None]
+        if pts:
+            axes[2].plot(*zip(*pts), "kx", label="measured (--verify)")
+            axes[2].legend(fontsize=7)
+    fig.suptitle(f"predicted; recommendation B = {rec['responses_per_step']} (dashed)")
+    fig.tight_layout()
+    path = out / "prediction.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def write_report(report: dict, out_dir) -> list[Path]:
+    """report.json, report.md, noise_scale.png, prediction.png in out_dir; returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = plot(report, out)
+    md = out / "report.md"
+    md.write_text(render_markdown(report, [p.name for p in plots]), encoding="utf-8")
+    js = out / "report.json"
+    files = [js, md, *plots]
+    content = json_safe(dict(report, files=[p.name for p in files]))
+    js.write_text(json.dumps(content, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return files

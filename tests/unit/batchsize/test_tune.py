@@ -1,0 +1,395 @@
+"""`hyrl tune`'s model and command on synthetic run directories: a known noise scale and known
+stage costs in, the recommendation and the predicted ratios out, each checked against the
+arithmetic done by hand in the comments. No trainer runs here (tests/e2e/test_tune.py runs one).
+
+The synthetic reference: P0 = 16 prompts x G = 8 = N0 = 128 responses per rollout step, one
+optimizer step (B0 = 128), lr0 = 3e-4, --rollout-concurrency 256, responses of 2 tokens, noise
+scale 384. Stage seconds per rollout step at B0: generation 0.2, reward 0.01, actor update 0.4,
+weight sync 0.05, other 0.04 (total 0.70). Probes: x2 and x4, whose actor update costs 0.9 and
+0.8 of the per-token cost at B0, reward per token unchanged, sync and other fixed per step. The
+decode profile: 100 responses/s at C = 128, 160 at C = 256.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from hyrl.batchsize import tune
+from hyrl.batchsize.tune import TuneError, TunePlan, check_tune, model, neighbours, verify_rows
+from hyrl.batchsize.tune_cli import main as tune_main
+from hyrl.batchsize.tune_model import (
+    StepCosts,
+    TuneModelError,
+    critic_batch,
+    noise_estimate,
+    predict,
+    samples_ratio,
+    seconds_per_token,
+    step_costs,
+)
+from hyrl.batchsize.tune_report import write_report
+from hyrl.cli import COMMANDS
+
+REF_STAGES = {
+    "rollout": 0.2,
+    "reward": 0.01,
+    "actor_train": 0.4,
+    "weight_sync": 0.05,
+    "overhead": 0.04,
+}
+PROFILE = {"rows": [{"c": 128, "responses_per_s": 100.0}, {"c": 256, "responses_per_s": 160.0}]}
+
+
+def _record(step: int, N: int, stages: dict, noise: float | None, length: float = 2.0) -> dict:
+    rec = {
+        "step": step,
+        "rollout_step": step,
+        "samples": N * step,
+        "samples_generated": N * step,
+        "train/response_len_mean": length,
+        "elapsed_s": float(step),
+        **{f"perf/{k}_s": v for k, v in stages.items()},
+        "perf/step_s": sum(stages.values()),
+    }
+    if noise is not None:
+        rec["actor/noise_scale"] = noise
+    return rec
+
+
+def _write_run(path: Path, mult: int, records: list[dict]) -> Path:
+    path.mkdir(parents=True)
+    config = {
+        "rollout_batch_size": 16 * mult,
+        "n_samples_per_prompt": 8,
+        "global_batch_size": 128 * mult,
+        "responses_per_rollout": 128 * mult,
+        "lr": 3e-4,
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _pass1(tmp_path: Path, noise=lambda step: 384.0, steps: int = 8) -> Path:
+    """Step 1 warms up (10x slower), steps 2-4 are 2x slower than the rest: the estimate takes
+    the later half of steps 2..8, i.e. steps 5..8, at REF_STAGES."""
+    recs = []
+    for step in range(1, steps + 1):
+        factor = 10.0 if step == 1 else 2.0 if step <= 4 else 1.0
+        stages = {k: v * factor for k, v in REF_STAGES.items()}
+        recs.append(_record(step, 128, stages, noise(step)))
+    return _write_run(tmp_path / "pass1", 1, recs)
+
+
+def _probe(tmp_path: Path, mult: int, actor_factor: float) -> Path:
+    N = 128 * mult
+    stages = {
+        "rollout": 0.2 * mult,
+        "reward": 0.01 * mult,
+        "actor_train": 0.4 * mult * actor_factor,
+        "weight_sync": 0.05,
+        "overhead": 0.04,
+    }
+    warm = {k: 5 * v for k, v in stages.items()}  # the first step: never counted
+    recs = [_record(1, N, warm, None), _record(2, N, stages, None), _record(3, N, stages, None)]
+    return _write_run(tmp_path / f"probe{mult}", mult, recs)
+
+
+def _plan(tmp_path: Path, mults=(1, 2, 4), concurrency: int = 256) -> TunePlan:
+    return TunePlan(
+        recipe=tmp_path / "recipe.sh",
+        out=tmp_path / "out",
+        mults=list(mults),
+        rule="sqrt",
+        budget_samples=1024,
+        probe_steps=3,
+        verify=0,
+        verify_samples=None,
+        extra_args=[],
+        env={},
+        config={"rollout_concurrency": concurrency},
+        base={"P0": 16, "G": 8, "B0": 128, "lr": 3e-4, "seed": 1234},
+    )
+
+
+def _report(tmp_path: Path, **kw) -> dict:
+    probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
+    return model(_plan(tmp_path, **kw), _pass1(tmp_path), PROFILE, probes)
+
+
+# --- the model, by hand --------------------------------------------------------------------
+
+
+def test_stage_costs_are_medians_of_the_later_half_without_the_first_step(tmp_path):
+    costs, _, _ = tune._costs(_pass1(tmp_path), "pass 1", 0.5)
+    assert costs.n_steps == 4  # steps 5..8 of 2..8
+    assert costs.seconds == pytest.approx(REF_STAGES)
+    assert costs.response_tokens == 2.0 and costs.responses_per_rollout == 128
+
+
+def test_predicted_ratios_and_recommendation_match_the_hand_computation(tmp_path):
+    report = _report(tmp_path)
+    by_mult = {c["mult"]: c for c in report["candidates"]}
+    # x1: 0.2 + 0.01 + 0.4 + 0.05 + 0.04 = 0.70 s per step, R = 128 / 0.7
+    assert by_mult[1]["step_s"] == pytest.approx(0.70)
+    assert by_mult[1]["responses_per_s"] == pytest.approx(128 / 0.7)
+    # x2: generation 0.2 x 2 x (100 / 160) = 0.25; reward 0.02; actor 0.4 x 2 x 0.9 = 0.72;
+    # sync 0.05 and other 0.04 (fixed: the probe's per-token cost halves) -> 1.08 s
+    assert by_mult[2]["stage_s"] == pytest.approx(
+        {"rollout": 0.25, "reward": 0.02, "actor_train": 0.72, "weight_sync": 0.05,
+         "overhead": 0.04}
+    )  # fmt: skip
+    assert by_mult[2]["step_s"] == pytest.approx(1.08)
+    r2 = (256 / 1.08) / (128 / 0.7)  # 1.2963
+    s2 = (1 + 384 / 256) / (1 + 384 / 128)  # 2.5 / 4 = 0.625
+    assert by_mult[2]["throughput_ratio"] == pytest.approx(r2)
+    assert by_mult[2]["samples_ratio"] == pytest.approx(0.625)
+    assert by_mult[2]["time_ratio"] == pytest.approx(s2 / r2)  # 0.4821
+    # x4: 0.5 + 0.04 + 0.4 x 4 x 0.8 = 1.28 + 0.05 + 0.04 -> 1.91 s
+    assert by_mult[4]["step_s"] == pytest.approx(1.91)
+    r4 = (512 / 1.91) / (128 / 0.7)  # 1.4660
+    s4 = (1 + 384 / 512) / (1 + 384 / 128)  # 1.75 / 4 = 0.4375
+    assert by_mult[4]["time_ratio"] == pytest.approx(s4 / r4)  # 0.2984
+    assert by_mult[4]["concurrency"] == 256 and by_mult[1]["concurrency"] == 128
+    rec = report["recommendation"]
+    assert rec["mult"] == 4 and rec["responses_per_step"] == 512 and rec["prompts_per_step"] == 64
+    assert rec["lr"] == pytest.approx(3e-4 * math.sqrt(512 / 128))  # sqrt rule: 6e-4
+    assert rec["concurrency"] == 256
+    assert rec["time_ratio"] == pytest.approx(s4 / r4)
+    # a constant noise scale has no spread: both ends give the same answer
+    assert (rec["mult_low"], rec["mult_high"]) == (4, 4)
+    assert rec["critic_batch"] is None
+
+
+def test_the_spread_of_the_noise_scale_moves_the_recommendation(tmp_path):
+    # later half of steps 1..8 with a finite value: steps 5..8 -> 20, 40, 3000, 5000;
+    # quartiles (inclusive): 35, 1520, 3500
+    values = {5: 20.0, 6: 40.0, 7: 3000.0, 8: 5000.0}
+    pass1 = _pass1(tmp_path, noise=lambda step: values.get(step, 1e6))
+    # x4's update costs 1.3x the per-token cost at B0: R peaks at x2
+    probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.3)}
+    report = model(_plan(tmp_path), pass1, PROFILE, probes)
+    noise = report["noise"]
+    assert (noise["low"], noise["median"], noise["high"]) == pytest.approx((35, 1520, 3500))
+    by_mult = {c["mult"]: c for c in report["candidates"]}
+    # x2: 0.25 + 0.02 + 0.8 + 0.05 + 0.04 = 1.16 s; x4: 0.5 + 0.04 + 2.08 + 0.09 = 2.71 s
+    r = {1: 1.0, 2: (256 / 1.16) / (128 / 0.7), 4: (512 / 2.71) / (128 / 0.7)}  # 1.207, 1.033
+    for m in (2, 4):
+        B = 128 * m
+        for key, b in (("", 1520), ("_low", 35), ("_high", 3500)):
+            s = (1 + b / B) / (1 + b / 128)
+            assert by_mult[m][f"time_ratio{key}"] == pytest.approx(s / r[m])
+    # B_noise = 35: T(x2) = 0.8927 / 1.207 = 0.740, T(x4) = 0.839 / 1.033 = 0.812 -> x2;
+    # B_noise = 3500: T(x2) = 0.518 / 1.207 = 0.429, T(x4) = 0.276 / 1.033 = 0.268 -> x4
+    t_low = {m: (1 + 35 / (128 * m)) / (1 + 35 / 128) / r[m] for m in (1, 2, 4)}
+    t_high = {m: (1 + 3500 / (128 * m)) / (1 + 3500 / 128) / r[m] for m in (1, 2, 4)}
+    rec = report["recommendation"]
+    assert rec["mult_low"] == min(t_low, key=t_low.__getitem__) == 2
+    assert rec["mult_high"] == min(t_high, key=t_high.__getitem__) == 4
+
+
+def test_one_concurrency_for_every_candidate_needs_no_profile(tmp_path):
+    # --rollout-concurrency 128 = N0: every candidate decodes at C = 128, generation ~ N
+    probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.0)}
+    report = model(_plan(tmp_path, concurrency=128), _pass1(tmp_path), None, probes)
+    by_mult = {c["mult"]: c for c in report["candidates"]}
+    assert by_mult[4]["stage_s"]["rollout"] == pytest.approx(0.8)  # 0.2 x 4
+    assert report["decode_responses_per_s"] is None
+
+
+def test_a_profile_without_a_needed_concurrency_is_named(tmp_path):
+    probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.0)}
+    profile = {"rows": [{"c": 128, "responses_per_s": 100.0}]}
+    with pytest.raises(TuneError, match="no row at concurrency 256"):
+        model(_plan(tmp_path), _pass1(tmp_path), profile, probes)
+
+
+def test_samples_ratio_formula():
+    assert samples_ratio(256, 128, 128) == pytest.approx(1.5 / 2)  # (1 + 1/2) / (1 + 1)
+    assert samples_ratio(512, 128, -5) == 1.0  # a negative estimate counts as 0
+
+
+def test_noise_estimate_skips_non_finite_values():
+    recs = [{"samples": 128 * i, "actor/noise_scale": v} for i, v in enumerate(
+        ["nan", 10.0, None, 30.0, 50.0, 70.0], start=1)]  # fmt: skip
+    est = noise_estimate(recs)
+    assert est is not None
+    # finite: 10, 30, 50, 70 at samples 256, 512, 640, 768; later half: 50, 70
+    assert (est.low, est.median, est.high) == pytest.approx((55, 60, 65))
+    assert est.window_samples == (640, 768) and est.n_values == 2
+    assert noise_estimate([{"samples": 1, "actor/noise_scale": "nan"}]) is None
+
+
+def test_critic_batch_is_the_divisor_nearest_its_noise_scale():
+    # divisors of 512 that are multiples of 32: 32, 64, 128, 256, 512; log-nearest to 200: 256
+    assert critic_batch(200.0, 512, 32) == 256
+    assert critic_batch(5000.0, 512, 32) == 512
+    assert critic_batch(1.0, 512, 32) == 32
+
+
+def test_ppo_records_give_the_critic_its_own_batch(tmp_path):
+    pass1 = _pass1(tmp_path)
+    config = json.loads((pass1 / "config.json").read_text())
+    config.update(critic_global_batch_size=128, critic_lr=1e-3, critic_micro_batch_size=32)
+    (pass1 / "config.json").write_text(json.dumps(config))
+    recs = [json.loads(x) for x in (pass1 / "metrics.jsonl").read_text().splitlines()]
+    for r in recs:
+        r["critic/noise_scale"] = 70.0
+    (pass1 / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
+    rec = model(_plan(tmp_path), pass1, PROFILE, probes)["recommendation"]
+    assert rec["mult"] == 4  # the actor's choice, as above: N = 512
+    # divisors of 512 that are multiples of 32, log-nearest to 70: 64 (|ln 64/70| < |ln 128/70|)
+    assert rec["critic_batch"] == 64
+    assert rec["critic_lr"] == pytest.approx(1e-3 * math.sqrt(64 / 128))
+
+
+def test_predict_needs_the_reference_and_every_probe():
+    costs = StepCosts(128, 2.0, dict(REF_STAGES), 0.7, 4)
+    per_token = {1: seconds_per_token(costs)}
+    est = noise_estimate([{"samples": 128, "actor/noise_scale": 1.0}])
+    assert est is not None
+    with pytest.raises(TuneModelError, match="multiplier 1"):
+        predict([2], 128, 3e-4, "sqrt", costs, per_token, None, 128, est)
+    with pytest.raises(TuneModelError, match="no update probe at multiplier 2"):
+        predict([1, 2], 128, 3e-4, "sqrt", costs, per_token, None, 128, est)
+
+
+def test_step_costs_needs_the_generation_timer():
+    with pytest.raises(TuneModelError, match="perf/rollout_s"):
+        step_costs([{"step": 1, "perf/actor_train_s": 1.0}], 128)
+
+
+def test_verify_rows_compare_predicted_with_measured(tmp_path):
+    report = _report(tmp_path)
+    analysis = {
+        "runs": [
+            {"name": "b128-ref-s1", "path": "/x/b128-ref-s1", "time_ratio": 1.0,
+             "samples_ratio": 1.0, "throughput_ratio": 1.0, "reached": True},
+            {"name": "b512-sqrt-s1", "path": "/x/b512-sqrt-s1", "time_ratio": 0.5,
+             "samples_ratio": 0.6, "throughput_ratio": 1.2, "reached": True},
+        ]
+    }  # fmt: skip
+    rows = verify_rows(report, analysis, {"b128-ref-s1": 1, "b512-sqrt-s1": 4})
+    assert [r["mult"] for r in rows] == [1, 4]
+    t4 = report["candidates"][2]["time_ratio"]
+    assert rows[1]["predicted_time_ratio"] == t4
+    assert rows[1]["time_ratio_error"] == pytest.approx(t4 / 0.5 - 1)
+
+
+def test_neighbours_are_the_nearest_other_candidates():
+    assert neighbours([1, 2, 4, 8, 16], 4, 2) == [2, 8]
+    assert neighbours([1, 2, 4, 8, 16], 16, 2) == [8, 4]
+    assert neighbours([1, 2, 4, 8, 16], 1, 1) == [2]
+
+
+def test_report_files_are_written_and_agree(tmp_path):
+    report = _report(tmp_path)
+    files = write_report(report, tmp_path / "report")
+    assert {p.name for p in files} == {
+        "report.json",
+        "report.md",
+        "noise_scale.png",
+        "prediction.png",
+    }
+    saved = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert saved["recommendation"] == report["recommendation"]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "**B = 512**" in md and "lr = 0.0006" in md
+
+
+# --- the command: arguments refused before anything starts ----------------------------------
+
+
+def test_tune_is_a_command():
+    assert COMMANDS["tune"] == "hyrl.batchsize.tune_cli:main"
+
+
+@pytest.fixture
+def dummy_recipe(tmp_path: Path) -> Path:
+    path = tmp_path / "recipe.sh"
+    path.write_text("#!/usr/bin/env bash\nexit 3\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--batch-mults", "2,4"], "--batch-mults 2,4: must include 1"),
+        (["--batch-mults", "1"], "--batch-mults 1: one candidate"),
+        (["--batch-mults", "1,x"], "'x' is not an integer"),
+        (["--verify", "5"], "--verify 5: allowed: an integer from 0"),
+        (["--verify", "two"], "--verify 'two': not an integer >= 0"),
+        (["--budget-samples", "0"], "--budget-samples 0"),
+        (["--probe-steps", "1"], "--probe-steps 1"),
+        (["--verify-samples", "-3"], "--verify-samples"),
+    ],
+)
+def test_bad_arguments_are_named(dummy_recipe, tmp_path, capsys, flags, message):
+    rc = tune_main([str(dummy_recipe), "--out", str(tmp_path / "out"), *flags])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_recipe_and_a_file_as_out_are_named(tmp_path, capsys):
+    assert tune_main([str(tmp_path / "nope.sh"), "--out", str(tmp_path / "o")]) == 2
+    assert "RECIPE" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    recipe = tmp_path / "r.sh"
+    recipe.write_text("exit 0\n")
+    assert tune_main([str(recipe), "--out", str(tmp_path / "file")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def _echo_recipe(tmp_path: Path, **config) -> Path:
+    resolved = {
+        "rollout_batch_size": 16,
+        "n_samples_per_prompt": 8,
+        "global_batch_size": 128,
+        "lr": 3e-4,
+        "seed": 1234,
+        "noise_scale_beta": 0.99,
+        "rollout_engine": "hf",
+        "rollout_concurrency": 128,
+        "rollout_max_response_len": 2,
+        "num_steps": 10,
+        "target": None,
+        "eval_interval": 0,
+        **config,
+    }
+    path = tmp_path / "echo.sh"
+    path.write_text(f"#!/usr/bin/env bash\ncat <<'EOF'\n{json.dumps(resolved)}\nEOF\n")
+    return path
+
+
+def test_a_recipe_without_the_noise_scale_is_refused(tmp_path):
+    with pytest.raises(TuneError, match="--noise-scale-beta none"):
+        check_tune(_echo_recipe(tmp_path, noise_scale_beta=None), tmp_path / "o")
+
+
+def test_verify_without_a_target_is_refused(tmp_path):
+    with pytest.raises(TuneError, match="--verify 1: RECIPE .* has no --target"):
+        check_tune(_echo_recipe(tmp_path), tmp_path / "o", verify=1)
+
+
+def test_a_pass1_budget_under_four_steps_is_refused(tmp_path):
+    with pytest.raises(TuneError, match="--budget-samples 256: under 4 rollout steps"):
+        check_tune(_echo_recipe(tmp_path), tmp_path / "o", budget_samples=256)
+
+
+def test_a_member_the_recipe_rejects_is_named_before_anything_runs(tmp_path):
+    # the echo recipe ignores the appended flags, so each probe's dry run resolves B = 128
+    with pytest.raises(TuneError, match="member b256-sqrt-s1234"):
+        check_tune(_echo_recipe(tmp_path), tmp_path / "o", batch_mults="1,2")
+    assert not (tmp_path / "o").exists()
+
+
+def test_one_micro_batch_per_step_is_refused(tmp_path):
+    recipe = _echo_recipe(tmp_path, micro_batch_size=128, data_parallel_size=1)
+    with pytest.raises(TuneError, match="--micro-batch-size 128 holds the whole batch"):
+        check_tune(recipe, tmp_path / "o")
