@@ -72,7 +72,9 @@ def load_run(path, name: str | None = None) -> Run:
     optional summary.json. Derives prompts per step (rollout_batch_size, else
     global_batch_size / n_samples_per_prompt), responses per optimizer step (global_batch_size,
     else rollout_batch_size * n_samples_per_prompt, else the median difference of consecutive
-    `samples`) and the learning rate (`lr`, else the largest logged `actor/lr`)."""
+    `samples`; when B varied during the run, --batch-schedule auto or --batch-ramp, its mean
+    over the optimizer steps: the last record's samples / step) and the learning rate (`lr`,
+    else the largest logged `actor/lr`)."""
     path = Path(path)
     if not is_run_dir(path):
         raise AnalysisError(f"{path} is not a run directory: missing {path / METRICS_FILE}")
@@ -100,7 +102,21 @@ def load_run(path, name: str | None = None) -> Run:
     if P is None and B is not None and G:
         P = B / G
     responses: float | None
-    if B is not None:
+    varies = config.get("batch_schedule") == "auto" or bool(config.get("batch_ramp"))
+    steps_and_samples = [
+        (_num(r.get("step")), _num(r.get("samples")))
+        for r in records
+        if math.isfinite(_num(r.get("step"))) and math.isfinite(_num(r.get("samples")))
+    ]
+    if varies and steps_and_samples and steps_and_samples[-1][0] > 0:
+        # config.json holds only the starting B: the run's own mean over its optimizer steps
+        steps, samples = steps_and_samples[-1]
+        responses, source = samples / steps, "samples / optimizer steps (B varied during the run)"
+        notes.append(
+            f"{path}: B varied during the run (--batch-schedule auto or --batch-ramp); "
+            f"its B is the mean over optimizer steps, {samples / steps:.0f}"
+        )
+    elif B is not None:
         responses, source = B, "global_batch_size"
     elif P is not None and G is not None:
         responses, source = P * G, "rollout_batch_size * n_samples_per_prompt"

@@ -81,6 +81,12 @@ def base_from_config(config: dict, recipe="RECIPE") -> dict:
             "sweep runs fixed batch sizes; allowed: a recipe without a ramp, or "
             "add `-- --batch-ramp none`"
         )
+    if config.get("batch_schedule") == "auto":
+        raise SweepError(
+            f"RECIPE {recipe}: it sets --batch-schedule auto (B follows the noise scale); a "
+            "sweep runs fixed batch sizes; allowed: a recipe with a fixed batch, or add "
+            "`-- --batch-schedule fixed`"
+        )
     base = {k: config[v] for k, v in keys.items()}
     base["lr"] = float(base["lr"])
     base["optimizer_steps_per_rollout"] = config.get(

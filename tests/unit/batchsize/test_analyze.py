@@ -426,3 +426,25 @@ def test_filtered_groups_count_in_throughput_and_in_samples_generated(tmp_path):
     assert dyn["samples_generated_ratio"] == pytest.approx(2.0)
     assert dyn["predicted_time_ratio"] == pytest.approx(1.0)
     assert dyn["time_ratio"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("varying", [{"batch_schedule": "auto"}, {"batch_ramp": "128:512:2"}])
+def test_a_run_whose_batch_varied_reports_its_mean_batch_over_optimizer_steps(tmp_path, varying):
+    run_dir = tmp_path / "auto"
+    run_dir.mkdir()
+    config = {"rollout_batch_size": 16, "n_samples_per_prompt": 8, "global_batch_size": 128}
+    (run_dir / "config.json").write_text(json.dumps({**config, **varying}))
+    # B = 128, 256, 512: 896 responses over 3 optimizer steps
+    rows = [(1, 128), (2, 384), (3, 896)]
+    (run_dir / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": step, "samples": samples, "elapsed_s": float(step)}) + "\n"
+            for step, samples in rows
+        )
+    )
+    run = load_run(run_dir)
+    assert run.responses_per_step == pytest.approx(896 / 3)
+    assert run.responses_per_step_source == "samples / optimizer steps (B varied during the run)"
+    assert any("B varied during the run" in note for note in run.notes)
+    (run_dir / "config.json").write_text(json.dumps(config))  # a fixed B: config.json's
+    assert load_run(run_dir).responses_per_step == 128

@@ -526,3 +526,27 @@ def test_sweep_imports_no_trainer_code():
         "'hyrl.rollout.layout'))]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ})
+
+
+@pytest.mark.parametrize(
+    "changes, says",
+    [
+        ({"batch_ramp": "128:1024:100"}, "--batch-ramp 128:1024:100"),
+        ({"batch_schedule": "auto"}, "--batch-schedule auto"),
+    ],
+)
+def test_a_recipe_whose_batch_changes_during_the_run_is_refused(changes, says):
+    from hyrl.batchsize.sweep_probe import base_from_config
+
+    config = {
+        "rollout_batch_size": 16,
+        "n_samples_per_prompt": 8,
+        "global_batch_size": 128,
+        "micro_batch_size": 32,
+        "lr": 3e-4,
+        "lr_scaling": "sqrt",
+    }
+    assert base_from_config(config)["B0"] == 128  # a fixed batch is a sweep's base
+    with pytest.raises(SweepError, match="a sweep runs fixed batch sizes") as info:
+        base_from_config({**config, **changes}, recipe="r.sh")
+    assert says in str(info.value)
