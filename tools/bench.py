@@ -97,6 +97,11 @@ def _shares(shares: dict[str, float]) -> str:
     )
 
 
+def _load_range(runs: list[dict]) -> str:
+    loads = [r["load_average_1min"] for r in runs if "load_average_1min" in r]
+    return f"; load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""
+
+
 def _spread(s: dict) -> str:
     if s["median"] is None:
         return "no seed reached the target"
@@ -151,7 +156,8 @@ def table_rows(results: dict, commands: dict) -> list[tuple[str, str, str]]:
                     _x(result["ratio_hyrl_over_floor"])
                     + " (per repeat: "
                     + ", ".join(_x(v) for v in result["ratio_per_repeat"])
-                    + ")",
+                    + ")"
+                    + _load_range(result["runs"]),
                     command,
                 ),
                 (

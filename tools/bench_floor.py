@@ -46,7 +46,8 @@ WARMUP_STEPS = 10
 REWARD_METRIC = bench_vs_trl.REWARD_METRIC
 # hyrl's per-step stages (perf/<stage>_s in metrics.jsonl), in the loop's order
 HYRL_STAGES = ("rollout", "reward", "logprob", "actor_train", "weight_sync", "overhead")
-FLOOR_STAGES = ("rollout", "reward", "actor_train")
+# "cpu": the floor's own CPU seconds per step (hyrl logs none)
+FLOOR_STAGES = ("rollout", "reward", "actor_train", "cpu")
 # hyrl.data.tokenizer.VOCAB: what each id decodes to with skip_special_tokens (specials -> "")
 DECODED = ("", "", "", *"0123456789", "+", "=", "")
 EOS_ID = 1
@@ -269,9 +270,12 @@ def render_markdown(report: dict) -> str:
             for stage, sec in report["hyrl_stage_s"].items()
         )
         lines.append(f"hyrl's step by stage (medians): {parts}.")
-    if report["floor_stage_s"]:
-        parts = ", ".join(f"{stage} {_ms(sec)}" for stage, sec in report["floor_stage_s"].items())
-        lines.append(f"The floor's step by stage (medians): {parts}.")
+    floor_stages = {k: v for k, v in report["floor_stage_s"].items() if k != "cpu"}
+    if floor_stages:
+        parts = ", ".join(f"{stage} {_ms(sec)}" for stage, sec in floor_stages.items())
+        cpu_s = report["floor_stage_s"].get("cpu")
+        cpu = f"; its own CPU time per step {_ms(cpu_s)}" if cpu_s is not None else ""
+        lines.append(f"The floor's step by stage (medians): {parts}{cpu}.")
     return "\n".join(lines) + "\n"
 
 
@@ -301,7 +305,7 @@ def floor_worker(spec_path: Path) -> int:
     began = time.perf_counter()
     with open(Path(spec["run_dir"]) / "metrics.jsonl", "a", encoding="utf-8") as log:
         for step in range(1, spec["num_steps"] + 1):
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             batch = rows[(step - 1) * s.prompts_per_step : step * s.prompts_per_step]
             prompts = torch.tensor([r["prompt_ids"] for r in batch]).repeat_interleave(group, 0)
             labels = [r["label"] for r in batch for _ in range(group)]
@@ -355,6 +359,8 @@ def floor_worker(spec_path: Path) -> int:
                 "perf/reward_s": t2 - t1,
                 "perf/actor_train_s": t3 - t2,
                 "perf/step_s": t3 - t0,
+                # this process's CPU seconds: below step_s when other work held the cores
+                "perf/cpu_s": time.process_time() - cpu0,
             }
             log.write(json.dumps(record) + "\n")
             log.flush()

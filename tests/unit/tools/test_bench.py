@@ -127,6 +127,7 @@ def _floor_report():
             "stage_s": {},
             "reward_first_10pct": 0.02,
             "reward_last_10pct": last,
+            "load_average_1min": 1.0 if side == "hyrl" else 3.0,
         }
 
     return bench_floor.build_report(
@@ -151,7 +152,7 @@ def test_table_has_one_row_per_metric_with_its_command():
     assert rows["responses per second, hyrl / TRL"][0].startswith("3.00x (min 2.00, max 4.00")
     assert rows["step time, hyrl tiny recipe (median)"] == ("72.0 ms", "B")
     assert rows["step time, plain-PyTorch floor (median)"][0] == "48.0 ms"
-    assert rows["step time, hyrl / floor"][0] == "1.50x (per repeat: 1.50x)"
+    assert rows["step time, hyrl / floor"][0] == "1.50x (per repeat: 1.50x); load average 1.0-3.0"
     assert rows["reward, first -> last 10% of steps: hyrl | floor"][0] == (
         "0.02 -> 0.61 | 0.02 -> 0.55"
     )
