@@ -161,6 +161,11 @@ def table_rows(results: dict, commands: dict) -> list[tuple[str, str, str]]:
                     command,
                 ),
                 (
+                    "CPU time per step of the floor process (median; hyrl logs none)",
+                    _ms(result["floor_stage_s"].get("cpu")),
+                    command,
+                ),
+                (
                     "reward, first -> last 10% of steps: hyrl | floor",
                     f"{result['hyrl_reward_first_10pct']:.2f} -> "
                     f"{result['hyrl_reward_last_10pct']:.2f} | "
