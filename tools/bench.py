@@ -161,8 +161,9 @@ def table_rows(results: dict, commands: dict) -> list[tuple[str, str, str]]:
                     command,
                 ),
                 (
-                    "CPU time per step of the floor process (median; hyrl logs none)",
-                    _ms(result["floor_stage_s"].get("cpu")),
+                    "CPU time per step (process tree), hyrl / floor",
+                    f"{_x(result.get('cpu_ratio_hyrl_over_floor'))} "
+                    f"({_ms(result.get('hyrl_cpu_s'))} / {_ms(result.get('floor_cpu_s'))})",
                     command,
                 ),
                 (

@@ -27,9 +27,11 @@ steps (the floor must learn the task as hyrl does, or it is not the same work).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,8 +48,7 @@ WARMUP_STEPS = 10
 REWARD_METRIC = bench_vs_trl.REWARD_METRIC
 # hyrl's per-step stages (perf/<stage>_s in metrics.jsonl), in the loop's order
 HYRL_STAGES = ("rollout", "reward", "logprob", "actor_train", "weight_sync", "overhead")
-# "cpu": the floor's own CPU seconds per step (hyrl logs none)
-FLOOR_STAGES = ("rollout", "reward", "actor_train", "cpu")
+FLOOR_STAGES = ("rollout", "reward", "actor_train")
 # hyrl.data.tokenizer.VOCAB: what each id decodes to with skip_special_tokens (specials -> "")
 DECODED = ("", "", "", *"0123456789", "+", "=", "")
 EOS_ID = 1
@@ -163,6 +164,16 @@ def stage_seconds(records: list[dict], stages, warmup_steps: int = WARMUP_STEPS)
     return out
 
 
+def cpu_per_step_s(samples: list[tuple[int, float]], warmup_steps: int = WARMUP_STEPS):
+    """CPU seconds per step from (steps logged, process-tree CPU seconds) samples taken while
+    the run lived: the CPU added from the first sample past the warm-up steps to the last,
+    over the steps logged in between; None when fewer than one step lies between them."""
+    after = [(n, cpu) for n, cpu in samples if n >= warmup_steps]
+    if len(after) < 2 or after[-1][0] <= after[0][0]:
+        return None
+    return (after[-1][1] - after[0][1]) / (after[-1][0] - after[0][0])
+
+
 def reward_ends(records: list[dict], fraction: float = 0.1) -> tuple[float, float]:
     """Mean reward over the first and over the last `fraction` of a run's steps (at least one)."""
     rewards = [float(r[REWARD_METRIC]) for r in records if REWARD_METRIC in r]
@@ -172,11 +183,12 @@ def reward_ends(records: list[dict], fraction: float = 0.1) -> tuple[float, floa
     return sum(rewards[:n]) / n, sum(rewards[-n:]) / n
 
 
-def summarize_run(records: list[dict], stages) -> dict:
+def summarize_run(records: list[dict], stages, cpu_s: float | None = None) -> dict:
     first, last = reward_ends(records)
     return {
         "steps": len(records),
         "step_s": run_step_s(records),
+        "cpu_s": cpu_s,
         "stage_s": stage_seconds(records, stages),
         "reward_first_10pct": first,
         "reward_last_10pct": last,
@@ -199,6 +211,8 @@ def build_report(runs: list[dict], *, machine: str, settings: dict, command: str
         h["step_s"] / f["step_s"] if h["step_s"] and f["step_s"] else None
         for h, f in zip(hyrl, floor, strict=False)
     ]
+    hyrl_cpu_s = median_of(hyrl, "cpu_s") if all("cpu_s" in r for r in runs) else None
+    floor_cpu_s = median_of(floor, "cpu_s") if all("cpu_s" in r for r in runs) else None
     stages = [s for s in HYRL_STAGES if any(s in r["stage_s"] for r in hyrl)]
     hyrl_stage_s = {s: statistics.median(r["stage_s"].get(s, 0.0) for r in hyrl) for s in stages}
     return {
@@ -214,6 +228,11 @@ def build_report(runs: list[dict], *, machine: str, settings: dict, command: str
         if hyrl_step_s and floor_step_s
         else None,
         "ratio_per_repeat": per_repeat,
+        "hyrl_cpu_s": hyrl_cpu_s,
+        "floor_cpu_s": floor_cpu_s,
+        "cpu_ratio_hyrl_over_floor": hyrl_cpu_s / floor_cpu_s
+        if hyrl_cpu_s and floor_cpu_s
+        else None,
         "hyrl_stage_s": hyrl_stage_s,
         "hyrl_stage_share": {s: v / hyrl_step_s for s, v in hyrl_stage_s.items()}
         if hyrl_step_s
@@ -264,18 +283,21 @@ def render_markdown(report: dict) -> str:
         f"hyrl / floor step time: {'-' if ratio is None else f'{ratio:.2f}x'} "
         f"(per repeat: {per_repeat}).",
     ]
+    if report.get("cpu_ratio_hyrl_over_floor") is not None:
+        lines.append(
+            f"CPU time per step of each process tree (not inflated by waiting for a core): "
+            f"hyrl {_ms(report['hyrl_cpu_s'])}, floor {_ms(report['floor_cpu_s'])}, "
+            f"hyrl / floor {report['cpu_ratio_hyrl_over_floor']:.2f}x."
+        )
     if report["hyrl_stage_s"]:
         parts = ", ".join(
             f"{stage} {_ms(sec)} ({100 * report['hyrl_stage_share'][stage]:.0f}%)"
             for stage, sec in report["hyrl_stage_s"].items()
         )
         lines.append(f"hyrl's step by stage (medians): {parts}.")
-    floor_stages = {k: v for k, v in report["floor_stage_s"].items() if k != "cpu"}
-    if floor_stages:
-        parts = ", ".join(f"{stage} {_ms(sec)}" for stage, sec in floor_stages.items())
-        cpu_s = report["floor_stage_s"].get("cpu")
-        cpu = f"; its own CPU time per step {_ms(cpu_s)}" if cpu_s is not None else ""
-        lines.append(f"The floor's step by stage (medians): {parts}{cpu}.")
+    if report["floor_stage_s"]:
+        parts = ", ".join(f"{stage} {_ms(sec)}" for stage, sec in report["floor_stage_s"].items())
+        lines.append(f"The floor's step by stage (medians): {parts}.")
     return "\n".join(lines) + "\n"
 
 
@@ -305,7 +327,7 @@ def floor_worker(spec_path: Path) -> int:
     began = time.perf_counter()
     with open(Path(spec["run_dir"]) / "metrics.jsonl", "a", encoding="utf-8") as log:
         for step in range(1, spec["num_steps"] + 1):
-            t0, cpu0 = time.perf_counter(), time.process_time()
+            t0 = time.perf_counter()
             batch = rows[(step - 1) * s.prompts_per_step : step * s.prompts_per_step]
             prompts = torch.tensor([r["prompt_ids"] for r in batch]).repeat_interleave(group, 0)
             labels = [r["label"] for r in batch for _ in range(group)]
@@ -359,8 +381,6 @@ def floor_worker(spec_path: Path) -> int:
                 "perf/reward_s": t2 - t1,
                 "perf/actor_train_s": t3 - t2,
                 "perf/step_s": t3 - t0,
-                # this process's CPU seconds: below step_s when other work held the cores
-                "perf/cpu_s": time.process_time() - cpu0,
             }
             log.write(json.dumps(record) + "\n")
             log.flush()
@@ -368,6 +388,54 @@ def floor_worker(spec_path: Path) -> int:
 
 
 # -- the benchmark -----------------------------------------------------------------------------
+
+
+def _tree_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a process and its live descendants; None once it is gone."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return None
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):  # a descendant may exit meanwhile
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def run_measured(command, *, env, run_dir: Path, label: str, num_steps: int, progress) -> dict:
+    """Run one training process, following its metrics.jsonl and sampling its process tree's
+    CPU time every 0.1 s; its records and CPU seconds per step (cpu_per_step_s)."""
+    task = progress.add_task(label, total=num_steps, reward="-")
+    tail = bench_vs_trl.MetricsTail(run_dir / "metrics.jsonl")
+    samples: list[tuple[int, float]] = []
+    log_path = run_dir.parent / f"{run_dir.name}.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        child = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            while child.poll() is None:
+                tail.poll()
+                cpu_s = _tree_cpu_s(child.pid)  # read after the records: same lag at both ends
+                if cpu_s is not None and child.poll() is None:
+                    samples.append((len(tail.records), cpu_s))
+                rewards = [r[REWARD_METRIC] for r in tail.records[-10:] if REWARD_METRIC in r]
+                reward = f"{sum(rewards) / len(rewards):.2f}" if rewards else "-"
+                progress.update(task, completed=len(tail.records), reward=reward)
+                time.sleep(0.1)
+        finally:
+            if child.poll() is None:  # interrupted here: leave no training process behind
+                child.kill()
+                child.wait()
+    tail.poll()
+    progress.update(task, completed=len(tail.records))
+    if child.returncode != 0:
+        text = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
+        raise RuntimeError(f"{label.strip()} exited with status {child.returncode}:\n{text}")
+    return {"records": tail.records, "cpu_per_step_s": cpu_per_step_s(samples)}
 
 
 def _run_floor(checkpoint: Path, prompts: Path, run_dir: Path, args, progress) -> dict:
@@ -385,16 +453,12 @@ def _run_floor(checkpoint: Path, prompts: Path, run_dir: Path, args, progress) -
     spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env.update(bench_vs_trl.thread_env(args.threads), CUDA_VISIBLE_DEVICES="")
-    return bench_vs_trl.run_child(
+    return run_measured(
         [sys.executable, str(Path(__file__).resolve()), "--floor-worker", str(spec_path)],
         env=env,
         run_dir=run_dir,
-        log_path=run_dir.parent / f"{run_dir.name}.log",
         label="floor",
-        target=1.0,
-        window=1,
-        max_steps=args.num_steps,
-        stop_on_target=False,
+        num_steps=args.num_steps,
         progress=progress,
     )
 
@@ -419,16 +483,12 @@ def _run_hyrl(checkpoint: Path, run_dir: Path, args, progress) -> dict:
         str(run_dir),
         "--no-progress",
     ]
-    return bench_vs_trl.run_child(
+    return run_measured(
         command,
         env=env,
         run_dir=run_dir,
-        log_path=run_dir.parent / f"{run_dir.name}.log",
         label="hyrl ",
-        target=1.0,
-        window=1,
-        max_steps=args.num_steps,
-        stop_on_target=False,
+        num_steps=args.num_steps,
         progress=progress,
     )
 
@@ -457,7 +517,7 @@ def run(args, progress) -> dict:
                     {
                         "side": name,
                         "repeat": repeat,
-                        **summarize_run(child["records"], stages),
+                        **summarize_run(child["records"], stages, child["cpu_per_step_s"]),
                         # other work on the machine slows whichever side runs beside it
                         "load_average_1min": os.getloadavg()[0],
                     }

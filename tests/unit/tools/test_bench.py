@@ -124,7 +124,8 @@ def _floor_report():
             "repeat": 0,
             "steps": 300,
             "step_s": step_s,
-            "stage_s": {"cpu": 0.045} if side == "floor" else {},
+            "stage_s": {},
+            "cpu_s": 0.060 if side == "hyrl" else 0.040,
             "reward_first_10pct": 0.02,
             "reward_last_10pct": last,
             "load_average_1min": 1.0 if side == "hyrl" else 3.0,
@@ -153,7 +154,7 @@ def test_table_has_one_row_per_metric_with_its_command():
     assert rows["step time, hyrl tiny recipe (median)"] == ("72.0 ms", "B")
     assert rows["step time, plain-PyTorch floor (median)"][0] == "48.0 ms"
     assert rows["step time, hyrl / floor"][0] == "1.50x (per repeat: 1.50x); load average 1.0-3.0"
-    assert rows["CPU time per step of the floor process (median; hyrl logs none)"][0] == "45.0 ms"
+    assert rows["CPU time per step (process tree), hyrl / floor"][0] == "1.50x (60.0 ms / 40.0 ms)"
     assert rows["reward, first -> last 10% of steps: hyrl | floor"][0] == (
         "0.02 -> 0.61 | 0.02 -> 0.55"
     )

@@ -108,12 +108,21 @@ def test_run_summary_skips_warm_up_steps_and_reads_reward_ends():
         floor.reward_ends([{"step": 1}])
 
 
+def test_cpu_per_step_counts_from_the_first_sample_past_the_warm_up():
+    # (steps logged, CPU s): from (10, 5.0) to (30, 7.0): 2 s over 20 steps; earlier ones ignored
+    samples = [(0, 1.0), (4, 3.0), (10, 5.0), (20, 6.1), (30, 7.0)]
+    assert floor.cpu_per_step_s(samples) == pytest.approx(0.1)
+    assert floor.cpu_per_step_s([(3, 1.0), (12, 2.0)]) is None  # one sample past the warm-up
+    assert floor.cpu_per_step_s([(12, 1.0), (12, 2.0)]) is None  # no step in between
+
+
 def _run(side, repeat, step_s, first=0.0, last=0.9, stage_s=None):
     return {
         "side": side,
         "repeat": repeat,
         "steps": 100,
         "step_s": step_s,
+        "cpu_s": step_s / 2,
         "stage_s": stage_s or {},
         "reward_first_10pct": first,
         "reward_last_10pct": last,
@@ -134,6 +143,8 @@ def test_report_takes_medians_over_repeats_and_the_ratio_of_medians():
     assert report["floor_step_s"] == pytest.approx(0.040)
     assert report["ratio_hyrl_over_floor"] == pytest.approx(2.25)
     assert report["ratio_per_repeat"] == pytest.approx([2.0, 2.5, 1.5])
+    assert (report["hyrl_cpu_s"], report["floor_cpu_s"]) == pytest.approx((0.045, 0.020))
+    assert report["cpu_ratio_hyrl_over_floor"] == pytest.approx(2.25)
     assert report["hyrl_stage_s"] == pytest.approx({"rollout": 0.02, "actor_train": 0.06})
     assert list(report["hyrl_stage_s"]) == ["rollout", "actor_train"]  # the loop's order
     assert report["hyrl_stage_share"]["actor_train"] == pytest.approx(0.06 / 0.09)
@@ -143,6 +154,7 @@ def test_report_takes_medians_over_repeats_and_the_ratio_of_medians():
     assert "| hyrl tiny recipe | 90.0 ms | 0.00 | 0.90 |" in text
     assert "| plain PyTorch floor | 40.0 ms |" in text
     assert "hyrl / floor step time: 2.25x (per repeat: 2.00, 2.50, 1.50)" in text
+    assert "hyrl 45.0 ms, floor 20.0 ms, hyrl / floor 2.25x" in text
 
 
 @pytest.mark.parametrize(
