@@ -19,9 +19,12 @@ clipping the gradient norm to 1.0.
 hyrl runs `bash recipes/tiny/grpo.sh --hf-checkpoint DIR --seed S --num-steps N` on one rank.
 The two alternate (hyrl, floor, hyrl, floor, ...), each a fresh process with --threads OpenMP
 threads. Step time of a run: the median of perf/step_s over its steps after the first 10
-(warm-up); reported: the median over repeats of each, the ratio hyrl / floor, how hyrl's step
-splits into its perf/* stages, and each side's mean reward over the first and last 10% of
-steps (the floor must learn the task as hyrl does, or it is not the same work).
+(warm-up); its CPU time per step: the user + system CPU seconds of its process tree (psutil,
+sampled every 0.1 s) from step 10 to the end, over the steps in between (waiting for a core on
+a shared machine inflates the step time, not this). Reported: the median over repeats of each,
+the ratios hyrl / floor, how hyrl's step splits into its perf/* stages, and each side's mean
+reward over the first and last 10% of steps (the floor must learn the task as hyrl does, or it
+is not the same work). Not a timed test: a measurement, printed with the machine and its load.
 """
 
 from __future__ import annotations
