@@ -169,12 +169,14 @@ def stage_seconds(records: list[dict], stages, warmup_steps: int = WARMUP_STEPS)
 
 def cpu_per_step_s(samples: list[tuple[int, float]], warmup_steps: int = WARMUP_STEPS):
     """CPU seconds per step from (steps logged, process-tree CPU seconds) samples taken while
-    the run lived: the CPU added from the first sample past the warm-up steps to the last,
-    over the steps logged in between; None when fewer than one step lies between them."""
+    the run lived: the CPU added from the first sample past the warm-up steps to the first
+    sample that saw the last step (not the later ones: shutdown is no step), over the steps
+    logged in between; None when no step lies between them."""
     after = [(n, cpu) for n, cpu in samples if n >= warmup_steps]
-    if len(after) < 2 or after[-1][0] <= after[0][0]:
+    if not after or after[-1][0] <= after[0][0]:
         return None
-    return (after[-1][1] - after[0][1]) / (after[-1][0] - after[0][0])
+    end = next(sample for sample in after if sample[0] == after[-1][0])
+    return (end[1] - after[0][1]) / (end[0] - after[0][0])
 
 
 def reward_ends(records: list[dict], fraction: float = 0.1) -> tuple[float, float]:

@@ -109,8 +109,9 @@ def test_run_summary_skips_warm_up_steps_and_reads_reward_ends():
 
 
 def test_cpu_per_step_counts_from_the_first_sample_past_the_warm_up():
-    # (steps logged, CPU s): from (10, 5.0) to (30, 7.0): 2 s over 20 steps; earlier ones ignored
-    samples = [(0, 1.0), (4, 3.0), (10, 5.0), (20, 6.1), (30, 7.0)]
+    # (steps logged, CPU s): from (10, 5.0) to (30, 7.0): 2 s over 20 steps; the warm-up and
+    # the CPU spent after the last step (shutdown, 30 -> 9.0) left out
+    samples = [(0, 1.0), (4, 3.0), (10, 5.0), (20, 6.1), (30, 7.0), (30, 9.0)]
     assert floor.cpu_per_step_s(samples) == pytest.approx(0.1)
     assert floor.cpu_per_step_s([(3, 1.0), (12, 2.0)]) is None  # one sample past the warm-up
     assert floor.cpu_per_step_s([(12, 1.0), (12, 2.0)]) is None  # no step in between
