@@ -1,6 +1,9 @@
 # make demo: the batch-size study on the tiny GRPO recipe (sweep + analysis) on CPU.
 # make demo-grpo: one tiny GRPO run and its reward curve.  make test: the test suite.
 # make lint: ruff (lint, format check) and mypy, as configured in pyproject.toml.
+# make bench: hyrl vs TRL, vs a plain-PyTorch floor, and its overhead, in one table
+#   (tools/bench.py; creates .venv-bench for TRL itself). BENCH_SEEDS, BENCH_THREADS, BENCH_OUT,
+#   BENCH_FLAGS (more tools/bench.py flags, e.g. --parts floor,overhead).
 # Both create .venv from requirements-cpu.txt (plus this package, editable) when it is missing.
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c
@@ -10,8 +13,12 @@ STAMP := $(VENV)/.hyrl-installed
 STAMP_TIME := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= runs/demo-sweep-$(STAMP_TIME)
 RUN_DIR ?= runs/demo-grpo-$(STAMP_TIME)
+BENCH_SEEDS ?= 3
+BENCH_THREADS ?= 1
+BENCH_OUT ?= runs/bench-$(STAMP_TIME)
+BENCH_FLAGS ?=
 
-.PHONY: demo demo-grpo test lint format venv clean-venv
+.PHONY: demo demo-grpo test lint format venv clean-venv bench
 
 venv: $(STAMP)
 
@@ -29,6 +36,10 @@ demo: $(STAMP)
 demo-grpo: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/grpo.sh --run-dir $(RUN_DIR)
 	$(PY) tools/plot_run.py $(RUN_DIR) --out $(RUN_DIR)/reward.png
+
+bench: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) tools/bench.py --seeds $(BENCH_SEEDS) \
+		--threads $(BENCH_THREADS) --out $(BENCH_OUT) $(BENCH_FLAGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
