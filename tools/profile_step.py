@@ -67,6 +67,11 @@ REGIONS = (
         "LanguageModelEmbedding.forward",
     ),
     ("attention", "megatron.core.transformer.attention", "SelfAttention.forward"),
+    (
+        "core attention",
+        "megatron.core.transformer.dot_product_attention",
+        "DotProductAttention.forward",
+    ),
     ("router", "megatron.core.transformer.moe.router", "TopKRouter.forward"),
     (
         "dispatch",
@@ -79,7 +84,11 @@ REGIONS = (
         "MoEAllGatherTokenDispatcher.token_combine",
     ),
     ("experts", "megatron.core.transformer.moe.experts", "SequentialMLP.forward"),
-    ("logits", "megatron.core.tensor_parallel.layers", "ColumnParallelLinear.forward"),
+    (
+        "column-parallel linears",
+        "megatron.core.tensor_parallel.layers",
+        "ColumnParallelLinear.forward",
+    ),
     ("loss", "hyrl.backends.megatron.actor", "grpo_loss"),
     ("log-probs", "hyrl.backends.megatron.actor", "vocab_parallel_log_probs_and_entropy"),
     ("backward", "torch", "Tensor.backward"),
