@@ -13,6 +13,8 @@ The quantities (DESIGN.md, "The science it encodes"):
   S_generated / R when the throughput is steady, so relative to a reference T/T_ref is
   predicted by (S_generated/S_generated_ref) / (R/R_ref); both the measured and the predicted
   ratio are reported.
+- Staleness (--async-rollout): the median of `rollout/staleness_mean`, policy versions between
+  the weights that generated a batch and the trainer's; R is end-to-end either way.
 - Alignment: at evenly spaced levels of the metric, from the first level *clearly* above the
   reference's starting value up to the target, compare the samples the run and the reference
   needed. "Clearly above" means start + 10% of (target - start) (`CLEAR_FRACTION`). Only levels
@@ -35,6 +37,7 @@ module imports neither torch nor any training code.
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +121,14 @@ def throughput(run: Run) -> float | None:
             s, e = g, _num(rec["elapsed_s"])
             break
     return s / e if s is not None and e else None
+
+
+def staleness(run: Run) -> float | None:
+    """--async-rollout: the median over records of rollout/staleness_mean (policy versions
+    between the weights that sampled a batch and the trainer's); None for a synchronous run."""
+    values = [_num(r.get("rollout/staleness_mean")) for r in run.records]
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else None
 
 
 def stage_shares(run: Run) -> dict[str, float]:
@@ -264,6 +275,7 @@ def analyze(
                 "time_to_target_s": T,
                 "steps_to_target": K,
                 "throughput_responses_per_s": throughput(run),
+                "staleness_median": staleness(run),
                 "final_samples": final_samples,
                 "final_elapsed_s": final_elapsed,
                 "final_step": final_step,

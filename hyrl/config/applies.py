@@ -218,15 +218,7 @@ APPLIES_ONLY_WITH = (
         "add --async-rollout, or remove it",
         _changed,
     ),
-    AppliesOnlyWith(
-        ("async_rollout",),
-        "no --colocate",
-        lambda c: not c.colocate,
-        "colocated engines share the training GPUs (their memory is released while the actor "
-        "trains), so generation cannot overlap training",
-        "--no-async-rollout with --colocate, or engines on GPUs of their own",
-        _on,
-    ),
+    # before --colocate's row: --offload-train needs --colocate
     AppliesOnlyWith(
         ("async_rollout",),
         "no --offload-train",
@@ -234,6 +226,15 @@ APPLIES_ONLY_WITH = (
         "--offload-train hands the trainer's GPU memory to the engines while they generate, "
         "so generation cannot overlap training",
         "--no-async-rollout with --offload-train, or --no-offload-train",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --colocate",
+        lambda c: not c.colocate,
+        "colocated engines share the training GPUs (their memory is released while the actor "
+        "trains), so generation cannot overlap training",
+        "--no-async-rollout with --colocate, or engines on GPUs of their own",
         _on,
     ),
     AppliesOnlyWith(

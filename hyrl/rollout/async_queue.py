@@ -140,12 +140,19 @@ class RolloutQueue:
         began = time.perf_counter()
         dropped, regenerated, dropped_responses, idle_s = 0, 0, 0, 0.0
         while True:
-            if not self._pending:
+            fresh = not self._pending
+            if fresh:
                 self.submit()
             rollout = self._pending.popleft().result()
             idle_s += rollout.engine_idle_s
             if trainer_version - rollout.version <= self.max_staleness:
                 break
+            if fresh:  # generated now: the engines must hold the trainer's weights
+                raise RuntimeError(
+                    f"hyrl bug: a rollout generated now by version {rollout.version} weights is "
+                    f"staler than --max-staleness={self.max_staleness} for the trainer's "
+                    f"version {trainer_version}"
+                )
             if self.stale_policy == "drop":
                 dropped += 1
                 dropped_responses += rollout.batch.responses_generated

@@ -426,3 +426,23 @@ def test_filtered_groups_count_in_throughput_and_in_samples_generated(tmp_path):
     assert dyn["samples_generated_ratio"] == pytest.approx(2.0)
     assert dyn["predicted_time_ratio"] == pytest.approx(1.0)
     assert dyn["time_ratio"] == pytest.approx(1.0)
+
+
+def test_an_async_run_reports_its_median_staleness_next_to_s_r_t(sweep, tmp_path):
+    """--async-rollout logs rollout/staleness_mean per rollout step; the row and the report's
+    table carry their median, a synchronous run none."""
+    path = sweep / "b256" / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, row in enumerate(r for r in rows if r["step"] > 0):
+        row["rollout/staleness_mean"] = [0.0, 1.0, 1.0, 2.0][i % 4]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "report"
+    rc = main(["analyze", str(sweep), "--target", "eval/accuracy=0.77", "--out", str(out)])
+    assert rc == 0
+    runs = by_name(json.loads((out / "report.json").read_text()))
+    assert runs["b256"]["staleness_median"] == 1.0
+    assert runs["b128"]["staleness_median"] is None
+    md = (out / "report.md").read_text()
+    assert "| T | staleness | S ratio |" in md
+    b256_line = next(line for line in md.splitlines() if line.startswith("| b256 "))
+    assert b256_line.split(" | ")[7] == "1"

@@ -156,6 +156,42 @@ CASES = [
         "applies only with --use-dynamic-batch-size",
     ),
     (("--save-interval", "5"), 1, "--save-interval", 5, "given without --save"),
+    (("--max-staleness", "2"), 1, "--max-staleness", 2, "only used with --async-rollout"),
+    (
+        ("--stale-policy", "regenerate"),
+        1,
+        "--stale-policy",
+        "regenerate",
+        "only used with --async-rollout",
+    ),
+    (
+        ("--rollout-engine", "sglang", "--colocate", "--offload-train", "--async-rollout"),
+        1,
+        "--async-rollout",
+        True,
+        "--offload-train hands the trainer's GPU memory",
+    ),
+    (
+        ("--rollout-engine", "sglang", "--colocate", "--async-rollout"),
+        1,
+        "--async-rollout",
+        True,
+        "colocated engines share the training GPUs",
+    ),
+    (
+        ("--batch-ramp", "128:256:10", "--async-rollout"),
+        1,
+        "--async-rollout",
+        True,
+        "a dropped stale batch would shift",
+    ),
+    (
+        ("--dynamic-sampling", "--async-rollout", "--stale-policy", "regenerate"),
+        1,
+        "--stale-policy",
+        "regenerate",
+        "draw prompts of their own",
+    ),
 ]
 
 
