@@ -1,9 +1,10 @@
 """Synchronous against --async-rollout on the tiny GRPO recipe, side by side.
 
-    python tools/bench_async.py [--num-steps 30] [--seeds 1,2,3] [--max-staleness 1] [--json]
-        [-- EXTRA RECIPE FLAGS]
+    python tools/bench_async.py [--num-steps 30] [--seeds 1,2,3] [--max-staleness 1]
+        [--engines 2] [--json] [-- EXTRA RECIPE FLAGS]
 
-Runs recipes/tiny/grpo.sh with 2 hf engines on Ray (--rollout-num-engines 2; EXTRA flags are
+Runs recipes/tiny/grpo.sh with --engines hf engines on Ray (--rollout-num-engines; 0 = the
+in-process engine, whose generation thread shares the trainer's CPU cores; EXTRA flags are
 appended) for each seed, synchronous then --async-rollout, and reads metrics.jsonl only. Per
 run, over the rollout steps after the first WARMUP_STEPS:
 - wall-clock per rollout step: the median of perf/step_s;
@@ -32,7 +33,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP_STEPS = 3
-FLEET = ("--rollout-num-engines", "2", "--rollout-concurrency", "64")
 
 
 def run_once(run_dir: Path, num_steps: int, seed: int, flags: list[str]) -> list[dict]:
@@ -89,14 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-steps", type=int, default=30)
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds, one pair each")
     parser.add_argument("--max-staleness", type=int, default=1)
+    parser.add_argument("--engines", type=int, default=2, help="hf engines on Ray; 0: in-process")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
+    fleet = (
+        ["--rollout-num-engines", str(args.engines), "--rollout-concurrency", "64"]
+        if args.engines
+        else []
+    )
     if args.num_steps <= 2 * WARMUP_STEPS:
         parser.error(f"--num-steps {args.num_steps}: must exceed {2 * WARMUP_STEPS}")
     seeds = [int(s) for s in args.seeds.split(",")]
     modes = {
-        "sync": [*FLEET, *extra],
-        "async": [*FLEET, "--async-rollout", "--max-staleness", str(args.max_staleness), *extra],
+        "sync": [*fleet, *extra],
+        "async": [*fleet, "--async-rollout", "--max-staleness", str(args.max_staleness), *extra],
     }
     runs: dict[str, list[dict]] = {name: [] for name in modes}
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_steps": WARMUP_STEPS,
         "seeds": seeds,
         "max_staleness": args.max_staleness,
+        "engines_on_ray": args.engines,
         "extra_flags": extra,
         "runs": runs,
         "median_over_seeds": medians,
