@@ -1,12 +1,14 @@
 """Synchronous against --async-rollout on the tiny GRPO recipe, side by side.
 
     python tools/bench_async.py [--num-steps 30] [--seeds 1,2,3] [--max-staleness 1]
-        [--engines 2] [--json] [-- EXTRA RECIPE FLAGS]
+        [--engines 2] [--modes sync,sync-separate,async] [--json] [-- EXTRA RECIPE FLAGS]
 
 Runs recipes/tiny/grpo.sh with --engines hf engines on Ray (--rollout-num-engines; 0 = the
 in-process engine, whose generation thread shares the trainer's CPU cores; EXTRA flags are
-appended) for each seed, synchronous then --async-rollout, and reads metrics.jsonl only. Per
-run, over the rollout steps after the first WARMUP_STEPS:
+appended) for each seed, in turn: synchronous (sync), synchronous with the old log-probs from a
+separate pass as async needs them (sync-separate, --recompute-old-log-probs: the same model
+passes as async, so async / sync-separate is the overlap alone) and --async-rollout (async);
+it reads metrics.jsonl only. Per run, over the rollout steps after the first WARMUP_STEPS:
 - wall-clock per rollout step: the median of perf/step_s;
 - trainer idle share: the time rank 0's trainer waited for a rollout / the wall-clock
   (synchronous: perf/rollout_s + perf/reward_s, it waits for the whole generation and scoring;
@@ -16,7 +18,7 @@ run, over the rollout steps after the first WARMUP_STEPS:
 - reward: train/reward_mean over every step, and over the last WARMUP_STEPS steps; both runs of
   a seed consume the same number of responses per step, so these are rewards over the same
   samples.
-Then the medians over seeds and the async/sync ratio of the step time. Not a timed test: a
+Then the medians over seeds and the ratios of the step time to sync's. Not a timed test: a
 measurement, printed with the machine it ran on (a shared machine's load moves it).
 """
 
@@ -72,6 +74,9 @@ def summarize(rows: list[dict], asynchronous: bool) -> dict[str, float]:
     rewards = [r["train/reward_mean"] for r in rows]
     return {
         "step_s": statistics.median(r["perf/step_s"] for r in timed),
+        # the trainer's own stages: slower when generation competes for the same cores
+        "actor_train_s": statistics.median(r["perf/actor_train_s"] for r in timed),
+        "logprob_s": statistics.median(r.get("perf/logprob_s", 0.0) for r in timed),
         "trainer_idle_share": trainer_idle_s / wall_s,
         "rollout_side_idle_share": side_idle_s / wall_s,
         "reward_mean_all_steps": statistics.fmean(rewards),
@@ -90,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds, one pair each")
     parser.add_argument("--max-staleness", type=int, default=1)
     parser.add_argument("--engines", type=int, default=2, help="hf engines on Ray; 0: in-process")
+    parser.add_argument("--modes", default="sync,sync-separate,async")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     fleet = (
@@ -100,10 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.num_steps <= 2 * WARMUP_STEPS:
         parser.error(f"--num-steps {args.num_steps}: must exceed {2 * WARMUP_STEPS}")
     seeds = [int(s) for s in args.seeds.split(",")]
-    modes = {
+    all_modes = {
         "sync": [*fleet, *extra],
+        "sync-separate": [*fleet, "--recompute-old-log-probs", *extra],
         "async": [*fleet, "--async-rollout", "--max-staleness", str(args.max_staleness), *extra],
     }
+    names = args.modes.split(",")
+    unknown = [n for n in names if n not in all_modes]
+    if unknown or "sync" not in names:
+        parser.error(f"--modes {args.modes}: sync and any of {', '.join(all_modes)}")
+    modes = {name: all_modes[name] for name in names}
     runs: dict[str, list[dict]] = {name: [] for name in modes}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
@@ -127,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         "extra_flags": extra,
         "runs": runs,
         "median_over_seeds": medians,
-        "step_s_ratio_async_over_sync": medians["async"]["step_s"] / medians["sync"]["step_s"],
+        "step_s_ratio_over_sync": {
+            name: medians[name]["step_s"] / medians["sync"]["step_s"] for name in modes
+        },
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -141,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{m['rollout_side_idle_share']:.1%}, reward (all steps) "
                 f"{m['reward_mean_all_steps']:.3f}"
             )
-        print(f"step time async / sync: {result['step_s_ratio_async_over_sync']:.3f}")
+        for name, ratio in result["step_s_ratio_over_sync"].items():
+            print(f"step time {name} / sync: {ratio:.3f}")
     return 0
 
 
