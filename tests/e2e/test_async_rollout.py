@@ -141,3 +141,13 @@ def test_max_staleness_1_with_two_hf_engines_on_ray(tmp_path):
     check_async_records(rows, 3, 1)
     assert all(r["perf/weight_sync_s"] > 0 for r in rows)
     assert all(r["rollout/engine_restarts"] == 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_max_staleness_1_on_two_expert_parallel_ranks(tmp_path):
+    """Rank 1 takes part in every weight sync while rank 0 holds the engine lock."""
+    run_dir = tmp_path / "run"
+    flags = ("--async-rollout", "--expert-model-parallel-size", "2")
+    proc = run_recipe(run_dir, "--num-steps", "3", *flags, nproc=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_async_records(records(run_dir), 3, 1)
