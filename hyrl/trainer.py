@@ -8,6 +8,9 @@ One rollout step (`Trainer.rollout_step`):
            exactly on-policy the old log-probs are the update's own forward pass instead
   sync     the new weights to the engines
   log      one record per actor optimizer step
+Under --async-rollout rank 0 takes the rollout from a queue generated ahead by a worker thread
+(hyrl.rollout.async_queue) and tops it up before training on it; the weight sync holds the
+rollout side's engine lock, so it never lands in the middle of a generation.
 The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
 hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
 """
@@ -45,6 +48,7 @@ from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
 from hyrl.rollout.base import RolloutBatch
 from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.side import RolloutSide
@@ -87,10 +91,12 @@ class Trainer:
         auto = batch_schedule(cfg) == "auto"
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
         self.resume_state, resumed_rng = None, None
+        self.resume_dir: Path | None = None  # the step directory resumed from (its queue: run)
         if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
             from hyrl.checkpoint.trainer_state import check_resumable
 
             step_dir, self.resume_state = check_resumable(cfg, world_size)
+            self.resume_dir = step_dir
             resumed_rng = self.backend.load_checkpoint(step_dir)
             if self.autopilot is not None and "autopilot" in self.resume_state:
                 self.autopilot.load_state_dict(self.resume_state["autopilot"])
@@ -131,7 +137,11 @@ class Trainer:
             self.backend, self.rollout_side, weight_sync, offloads_train(cfg)
         )
         self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
-        self._sync()  # with --offload-train: the trainer offloaded for generation
+        # --async-rollout: rank 0's queue of rollouts generated ahead (built in run)
+        self.rollout_queue: RolloutQueue | None = None
+        steps_done = self.resume_state["rollout_step"] if self.resume_state is not None else 0
+        # with --offload-train: the trainer offloaded for generation
+        self._sync(version=self._policy_version(steps_done))
         if resumed_rng is not None:  # last: nothing draws from the generators before the loop
             self.backend.set_rng_state(resumed_rng)
         # the preemption signal received, if any (every rank has a handler)
@@ -147,9 +157,23 @@ class Trainer:
     def _trainables(self) -> dict:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
 
-    def _sync(self, timers: StageTimers | None = None) -> None:
-        """The weights to the engines (and --offload-train around it: hyrl.handover)."""
-        self.handover.sync(self.actor, self.critic, StageTimers() if timers is None else timers)
+    def _sync(self, timers: StageTimers | None = None, version: int | None = None) -> None:
+        """The weights to the engines (and --offload-train around it: hyrl.handover); version:
+        the policy version they are (None: unchanged). Rank 0 holds the engine lock: a
+        generation on --async-rollout's worker finishes first, while the other ranks wait in
+        the backend's wait group (no NCCL timeout there)."""
+        side = self.rollout_side
+        with side.engine_lock if side is not None else nullcontext():
+            if self.cfg.async_rollout:
+                self.backend.wait_for_rank_0()
+            self.handover.sync(self.actor, self.critic, StageTimers() if timers is None else timers)
+            if side is not None and version is not None:
+                side.weights_version = version
+
+    def _policy_version(self, rollout_steps_done: int) -> int:
+        """The policy version after this many rollout steps: weight syncs of trained weights
+        (a critic-only warm-up step trains no actor)."""
+        return max(0, rollout_steps_done - self.cfg.num_critic_only_steps)
 
     # -- one rollout step ---------------------------------------------------------------------
     def rollout_step(self, rollout_step: int, timers: StageTimers) -> tuple[dict, dict]:
@@ -161,7 +185,7 @@ class Trainer:
         trains_actor = rollout_step > cfg.num_critic_only_steps
         on_policy = trains_actor and self.old_log_probs_from_update  # no separate pass
         batch, rollout_metrics = self._prepare(
-            timers, prompts_per_step, responses_per_step, on_policy
+            timers, prompts_per_step, responses_per_step, on_policy, rollout_step
         )
         rollout_metrics["batch/prompts_per_step"] = prompts_per_step
         rollout_metrics["batch/responses_per_step"] = responses_per_step
@@ -183,7 +207,7 @@ class Trainer:
                 }
             ]
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
-            self._sync(timers)
+            self._sync(timers, version=self._policy_version(rollout_step))
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
         passes = flops.StepPasses(  # the model passes this step ran, for perf/mfu
             actor_update=trains_actor,
@@ -196,15 +220,23 @@ class Trainer:
         return rollout_metrics, records[-1]
 
     def _prepare(
-        self, timers: StageTimers, prompts_per_step: int, responses_per_step: int, on_policy: bool
+        self,
+        timers: StageTimers,
+        prompts_per_step: int,
+        responses_per_step: int,
+        on_policy: bool,
+        rollout_step: int,
     ) -> tuple[TokenBatch, dict]:
         """The rollout packed; old/reference log-probs, values, advantages for every row. On
         policy the old log-probs (and their metrics) come with the actor's update instead."""
-        rollout = self._rollout(timers, prompts_per_step, responses_per_step)
+        rollout, queue_metrics = self._rollout(
+            timers, prompts_per_step, responses_per_step, rollout_step
+        )
         # the engines released their memory in _rollout
         self.handover.restore(list(self._trainables().values()), timers)
         batch = rollout.to_token_batch(self.pad_multiple)
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
+        metrics.update(queue_metrics)
         rewards = self._overlong(rollout, batch, metrics)
         mask = batch.loss_mask
         self.run_log.samples_generated += rollout.responses_generated
@@ -265,22 +297,60 @@ class Trainer:
         return rewards
 
     def _rollout(
-        self, timers: StageTimers, prompts_per_step: int, responses_per_step: int
-    ) -> RolloutBatch:
-        """Rank 0 generates and scores; the result is broadcast to every rank (routing ids,
-        --use-routing-replay, --measure-routing-mismatch, go to each rank for its own rows).
-        The other ranks wait in the backend's wait group, where no NCCL timeout fires."""
-        rollout, routed = None, None
+        self, timers: StageTimers, prompts_per_step: int, responses_per_step: int, rollout_step: int
+    ) -> tuple[RolloutBatch, dict]:
+        """Rank 0 generates and scores (or takes it from --async-rollout's queue); the result
+        is broadcast to every rank (routing ids, --use-routing-replay,
+        --measure-routing-mismatch, go to each rank for its own rows). The other ranks wait in
+        the backend's wait group, where no NCCL timeout fires. With it: rank 0's queue
+        metrics (rollout/staleness_*, perf/engine_idle_s; {} without the queue)."""
+        rollout, routed, queue_metrics = None, None, {}
         if self.rank == 0:
             assert self.rollout_side is not None, "rank 0 built the rollout side in __init__"
-            rollout, routed = self.rollout_side.rollout(timers, prompts_per_step)
+            if self.cfg.async_rollout:
+                rollout, routed, queue_metrics = self._take_queued(timers, rollout_step)
+            else:
+                rollout, routed = self.rollout_side.rollout(timers, prompts_per_step)
         rollout = self.backend.broadcast_from_rank_0(rollout)
         rollout.routed_experts = (
             scatter_routing(routed, len(rollout), responses_per_step, self.rows, self.backend)
             if engine_returns_routing(self.cfg)
             else None
         )
-        return rollout
+        return rollout, queue_metrics
+
+    # -- --async-rollout: rank 0's queue (hyrl.rollout.async_queue) ---------------------------
+    def _start_queue(self, first_step: int) -> RolloutQueue:
+        """Rank 0's queue, refilled from the checkpoint resumed from before any new prompt.
+        P is the first step's (--batch-ramp is refused with --async-rollout)."""
+        side, cfg = self.rollout_side, self.cfg
+        assert side is not None, "rank 0 built the rollout side in __init__"
+        saved: list[QueuedRollout] = []
+        if self.resume_dir is not None:
+            from hyrl.checkpoint.trainer_state import read_rollout_queue
+
+            saved = [QueuedRollout.from_state_dict(s) for s in read_rollout_queue(self.resume_dir)]
+        prompts_per_step = self._batch_sizes(first_step)[0]
+        return RolloutQueue(
+            lambda: side.rollout_versioned(prompts_per_step),
+            cfg.max_staleness,
+            cfg.stale_policy,
+            regenerate=lambda prompts: side.rollout_versioned(len(prompts), prompts),
+            saved=saved,
+        )
+
+    def _take_queued(self, timers: StageTimers, rollout_step: int):
+        """The oldest queued rollout within --max-staleness (perf/trainer_idle_s: waiting for
+        it), then the queue topped up: K in flight, fewer near the end unless a checkpoint
+        will keep them (--save: a longer resumed run continues as this one would have)."""
+        queue = self.rollout_queue
+        assert queue is not None and self.rollout_side is not None, "run built it on rank 0"
+        with timers("trainer_idle"):  # the engines hold the trainer's version: it synced last
+            taken = queue.take(self.rollout_side.weights_version)
+        left = self.cfg.num_steps - rollout_step
+        queue.top_up(self.cfg.max_staleness if self.cfg.save else min(self.cfg.max_staleness, left))
+        self.run_log.samples_generated += taken.dropped_responses  # decoded, never trained on
+        return taken.rollout.batch, taken.rollout.routed, taken.metrics()
 
     def _old_log_prob_metrics(self, batch: TokenBatch, entropy) -> dict:
         """train/entropy and the mismatch/* metrics of the trainer's old log-probs against the
@@ -467,6 +537,8 @@ class Trainer:
         timers = StageTimers()
         self.run_log = run_log = RunLog(cfg.target, self.logger, self.run_dir, self.resume_state)
         first_step = run_log.first_step
+        if cfg.async_rollout and self.rank == 0:
+            self.rollout_queue = self._start_queue(first_step)
         self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
         progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
         try:
@@ -560,6 +632,8 @@ class Trainer:
 
     def _evaluate(self) -> tuple[dict, float]:
         assert self.rollout_side is not None, "evaluations are due on rank 0 only"
+        if self.rollout_queue is not None:  # the worker idle: one thread uses the rewards
+            self.rollout_queue.wait()
         return evaluate(self.cfg, self.rollout_side, self.backend.device())
 
     def _skipped_steps(self) -> int:
@@ -603,6 +677,11 @@ class Trainer:
             loop_state = {**self.run_log.state_dict(), "task": self.rollout_side.task.state_dict()}
             if self.autopilot is not None:
                 loop_state["autopilot"] = self.autopilot.state_dict()
+            if self.rollout_queue is not None:  # the rollouts generated ahead, done, with it
+                from hyrl.checkpoint.trainer_state import ROLLOUT_QUEUE_KEY
+
+                queued = self.rollout_queue.drain()
+                loop_state[ROLLOUT_QUEUE_KEY] = [q.state_dict() for q in queued]
         # the checkpoint reads weights and optimizer states
         reclaimed = self.handover.trainer_offloaded
         if reclaimed:
@@ -616,6 +695,8 @@ class Trainer:
 
     def close(self) -> None:
         """Stop the rollout side (engines, reward workers, Ray if it started it)."""
+        if self.rollout_queue is not None:  # its worker uses the engines
+            self.rollout_queue.close()
         if self.rollout_side is not None:
             self.rollout_side.close()
         for sig, handler in self._previous_handlers.items():

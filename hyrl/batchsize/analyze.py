@@ -13,6 +13,8 @@ The quantities (DESIGN.md, "The science it encodes"):
   S_generated / R when the throughput is steady, so relative to a reference T/T_ref is
   predicted by (S_generated/S_generated_ref) / (R/R_ref); both the measured and the predicted
   ratio are reported.
+- Staleness (--async-rollout): the median of `rollout/staleness_mean`, policy versions between
+  the weights that generated a batch and the trainer's; R is end-to-end either way.
 - Alignment: at evenly spaced levels of the metric, from the first level *clearly* above the
   reference's starting value up to the target, compare the samples the run and the reference
   needed. "Clearly above" means start + 10% of (target - start) (`CLEAR_FRACTION`). Only levels
@@ -35,6 +37,7 @@ module imports neither torch nor any training code.
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +123,19 @@ def throughput(run: Run) -> float | None:
     return s / e if s is not None and e else None
 
 
+def staleness(run: Run) -> float | None:
+    """--async-rollout: the median over records of rollout/staleness_mean (policy versions
+    between the weights that sampled a batch and the trainer's); None for a synchronous run."""
+    values = [_num(r.get("rollout/staleness_mean")) for r in run.records]
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else None
+
+
 def stage_shares(run: Run) -> dict[str, float]:
     """Share of each stage: sum of perf/<stage>_s over records / the sum of perf/step_s (or the
     final elapsed_s when no step times are logged). `other` is what the stages leave over
-    (idle, unaccounted). perf/setup_s (start-up) and rates (*_per_s) are not stages."""
+    (idle, unaccounted). perf/setup_s (start-up), rates (*_per_s) and waits (--async-rollout's
+    perf/trainer_idle_s and perf/engine_idle_s, which overlap the stages) are not stages."""
     totals: dict[str, float] = {}
     step_total = 0.0
     for rec in run.records:
@@ -136,7 +148,7 @@ def stage_shares(run: Run) -> dict[str, float]:
             stage = key[len("perf/") : -len("_s")]
             if stage == "step":
                 step_total += x
-            elif stage != "setup":
+            elif stage != "setup" and not stage.endswith("_idle"):
                 totals[stage] = totals.get(stage, 0.0) + x
     denom = step_total if step_total > 0 else (_final(run)[1] or 0.0)
     if denom <= 0 or not totals:
@@ -264,6 +276,7 @@ def analyze(
                 "time_to_target_s": T,
                 "steps_to_target": K,
                 "throughput_responses_per_s": throughput(run),
+                "staleness_median": staleness(run),
                 "final_samples": final_samples,
                 "final_elapsed_s": final_elapsed,
                 "final_step": final_step,

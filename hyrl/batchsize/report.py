@@ -148,9 +148,9 @@ def render_markdown(result: dict, plots: list[str]) -> str:
         f"- fastest valid run: **{result['fastest_valid'] or 'none'}**",
         f"- never reached the target: {', '.join(result['unreached']) or 'none'}",
         "",
-        "| run | P | B | lr | S (samples) | R (resp/s) | T | S ratio | R ratio | T ratio | "
-        "T ratio predicted | aligned |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| run | P | B | lr | S (samples) | R (resp/s) | T | staleness | S ratio | R ratio | "
+        "T ratio | T ratio predicted | aligned |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in result["runs"]:
         name = f"**{r['name']}** (ref)" if r["is_reference"] else r["name"]
@@ -160,7 +160,8 @@ def render_markdown(result: dict, plots: list[str]) -> str:
             f"| {name} | {_batch(r['prompts_per_step'])} | {_batch(r['responses_per_step'])} | "
             f"{_g(r['lr'])} | {_count(r['samples_to_target'])} | "
             f"{_g(r['throughput_responses_per_s'])} | {format_duration(r['time_to_target_s'])} | "
-            f"{_x(r['samples_ratio'])} | {_x(r['throughput_ratio'])} | {_x(r['time_ratio'])} | "
+            f"{_g(r.get('staleness_median'))} | {_x(r['samples_ratio'])} | "
+            f"{_x(r['throughput_ratio'])} | {_x(r['time_ratio'])} | "
             f"{_x(r['predicted_time_ratio'])} | {'yes' if r['aligned'] else 'no'} |"
         )
     lines += ["", "## Reading", "", reading(result), "", "## Alignment", ""]

@@ -14,6 +14,8 @@
                                   distributed optimizer or not) as a distributed checkpoint
         critic_optimizer/         the critic's (PPO)
         rank_00000-of-00002.pt    one per rank: step/skip counters, noise-scale averages, RNG states
+        rollout_queue.pt          --async-rollout: the rollouts generated ahead (RolloutBatch,
+                                  routing, prompts, policy versions), taken first on resume
       .tmp-step_9/                a save in progress, or one a crash interrupted (never read;
                                   the next save removes it)
 
@@ -32,6 +34,9 @@ on Ray (--rollout-num-engines > 1) and SGLang servers sample with their own gene
 are not saved, so such a run resumes statistically, not bit for bit; reward workers hold no
 state. elapsed_s continues from the checkpoint; start-up and the seconds spent saving are off
 its clock (as evaluation is).
+Under --async-rollout rank 0 waits for its queued rollouts and saves them (rollout_queue.pt,
+with the rest in .tmp-step_N); the task's position is past their prompts, so a resume takes
+them before it draws new ones: no response is lost or trained on twice.
 Records logged after the checkpoint (a crash after logging step N, before its save finished)
 are logged again by the resumed run: a reader keeps the last record of a rollout step.
 
@@ -68,6 +73,9 @@ LAYOUT_FLAGS = (
 # What decides the kind of optimizer state saved: a resume must keep them (checked).
 OPTIMIZER_KIND_FLAGS = ("use_distributed_optimizer", "bf16")
 CRASH_HOOK = "HYRL_TEST_CRASH_IN_SAVE"
+# --async-rollout: loop_state[ROLLOUT_QUEUE_KEY] (rank 0's queued rollouts) goes to this file
+ROLLOUT_QUEUE_KEY = "rollout_queue"
+ROLLOUT_QUEUE_FILE = "rollout_queue.pt"
 
 
 def step_dir_name(rollout_step: int) -> str:
@@ -182,6 +190,22 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
             "--load",
             where,
             f"truncated checkpoint: {', '.join(missing[:4])} missing",
+            "a complete checkpoint (the one 'latest' names)",
+        )
+    queued = state.get("rollout_queue_size", 0)
+    if queued and not cfg.async_rollout:
+        raise ConfigError(
+            "--load",
+            where,
+            f"saved by an --async-rollout run with {queued} rollouts generated ahead "
+            f"({ROLLOUT_QUEUE_FILE}), which this run would skip (no --async-rollout)",
+            "--async-rollout to resume it",
+        )
+    if queued and not (step_dir / ROLLOUT_QUEUE_FILE).is_file():
+        raise ConfigError(
+            "--load",
+            where,
+            f"truncated checkpoint: {ROLLOUT_QUEUE_FILE} missing",
             "a complete checkpoint (the one 'latest' names)",
         )
     expected_models = _models_of(cfg)
@@ -324,7 +348,8 @@ def save_checkpoint(
 
     models: {"actor": GPTModel, "reference": ..., "critic": ...} (the ones this run has);
     trainables: {"actor": MegatronTrainable, "critic": ...} whose per-rank state is saved;
-    loop_state: rank 0's JSON-serialisable loop state (other ranks may pass {}).
+    loop_state: rank 0's JSON-serialisable loop state (other ranks may pass {}); under
+    ROLLOUT_QUEUE_KEY the queued rollouts of --async-rollout, torch.saved apart.
     """
     from hyrl.checkpoint.mcore_io import save_mcore
 
@@ -350,6 +375,11 @@ def save_checkpoint(
     per_rank.update(rng=rng_state(), rank=rank, world_size=world_size, layout=_layout_of(cfg))
     torch.save(per_rank, tmp / rank_file_name(rank, world_size))
     if rank == 0:
+        loop_state = dict(loop_state)
+        queued = loop_state.pop(ROLLOUT_QUEUE_KEY, None)
+        if queued is not None:
+            torch.save(queued, tmp / ROLLOUT_QUEUE_FILE)
+            loop_state["rollout_queue_size"] = len(queued)
         state = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -414,3 +444,11 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
 
 def read_loop_state(step_dir: Path) -> dict:
     return json.loads((step_dir / STATE_FILE).read_text())
+
+
+def read_rollout_queue(step_dir: Path) -> list[dict]:
+    """--async-rollout's queued rollouts saved with the checkpoint ([] when it has none)."""
+    path = step_dir / ROLLOUT_QUEUE_FILE
+    if not path.is_file():
+        return []
+    return torch.load(path, weights_only=False)  # our own file: RolloutBatch dataclasses

@@ -225,6 +225,61 @@ APPLIES_ONLY_WITH = (
         "--colocate --offload-train, or --no-offload-train",
         _on,
     ),
+    # --async-rollout (docs/rollout.md "Asynchronous rollouts")
+    AppliesOnlyWith(
+        ("max_staleness", "stale_policy"),
+        "--async-rollout",
+        lambda c: c.async_rollout,
+        "only used with --async-rollout, which is off",
+        "add --async-rollout, or remove it",
+        _changed,
+    ),
+    # before --colocate's row: --offload-train needs --colocate
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --offload-train",
+        lambda c: not c.offload_train,
+        "--offload-train hands the trainer's GPU memory to the engines while they generate, "
+        "so generation cannot overlap training",
+        "--no-async-rollout with --offload-train, or --no-offload-train",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --colocate",
+        lambda c: not c.colocate,
+        "colocated engines share the training GPUs (their memory is released while the actor "
+        "trains), so generation cannot overlap training",
+        "--no-async-rollout with --colocate, or engines on GPUs of their own",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --batch-ramp",
+        lambda c: c.batch_ramp is None,
+        "rollouts are generated ahead at their own step's size, and a dropped stale batch "
+        "would shift the ramp's sizes by a step",
+        "remove --batch-ramp, or --no-async-rollout",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --batch-schedule auto",
+        lambda c: c.batch_schedule != "auto",
+        "rollouts are generated ahead at the batch size of the step that queued them, "
+        "before the autopilot sets the next step's from the noise scale",
+        "--batch-schedule fixed, or --no-async-rollout",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("stale_policy",),
+        "no --dynamic-sampling",
+        lambda c: not c.dynamic_sampling,
+        "regenerating a batch regenerates its prompts, and --dynamic-sampling's rounds draw "
+        "prompts of their own",
+        "--stale-policy drop with --dynamic-sampling",
+        _changed,
+    ),
     AppliesOnlyWith(
         ("recompute_method", "recompute_num_layers"),
         "--recompute-granularity full",

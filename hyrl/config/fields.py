@@ -411,6 +411,29 @@ class RunConfig:
         "start a local Ray when one is needed",
         "rollout",
     )
+    # --async-rollout (docs/rollout.md "Asynchronous rollouts")
+    async_rollout: bool = _opt(
+        False,
+        "generate the next rollouts while the actor trains on the current one: rank 0 keeps "
+        "up to --max-staleness rollouts generated ahead by one background worker; the old "
+        "log-probs come from a separate pass (on/off)",
+        "rollout",
+    )
+    max_staleness: int = _opt(
+        1,
+        "most policy versions (weight syncs) the trainer may be ahead of the weights that "
+        "generated a batch it trains on, and the rollouts generated ahead (versions, >= 0); "
+        "0 = generate, wait, train: the synchronous order",
+        "rollout",
+    )
+    stale_policy: str = _opt(
+        "drop",
+        "a batch staler than --max-staleness (after a resume with a smaller one): drop = "
+        "count it (rollout/stale_dropped) and take the next, regenerate = generate its prompts "
+        "again with the current weights (name)",
+        "rollout",
+        choices=("drop", "regenerate"),
+    )
 
     # --- algorithm (GRPO, PPO) -----------------------------------------------------------
     advantage_estimator: str = _opt(
@@ -1034,8 +1057,14 @@ def engine_returns_routing(c: RunConfig) -> bool:
 def old_log_probs_from_update(c: RunConfig) -> bool:
     """Whether the old log-probs come from the actor update's own forward pass: exactly
     on-policy (one optimizer step per rollout, so its first forward pass runs the weights that
-    sampled), and nothing needs them before the update (the --kl-coef reward penalty does)."""
-    return not c.recompute_old_log_probs and c.optimizer_steps_per_rollout == 1 and c.kl_coef == 0
+    sampled), and nothing needs them before the update (the --kl-coef reward penalty does).
+    Never under --async-rollout: older weights sampled the batch (it is off-policy)."""
+    return (
+        not c.recompute_old_log_probs
+        and c.optimizer_steps_per_rollout == 1
+        and c.kl_coef == 0
+        and not c.async_rollout
+    )
 
 
 def offloads_train(c: RunConfig) -> bool:

@@ -1162,8 +1162,8 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     under hf, ...), minimum learning rates against the resolved rates, parallel layout, batch
     divisibility (actor, --batch-schedule and its autopilot, batch ramp, then critic),
     algorithm/rollout/task (held-out split included), evaluation (pass@k, response length,
-    --tensorboard-dir), --target, --critic-load, --save/--load paths, --run-dir (a run in it
-    only with --load and a matching config.json).
+    --tensorboard-dir), --target, --critic-load, --save/--load paths, --max-staleness,
+    --run-dir (a run in it only with --load and a matching config.json).
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ConfigError(
@@ -1187,7 +1187,18 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)
     _check_save_load(resolved)
+    _check_async_rollout(resolved)
     _check_run_dir(resolved, world_size)
+
+
+def _check_async_rollout(c: RunConfig) -> None:
+    if c.max_staleness < 0:
+        _fail(
+            "max_staleness",
+            c.max_staleness,
+            "must not be negative",
+            "an integer >= 0 (0: generate, wait, train)",
+        )
 
 
 def _check_save_load(c: RunConfig) -> None:

@@ -1,10 +1,16 @@
 """Rank 0's half of the loop: the task and its tokenizer, the reward pool, the engines (and
-whether their memory is released), and one rollout step's generation and scoring."""
+whether their memory is released), and one rollout step's generation and scoring.
+
+Every engine call holds `engine_lock`, which the trainer's weight sync holds too: under
+--async-rollout the generation runs on a worker thread (hyrl.rollout.async_queue) and no
+weight update lands in the middle of one. `weights_version` is the policy version the engines
+hold (weight syncs of trained weights), set by the trainer under the lock."""
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -15,6 +21,7 @@ from hyrl.config import RunConfig, engine_returns_routing
 from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+from hyrl.rollout.async_queue import QueuedRollout
 from hyrl.rollout.base import Generation, RolloutBatch, RolloutEngine, SamplingParams
 from hyrl.rollout.layout import rollout_layout
 
@@ -47,6 +54,9 @@ class RolloutSide:
         self.owns_ray = False
         self.engines_released = False  # --colocate: engine memory freed while the actor trains
         self._group_filter: GroupFilter | None = None  # --dynamic-sampling's, at first use
+        self.engine_lock = threading.Lock()  # held by each generation and each weight sync
+        self.weights_version = 0  # the policy version the engines hold (set under the lock)
+        self._calls = threading.local()  # this thread's rollout: versions and prompts used
         try:
             self._start(world_size, arch, device, run_dir)
         except BaseException:  # what did start (Ray, reward workers) stops with the run
@@ -137,16 +147,19 @@ class RolloutSide:
 
     # -- one rollout step -----------------------------------------------------------------------
     def rollout(
-        self, timers: StageTimers, prompts_per_step: int
+        self, timers: StageTimers, prompts_per_step: int, prompts: list | None = None
     ) -> tuple[RolloutBatch, list | None]:
         """P prompts x G responses, generated and scored; with the engine's routing (int16,
         --use-routing-replay, --measure-routing-mismatch) kept apart: it goes to each rank
-        for its own rows only. The engines release their memory after generating."""
+        for its own rows only. The engines release their memory after generating. prompts:
+        the task's prompts to generate for instead of the task's next P (a regenerated
+        batch; not with --dynamic-sampling)."""
         cfg = self.cfg
         if cfg.dynamic_sampling:
+            assert prompts is None, "validate refuses --stale-policy regenerate with it"
             generations, scored, stats = self._dynamically_sampled(timers, prompts_per_step)
         else:
-            generations, scored = self._round(timers, prompts_per_step)
+            generations, scored = self._round(timers, prompts_per_step, prompts)
             stats = None
         with timers("rollout"):
             self.release_engines()
@@ -154,11 +167,27 @@ class RolloutSide:
         batch.dynamic_sampling = stats
         return batch, self._routed_experts(generations)
 
-    def _round(self, timers: StageTimers, prompts_per_step: int):
-        """P prompts x G responses: (generations, their ScoredBatch)."""
+    def rollout_versioned(
+        self, prompts_per_step: int, prompts: list | None = None
+    ) -> QueuedRollout:
+        """`rollout` for --async-rollout's queue (any thread): with the policy version of each
+        generation call and the prompts drawn."""
+        self._calls.versions, self._calls.prompts = [], []
+        try:
+            batch, routed = self.rollout(StageTimers(), prompts_per_step, prompts)
+            return QueuedRollout(batch, routed, self._calls.prompts, self._calls.versions)
+        finally:
+            self._calls.versions = self._calls.prompts = None
+
+    def _round(self, timers: StageTimers, prompts_per_step: int, given: list | None = None):
+        """P prompts x G responses (of the given prompts, else the task's next P):
+        (generations, their ScoredBatch)."""
         cfg = self.cfg
         with timers("rollout"):
-            prompts = self.task.next_batch(prompts_per_step)
+            prompts = self.task.next_batch(prompts_per_step) if given is None else given
+            drawn = getattr(self._calls, "prompts", None)
+            if drawn is not None:
+                drawn += prompts
             repeated = [p for p in prompts for _ in range(cfg.n_samples_per_prompt)]
             generations = self.generate([p.prompt_ids for p in repeated], self.sampling)
         with timers("reward"):
@@ -225,7 +254,11 @@ class RolloutSide:
         if delay_s > 0:
             time.sleep(delay_s)
         assert self.engine is not None, "built in __init__"
-        return self.engine.generate(prompt_ids, sampling)
+        with self.engine_lock:  # no weight sync in the middle (--async-rollout's worker)
+            versions = getattr(self._calls, "versions", None)
+            if versions is not None:
+                versions.append(self.weights_version)
+            return self.engine.generate(prompt_ids, sampling)
 
     def score(self, generations: list[Generation], labels: list[str]):
         """The reward pool's scores of the decoded responses."""

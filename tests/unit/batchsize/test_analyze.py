@@ -193,6 +193,16 @@ def test_stage_shares_sum_perf_stages_over_step_time_and_ignore_rates(sweep):
     assert shares == pytest.approx({"rollout": 0.6, "actor_train": 0.3, "other": 0.1})
 
 
+def test_async_waits_are_not_stages(sweep):
+    path = sweep / "b256" / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:  # --async-rollout's waits overlap the stages
+        row.update({"perf/trainer_idle_s": 0.5, "perf/engine_idle_s": 0.7})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shares = stage_shares(load_run(sweep / "b256"))
+    assert shares == pytest.approx({"rollout": 0.6, "actor_train": 0.3, "other": 0.1})
+
+
 def test_tolerance_changes_the_verdict(sweep):
     result = analyze([sweep], TARGET, tolerance=0.8)
     assert by_name(result)["b512"]["aligned"] is True
@@ -448,3 +458,23 @@ def test_a_run_whose_batch_varied_reports_its_mean_batch_over_optimizer_steps(tm
     assert any("B varied during the run" in note for note in run.notes)
     (run_dir / "config.json").write_text(json.dumps(config))  # a fixed B: config.json's
     assert load_run(run_dir).responses_per_step == 128
+
+
+def test_an_async_run_reports_its_median_staleness_next_to_s_r_t(sweep, tmp_path):
+    """--async-rollout logs rollout/staleness_mean per rollout step; the row and the report's
+    table carry their median, a synchronous run none."""
+    path = sweep / "b256" / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, row in enumerate(r for r in rows if r["step"] > 0):
+        row["rollout/staleness_mean"] = [0.0, 1.0, 1.0, 2.0][i % 4]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "report"
+    rc = main(["analyze", str(sweep), "--target", "eval/accuracy=0.77", "--out", str(out)])
+    assert rc == 0
+    runs = by_name(json.loads((out / "report.json").read_text()))
+    assert runs["b256"]["staleness_median"] == 1.0
+    assert runs["b128"]["staleness_median"] is None
+    md = (out / "report.md").read_text()
+    assert "| T | staleness | S ratio |" in md
+    b256_line = next(line for line in md.splitlines() if line.startswith("| b256 "))
+    assert b256_line.split(" | ")[7] == "1"

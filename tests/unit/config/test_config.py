@@ -613,6 +613,17 @@ def test_old_log_probs_come_from_the_update_only_when_exactly_on_policy(cfg_of):
     gae = ("--advantage-estimator", "gae", "--global-batch-size", "8")
     assert old_log_probs_from_update_of(*batch, *gae)
     assert not old_log_probs_from_update_of(*batch, *gae, "--kl-coef", "0.1")
+    # generated ahead by older weights: off-policy, the separate pass gives the old log-probs
+    assert not old_log_probs_from_update_of(*batch, "--global-batch-size", "8", "--async-rollout")
+    assert not old_log_probs_from_update_of(
+        *batch, "--global-batch-size", "8", "--async-rollout", "--max-staleness", "0"
+    )
+
+
+def test_a_negative_max_staleness_is_refused_naming_the_flag(cfg_of):
+    err = assert_rejected(cfg_of("--async-rollout", "--max-staleness", "-1"), "--max-staleness", -1)
+    assert ">= 0" in err.allowed
+    validate(cfg_of("--async-rollout", "--max-staleness", "0"), 1)  # 0: the synchronous order
 
 
 def test_an_overlong_buffer_must_fit_in_the_response_length(cfg_of):

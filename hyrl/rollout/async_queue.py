@@ -1,0 +1,191 @@
+"""--async-rollout: rank 0's queue of rollouts generated ahead of the trainer.
+
+One background worker (a ThreadPoolExecutor of one thread) runs the rollout side's generation
+and scoring of one rollout step per job, in submission order, so prompts leave the task in
+order. The engines are guarded by the rollout side's engine lock, which the worker holds for
+each generation call and the trainer for each weight sync: no weights change in the middle of
+a generation (no partial rollouts). Each rollout carries the policy version (weight syncs of
+trained weights) the engines held when it was generated.
+
+At rollout step t the trainer `take`s the oldest rollout (waiting for it: perf/trainer_idle_s)
+and `top_up`s the queue to K = --max-staleness jobs in flight. K = 0 keeps no queue: generate,
+wait, train, the synchronous order. A batch whose staleness (the trainer's version - the
+batch's) exceeds K is dropped and counted (drop) or its prompts generated again with the
+current weights (regenerate). The queue holds no torch distributed and no engine: `produce`
+and `regenerate` are what it calls, so a fake generator tests it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+STALE_POLICIES = ("drop", "regenerate")
+
+
+@dataclass
+class QueuedRollout:
+    """One rollout step's generation, as the worker made it."""
+
+    batch: Any  # a RolloutBatch
+    routed: list | None  # the engine's routing, kept apart (RolloutSide.rollout)
+    prompts: list  # the task's prompts it was generated for (regenerate takes them)
+    versions: list[int]  # the policy version of each generation call (one per round)
+    engine_idle_s: float = 0.0  # the worker had nothing to do for this long before it
+
+    @property
+    def version(self) -> int:
+        """Its oldest weights' version: the staleness bound holds for every response."""
+        return min(self.versions)
+
+    def state_dict(self) -> dict:
+        """What a checkpoint saves (torch.save: tensors and dataclasses inside)."""
+        return {
+            "batch": self.batch,
+            "routed": self.routed,
+            "prompts": self.prompts,
+            "versions": self.versions,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> QueuedRollout:
+        return cls(state["batch"], state["routed"], state["prompts"], list(state["versions"]))
+
+
+@dataclass
+class Taken:
+    """What `take` hands the trainer for one rollout step, and its account."""
+
+    rollout: QueuedRollout
+    trainer_version: int
+    trainer_idle_s: float  # waiting for the worker
+    stale_dropped: int = 0  # batches dropped as too stale (drop)
+    stale_regenerated: int = 0  # batches generated again (regenerate)
+    dropped_responses: int = 0  # responses decoded into dropped batches
+    engine_idle_s: float = 0.0  # the worker's idle time before this batch and dropped ones
+    staleness: list[int] = field(default_factory=list)
+
+    def metrics(self) -> dict:
+        """rollout/* and perf/engine_idle_s for the step's first record."""
+        return {
+            "rollout/staleness_mean": sum(self.staleness) / len(self.staleness),
+            "rollout/staleness_max": max(self.staleness),
+            "rollout/stale_dropped": self.stale_dropped,
+            "rollout/stale_regenerated": self.stale_regenerated,
+            "rollout/partial_frac": 0.0,  # no generation spans a weight update (no partial ones)
+            "perf/engine_idle_s": self.engine_idle_s,
+        }
+
+
+class RolloutQueue:
+    """Up to max_staleness rollouts in flight, produced by one worker thread.
+
+    produce(): generate and score one rollout step (on the worker thread) -> QueuedRollout.
+    regenerate(prompts): the same on the caller's thread for the given prompts (regenerate).
+    saved: rollouts a checkpoint held, taken first (oldest first)."""
+
+    def __init__(
+        self,
+        produce: Callable[[], QueuedRollout],
+        max_staleness: int,
+        stale_policy: str = "drop",
+        regenerate: Callable[[list], QueuedRollout] | None = None,
+        saved: list[QueuedRollout] | tuple = (),
+    ):
+        if max_staleness < 0:
+            raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
+        if stale_policy not in STALE_POLICIES:
+            raise ValueError(f"stale_policy must be one of {STALE_POLICIES}, got {stale_policy}")
+        if stale_policy == "regenerate" and regenerate is None:
+            raise ValueError("stale_policy regenerate needs a regenerate function")
+        self.produce, self.regenerate = produce, regenerate
+        self.max_staleness, self.stale_policy = max_staleness, stale_policy
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hyrl-rollout")
+        self._pending: deque[Future] = deque()
+        for rollout in saved:
+            done: Future = Future()
+            done.set_result(rollout)
+            self._pending.append(done)
+        self._last_done = time.perf_counter()  # when the worker last finished (idle since)
+
+    def __len__(self) -> int:
+        """Rollouts queued or in the making."""
+        return len(self._pending)
+
+    def _job(self) -> QueuedRollout:
+        """On the worker thread: one rollout, with the idle gap before it."""
+        idle_s = max(0.0, time.perf_counter() - self._last_done)
+        try:
+            rollout = self.produce()
+        finally:
+            self._last_done = time.perf_counter()
+        rollout.engine_idle_s = idle_s
+        return rollout
+
+    def submit(self) -> None:
+        self._pending.append(self._executor.submit(self._job))
+
+    def top_up(self, in_flight: int) -> None:
+        """Submit jobs until `in_flight` rollouts are queued or in the making."""
+        while len(self._pending) < in_flight:
+            self.submit()
+
+    def take(self, trainer_version: int) -> Taken:
+        """The oldest rollout within max_staleness of trainer_version (waiting for it); staler
+        ones are dropped or regenerated. With nothing queued (K = 0) one is made now."""
+        began = time.perf_counter()
+        dropped, regenerated, dropped_responses, idle_s = 0, 0, 0, 0.0
+        while True:
+            fresh = not self._pending
+            if fresh:
+                self.submit()
+            rollout = self._pending.popleft().result()
+            idle_s += rollout.engine_idle_s
+            if trainer_version - rollout.version <= self.max_staleness:
+                break
+            if fresh:  # generated now: the engines must hold the trainer's weights
+                raise RuntimeError(
+                    f"hyrl bug: a rollout generated now by version {rollout.version} weights is "
+                    f"staler than --max-staleness={self.max_staleness} for the trainer's "
+                    f"version {trainer_version}"
+                )
+            if self.stale_policy == "drop":
+                dropped += 1
+                dropped_responses += rollout.batch.responses_generated
+                continue
+            assert self.regenerate is not None, "checked in __init__"
+            self.wait()  # the worker idle: one thread scores at a time
+            regenerated += 1
+            dropped_responses += rollout.batch.responses_generated
+            rollout = self.regenerate(rollout.prompts)
+            break
+        return Taken(
+            rollout=rollout,
+            trainer_version=trainer_version,
+            trainer_idle_s=time.perf_counter() - began,
+            stale_dropped=dropped,
+            stale_regenerated=regenerated,
+            dropped_responses=dropped_responses,
+            engine_idle_s=idle_s,
+            staleness=[trainer_version - v for v in rollout.versions],
+        )
+
+    def wait(self) -> None:
+        """Until every job submitted is done (an evaluation or a checkpoint next); a failed
+        job raises here."""
+        for job in list(self._pending):
+            job.result()
+
+    def drain(self) -> list[QueuedRollout]:
+        """Every queued rollout, done, oldest first; they stay queued (a checkpoint saves
+        them and the run goes on)."""
+        self.wait()
+        return [job.result() for job in self._pending]
+
+    def close(self) -> None:
+        """Cancel what has not started; the running job, if any, finishes first."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
