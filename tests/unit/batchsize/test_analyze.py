@@ -193,14 +193,18 @@ def test_stage_shares_sum_perf_stages_over_step_time_and_ignore_rates(sweep):
     assert shares == pytest.approx({"rollout": 0.6, "actor_train": 0.3, "other": 0.1})
 
 
-def test_async_waits_are_not_stages(sweep):
+def test_the_async_engine_idle_time_is_not_a_stage_and_the_trainer_wait_is(sweep):
     path = sweep / "b256" / "metrics.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
-    for row in rows:  # --async-rollout's waits overlap the stages
-        row.update({"perf/trainer_idle_s": 0.5, "perf/engine_idle_s": 0.7})
+    for row in rows:  # the worker's idle time overlaps the step; the trainer's wait is in it
+        if "perf/step_s" in row:
+            row.update({"perf/engine_idle_s": 0.7 * row["perf/step_s"]})
+            row.update({"perf/trainer_idle_s": 0.05 * row["perf/step_s"]})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     shares = stage_shares(load_run(sweep / "b256"))
-    assert shares == pytest.approx({"rollout": 0.6, "actor_train": 0.3, "other": 0.1})
+    assert shares == pytest.approx(
+        {"rollout": 0.6, "actor_train": 0.3, "trainer_idle": 0.05, "other": 0.05}
+    )
 
 
 def test_tolerance_changes_the_verdict(sweep):
