@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,27 +37,9 @@ WARMUP_STEPS = 3
 
 
 def run_once(run_dir: Path, num_steps: int, seed: int, flags: list[str]) -> list[dict]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
-    }
-    env.update(
-        PYTHONPATH=str(ROOT),
-        OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    )
-    argv = ["--run-dir", str(run_dir), "--no-progress", "--num-steps", str(num_steps)]
-    proc = subprocess.run(
-        ["bash", str(ROOT / "recipes/tiny/grpo.sh"), *argv, "--seed", str(seed), *flags],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"the recipe failed ({' '.join(flags)}):\n{proc.stderr[-3000:]}")
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    from bench_trainer_step import recipe_records  # tools/ is this script's folder
+
+    return recipe_records(ROOT, run_dir, num_steps, ["--seed", str(seed), *flags])
 
 
 def summarize(rows: list[dict], asynchronous: bool) -> dict[str, float]:

@@ -27,7 +27,10 @@ WARMUP_STEPS = 10
 KEYS = ("perf/step_s", "perf/actor_train_s", "perf/logprob_s")
 
 
-def run_once(checkout: Path, run_dir: Path, num_steps: int, extra: list[str]) -> dict[str, float]:
+def recipe_records(checkout: Path, run_dir: Path, num_steps: int, flags: list[str]) -> list[dict]:
+    """`bash CHECKOUT/recipes/tiny/grpo.sh --run-dir RUN_DIR --num-steps N FLAGS` on one rank
+    (torchrun's variables of an enclosing run removed, one OpenMP thread unless set), its
+    metrics.jsonl records. Shared with tools/bench_async.py."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -38,25 +41,23 @@ def run_once(checkout: Path, run_dir: Path, num_steps: int, extra: list[str]) ->
         OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     )
+    argv = ["--run-dir", str(run_dir), "--no-progress", "--num-steps", str(num_steps), *flags]
     proc = subprocess.run(
-        [
-            "bash",
-            str(checkout / "recipes/tiny/grpo.sh"),
-            "--run-dir",
-            str(run_dir),
-            "--no-progress",
-            "--num-steps",
-            str(num_steps),
-            *extra,
-        ],
+        ["bash", str(checkout / "recipes/tiny/grpo.sh"), *argv],
         capture_output=True,
         text=True,
         env=env,
         cwd=checkout,
     )
     if proc.returncode != 0:
-        raise SystemExit(f"{checkout}: the recipe failed:\n{proc.stderr[-3000:]}")
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        raise SystemExit(
+            f"{checkout}: the recipe failed ({' '.join(flags)}):\n{proc.stderr[-3000:]}"
+        )
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def run_once(checkout: Path, run_dir: Path, num_steps: int, extra: list[str]) -> dict[str, float]:
+    rows = recipe_records(checkout, run_dir, num_steps, extra)
     rows = [r for r in rows if r.get("rollout_step", 0) > WARMUP_STEPS]
     return {key: statistics.median(r[key] for r in rows if key in r) for key in KEYS}
 
