@@ -198,6 +198,48 @@ def test_engine_killed_mid_rollout_loses_and_duplicates_nothing_and_the_new_one_
     assert fleet.stats()["restarts"] == after["restarts"]
 
 
+def test_an_engine_killed_while_the_async_worker_generates_ahead_loses_and_duplicates_nothing(
+    fleet,
+):
+    """--async-rollout: the rollout queue's worker thread drives the fleet; an engine dies in
+    the middle of that rollout; what the trainer takes is exactly one local engine's output."""
+    import threading
+
+    from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
+
+    fleet.update_weights(WEIGHTS_A)
+    prompts = PROMPTS[:5] + [SLOW_PROMPT] + PROMPTS[6:]  # chunk 1 (prompts 4..7) is slow
+    kills, threads = [], []
+
+    def kill_the_other_engine_after_the_first_chunk(engine_index, chunk_index):
+        if not kills:
+            kills.append(1 - engine_index)
+            fleet.kill_engine(1 - engine_index)
+
+    def produce():
+        threads.append(threading.current_thread().name)
+        generations = fleet.generate(prompts, GREEDY)
+        return QueuedRollout(batch=generations, routed=None, prompts=prompts, versions=[0])
+
+    before = fleet.stats()
+    fleet.on_chunk_done = kill_the_other_engine_after_the_first_chunk
+    queue = RolloutQueue(produce, max_staleness=1)
+    try:
+        queue.top_up(1)  # generated ahead, on the worker thread
+        taken = queue.take(trainer_version=1)
+    finally:
+        fleet.on_chunk_done = None
+        queue.close()
+    after = fleet.stats()
+
+    assert threads and threads[0].startswith("hyrl-rollout")
+    assert taken.staleness == [1] and taken.stale_dropped == 0
+    assert_same_generations(taken.rollout.batch, local_generations(WEIGHTS_A, prompts))
+    assert sum(delta(after["restarts"], before["restarts"])) == 1
+    assert after["resubmitted_prompts"] - before["resubmitted_prompts"] == CONCURRENCY
+    assert sum(delta(after["chunks_served"], before["chunks_served"])) == 10
+
+
 def test_a_streamed_sync_reaches_every_engine_and_replacements_replay_its_buckets(ray_cluster):
     from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
     from hyrl.models.weight_buckets import iter_buckets
