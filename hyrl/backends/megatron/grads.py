@@ -42,11 +42,12 @@ class GradBufferNorms:
                 elif getattr(param, "tensor_model_parallel", False) or first_tp_rank:
                     dense.append((start, end))
             every = len(dense) + len(expert) == len(buffer.param_index_map)
+            device = buffer.grad_data.device
             self._parts.append(
                 (
                     buffer,
-                    None if every and not expert else _positions(dense),
-                    None if every and not dense else _positions(expert),
+                    None if every and not expert else _positions(dense, device),
+                    None if every and not dense else _positions(expert, device),
                 )
             )
 
@@ -70,11 +71,11 @@ class GradBufferNorms:
         return _reduce_over_shards(dense_sq, expert_sq, self.include_experts)
 
 
-def _positions(ranges: list[tuple[int, int]]) -> torch.Tensor:
-    """The flat-buffer indices of `ranges` (empty when there are none)."""
+def _positions(ranges: list[tuple[int, int]], device: torch.device) -> torch.Tensor:
+    """The flat-buffer indices of `ranges` on the buffer's device (empty when there are none)."""
     if not ranges:
-        return torch.empty(0, dtype=torch.long)
-    return torch.cat([torch.arange(start, end) for start, end in ranges])
+        return torch.empty(0, dtype=torch.long, device=device)
+    return torch.cat([torch.arange(start, end, device=device) for start, end in ranges])
 
 
 def _sq(flat: torch.Tensor) -> torch.Tensor:

@@ -59,6 +59,45 @@ def test_buffer_norms_equal_the_per_parameter_sum(actor, include_experts):
     assert _direct(added, experts=True, dense=False) > 0  # so leaving experts out is seen
 
 
+def test_buffer_norms_count_replicated_tensors_on_tp_rank_0_only(actor, monkeypatch):
+    """On a TP rank other than 0 a buffer mixes counted (TP-sharded) and uncounted (replicated)
+    tensors: only the counted positions of the flat buffer are summed."""
+    from types import SimpleNamespace
+
+    from megatron.core import parallel_state
+
+    sharded = torch.nn.Parameter(torch.zeros(3))
+    sharded.tensor_model_parallel = True
+    replicated = torch.nn.Parameter(torch.zeros(2))
+    expert = torch.nn.Parameter(torch.zeros(4))
+    model = torch.nn.Module()
+    model.register_parameter("sharded", sharded)
+    model.register_parameter("norm", replicated)
+    model.layer = torch.nn.Module()
+    model.layer.mlp = torch.nn.Module()
+    model.layer.mlp.experts = torch.nn.Module()
+    model.layer.mlp.experts.register_parameter("w", expert)
+    dense_buffer = SimpleNamespace(  # padding at 3 and 6..7: never written, zero
+        param_index_map={sharded: (0, 3, 0), replicated: (4, 6, 0)},
+        grad_data=torch.tensor([1.0, 2.0, 3.0, 0.0, 10.0, 20.0, 0.0, 0.0]),
+    )
+    expert_buffer = SimpleNamespace(
+        param_index_map={expert: (0, 4, 0)}, grad_data=torch.tensor([1.0, 1.0, 1.0, 1.0])
+    )
+    ddp = SimpleNamespace(buffers=[dense_buffer], expert_parallel_buffers=[expert_buffer])
+    assert is_expert("layer.mlp.experts.w") and not is_expert("norm")
+    rank_0 = grads.GradBufferNorms(ddp, model, include_experts=True)
+    assert rank_0.squared_norm() == 1 + 4 + 9 + 100 + 400 + 4
+    monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 1)
+    rank_1 = grads.GradBufferNorms(ddp, model, include_experts=True)
+    assert rank_1.squared_norm() == 1 + 4 + 9 + 4  # the norm's 10, 20 counted on rank 0 only
+    snapshot = rank_1.snapshot()
+    dense_buffer.grad_data[4] += 5.0  # a replicated tensor's change: not counted here
+    dense_buffer.grad_data[1] += 1.0
+    assert rank_1.squared_norm(since=snapshot) == 1.0
+    assert grads.GradBufferNorms(ddp, model, include_experts=False).squared_norm() == 1 + 9 + 9
+
+
 def test_megatron_optimizer_runs_torch_fused_adam_and_agrees_with_the_plain_loop(actor):
     inner = [sub.optimizer for sub in actor.optimizer.chained_optimizers]
     assert inner and all(isinstance(o, torch.optim.AdamW) for o in inner)
