@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from testpaths import ROOT
+from trl_runs import comparison_run
 
 
 def _load(name):
@@ -80,32 +81,13 @@ def test_the_repositorys_pins_are_the_ones_bench_vs_trl_documents():
 
 
 def _vs_trl_report():
-    def run(framework, seed, time_s, rate):
-        return {
-            "framework": framework,
-            "seed": seed,
-            "reached": time_s is not None,
-            "steps_to_target": None if time_s is None else 100,
-            "samples_to_target": None,
-            "time_to_target_s": time_s,
-            "steps": 100,
-            "samples": 12800,
-            "elapsed_s": 10.0,
-            "responses_per_s": rate,
-            "final_window_reward": 0.9,
-            "peak_rss_mib": 500.0,
-            "process_s": 20.0,
-            "stage_share": {},
-            "run_dir": None,
-        }
-
     return bench_vs_trl.build_report(
         seeds=[1, 2],
         runs=[
-            run("hyrl", 1, 10.0, 1000.0),
-            run("trl", 1, 40.0, 250.0),
-            run("hyrl", 2, None, 1000.0),
-            run("trl", 2, 30.0, 500.0),
+            comparison_run("hyrl", 1, 10.0, 1000.0),
+            comparison_run("trl", 1, 40.0, 250.0),
+            comparison_run("hyrl", 2, None, 1000.0),
+            comparison_run("trl", 2, 30.0, 500.0),
         ],
         machine={},
         settings=bench_vs_trl.GrpoSettings(),

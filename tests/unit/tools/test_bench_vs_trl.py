@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from testpaths import ROOT
+from trl_runs import comparison_run
 
 TOOL = ROOT / "tools" / "bench_vs_trl.py"
 _spec = importlib.util.spec_from_file_location("bench_vs_trl", TOOL)
@@ -107,23 +108,7 @@ def test_ratios_skip_missing_values_and_spread_takes_min_median_max():
 
 
 def _run(framework, seed, time_s, rate):
-    return {
-        "framework": framework,
-        "seed": seed,
-        "reached": time_s is not None,
-        "steps_to_target": None if time_s is None else 100,
-        "samples_to_target": None,
-        "time_to_target_s": time_s,
-        "steps": 100,
-        "samples": 12800,
-        "elapsed_s": 10.0,
-        "responses_per_s": rate,
-        "final_window_reward": 0.9,
-        "peak_rss_mib": 500.0,
-        "process_s": 20.0,
-        "stage_share": {"rollout": 0.25},
-        "run_dir": None,
-    }
+    return comparison_run(framework, seed, time_s, rate, stage_share={"rollout": 0.25})
 
 
 def test_report_has_per_seed_lists_medians_and_the_machine():
