@@ -52,6 +52,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
+from hyrl.batchsize.runs import finite_or_none as _finite
 from hyrl.metrics.run_dir import number as _num
 from hyrl.schedules import scaled_lr
 
@@ -66,11 +67,6 @@ LATER_FRACTION = 0.5  # the later half of a run holds the estimate
 
 class TuneModelError(ValueError):
     """Records the model cannot use; the message names the run and what is missing."""
-
-
-def _finite(x) -> float | None:
-    v = _num(x)
-    return v if math.isfinite(v) else None
 
 
 def _quartiles(values: Sequence[float]) -> tuple[float, float, float]:
