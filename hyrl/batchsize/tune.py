@@ -66,6 +66,7 @@ from hyrl.batchsize.tune_model import (
     seconds_per_token,
     step_costs,
 )
+from hyrl.metrics.run_dir import read_sweep
 
 DEFAULT_MULTS = "1,2,4,8,16"
 DEFAULT_PASS1_STEPS = 24  # rollout steps of pass 1 when --budget-samples is not given
@@ -276,7 +277,7 @@ def _run_sweep(plan: TunePlan, step: str, mults, max_samples, extra, console, pr
 
 
 def _member_dirs(sweep_dir: Path) -> dict[int, Path]:
-    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    sweep = read_sweep(sweep_dir)
     return {m["mult"]: sweep_dir / m["run_dir"] for m in sweep["members"]}
 
 
@@ -299,7 +300,8 @@ def run_probes(plan: TunePlan, console) -> dict[int, Path]:
     out = plan.out / "probes"
     out.mkdir(parents=True, exist_ok=True)
     record = {"recipe": str(plan.recipe), "args": plan.probe_args, "base": plan.base}
-    record["members"] = [m["name"] for m in probe_members(plan)]
+    members = probe_members(plan)
+    record["members"] = [m["name"] for m in members]
     earlier = out / "probes.json"
     if earlier.is_file() and json.loads(earlier.read_text()) != json_safe(record):
         raise TuneError(
@@ -308,7 +310,7 @@ def run_probes(plan: TunePlan, console) -> dict[int, Path]:
         )
     earlier.write_text(json.dumps(json_safe(record), indent=2) + "\n", encoding="utf-8")
     dirs = {}
-    for m in probe_members(plan):
+    for m in members:
         run_dir = out / m["run_dir"]
         dirs[m["mult"]] = run_dir
         if is_done(out, m):
