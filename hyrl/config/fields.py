@@ -259,6 +259,15 @@ class RunConfig:
         "--micro-batch-size responses, for log-prob and training passes (on/off)",
         "batch",
     )
+    qkv_format: str = _opt(
+        "bshd",
+        "micro-batch layout the model runs (name): bshd = rows padded to their longest, "
+        "thd = each micro-batch's sequences packed end to end as one (megatron's "
+        "PackedSeqParams: no compute or attention mask spent on padding); with "
+        "--use-dynamic-batch-size, --max-tokens-per-gpu then counts packed tokens",
+        "batch",
+        choices=("bshd", "thd"),
+    )
     max_tokens_per_gpu: int | None = _opt(
         None,
         "most tokens (prompt + response) in one micro-batch with --use-dynamic-batch-size (tokens)",

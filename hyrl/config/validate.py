@@ -1081,6 +1081,7 @@ RESUME_MAY_CHANGE = (
     "overlap_grad_reduce",
     "ddp_bucket_size",
     "offload_train",  # where memory sits between steps: the state restored is the same
+    "qkv_format",  # the same rows, padded or packed
     "recompute_old_log_probs",  # the same old log-probs, from another pass
     "old_log_probs_from_update",
     "world_size",
