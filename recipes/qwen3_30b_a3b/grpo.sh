@@ -57,6 +57,7 @@ BATCH_ARGS=(
   --micro-batch-size 1
   --use-dynamic-batch-size           # pack micro-batches by tokens instead of responses
   --max-tokens-per-gpu 18432
+  --qkv-format thd                   # each micro-batch's sequences packed: no padding computed
 )
 # lr = 1e-6 x (B / 1024)^(1/2): the reference rate, re-derived when B changes.
 OPTIMIZER_ARGS=(

@@ -55,6 +55,7 @@ BATCH_ARGS=(
   --micro-batch-size 1
   --use-dynamic-batch-size
   --max-tokens-per-gpu 18432
+  --qkv-format thd                   # each micro-batch's sequences packed: no padding computed
 )
 OPTIMIZER_ARGS=(
   --ref-lr 1e-6

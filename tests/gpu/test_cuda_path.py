@@ -61,6 +61,40 @@ def test_megatron_logits_match_transformers_on_cuda(cuda_megatron, impl):
     assert (got - expected).abs().max().item() <= 1e-4
 
 
+@pytest.mark.parametrize("impl", ["local", "transformer_engine"])
+def test_packed_sequences_give_the_padded_log_probs_on_cuda(cuda_megatron, impl):
+    """--qkv-format thd on CUDA: with Transformer Engine the packed micro-batch goes through
+    its varlen (THD) attention with cu_seqlens, with the local spec through the block-diagonal
+    mask; either way the log-probs on response positions equal the padded rows' (fp32)."""
+    if impl == "transformer_engine":
+        pytest.importorskip("transformer_engine", reason="Transformer Engine is not installed")
+    import dataclasses
+
+    from hyrl.algorithms.batch import pack
+    from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.model import ParallelLayout
+    from hyrl.backends.megatron.trainable import OptimizerSettings
+    from hyrl.models.qwen3_moe.config import TINY
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    optim = OptimizerSettings(micro_batch_size=4, clip_grad=0.0, noise_scale_beta=None)
+    actor = MegatronActor(
+        TINY, ParallelLayout(), ActorSettings(optim=optim, transformer_impl=impl)
+    )
+    generator = torch.Generator().manual_seed(4)
+    lengths = [(2, 1), (9, 6), (3, 2), (2, 1), (4, 5), (2, 2), (7, 1), (2, 1)]
+    prompts = [torch.randint(3, 15, (p,), generator=generator).tolist() for p, _ in lengths]
+    responses = [torch.randint(3, 15, (r,), generator=generator).tolist() for _, r in lengths]
+    batch = pack(prompts, responses, torch.linspace(-1, 1, 8), pad_id=0)
+    padded, _ = actor.log_probs(batch)
+    actor.optim = dataclasses.replace(optim, packed_sequences=True)
+    assert all(mb.packing is not None for mb, _ in actor._micro_batches(batch))
+    packed, _ = actor.log_probs(batch)
+    mask = batch.loss_mask.bool()
+    torch.testing.assert_close(packed[mask], padded[mask], rtol=0, atol=1e-4)
+
+
 def test_tiny_recipe_runs_three_steps_on_cuda(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     run_dir = tmp_path / "run"
