@@ -4,8 +4,8 @@
 #   2. a short tiny-recipe GRPO run with --rollout-engine sglang --colocate on that GPU,
 #      with --use-tis --use-routing-replay (SGLang's bf16 against the trainer: mismatch/*), on
 #      the 30B recipes' training path: --bf16 --use-distributed-optimizer --qkv-format thd
-#      (packed sequences through Transformer Engine's varlen attention), PP=1; --colocate
-#      turns on --offload-train, and the report prints the bytes its offload freed per step
+#      (packed sequences through Transformer Engine's varlen attention) --moe-permute-fusion,
+#      PP=1; --colocate turns on --offload-train, and the report prints the bytes its offload freed per step
 #      (perf/offload_freed_bytes, from the run's metrics.jsonl; tests/gpu/test_offload_cuda.py
 #      checks torch.cuda.memory_allocated around the offload of a bare actor), and the median
 #      perf/tokens_per_s_per_gpu and perf/mfu over the run's steps, with the GPU's name and the
@@ -58,6 +58,7 @@ start=$(date +%s)
 PYTHON="$PYTHON" timeout 240 bash recipes/tiny/grpo.sh \
   --rollout-engine sglang --colocate --sglang-mem-fraction-static 0.3 \
   --use-tis --use-routing-replay --bf16 --use-distributed-optimizer --qkv-format thd \
+  --moe-permute-fusion \
   --num-steps "$STEPS" --no-progress --run-dir "$OUT/tiny-grpo-sglang" 2>&1 | tee "$OUT/run.log"
 run_rc=${PIPESTATUS[0]}
 run_s=$(( $(date +%s) - start ))

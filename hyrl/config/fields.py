@@ -99,6 +99,20 @@ class RunConfig:
         "model",
         choices=("auto", "allgather", "alltoall"),
     )
+    moe_permute_fusion: bool = _opt(
+        False,
+        "megatron's fused MoE token permutation (Transformer Engine's moe_permute kernels, TE "
+        ">= 2.1; needs the transformer_engine layer spec); routing replay is unaffected: it "
+        "sets the routing the permutation follows (on/off)",
+        "model",
+    )
+    cross_entropy_loss_fusion: bool = _opt(
+        False,
+        "megatron's fused cross-entropy (refused: it gives -log p at temperature 1 only, "
+        "while hyrl's chunked vocab-parallel log-prob pass also gives the entropy and log p "
+        "at the sampling temperature, a chunk of positions at a time) (on/off)",
+        "model",
+    )
     transformer_impl: str = _opt(
         "auto",
         "transformer layer implementation (name); auto picks transformer_engine when available",

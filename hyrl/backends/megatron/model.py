@@ -24,6 +24,9 @@ class ParallelLayout:
     recompute_granularity: str | None = None  # None, "full" or "selective" (megatron's names)
     recompute_method: str | None = None
     recompute_num_layers: int | None = None
+    moe_permute_fusion: bool = (
+        False  # Transformer Engine's fused permutation (--moe-permute-fusion)
+    )
 
     @classmethod
     def from_flags(cls, flags) -> ParallelLayout:
@@ -36,6 +39,7 @@ class ParallelLayout:
             recompute_granularity=flags.recompute_granularity,
             recompute_method=flags.recompute_method,
             recompute_num_layers=flags.recompute_num_layers,
+            moe_permute_fusion=flags.moe_permute_fusion,
         )
 
 
@@ -154,6 +158,8 @@ def transformer_config(
         # grouped GEMM (all local experts in one kernel) with Transformer Engine; the local spec
         # runs its experts one after another
         moe_grouped_gemm=grouped_gemm,
+        # TE's fused permute/unpermute: after the router (and its replay), the same routing
+        moe_permute_fusion=layout.moe_permute_fusion,
         moe_router_dtype="fp32",
         moe_enable_routing_replay=routing_replay,  # hyrl.backends.megatron.routing_replay
         qk_layernorm=arch.qk_layernorm,
