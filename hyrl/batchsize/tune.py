@@ -98,8 +98,11 @@ class TunePlan:
 
     @property
     def probe_args(self) -> list[str]:
-        # after the user's flags, so they win: a few steps, no evaluation (only timers are read)
+        # after the user's flags, so they win: a few steps, no evaluation (only timers are read);
+        # PPO's critic-only warm-up off, as every probe step must time the actor's update too
         steps = ["--num-steps", str(self.probe_steps)]
+        if self.config.get("num_critic_only_steps"):
+            steps += ["--num-critic-only-steps", "0"]
         return [*self.extra_args, *steps, "--eval-interval", "0", "--target", "none"]
 
 

@@ -393,3 +393,15 @@ def test_one_micro_batch_per_step_is_refused(tmp_path):
     recipe = _echo_recipe(tmp_path, micro_batch_size=128, data_parallel_size=1)
     with pytest.raises(TuneError, match="--micro-batch-size 128 holds the whole batch"):
         check_tune(recipe, tmp_path / "o")
+
+
+def test_ppo_probes_time_the_actor_from_their_first_step(tmp_path):
+    """The tiny PPO recipe trains only its critic for 5 rollout steps: a 3-step probe would be
+    refused (and time no actor update), so the probes switch the warm-up off."""
+    from testpaths import ROOT
+
+    plan = check_tune(ROOT / "recipes" / "tiny" / "ppo.sh", tmp_path / "o")
+    assert plan.config["num_critic_only_steps"] == 5
+    args = plan.probe_args
+    assert args[args.index("--num-critic-only-steps") + 1] == "0"
+    assert args[args.index("--num-steps") + 1] == "3"
