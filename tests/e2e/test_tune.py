@@ -52,3 +52,30 @@ def test_tune_of_the_tiny_recipe_writes_a_consistent_report(tmp_path):
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads((out / "report.json").read_text())["recommendation"] == rec
+
+
+@pytest.mark.slow
+def test_tune_of_the_tiny_ppo_recipe_gives_the_critic_its_batch(tmp_path):
+    """PPO: pass 1 past the recipe's 5 critic-only steps, a probe whose every step trains the
+    actor (the warm-up switched off), and a critic batch from the critic's noise scale."""
+    from recipe_runs import PPO_RECIPE
+
+    out = tmp_path / "tune"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
+    env.update(OMP_NUM_THREADS="1", PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
+    # 10 rollout steps of pass 1 (1,280 responses: 5 critic-only, 5 with the actor too)
+    cmd = [sys.executable, "-m", "hyrl", "tune", str(PPO_RECIPE), "--out", str(out),
+           "--batch-mults", "1,2", "--budget-samples", "1280", "--probe-steps", "2",
+           "--no-progress"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    rec = report["recommendation"]
+    assert report["critic_noise"] is not None and rec["critic_noise_scale"] > 0
+    assert rec["critic_batch"] >= 1 and rec["responses_per_step"] % rec["critic_batch"] == 0
+    probe = [json.loads(x) for x in (out / "probes" / "b256-sqrt-s1234" / "metrics.jsonl").open()]
+    assert [r["actor/optimizer_steps"] for r in probe] == [1, 2]  # no critic-only step
