@@ -171,6 +171,28 @@ CASES = [
         "regenerate",
         "only used with --async-rollout",
     ),
+    (("--partial-rollout",), 1, "--partial-rollout", True, "--async-rollout is off"),
+    (
+        ("--async-rollout", "--partial-rollout-segment-tokens", "8"),
+        1,
+        "--partial-rollout-segment-tokens",
+        8,
+        "only used with --partial-rollout, which is off",
+    ),
+    (
+        ("--rollout-engine", "sglang", "--async-rollout", "--partial-rollout"),
+        1,
+        "--partial-rollout",
+        True,
+        "generated in segments by hf engines only",
+    ),
+    (
+        ("--async-rollout", "--partial-rollout", "--measure-routing-mismatch"),
+        1,
+        "--partial-rollout",
+        True,
+        "routed again by the new weights",
+    ),
     (
         ("--rollout-engine", "sglang", "--colocate", "--offload-train", "--async-rollout"),
         1,
