@@ -222,7 +222,8 @@ def test_a_resume_trains_the_saved_partial_rollout_first_and_loses_no_prompt(par
     assert max(max(v) for v in saved.response_versions) == 3
     assert version_metrics(saved.response_versions)["rollout/partial_frac"] > 0
     assert [len(v) for v in saved.response_versions] == [len(r) for r in saved.responses]
-    assert json.loads((ckpt / "step_3" / "trainer_state.json").read_text())["task"]["position"] == 64
+    state = json.loads((ckpt / "step_3" / "trainer_state.json").read_text())
+    assert state["task"]["position"] == 64  # P = 16 prompts a rollout: 3 trained and 1 queued
     proc = run_recipe(
         run_dir,
         "--num-steps",
@@ -246,7 +247,8 @@ def test_a_resume_trains_the_saved_partial_rollout_first_and_loses_no_prompt(par
     )
     assert resumed[3]["rollout/staleness_max"] == 1
     # 5 trained and 1 queued again: no prompt skipped or drawn twice
-    assert json.loads((ckpt / "step_5" / "trainer_state.json").read_text())["task"]["position"] == 96
+    state = json.loads((ckpt / "step_5" / "trainer_state.json").read_text())
+    assert state["task"]["position"] == 96
 
 
 @pytest.mark.slow
