@@ -18,6 +18,7 @@ QUEUE_KEYS = (
     "rollout/stale_dropped",
     "rollout/stale_regenerated",
     "rollout/partial_frac",
+    "rollout/partial_tokens_frac",
     "perf/engine_idle_s",
 )
 
@@ -39,6 +40,7 @@ def check_async_records(rows: list[dict], steps: int, k: int) -> None:
         assert set(QUEUE_KEYS) | {"perf/trainer_idle_s"} <= row.keys()
         assert 0 <= row["rollout/staleness_mean"] <= row["rollout/staleness_max"] <= k
         assert row["rollout/stale_dropped"] == 0 and row["rollout/partial_frac"] == 0.0
+        assert row["rollout/partial_tokens_frac"] == 0.0  # no --partial-rollout
         assert row["perf/trainer_idle_s"] >= 0 and row["perf/engine_idle_s"] >= 0
         assert "perf/rollout_s" not in row  # generation runs on the worker, off the trainer
 
@@ -196,7 +198,10 @@ def check_partial_records(rows: list[dict], steps: int) -> None:
     for row in rows:
         assert 0 <= row["rollout/staleness_mean"] <= row["rollout/staleness_max"] <= 1
         assert row["rollout/stale_dropped"] == 0
-        assert 0 <= row["rollout/partial_tokens_frac"] <= row["rollout/partial_frac"] <= 1
+        partial, partial_tokens = row["rollout/partial_frac"], row["rollout/partial_tokens_frac"]
+        assert 0 <= partial <= 1 and 0 <= partial_tokens <= 1
+        # a response's tokens all of one version, or some of a newer: both or neither
+        assert (partial > 0) == (partial_tokens > 0)
 
 
 @pytest.mark.slow
