@@ -3,8 +3,9 @@
 #   1. the GPU tests (tests/gpu: the CUDA trainer path and a real SGLang server),
 #   2. a short tiny-recipe GRPO run with --rollout-engine sglang --colocate on that GPU,
 #      with --use-tis --use-routing-replay (SGLang's bf16 against the trainer: mismatch/*), on
-#      the 30B recipes' training path: --bf16 --use-distributed-optimizer, PP=1; --colocate
-#      turns on --offload-train, and the report prints the bytes its offload freed per step
+#      the 30B recipes' training path: --bf16 --use-distributed-optimizer --qkv-format thd
+#      (packed sequences through Transformer Engine's varlen attention) --moe-permute-fusion,
+#      PP=1; --colocate turns on --offload-train, and the report prints the bytes its offload freed per step
 #      (perf/offload_freed_bytes, from the run's metrics.jsonl; tests/gpu/test_offload_cuda.py
 #      checks torch.cuda.memory_allocated around the offload of a bare actor), and the median
 #      perf/tokens_per_s_per_gpu and perf/mfu over the run's steps, with the GPU's name and the
@@ -56,7 +57,8 @@ echo "== 2/2 tiny GRPO recipe, SGLang colocated, $STEPS steps" >&2
 start=$(date +%s)
 PYTHON="$PYTHON" timeout 240 bash recipes/tiny/grpo.sh \
   --rollout-engine sglang --colocate --sglang-mem-fraction-static 0.3 \
-  --use-tis --use-routing-replay --bf16 --use-distributed-optimizer \
+  --use-tis --use-routing-replay --bf16 --use-distributed-optimizer --qkv-format thd \
+  --moe-permute-fusion \
   --num-steps "$STEPS" --no-progress --run-dir "$OUT/tiny-grpo-sglang" 2>&1 | tee "$OUT/run.log"
 run_rc=${PIPESTATUS[0]}
 run_s=$(( $(date +%s) - start ))
@@ -67,7 +69,7 @@ run_s=$(( $(date +%s) - start ))
   echo "| check | exit | seconds |"
   echo "|---|---|---|"
   echo "| pytest tests/gpu | $tests_rc | $tests_s |"
-  echo "| tiny GRPO, sglang colocated, TIS + routing replay, $STEPS steps | $run_rc | $run_s |"
+  echo "| tiny GRPO, sglang colocated, TIS + routing replay, thd, $STEPS steps | $run_rc | $run_s |"
   echo
   echo "pytest summary: $(tail -n 1 "$OUT/pytest_gpu.log")"
   if [[ -f "$OUT/tiny-grpo-sglang/metrics.jsonl" ]]; then

@@ -45,6 +45,9 @@ class TokenBatch:
     pg_weights: torch.Tensor | None = None
     loss_weights: torch.Tensor | None = None
     routed_experts: RoutedExperts | None = None
+    # a backend's layout of exactly these rows as one packed sequence (--qkv-format thd), set
+    # on micro-batches; moving the batch keeps it, any change of its rows or positions drops it
+    packing: Any = None
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
@@ -54,14 +57,15 @@ class TokenBatch:
         mapped: dict[str, Any] = {  # Tensor, RoutedExperts or None by field
             f.name: None if (value := getattr(self, f.name)) is None else fn(value)
             for f in fields(self)
+            if f.name != "packing"
         }
-        return replace(self, **mapped)
+        return replace(self, **mapped, packing=None)
 
     def select(self, index: slice | torch.Tensor) -> TokenBatch:
         return self._map_fields(lambda value: value[index])
 
     def to(self, device: torch.device) -> TokenBatch:
-        return self._map_fields(lambda value: value.to(device))
+        return replace(self._map_fields(lambda value: value.to(device)), packing=self.packing)
 
     @property
     def num_response_tokens(self) -> float:
@@ -81,6 +85,7 @@ class TokenBatch:
             loss_mask=torch.zeros_like(self.loss_mask),
             advantages=torch.zeros_like(self.advantages),
             loss_weights=None if self.loss_weights is None else torch.zeros_like(self.loss_weights),
+            packing=None,
         )
 
     def with_rows(self, rows: int) -> TokenBatch:
@@ -102,7 +107,12 @@ class TokenBatch:
 
         return replace(
             self,
-            **{f.name: grow(getattr(self, f.name), getattr(first, f.name)) for f in fields(self)},
+            **{
+                f.name: grow(getattr(self, f.name), getattr(first, f.name))
+                for f in fields(self)
+                if f.name != "packing"
+            },
+            packing=None,
         )
 
     def trim(self, length: int) -> TokenBatch:
@@ -183,24 +193,30 @@ def split_to_count(ranges: list[tuple[int, int]], count: int) -> list[tuple[int,
 
 
 def token_budget_ranges(
-    lengths: list[int], max_tokens: int, pad_to_multiple_of: int = 1
+    lengths: list[int], max_tokens: int, pad_to_multiple_of: int = 1, packed: bool = False
 ) -> list[tuple[int, int]]:
     """Contiguous [start, stop) row ranges for dynamic micro-batches (--use-dynamic-batch-size).
 
     A range's cost is rows x its longest sequence rounded up to `pad_to_multiple_of` (what its
-    padded [rows, length] tensors hold); each range is the longest run from its start whose
-    cost stays <= max_tokens. Rows keep their order, so the split is deterministic and a pass
+    padded [rows, length] tensors hold), or packed (--qkv-format thd) its sequences' summed
+    lengths rounded up; each range is the longest run from its start whose cost stays <=
+    max_tokens. Rows keep their order, so the split is deterministic and a pass
     over the ranges sees every row exactly once. Raises ValueError for a row that alone exceeds
     max_tokens.
     """
     ranges, start = [], 0
     while start < len(lengths):
-        stop, longest = start, 0
+        stop, longest, summed = start, 0, 0
         while stop < len(lengths):
-            padded = -(-max(longest, lengths[stop]) // pad_to_multiple_of) * pad_to_multiple_of
-            if padded * (stop - start + 1) > max_tokens:
+            if packed:
+                cost = -(-(summed + lengths[stop]) // pad_to_multiple_of) * pad_to_multiple_of
+            else:
+                padded = -(-max(longest, lengths[stop]) // pad_to_multiple_of) * pad_to_multiple_of
+                cost = padded * (stop - start + 1)
+            if cost > max_tokens:
                 break
-            longest, stop = max(longest, lengths[stop]), stop + 1
+            longest, summed = max(longest, lengths[stop]), summed + lengths[stop]
+            stop += 1
         if stop == start:
             raise ValueError(
                 f"a sequence of {lengths[start]} tokens (row {start}) exceeds "

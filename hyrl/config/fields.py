@@ -99,6 +99,20 @@ class RunConfig:
         "model",
         choices=("auto", "allgather", "alltoall"),
     )
+    moe_permute_fusion: bool = _opt(
+        False,
+        "megatron's fused MoE token permutation (Transformer Engine's moe_permute kernels, TE "
+        ">= 2.1; needs the transformer_engine layer spec); routing replay is unaffected: it "
+        "sets the routing the permutation follows (on/off)",
+        "model",
+    )
+    cross_entropy_loss_fusion: bool = _opt(
+        False,
+        "megatron's fused cross-entropy (refused: it gives -log p at temperature 1 only, "
+        "while hyrl's chunked vocab-parallel log-prob pass also gives the entropy and log p "
+        "at the sampling temperature, a chunk of positions at a time) (on/off)",
+        "model",
+    )
     transformer_impl: str = _opt(
         "auto",
         "transformer layer implementation (name); auto picks transformer_engine when available",
@@ -258,6 +272,15 @@ class RunConfig:
         "pack micro-batches by token count (--max-tokens-per-gpu) instead of "
         "--micro-batch-size responses, for log-prob and training passes (on/off)",
         "batch",
+    )
+    qkv_format: str = _opt(
+        "bshd",
+        "micro-batch layout the model runs (name): bshd = rows padded to their longest, "
+        "thd = each micro-batch's sequences packed end to end as one (megatron's "
+        "PackedSeqParams: no compute or attention mask spent on padding); with "
+        "--use-dynamic-batch-size, --max-tokens-per-gpu then counts packed tokens",
+        "batch",
+        choices=("bshd", "thd"),
     )
     max_tokens_per_gpu: int | None = _opt(
         None,

@@ -554,6 +554,29 @@ def _check_routing_replay(c: RunConfig) -> None:
             )
 
 
+def _check_kernels(c: RunConfig) -> None:
+    """Kernel choices the layer spec must support (model.build_gpt_model picks the spec; what
+    depends on this machine's Transformer Engine is backend.check_machine's)."""
+    if c.moe_permute_fusion and c.transformer_impl == "local":
+        _fail(
+            "moe_permute_fusion",
+            True,
+            "megatron's fused permutation is a Transformer Engine kernel (TE >= 2.1), and "
+            "--transformer-impl local builds the local layer spec",
+            "--no-moe-permute-fusion, or --transformer-impl auto / transformer_engine",
+        )
+    if c.cross_entropy_loss_fusion:
+        _fail(
+            "cross_entropy_loss_fusion",
+            True,
+            "megatron's fused cross-entropy gives -log p(target) at temperature 1 over the "
+            "whole logits only; hyrl's log-prob pass (hyrl/backends/megatron/logprobs.py) needs "
+            "log p at --rollout-temperature and the entropy, and works through the logits a "
+            "chunk of positions at a time",
+            "--no-cross-entropy-loss-fusion (the chunked vocab-parallel pass runs either way)",
+        )
+
+
 def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
     p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
     assert b is not None, "validate checks the resolved config"
@@ -1082,6 +1105,7 @@ RESUME_MAY_CHANGE = (
     "overlap_grad_reduce",
     "ddp_bucket_size",
     "offload_train",  # where memory sits between steps: the state restored is the same
+    "qkv_format",  # the same rows, padded or packed
     "recompute_old_log_probs",  # the same old log-probs, from another pass
     "old_log_probs_from_update",
     "world_size",
@@ -1182,6 +1206,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
     _check_routing_replay(resolved)
+    _check_kernels(resolved)
     layout.rollout_layout(resolved, world_size)
     _check_memory_flags(resolved)
     _check_eval(resolved)

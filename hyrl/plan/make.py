@@ -24,6 +24,7 @@ from hyrl.plan.memory import (
     activation_bytes_per_token,
     activation_memory,
     attention_implementation,
+    attention_span,
     bytes_per_activation,
     bytes_per_param,
     param_counts,
@@ -126,15 +127,17 @@ def _activation_line(
         recompute += f" {c.recompute_method or 'uniform'} x{c.recompute_num_layers or 1}"
     kind, why = attention_implementation(c)
     b = bytes_per_activation(c)
-    scores = activation_bytes_per_token(c, seq_len)["attention_scores"]
+    span = attention_span(c, tokens, seq_len)  # thd: a packed micro-batch is one sequence
+    scores = activation_bytes_per_token(c, span)["attention_scores"]
     if kind == "flash":
         attn = f"flash attention ({why}): no s x s scores"
     elif c.recompute_granularity == "selective":
         attn = f"unfused attention ({why}): scores recomputed (selective)"
     else:
         attn = (
-            f"unfused attention ({why}): {scores / (c.num_attention_heads * seq_len):.0f} B x "
-            "a x s scores per token"
+            f"unfused attention ({why}): {scores / (c.num_attention_heads * span):.0f} B x "
+            f"a x s scores per token (s = {span}"
+            + (", the packed micro-batch: --qkv-format thd)" if span != seq_len else ")")
         )
     tp = c.tensor_model_parallel_size
     lines = [
@@ -153,7 +156,7 @@ def _activation_line(
                 f"{prefix} attention workspace",
                 act["attention_workspace"],
                 f"one layer's unfused attention: {tokens} tokens x a={c.num_attention_heads} / TP="
-                f"{tp} x s={seq_len} scores x ({b} B matmul buffer + "
+                f"{tp} x s={span} scores x ({b} B matmul buffer + "
                 f"{UNFUSED_WORKSPACE_FP32_COPIES} x 4 B fp32 softmax-backward copies)",
             )
         )

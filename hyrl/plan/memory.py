@@ -205,7 +205,8 @@ def activation_memory(
     Logits (actor): logits_bytes.
     """
     tp = c.tensor_model_parallel_size
-    parts = activation_bytes_per_token(c, seq_len)
+    span = attention_span(c, tokens_per_micro_batch, seq_len)
+    parts = activation_bytes_per_token(c, span)
     full_layer = sum(parts.values())
     if c.recompute_granularity == "selective":
         full_layer -= parts["attention_scores"]
@@ -226,8 +227,15 @@ def activation_memory(
         "logits": logits,
         "per_layer_no_recompute": per_layer,
         "bytes_per_token_per_layer": full_layer,
-        "attention_workspace": attention_workspace(c, tokens_per_micro_batch, seq_len),
+        "attention_workspace": attention_workspace(c, tokens_per_micro_batch, span),
     }
+
+
+def attention_span(c: RunConfig, tokens_per_micro_batch: int, seq_len: int) -> int:
+    """Keys per query in unfused attention's scores: its sequence (seq_len), or under
+    --qkv-format thd the whole packed micro-batch, which the local spec runs as one sequence
+    under a block-diagonal mask (model.packed_dot_product_attention); flash keeps none."""
+    return tokens_per_micro_batch if c.qkv_format == "thd" else seq_len
 
 
 def bytes_per_param(c: RunConfig) -> dict:

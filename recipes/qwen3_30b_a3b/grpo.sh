@@ -43,6 +43,7 @@ PARALLEL_ARGS=(
   --pipeline-model-parallel-size 1
   --bf16                             # bf16 weights/activations, fp32 main params + Adam states
   --use-distributed-optimizer        # main params + Adam states sharded over (expert-)DP
+  --transformer-impl transformer_engine # TE layers: flash/varlen attention, grouped-GEMM experts
   --recompute-granularity full       # keep only each layer's input, rebuild in backward
   --recompute-method uniform
   --recompute-num-layers 1
@@ -57,6 +58,8 @@ BATCH_ARGS=(
   --micro-batch-size 1
   --use-dynamic-batch-size           # pack micro-batches by tokens instead of responses
   --max-tokens-per-gpu 18432
+  --qkv-format thd                   # each micro-batch's sequences packed: no padding computed
+  --moe-permute-fusion               # Transformer Engine's fused token permutation
 )
 # lr = 1e-6 x (B / 1024)^(1/2): the reference rate, re-derived when B changes.
 OPTIMIZER_ARGS=(

@@ -42,6 +42,7 @@ PARALLEL_ARGS=(
   --pipeline-model-parallel-size 1
   --bf16                             # bf16 weights/activations, fp32 main params + Adam states
   --use-distributed-optimizer        # main params + Adam states sharded over (expert-)DP
+  --transformer-impl transformer_engine # TE layers: flash/varlen attention, grouped-GEMM experts
   --recompute-granularity full
   --recompute-method uniform
   --recompute-num-layers 1
@@ -55,6 +56,8 @@ BATCH_ARGS=(
   --micro-batch-size 1
   --use-dynamic-batch-size
   --max-tokens-per-gpu 18432
+  --qkv-format thd                   # each micro-batch's sequences packed: no padding computed
+  --moe-permute-fusion               # Transformer Engine's fused token permutation
 )
 OPTIMIZER_ARGS=(
   --ref-lr 1e-6

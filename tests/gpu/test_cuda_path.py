@@ -61,6 +61,70 @@ def test_megatron_logits_match_transformers_on_cuda(cuda_megatron, impl):
     assert (got - expected).abs().max().item() <= 1e-4
 
 
+@pytest.mark.parametrize("impl", ["local", "transformer_engine"])
+def test_packed_sequences_give_the_padded_log_probs_on_cuda(cuda_megatron, impl):
+    """--qkv-format thd on CUDA: with Transformer Engine the packed micro-batch goes through
+    its varlen (THD) attention with cu_seqlens, with the local spec through the block-diagonal
+    mask; either way the log-probs on response positions equal the padded rows' (fp32)."""
+    if impl == "transformer_engine":
+        pytest.importorskip("transformer_engine", reason="Transformer Engine is not installed")
+    import dataclasses
+
+    from hyrl.algorithms.batch import pack
+    from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.model import ParallelLayout
+    from hyrl.backends.megatron.trainable import OptimizerSettings
+    from hyrl.models.qwen3_moe.config import TINY
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    optim = OptimizerSettings(micro_batch_size=4, clip_grad=0.0, noise_scale_beta=None)
+    actor = MegatronActor(TINY, ParallelLayout(), ActorSettings(optim=optim, transformer_impl=impl))
+    generator = torch.Generator().manual_seed(4)
+    lengths = [(2, 1), (9, 6), (3, 2), (2, 1), (4, 5), (2, 2), (7, 1), (2, 1)]
+    prompts = [torch.randint(3, 15, (p,), generator=generator).tolist() for p, _ in lengths]
+    responses = [torch.randint(3, 15, (r,), generator=generator).tolist() for _, r in lengths]
+    batch = pack(prompts, responses, torch.linspace(-1, 1, 8), pad_id=0)
+    padded, _ = actor.log_probs(batch)
+    actor.optim = dataclasses.replace(optim, packed_sequences=True)
+    assert all(mb.packing is not None for mb, _ in actor._micro_batches(batch))
+    packed, _ = actor.log_probs(batch)
+    mask = batch.loss_mask.bool()
+    torch.testing.assert_close(packed[mask], padded[mask], rtol=0, atol=1e-4)
+
+
+def test_fused_permutation_gives_the_unfused_log_probs_with_routing_replay_on_cuda(cuda_megatron):
+    """--moe-permute-fusion (TE's moe_permute/unpermute) follows the routing the router chose,
+    or replayed: the log-probs equal the unfused permutation's, and replay still dispatches
+    every token to the engine's experts."""
+    pytest.importorskip("transformer_engine", reason="Transformer Engine is not installed")
+    from hyrl.algorithms.batch import pack
+    from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.model import ParallelLayout
+    from hyrl.backends.megatron.trainable import OptimizerSettings
+    from hyrl.models.qwen3_moe.config import TINY
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    optim = OptimizerSettings(micro_batch_size=4, clip_grad=0.0, noise_scale_beta=None)
+
+    def actor(fused: bool):
+        settings = ActorSettings(optim=optim, transformer_impl="transformer_engine")
+        return MegatronActor(TINY, ParallelLayout(moe_permute_fusion=fused), settings)
+
+    unfused, fused = actor(False), actor(True)
+    assert fused.model.config.moe_permute_fusion and not unfused.model.config.moe_permute_fusion
+    fused.model.load_state_dict(unfused.model.state_dict())
+    generator = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(8)]
+    responses = [torch.randint(3, 15, (3,), generator=generator).tolist() for _ in range(8)]
+    batch = pack(prompts, responses, torch.zeros(8), pad_id=0)
+    expected, _ = unfused.log_probs(batch)
+    got, _ = fused.log_probs(batch)
+    mask = batch.loss_mask.bool()
+    torch.testing.assert_close(got[mask], expected[mask], rtol=0, atol=1e-4)
+
+
 def test_tiny_recipe_runs_three_steps_on_cuda(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     run_dir = tmp_path / "run"

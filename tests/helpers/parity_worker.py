@@ -82,6 +82,8 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
     log_probs, _ = actor.log_probs(local)
     local.old_log_probs = log_probs
     metrics = actor.train_step(local, total_tokens=full.num_response_tokens, lr=1e-2)
+    # the noise scale's small-batch |g|^2: per micro-batch at DP = 1, per DP rank otherwise
+    small_sq = None if actor._small_batch is None else actor._small_batch[0]
     after = actor.export_hf_state_dict()
     # the weight-sync form: every rank takes part in the gathers, only rank 0 keeps the copy
     kept = actor.export_hf_state_dict(keep=torch.distributed.get_rank() == 0)
@@ -117,6 +119,7 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
         "max_logprob_diff_vs_hf": float((log_probs - hf_local)[mask].abs().max()),
         "loss": metrics["actor/loss"],
         "grad_norm": metrics["actor/grad_norm"],
+        "noise_small_sq": small_sq,
         "hf_grad_norm": hf_grad_norm,
         "weights_after_step": {k: v.flatten()[:8].tolist() for k, v in sorted(after.items())},
         "critic_value_loss": critic_metrics["critic/value_loss"],

@@ -1,8 +1,9 @@
 """Run by torchrun from tests/unit/backends/test_dynamic_batch.py: dynamic micro-batches whose
 count differs between data-parallel ranks (skewed lengths), under EP = world size, against one rank.
 
-Usage: torchrun --nproc-per-node N tests/helpers/skew_worker.py OUT.json
-Writes rank 0's view: the log-probs of every row, the loss and the gradient norm of one step.
+Usage: torchrun --nproc-per-node N tests/helpers/skew_worker.py OUT.json [bshd|thd]
+Writes rank 0's view: the log-probs of every row, the loss and the gradient norm of one step
+(thd: micro-batches packed, with the packed totals of rank 0's micro-batches and its own need).
 """
 
 import json
@@ -21,7 +22,7 @@ LENGTHS = [(2, 1), (2, 1), (3, 1), (2, 2), (9, 8), (10, 7), (8, 9), (11, 6)]
 MAX_TOKENS = 20
 
 
-def main(out_path: str) -> None:
+def main(out_path: str, qkv_format: str = "bshd") -> None:
     import os
 
     from megatron.core import parallel_state
@@ -42,6 +43,7 @@ def main(out_path: str) -> None:
                 clip_grad=0.0,
                 noise_scale_beta=None,
                 max_tokens_per_micro_batch=MAX_TOKENS,
+                packed_sequences=qkv_format == "thd",
             )
         ),
     )
@@ -54,7 +56,14 @@ def main(out_path: str) -> None:
     dp_rank = parallel_state.get_data_parallel_rank()
     per_rank = len(full) // parallel_state.get_data_parallel_world_size()
     local = full.select(slice(dp_rank * per_rank, (dp_rank + 1) * per_rank))
-    counts = [len(list(actor._micro_batches(local)))]  # (micro-batch, rows) pairs
+    micro_batches = actor._micro_batches(local)  # (micro-batch, rows) pairs
+    counts = [len(micro_batches)]
+    packed_totals = [mb.packing.total for mb, _ in micro_batches if mb.packing is not None]
+    own_needs = [
+        mb.packing.needed(mb.sequence_lengths(), mb.tokens.shape[1])
+        for mb, _ in micro_batches
+        if mb.packing is not None
+    ]
 
     log_probs, _ = actor.log_probs(local)
     gathered = [torch.empty_like(log_probs) for _ in range(world)]
@@ -69,6 +78,8 @@ def main(out_path: str) -> None:
                     "loss": metrics["actor/loss"],
                     "grad_norm": metrics["actor/grad_norm"],
                     "micro_batches": counts,
+                    "packed_totals": packed_totals,
+                    "own_needs": own_needs,
                 },
                 f,
             )
@@ -76,4 +87,4 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:3])

@@ -102,9 +102,22 @@ class MegatronActor(MegatronTrainable):
         return self._log_probs_of(self._outputs(model, batch), batch, with_entropy)
 
     def _log_probs_of(self, logits: torch.Tensor, batch: TokenBatch, with_entropy: bool):
-        """log pi(target) and entropy from the vocab-parallel logits of `batch`."""
-        return vocab_parallel_log_probs_and_entropy(
-            logits, batch.targets.to(self.device), self.settings.temperature, with_entropy
+        """log pi(target) and entropy ([N, L]) from the vocab-parallel logits of `batch` (of its
+        packed tokens under --qkv-format thd: computed there, then laid out per row)."""
+        targets = self.packed_like(batch, batch.targets.to(self.device))
+        log_probs, entropy = vocab_parallel_log_probs_and_entropy(
+            logits, targets, self.settings.temperature, with_entropy
+        )
+        return self.per_row(batch, log_probs), (
+            None if entropy is None else self.per_row(batch, entropy)
+        )
+
+    def _engine_routing(self, mb: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The engine's expert ids of `mb` and its response positions, in the layout the
+        routers see (packed under --qkv-format thd; -1 / False on the padding)."""
+        return (
+            self.packed_like(mb, _dense(mb.routed_experts), fill=-1),
+            self.packed_like(mb, mb.loss_mask > 0, fill=False),
         )
 
     @staticmethod
@@ -119,7 +132,7 @@ class MegatronActor(MegatronTrainable):
             return super()._micro_batch_context(micro_batch)
         assert self.replay is not None, "__init__ hooks the routers under --use-routing-replay"
         return self.replay.replaying(
-            _dense(micro_batch.routed_experts), record=record, replay=self.settings.routing_replay
+            self._engine_routing(micro_batch)[0], record=record, replay=self.settings.routing_replay
         )
 
     @torch.no_grad()
@@ -141,10 +154,10 @@ class MegatronActor(MegatronTrainable):
             return log_probs, entropy
         outputs: list[tuple[torch.Tensor, ...]] = []  # replay: no pipeline (refused with PP)
         for mb, rows in self._micro_batches(batch):
-            routed = _dense(mb.routed_experts)
+            routed, responses = self._engine_routing(mb)
             with self.replay.replaying(routed, record=True, replay=self.settings.routing_replay):
                 log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
-                self._routing_counts += self.replay.comparison(routed, mb.loss_mask > 0)
+                self._routing_counts += self.replay.comparison(routed, responses)
             outputs.append((log_probs[:rows], entropy[:rows]))  # not the loss-free padding rows
         log_probs, entropy = self._cat_padded(outputs, batch.tokens.shape[1])
         return log_probs, entropy
@@ -188,9 +201,7 @@ class MegatronActor(MegatronTrainable):
                     assert mb.rollout_log_probs is not None, "a rollout carries the engine's"
                     pg_weights = pg_weights_of(old_log_probs, mb.rollout_log_probs, mb.loss_mask)
                 if self.replay is not None and mb.routed_experts is not None:
-                    self._routing_counts += self.replay.comparison(
-                        _dense(mb.routed_experts), mb.loss_mask > 0
-                    )
+                    self._routing_counts += self.replay.comparison(*self._engine_routing(mb))
             assert old_log_probs is not None, "the loop's log-prob pass set them"
             return grpo_loss(
                 log_probs,

@@ -173,6 +173,14 @@ def check_machine(cfg: RunConfig) -> None:
             "transformer_engine does not import on this machine",
             "local or auto",
         )
+    if cfg.moe_permute_fusion and not use_transformer_engine(cfg.transformer_impl):
+        raise ConfigError(
+            "--moe-permute-fusion",
+            True,
+            "megatron's fused permutation is a Transformer Engine kernel (TE >= 2.1), which "
+            f"does not import on this machine (--transformer-impl {cfg.transformer_impl})",
+            "--no-moe-permute-fusion here, or a machine with the GPU stack (requirements.txt)",
+        )
 
 
 def shutdown() -> None:

@@ -62,21 +62,21 @@ class MegatronCritic(MegatronTrainable):
     def load_trunk_from_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
         self.load_trunk(hf_mapping.hf_to_megatron(hf_state, self.arch))
 
-    @staticmethod
-    def _values_of(output: torch.Tensor) -> torch.Tensor:
-        return output.squeeze(-1).float()
+    def _values_of(self, mb: TokenBatch, output: torch.Tensor) -> torch.Tensor:
+        """[N, L] values from the value head's output of `mb` (packed or not: per_row)."""
+        return self.per_row(mb, output.squeeze(-1).float())
 
     @torch.no_grad()
     def values(self, batch: TokenBatch) -> torch.Tensor:
         """V(state up to position t) for every position: [N, L]."""
         self.ddp.eval()
-        return self._forward_only(self.ddp, batch, lambda mb, out: (self._values_of(out),))[0]
+        return self._forward_only(self.ddp, batch, lambda mb, out: (self._values_of(mb, out),))[0]
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One critic optimizer step; batch carries returns and old_values."""
 
         def loss_fn(mb: TokenBatch, output: torch.Tensor, rows: int):
-            values = self._values_of(output)
+            values = self._values_of(mb, output)
             assert mb.old_values is not None and mb.returns is not None, "the loop's gae set them"
             loss, clip_frac = value_loss(
                 values,

@@ -28,17 +28,27 @@ class GradBufferNorms:
     def __init__(self, ddp, model: torch.nn.Module, include_experts: bool):
         from megatron.core import parallel_state
 
+        tp_size = parallel_state.get_tensor_model_parallel_world_size()
+        experts_tp = parallel_state.get_expert_tensor_parallel_world_size()
         first_tp_rank = parallel_state.get_tensor_model_parallel_rank() == 0
         names = {param: name for name, param in model.named_parameters()}
         self.include_experts = include_experts
-        self._parts = []  # (buffer, dense positions, expert positions): None = all, [] = none
+        # (buffer, dense positions, expert positions, TP-partial positions): None = all, [] = none
+        self._parts = []
         for buffer in ddp.buffers + ddp.expert_parallel_buffers:
             dense: list[tuple[int, int]] = []
             expert: list[tuple[int, int]] = []
+            partial: list[tuple[int, int]] = []
             for param, (start, end, _bucket) in buffer.param_index_map.items():
                 if is_expert(names[param]):
-                    if include_experts:
+                    if (
+                        include_experts and tp_size > experts_tp
+                    ):  # ETP = 1: each TP rank's tokens' part
+                        partial.append((start, end))
+                    elif include_experts:
                         expert.append((start, end))
+                elif tp_size > 1 and tp_partial(model.config, names[param], param):
+                    partial.append((start, end))
                 elif getattr(param, "tensor_model_parallel", False) or first_tp_rank:
                     dense.append((start, end))
             every = len(dense) + len(expert) == len(buffer.param_index_map)
@@ -48,27 +58,55 @@ class GradBufferNorms:
                     buffer,
                     None if every and not expert else _positions(dense, device),
                     None if every and not dense else _positions(expert, device),
+                    _positions(partial, device),
                 )
             )
+        self._first_tp_rank = first_tp_rank
 
     def snapshot(self) -> list[torch.Tensor]:
-        return [buffer.grad_data.clone() for buffer, _, _ in self._parts]
+        return [part[0].grad_data.clone() for part in self._parts]
 
     @torch.no_grad()
     def squared_norm(self, since: list[torch.Tensor] | None = None) -> float:
         """|g|^2 of this rank's gradient (or of g - snapshot), summed over TP and EP shards and
-        pipeline stages, not over data parallelism (collective over those groups)."""
+        pipeline stages, not over data parallelism (collective over those groups). Replicated
+        tensors whose gradient each TP rank holds only a part of (tp_partial) are summed over
+        TP first, as finalize_model_grads will, and counted once."""
         device = self._parts[0][0].grad_data.device if self._parts else torch.device("cpu")
         dense_sq = torch.zeros(1, dtype=torch.float64, device=device)
         expert_sq = torch.zeros_like(dense_sq)
-        for index, (buffer, dense, expert) in enumerate(self._parts):
+        partials = []
+        for index, (buffer, dense, expert, partial) in enumerate(self._parts):
             flat = buffer.grad_data if since is None else buffer.grad_data - since[index]
             for positions, total in ((dense, dense_sq), (expert, expert_sq)):
                 if positions is None:
                     total += _sq(flat)
                 elif positions.numel():
                     total += _sq(flat[positions])
+            if partial.numel():
+                partials.append(flat[partial].double())
+        if partials:  # only under TP > 1; every TP rank holds the same tensors
+            from megatron.core import parallel_state
+
+            summed = torch.cat(partials)
+            torch.distributed.all_reduce(
+                summed, group=parallel_state.get_tensor_model_parallel_group()
+            )
+            if self._first_tp_rank:
+                dense_sq += torch.dot(summed, summed)
         return _reduce_over_shards(dense_sq, expert_sq, self.include_experts)
+
+
+def tp_partial(config, name: str, param: torch.nn.Parameter) -> bool:
+    """Whether each TP rank holds only its part of this replicated tensor's gradient until
+    megatron-core 0.16.1's finalize_model_grads sums it over TP
+    (_allreduce_non_tensor_model_parallel_grads' sum condition): a sequence-parallel norm or
+    router weight (it saw this rank's slice of the tokens only), or a q/k layernorm (this
+    rank's heads only)."""
+    return bool(
+        (config.sequence_parallel and getattr(param, "sequence_parallel", False))
+        or (config.qk_layernorm and ("q_layernorm" in name or "k_layernorm" in name))
+    )
 
 
 def _positions(ranges: list[tuple[int, int]], device: torch.device) -> torch.Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 from dataclasses import dataclass
 
@@ -23,6 +24,9 @@ class ParallelLayout:
     recompute_granularity: str | None = None  # None, "full" or "selective" (megatron's names)
     recompute_method: str | None = None
     recompute_num_layers: int | None = None
+    moe_permute_fusion: bool = (
+        False  # Transformer Engine's fused permutation (--moe-permute-fusion)
+    )
 
     @classmethod
     def from_flags(cls, flags) -> ParallelLayout:
@@ -35,6 +39,7 @@ class ParallelLayout:
             recompute_granularity=flags.recompute_granularity,
             recompute_method=flags.recompute_method,
             recompute_num_layers=flags.recompute_num_layers,
+            moe_permute_fusion=flags.moe_permute_fusion,
         )
 
 
@@ -153,6 +158,8 @@ def transformer_config(
         # grouped GEMM (all local experts in one kernel) with Transformer Engine; the local spec
         # runs its experts one after another
         moe_grouped_gemm=grouped_gemm,
+        # TE's fused permute/unpermute: after the router (and its replay), the same routing
+        moe_permute_fusion=layout.moe_permute_fusion,
         moe_router_dtype="fp32",
         moe_enable_routing_replay=routing_replay,  # hyrl.backends.megatron.routing_replay
         qk_layernorm=arch.qk_layernorm,
@@ -242,6 +249,10 @@ def build_gpt_model(
             qk_layernorm=arch.qk_layernorm,
             normalization=arch.normalization,
         )
+        # --qkv-format thd on the local spec: packed sequences through a block-diagonal mask
+        layer_spec.submodules.self_attention.submodules.core_attention = (
+            packed_dot_product_attention()
+        )
     from megatron.core import parallel_state
 
     # a pipeline stage builds its share of the layers; the first embeds, the last projects
@@ -307,6 +318,47 @@ class ValueHead(torch.nn.Module):
                 hidden_states, tensor_parallel_output_grad=False
             )
         return torch.nn.functional.linear(hidden_states, self.weight), None
+
+
+@functools.cache
+def packed_dot_product_attention():
+    """megatron-core's local DotProductAttention, also for packed sequences (--qkv-format thd),
+    which it refuses: megatron hands core attention THD queries [t, heads, dim] and the
+    segments as PackedSeqParams; this runs them as one [t, 1] sequence under the block-diagonal
+    causal mask of those segments (packing.block_causal_mask), the same attention as a varlen
+    kernel. Padded rows (no PackedSeqParams) go through unchanged."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+
+    from hyrl.backends.megatron.packing import block_causal_mask
+
+    class PackedDotProductAttention(DotProductAttention):
+        def forward(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            attn_mask_type=None,
+            attention_bias=None,
+            packed_seq_params=None,
+        ):
+            if packed_seq_params is None:
+                return super().forward(
+                    query, key, value, attention_mask, attn_mask_type, attention_bias
+                )
+            if packed_seq_params.qkv_format != "thd":
+                raise ValueError(f"packed sequences in {packed_seq_params.qkv_format!r}: thd only")
+            mask = block_causal_mask(packed_seq_params.cu_seqlens_q, query.shape[0])
+            return super().forward(
+                query.unsqueeze(1),
+                key.unsqueeze(1),
+                value.unsqueeze(1),
+                mask,
+                attn_mask_type,
+                attention_bias,
+            )  # [t, 1, heads x dim]: megatron reshapes it as it does a THD kernel's output
+
+    return PackedDotProductAttention
 
 
 def causal_attention_mask(seq_len: int, device: torch.device) -> torch.Tensor:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -11,6 +11,7 @@ import torch
 from hyrl.algorithms.batch import TokenBatch, split_to_count, token_budget_ranges
 from hyrl.backends.megatron import cpu_compat, grads
 from hyrl.backends.megatron.model import causal_attention_mask
+from hyrl.backends.megatron.packing import PackedRows
 from hyrl.metrics.noise_scale import GradientNoiseScale
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ class OptimizerSettings:
     noise_scale_beta: float | None = 0.99  # None: do not measure the gradient noise scale
     max_tokens_per_micro_batch: int | None = None  # --use-dynamic-batch-size: pack by tokens
     pad_to_multiple_of: int = 1  # sequence parallel splits the sequence over TP ranks
+    packed_sequences: bool = False  # --qkv-format thd: each micro-batch's rows as one sequence
     bf16: bool = False  # bf16 weights and activations, fp32 main params in the optimizer
     use_distributed_optimizer: bool = False  # main params and Adam states sharded over DP
     grad_reduce_in_fp32: bool = True  # --accumulate-allreduce-grads-in-fp32
@@ -50,6 +52,7 @@ class OptimizerSettings:
                 flags.max_tokens_per_gpu if flags.use_dynamic_batch_size else None
             ),
             pad_to_multiple_of=flags.tensor_model_parallel_size,
+            packed_sequences=flags.qkv_format == "thd",
             bf16=flags.bf16,
             use_distributed_optimizer=flags.use_distributed_optimizer,
             grad_reduce_in_fp32=flags.accumulate_allreduce_grads_in_fp32,
@@ -145,13 +148,81 @@ class MegatronTrainable:
         self.optimizer.reload_model_params()
 
     def _outputs(self, model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
-        """The model's last layer for every position: [N, L, V/TP] logits or [N, L, 1] values."""
+        """The model's last layer for every position: [N, L, V/TP] logits or [N, L, 1] values;
+        for a packed micro-batch (--qkv-format thd) [1, T, ...] over its packed tokens, which
+        `per_row` lays back out as [N, L, ...]."""
         tokens = batch.tokens.to(self.device)
+        packing = batch.packing
+        if packing is not None:
+            return model(
+                packing.pack(tokens),
+                packing.positions(self.device),
+                None,
+                packed_seq_params=packing.packed_seq_params(self.device),
+            )
         seq_len = tokens.shape[1]
         positions = torch.arange(seq_len, device=self.device).expand_as(tokens)
         return model(tokens, positions, causal_attention_mask(seq_len, self.device))
 
-    def _micro_batches(self, batch: TokenBatch):
+    @staticmethod
+    def per_row(batch: TokenBatch, per_token: torch.Tensor) -> torch.Tensor:
+        """A per-token result of `_outputs` ([1, T, ...] when `batch` is packed) as [N, L, ...]."""
+        return per_token if batch.packing is None else batch.packing.unpack(per_token)
+
+    @staticmethod
+    def packed_like(batch: TokenBatch, per_position: torch.Tensor, fill=0) -> torch.Tensor:
+        """An [N, L, ...] field of `batch` in the layout the model sees ([1, T, ...] packed)."""
+        return per_position if batch.packing is None else batch.packing.pack(per_position, fill)
+
+    def _micro_batches(self, batch: TokenBatch) -> list[tuple[TokenBatch, int]]:
+        """(micro-batch, rows of `batch` it holds) pairs (see _padded_micro_batches); under
+        --qkv-format thd each micro-batch carries its rows' packed layout (`packing`): their
+        own lengths end to end, a multiple of TP tokens, and where the expert dispatch (the
+        allgather dispatcher under EP) or the pipeline needs equal shapes, the most tokens any
+        rank or micro-batch packs (collective over DP under EP)."""
+        from megatron.core import parallel_state
+
+        parts = list(self._padded_micro_batches(batch))
+        if not self.optim.packed_sequences or not parts:
+            return parts
+        multiple = self.optim.pad_to_multiple_of
+        totals = [
+            PackedRows.needed(part.sequence_lengths(), part.tokens.shape[1], multiple)
+            for part, _ in parts
+        ]
+        if (
+            parallel_state.get_expert_model_parallel_world_size() > 1
+            and self.model.config.moe_token_dispatcher_type == "allgather"
+        ):  # every DP rank runs as many micro-batches here (_padded_micro_batches)
+            totals = self._agreed_maxima(totals)
+        if self._pipelined():
+            totals = [max(totals)] * len(totals)
+        return [
+            (
+                replace(
+                    part,
+                    packing=PackedRows.of(
+                        part.sequence_lengths(), part.tokens.shape[1], multiple, total
+                    ),
+                ),
+                rows,
+            )
+            for (part, rows), total in zip(parts, totals)
+        ]
+
+    def _agreed_maxima(self, values: list[int]) -> list[int]:
+        """Each value the largest over the DP ranks (collective; every rank passes as many)."""
+        from megatron.core import parallel_state
+
+        if parallel_state.get_data_parallel_world_size() == 1:
+            return values
+        local = torch.tensor(values, dtype=torch.int64, device=self.device)
+        torch.distributed.all_reduce(
+            local, op=torch.distributed.ReduceOp.MAX, group=parallel_state.get_data_parallel_group()
+        )
+        return [int(v) for v in local.cpu()]
+
+    def _padded_micro_batches(self, batch: TokenBatch):
         """(micro-batch, rows of `batch` it holds) pairs: --micro-batch-size rows, or with
         --use-dynamic-batch-size contiguous runs of rows packed to --max-tokens-per-gpu and
         trimmed to their longest sequence.
@@ -175,7 +246,7 @@ class MegatronTrainable:
             return
         lengths = batch.sequence_lengths()
         multiple = self.optim.pad_to_multiple_of
-        ranges = token_budget_ranges(lengths, budget, multiple)
+        ranges = token_budget_ranges(lengths, budget, multiple, self.optim.packed_sequences)
         expert_parallel = parallel_state.get_expert_model_parallel_world_size() > 1
         if expert_parallel:
             ranges = split_to_count(ranges, self._agreed_count(len(ranges)))
@@ -375,8 +446,12 @@ class MegatronTrainable:
             data_iterator=iter(micro_batches),
             model=[module],
             num_microbatches=len(micro_batches),
-            seq_length=max(mb.tokens.shape[1] for mb, _ in micro_batches),
-            micro_batch_size=max(len(mb) for mb, _ in micro_batches),
+            # the activations' shape between stages: [T, 1] packed (equal T: _micro_batches)
+            seq_length=max(
+                mb.tokens.shape[1] if mb.packing is None else mb.packing.total
+                for mb, _ in micro_batches
+            ),
+            micro_batch_size=max(1 if mb.packing else len(mb) for mb, _ in micro_batches),
             forward_only=forward_only,
         )
         return list(results or [])  # the last stage's list of stats; nothing elsewhere

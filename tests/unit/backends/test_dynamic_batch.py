@@ -20,6 +20,17 @@ def test_ranges_are_contiguous_and_each_padded_run_fits_the_budget():
         token_budget_ranges([2, 9], max_tokens=8)
 
 
+def test_packed_ranges_cost_their_summed_lengths_not_rows_times_the_longest():
+    # packed (--qkv-format thd): [4, 4] = 8 fits 8; [6, 2] = 8 fits where padded it is 12
+    assert token_budget_ranges([4, 4, 6, 2, 2, 2], max_tokens=8, packed=True) == [
+        (0, 2),
+        (2, 4),
+        (4, 6),
+    ]
+    # summed then rounded up to a multiple of 4: 3 + 3 = 6 -> 8 fits, + 3 = 9 -> 12 does not
+    assert token_budget_ranges([3, 3, 3], 8, pad_to_multiple_of=4, packed=True) == [(0, 2), (2, 3)]
+
+
 def test_sequence_lengths_count_prompt_and_response_and_trim_keeps_them():
     batch = pack([[5, 6, 7], [5]], [[8, 9], [8]], torch.zeros(2), pad_id=0)
     assert batch.tokens.shape[1] == 6 and batch.sequence_lengths() == [5, 2]
@@ -79,10 +90,14 @@ def test_split_to_count_halves_the_widest_range_until_there_are_enough():
 
 
 @pytest.mark.slow
-def test_dp_ranks_with_different_micro_batch_counts_under_ep_agree_and_match_one_rank(tmp_path):
+@pytest.mark.parametrize("qkv_format", ["bshd", "thd"])
+def test_dp_ranks_with_different_micro_batch_counts_under_ep_agree_and_match_one_rank(
+    tmp_path, qkv_format
+):
     """EP=2 x DP=2: rank 0's short rows pack into one micro-batch, rank 1's long rows need
     four; both run four (the expert dispatch is a collective of every forward pass), and the
-    log-probs, loss and gradient norm equal one rank's."""
+    log-probs, loss and gradient norm equal one rank's. Packed (thd), the allgather dispatcher
+    also needs equal token counts: rank 0's micro-batches grow to rank 1's packed totals."""
     import json
     import os
     import subprocess
@@ -101,6 +116,7 @@ def test_dp_ranks_with_different_micro_batch_counts_under_ep_agree_and_match_one
                 f"--nproc-per-node={nproc}",
                 str(worker),
                 str(out),
+                qkv_format,
             ],
             capture_output=True,
             text=True,
@@ -110,6 +126,9 @@ def test_dp_ranks_with_different_micro_batch_counts_under_ep_agree_and_match_one
         assert proc.returncode == 0, proc.stderr[-3000:]
         results[nproc] = json.loads(out.read_text())
     assert results[2]["micro_batches"] == [4]  # rank 0's one range split to the agreed four
+    if qkv_format == "thd":  # rank 1's long rows (17, 17, 17, 17 tokens) set every total
+        assert results[2]["packed_totals"] == [17, 17, 17, 17]
+        assert all(need < 17 for need in results[2]["own_needs"])
     one, two = results[1], results[2]
     assert torch.allclose(torch.tensor(two["log_probs"]), torch.tensor(one["log_probs"]), atol=1e-5)
     assert two["loss"] == pytest.approx(one["loss"], abs=1e-6)

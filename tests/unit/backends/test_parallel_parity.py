@@ -76,6 +76,16 @@ def test_loss_and_grad_norm_match_one_rank(results, layout):
 
 
 @pytest.mark.slow
+def test_per_micro_batch_noise_norms_under_tp_match_one_rank(results):
+    """At DP = 1 the noise scale's small batch is each micro-batch's gradient. Under TP with
+    sequence parallelism the norms, the router, the q/k layernorms and the (not TP-split)
+    experts hold only a TP rank's part of their gradient until megatron sums them over TP:
+    the small-batch norms sum them too (counted per rank they read 0.06-0.4% low here)."""
+    one_rank, tp2 = results["tp1"]["noise_small_sq"], results["tp2"]["noise_small_sq"]
+    assert one_rank is not None and len(one_rank) == 4  # 8 rows, micro-batches of 2
+    assert tp2 == pytest.approx(one_rank, rel=1e-5)
+
+
 @pytest.mark.parametrize("layout", ["tp2", "ep2", "tp2ep2", "pp2", "pp2ep2"])
 def test_weights_after_one_adam_step_match_one_rank(results, layout):
     reference = results["tp1"]["weights_after_step"]

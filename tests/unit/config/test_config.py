@@ -1844,3 +1844,28 @@ def test_distributed_timeout_may_change_on_resume(tmp_path):
         ),
         1,
     )
+
+
+def test_fused_permutation_is_refused_with_the_local_spec_and_without_te_here(cfg_of):
+    err = assert_rejected(
+        cfg_of("--moe-permute-fusion", "--transformer-impl", "local"), "--moe-permute-fusion", True
+    )
+    assert "Transformer Engine kernel" in str(err) and "--transformer-impl local" in str(err)
+    cfg = cfg_of("--moe-permute-fusion")
+    validate(cfg, 1)  # auto: a dry run plans for a cluster with TE from any machine
+    from hyrl.backends.megatron.backend import check_machine
+    from hyrl.backends.megatron.model import transformer_engine_importable
+
+    if transformer_engine_importable():
+        check_machine(cfg)
+    else:  # this machine: refused before any process group, by preflight
+        with pytest.raises(ConfigError, match="does not import on this machine") as info:
+            check_machine(cfg)
+        assert_names(info.value, "--moe-permute-fusion", True)
+
+
+def test_megatrons_fused_cross_entropy_is_refused_with_the_reason(cfg_of):
+    err = assert_rejected(
+        cfg_of("--cross-entropy-loss-fusion"), "--cross-entropy-loss-fusion", True
+    )
+    assert "temperature 1" in str(err) and "entropy" in str(err)

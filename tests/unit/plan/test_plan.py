@@ -167,6 +167,18 @@ def test_unfused_attention_adds_scores_and_one_layers_workspace():
     assert selective["attention_workspace"] == act["attention_workspace"]
 
 
+def test_packed_unfused_attention_scores_span_the_whole_micro_batch():
+    """--qkv-format thd on the local spec: the micro-batch is one sequence under a
+    block-diagonal mask, so each token's scores cover all its tokens, not its own row's."""
+    tokens = 16 * 7
+    packed = hplan.activation_memory(tiny(transformer_impl="local", qkv_format="thd"), tokens, 7)
+    # per token per layer: 512 norms + 1408 attention + 4 heads x 112 keys x 4 B + 2832 MoE
+    assert packed["layers"] == 2 * tokens * (512 + 1408 + 4 * 112 * 4 + 2832)
+    assert packed["attention_workspace"] == tokens * 4 * 112 * 16
+    flash = tiny(transformer_impl="transformer_engine", qkv_format="thd")
+    assert hplan.activation_memory(flash, tokens, 7)["attention_workspace"] == 0
+
+
 def test_qwen3_unfused_fp32_attention_at_9k_tokens_by_hand():
     # the trainer's local spec in fp32, TP 4: one 9216-token sequence, 32 / 4 heads
     plan = hplan.make_plan(
