@@ -244,6 +244,15 @@ APPLIES_ONLY_WITH = (
         _on,
     ),
     AppliesOnlyWith(
+        ("partial_rollout",),
+        "--max-staleness >= 1",
+        lambda c: c.max_staleness >= 1,
+        "with --max-staleness 0 the trainer waits for each generation, so no weight sync "
+        "lands inside one",
+        "--max-staleness 1 or more with it, or remove --partial-rollout",
+        _on,
+    ),
+    AppliesOnlyWith(
         ("partial_rollout_segment_tokens",),
         "--partial-rollout",
         lambda c: c.partial_rollout,

@@ -173,6 +173,13 @@ CASES = [
     ),
     (("--partial-rollout",), 1, "--partial-rollout", True, "--async-rollout is off"),
     (
+        ("--async-rollout", "--max-staleness", "0", "--partial-rollout"),
+        1,
+        "--partial-rollout",
+        True,
+        "no weight sync lands inside one",
+    ),
+    (
         ("--async-rollout", "--partial-rollout-segment-tokens", "8"),
         1,
         "--partial-rollout-segment-tokens",
