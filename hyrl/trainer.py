@@ -10,7 +10,8 @@ One rollout step (`Trainer.rollout_step`):
   log      one record per actor optimizer step
 Under --async-rollout rank 0 takes the rollout from a queue generated ahead by a worker thread
 (hyrl.rollout.async_queue) and tops it up before training on it; the weight sync holds the
-rollout side's engine lock, so it never lands in the middle of a generation.
+rollout side's engine lock, so it never lands in the middle of an engine call (with
+--partial-rollout it lands between the segments of one generation).
 The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
 hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
 """
@@ -161,9 +162,10 @@ class Trainer:
         """The weights to the engines (and --offload-train around it: hyrl.handover); version:
         the policy version they are (None: unchanged). Rank 0 holds the engine lock: a
         generation on --async-rollout's worker finishes first, while the other ranks wait in
-        the backend's wait group (no NCCL timeout there)."""
+        the backend's wait group (no NCCL timeout there). With --partial-rollout the worker's
+        call is one segment, and the sync goes before its next one."""
         side = self.rollout_side
-        with side.engine_lock if side is not None else nullcontext():
+        with side.engine_lock.weight_sync() if side is not None else nullcontext():
             if self.cfg.async_rollout:
                 self.backend.wait_for_rank_0()
             self.handover.sync(self.actor, self.critic, StageTimers() if timers is None else timers)

@@ -14,8 +14,9 @@
                                   distributed optimizer or not) as a distributed checkpoint
         critic_optimizer/         the critic's (PPO)
         rank_00000-of-00002.pt    one per rank: step/skip counters, noise-scale averages, RNG states
-        rollout_queue.pt          --async-rollout: the rollouts generated ahead (RolloutBatch,
-                                  routing, prompts, policy versions), taken first on resume
+        rollout_queue.pt          --async-rollout: the rollouts generated ahead (RolloutBatch
+                                  with each token's policy version, routing, prompts, the
+                                  versions of the generation calls), taken first on resume
       .tmp-step_9/                a save in progress, or one a crash interrupted (never read;
                                   the next save removes it)
 
@@ -35,7 +36,8 @@ are not saved, so such a run resumes statistically, not bit for bit; reward work
 state. elapsed_s continues from the checkpoint; start-up and the seconds spent saving are off
 its clock (as evaluation is).
 Under --async-rollout rank 0 waits for its queued rollouts and saves them (rollout_queue.pt,
-with the rest in .tmp-step_N); the task's position is past their prompts, so a resume takes
+with the rest in .tmp-step_N; a partial rollout is finished first, its tokens keeping the
+versions that sampled them); the task's position is past their prompts, so a resume takes
 them before it draws new ones: no response is lost or trained on twice.
 Records logged after the checkpoint (a crash after logging step N, before its save finished)
 are logged again by the resumed run: a reader keeps the last record of a rollout step.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyrl.config.errors import _fail, flag_name
-from hyrl.config.fields import RunConfig, _fields
+from hyrl.config.fields import RunConfig, _fields, engine_returns_routing
 
 
 def _set(value: Any, default: Any) -> bool:
@@ -233,6 +233,51 @@ APPLIES_ONLY_WITH = (
         "only used with --async-rollout, which is off",
         "add --async-rollout, or remove it",
         _changed,
+    ),
+    AppliesOnlyWith(
+        ("partial_rollout",),
+        "--async-rollout",
+        lambda c: c.async_rollout,
+        "pauses the generations of --async-rollout's worker at a weight sync, and "
+        "--async-rollout is off (a synchronous run syncs between rollouts)",
+        "--async-rollout --partial-rollout, or remove --partial-rollout",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("partial_rollout",),
+        "--max-staleness >= 1",
+        lambda c: c.max_staleness >= 1,
+        "with --max-staleness 0 the trainer waits for each generation, so no weight sync "
+        "lands inside one",
+        "--max-staleness 1 or more with it, or remove --partial-rollout",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("partial_rollout_segment_tokens",),
+        "--partial-rollout",
+        lambda c: c.partial_rollout,
+        "only used with --partial-rollout, which is off",
+        "add --partial-rollout, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("partial_rollout",),
+        "--rollout-engine hf",
+        lambda c: c.rollout_engine == "hf",
+        "partial rollouts are generated in segments by hf engines only; with SGLang, hyrl has "
+        "no tested way to continue a paused request and learn which weights sampled each of "
+        "its tokens (/generate reports no version per token)",
+        "--rollout-engine hf, or remove --partial-rollout",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("partial_rollout",),
+        "no --use-routing-replay, --measure-routing-mismatch",
+        lambda c: not engine_returns_routing(c),
+        "a response continued after a weight sync is routed again by the new weights, so the "
+        "routing that sampled its earlier tokens is not kept",
+        "remove --partial-rollout, or --use-routing-replay and --measure-routing-mismatch",
+        _on,
     ),
     # before --colocate's row: --offload-train needs --colocate
     AppliesOnlyWith(

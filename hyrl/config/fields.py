@@ -457,6 +457,19 @@ class RunConfig:
         "rollout",
         choices=("drop", "regenerate"),
     )
+    partial_rollout: bool = _opt(
+        False,
+        "let a weight sync land in the middle of a generation: the worker generates "
+        "--partial-rollout-segment-tokens at a time, and a response continues with the new "
+        "weights; each token keeps the version and the engine log-prob that sampled it (on/off)",
+        "rollout",
+    )
+    partial_rollout_segment_tokens: int = _opt(
+        64,
+        "new tokens per engine call under --partial-rollout: a weight sync waits for at most "
+        "one segment, and each segment feeds prompt + tokens so far back in (tokens)",
+        "rollout",
+    )
 
     # --- algorithm (GRPO, PPO) -----------------------------------------------------------
     advantage_estimator: str = _opt(

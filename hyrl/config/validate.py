@@ -51,6 +51,7 @@ _POSITIVE_INTS = (
     "micro_batch_size",
     "rollout_concurrency",
     "rollout_max_response_len",
+    "partial_rollout_segment_tokens",
     "num_steps_per_rollout",
     "dynamic_sampling_max_rounds",
     "critic_global_batch_size",

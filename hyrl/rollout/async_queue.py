@@ -2,29 +2,77 @@
 
 One background worker (a ThreadPoolExecutor of one thread) runs the rollout side's generation
 and scoring of one rollout step per job, in submission order, so prompts leave the task in
-order. The engines are guarded by the rollout side's engine lock, which the worker holds for
-each generation call and the trainer for each weight sync: no weights change in the middle of
-a generation (no partial rollouts). Each rollout carries the policy version (weight syncs of
-trained weights) the engines held when it was generated.
+order. The engines are guarded by the rollout side's `EngineLock`, which the worker holds for
+each generation call and the trainer for each weight sync, and which a waiting sync takes
+before the worker's next call. Without --partial-rollout a generation call is a whole round of
+responses, so no weights change in the middle of one; with it (hyrl.rollout.partial) a call
+is one segment of a few tokens and a sync lands between segments. Each rollout carries the
+policy version (weight syncs of trained weights) of each generation call, and its batch the
+version that sampled each response token.
 
 At rollout step t the trainer `take`s the oldest rollout (waiting for it: perf/trainer_idle_s)
 and `top_up`s the queue to K = --max-staleness jobs in flight. K = 0 keeps no queue: generate,
-wait, train, the synchronous order. A batch whose staleness (the trainer's version - the
-batch's) exceeds K is dropped and counted (drop) or its prompts generated again with the
-current weights (regenerate). The queue holds no torch distributed and no engine: `produce`
-and `regenerate` are what it calls, so a fake generator tests it.
+wait, train, the synchronous order. A response's staleness is the trainer's version - the
+OLDEST version among its tokens; a batch whose oldest token is staler than K is dropped and
+counted (drop) or its prompts generated again with the current weights (regenerate). The queue
+holds no torch distributed and no engine: `produce` and `regenerate` are what it calls, so a
+fake generator tests it.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyrl.rollout.partial import version_metrics
+
 STALE_POLICIES = ("drop", "regenerate")
+
+
+class EngineLock:
+    """The engines' lock: one generation call or one weight sync at a time, and a sync that is
+    waiting goes before the next generation call (a worker generating segment after segment
+    would otherwise take the lock back before the waiting trainer wakes)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._held = False
+        self._syncs_waiting = 0
+
+    @contextmanager
+    def generation(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._held and self._syncs_waiting == 0)
+            self._held = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    @contextmanager
+    def weight_sync(self) -> Iterator[None]:
+        with self._changed:
+            self._syncs_waiting += 1
+            try:
+                self._changed.wait_for(lambda: not self._held)
+            finally:
+                self._syncs_waiting -= 1
+            self._held = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._changed:
+            self._held = False
+            self._changed.notify_all()
 
 
 @dataclass
@@ -34,13 +82,31 @@ class QueuedRollout:
     batch: Any  # a RolloutBatch
     routed: list | None  # the engine's routing, kept apart (RolloutSide.rollout)
     prompts: list  # the task's prompts it was generated for (regenerate takes them)
-    versions: list[int]  # the policy version of each generation call (one per round)
+    # the policy version of each generation call (one per round; per segment, --partial-rollout)
+    versions: list[int]
     engine_idle_s: float = 0.0  # the worker had nothing to do for this long before it
 
     @property
+    def response_versions(self) -> list[list[int]] | None:
+        """The version that sampled each response token (None: a batch from before them)."""
+        return getattr(self.batch, "response_versions", None)
+
+    @property
     def version(self) -> int:
-        """Its oldest weights' version: the staleness bound holds for every response."""
+        """Its oldest weights' version (of any token, else of any call): the staleness bound
+        holds for every response."""
+        per_token = self.response_versions
+        if per_token and any(per_token):
+            return min(min(v) for v in per_token if v)
         return min(self.versions)
+
+    def staleness(self, trainer_version: int) -> list[int]:
+        """Per response, the trainer's version - the oldest version among its tokens; per
+        generation call for a batch without per-token versions."""
+        per_token = self.response_versions
+        if per_token is None:
+            return [trainer_version - v for v in self.versions]
+        return [trainer_version - (min(v) if v else self.version) for v in per_token]
 
     def state_dict(self) -> dict:
         """What a checkpoint saves (torch.save: tensors and dataclasses inside)."""
@@ -67,7 +133,7 @@ class Taken:
     stale_regenerated: int = 0  # batches generated again (regenerate)
     dropped_responses: int = 0  # responses decoded into dropped batches
     engine_idle_s: float = 0.0  # the worker's idle time before this batch and dropped ones
-    staleness: list[int] = field(default_factory=list)
+    staleness: list[int] = field(default_factory=list)  # per response (per call: see above)
 
     def metrics(self) -> dict:
         """rollout/* and perf/engine_idle_s for the step's first record."""
@@ -76,7 +142,7 @@ class Taken:
             "rollout/staleness_max": max(self.staleness),
             "rollout/stale_dropped": self.stale_dropped,
             "rollout/stale_regenerated": self.stale_regenerated,
-            "rollout/partial_frac": 0.0,  # no generation spans a weight update (no partial ones)
+            **version_metrics(self.rollout.response_versions or []),
             "perf/engine_idle_s": self.engine_idle_s,
         }
 
@@ -171,7 +237,7 @@ class RolloutQueue:
             stale_regenerated=regenerated,
             dropped_responses=dropped_responses,
             engine_idle_s=idle_s,
-            staleness=[trainer_version - v for v in rollout.versions],
+            staleness=rollout.staleness(trainer_version),
         )
 
     def wait(self) -> None:

@@ -34,6 +34,9 @@ class Generation:
     # len(prompt) + len(response) - 1 rows (the last sampled token is never fed back). Fewer
     # rows are the LAST positions of that range (the earlier ones are routed by the trainer).
     routed_experts: torch.Tensor | None = None
+    # --async-rollout: the policy version (weight syncs) that sampled each response token, set
+    # by the rollout side; tokens of one response differ only under --partial-rollout
+    response_versions: list[int] | None = None
 
 
 @dataclass
@@ -101,10 +104,14 @@ class RolloutBatch:
     routed_experts: list | None = None
     # --dynamic-sampling: the groups kept and what the rounds generated; None without
     dynamic_sampling: DynamicSampling | None = None
+    # --async-rollout: the policy version that sampled each response token (Generation's);
+    # None in a synchronous run and in checkpoints written before partial rollouts
+    response_versions: list[list[int]] | None = None
 
     @classmethod
     def of(cls, generations: list[Generation], scored) -> RolloutBatch:
         """The batch of the engine's generations and the reward pool's scores of them."""
+        stamped = [g.response_versions for g in generations if g.response_versions is not None]
         return cls(
             prompts=[g.prompt_ids for g in generations],
             responses=[g.response_ids for g in generations],
@@ -113,6 +120,7 @@ class RolloutBatch:
             rewards=scored.rewards,
             reward_failures=scored.failures,
             reward_timeouts=scored.timeouts,
+            response_versions=stamped if len(stamped) == len(generations) else None,
         )
 
     def __len__(self) -> int:

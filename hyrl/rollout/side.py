@@ -1,10 +1,13 @@
 """Rank 0's half of the loop: the task and its tokenizer, the reward pool, the engines (and
 whether their memory is released), and one rollout step's generation and scoring.
 
-Every engine call holds `engine_lock`, which the trainer's weight sync holds too: under
---async-rollout the generation runs on a worker thread (hyrl.rollout.async_queue) and no
-weight update lands in the middle of one. `weights_version` is the policy version the engines
-hold (weight syncs of trained weights), set by the trainer under the lock."""
+Every engine call holds `engine_lock` (hyrl.rollout.async_queue.EngineLock), which the
+trainer's weight sync holds too: under --async-rollout the generation runs on a worker thread
+and no weight update lands in the middle of an engine call. With --partial-rollout a rollout's
+generation is several calls of --partial-rollout-segment-tokens each (hyrl.rollout.partial),
+and a sync lands between them. `weights_version` is the policy version the engines hold
+(weight syncs of trained weights), set by the trainer under the lock; a versioned rollout
+stamps it on every token each call samples."""
 
 from __future__ import annotations
 
@@ -21,9 +24,10 @@ from hyrl.config import RunConfig, engine_returns_routing
 from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.rollout.async_queue import QueuedRollout
+from hyrl.rollout.async_queue import EngineLock, QueuedRollout
 from hyrl.rollout.base import Generation, RolloutBatch, RolloutEngine, SamplingParams
 from hyrl.rollout.layout import rollout_layout
+from hyrl.rollout.partial import generate_in_segments
 
 if TYPE_CHECKING:
     from hyrl.algorithms.dynamic_sampling import GroupFilter
@@ -54,7 +58,7 @@ class RolloutSide:
         self.owns_ray = False
         self.engines_released = False  # --colocate: engine memory freed while the actor trains
         self._group_filter: GroupFilter | None = None  # --dynamic-sampling's, at first use
-        self.engine_lock = threading.Lock()  # held by each generation and each weight sync
+        self.engine_lock = EngineLock()  # held by each engine call and each weight sync
         self.weights_version = 0  # the policy version the engines hold (set under the lock)
         self._calls = threading.local()  # this thread's rollout: versions and prompts used
         try:
@@ -243,22 +247,44 @@ class RolloutSide:
         return [generations[r] for r in rows], chosen, stats
 
     def generate(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list[Generation]:
-        """The engine call (rollout and evaluation). HYRL_TEST_GENERATION_DELAY_S, a test
-        hook, first sleeps that long: a generation slower than --distributed-timeout-minutes."""
+        """The engine call (rollout and evaluation); a versioned rollout's (rollout_versioned)
+        stamps the engines' version on each token, in segments under --partial-rollout.
+        HYRL_TEST_GENERATION_DELAY_S, a test hook, first sleeps that long before each engine
+        call: a generation slower than --distributed-timeout-minutes, or one a weight sync
+        lands in (--partial-rollout)."""
         if self.engines_released:
             raise RuntimeError(
                 "hyrl bug: generating on engines whose memory was released and "
                 "not refilled by a weight sync"
             )
+        versioned = getattr(self._calls, "versions", None) is not None
+        if versioned and self.cfg.partial_rollout:
+            return generate_in_segments(
+                self._engine_call,
+                prompt_ids,
+                sampling,
+                self.cfg.partial_rollout_segment_tokens,
+            )
+        generations, version = self._engine_call(prompt_ids, sampling)
+        if versioned:
+            for g in generations:
+                g.response_versions = [version] * len(g.response_ids)
+        return generations
+
+    def _engine_call(
+        self, prompt_ids: list[list[int]], sampling: SamplingParams
+    ) -> tuple[list[Generation], int]:
+        """One engine.generate under the engine lock: (its generations, the engines' version)."""
         delay_s = float(os.environ.get("HYRL_TEST_GENERATION_DELAY_S", "0"))
         if delay_s > 0:
             time.sleep(delay_s)
         assert self.engine is not None, "built in __init__"
-        with self.engine_lock:  # no weight sync in the middle (--async-rollout's worker)
+        with self.engine_lock.generation():  # no weight sync in the middle of the call
+            version = self.weights_version
             versions = getattr(self._calls, "versions", None)
             if versions is not None:
-                versions.append(self.weights_version)
-            return self.engine.generate(prompt_ids, sampling)
+                versions.append(version)
+            return self.engine.generate(prompt_ids, sampling), version
 
     def score(self, generations: list[Generation], labels: list[str]):
         """The reward pool's scores of the decoded responses."""

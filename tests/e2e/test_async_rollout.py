@@ -1,7 +1,10 @@
 """--async-rollout end to end on the tiny recipe: K = 0 is the synchronous run, record for
 record; K = 1 trains every response once within one policy version of the weights that
 sampled it, with the in-process hf engine and with two hf engines on Ray; a checkpoint keeps
-the rollouts generated ahead, so a resumed run trains them first and loses no prompt."""
+the rollouts generated ahead, so a resumed run trains them first and loses no prompt. With
+--partial-rollout a weight sync lands inside the rollout generated ahead: its responses span
+two versions, staleness (from each response's oldest token) stays within K, and a checkpoint
+keeps the per-token versions of the partial rollout it holds."""
 
 import json
 
@@ -15,6 +18,7 @@ QUEUE_KEYS = (
     "rollout/stale_dropped",
     "rollout/stale_regenerated",
     "rollout/partial_frac",
+    "rollout/partial_tokens_frac",
     "perf/engine_idle_s",
 )
 
@@ -36,6 +40,7 @@ def check_async_records(rows: list[dict], steps: int, k: int) -> None:
         assert set(QUEUE_KEYS) | {"perf/trainer_idle_s"} <= row.keys()
         assert 0 <= row["rollout/staleness_mean"] <= row["rollout/staleness_max"] <= k
         assert row["rollout/stale_dropped"] == 0 and row["rollout/partial_frac"] == 0.0
+        assert row["rollout/partial_tokens_frac"] == 0.0  # no --partial-rollout
         assert row["perf/trainer_idle_s"] >= 0 and row["perf/engine_idle_s"] >= 0
         assert "perf/rollout_s" not in row  # generation runs on the worker, off the trainer
 
@@ -151,3 +156,109 @@ def test_max_staleness_1_on_two_expert_parallel_ranks(tmp_path):
     proc = run_recipe(run_dir, "--num-steps", "3", *flags, nproc=2)
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_async_records(records(run_dir), 3, 1)
+
+
+# --partial-rollout: one-token segments of responses up to 8 tokens, each engine call 0.1 s
+# after the last (the test hook), so the rollout generated ahead outlasts a training step and
+# the step's weight sync lands between its segments.
+PARTIAL_FLAGS = (
+    "--async-rollout",
+    "--max-staleness",
+    "1",
+    "--partial-rollout",
+    "--partial-rollout-segment-tokens",
+    "1",
+    "--rollout-max-response-len",
+    "8",
+)
+SLOW_SEGMENTS = {"HYRL_TEST_GENERATION_DELAY_S": "0.1"}
+
+
+@pytest.fixture(scope="module")
+def partial_run(tmp_path_factory):
+    """3 steps of partial rollouts, saved with the rollout generated ahead."""
+    root = tmp_path_factory.mktemp("partial")
+    proc = run_recipe(
+        root / "run",
+        "--num-steps",
+        "3",
+        "--save",
+        str(root / "ckpt"),
+        *PARTIAL_FLAGS,
+        extra_env=SLOW_SEGMENTS,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root
+
+
+def check_partial_records(rows: list[dict], steps: int) -> None:
+    assert [r["rollout_step"] for r in rows] == list(range(1, steps + 1))
+    assert [r["samples"] for r in rows] == [128 * s for s in range(1, steps + 1)]
+    assert [r["samples_generated"] for r in rows] == [r["samples"] for r in rows]  # none dropped
+    for row in rows:
+        assert 0 <= row["rollout/staleness_mean"] <= row["rollout/staleness_max"] <= 1
+        assert row["rollout/stale_dropped"] == 0
+        partial, partial_tokens = row["rollout/partial_frac"], row["rollout/partial_tokens_frac"]
+        assert 0 <= partial <= 1 and 0 <= partial_tokens <= 1
+        # a response's tokens all of one version, or some of a newer: both or neither
+        assert (partial > 0) == (partial_tokens > 0)
+
+
+@pytest.mark.slow
+def test_partial_rollouts_span_a_weight_sync_and_stay_within_max_staleness(partial_run):
+    rows = records(partial_run / "run")
+    check_partial_records(rows, 3)
+    # rollout 1 is generated while the trainer waits; rollouts 2 and 3 while a step trains
+    assert rows[0]["rollout/partial_frac"] == 0.0 and rows[0]["rollout/staleness_max"] == 0
+    assert max(r["rollout/partial_frac"] for r in rows[1:]) > 0
+
+
+@pytest.mark.slow
+def test_a_resume_trains_the_saved_partial_rollout_first_and_loses_no_prompt(partial_run):
+    import torch
+
+    from hyrl.rollout.partial import version_metrics
+
+    run_dir, ckpt = partial_run / "run", partial_run / "ckpt"
+    [queued] = torch.load(ckpt / "step_3" / "rollout_queue.pt", weights_only=False)
+    saved = queued["batch"]
+    # rollout 4: started on step 2's weights (version 2), continued after step 3's sync
+    assert min(min(v) for v in saved.response_versions) == 2
+    assert max(max(v) for v in saved.response_versions) == 3
+    assert version_metrics(saved.response_versions)["rollout/partial_frac"] > 0
+    assert [len(v) for v in saved.response_versions] == [len(r) for r in saved.responses]
+    state = json.loads((ckpt / "step_3" / "trainer_state.json").read_text())
+    assert state["task"]["position"] == 64  # P = 16 prompts a rollout: 3 trained and 1 queued
+    proc = run_recipe(
+        run_dir,
+        "--num-steps",
+        "5",
+        "--load",
+        str(ckpt),
+        "--save",
+        str(ckpt),
+        *PARTIAL_FLAGS,
+        extra_env=SLOW_SEGMENTS,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed = records(run_dir)
+    check_partial_records(resumed, 5)
+    # the saved rollout, per-token versions and all, is step 4's
+    assert resumed[3]["train/reward_mean"] == pytest.approx(
+        sum(saved.rewards) / len(saved.rewards), abs=1e-12
+    )
+    assert resumed[3]["rollout/partial_frac"] == pytest.approx(
+        version_metrics(saved.response_versions)["rollout/partial_frac"]
+    )
+    assert resumed[3]["rollout/staleness_max"] == 1
+    # 5 trained and 1 queued again: no prompt skipped or drawn twice
+    state = json.loads((ckpt / "step_5" / "trainer_state.json").read_text())
+    assert state["task"]["position"] == 96
+
+
+@pytest.mark.slow
+def test_partial_rollout_without_async_rollout_is_refused_before_anything_starts(tmp_path):
+    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--partial-rollout")
+    assert proc.returncode == 2
+    assert "--partial-rollout=True" in proc.stderr and "--async-rollout" in proc.stderr
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

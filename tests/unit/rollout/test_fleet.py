@@ -74,9 +74,13 @@ WEIGHTS_A, WEIGHTS_B = weights(0), weights(1)
 
 
 def local_generations(hf_state_dict, prompts):
+    return local_engine_generations(hf_state_dict, prompts, GREEDY)
+
+
+def local_engine_generations(hf_state_dict, prompts, params):
     engine = HFRolloutEngine(TINY, concurrency=CONCURRENCY, pad_id=PAD_ID, eos_id=EOS_ID)
     engine.update_weights(hf_state_dict)
-    return engine.generate(prompts, GREEDY)
+    return engine.generate(prompts, params)
 
 
 def assert_same_generations(got, expected):
@@ -154,6 +158,45 @@ def test_two_engines_return_the_local_engines_generations_in_order(fleet):
     )
     assert delta(fleet.stats()["chunks_served"], before["chunks_served"]) == [1, 1]
     assert fleet.generate([], GREEDY) == []
+
+
+def test_a_partial_rollout_through_the_fleet_continues_each_response_with_the_new_weights(fleet):
+    """--partial-rollout on engines on Ray: segments of one token, the weights moved from A to B
+    between the two; each response is A's first token then B's continuation of prompt + it."""
+    from hyrl.rollout.partial import generate_in_segments
+
+    fleet.update_weights(WEIGHTS_A)
+    synced = []
+
+    def segment(prompts, params):
+        version = len(synced)
+        generations = fleet.generate(prompts, params)
+        if not synced:  # the weight sync that lands between the segments
+            fleet.update_weights(WEIGHTS_B)
+            synced.append(1)
+        return generations, version
+
+    got = generate_in_segments(segment, PROMPTS, GREEDY, segment_tokens=1)
+
+    one_token = SamplingParams(max_new_tokens=1, temperature=0)
+    firsts = local_engine_generations(WEIGHTS_A, PROMPTS, one_token)
+    going_on = [i for i, g in enumerate(firsts) if g.finish_reason == "length"]
+    seconds = local_engine_generations(
+        WEIGHTS_B, [PROMPTS[i] + firsts[i].response_ids for i in going_on], one_token
+    )
+    assert going_on, "some response must outlive its first token"
+    expected = {i: (firsts[i].response_ids, firsts[i].response_log_probs, [0]) for i in range(40)}
+    for i, second in zip(going_on, seconds):
+        expected[i] = (
+            firsts[i].response_ids + second.response_ids,
+            firsts[i].response_log_probs + second.response_log_probs,
+            [0, 1],
+        )
+    for i, g in enumerate(got):
+        tokens, log_probs, versions = expected[i]
+        assert (g.prompt_ids, g.response_ids, g.response_versions) == (PROMPTS[i], tokens, versions)
+        assert g.response_log_probs == pytest.approx(log_probs, abs=1e-5)
+    fleet.update_weights(WEIGHTS_A)
 
 
 def test_engine_killed_mid_rollout_loses_and_duplicates_nothing_and_the_new_one_gets_new_weights(
