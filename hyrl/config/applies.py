@@ -262,16 +262,6 @@ APPLIES_ONLY_WITH = (
     ),
     AppliesOnlyWith(
         ("partial_rollout",),
-        "--rollout-engine hf",
-        lambda c: c.rollout_engine == "hf",
-        "partial rollouts are generated in segments by hf engines only; with SGLang, hyrl has "
-        "no tested way to continue a paused request and learn which weights sampled each of "
-        "its tokens (/generate reports no version per token)",
-        "--rollout-engine hf, or remove --partial-rollout",
-        _on,
-    ),
-    AppliesOnlyWith(
-        ("partial_rollout",),
         "no --use-routing-replay, --measure-routing-mismatch",
         lambda c: not engine_returns_routing(c),
         "a response continued after a weight sync is routed again by the new weights, so the "

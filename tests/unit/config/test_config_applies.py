@@ -187,13 +187,6 @@ CASES = [
         "only used with --partial-rollout, which is off",
     ),
     (
-        ("--rollout-engine", "sglang", "--async-rollout", "--partial-rollout"),
-        1,
-        "--partial-rollout",
-        True,
-        "generated in segments by hf engines only",
-    ),
-    (
         ("--async-rollout", "--partial-rollout", "--measure-routing-mismatch"),
         1,
         "--partial-rollout",

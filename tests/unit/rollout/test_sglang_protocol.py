@@ -456,3 +456,31 @@ def test_a_server_launched_to_die_with_its_parent_does_not_outlive_it(tmp_path):
         time.sleep(0.1)
     os.kill(child_pid, 9)
     pytest.fail(f"the child {child_pid} outlived its parent by 10 s")
+
+
+def test_partial_rollout_segments_continue_on_sglang_with_the_weights_synced_between(fake):
+    """--partial-rollout with SGLang: each segment is a /generate of the prompt plus the tokens
+    so far with max_new_tokens = the segment, so a sync between two segments changes the rest
+    of the response and nothing has to survive inside the server (no paused request)."""
+    from hyrl.rollout.partial import generate_in_segments
+
+    engine = engine_for(fake)
+    calls = []
+
+    def segment(prompts, params):
+        if calls:  # the weight sync lands between the first and the second segment
+            engine.update_weights(hf_state_dict_with_shift(2.0))
+        calls.append([list(p) for p in prompts])
+        return engine.generate(prompts, params), len(calls) - 1
+
+    greedy = SamplingParams(max_new_tokens=4, temperature=0)
+    try:
+        [got] = generate_in_segments(segment, [[3]], greedy, segment_tokens=2)
+    finally:
+        engine.shutdown()
+    # shift 0: 3 -> 4, 5; then shift 2 (next = previous + 3): 5 -> 8, 11
+    assert got.response_ids == [4, 5, 8, 11] and got.finish_reason == "length"
+    assert got.response_versions == [0, 0, 1, 1]
+    assert calls == [[[3]], [[3, 4, 5]]]  # the second segment re-reads prompt + tokens so far
+    generated = [p for route, p in fake.calls if route == "/generate"]
+    assert [p["sampling_params"]["max_new_tokens"] for p in generated] == [2, 2]
