@@ -1,7 +1,8 @@
 """Synchronous against --async-rollout on the tiny GRPO recipe, side by side.
 
     python tools/bench_async.py [--num-steps 30] [--seeds 1,2,3] [--max-staleness 1]
-        [--engines 2] [--modes sync,sync-separate,async] [--json] [-- EXTRA RECIPE FLAGS]
+        [--engines 2] [--modes sync,sync-separate,async] [--json] [--plot PNG]
+        [-- EXTRA RECIPE FLAGS]
 
 Runs recipes/tiny/grpo.sh with --engines hf engines on Ray (--rollout-num-engines; 0 = the
 in-process engine, whose generation thread shares the trainer's CPU cores; EXTRA flags are
@@ -18,7 +19,9 @@ it reads metrics.jsonl only. Per run, over the rollout steps after the first WAR
 - reward: train/reward_mean over every step, and over the last WARMUP_STEPS steps; both runs of
   a seed consume the same number of responses per step, so these are rewards over the same
   samples.
-Then the medians over seeds and the ratios of the step time to sync's. Not a timed test: a
+Then the medians over seeds and the ratios of the step time to sync's. --plot PNG draws each
+run's train/reward_mean (a moving average over 10% of the steps) against samples, one colour
+per mode, one line per seed: the reward curves over the same samples. Not a timed test: a
 measurement, printed with the machine it ran on (a shared machine's load moves it).
 """
 
@@ -66,6 +69,32 @@ def summarize(rows: list[dict], asynchronous: bool) -> dict[str, float]:
     }
 
 
+def plot_rewards(curves: dict, path: Path, title: str) -> None:
+    """Reward (moving average over 10% of the steps) against samples, per mode and seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for colour, (name, runs) in zip(("tab:blue", "tab:orange", "tab:green"), curves.items()):
+        for index, (_seed, samples, rewards) in enumerate(runs):
+            window = max(1, len(rewards) // 10)
+            smooth = [
+                statistics.fmean(rewards[max(0, i - window + 1) : i + 1])
+                for i in range(len(rewards))
+            ]
+            ax.plot(samples, smooth, color=colour, alpha=0.8, label=name if index == 0 else None)
+    ax.set_xlabel("samples (responses consumed by actor updates)")
+    ax.set_ylabel("train/reward_mean (moving average)")
+    ax.set_title(f"tiny GRPO recipe, sync against async: {title}")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra: list[str] = []
@@ -78,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", type=int, default=2, help="hf engines on Ray; 0: in-process")
     parser.add_argument("--modes", default="sync,sync-separate,async")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--plot", type=Path, help="PNG of the reward curves over samples")
     args = parser.parse_args(argv)
     fleet = (
         ["--rollout-num-engines", str(args.engines), "--rollout-concurrency", "64"]
@@ -98,12 +128,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--modes {args.modes}: sync and any of {', '.join(all_modes)}")
     modes = {name: all_modes[name] for name in names}
     runs: dict[str, list[dict]] = {name: [] for name in modes}
+    curves: dict[str, list[tuple[int, list[int], list[float]]]] = {name: [] for name in modes}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             for name, flags in modes.items():
                 rows = run_once(Path(tmp) / f"{name}-{seed}", args.num_steps, seed, flags)
                 runs[name].append({"seed": seed, **summarize(rows, name == "async")})
+                curves[name].append(
+                    (seed, [r["samples"] for r in rows], [r["train/reward_mean"] for r in rows])
+                )
                 print(f"{name} seed {seed}: {runs[name][-1]}", file=sys.stderr, flush=True)
+    if args.plot is not None:
+        plot_rewards(curves, args.plot, f"{args.num_steps} steps, K = {args.max_staleness}")
     keys = [k for k in runs["sync"][0] if k not in ("seed", "samples")]
     medians = {
         name: {k: statistics.median(r[k] for r in rs) for k in keys} for name, rs in runs.items()

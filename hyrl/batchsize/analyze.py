@@ -135,8 +135,9 @@ def stage_shares(run: Run) -> dict[str, float]:
     """Share of each stage: sum of perf/<stage>_s over records / the sum of perf/step_s (or the
     final elapsed_s when no step times are logged). `other` is what the stages leave over
     (idle, unaccounted). perf/setup_s (start-up), rates (*_per_s) and --async-rollout's
-    perf/engine_idle_s (the generation worker's idle time, which overlaps the step) are not
-    stages; its perf/trainer_idle_s (rank 0 waiting for a queued rollout) is one."""
+    perf/engine_idle_s and perf/worker_*_s (the generation worker's idle and busy time, which
+    overlap the step) are not stages; its perf/trainer_idle_s (rank 0 waiting for a queued
+    rollout) is one."""
     totals: dict[str, float] = {}
     step_total = 0.0
     for rec in run.records:
@@ -149,7 +150,7 @@ def stage_shares(run: Run) -> dict[str, float]:
             stage = key[len("perf/") : -len("_s")]
             if stage == "step":
                 step_total += x
-            elif stage not in ("setup", "engine_idle"):
+            elif stage not in ("setup", "engine_idle") and not stage.startswith("worker_"):
                 totals[stage] = totals.get(stage, 0.0) + x
     denom = step_total if step_total > 0 else (_final(run)[1] or 0.0)
     if denom <= 0 or not totals:

@@ -430,6 +430,7 @@ def model(plan: TunePlan, pass1: Path, profile: dict | None, probes: dict[int, P
             rates,
             int(plan.config["rollout_concurrency"]),
             noise,
+            overlapped=_overlapped(plan.config),
         )
     except TuneModelError as err:
         raise TuneError(f"model: {err}") from None
@@ -464,10 +465,16 @@ def model(plan: TunePlan, pass1: Path, profile: dict | None, probes: dict[int, P
             "decode_responses_per_s": (
                 {str(c): r for c, r in sorted(rates.items())} if rates is not None else None
             ),
+            "overlapped": _overlapped(plan.config),
             "candidates": [asdict(c) for c in candidates],
             "recommendation": rec.as_dict(),
         }
     )
+
+
+def _overlapped(config: dict) -> bool:
+    """--async-rollout with K >= 1: generation overlaps the trainer (tune_model.step_seconds)."""
+    return bool(config.get("async_rollout")) and int(config.get("max_staleness") or 0) >= 1
 
 
 def _noise_dict(noise: NoiseEstimate) -> dict:

@@ -36,6 +36,10 @@ candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep` pla
                    overhead) t(m) = t(1).
    Anchoring every stage on the short run's own time at B0 keeps the loop's real costs; the
    profile and the probes give only how each stage changes with the batch.
+   Under --async-rollout (K >= 1) a worker generates and scores the next rollout while the
+   trainer runs the rest, and the weight sync holds the engines (hyrl.rollout.async_queue):
+       t_step = max(t_gen + t_reward, t_rest - t_sync) + t_sync
+   with t_gen, t_reward the worker's own (perf/worker_rollout_s, perf/worker_reward_s).
 4. Time (`predict`). T = S / R, so T(B) / T(B0) = [S(B)/S(B0)] / [R(B)/R(B0)].
 5. Recommendation (`recommend`): the candidate with the least predicted T (ties: the smaller
    B), its lr = scaled_lr(lr0, B, B0, rule) (`hyrl.schedules`), its concurrency C(m), and the
@@ -62,6 +66,8 @@ UPDATE_STAGES = ("actor_train", "critic_train")
 PER_RESPONSE_STAGES = ("reward", "logprob", "value")
 FIXED_STAGES = ("weight_sync", "offload", "overhead")
 STAGES = DECODE_STAGES + PER_RESPONSE_STAGES + UPDATE_STAGES + FIXED_STAGES
+# --async-rollout: the worker's stages, off the trainer's path (overlapped in `predict`)
+WORKER_STAGES = ("rollout", "reward")
 LATER_FRACTION = 0.5  # the later half of a run holds the estimate
 
 
@@ -124,6 +130,8 @@ def _rollout_steps(records: Sequence[Mapping]) -> list[dict]:
         step = steps.setdefault(int(_num(key)) if _finite(key) is not None else i, {})
         for name in (*STAGES, "step"):
             v = _finite(rec.get(f"perf/{name}_s"))
+            if v is None and name in WORKER_STAGES:  # --async-rollout: the worker timed it
+                v = _finite(rec.get(f"perf/worker_{name}_s"))
             if v is not None:
                 step[name] = step.get(name, 0.0) + v
         length = _finite(rec.get("train/response_len_mean"))
@@ -245,11 +253,13 @@ def predict(
     rates: Mapping[int, float] | None,
     concurrency_cap: int,
     noise: NoiseEstimate,
+    overlapped: bool = False,
 ) -> list[Candidate]:
     """Every candidate's stage times, R, and S, R, T ratios to m = 1 (module docstring, steps 2
     to 4). `reference`: the short run's costs at B0; `probes[m]`: seconds per response token
     of each stage at multiplier m (`seconds_per_token`), m = 1 included; `rates`: decode
-    responses/s per concurrency (None when every candidate has the same C: r cancels)."""
+    responses/s per concurrency (None when every candidate has the same C: r cancels);
+    overlapped: --async-rollout with K >= 1 (generation and scoring overlap the trainer)."""
     if 1 not in mults:
         raise TuneModelError("the candidates must include multiplier 1 (the reference)")
     N0 = reference.responses_per_rollout
@@ -281,7 +291,7 @@ def predict(
                 stage_s[name] = t1
             else:
                 stage_s[name] = t1 * m
-        step_s = sum(stage_s.values())
+        step_s = step_seconds(stage_s, overlapped)
         out.append(
             Candidate(
                 mult=m,
@@ -303,6 +313,18 @@ def predict(
             setattr(cand, f"samples_ratio{suffix}", s)
             setattr(cand, f"time_ratio{suffix}", s / cand.throughput_ratio)
     return out
+
+
+def step_seconds(stage_s: Mapping[str, float], overlapped: bool = False) -> float:
+    """A rollout step's time from its stages: their sum, or overlapped (--async-rollout) the
+    worker's generation and scoring against the trainer's stages, the weight sync (which holds
+    the engines) on neither side: max(gen + reward, rest - sync) + sync."""
+    if not overlapped:
+        return sum(stage_s.values())
+    worker = sum(stage_s.get(name, 0.0) for name in WORKER_STAGES)
+    sync = stage_s.get("weight_sync", 0.0)
+    trainer = sum(t for name, t in stage_s.items() if name not in WORKER_STAGES) - sync
+    return max(worker, trainer) + sync
 
 
 def _argmin(candidates: Sequence[Candidate], key: str) -> Candidate:

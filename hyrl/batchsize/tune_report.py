@@ -104,6 +104,12 @@ def render_markdown(report: dict, plots: list[str]) -> str:
         decode = "Decode profile (responses/s by concurrency): " + ", ".join(
             f"C={c}: {r:.4g}" for c, r in rates.items()
         )
+    if report.get("overlapped"):
+        decode += (
+            " --async-rollout: generation and scoring (the worker's own times) overlap the "
+            "trainer's stages, so a step takes max(generation + reward, the rest - weight sync) "
+            "+ weight sync."
+        )
     lines += [
         "",
         decode,

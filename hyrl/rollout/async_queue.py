@@ -85,6 +85,9 @@ class QueuedRollout:
     # the policy version of each generation call (one per round; per segment, --partial-rollout)
     versions: list[int]
     engine_idle_s: float = 0.0  # the worker had nothing to do for this long before it
+    # the worker's seconds per stage making it ("rollout": generation, "reward"): not on the
+    # trainer's path, logged as perf/worker_<stage>_s (a checkpointed rollout has none)
+    stage_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def response_versions(self) -> list[list[int]] | None:
@@ -136,7 +139,8 @@ class Taken:
     staleness: list[int] = field(default_factory=list)  # per response (per call: see above)
 
     def metrics(self) -> dict:
-        """rollout/* and perf/engine_idle_s for the step's first record."""
+        """rollout/*, perf/engine_idle_s and the worker's perf/worker_<stage>_s for the step's
+        first record."""
         return {
             "rollout/staleness_mean": sum(self.staleness) / len(self.staleness),
             "rollout/staleness_max": max(self.staleness),
@@ -144,6 +148,7 @@ class Taken:
             "rollout/stale_regenerated": self.stale_regenerated,
             **version_metrics(self.rollout.response_versions or []),
             "perf/engine_idle_s": self.engine_idle_s,
+            **{f"perf/worker_{stage}_s": s for stage, s in self.rollout.stage_s.items()},
         }
 
 

@@ -178,8 +178,15 @@ class RolloutSide:
         generation call and the prompts drawn."""
         self._calls.versions, self._calls.prompts = [], []
         try:
-            batch, routed = self.rollout(StageTimers(), prompts_per_step, prompts)
-            return QueuedRollout(batch, routed, self._calls.prompts, self._calls.versions)
+            timers = StageTimers()
+            batch, routed = self.rollout(timers, prompts_per_step, prompts)
+            return QueuedRollout(
+                batch,
+                routed,
+                self._calls.prompts,
+                self._calls.versions,
+                stage_s={k: v for k, v in timers.seconds.items() if k in ("rollout", "reward")},
+            )
         finally:
             self._calls.versions = self._calls.prompts = None
 

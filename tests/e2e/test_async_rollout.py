@@ -75,6 +75,8 @@ def k1_runs(tmp_path_factory):
 def test_max_staleness_1_in_process_trains_every_response_once_within_one_version(k1_runs):
     rows = records(k1_runs / "whole")
     check_async_records(rows, 5, 1)
+    # the worker's own generation and scoring times, for hyrl tune's overlapped steps
+    assert all(r["perf/worker_rollout_s"] > 0 and "perf/worker_reward_s" in r for r in rows)
     assert rows[0]["rollout/staleness_max"] == 0  # rollout 1: nothing trained before it
 
 

@@ -200,6 +200,7 @@ def test_the_async_engine_idle_time_is_not_a_stage_and_the_trainer_wait_is(sweep
         if "perf/step_s" in row:
             row.update({"perf/engine_idle_s": 0.7 * row["perf/step_s"]})
             row.update({"perf/trainer_idle_s": 0.05 * row["perf/step_s"]})
+            row.update({"perf/worker_rollout_s": 0.2 * row["perf/step_s"]})  # the worker's busy
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     shares = stage_shares(load_run(sweep / "b256"))
     assert shares == pytest.approx(

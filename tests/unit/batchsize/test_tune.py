@@ -405,3 +405,42 @@ def test_ppo_probes_time_the_actor_from_their_first_step(tmp_path):
     args = plan.probe_args
     assert args[args.index("--num-critic-only-steps") + 1] == "0"
     assert args[args.index("--num-steps") + 1] == "3"
+
+
+def test_an_async_step_overlaps_generation_with_the_trainer_by_hand():
+    from hyrl.batchsize.tune_model import step_seconds
+
+    # trainer-bound: max(gen 0.2 + reward 0.01, actor 0.4 + other 0.04) + sync 0.05
+    assert step_seconds(REF_STAGES) == pytest.approx(0.70)
+    assert step_seconds(REF_STAGES, overlapped=True) == pytest.approx(max(0.21, 0.44) + 0.05)
+    generation_bound = {**REF_STAGES, "rollout": 0.8}
+    assert step_seconds(generation_bound, overlapped=True) == pytest.approx(0.81 + 0.05)
+
+
+def test_async_records_give_the_worker_generation_and_an_overlapped_prediction(tmp_path):
+    """--async-rollout: pass 1 logs the worker's perf/worker_rollout_s / _reward_s (its
+    perf/trainer_idle_s is the wait, not a stage); tune predicts max(worker, trainer) steps."""
+    recs = []
+    for step in range(1, 9):
+        stages = {k: v for k, v in REF_STAGES.items() if k not in ("rollout", "reward")}
+        rec = _record(step, 128, stages, 384.0)
+        rec.update({"perf/worker_rollout_s": 0.2, "perf/worker_reward_s": 0.01})
+        rec["perf/trainer_idle_s"] = 0.0
+        recs.append(rec)
+    pass1 = _write_run(tmp_path / "pass1", 1, recs)
+    costs, _, _ = tune._costs(pass1, "pass 1", 0.5)
+    assert costs.seconds == pytest.approx(REF_STAGES)  # the worker's stages read as its own
+    plan = _plan(tmp_path)
+    plan.config.update(async_rollout=True, max_staleness=1)
+    probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
+    report = model(plan, pass1, PROFILE, probes)
+    assert report["overlapped"] is True
+    ref = report["candidates"][0]
+    assert ref["step_s"] == pytest.approx(0.44 + 0.05)  # trainer-bound at B0
+    # x4: generation 0.2 x 4 x r(128)/r(256) = 0.8 x 100/160 = 0.5, reward 0.04; trainer
+    # 0.4 x 4 x 0.8 = 1.28 + 0.04 overhead; sync 0.05: max(0.54, 1.32) + 0.05
+    x4 = report["candidates"][2]
+    assert x4["step_s"] == pytest.approx(1.32 + 0.05)
+    from hyrl.batchsize.tune_report import render_markdown
+
+    assert "overlap the trainer's stages" in render_markdown(report, [])

@@ -137,6 +137,16 @@ def test_the_worker_idle_gap_before_a_job_is_its_engine_idle_time():
     assert got.metrics()["perf/engine_idle_s"] == got.engine_idle_s
 
 
+def test_the_workers_own_stage_times_are_logged_apart_from_the_trainers():
+    rollout = QueuedRollout(FakeBatch([0, 1]), None, [0, 1], [0], stage_s={"rollout": 0.25})
+    rollout.stage_s["reward"] = 0.01
+    from hyrl.rollout.async_queue import Taken
+
+    metrics = Taken(rollout, trainer_version=0, trainer_idle_s=0.0, staleness=[0, 0]).metrics()
+    assert metrics["perf/worker_rollout_s"] == 0.25 and metrics["perf/worker_reward_s"] == 0.01
+    assert "perf/rollout_s" not in metrics  # not a stage of the trainer's step
+
+
 def stale(prompt: int, version: int) -> QueuedRollout:
     return QueuedRollout(FakeBatch([prompt]), None, [prompt], [version])
 
