@@ -256,8 +256,9 @@ class RolloutSide:
     def generate(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list[Generation]:
         """The engine call (rollout and evaluation); a versioned rollout's (rollout_versioned)
         stamps the engines' version on each token, in segments under --partial-rollout.
-        HYRL_TEST_GENERATION_DELAY_S, a test hook, first sleeps that long before each engine
-        call: a generation slower than --distributed-timeout-minutes, or one a weight sync
+        HYRL_TEST_GENERATION_DELAY_S, a test hook, sleeps that long after each engine call
+        (outside the engine lock, so a rollout's first segment starts on the weights it found):
+        a generation slower than --distributed-timeout-minutes, or one a weight sync
         lands in (--partial-rollout)."""
         if self.engines_released:
             raise RuntimeError(
@@ -282,16 +283,17 @@ class RolloutSide:
         self, prompt_ids: list[list[int]], sampling: SamplingParams
     ) -> tuple[list[Generation], int]:
         """One engine.generate under the engine lock: (its generations, the engines' version)."""
-        delay_s = float(os.environ.get("HYRL_TEST_GENERATION_DELAY_S", "0"))
-        if delay_s > 0:
-            time.sleep(delay_s)
         assert self.engine is not None, "built in __init__"
         with self.engine_lock.generation():  # no weight sync in the middle of the call
             version = self.weights_version
             versions = getattr(self._calls, "versions", None)
             if versions is not None:
                 versions.append(version)
-            return self.engine.generate(prompt_ids, sampling), version
+            generations = self.engine.generate(prompt_ids, sampling)
+        delay_s = float(os.environ.get("HYRL_TEST_GENERATION_DELAY_S", "0"))
+        if delay_s > 0:  # after the call, outside the lock: a sync may land in the pause
+            time.sleep(delay_s)
+        return generations, version
 
     def score(self, generations: list[Generation], labels: list[str]):
         """The reward pool's scores of the decoded responses."""

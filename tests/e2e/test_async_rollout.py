@@ -160,9 +160,10 @@ def test_max_staleness_1_on_two_expert_parallel_ranks(tmp_path):
     check_async_records(records(run_dir), 3, 1)
 
 
-# --partial-rollout: one-token segments of responses up to 8 tokens, each engine call 0.1 s
-# after the last (the test hook), so the rollout generated ahead outlasts a training step and
-# the step's weight sync lands between its segments.
+# --partial-rollout: one-token segments of responses up to 8 tokens, a 0.1 s pause after each
+# engine call (the test hook), so the rollout generated ahead outlasts a training step and the
+# step's weight sync lands between its segments; its first segment starts at once, on the
+# weights it found.
 PARTIAL_FLAGS = (
     "--async-rollout",
     "--max-staleness",
