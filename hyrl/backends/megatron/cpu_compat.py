@@ -1,8 +1,9 @@
 """The one place that knows megatron-core 0.16.1 can run without CUDA.
 
 Every CPU-only workaround lives here (see ../shared/notes/megatron-core-on-cpu.md
-for how each was found). On a machine with CUDA, `apply()` does nothing and the
-rest of hyrl runs megatron-core untouched.
+for how each was found). On a machine with CUDA, `apply()` only fills in what 0.16.1 itself
+needs wherever Transformer Engine is missing (the router GEMM's `te_general_gemm`, found on an
+H100 without TE), and the rest of hyrl runs megatron-core untouched.
 """
 
 from __future__ import annotations
@@ -37,11 +38,15 @@ def default_token_dispatcher() -> str:
 
 
 def apply() -> None:
-    """Neutralise megatron-core's CUDA assumptions on a CPU-only machine (idempotent)."""
+    """Neutralise megatron-core's CUDA assumptions on a CPU-only machine, and fill in its missing
+    Transformer Engine name on any machine (idempotent)."""
     global _applied
-    if _applied or not on_cpu():
+    if _applied:
         return
     _applied = True
+    _define_te_general_gemm_without_te()
+    if not on_cpu():
+        return
 
     # Small float32 models hit denormals on these CPUs: steps slow down 30-100x without this.
     torch.set_flush_denormal(True)
@@ -66,15 +71,19 @@ def apply() -> None:
     mp_random._get_cuda_rng_state = _get_rng_state
     mp_random._set_cuda_rng_state = _set_rng_state
 
-    # 0.16.1's router GEMM reads te_general_gemm, which is only defined when TE imports.
+    _run_optimizers_on_cpu()
+    _skip_torch_adam_step_in_reshardable_load()
+    _run_pipeline_schedules_on_cpu()
+
+
+def _define_te_general_gemm_without_te() -> None:
+    """0.16.1's router GEMM (moe_utils.RouterGatingLinearFunction) tests `te_general_gemm is
+    not None`, a name bound only when Transformer Engine imports: without TE every MoE forward
+    raised NameError, on CPU and on CUDA alike. None sends it to its torch.mm branch."""
     from megatron.core.transformer.moe import moe_utils
 
     if not hasattr(moe_utils, "te_general_gemm"):
         moe_utils.te_general_gemm = None
-
-    _run_optimizers_on_cpu()
-    _skip_torch_adam_step_in_reshardable_load()
-    _run_pipeline_schedules_on_cpu()
 
 
 class _CudaAsCpu(TorchFunctionMode):
