@@ -114,10 +114,12 @@ class MegatronActor(MegatronTrainable):
 
     def _engine_routing(self, mb: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """The engine's expert ids of `mb` and its response positions, in the layout the
-        routers see (packed under --qkv-format thd; -1 / False on the padding)."""
+        routers see (packed under --qkv-format thd; -1 / False on the padding), both on the
+        trainer's device: the ids are held in host memory until here (an H100 run with
+        --use-routing-replay stopped on cuda:0 response positions against CPU ids)."""
         return (
-            self.packed_like(mb, _dense(mb.routed_experts), fill=-1),
-            self.packed_like(mb, mb.loss_mask > 0, fill=False),
+            self.packed_like(mb, _dense(mb.routed_experts).to(self.device), fill=-1),
+            self.packed_like(mb, (mb.loss_mask > 0).to(self.device), fill=False),
         )
 
     @staticmethod
