@@ -73,7 +73,7 @@ class TokenBatch:
 
     def sequence_lengths(self) -> list[int]:
         """Tokens each row needs: through its last response token (prompt + response)."""
-        positions = torch.arange(self.loss_mask.shape[1])
+        positions = torch.arange(self.loss_mask.shape[1], device=self.loss_mask.device)
         last = torch.where(self.loss_mask > 0, positions, -1).max(dim=1).values
         return [int(x) + 2 for x in last]  # position x predicts token x+1, the last response token
 

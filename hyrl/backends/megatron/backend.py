@@ -47,7 +47,10 @@ class MegatronBackend:
         if world_size > 1 and engine_returns_routing(cfg):  # rank 0 sends each its rows' ids
             self.dp_rank_of = self.all_gather_object(self.dp_rank)
 
-        torch.manual_seed(cfg.seed)  # identical full weights on every rank before sharding
+        # Identical full weights on every rank before sharding on CPU (megatron's CPU init); on
+        # CUDA megatron initialises each TP/expert shard from its own RNG stream, so a model
+        # not loaded from a checkpoint depends on the layout there.
+        torch.manual_seed(cfg.seed)
         self.actor = MegatronActor(arch, layout, ActorSettings.from_flags(cfg))
         if cfg.hf_checkpoint:  # before the critic and the reference copy the actor's weights
             self.actor.load_hf_state_dict(read_hf_weights(cfg.hf_checkpoint))

@@ -1,9 +1,10 @@
 """The one place that knows megatron-core 0.16.1 can run without CUDA.
 
 Every CPU-only workaround lives here (see ../shared/notes/megatron-core-on-cpu.md
-for how each was found). On a machine with CUDA, `apply()` only fills in what 0.16.1 itself
-needs wherever Transformer Engine is missing (the router GEMM's `te_general_gemm`, found on an
-H100 without TE), and the rest of hyrl runs megatron-core untouched.
+for how each was found). On a machine with CUDA, `apply()` only fixes what 0.16.1 gets wrong
+wherever Transformer Engine (and Apex) are missing, as on CPU: the router GEMM's unbound
+`te_general_gemm` (found on an H100 without TE) and torch Adam's `step` in the distributed
+optimizer's load; with TE the rest of hyrl runs megatron-core untouched.
 """
 
 from __future__ import annotations
@@ -38,13 +39,19 @@ def default_token_dispatcher() -> str:
 
 
 def apply() -> None:
-    """Neutralise megatron-core's CUDA assumptions on a CPU-only machine, and fill in its missing
-    Transformer Engine name on any machine (idempotent)."""
+    """Neutralise megatron-core's CUDA assumptions on a CPU-only machine, and on any machine
+    without Transformer Engine fix what 0.16.1 gets wrong there (idempotent)."""
     global _applied
     if _applied:
         return
     _applied = True
+    # Without TE or Apex (any device) megatron runs torch's Adam, whose per-parameter `step`
+    # its distributed-optimizer load mishandles.
     _define_te_general_gemm_without_te()
+    from megatron.core.optimizer import distrib_optimizer
+
+    if not distrib_optimizer.HAVE_APEX_OR_TE:
+        _skip_torch_adam_step_in_reshardable_load()
     if not on_cpu():
         return
 
@@ -72,7 +79,6 @@ def apply() -> None:
     mp_random._set_cuda_rng_state = _set_rng_state
 
     _run_optimizers_on_cpu()
-    _skip_torch_adam_step_in_reshardable_load()
     _run_pipeline_schedules_on_cpu()
 
 

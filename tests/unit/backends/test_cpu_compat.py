@@ -15,10 +15,12 @@ def _run(code: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_router_gemm_runs_without_transformer_engine_when_cuda_is_there():
+def test_without_transformer_engine_on_cuda_the_router_gemm_runs_and_the_adam_load_is_fixed():
     """On an H100 without TE every MoE forward raised NameError: 0.16.1's router GEMM reads
-    `te_general_gemm`, bound only when TE imports. apply() on a CUDA machine (on_cpu False)
-    must define it and leave the CPU-only patches out."""
+    `te_general_gemm`, bound only when TE imports. Without TE or Apex megatron also runs torch's
+    Adam there, whose `step` its distributed-optimizer load mishandles (KeyError 'step' on a
+    resume, then one shared `step` tensor). apply() on a CUDA machine (on_cpu False) must fix
+    both and leave the CPU-only patches out."""
     pytest.importorskip("megatron.core")
     proc = _run(
         """
@@ -29,6 +31,10 @@ def test_the_router_gemm_runs_without_transformer_engine_when_cuda_is_there():
         current_device = torch.cuda.current_device
         cpu_compat.apply()
         assert torch.cuda.current_device is current_device, "a CPU-only patch was applied"
+        from megatron.core.optimizer import distrib_optimizer
+        optimizer = distrib_optimizer.DistributedOptimizer
+        assert not distrib_optimizer.HAVE_APEX_OR_TE, "Apex is installed"
+        assert optimizer._set_main_param_and_optimizer_states._hyrl_skips_step
         from megatron.core.transformer.moe import moe_utils
         inp = torch.arange(12.0).reshape(3, 4)
         weight = torch.ones(2, 4)
@@ -36,8 +42,8 @@ def test_the_router_gemm_runs_without_transformer_engine_when_cuda_is_there():
         print(logits.tolist())
         """
     )
-    if "TE is installed" in proc.stderr:
-        pytest.skip("Transformer Engine is installed: megatron binds te_general_gemm itself")
+    if "TE is installed" in proc.stderr or "Apex is installed" in proc.stderr:
+        pytest.skip("Transformer Engine or Apex is installed: megatron has what it needs")
     assert proc.returncode == 0, proc.stderr[-2000:]
     # rows of inp summed: 0+1+2+3 = 6, 4+5+6+7 = 22, 8+9+10+11 = 38, once per expert
     assert proc.stdout.strip() == "[[6.0, 6.0], [22.0, 22.0], [38.0, 38.0]]"
