@@ -8,6 +8,8 @@
 #      --moe-permute-fusion; the report prints the median perf/tokens_per_s_per_gpu and perf/mfu
 #      over the run's steps, with the GPU's name and the peak bf16 FLOP/s the MFU is taken
 #      against (hyrl/metrics/flops.py),
+#      then tiny PPO in bf16 with the distributed optimizer (10 steps) and
+#      tools/bench_weight_sync.py (the weight stream's GPU memory against the bucket size),
 #   3. where SGLang imports: the same run with --rollout-engine sglang --colocate on that GPU
 #      (SGLang's bf16 against the trainer: mismatch/*); --colocate turns on --offload-train,
 #      and the report prints the bytes its offload freed per step (perf/offload_freed_bytes;
@@ -78,6 +80,16 @@ fi
 run_step "tiny GRPO, hf engine, ${TRAIN_FLAGS[*]}, $STEPS steps" 240 "$OUT/run_hf.log" \
   env PYTHON="$PYTHON" bash recipes/tiny/grpo.sh "${TRAIN_FLAGS[@]}" \
   --num-steps "$STEPS" --no-progress --run-dir "$OUT/tiny-grpo-hf"
+# PPO (the critic's own DDP and optimizer) on the same path, without the routing flags.
+run_step "tiny PPO, hf engine, --bf16 --use-distributed-optimizer --qkv-format thd, 10 steps" \
+  240 "$OUT/run_ppo.log" \
+  env PYTHON="$PYTHON" bash recipes/tiny/ppo.sh --bf16 --use-distributed-optimizer \
+  --qkv-format thd --num-steps 10 --no-progress --run-dir "$OUT/tiny-ppo-hf"
+# The weight stream's GPU memory against the bucket size, ~115M parameters, one rank.
+run_step "tools/bench_weight_sync.py on this GPU, buckets of 16, 64, 256 MiB" 240 \
+  "$OUT/bench_weight_sync.log" \
+  "$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 1 tools/bench_weight_sync.py \
+  --buffer-mib 16,64,256
 
 if has sglang; then
   run_step "tiny GRPO, sglang colocated, ${TRAIN_FLAGS[*]}, $STEPS steps" 240 \
@@ -96,6 +108,11 @@ fi
   printf '%s\n' "${ROWS[@]}"
   echo
   echo "pytest summary: $(tail -n 1 "$OUT/pytest_gpu.log")"
+  echo
+  echo "tools/bench_weight_sync.py:"
+  echo '```'
+  grep -v '^\[\|Warning\|warn' "$OUT/bench_weight_sync.log" | tail -n 12
+  echo '```'
   for run in "$OUT"/tiny-grpo-*; do
     [[ -d "$run" ]] && "$PYTHON" tools/gpu_check_summary.py "$run"
   done
