@@ -200,13 +200,14 @@ def transformer_config(
 
 
 def _interleaved_p2p_settings(layout: ParallelLayout) -> dict:
-    """Under virtual pipeline stages, Megatron-LM's defaults for the interleaved schedule:
-    overlapped, unbatched p2p. Batched, the steady state posts a stage's sends to its previous
+    """Under virtual pipeline stages, overlapped and unbatched p2p (Megatron-LM's
+    --overlap-p2p-communication). Batched, the steady state posts a stage's sends to its previous
     and next stage as one batch; at PP = 2 both are the same rank, and the activation and the
     gradient of one exchange meet the other side's receives in the opposite order (measured
     here on gloo: micro-batches after the first group took each other's tensors). Unbatched,
     megatron's _p2p_ops sends the two directions over two groups when the pipeline group has
-    2 ranks (p2p_communication.py). Megatron-LM refuses PP = 2 without the overlap."""
+    2 ranks (p2p_communication.py). Earlier megatron-core refused interleaving at PP <= 2
+    outright; 0.16.1 asks only PP > 1 (parallel_state.initialize_model_parallel)."""
     if layout.virtual_pipeline_model_parallel_size is None:
         return {}
     return {"overlap_p2p_comm": True, "batch_p2p_comm": False}
