@@ -213,7 +213,7 @@ class Trainer:
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
         passes = flops.StepPasses(  # the model passes this step ran, for perf/mfu
             actor_update=trains_actor,
-            actor_forwards=int(not on_policy) + int(self.actor.ref_model is not None),
+            actor_forwards=int(not on_policy) + int(self.actor.ref_chunks is not None),
             critic_update=self.critic is not None,
             critic_forwards=int(self.advantage_settings.needs_values),
         )
@@ -247,7 +247,7 @@ class Trainer:
                 batch.old_log_probs, entropy = all_rows(
                     self.actor.log_probs, batch, self.rows, self.backend
                 )
-            if self.actor.ref_model is not None:
+            if self.actor.ref_chunks is not None:
                 batch.ref_log_probs = all_rows(
                     lambda b: self.actor.log_probs(b, reference=True)[0],
                     batch,

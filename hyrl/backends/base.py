@@ -40,7 +40,7 @@ class TrainedModel(Protocol):
 
 
 class TrainedActor(TrainedModel, Protocol):
-    ref_model: Any  # the frozen reference (KL), None without one
+    ref_chunks: Any  # the frozen reference (KL): its chunks on this rank; None without one
 
     def log_probs(
         self, batch: TokenBatch, reference: bool = False

@@ -61,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"pipeline-parallel size the checkpoint is meant for ({layout})",
     )
     to_mcore.add_argument(
+        "--num-layers-per-virtual-pipeline-stage",
+        dest="vp_layers",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"layers per virtual pipeline stage the checkpoint is meant for ({layout}; "
+        "default: none)",
+    )
+    to_mcore.add_argument(
         "--transformer-impl",
         choices=("local", "transformer_engine"),
         default="local",
@@ -103,6 +112,7 @@ def main(argv: list[str]) -> int:
                 ep=args.ep,
                 pp=args.pp,
                 spec=args.transformer_impl,
+                vp_layers=args.vp_layers,
             )
             intended = meta.intended_layout
             print(

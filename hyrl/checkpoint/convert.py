@@ -51,8 +51,11 @@ __all__ = [
 
 
 # -- checks (no process group, no model) -------------------------------------------------------
-def check_layout(arch: Qwen3MoeArch, tp: int = 1, ep: int = 1, pp: int = 1) -> None:
-    """Refuse a layout hyrl cannot build for this architecture, naming the flag."""
+def check_layout(
+    arch: Qwen3MoeArch, tp: int = 1, ep: int = 1, pp: int = 1, vp_layers: int | None = None
+) -> None:
+    """Refuse a layout hyrl cannot build for this architecture, naming the flag (vp_layers:
+    --num-layers-per-virtual-pipeline-stage, None without virtual stages)."""
     for flag, value in (("--tp", tp), ("--ep", ep), ("--pp", pp)):
         if not isinstance(value, int) or value < 1:
             raise ConversionError(f"{flag} {value}: must be a positive integer")
@@ -84,6 +87,17 @@ def check_layout(arch: Qwen3MoeArch, tp: int = 1, ep: int = 1, pp: int = 1) -> N
             f"--pp {pp}: must divide num_layers ({arch.num_layers}); "
             f"valid: {divisors(arch.num_layers)}"
         )
+    if vp_layers is not None:
+        flag = f"--num-layers-per-virtual-pipeline-stage {vp_layers}"
+        if pp == 1:
+            raise ConversionError(f"{flag}: needs --pp > 1 (virtual stages split a pipeline rank)")
+        per_rank = arch.num_layers // pp
+        if vp_layers < 1 or per_rank % vp_layers or vp_layers == per_rank:
+            valid = [d for d in divisors(per_rank) if d < per_rank]
+            raise ConversionError(
+                f"{flag}: must split each pipeline rank's {per_rank} layers into two or more "
+                f"virtual stages; valid: {valid}"
+            )
 
 
 def check_out_dir(out_dir: str | Path) -> None:
@@ -226,11 +240,13 @@ def hf_to_mcore(
     ep: int = 1,
     pp: int = 1,
     spec: str = "local",
+    vp_layers: int | None = None,
 ) -> CheckpointMetadata:
     """A Hugging Face Qwen3-MoE directory -> an hyrl mcore checkpoint in out_dir (new or empty).
 
-    tp/ep/pp: the layout the checkpoint is meant for, checked and recorded (any valid layout
-    loads it). spec: "local" or "transformer_engine", the layer spec whose sharded keys to write.
+    tp/ep/pp/vp_layers (layers per virtual pipeline stage): the layout the checkpoint is meant
+    for, checked and recorded (any valid layout loads it). spec: "local" or
+    "transformer_engine", the layer spec whose sharded keys to write.
     """
     from hyrl.backends.megatron import weights
 
@@ -238,7 +254,7 @@ def hf_to_mcore(
     if spec not in SPECS:
         raise ConversionError(f"--transformer-impl {spec}: choose from {', '.join(SPECS)}")
     arch = read_hf_arch(hf_dir)
-    check_layout(arch, tp, ep, pp)
+    check_layout(arch, tp, ep, pp, vp_layers)
     check_out_dir(out_dir)
     hf_state = load_hf_state_dict(hf_dir)
     dtype = check_weights_match_config(hf_state, arch, hf_dir)
@@ -252,6 +268,9 @@ def hf_to_mcore(
             "tensor_model_parallel_size": tp,
             "expert_model_parallel_size": ep,
             "pipeline_model_parallel_size": pp,
+            "virtual_pipeline_model_parallel_size": (
+                None if vp_layers is None else arch.num_layers // pp // vp_layers
+            ),
         }
         return save_mcore(
             model,

@@ -10,8 +10,9 @@ A checkpoint directory:
       hf/                    config.json and tokenizer files of the HF model it came from (if any)
 
 The sharded keys are global (layers stacked, experts indexed globally, TP shards placed by
-offset), so a checkpoint saved under one TP/EP layout loads under any other: the layout it was
-saved from is recorded, not required.
+offset), so a checkpoint saved under one TP/EP/PP layout loads under any other, virtual
+pipeline stages included (a model held in chunks saves and loads each chunk's keys): the layout
+it was saved from is recorded, not required.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import torch
 
 from hyrl.backends.megatron import cpu_compat
+from hyrl.backends.megatron.weights import model_chunks
 from hyrl.checkpoint.hf_io import ConversionError
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
@@ -133,16 +135,50 @@ def arch_mismatches(
 
 
 def current_layout(model) -> dict:
-    """The parallel layout of the running process groups (and the model's sequence parallel)."""
+    """The parallel layout of the running process groups (and the model's sequence parallel;
+    `model` one module or its chunks)."""
     from megatron.core import parallel_state
 
+    model = model_chunks(model)[0]
     return {
         "tensor_model_parallel_size": parallel_state.get_tensor_model_parallel_world_size(),
         "pipeline_model_parallel_size": parallel_state.get_pipeline_model_parallel_world_size(),
+        "virtual_pipeline_model_parallel_size": (
+            parallel_state.get_virtual_pipeline_model_parallel_world_size()
+        ),
         "expert_model_parallel_size": parallel_state.get_expert_model_parallel_world_size(),
         "expert_tensor_parallel_size": parallel_state.get_expert_tensor_parallel_world_size(),
         "sequence_parallel": bool(getattr(model.config, "sequence_parallel", False)),
     }
+
+
+def sharded_state_dict_of(model) -> dict:
+    """megatron's sharded state dict of a model (one GPTModel, or its chunks: one dict, each
+    chunk's entries under `chunk<v>.`; the sharded keys inside are global either way)."""
+    chunks: list = model_chunks(model)  # megatron modules: sharded_state_dict is theirs
+    if len(chunks) == 1:
+        return chunks[0].sharded_state_dict()
+    return {
+        f"chunk{index}.{name}": item
+        for index, chunk in enumerate(chunks)
+        for name, item in chunk.sharded_state_dict().items()
+    }
+
+
+def load_state_dict_of(model, state: dict) -> tuple[list[str], list[str]]:
+    """load_state_dict(strict=False) of sharded_state_dict_of's layout; (missing, unexpected)."""
+    chunks = model_chunks(model)
+    if len(chunks) == 1:
+        missing, unexpected = chunks[0].load_state_dict(state, strict=False)
+        return list(missing), list(unexpected)
+    missing, unexpected = [], []
+    for index, chunk in enumerate(chunks):
+        prefix = f"chunk{index}."
+        part = {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}
+        result = chunk.load_state_dict(part, strict=False)
+        missing += [prefix + k for k in result.missing_keys]
+        unexpected += [prefix + k for k in result.unexpected_keys]
+    return missing, unexpected
 
 
 def rename_sharded_keys(sharded: dict, renames: dict[str, str]) -> dict:
@@ -164,8 +200,9 @@ def save_mcore(
     source: str = "",
     hf_assets_from: str | Path | None = None,
 ) -> CheckpointMetadata:
-    """Save this GPTModel as a distributed checkpoint plus hyrl metadata (collective: every rank
-    of the model's process groups calls it, under whatever layout is active).
+    """Save this GPTModel (or its chunks) as a distributed checkpoint plus hyrl metadata
+    (collective: every rank of the model's process groups calls it, under whatever layout is
+    active).
 
     spec: the sharded-key naming to write, "local" or "transformer_engine" (the model may be
     built with either spec; the one key where they differ is renamed as needed).
@@ -184,12 +221,12 @@ def save_mcore(
         model_dir.mkdir(parents=True, exist_ok=True)
     torch.distributed.barrier()
     cpu_compat.apply()  # CPU: the writer stages tensors with torch.cuda.synchronize()
-    sharded = model.sharded_state_dict()
+    sharded = sharded_state_dict_of(model)
     # Whichever spec built the model, write the keys `spec` names.
     sharded = rename_sharded_keys(
         sharded, LOCAL_TO_TE_KEYS if spec == "transformer_engine" else TE_TO_LOCAL_KEYS
     )
-    dtypes = {p.dtype for p in model.parameters()}
+    dtypes = {p.dtype for chunk in model_chunks(model) for p in chunk.parameters()}
     dist_checkpointing.save(sharded, str(model_dir))
     metadata = CheckpointMetadata(
         arch=arch,
@@ -256,8 +293,9 @@ def _align_to_checkpoint(sharded: dict, stored: set[str], load_dir: Path) -> dic
 def load_mcore_into(
     model, load_dir: str | Path, arch: Qwen3MoeArch | None = None
 ) -> CheckpointMetadata:
-    """Load a checkpoint into an already built GPTModel, resharded to the active TP/EP layout
-    (collective: every rank calls it). Parameters take the model's dtype.
+    """Load a checkpoint into an already built GPTModel (or its chunks), resharded to the active
+    TP/EP/PP layout and virtual stages (collective: every rank calls it). Parameters take the
+    model's dtype.
 
     arch: the architecture the caller built (e.g. from its flags); a checkpoint of another one is
     refused, naming each differing field.
@@ -281,9 +319,9 @@ def load_mcore_into(
             )
     cpu_compat.apply()  # CPU: the writer stages tensors with torch.cuda.synchronize()
     model_dir = load_dir / MODEL_SUBDIR
-    request = _align_to_checkpoint(model.sharded_state_dict(), _stored_keys(model_dir), load_dir)
+    request = _align_to_checkpoint(sharded_state_dict_of(model), _stored_keys(model_dir), load_dir)
     state = dist_checkpointing.load(request, str(model_dir))
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing, unexpected = load_state_dict_of(model, state)
     missing = [k for k in missing if not k.endswith("._extra_state")]
     if missing or unexpected:
         raise ConversionError(

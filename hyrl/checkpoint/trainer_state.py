@@ -69,6 +69,7 @@ FORMAT_VERSION = 2  # 2: optimizer states in distributed checkpoints (reshardabl
 LAYOUT_FLAGS = (
     "tensor_model_parallel_size",
     "pipeline_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
     "expert_model_parallel_size",
     "expert_tensor_parallel_size",
 )
@@ -274,10 +275,14 @@ OPTIMIZER_SHARDING = {
 
 
 def _optimizer_sharded_state_dict(trainable, is_loading: bool) -> dict:
-    from hyrl.checkpoint.mcore_io import TE_TO_LOCAL_KEYS, rename_sharded_keys
+    from hyrl.checkpoint.mcore_io import (
+        TE_TO_LOCAL_KEYS,
+        rename_sharded_keys,
+        sharded_state_dict_of,
+    )
 
     # keyed by the model's sharded keys, under the local spec's names as save_mcore writes them
-    model_sharded = rename_sharded_keys(trainable.model.sharded_state_dict(), TE_TO_LOCAL_KEYS)
+    model_sharded = rename_sharded_keys(sharded_state_dict_of(trainable.chunks), TE_TO_LOCAL_KEYS)
     return trainable.optimizer.sharded_state_dict(
         model_sharded, is_loading=is_loading, metadata=OPTIMIZER_SHARDING
     )
@@ -433,7 +438,10 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
         load_optimizer(trainable, step_dir / optimizer_dir_name(name))
     saved = read_loop_state(step_dir)["layout"]
     running = current_layout(next(iter(models.values())))
-    same_layout = saved == {**{k: running[k] for k in LAYOUT_FLAGS}, "world_size": world_size}
+    # (a checkpoint from before virtual pipeline stages records none: saved.get)
+    same_layout = saved["world_size"] == world_size and all(
+        saved.get(k) == running[k] for k in LAYOUT_FLAGS
+    )
     own = step_dir / rank_file_name(rank, saved["world_size"])
     per_rank = torch.load(
         own if same_layout else step_dir / rank_file_name(0, saved["world_size"]),

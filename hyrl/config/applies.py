@@ -100,6 +100,15 @@ APPLIES_ONLY_WITH = (
         _on,
     ),
     AppliesOnlyWith(
+        ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank"),
+        "--pipeline-model-parallel-size > 1",
+        lambda c: c.pipeline_model_parallel_size > 1,
+        "virtual pipeline stages split each pipeline rank's layers, and there is no pipeline "
+        "(PP={pipeline_model_parallel_size})",
+        "--pipeline-model-parallel-size > 1, or no {flag}",
+        _set,
+    ),
+    AppliesOnlyWith(
         ("sequence_parallel",),
         "--tensor-model-parallel-size > 1",
         lambda c: c.tensor_model_parallel_size > 1,

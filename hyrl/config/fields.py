@@ -130,6 +130,20 @@ class RunConfig:
     # --- parallelism ---------------------------------------------------------------------
     tensor_model_parallel_size: int = _opt(1, "tensor-parallel size TP (ranks)", "parallelism")
     pipeline_model_parallel_size: int = _opt(1, "pipeline-parallel size PP (ranks)", "parallelism")
+    num_layers_per_virtual_pipeline_stage: int | None = _opt(
+        None,
+        "layers in each virtual pipeline stage (layers), as Megatron's flag: each pipeline rank "
+        "holds V = L / PP / N model chunks, run by megatron's interleaved 1F1B schedule; "
+        "needs PP > 1; none = one chunk per rank",
+        "parallelism",
+    )
+    num_virtual_stages_per_pipeline_rank: int | None = _opt(
+        None,
+        "virtual pipeline stages V per pipeline rank (chunks), as Megatron's flag: the other "
+        "way to set --num-layers-per-virtual-pipeline-stage (N = L / PP / V); needs PP > 1; "
+        "none = one chunk per rank",
+        "parallelism",
+    )
     expert_model_parallel_size: int = _opt(1, "expert-parallel size EP (ranks)", "parallelism")
     expert_tensor_parallel_size: int = _opt(
         1, "tensor-parallel size inside each expert (ranks)", "parallelism"
@@ -875,6 +889,17 @@ class RunConfig:
     )
 
     # --- derived values (not flags) ------------------------------------------------------
+    @property
+    def virtual_pipeline_model_parallel_size(self) -> int | None:
+        """V model chunks per pipeline rank (megatron's virtual_pipeline_model_parallel_size),
+        from either virtual-stage flag; None without them (one chunk)."""
+        if self.num_virtual_stages_per_pipeline_rank is not None:
+            return self.num_virtual_stages_per_pipeline_rank
+        if self.num_layers_per_virtual_pipeline_stage is None:
+            return None
+        layers_per_rank = self.num_layers // self.pipeline_model_parallel_size
+        return layers_per_rank // self.num_layers_per_virtual_pipeline_stage
+
     def data_parallel_size(self, world_size: int) -> int:
         """Data-parallel size DP = world size // (TP * PP)."""
         return world_size // (self.tensor_model_parallel_size * self.pipeline_model_parallel_size)

@@ -43,6 +43,8 @@ _POSITIVE_INTS = (
     "max_position_embeddings",
     "tensor_model_parallel_size",
     "pipeline_model_parallel_size",
+    "num_layers_per_virtual_pipeline_stage",
+    "num_virtual_stages_per_pipeline_rank",
     "expert_model_parallel_size",
     "expert_tensor_parallel_size",
     "rollout_batch_size",
@@ -613,6 +615,94 @@ def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
         )
 
 
+def _check_virtual_pipeline(c: RunConfig) -> None:
+    """Virtual pipeline stages (megatron's interleaved schedule): each pipeline rank's L / PP
+    layers split into V >= 2 chunks of N layers (PP > 1: `hyrl.config.applies`)."""
+    per_layer = c.num_layers_per_virtual_pipeline_stage
+    per_rank = c.num_virtual_stages_per_pipeline_rank
+    if per_layer is None and per_rank is None:
+        return
+    pp = c.pipeline_model_parallel_size
+    layers_per_rank = c.num_layers // pp
+    if per_layer is not None and per_rank is not None:
+        _fail(
+            "num_virtual_stages_per_pipeline_rank",
+            per_rank,
+            "given with --num-layers-per-virtual-pipeline-stage: both set the virtual stages",
+            "one of the two flags",
+        )
+    # the ways to split a rank's layers into two or more chunks
+    chunkings = [d for d in divisors(layers_per_rank) if d < layers_per_rank]
+    if per_layer is not None and (layers_per_rank % per_layer != 0 or per_layer == layers_per_rank):
+        _fail(
+            "num_layers_per_virtual_pipeline_stage",
+            per_layer,
+            f"each pipeline rank holds L / PP = {c.num_layers} / {pp} = {layers_per_rank} layers, "
+            f"which {per_layer}-layer virtual stages "
+            + (
+                "make one chunk (the plain schedule)"
+                if per_layer == layers_per_rank
+                else "do not split evenly"
+            ),
+            f"a divisor of {layers_per_rank} below it: {chunkings}"
+            if chunkings
+            else "more layers per pipeline rank (--num-layers), or no virtual stages",
+        )
+    if per_rank is not None and (per_rank < 2 or layers_per_rank % per_rank != 0):
+        counts = [d for d in divisors(layers_per_rank) if d >= 2]
+        _fail(
+            "num_virtual_stages_per_pipeline_rank",
+            per_rank,
+            f"each pipeline rank holds L / PP = {c.num_layers} / {pp} = {layers_per_rank} layers, "
+            + (
+                "and one virtual stage is the plain schedule"
+                if per_rank == 1
+                else f"which do not split evenly into {per_rank} virtual stages"
+            ),
+            f"a divisor of {layers_per_rank} from 2: {counts}"
+            if counts
+            else "more layers per pipeline rank (--num-layers), or no virtual stages",
+        )
+
+
+def _check_virtual_pipeline_micro_batches(c: RunConfig, world_size: int) -> None:
+    """megatron-core 0.16.1's interleaved schedule runs micro-batches in groups of PP
+    (microbatch_group_size_per_vp_stage, default PP) and refuses a count M that is not a
+    multiple of PP (schedules.py, forward_backward_pipelining_with_interleaving). With fixed
+    micro-batches the count of an optimizer step is B / (DP x micro batch): checked here.
+    Token-packed micro-batches and other batch sizes of a schedule are padded with loss-free
+    ones at run time (trainable._run_pipeline)."""
+    if c.virtual_pipeline_model_parallel_size is None or c.use_dynamic_batch_size:
+        return
+    pp, dp = c.pipeline_model_parallel_size, c.data_parallel_size(world_size)
+    batches = [("micro_batch_size", c.global_batch_size, c.micro_batch_size, "B")]
+    if c.critic_global_batch_size is not None and c.critic_micro_batch_size is not None:
+        batches.append(
+            (
+                "critic_micro_batch_size",
+                c.critic_global_batch_size,
+                c.critic_micro_batch_size,
+                "critic B",
+            )
+        )
+    for name, batch, micro, label in batches:
+        assert batch is not None, "validate checks the resolved config"
+        count = batch // (dp * micro)
+        if count % pp != 0:
+            per_rank = batch // dp
+            fits = [m for m in divisors(per_rank) if (per_rank // m) % pp == 0]
+            _fail(
+                name,
+                micro,
+                f"{label}={batch} over DP={dp} makes {count} micro-batches per step; megatron's "
+                f"interleaved schedule (virtual pipeline stages) runs them in groups of PP={pp} "
+                "and needs a multiple of PP",
+                f"a micro batch giving a multiple of {pp} micro-batches: {fits}"
+                if fits
+                else f"a global batch with a multiple of {pp} x DP x micro batch responses",
+            )
+
+
 def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
     """Every B of a ramp must be a multiple of this: DP x micro batch divides it, and
     B x (optimizer steps per rollout) must be a whole number of prompt groups of G."""
@@ -1099,6 +1189,8 @@ RESUME_MAY_CHANGE = (
     "distributed_timeout_minutes",
     "tensor_model_parallel_size",
     "pipeline_model_parallel_size",
+    "num_layers_per_virtual_pipeline_stage",
+    "num_virtual_stages_per_pipeline_rank",
     "expert_model_parallel_size",
     "expert_tensor_parallel_size",
     "sequence_parallel",
@@ -1200,7 +1292,9 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     check_applies_only_with(resolved)
     _check_learning_rates(resolved, cfg)
     _check_parallelism(resolved, world_size)
+    _check_virtual_pipeline(resolved)
     _check_batch(resolved, cfg, world_size)
+    _check_virtual_pipeline_micro_batches(resolved, world_size)
     _check_batch_schedule(resolved, world_size)
     _check_batch_ramp(resolved, world_size)
     _check_critic_batch(resolved, cfg, world_size)

@@ -48,6 +48,7 @@ def parallel_layout(c: RunConfig, world_size: int) -> dict:
     return {
         "tp": tp,
         "pp": pp,
+        "vp": c.virtual_pipeline_model_parallel_size,  # chunks per pipeline rank; None: one
         "ep": ep,
         "etp": etp,
         "cp": 1,

@@ -201,7 +201,8 @@ def activation_memory(
     full, block, n layers     n x B*T*h / TP + (L - n) x A + A
     plus, with unfused attention, one layer's attention workspace (attention_workspace).
     With PP (1F1B) the first stage holds PP micro-batches of L/PP layers: L layers' worth in all
-    (Korthikanti section 4.2.3), so layers_held = L whatever PP is.
+    (Korthikanti section 4.2.3), so layers_held = L whatever PP is; the interleaved schedule
+    (V virtual stages per rank) holds (1 + (PP-1)/(PP*V)) times that (same section).
     Logits (actor): logits_bytes.
     """
     tp = c.tensor_model_parallel_size
@@ -221,6 +222,10 @@ def activation_memory(
             stored = n * layer_input + (layers - n) * per_layer + per_layer
     else:
         stored = layers * per_layer
+    virtual_stages = c.virtual_pipeline_model_parallel_size
+    if virtual_stages is not None:
+        pp = c.pipeline_model_parallel_size
+        stored *= 1 + (pp - 1) / (pp * virtual_stages)
     logits = logits_bytes(c, tokens_per_micro_batch) if with_logits else 0
     return {
         "layers": stored,

@@ -11,7 +11,9 @@ def format_plan(plan: dict) -> str:
     lay, gpus, p = plan["layout"], plan["gpus"], plan["params"]
     out = [
         f"hyrl plan: world size {plan['world_size']}",
-        f"  layout  TP={lay['tp']} PP={lay['pp']} EP={lay['ep']} ETP={lay['etp']} CP=1 "
+        f"  layout  TP={lay['tp']} PP={lay['pp']}"
+        + (f" (x{lay['vp']} virtual stages)" if lay.get("vp") else "")
+        + f" EP={lay['ep']} ETP={lay['etp']} CP=1 "
         f"DP={lay['dp']} expert-DP={lay['expert_dp']} "
         f"SP={'on' if lay['sequence_parallel'] else 'off'}"
         f"  (rank order {lay['order']}, megatron-core default)",

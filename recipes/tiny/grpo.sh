@@ -3,6 +3,8 @@
 #   bash recipes/tiny/grpo.sh                                  # one rank
 #   NPROC=2 bash recipes/tiny/grpo.sh --tensor-model-parallel-size 2 --sequence-parallel
 #   NPROC=2 bash recipes/tiny/grpo.sh --expert-model-parallel-size 2
+#   NPROC=2 bash recipes/tiny/grpo.sh --pipeline-model-parallel-size 2 --num-layers 4 \
+#     --num-layers-per-virtual-pipeline-stage 1                 # 2 virtual stages per rank
 #   bash recipes/tiny/grpo.sh --use-tis --use-routing-replay    # MoE stability flags, below
 # Extra arguments come after the -- marker and win over anything below, also over the
 # recipe's side of an exclusive pair (e.g. --ref-lr over --lr; docs/recipes.md "Running a recipe").

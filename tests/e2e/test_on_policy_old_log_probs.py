@@ -46,6 +46,20 @@ CASES = {
     ),
     # the last stage runs the loss: its old log-probs reach the first
     "pp2": (RECIPE, 2, ["--pipeline-model-parallel-size", "2", "--use-tis"]),
+    # the same through the interleaved schedule: 4 layers, two 1-layer chunks per rank
+    "pp2-virtual-stages": (
+        RECIPE,
+        2,
+        [
+            "--pipeline-model-parallel-size",
+            "2",
+            "--num-layers",
+            "4",
+            "--num-layers-per-virtual-pipeline-stage",
+            "1",
+            "--use-tis",
+        ],
+    ),
     # critic-only warm-up rollouts keep the separate pass; the KL reference pass stays
     "ppo-warmup-kl": (
         PPO_RECIPE,

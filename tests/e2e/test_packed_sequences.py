@@ -27,6 +27,18 @@ CASES = {
     ),
     "tp2-sp": (RECIPE, 2, ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
     "pp2": (RECIPE, 2, ["--pipeline-model-parallel-size", "2"]),
+    "pp2-virtual-stages": (
+        RECIPE,
+        2,
+        [
+            "--pipeline-model-parallel-size",
+            "2",
+            "--num-layers",
+            "4",
+            "--num-layers-per-virtual-pipeline-stage",
+            "1",
+        ],
+    ),
     "ppo": (PPO_RECIPE, 1, ["--kl-loss-coef", "0.01", "--num-critic-only-steps", "1"]),
 }
 

@@ -188,6 +188,80 @@ def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, 
             assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-7), (got["step"], key)
 
 
+# Virtual pipeline stages: 4 layers, so PP=2 holds 2 chunks of 1 layer per rank.
+VPP_FLAGS = (
+    "--num-layers",
+    "4",
+    "--pipeline-model-parallel-size",
+    "2",
+    "--num-layers-per-virtual-pipeline-stage",
+    "1",
+)
+
+
+@pytest.fixture(scope="module")
+def vpp_runs(tmp_path_factory):
+    """Under NPROC=2 PP=2 with 2 virtual stages per rank: SAVED_AT steps saved, and RESUMED_TO
+    in one go."""
+    root = tmp_path_factory.mktemp("vpp")
+    proc = run_recipe(
+        root / "saved",
+        "--num-steps",
+        str(SAVED_AT),
+        "--save",
+        str(root / "ckpt"),
+        *VPP_FLAGS,
+        nproc=2,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_recipe(root / "whole", "--num-steps", str(RESUMED_TO), *VPP_FLAGS, nproc=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root
+
+
+VPP_RESUMED_LAYOUTS = {
+    "pp2 vp2 itself": (2, VPP_FLAGS),
+    "pp2 without virtual stages": (2, VPP_FLAGS[:4]),
+    "one rank": (1, VPP_FLAGS[:2]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", list(VPP_RESUMED_LAYOUTS))
+def test_a_run_saved_with_virtual_pipeline_stages_resumes_across_a_change_of_them(
+    tmp_path, vpp_runs, layout
+):
+    """Each chunk's weights and Adam states are saved under their global layer numbers: a
+    checkpoint of PP=2 x 2 virtual stages resumes under the same layout (the records equal
+    the uninterrupted run's), under PP=2 with one chunk per rank and on one rank (they follow
+    it within float32 reduction-order noise)."""
+    nproc, flags = VPP_RESUMED_LAYOUTS[layout]
+    run_dir = tmp_path / "run"
+    shutil.copytree(vpp_runs / "saved", run_dir)
+    proc = run_recipe(
+        run_dir,
+        "--num-steps",
+        str(RESUMED_TO),
+        "--load",
+        str(vpp_runs / "ckpt"),
+        *flags,
+        nproc=nproc,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed, uninterrupted = records(run_dir), records(vpp_runs / "whole")
+    steps = list(range(1, RESUMED_TO + 1))
+    assert [r["rollout_step"] for r in resumed] == steps
+    assert resumed[SAVED_AT]["train/reward_mean"] == uninterrupted[SAVED_AT]["train/reward_mean"]
+    exact = layout == "pp2 vp2 itself"
+    for got, want in zip(resumed[SAVED_AT:], uninterrupted[SAVED_AT:]):
+        assert want["actor/grad_norm"] > 0  # a step that moves the weights
+        for key in ("actor/grad_norm", "actor/loss"):
+            if exact:
+                assert got[key] == want[key], (got["step"], key)
+            else:
+                assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-7), (got["step"], key)
+
+
 @pytest.mark.slow
 def test_sigterm_saves_at_the_step_boundary_exits_zero_and_the_resume_continues(tmp_path):
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"

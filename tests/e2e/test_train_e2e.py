@@ -207,13 +207,27 @@ def test_ppo_actor_and_critic_step_at_their_own_cadence(tmp_path):
 
 
 @pytest.mark.slow
-def test_ppo_on_two_pipeline_stages_in_bf16_with_the_distributed_optimizer(tmp_path):
-    """PP=2: actor, critic and the KL reference through megatron's pipeline schedule, dynamic
-    micro-batches, bf16 and the distributed optimizer; the engine's log-probs equal the
-    trainer's (the weights it got were streamed from both stages) within bf16 noise."""
+@pytest.mark.parametrize(
+    "virtual_stages",
+    [
+        (),
+        # 4 layers: two 1-layer chunks per rank, megatron's interleaved schedule; the
+        # token-packed micro-batches are padded to a multiple of PP there
+        ("--num-layers", "4", "--num-layers-per-virtual-pipeline-stage", "1"),
+    ],
+    ids=["1f1b", "interleaved"],
+)
+def test_ppo_on_two_pipeline_stages_in_bf16_with_the_distributed_optimizer(
+    tmp_path, virtual_stages
+):
+    """PP=2: actor, critic and the KL reference through megatron's pipeline schedule (plain
+    1F1B, or interleaved over virtual stages), dynamic micro-batches, bf16 and the distributed
+    optimizer; the engine's log-probs equal the trainer's (the weights it got were streamed
+    from both stages, chunk by chunk) within bf16 noise."""
     run_dir = tmp_path / "run"
     proc = run_recipe(
         run_dir,
+        *virtual_stages,
         "--num-steps",
         "3",
         "--num-critic-only-steps",

@@ -1,11 +1,13 @@
 """Run by torchrun from tests: load fixed HF weights into a sharded actor, report logits and one
 step.
 
-Usage: torchrun --nproc-per-node N tests/helpers/parity_worker.py OUT.json TP EP [PP]
+Usage: torchrun --nproc-per-node N tests/helpers/parity_worker.py OUT.json TP EP [PP [V [L]]]
+V: virtual pipeline stages per pipeline rank (0: none); L: layers (default: TINY's 2).
 Under PP > 1 the logits live on the last stage only: the full-logit check is left out there
 (log-probs, loss, gradient norm, weights and the critic are compared on every layout).
 """
 
+import dataclasses
 import json
 import sys
 
@@ -24,22 +26,24 @@ from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.models.qwen3_moe.config import TINY
 
 
-def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
+def main(out_path: str, tp: int, ep: int, pp: int = 1, vp: int = 0, layers: int = 0) -> None:
     from megatron.core import parallel_state
 
+    arch = dataclasses.replace(TINY, num_layers=layers) if layers else TINY
     layout = ParallelLayout(
         tensor_model_parallel_size=tp,
         expert_model_parallel_size=ep,
         pipeline_model_parallel_size=pp,
+        virtual_pipeline_model_parallel_size=vp or None,
         sequence_parallel=tp > 1,
     )
     init_distributed(layout, seed=7)
     torch.manual_seed(0)
     from transformers import Qwen3MoeForCausalLM
 
-    hf_model = Qwen3MoeForCausalLM(TINY.to_hf_config()).eval()  # same weights on every rank
+    hf_model = Qwen3MoeForCausalLM(arch.to_hf_config()).eval()  # same weights on every rank
     actor = MegatronActor(
-        TINY, layout, ActorSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0))
+        arch, layout, ActorSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0))
     )
     actor.load_hf_state_dict(hf_model.state_dict())
 
@@ -94,14 +98,14 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1) -> None:
 
     # The critic: HF trunk, a fixed value head, then values and one clipped-value-loss step.
     critic = MegatronCritic(
-        TINY,
+        arch,
         layout,
         CriticSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0), value_clip=0.2),
     )
     critic.load_trunk_from_hf(hf_model.state_dict())
-    if hasattr(critic.model, "output_layer"):  # the last pipeline stage holds the head
+    if hasattr(critic.chunks[-1], "output_layer"):  # the last pipeline stage holds the head
         with torch.no_grad():
-            head = critic.model.output_layer.weight
+            head = critic.chunks[-1].output_layer.weight
             head.copy_(torch.linspace(-0.05, 0.05, head.numel()).view_as(head))
     values = critic.values(local)
     local.old_values = values
@@ -138,4 +142,6 @@ if __name__ == "__main__":
         int(sys.argv[2]),
         int(sys.argv[3]),
         int(sys.argv[4]) if len(sys.argv) > 4 else 1,
+        int(sys.argv[5]) if len(sys.argv) > 5 else 0,
+        int(sys.argv[6]) if len(sys.argv) > 6 else 0,
     )

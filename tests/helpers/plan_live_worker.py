@@ -120,7 +120,7 @@ def main(out_dir: str, flags_json: str) -> None:
         transformer_impl="local",  # this rank's stage
         params_dtype=optim.params_dtype,
     )
-    ddp, optimizer = wrap_for_training(model, optim)
+    (ddp,), optimizer = wrap_for_training([model], optim)
     one_step(model, ddp, optimizer, arch.vocab_size)
     rank = torch.distributed.get_rank()
     result = {"rank": rank, **live_bytes(model, ddp, optimizer)}

@@ -11,8 +11,8 @@ from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import grpo_loss
 from hyrl.backends.megatron import weights
 from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
-from hyrl.backends.megatron.model import ParallelLayout, build_gpt_model
-from hyrl.backends.megatron.trainable import MegatronTrainable, OptimizerSettings
+from hyrl.backends.megatron.model import ParallelLayout, build_model_chunks
+from hyrl.backends.megatron.trainable import MegatronTrainable, OptimizerSettings, only_chunk
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
@@ -65,7 +65,7 @@ class MegatronActor(MegatronTrainable):
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: ActorSettings):
         self.arch, self.layout, self.settings = arch, layout, settings
         super().__init__(
-            build_gpt_model(
+            build_model_chunks(
                 arch,
                 layout,
                 settings.transformer_impl,
@@ -82,21 +82,32 @@ class MegatronActor(MegatronTrainable):
             from hyrl.backends.megatron.routing_replay import RoutingReplay
 
             self.replay = RoutingReplay(self.model)
-        self.ref_model: torch.nn.Module | None = None
+        self.ref_chunks: list[torch.nn.Module] | None = None
         if settings.keep_reference:
             # A second model (modules hold process groups, so no deepcopy) with the same weights.
-            self.ref_model = build_gpt_model(
+            self.ref_chunks = build_model_chunks(
                 arch,
                 layout,
                 settings.transformer_impl,
                 settings.token_dispatcher,
                 params_dtype=settings.optim.params_dtype,
             )
-            self.ref_model.load_state_dict(self.model.state_dict())
-            self.ref_model.eval().requires_grad_(False)
+            self._copy_to_reference()
+            for chunk in self.ref_chunks:
+                chunk.eval().requires_grad_(False)
+
+    @property
+    def ref_model(self) -> torch.nn.Module | None:
+        """The reference when this rank holds it in one chunk; None without one."""
+        return None if self.ref_chunks is None else only_chunk(self.ref_chunks)
+
+    def _copy_to_reference(self) -> None:
+        if self.ref_chunks is not None:
+            for ref, chunk in zip(self.ref_chunks, self.chunks, strict=True):
+                ref.load_state_dict(chunk.state_dict())
 
     def frozen_models(self) -> list[torch.nn.Module]:
-        return [] if self.ref_model is None else [self.ref_model]
+        return [] if self.ref_chunks is None else list(self.ref_chunks)
 
     def _log_probs(self, model: torch.nn.Module, batch: TokenBatch, with_entropy: bool):
         return self._log_probs_of(self._outputs(model, batch), batch, with_entropy)
@@ -146,14 +157,16 @@ class MegatronActor(MegatronTrainable):
         With routing replay the actor (not the reference) replays `batch.routed_experts` and
         counts, on response positions, where its own routing and the routing it used differ
         from the engine's (read by `routing_metrics`); measuring only, it routes on its own."""
-        model = self.ref_model if reference else self.ddp
-        assert model is not None, "a reference pass only with a reference (--kl-*coef > 0)"
-        model.eval()
+        chunks = self.ref_chunks if reference else self.ddp_chunks
+        assert chunks is not None, "a reference pass only with a reference (--kl-*coef > 0)"
+        for chunk in chunks:
+            chunk.eval()
         if reference or self.replay is None or batch.routed_experts is None:
             log_probs, entropy = self._forward_only(
-                model, batch, lambda mb, logits: self._log_probs_of(logits, mb, with_entropy=True)
+                chunks, batch, lambda mb, logits: self._log_probs_of(logits, mb, with_entropy=True)
             )
             return log_probs, entropy
+        model = only_chunk(chunks)
         outputs: list[tuple[torch.Tensor, ...]] = []  # replay: no pipeline (refused with PP)
         for mb, rows in self._micro_batches(batch):
             routed, responses = self._engine_routing(mb)
@@ -264,18 +277,17 @@ class MegatronActor(MegatronTrainable):
         """The weights as a stream of HF checkpoint-layout buckets of <= buffer_bytes, gathered
         one parameter at a time (collective: every rank iterates to the end; see
         ``weights.iter_hf_buckets`` for keep and live)."""
-        return weights.iter_hf_buckets(self.model, self.arch, buffer_bytes, keep, live)
+        return weights.iter_hf_buckets(self.chunks, self.arch, buffer_bytes, keep, live)
 
     def export_full_state_dict(self, keep: bool = True) -> dict[str, torch.Tensor]:
         """Full Megatron-named weights (global expert ids) in host memory (collective)."""
-        return weights.gather_full_state_dict(self.model, self.arch, keep)
+        return weights.gather_full_state_dict(self.chunks, self.arch, keep)
 
     def load_hf_state_dict(self, hf_state: dict[str, torch.Tensor]) -> None:
         full = hf_mapping.hf_to_megatron(hf_state, self.arch)
-        weights.load_full_state_dict(self.model, full, self.arch)
+        weights.load_full_state_dict(self.chunks, full, self.arch)
         self.reload_weights()
-        if self.ref_model is not None:
-            self.ref_model.load_state_dict(self.model.state_dict())
+        self._copy_to_reference()
 
 
 def _dense(routed_experts) -> torch.Tensor:

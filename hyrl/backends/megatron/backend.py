@@ -131,11 +131,12 @@ class MegatronBackend:
 
     # -- checkpoints ----------------------------------------------------------------------------
     def _models(self) -> dict:
-        models = {"actor": self.actor.model}
-        if self.actor.ref_model is not None:
-            models["reference"] = self.actor.ref_model
+        # each model as this rank's chunks (one, or one per virtual pipeline stage)
+        models = {"actor": self.actor.chunks}
+        if self.actor.ref_chunks is not None:
+            models["reference"] = self.actor.ref_chunks
         if self.critic is not None:
-            models["critic"] = self.critic.model
+            models["critic"] = self.critic.chunks
         return models
 
     def trainables(self) -> dict:

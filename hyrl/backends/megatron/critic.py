@@ -10,7 +10,7 @@ import torch
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.ppo import value_loss
 from hyrl.backends.megatron import weights
-from hyrl.backends.megatron.model import ParallelLayout, build_gpt_model
+from hyrl.backends.megatron.model import ParallelLayout, build_model_chunks
 from hyrl.backends.megatron.trainable import MegatronTrainable, OptimizerSettings
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -41,7 +41,7 @@ class MegatronCritic(MegatronTrainable):
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: CriticSettings):
         self.arch, self.settings = arch, settings
         super().__init__(
-            build_gpt_model(
+            build_model_chunks(
                 arch,
                 layout,
                 settings.transformer_impl,
@@ -55,7 +55,7 @@ class MegatronCritic(MegatronTrainable):
     def load_trunk(self, full_state: dict[str, torch.Tensor]) -> None:
         """Everything but the value head from full Megatron-named weights (e.g. the actor's)."""
         weights.load_full_state_dict(
-            self.model, full_state, self.arch, skip=lambda name: name.startswith(VALUE_HEAD_PREFIX)
+            self.chunks, full_state, self.arch, skip=lambda name: name.startswith(VALUE_HEAD_PREFIX)
         )
         self.reload_weights()
 
@@ -69,8 +69,10 @@ class MegatronCritic(MegatronTrainable):
     @torch.no_grad()
     def values(self, batch: TokenBatch) -> torch.Tensor:
         """V(state up to position t) for every position: [N, L]."""
-        self.ddp.eval()
-        return self._forward_only(self.ddp, batch, lambda mb, out: (self._values_of(mb, out),))[0]
+        self.train_mode(False)
+        return self._forward_only(
+            self.ddp_chunks, batch, lambda mb, out: (self._values_of(mb, out),)
+        )[0]
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
         """One critic optimizer step; batch carries returns and old_values."""

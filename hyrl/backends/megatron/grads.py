@@ -25,17 +25,20 @@ class GradBufferNorms:
     zero. The layout of the buffers is fixed at DDP's construction; their storage is read at
     every call (offloading may swap it)."""
 
-    def __init__(self, ddp, model: torch.nn.Module, include_experts: bool):
+    def __init__(self, ddp_chunks: list, chunks: list[torch.nn.Module], include_experts: bool):
+        """ddp_chunks: megatron DDP around each of `chunks` (one model, or one per virtual
+        pipeline stage)."""
         from megatron.core import parallel_state
 
         tp_size = parallel_state.get_tensor_model_parallel_world_size()
         experts_tp = parallel_state.get_expert_tensor_parallel_world_size()
         first_tp_rank = parallel_state.get_tensor_model_parallel_rank() == 0
-        names = {param: name for name, param in model.named_parameters()}
+        names = {param: name for model in chunks for name, param in model.named_parameters()}
         self.include_experts = include_experts
         # (buffer, dense positions, expert positions, TP-partial positions): None = all, [] = none
         self._parts = []
-        for buffer in ddp.buffers + ddp.expert_parallel_buffers:
+        buffers = [b for ddp in ddp_chunks for b in ddp.buffers + ddp.expert_parallel_buffers]
+        for buffer in buffers:
             dense: list[tuple[int, int]] = []
             expert: list[tuple[int, int]] = []
             partial: list[tuple[int, int]] = []
@@ -47,7 +50,7 @@ class GradBufferNorms:
                         partial.append((start, end))
                     elif include_experts:
                         expert.append((start, end))
-                elif tp_size > 1 and tp_partial(model.config, names[param], param):
+                elif tp_size > 1 and tp_partial(chunks[0].config, names[param], param):
                     partial.append((start, end))
                 elif getattr(param, "tensor_model_parallel", False) or first_tp_rank:
                     dense.append((start, end))

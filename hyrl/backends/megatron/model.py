@@ -18,6 +18,8 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 class ParallelLayout:
     tensor_model_parallel_size: int = 1
     pipeline_model_parallel_size: int = 1
+    # V model chunks per pipeline rank (megatron's interleaved schedule); None: one chunk
+    virtual_pipeline_model_parallel_size: int | None = None
     expert_model_parallel_size: int = 1
     expert_tensor_parallel_size: int = 1
     sequence_parallel: bool = False
@@ -33,6 +35,7 @@ class ParallelLayout:
         return cls(
             tensor_model_parallel_size=flags.tensor_model_parallel_size,
             pipeline_model_parallel_size=flags.pipeline_model_parallel_size,
+            virtual_pipeline_model_parallel_size=flags.virtual_pipeline_model_parallel_size,
             expert_model_parallel_size=flags.expert_model_parallel_size,
             expert_tensor_parallel_size=flags.expert_tensor_parallel_size,
             sequence_parallel=flags.sequence_parallel,
@@ -78,6 +81,7 @@ def init_distributed(layout: ParallelLayout, seed: int, timeout_minutes: float =
         parallel_state.initialize_model_parallel(
             tensor_model_parallel_size=layout.tensor_model_parallel_size,
             pipeline_model_parallel_size=layout.pipeline_model_parallel_size,
+            virtual_pipeline_model_parallel_size=layout.virtual_pipeline_model_parallel_size,
             expert_model_parallel_size=layout.expert_model_parallel_size,
             expert_tensor_parallel_size=layout.expert_tensor_parallel_size,
             distributed_timeout_minutes=timeout_minutes,
@@ -178,6 +182,8 @@ def transformer_config(
         gradient_accumulation_fusion=False,
         tensor_model_parallel_size=layout.tensor_model_parallel_size,
         pipeline_model_parallel_size=layout.pipeline_model_parallel_size,
+        virtual_pipeline_model_parallel_size=layout.virtual_pipeline_model_parallel_size,
+        **_interleaved_p2p_settings(layout),
         expert_model_parallel_size=layout.expert_model_parallel_size,
         expert_tensor_parallel_size=layout.expert_tensor_parallel_size,
         sequence_parallel=layout.sequence_parallel,
@@ -191,6 +197,20 @@ def transformer_config(
         calculate_per_token_loss=True,
         init_method_std=0.02,
     )
+
+
+def _interleaved_p2p_settings(layout: ParallelLayout) -> dict:
+    """Under virtual pipeline stages, overlapped and unbatched p2p (Megatron-LM's
+    --overlap-p2p-communication). Batched, the steady state posts a stage's sends to its previous
+    and next stage as one batch; at PP = 2 both are the same rank, and the activation and the
+    gradient of one exchange meet the other side's receives in the opposite order (measured
+    here on gloo: micro-batches after the first group took each other's tensors). Unbatched,
+    megatron's _p2p_ops sends the two directions over two groups when the pipeline group has
+    2 ranks (p2p_communication.py). Earlier megatron-core refused interleaving at PP <= 2
+    outright; 0.16.1 asks only PP > 1 (parallel_state.initialize_model_parallel)."""
+    if layout.virtual_pipeline_model_parallel_size is None:
+        return {}
+    return {"overlap_p2p_comm": True, "batch_p2p_comm": False}
 
 
 def _recompute_settings(layout: ParallelLayout) -> dict:
@@ -215,8 +235,30 @@ def build_gpt_model(
     routing_replay: bool = False,
     params_dtype: torch.dtype = torch.float32,
 ):
-    """A megatron-core GPTModel for this rank's shard (parallel_state must be initialised),
-    its parameters in params_dtype (bfloat16 under --bf16).
+    """A megatron-core GPTModel for this rank's shard in one piece (no virtual pipeline
+    stages); see build_model_chunks."""
+    if layout.virtual_pipeline_model_parallel_size is not None:
+        raise ValueError("a layout with virtual pipeline stages builds chunks: build_model_chunks")
+    (model,) = build_model_chunks(
+        arch, layout, transformer_impl, token_dispatcher, value_head, routing_replay, params_dtype
+    )
+    return model
+
+
+def build_model_chunks(
+    arch: Qwen3MoeArch,
+    layout: ParallelLayout,
+    transformer_impl: str = "auto",
+    token_dispatcher: str = "auto",
+    value_head: bool = False,
+    routing_replay: bool = False,
+    params_dtype: torch.dtype = torch.float32,
+) -> list:
+    """This rank's shard of the model as megatron-core GPTModels (parallel_state must be
+    initialised), its parameters in params_dtype (bfloat16 under --bf16): one, or under
+    virtual pipeline stages V chunks (vp_stage 0..V-1, chunk v holding megatron's layers of
+    that virtual stage), sharing one TransformerConfig as megatron's interleaved schedule
+    expects.
 
     value_head=True builds a critic: the vocab-parallel output layer becomes `ValueHead`, one
     scalar per position. routing_replay=True gives every MoE router megatron's RouterReplay
@@ -255,25 +297,33 @@ def build_gpt_model(
         )
     from megatron.core import parallel_state
 
-    # a pipeline stage builds its share of the layers; the first embeds, the last projects
-    first_stage = parallel_state.is_pipeline_first_stage(ignore_virtual=True)
-    last_stage = parallel_state.is_pipeline_last_stage(ignore_virtual=True)
-    model = GPTModel(
-        config=config,
-        transformer_layer_spec=layer_spec,
-        vocab_size=arch.vocab_size,
-        max_sequence_length=arch.max_position_embeddings,
-        pre_process=first_stage,
-        post_process=last_stage,
-        parallel_output=True,  # logits stay vocab-parallel; log-probs are computed across TP
-        share_embeddings_and_output_weights=not arch.untie_embeddings_and_output_weights,
-        position_embedding_type="rope",
-        rotary_base=int(arch.rotary_base),
-    )
-    if value_head and last_stage:
-        model.output_layer = ValueHead(config)
-    _reduce_experts_over_expert_data_parallel(model)
-    return model.to(cpu_compat.device())
+    virtual_stages = layout.virtual_pipeline_model_parallel_size
+    chunks = []
+    for vp_stage in [None] if virtual_stages is None else range(virtual_stages):
+        # a (virtual) pipeline stage builds its share of the layers; the first embeds, the
+        # last projects
+        first_stage = parallel_state.is_pipeline_first_stage(
+            ignore_virtual=False, vp_stage=vp_stage
+        )
+        last_stage = parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=vp_stage)
+        model = GPTModel(
+            config=config,
+            transformer_layer_spec=layer_spec,
+            vocab_size=arch.vocab_size,
+            max_sequence_length=arch.max_position_embeddings,
+            pre_process=first_stage,
+            post_process=last_stage,
+            parallel_output=True,  # logits stay vocab-parallel; log-probs are computed across TP
+            share_embeddings_and_output_weights=not arch.untie_embeddings_and_output_weights,
+            position_embedding_type="rope",
+            rotary_base=int(arch.rotary_base),
+            vp_stage=vp_stage,
+        )
+        if value_head and last_stage:
+            model.output_layer = ValueHead(config)
+        _reduce_experts_over_expert_data_parallel(model)
+        chunks.append(model.to(cpu_compat.device()))
+    return chunks
 
 
 def _reduce_experts_over_expert_data_parallel(model: torch.nn.Module) -> None:

@@ -123,6 +123,11 @@ def grad_buffer_bytes(ddp) -> int:
     )
 
 
+def _parameters(chunks: list[torch.nn.Module]) -> list[torch.nn.Parameter]:
+    """Every parameter of a model's chunks (one, or one per virtual pipeline stage)."""
+    return [p for chunk in chunks for p in chunk.parameters()]
+
+
 class TrainableOffload:
     """One trainable's (MegatronTrainable's) offload on this rank: every rank runs its own."""
 
@@ -141,10 +146,11 @@ class TrainableOffload:
             # the main params' .grad (copies when grads are not reduced in fp32) go now; the
             # next step's zero_grad would drop them anyway
             trainable.optimizer.zero_grad(set_to_none=True)
-            freed += grad_buffer_bytes(trainable.ddp)
-            trainable.ddp.offload_grad_buffers(synchronize=self._on_cuda(), empty_cache=False)
+            for ddp in trainable.ddp_chunks:
+                freed += grad_buffer_bytes(ddp)
+                ddp.offload_grad_buffers(synchronize=self._on_cuda(), empty_cache=False)
             self.grads_offloaded = True
-        weights = storage_ids(trainable.model.parameters())
+        weights = storage_ids(_parameters(trainable.chunks))
         freed += self.optimizer_states.offload(
             optimizer_tensors(trainable.optimizer), trainable.device, skip=weights
         )
@@ -154,7 +160,7 @@ class TrainableOffload:
 
     def offload_weights(self) -> int:
         """The model's parameters parked (after the weight sync); storage bytes."""
-        return self.weights.offload(self.trainable.model.parameters(), self.trainable.device)
+        return self.weights.offload(_parameters(self.trainable.chunks), self.trainable.device)
 
     def restore(self) -> None:
         """Everything offloaded back on the device, in the state it left."""
@@ -162,7 +168,8 @@ class TrainableOffload:
         self.frozen.restore()
         self.optimizer_states.restore()
         if self.grads_offloaded:
-            self.trainable.ddp.restore_grad_buffers(synchronize=self._on_cuda())
+            for ddp in self.trainable.ddp_chunks:
+                ddp.restore_grad_buffers(synchronize=self._on_cuda())
             self.grads_offloaded = False
 
     @property

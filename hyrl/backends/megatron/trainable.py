@@ -65,31 +65,42 @@ class OptimizerSettings:
         return torch.bfloat16 if self.bf16 else torch.float32
 
 
-def wrap_for_training(model: GPTModel, optim: OptimizerSettings):
-    """megatron-core's training machinery around a GPTModel: Float16Module under bf16, its
-    DistributedDataParallel (gradient buffers, reduction over DP and expert-DP, the distributed
-    optimizer's reduce-scatter) and get_megatron_optimizer (Adam, fp32 main params under bf16,
-    weight-decay groups, clipping). Returns (ddp_model, optimizer)."""
+def wrap_for_training(chunks: list[GPTModel], optim: OptimizerSettings):
+    """megatron-core's training machinery around a model's chunks (one, or one per virtual
+    pipeline stage): Float16Module under bf16, a DistributedDataParallel per chunk (gradient
+    buffers, reduction over DP and expert-DP, the distributed optimizer's reduce-scatter) and
+    one get_megatron_optimizer over all of them (Adam, fp32 main params under bf16,
+    weight-decay groups, clipping). Returns (DDP chunks, optimizer)."""
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.transformer.module import Float16Module
 
-    config = model.config
-    module = Float16Module(config, model) if optim.bf16 else model  # bf16 params stay in `model`
-    ddp = DistributedDataParallel(
-        config,
-        DistributedDataParallelConfig(
-            grad_reduce_in_fp32=optim.grad_reduce_in_fp32,
-            overlap_grad_reduce=optim.overlap_grad_reduce,
-            use_distributed_optimizer=optim.use_distributed_optimizer,
-            bucket_size=optim.ddp_bucket_size,
-            # the loss is a sum over the global batch's tokens already divided by their count
-            # (calculate_per_token_loss in the model config): DP reductions sum, never average
-            average_in_collective=False,
-        ),
-        module,
-    )
-    config.no_sync_func = ddp.no_sync  # what megatron's pipeline schedules hold micro-batches in
+    config = chunks[0].config  # one TransformerConfig for every chunk (build_model_chunks)
+    ddp_chunks = []
+    for index, model in enumerate(chunks):
+        module = Float16Module(config, model) if optim.bf16 else model  # bf16 params in `model`
+        ddp_chunks.append(
+            DistributedDataParallel(
+                config,
+                DistributedDataParallelConfig(
+                    grad_reduce_in_fp32=optim.grad_reduce_in_fp32,
+                    overlap_grad_reduce=optim.overlap_grad_reduce,
+                    use_distributed_optimizer=optim.use_distributed_optimizer,
+                    bucket_size=optim.ddp_bucket_size,
+                    # the loss is a sum over the global batch's tokens already divided by their
+                    # count (calculate_per_token_loss in the model config): DP reductions sum,
+                    # never average
+                    average_in_collective=False,
+                ),
+                module,
+                # as Megatron-LM's get_model: the later chunks' gradients in one bucket each,
+                # their reduction overlapping the first chunk's backward
+                disable_bucketing=index > 0,
+            )
+        )
+    # what megatron's pipeline schedules hold micro-batches in (a list: one per chunk)
+    no_syncs = [ddp.no_sync for ddp in ddp_chunks]
+    config.no_sync_func = no_syncs[0] if len(no_syncs) == 1 else no_syncs
     optimizer = get_megatron_optimizer(
         OptimizerConfig(
             optimizer="adam",
@@ -104,9 +115,18 @@ def wrap_for_training(model: GPTModel, optim: OptimizerSettings):
             params_dtype=optim.params_dtype,
             use_distributed_optimizer=optim.use_distributed_optimizer,
         ),
-        [ddp],
+        ddp_chunks,
     )
-    return ddp, optimizer
+    return ddp_chunks, optimizer
+
+
+def only_chunk(chunks: list):
+    if len(chunks) != 1:
+        raise RuntimeError(
+            f"this rank holds the model in {len(chunks)} chunks (virtual pipeline stages): "
+            "iterate over them"
+        )
+    return chunks[0]
 
 
 def _sub_optimizers(optimizer) -> list:
@@ -120,16 +140,18 @@ def _holds_experts(sub_optimizer) -> bool:
 class MegatronTrainable:
     """One rank's shard of a model with its own optimizer. Every rank calls every method.
 
-    `model` is the bare GPTModel (weights, checkpoints, routing hooks); `ddp` wraps it for
+    `chunks` are the bare GPTModels (weights, checkpoints, routing hooks): one, or under
+    virtual pipeline stages one per stage in vp_stage order; `ddp_chunks` wrap them for
     training (megatron's DistributedDataParallel, over a Float16Module under bf16) and
-    `optimizer` is megatron's (see wrap_for_training)."""
+    `optimizer` is megatron's over all of them (see wrap_for_training). `model` and `ddp` name
+    the one chunk when there is one."""
 
     metric_prefix = "model"
 
-    def __init__(self, model: GPTModel, optim: OptimizerSettings):
-        self.model, self.optim = model, optim
+    def __init__(self, chunks: list[GPTModel], optim: OptimizerSettings):
+        self.chunks, self.optim = list(chunks), optim
         self.device = cpu_compat.device()
-        self.ddp, self.optimizer = wrap_for_training(model, optim)
+        self.ddp_chunks, self.optimizer = wrap_for_training(self.chunks, optim)
         self.optimizer_steps = 0
         self.skipped_steps = 0  # updates skipped for a non-finite loss or gradient norm, in all
         self.consecutive_skips = 0  # ... and in a row up to the latest step (0: it updated)
@@ -140,6 +162,25 @@ class MegatronTrainable:
         )
         # (|g_b|^2 list, b) measured by _accumulate for _step
         self._small_batch: tuple[list[float], float] | None = None
+
+    @property
+    def model(self) -> GPTModel:
+        """The model when this rank holds it in one chunk (no virtual pipeline stages)."""
+        return only_chunk(self.chunks)
+
+    @property
+    def ddp(self):
+        """The DDP-wrapped model when this rank holds it in one chunk."""
+        return only_chunk(self.ddp_chunks)
+
+    @property
+    def config(self):
+        """The TransformerConfig every chunk shares."""
+        return self.chunks[0].config
+
+    def train_mode(self, training: bool = True) -> None:
+        for ddp in self.ddp_chunks:
+            ddp.train(training)
 
     def reload_weights(self) -> None:
         """After weights were written into `model` from outside (a checkpoint, the actor's
@@ -192,7 +233,7 @@ class MegatronTrainable:
         ]
         if (
             parallel_state.get_expert_model_parallel_world_size() > 1
-            and self.model.config.moe_token_dispatcher_type == "allgather"
+            and self.config.moe_token_dispatcher_type == "allgather"
         ):  # every DP rank runs as many micro-batches here (_padded_micro_batches)
             totals = self._agreed_maxima(totals)
         if self._pipelined():
@@ -259,7 +300,7 @@ class MegatronTrainable:
             for start, stop in ranges
         ]
         if expert_parallel:
-            if self.model.config.moe_token_dispatcher_type == "allgather":
+            if self.config.moe_token_dispatcher_type == "allgather":
                 shapes = self._agreed_shapes(shapes)  # it gathers equal token counts
             else:  # alltoall exchanges any counts: only the number of micro-batches is agreed
                 shapes += [shapes[-1] if shapes else (1, batch.tokens.shape[1])] * (
@@ -335,8 +376,9 @@ class MegatronTrainable:
         """
         from megatron.core import parallel_state
 
-        self.ddp.train()
-        self.ddp.zero_grad_buffer()  # the main_grad buffers the backward hooks accumulate into
+        self.train_mode()
+        for ddp in self.ddp_chunks:  # the main_grad buffers the backward hooks accumulate into
+            ddp.zero_grad_buffer()
         self.optimizer.zero_grad(set_to_none=True)
         dp_size = parallel_state.get_data_parallel_world_size()
         if self._pipelined():
@@ -420,13 +462,16 @@ class MegatronTrainable:
         return parallel_state.get_pipeline_model_parallel_world_size() > 1
 
     def _run_pipeline(
-        self, module, micro_batches: list, on_last_stage, forward_only: bool
+        self, chunks: list, micro_batches: list, on_last_stage, forward_only: bool
     ) -> list[dict]:
-        """Every (micro-batch, rows) through megatron's pipeline schedule (1F1B, or forward
-        only): `on_last_stage(micro_batch, rows, output)` turns the last stage's output into
-        (loss, stats dict); the stats of every micro-batch come back on the last stage, [] on
-        the others (collective over the pipeline group)."""
+        """Every (micro-batch, rows) through megatron's pipeline schedule (1F1B; interleaved
+        over the chunks under virtual pipeline stages; or forward only): `on_last_stage(
+        micro_batch, rows, output)` turns the last stage's output into (loss, stats dict); the
+        stats of every micro-batch come back on the last stage, [] on the others (collective
+        over the pipeline group)."""
         from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        micro_batches = self._interleavable(micro_batches, len(chunks))
 
         def forward_step(data_iterator, model):
             micro_batch, rows = next(data_iterator)
@@ -443,8 +488,12 @@ class MegatronTrainable:
 
         results = get_forward_backward_func()(
             forward_step_func=forward_step,
-            data_iterator=iter(micro_batches),
-            model=[module],
+            # the interleaved schedule runs each chunk's forward over every micro-batch in
+            # order, from an iterator of its own
+            data_iterator=(
+                iter(micro_batches) if len(chunks) == 1 else [iter(micro_batches) for _ in chunks]
+            ),
+            model=chunks,
             num_microbatches=len(micro_batches),
             # the activations' shape between stages: [T, 1] packed (equal T: _micro_batches)
             seq_length=max(
@@ -456,12 +505,32 @@ class MegatronTrainable:
         )
         return list(results or [])  # the last stage's list of stats; nothing elsewhere
 
-    def _forward_only(self, module, batch: TokenBatch, outputs_of) -> tuple[torch.Tensor, ...]:
+    def _interleavable(self, micro_batches: list, num_chunks: int) -> list:
+        """Under virtual pipeline stages, the micro-batches grown by loss-free copies of the
+        last one (0 rows of the batch: they add nothing) to a multiple of PP: megatron-core
+        0.16.1's interleaved schedule runs groups of PP micro-batches
+        (microbatch_group_size_per_vp_stage) and refuses any other count. Validation refuses
+        fixed micro-batches that would need this; token-packed ones and other B of a batch
+        schedule get it here."""
+        from megatron.core import parallel_state
+
+        if num_chunks == 1 or not micro_batches:
+            return micro_batches
+        pp = parallel_state.get_pipeline_model_parallel_world_size()
+        missing = -len(micro_batches) % pp
+        last, _ = micro_batches[-1]
+        filler = replace(last.without_loss(), packing=last.packing)  # the same shape
+        return micro_batches + [(filler, 0)] * missing
+
+    def _forward_only(
+        self, chunks: list, batch: TokenBatch, outputs_of
+    ) -> tuple[torch.Tensor, ...]:
         """A no-grad pass over every row: outputs_of(micro_batch, model outputs) gives a tuple
         of [n, l] tensors per micro-batch; they come back as [N, L] tensors on the CPU, on
         every pipeline stage."""
         length = batch.tokens.shape[1]
         if not self._pipelined():
+            module = only_chunk(chunks)
             parts = []
             for micro_batch, rows in self._micro_batches(batch):
                 micro_batch = micro_batch.to(self.device)
@@ -478,7 +547,7 @@ class MegatronTrainable:
             return output.new_zeros(()), {str(i): t[:rows].detach() for i, t in enumerate(outs)}
 
         results = self._run_pipeline(
-            module, list(self._micro_batches(batch)), on_last_stage, forward_only=True
+            chunks, list(self._micro_batches(batch)), on_last_stage, forward_only=True
         )
         gathered = (
             self._cat_padded([tuple(r[str(i)] for i in range(len(r))) for r in results], length)
@@ -517,7 +586,7 @@ class MegatronTrainable:
             return loss, {"loss": loss.detach(), **{k: v.detach() for k, v in stats.items()}}
 
         results = self._run_pipeline(
-            self.ddp, list(self._micro_batches(batch)), on_last_stage, forward_only=False
+            self.ddp_chunks, list(self._micro_batches(batch)), on_last_stage, forward_only=False
         )
         sums: dict[str, float] = {}
         for stats in results:
@@ -537,7 +606,7 @@ class MegatronTrainable:
         buffers (the `main_grad`s its backward hooks accumulate into)."""
         if getattr(self, "_grad_buffer_norms", None) is None:
             self._grad_buffer_norms = grads.GradBufferNorms(
-                self.ddp, self.model, self._noise_includes_experts()
+                self.ddp_chunks, self.chunks, self._noise_includes_experts()
             )
         return self._grad_buffer_norms
 
@@ -565,7 +634,7 @@ class MegatronTrainable:
 
         # DP (or the distributed optimizer's reduce-scatter) and expert-DP reductions, the TP
         # sums of sequence-parallel norms, router and q/k norms, embedding grads across PP
-        finalize_model_grads([self.ddp])
+        finalize_model_grads(self.ddp_chunks)
         found_inf = self.optimizer.prepare_grads()  # main grads (fp32 under bf16); fp16 only
         grad_norm = float(self.optimizer.get_grad_norm())
         skipped = found_inf or not self._all_ranks_finite(sums["loss"], grad_norm)

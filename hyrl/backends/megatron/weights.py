@@ -28,26 +28,39 @@ def _num_local_experts(arch: Qwen3MoeArch) -> int:
 _LOCAL_LAYER = re.compile(r"^(decoder\.layers\.)(\d+)(\.)")
 
 
-def global_layer_name(local_name: str, arch: Qwen3MoeArch) -> str:
-    """A pipeline stage's local layer index -> the model's (stage s holds layers s*L/PP ..)."""
-    from megatron.core import parallel_state
+def model_chunks(model) -> list[torch.nn.Module]:
+    """A model given as one module or as its chunks (one per virtual pipeline stage)."""
+    return list(model) if isinstance(model, (list, tuple)) else [model]
 
-    offset = parallel_state.get_pipeline_model_parallel_rank() * (
-        arch.num_layers // parallel_state.get_pipeline_model_parallel_world_size()
-    )
+
+def layer_offset(chunk: torch.nn.Module) -> int:
+    """The model's index of a chunk's first layer: megatron's own offset for this pipeline
+    rank and the chunk's virtual stage (chunk v of rank p: v*L/V + p*L/(PP*V); without virtual
+    stages p*L/PP)."""
+    from megatron.core.transformer.transformer_layer import get_transformer_layer_offset
+
+    config = getattr(chunk, "config", None)
+    if config is None:  # a module without megatron's config: not pipelined
+        return 0
+    return get_transformer_layer_offset(config, vp_stage=getattr(chunk, "vp_stage", None))
+
+
+def global_layer_name(local_name: str, offset: int) -> str:
+    """A chunk's local layer index -> the model's (offset: layer_offset of the chunk)."""
     if offset == 0:
         return local_name
     return _LOCAL_LAYER.sub(lambda m: f"{m[1]}{int(m[2]) + offset}{m[3]}", local_name)
 
 
-def global_name(local_name: str, arch: Qwen3MoeArch) -> str:
-    """Local layer and expert indices -> the model's layer and expert ids (pipeline stage s
-    holds layers s*L/PP .., EP rank r experts r*E_local ..)."""
+def global_name(local_name: str, arch: Qwen3MoeArch, offset: int) -> str:
+    """Local layer and expert indices -> the model's layer and expert ids (the chunk's layers
+    from `offset` on, EP rank r experts r*E_local ..)."""
     from megatron.core import parallel_state
 
-    offset = parallel_state.get_expert_model_parallel_rank() * _num_local_experts(arch)
+    expert_offset = parallel_state.get_expert_model_parallel_rank() * _num_local_experts(arch)
     return _LOCAL_EXPERT.sub(
-        lambda m: f"{m[1]}{int(m[2]) + offset}{m[3]}", global_layer_name(local_name, arch)
+        lambda m: f"{m[1]}{int(m[2]) + expert_offset}{m[3]}",
+        global_layer_name(local_name, offset),
     )
 
 
@@ -64,12 +77,13 @@ def _partition_dim(param: torch.nn.Parameter) -> int:
 
 @torch.no_grad()
 def load_full_state_dict(
-    model: torch.nn.Module,
+    model: torch.nn.Module | list[torch.nn.Module],
     full: dict[str, torch.Tensor],
     arch: Qwen3MoeArch,
     skip=lambda name: False,
 ) -> None:
-    """Copy full tensors (Megatron names, global expert ids) into this rank's shards.
+    """Copy full tensors (Megatron names, global layer and expert ids) into this rank's shards
+    (of a model, or of each of its chunks).
 
     Parameters for which `skip(local name)` is true keep their values.
     """
@@ -78,10 +92,15 @@ def load_full_state_dict(
     tp_rank = parallel_state.get_tensor_model_parallel_rank()
     tp_size = parallel_state.get_tensor_model_parallel_world_size()
     missing = []
-    for name, param in model.named_parameters():
+    named = [
+        (name, param, layer_offset(chunk))
+        for chunk in model_chunks(model)
+        for name, param in chunk.named_parameters()
+    ]
+    for name, param, offset in named:
         if skip(name):
             continue
-        key = global_name(hf_mapping.from_te_name(name), arch)
+        key = global_name(hf_mapping.from_te_name(name), arch, offset)
         if key not in full:
             missing.append(key)
             continue
@@ -99,12 +118,15 @@ def load_full_state_dict(
 
 @torch.no_grad()
 def iter_full_parameters(
-    model: torch.nn.Module, arch: Qwen3MoeArch, live: LiveBytes | None = None
+    model: torch.nn.Module | list[torch.nn.Module],
+    arch: Qwen3MoeArch,
+    live: LiveBytes | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """(Megatron name with global layer and expert ids, full tensor), one parameter at a time,
     on the parameter's device and in its dtype: TP shards all-gathered and concatenated, an
     expert all-gathered over EP (one item per EP rank's copy of that local expert), and under
-    PP every stage's parameters, stage after stage, broadcast from the stage that holds them.
+    PP every stage's parameters, stage after stage, broadcast from the stage that holds them
+    (under virtual pipeline stages chunk after chunk, each over the stages: layer order).
 
     Collective: every rank iterates to the end, in the same order, and every rank gets every
     full tensor. ``live`` counts the buffers this allocates, from the gather (or broadcast)
@@ -113,27 +135,30 @@ def iter_full_parameters(
     from megatron.core import parallel_state
 
     live = live if live is not None else LiveBytes()
+    chunks = model_chunks(model)
     pp_size = parallel_state.get_pipeline_model_parallel_world_size()
     if pp_size == 1:
-        yield from _iter_stage_parameters(model, arch, live)
+        for chunk in chunks:
+            yield from _iter_stage_parameters(chunk, arch, live)
         return
     pp_group = parallel_state.get_pipeline_model_parallel_group()
     pp_ranks = torch.distributed.get_process_group_ranks(pp_group)
     my_stage = parallel_state.get_pipeline_model_parallel_rank()
-    device = next(model.parameters()).device
-    stage_items: list = [None] * pp_size  # every stage's (name, shape, dtype), in stage order
+    device = next(chunks[0].parameters()).device
+    # every stage's (name, shape, dtype) per chunk, in stage order
+    stage_items: list = [None] * pp_size
     torch.distributed.all_gather_object(
-        stage_items, _stage_parameter_items(model, arch), group=pp_group
+        stage_items, [_stage_parameter_items(chunk, arch) for chunk in chunks], group=pp_group
     )
-    for stage in range(pp_size):
+    for index, stage in ((i, s) for i in range(len(chunks)) for s in range(pp_size)):
         if stage == my_stage:
-            for name, tensor in _iter_stage_parameters(model, arch, live):
+            for name, tensor in _iter_stage_parameters(chunks[index], arch, live):
                 torch.distributed.broadcast(
                     tensor.contiguous(), src=pp_ranks[stage], group=pp_group
                 )
                 yield name, tensor
             continue
-        for name, shape, dtype in stage_items[stage]:
+        for name, shape, dtype in stage_items[stage][index]:
             tensor = torch.empty(shape, dtype=getattr(torch, dtype), device=device)
             live.add(tensor_bytes(tensor))
             torch.distributed.broadcast(tensor, src=pp_ranks[stage], group=pp_group)
@@ -146,13 +171,13 @@ def tensor_bytes_of(shape, dtype: str) -> int:
     return torch.Size(shape).numel() * torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
-def _full_names(name: str, arch: Qwen3MoeArch) -> list[str]:
-    """The full model's names of this rank's parameter `name` (local-spec naming): its global
-    layer id, and for an expert under EP one name per EP rank's copy of that local expert, in
-    the order an EP all-gather returns them."""
+def _full_names(name: str, arch: Qwen3MoeArch, offset: int) -> list[str]:
+    """The full model's names of this rank's parameter `name` (local-spec naming) in a chunk
+    whose layers start at `offset`: its global layer id, and for an expert under EP one name
+    per EP rank's copy of that local expert, in the order an EP all-gather returns them."""
     from megatron.core import parallel_state
 
-    layer_name = global_layer_name(name, arch)
+    layer_name = global_layer_name(name, offset)
     ep_size = parallel_state.get_expert_model_parallel_world_size()
     if not (is_expert(name) and ep_size > 1):
         return [layer_name]
@@ -171,6 +196,7 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
     from megatron.core import parallel_state
 
     tp_size = parallel_state.get_tensor_model_parallel_world_size()
+    offset = layer_offset(model)
     items = []
     for te_name, param in model.named_parameters():
         name = hf_mapping.from_te_name(te_name)  # the local spec's names
@@ -178,23 +204,25 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
         if _tp_split(param, name) and tp_size > 1:
             shape[_partition_dim(param)] *= tp_size
         dtype = str(param.dtype).removeprefix("torch.")
-        items += [(full_name, shape, dtype) for full_name in _full_names(name, arch)]
+        items += [(full_name, shape, dtype) for full_name in _full_names(name, arch, offset)]
     return items
 
 
 def _iter_stage_parameters(
     model: torch.nn.Module, arch: Qwen3MoeArch, live: LiveBytes
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    """iter_full_parameters within one pipeline stage (every rank of the stage iterates)."""
+    """iter_full_parameters of one chunk within one pipeline stage (every rank of the stage
+    iterates)."""
     from megatron.core import parallel_state
 
     tp_group = parallel_state.get_tensor_model_parallel_group()
     tp_size = parallel_state.get_tensor_model_parallel_world_size()
     ep_group = parallel_state.get_expert_model_parallel_group()
     ep_size = parallel_state.get_expert_model_parallel_world_size()
+    offset = layer_offset(model)
     for te_name, param in model.named_parameters():
         name = hf_mapping.from_te_name(te_name)  # the local spec's names
-        full_names = _full_names(name, arch)
+        full_names = _full_names(name, arch, offset)
         tensor, held = param.detach(), 0
         if _tp_split(param, name) and tp_size > 1:
             tensor, held = (
@@ -232,7 +260,7 @@ def _all_gather(tensor: torch.Tensor, world: int, group, live: LiveBytes) -> tor
 
 @torch.no_grad()
 def gather_full_state_dict(
-    model: torch.nn.Module, arch: Qwen3MoeArch, keep: bool = True
+    model: torch.nn.Module | list[torch.nn.Module], arch: Qwen3MoeArch, keep: bool = True
 ) -> dict[str, torch.Tensor]:
     """The full model in host memory (conversion, checkpoints, the critic's first weights).
 
@@ -246,7 +274,7 @@ def gather_full_state_dict(
 
 
 def iter_hf_buckets(
-    model: torch.nn.Module,
+    model: torch.nn.Module | list[torch.nn.Module],
     arch: Qwen3MoeArch,
     buffer_bytes: int,
     keep: Callable[[int], bool] | bool = True,

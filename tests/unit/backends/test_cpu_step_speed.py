@@ -46,7 +46,7 @@ def _direct(tensors, experts: bool, dense: bool = True) -> float:
 def test_buffer_norms_equal_the_per_parameter_sum(actor, include_experts):
     main_grads = _filled_grads(actor)
     assert any(is_expert(n) for n in main_grads) and _direct(main_grads, True) > 0
-    norms = grads.GradBufferNorms(actor.ddp, actor.model, include_experts)
+    norms = grads.GradBufferNorms(actor.ddp_chunks, actor.chunks, include_experts)
     assert norms.squared_norm() == pytest.approx(_direct(main_grads, include_experts), rel=1e-12)
 
     snapshot = norms.snapshot()
@@ -86,16 +86,16 @@ def test_buffer_norms_count_replicated_tensors_on_tp_rank_0_only(actor, monkeypa
     )
     ddp = SimpleNamespace(buffers=[dense_buffer], expert_parallel_buffers=[expert_buffer])
     assert is_expert("layer.mlp.experts.w") and not is_expert("norm")
-    rank_0 = grads.GradBufferNorms(ddp, model, include_experts=True)
+    rank_0 = grads.GradBufferNorms([ddp], [model], include_experts=True)
     assert rank_0.squared_norm() == 1 + 4 + 9 + 100 + 400 + 4
     monkeypatch.setattr(parallel_state, "get_tensor_model_parallel_rank", lambda: 1)
-    rank_1 = grads.GradBufferNorms(ddp, model, include_experts=True)
+    rank_1 = grads.GradBufferNorms([ddp], [model], include_experts=True)
     assert rank_1.squared_norm() == 1 + 4 + 9 + 4  # the norm's 10, 20 counted on rank 0 only
     snapshot = rank_1.snapshot()
     dense_buffer.grad_data[4] += 5.0  # a replicated tensor's change: not counted here
     dense_buffer.grad_data[1] += 1.0
     assert rank_1.squared_norm(since=snapshot) == 1.0
-    assert grads.GradBufferNorms(ddp, model, include_experts=False).squared_norm() == 1 + 9 + 9
+    assert grads.GradBufferNorms([ddp], [model], include_experts=False).squared_norm() == 1 + 9 + 9
 
 
 def test_megatron_optimizer_runs_torch_fused_adam_and_agrees_with_the_plain_loop(actor):

@@ -102,6 +102,7 @@ def test_checkpoint_directory_holds_a_dist_checkpoint_hf_assets_and_hyrl_metadat
         "tensor_model_parallel_size": 2,
         "expert_model_parallel_size": 2,
         "pipeline_model_parallel_size": 1,
+        "virtual_pipeline_model_parallel_size": None,
     }
     assert meta.hyrl_version and meta.megatron_core_version == "0.16.1"
 
@@ -233,6 +234,15 @@ def test_a_model_type_other_than_qwen3_moe_is_refused(hf_dir, tmp_path, capsys):
         (["--tp", "0"], "--tp 0: must be a positive integer"),
         (["--ep", "3"], "--ep 3: must divide num_experts (4); valid: [1, 2, 4]"),
         (["--pp", "3"], "--pp 3: must divide num_layers (2); valid: [1, 2]"),
+        (
+            ["--num-layers-per-virtual-pipeline-stage", "1"],
+            "--num-layers-per-virtual-pipeline-stage 1: needs --pp > 1",
+        ),
+        (
+            ["--pp", "2", "--num-layers-per-virtual-pipeline-stage", "1"],
+            "--num-layers-per-virtual-pipeline-stage 1: must split each pipeline rank's 1 layers "
+            "into two or more virtual stages; valid: []",
+        ),
         (["--transformer-impl", "te"], "--transformer-impl: invalid choice: 'te'"),
     ],
 )
@@ -243,6 +253,23 @@ def test_a_layout_the_architecture_cannot_use_is_refused_naming_the_flag(
     assert cli.main(["hf-to-mcore", "--hf-dir", str(hf_dir), "--out", str(out), *flags]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists() and not torch.distributed.is_initialized()
+
+
+def test_a_checkpoint_meant_for_virtual_pipeline_stages_records_them(tmp_path):
+    """4 layers at PP=2 in 1-layer virtual stages: 2 chunks per rank, recorded as intended."""
+    from transformers import Qwen3MoeForCausalLM
+
+    four_layers = replace(TINY, num_layers=4)
+    torch.manual_seed(0)
+    Qwen3MoeForCausalLM(four_layers.to_hf_config()).save_pretrained(tmp_path / "hf")
+    flags = ["--pp", "2", "--num-layers-per-virtual-pipeline-stage", "1"]
+    out = tmp_path / "out"
+    assert (
+        cli.main(["hf-to-mcore", "--hf-dir", str(tmp_path / "hf"), "--out", str(out), *flags]) == 0
+    )
+    intended = read_checkpoint_metadata(out).intended_layout
+    assert intended["pipeline_model_parallel_size"] == 2
+    assert intended["virtual_pipeline_model_parallel_size"] == 2
 
 
 @pytest.mark.parametrize("command", ["hf-to-mcore", "mcore-to-hf"])

@@ -71,6 +71,13 @@ CASES = [
         "not of a pipeline stage (PP=2)",
     ),
     (
+        ("--num-layers", "4", "--num-virtual-stages-per-pipeline-rank", "2"),
+        1,
+        "--num-virtual-stages-per-pipeline-rank",
+        2,
+        "virtual pipeline stages split each pipeline rank's layers, and there is no pipeline",
+    ),
+    (
         ("--sequence-parallel",),
         1,
         "--sequence-parallel",

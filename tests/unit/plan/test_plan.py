@@ -152,6 +152,23 @@ def test_activation_memory_no_recompute_and_full_recompute_by_hand():
     assert full["layers"] == 2 * (2 * tokens * 64) + tokens * 2384
 
 
+def test_interleaved_pipeline_holds_more_activations_on_the_first_stage_by_hand():
+    """Korthikanti et al. 2022, section 4.2.3: V virtual stages per rank multiply the first
+    stage's activations by 1 + (PP - 1) / (PP x V); at PP=2, V=2: 1.25."""
+    tokens = 16 * 7
+    flags = dict(transformer_impl="transformer_engine", bf16=True, num_layers=4)
+    plain = hplan.activation_memory(tiny(**flags, pipeline_model_parallel_size=2), tokens, 7)
+    interleaved_config = tiny(
+        **flags, pipeline_model_parallel_size=2, num_layers_per_virtual_pipeline_stage=1
+    )
+    interleaved = hplan.activation_memory(interleaved_config, tokens, 7)
+    assert plain["layers"] == 4 * tokens * 2384
+    assert interleaved["layers"] == 1.25 * 4 * tokens * 2384
+    plan = hplan.make_plan(interleaved_config, 2)
+    assert plan["layout"]["vp"] == 2
+    assert "PP=2 (x2 virtual stages)" in hplan.format_plan(plan)
+
+
 def test_unfused_attention_adds_scores_and_one_layers_workspace():
     tokens = 16 * 7
     c = tiny(transformer_impl="local")  # fp32
