@@ -576,14 +576,17 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
 
 
 def summary_lines(report: dict) -> list[str]:
+    from hyrl.batchsize.tune_report import noise_text as _num
+
     rec = report["recommendation"]
     n = report["noise"]
     lines = [
-        f"B_noise (actor) = {n['median']:.4g} (IQR {n['low']:.4g} to {n['high']:.4g})",
+        f"B_noise (actor) = {_num(n['value'])} ({n['spread']} {_num(n['low'])} to "
+        f"{_num(n['high'])})",
         f"recommended: B = {rec['responses_per_step']} responses per step "
         f"(P = {rec['prompts_per_step']}), lr = {rec['lr']:.4g}, C = {rec['concurrency']}; "
-        f"predicted T ratio {rec['time_ratio']:.3g}x; over the noise-scale IQR the best B is "
-        f"x{rec['mult_low']} to x{rec['mult_high']}",
+        f"predicted T ratio {rec['time_ratio']:.3g}x; over the noise scale's spread the best B "
+        f"is x{rec['mult_low']} to x{rec['mult_high']}",
     ]
     if rec.get("critic_batch") is not None:
         lines.append(

@@ -6,14 +6,21 @@ Terms (DESIGN.md, "The science it encodes"): B = responses per optimizer step, B
 reference batch, N = responses per rollout step (N = k B with k optimizer steps per rollout; a
 candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep` plans it).
 
-1. Noise scale (`noise_estimate`). The run logs B_simple = tr(Sigma)/|G|^2 (McCandlish et al.
-   2018, "An Empirical Model of Large-Batch Training", sec. 2.2; `hyrl.metrics.noise_scale`) as
-   `actor/noise_scale` (and `critic/noise_scale` under PPO) every optimizer step. The estimate is
-   the median over the later part of the run (the last `later_fraction` of its finite values:
-   the first steps are the farthest from the regime the run trains in), its spread the
-   interquartile range of the same values. The logged values are moving averages, so
-   neighbouring steps are correlated and the range understates the estimator's own error; it
-   measures how much the noise scale drifts over the window.
+1. Noise scale (`noise_estimate`). Every optimizer step the run logs B_simple = tr(Sigma)/|G|^2
+   (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", sec. 2.2;
+   `hyrl.metrics.noise_scale`) as `actor/noise_scale` (`critic/noise_scale` under PPO), the
+   ratio of two moving averages, and the step's own unbiased two-batch estimates of |G|^2 and
+   tr(Sigma) (`*/noise_grad_sq_step`, `*/noise_trace_sigma_step`). Over the later part of the
+   run (the last `later_fraction` of its steps: the first are the farthest from the regime the
+   run trains in) the estimate is the ratio of the means of the one-step estimates,
+       B_noise = mean(tr(Sigma)_t) / mean(|G|^2_t)
+   (each mean unbiased, as McCandlish et al. average the two before dividing), and its spread
+   a 90% moving-block bootstrap interval of that ratio over the window's steps (blocks of
+   about n^(1/3) steps keep neighbouring steps' correlation; resamples whose mean |G|^2 is not
+   positive count as an unbounded B_noise). Records without the one-step values (older runs)
+   fall back to the median of the logged moving average and its interquartile range, which
+   measures how the noise scale drifts, not the estimator's error (neighbouring moving-average
+   values are correlated).
 2. Samples (`samples_ratio`). S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018, eq. 2.11,
    with B_noise = B_simple standing in for B_crit as in their sec. 2.3), so
        S(B) / S(B0) = (1 + B_noise / B) / (1 + B_noise / B0)       (S_min cancels).
@@ -90,28 +97,60 @@ def _later(items: list, fraction: float) -> list:
 
 @dataclass
 class NoiseEstimate:
-    """B_noise from one run's `metric`: median and quartiles over the window's steps."""
+    """B_noise from one run's records (module docstring, step 1): `value`, and `low` to `high`
+    its spread, named by `spread` (inf: the window cannot bound it from above)."""
 
     metric: str
-    median: float
+    value: float
     low: float
     high: float
     n_values: int
     window_samples: tuple[float, float]
     series: list[tuple[float, float]] = field(default_factory=list)  # (samples, value), all
+    spread: str = "interquartile range of the moving average"
+
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_INTERVAL = (0.05, 0.95)
+MIN_STEPS_FOR_BOOTSTRAP = 8  # fewer one-step estimates: the moving average's median instead
 
 
 def noise_estimate(
     records: Sequence[Mapping], metric: str = "actor/noise_scale", later_fraction=LATER_FRACTION
 ) -> NoiseEstimate | None:
-    """The noise scale of `metric` over the later part of the records (module docstring, step
-    1); None when no record holds a finite value. Negative quartiles are kept as measured; the
-    model reads them as 0 (a noise scale is not negative)."""
+    """The noise scale of `metric`'s model over the later part of the records (module
+    docstring, step 1); None when no record holds a finite value. Negative values are kept as
+    measured; the model reads them as 0 (a noise scale is not negative)."""
     series = []
     for rec in records:
         v, s = _finite(rec.get(metric)), _finite(rec.get("samples"))
         if v is not None and s is not None:
             series.append((s, v))
+    prefix = metric.rsplit("/", 1)[0]
+    steps = []  # (samples, |G|^2_t, tr(Sigma)_t)
+    for rec in records:
+        s = _finite(rec.get("samples"))
+        g = _finite(rec.get(f"{prefix}/noise_grad_sq_step"))
+        t = _finite(rec.get(f"{prefix}/noise_trace_sigma_step"))
+        if s is not None and g is not None and t is not None:
+            steps.append((s, g, t))
+    window_steps = _later(steps, later_fraction)
+    if len(window_steps) >= MIN_STEPS_FOR_BOOTSTRAP:
+        grad_sq = [g for _, g, _ in window_steps]
+        trace = [t for _, _, t in window_steps]
+        value = _ratio_of_means(grad_sq, trace)
+        if math.isfinite(value):
+            low, high = _block_bootstrap(grad_sq, trace)
+            return NoiseEstimate(
+                metric,
+                value,
+                low,
+                high,
+                len(window_steps),
+                (window_steps[0][0], window_steps[-1][0]),
+                series,
+                "90% block-bootstrap interval",
+            )
     if not series:
         return None
     window = _later(series, later_fraction)
@@ -119,6 +158,37 @@ def noise_estimate(
     return NoiseEstimate(
         metric, median, low, high, len(window), (window[0][0], window[-1][0]), series
     )
+
+
+def _ratio_of_means(grad_sq: Sequence[float], trace: Sequence[float]) -> float:
+    """mean tr(Sigma) / mean |G|^2; inf when the mean |G|^2 is not positive (no signal)."""
+    mean_grad_sq = math.fsum(grad_sq) / len(grad_sq)
+    if not mean_grad_sq > 0:
+        return math.inf
+    return math.fsum(trace) / len(trace) / mean_grad_sq
+
+
+def _block_bootstrap(grad_sq: Sequence[float], trace: Sequence[float]) -> tuple[float, float]:
+    """BOOTSTRAP_INTERVAL percentiles of the ratio of means over moving-block resamples of the
+    steps (Kunsch 1989; blocks of round(n^(1/3)) consecutive steps), seeded: the same records
+    give the same interval."""
+    import random
+
+    n = len(grad_sq)
+    block = max(1, round(n ** (1 / 3)))
+    starts = n - block + 1
+    rng = random.Random(0)
+    ratios = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        picked: list[int] = []
+        while len(picked) < n:
+            first = rng.randrange(starts)
+            picked.extend(range(first, first + block))
+        picked = picked[:n]
+        ratios.append(_ratio_of_means([grad_sq[i] for i in picked], [trace[i] for i in picked]))
+    ratios.sort()
+    low_q, high_q = BOOTSTRAP_INTERVAL
+    return ratios[int(low_q * (len(ratios) - 1))], ratios[int(high_q * (len(ratios) - 1))]
 
 
 def _rollout_steps(records: Sequence[Mapping]) -> list[dict]:
@@ -217,8 +287,11 @@ def concurrency(responses_per_rollout: int, cap: int) -> int:
 
 
 def samples_ratio(B: float, B0: float, b_noise: float) -> float:
-    """S(B)/S(B0) = (1 + B_noise/B) / (1 + B_noise/B0); a negative B_noise counts as 0."""
+    """S(B)/S(B0) = (1 + B_noise/B) / (1 + B_noise/B0); a negative B_noise counts as 0, an
+    unbounded one gives the limit B0/B (every sample's gradient mostly noise)."""
     b_noise = max(0.0, b_noise)
+    if math.isinf(b_noise):
+        return B0 / B
     return (1 + b_noise / B) / (1 + b_noise / B0)
 
 
@@ -308,7 +381,7 @@ def predict(
     for cand in out:
         B = cand.responses_per_step
         cand.throughput_ratio = cand.responses_per_s / ref.responses_per_s
-        for suffix, b_noise in (("", noise.median), ("_low", noise.low), ("_high", noise.high)):
+        for suffix, b_noise in (("", noise.value), ("_low", noise.low), ("_high", noise.high)):
             s = samples_ratio(B, B0, b_noise)
             setattr(cand, f"samples_ratio{suffix}", s)
             setattr(cand, f"time_ratio{suffix}", s / cand.throughput_ratio)
@@ -385,7 +458,7 @@ def recommend(
     )
     if critic is not None:
         noise: NoiseEstimate = critic["noise"]
-        rec.critic_noise_scale = noise.median
-        rec.critic_batch = critic_batch(noise.median, best.responses_per_rollout, critic["unit"])
+        rec.critic_noise_scale = noise.value
+        rec.critic_batch = critic_batch(noise.value, best.responses_per_rollout, critic["unit"])
         rec.critic_lr = scaled_lr(critic["lr0"], rec.critic_batch, critic["B0"], critic["rule"])
     return rec

@@ -26,6 +26,12 @@ def _x(v) -> str:
     return "-" if v is None else f"{v:.3g}x"
 
 
+def noise_text(v) -> str:
+    """A noise scale from report.json; None is an unbounded one (inf before json_safe: the
+    mean |G|^2 of the bootstrap's resamples was not positive)."""
+    return "unbounded" if v is None else f"{v:.4g}"
+
+
 def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:+.0f}%"
 
@@ -39,15 +45,16 @@ def render_markdown(report: dict, plots: list[str]) -> str:
         f"- reference: P0 = {base['P0']} prompts x G = {base['G']}, B0 = {base['B0']} responses "
         f"per optimizer step, lr0 = {base['lr']:.4g}; lr rule `{report['lr_scaling']}`",
         f"- pass 1: {report['budget_samples']:,} responses at B0 ({report['pass1_run']})",
-        f"- actor noise scale B_noise = **{noise['median']:.4g}** (median of "
+        f"- actor noise scale B_noise = **{noise_text(noise['value'])}** (from "
         f"{noise['n_values']} steps, samples {noise['window_samples'][0]:,.0f} to "
-        f"{noise['window_samples'][1]:,.0f}; interquartile range {noise['low']:.4g} to "
-        f"{noise['high']:.4g})",
+        f"{noise['window_samples'][1]:,.0f}; {noise['spread']} {noise_text(noise['low'])} to "
+        f"{noise_text(noise['high'])})",
     ]
     if report.get("critic_noise"):
         cn = report["critic_noise"]
         lines.append(
-            f"- critic noise scale = {cn['median']:.4g} (IQR {cn['low']:.4g} to {cn['high']:.4g})"
+            f"- critic noise scale = {noise_text(cn['value'])} ({cn['spread']} "
+            f"{noise_text(cn['low'])} to {noise_text(cn['high'])})"
         )
     lines += [
         "",
@@ -57,9 +64,9 @@ def render_markdown(report: dict, plots: list[str]) -> str:
         f"{rec['prompts_per_step']} prompts, x{rec['mult']}), **lr = {rec['lr']:.4g}**, "
         f"concurrency **C = {rec['concurrency']}**: predicted time to target "
         f"{rec['time_ratio']:.3g}x the reference's.",
-        f"Over the noise scale's interquartile range the best candidate is x{rec['mult_low']} "
-        f"(at B_noise = {noise['low']:.4g}, {rec['time_ratio_low']:.3g}x) to x{rec['mult_high']} "
-        f"(at {noise['high']:.4g}, {rec['time_ratio_high']:.3g}x).",
+        f"Over the noise scale's {noise['spread']} the best candidate is x{rec['mult_low']} "
+        f"(at B_noise = {noise_text(noise['low'])}, {rec['time_ratio_low']:.3g}x) to "
+        f"x{rec['mult_high']} (at {noise_text(noise['high'])}, {rec['time_ratio_high']:.3g}x).",
     ]
     if rec.get("critic_batch") is not None:
         lines.append(
@@ -71,7 +78,7 @@ def render_markdown(report: dict, plots: list[str]) -> str:
         "",
         "## Candidates (predicted, relative to B0)",
         "",
-        "| x | B | C | lr | step s | R (resp/s) | S ratio | R ratio | T ratio | T ratio (IQR) |",
+        "| x | B | C | lr | step s | R (resp/s) | S ratio | R ratio | T ratio | T ratio (spread) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for c in report["candidates"]:
@@ -170,9 +177,13 @@ def plot(report: dict, out: Path) -> list[Path]:
         cs = report["critic_noise"]["series"]
         ax.plot([s for s, _ in cs], [v for _, v in cs], marker=".", label="critic/noise_scale")
     ax.axvspan(*noise["window_samples"], color="tab:orange", alpha=0.15, label="estimate window")
-    ax.axhline(noise["median"], color="tab:orange", label=f"median {noise['median']:.3g}")
-    ax.axhspan(noise["low"], noise["high"], color="tab:orange", alpha=0.25, label="IQR")
-    if all(v > 0 for _, v in series) and noise["low"] > 0:
+    ax.axhline(noise["value"], color="tab:orange", label=f"B_noise {noise_text(noise['value'])}")
+    # an unbounded end (None in report.json) is drawn to the edge of the series
+    values = [v for _, v in series] or [noise["value"]]
+    low = noise["low"] if noise["low"] is not None else min(values)
+    high = noise["high"] if noise["high"] is not None else max(values)
+    ax.axhspan(low, high, color="tab:orange", alpha=0.25, label=noise["spread"])
+    if all(v > 0 for _, v in series) and low > 0:
         ax.set_yscale("log")  # a few steps with a tiny |G|^2 spike by orders of magnitude
     ax.set_xlabel("samples (responses)")
     ax.set_ylabel("B_simple (responses)")
@@ -197,7 +208,7 @@ def plot(report: dict, out: Path) -> list[Path]:
         if key != "throughput_ratio":
             lo = [min(c[f"{key}_low"], c[f"{key}_high"]) for c in cands]
             hi = [max(c[f"{key}_low"], c[f"{key}_high"]) for c in cands]
-            ax.fill_between(B, lo, hi, alpha=0.25, label="noise-scale IQR")
+            ax.fill_between(B, lo, hi, alpha=0.25, label="noise scale's spread")
             ax.legend(fontsize=7)
         ax.axvline(rec["responses_per_step"], color="tab:red", ls="--", lw=1)
         ax.axhline(1.0, color="grey", lw=0.5)

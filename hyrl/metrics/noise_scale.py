@@ -54,6 +54,9 @@ class GradientNoiseScale:
         self.step = 0
         self._ema_grad_sq = 0.0
         self._ema_trace_sigma = 0.0
+        # the last step's unbiased one-step estimates, before the averages (hyrl tune reads them)
+        self.step_grad_sq = math.nan
+        self.step_trace_sigma = math.nan
 
     def update(self, small_sq_norms, big_sq_norm: float, b_small: float, b_big: float) -> None:
         """small_sq_norms: iterable of |g_b|^2 (each for a batch of b_small examples);
@@ -64,6 +67,7 @@ class GradientNoiseScale:
         small_sq = sum(small) / len(small)  # mean over micro-batches
         grad_sq, trace_sigma = two_batch_estimates(small_sq, float(big_sq_norm), b_small, b_big)
         self.step += 1
+        self.step_grad_sq, self.step_trace_sigma = grad_sq, trace_sigma
         self._ema_grad_sq = self.beta * self._ema_grad_sq + (1 - self.beta) * grad_sq
         self._ema_trace_sigma = self.beta * self._ema_trace_sigma + (1 - self.beta) * trace_sigma
 

@@ -107,10 +107,13 @@ def test_two_gloo_ranks_train_under_tensor_and_expert_parallelism(tmp_path, layo
     assert [r["samples"] for r in rows] == [128, 256, 384]
     assert all(REQUIRED_KEYS <= set(r) for r in rows)
     # the noise scale is measured from micro-batches (TP: DP=1) or per-rank gradients (EP: DP=2)
-    assert all(
-        {"actor/noise_scale", "actor/noise_grad_sq", "actor/noise_trace_sigma"} <= set(r)
-        for r in rows
-    )
+    noise_keys = {"actor/noise_scale", "actor/noise_grad_sq", "actor/noise_trace_sigma"}
+    step_keys = {"actor/noise_grad_sq_step", "actor/noise_trace_sigma_step"}
+    assert all(noise_keys | step_keys <= set(r) for r in rows)
+    # after one update the bias-corrected averages are that step's own estimates
+    first = rows[0]
+    assert first["actor/noise_grad_sq"] == pytest.approx(first["actor/noise_grad_sq_step"])
+    assert first["actor/noise_trace_sigma"] == pytest.approx(first["actor/noise_trace_sigma_step"])
 
 
 def test_invalid_flags_stop_before_torch_is_imported(tmp_path):

@@ -34,7 +34,7 @@ def test_tune_of_the_tiny_recipe_writes_a_consistent_report(tmp_path):
     assert ref["time_ratio"] == 1.0 and ref["responses_per_step"] == 128
     assert big["responses_per_step"] == 256 and big["concurrency"] == 128
     assert big["time_ratio"] == pytest.approx(big["samples_ratio"] / big["throughput_ratio"])
-    b_noise = max(report["noise"]["median"], 0)
+    b_noise = max(report["noise"]["value"], 0)
     assert big["samples_ratio"] == pytest.approx((1 + b_noise / 256) / (1 + b_noise / 128))
     rec = report["recommendation"]
     best = min(report["candidates"], key=lambda c: (c["time_ratio"], c["responses_per_step"]))

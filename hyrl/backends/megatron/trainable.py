@@ -738,6 +738,9 @@ class MegatronTrainable:
             f"{p}/noise_scale": self.noise_scale.b_simple,
             f"{p}/noise_grad_sq": self.noise_scale.grad_sq,
             f"{p}/noise_trace_sigma": self.noise_scale.trace_sigma,
+            # this step's own unbiased estimates: hyrl tune's ratio of means and its bootstrap
+            f"{p}/noise_grad_sq_step": self.noise_scale.step_grad_sq,
+            f"{p}/noise_trace_sigma_step": self.noise_scale.step_trace_sigma,
         }
 
     # -- --offload-train: GPU memory handed to colocated engines (hyrl.backends.megatron.offload)

@@ -174,7 +174,7 @@ def test_the_spread_of_the_noise_scale_moves_the_recommendation(tmp_path):
     probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.3)}
     report = model(_plan(tmp_path), pass1, PROFILE, probes)
     noise = report["noise"]
-    assert (noise["low"], noise["median"], noise["high"]) == pytest.approx((35, 1520, 3500))
+    assert (noise["low"], noise["value"], noise["high"]) == pytest.approx((35, 1520, 3500))
     by_mult = {c["mult"]: c for c in report["candidates"]}
     # x2: 0.25 + 0.02 + 0.8 + 0.05 + 0.04 = 1.16 s; x4: 0.5 + 0.04 + 2.08 + 0.09 = 2.71 s
     r = {1: 1.0, 2: (256 / 1.16) / (128 / 0.7), 4: (512 / 2.71) / (128 / 0.7)}  # 1.207, 1.033
@@ -219,7 +219,7 @@ def test_noise_estimate_skips_non_finite_values():
     est = noise_estimate(recs)
     assert est is not None
     # finite: 10, 30, 50, 70 at samples 256, 512, 640, 768; later half: 50, 70
-    assert (est.low, est.median, est.high) == pytest.approx((55, 60, 65))
+    assert (est.low, est.value, est.high) == pytest.approx((55, 60, 65))
     assert est.window_samples == (640, 768) and est.n_values == 2
     assert noise_estimate([{"samples": 1, "actor/noise_scale": "nan"}]) is None
 
@@ -444,3 +444,64 @@ def test_async_records_give_the_worker_generation_and_an_overlapped_prediction(t
     from hyrl.batchsize.tune_report import render_markdown
 
     assert "overlap the trainer's stages" in render_markdown(report, [])
+
+
+def _one_step_records(grad_sq: list[float], trace: list[float], ema: float = 7.0) -> list[dict]:
+    """Records of a run that logged its one-step estimates (|G|^2_t, tr(Sigma)_t), and a
+    moving average (`ema`) the estimate must not be taken from."""
+    return [
+        {
+            "samples": 128 * step,
+            "actor/noise_scale": ema,
+            "actor/noise_grad_sq_step": g,
+            "actor/noise_trace_sigma_step": t,
+        }
+        for step, (g, t) in enumerate(zip(grad_sq, trace), start=1)
+    ]
+
+
+def test_the_noise_scale_is_the_ratio_of_the_means_of_the_one_step_estimates():
+    # steps 1..20; the later half (11..20) has |G|^2 = 1, 3, 1, 3, ... (mean 2) and
+    # tr(Sigma) = 500 |G|^2 at every step (mean 1000): B_noise = 1000 / 2 = 500, and every
+    # bootstrap resample gives 500 too (each step's ratio is 500)
+    grad_sq = [100.0] * 10 + [1.0, 3.0] * 5
+    est = noise_estimate(_one_step_records(grad_sq, [500.0 * g for g in grad_sq]))
+    assert est is not None
+    assert est.value == pytest.approx(500)
+    assert (est.low, est.high) == pytest.approx((500, 500))
+    assert est.n_values == 10 and est.window_samples == (128 * 11, 128 * 20)
+    assert est.spread == "90% block-bootstrap interval"
+
+
+def test_the_bootstrap_interval_holds_the_estimate_and_is_the_same_every_time():
+    # later half: |G|^2 = -1, 2, 3, -2, 4, 1, 0.5, 2.5 (mean 1.25; one-step estimates may be
+    # negative), tr(Sigma) = 100 throughout: B_noise = 100 / 1.25 = 80
+    grad_sq = [9.0] * 8 + [-1.0, 2.0, 3.0, -2.0, 4.0, 1.0, 0.5, 2.5]
+    records = _one_step_records(grad_sq, [100.0] * 16)
+    est = noise_estimate(records)
+    assert est is not None and est.value == pytest.approx(80)
+    assert est.low < 80 < est.high
+    again = noise_estimate(records)
+    assert again is not None and (again.low, again.high) == (est.low, est.high)  # seeded
+
+
+def test_an_unbounded_end_of_the_interval_predicts_the_all_noise_limit():
+    # later half |G|^2 = 6, -5, -5, 6, 1, -2, 7, -6, 0, -1: mean 0.1, tr(Sigma) = 10: B_noise
+    # = 10 / 0.1 = 100, but many resamples have a mean |G|^2 <= 0: no upper bound
+    grad_sq = [9.0] * 10 + [6.0, -5.0, -5.0, 6.0, 1.0, -2.0, 7.0, -6.0, 0.0, -1.0]
+    est = noise_estimate(_one_step_records(grad_sq, [10.0] * 20))
+    assert est is not None and est.value == pytest.approx(100)
+    assert math.isinf(est.high)
+    # S(B)/S(B0) -> B0/B as B_noise grows without bound: x4 needs a quarter of the samples
+    assert samples_ratio(512, 128, math.inf) == pytest.approx(0.25)
+    assert samples_ratio(512, 128, 1e12) == pytest.approx(0.25)
+
+
+def test_without_a_positive_mean_gradient_or_enough_steps_the_moving_average_is_used():
+    # later half |G|^2 mean -0.5: no ratio of means; the logged moving average (7) stands in
+    no_signal = _one_step_records([1.0] * 8 + [-1.0, 0.0] * 4, [10.0] * 16)
+    est = noise_estimate(no_signal)
+    assert est is not None and est.value == 7.0
+    assert est.spread == "interquartile range of the moving average"
+    few = _one_step_records([1.0] * 6, [10.0] * 6)  # 3 steps in the window, fewer than 8
+    assert noise_estimate(few).value == 7.0  # type: ignore[union-attr]

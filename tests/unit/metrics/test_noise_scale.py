@@ -69,6 +69,17 @@ def test_after_two_updates_with_beta_half_the_newer_step_weighs_twice_the_older(
     assert ns.b_simple == pytest.approx(16 / 5, rel=1e-12)  # ratio of the EMAs
 
 
+def test_the_step_estimates_are_the_last_updates_own_not_the_averages():
+    # the same two updates as above with beta 0.5: the averages are (5/3, 16/3), the second
+    # step's own estimates (2, 6); before any update both are nan
+    ns = GradientNoiseScale(beta=0.5)
+    assert math.isnan(ns.step_grad_sq) and math.isnan(ns.step_trace_sigma)
+    ns.update([5.0], 2.0, b_small=1, b_big=4)
+    ns.update([5.0], 3.0, b_small=2, b_big=6)
+    assert (ns.step_grad_sq, ns.step_trace_sigma) == pytest.approx((2.0, 6.0), rel=1e-12)
+    assert ns.grad_sq == pytest.approx(5 / 3, rel=1e-12)
+
+
 def test_beta_zero_keeps_only_the_latest_step():
     ns = GradientNoiseScale(beta=0.0)
     ns.update([5.0], 2.0, b_small=1, b_big=4)
