@@ -3,14 +3,12 @@ the device the group's backend needs, ranks that wait for rank 0 in a gloo group
 --distributed-timeout-minutes applies to, routing rows sent as int16 tensors."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 from recipe_runs import records, run_recipe
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 from hyrl.backends.megatron import collectives
 
@@ -33,22 +31,7 @@ def test_a_backend_without_a_known_device_is_refused(monkeypatch):
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("collectives")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node=2",
-            str(WORKER),
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks(WORKER, 2, out)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 

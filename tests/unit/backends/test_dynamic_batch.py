@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 import torch
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 from hyrl.algorithms.batch import pack, token_budget_ranges
 from hyrl.models.qwen3_moe.config import TINY
@@ -99,31 +100,12 @@ def test_dp_ranks_with_different_micro_batch_counts_under_ep_agree_and_match_one
     log-probs, loss and gradient norm equal one rank's. Packed (thd), the allgather dispatcher
     also needs equal token counts: rank 0's micro-batches grow to rank 1's packed totals."""
     import json
-    import os
-    import subprocess
-    import sys
 
     worker = HELPERS / "skew_worker.py"
     results = {}
     for nproc in (1, 2):
         out = tmp_path / f"skew{nproc}.json"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                f"--nproc-per-node={nproc}",
-                str(worker),
-                str(out),
-                qkv_format,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        run_ranks(worker, nproc, out, qkv_format, timeout=240)
         results[nproc] = json.loads(out.read_text())
     assert results[2]["micro_batches"] == [4]  # rank 0's one range split to the agreed four
     if qkv_format == "thd":  # rank 1's long rows (17, 17, 17, 17 tokens) set every total

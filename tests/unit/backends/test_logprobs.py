@@ -19,6 +19,7 @@ import pytest
 import torch
 from logprobs_worker import unchunked_log_probs_and_entropy, values_and_grads
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
 
@@ -174,23 +175,7 @@ def test_bfloat16_logits_get_a_bfloat16_gradient_equal_to_the_unchunked_one(logi
 @pytest.mark.slow
 def test_at_tp2_values_equal_the_unchunked_pass_and_gradients_equal_torchs(tmp_path):
     out = tmp_path / "tp2.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node=2",
-            str(WORKER),
-            "tp2",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks(WORKER, 2, "tp2", out)
     for temperature, result in json.loads(out.read_text()).items():
         log_prob_diff, entropy_diff, _ = result["chunked_vs_unchunked"]
         assert log_prob_diff <= 1e-6 and entropy_diff <= 1e-6, temperature

@@ -3,13 +3,12 @@ gloo). One optimizer step of the actor under DP = 2 runs tests/helpers/dp_worker
 torchrun."""
 
 import json
-import os
-import subprocess
 import sys
 
 import pytest
 import torch
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 WORKER = HELPERS / "dp_worker.py"
 RUNS = {
@@ -27,24 +26,7 @@ def results(tmp_path_factory):
     out = {}
     for name, (nproc, distributed, bf16) in RUNS.items():
         path = tmp / f"{name.replace(' ', '_')}.json"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                f"--nproc-per-node={nproc}",
-                str(WORKER),
-                str(path),
-                str(distributed),
-                str(bf16),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        run_ranks(WORKER, nproc, path, distributed, bf16)
         out[name] = json.loads(path.read_text())
     return out
 

@@ -6,13 +6,11 @@ same HF weights and the same global batch of 8 responses.
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 WORKER = HELPERS / "parity_worker.py"
 LAYOUTS = {
@@ -28,21 +26,7 @@ LAYOUTS = {
 def _run(layout: str, tmp_path: Path) -> dict:
     nproc, tp, ep, pp = LAYOUTS[layout]
     out = tmp_path / f"{layout}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        str(WORKER),
-        str(out),
-        str(tp),
-        str(ep),
-        str(pp),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks(WORKER, nproc, out, tp, ep, pp)
     return json.loads(out.read_text())
 
 

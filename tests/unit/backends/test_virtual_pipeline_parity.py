@@ -8,13 +8,11 @@ in 4 micro-batches of 2 (two groups of PP=2: the steady state of the schedule ru
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 WORKER = HELPERS / "parity_worker.py"
 LAYERS = 4
@@ -24,23 +22,7 @@ LAYOUTS = {"pp1": (1, 1, 0), "pp2vp2": (2, 2, 2)}  # nproc, PP, virtual stages
 def _run(layout: str, tmp_path: Path) -> dict:
     nproc, pp, vp = LAYOUTS[layout]
     out = tmp_path / f"{layout}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        str(WORKER),
-        str(out),
-        "1",
-        "1",
-        str(pp),
-        str(vp),
-        str(LAYERS),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks(WORKER, nproc, out, 1, 1, pp, vp, LAYERS)
     return json.loads(out.read_text())
 
 

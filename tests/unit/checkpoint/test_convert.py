@@ -7,16 +7,14 @@ sharded-key table (the one key that differs), not through a TE model.
 """
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 from hyrl.checkpoint import cli
 from hyrl.checkpoint.convert import hf_to_mcore, mcore_to_hf
@@ -161,24 +159,7 @@ def test_checkpoint_saved_at_tp1_loads_at_tp2_ep2_and_a_tp2_ep2_save_converts_ba
     hf_dir, mcore_dir, tmp_path
 ):
     result_path, resaved = tmp_path / "result.json", tmp_path / "tp2ep2"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=2",
-        str(WORKER),
-        str(mcore_dir),
-        str(hf_dir),
-        str(resaved),
-        str(result_path),
-        "2",
-        "2",
-    ]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks(WORKER, 2, mcore_dir, hf_dir, resaved, result_path, 2, 2)
     result = json.loads(result_path.read_text())
     # Really sharded: half the qkv rows (TP=2) and 2 of 4 experts (EP=2) on each rank.
     assert result["linear_qkv_shard_shape"] == [64, 64]

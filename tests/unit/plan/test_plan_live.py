@@ -12,13 +12,11 @@ with megatron-core directly, as the trainer has no pipeline parallelism yet) and
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 from hyrl import plan as hplan
 from hyrl.config import RunConfig, resolve
@@ -71,19 +69,7 @@ def plan_bytes(name: str) -> dict:
 def _run(name: str, out_dir: Path) -> list[dict]:
     out_dir.mkdir()
     flags = {**MODEL, **LAYOUTS[name]}
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={WORLD_SIZE}",
-        str(WORKER),
-        str(out_dir),
-        json.dumps(flags),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks(WORKER, WORLD_SIZE, out_dir, json.dumps(flags), timeout=600)
     return [json.loads((out_dir / f"rank{r}.json").read_text()) for r in range(WORLD_SIZE)]
 
 

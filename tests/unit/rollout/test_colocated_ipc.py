@@ -6,13 +6,11 @@ pickle serializer standing in for SGLang's CUDA IPC handles (tests/gpu has the r
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 from hyrl.rollout.sglang.colocated import match_engine_ranks
 
@@ -21,20 +19,7 @@ WORKER = HELPERS / "ipc_stream_worker.py"
 
 def run(tmp_path: Path, scenario: str) -> list[dict]:
     out = tmp_path / scenario
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node=2",
-        str(WORKER),
-        str(out),
-        scenario,
-    ]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks(WORKER, 2, out, scenario)
     return [json.loads(Path(f"{out}.rank{r}").read_text()) for r in range(2)]
 
 

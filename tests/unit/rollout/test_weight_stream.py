@@ -7,15 +7,13 @@ about two buckets at once although the model is many buckets big.
 """
 
 import json
-import os
-import subprocess
-import sys
 import weakref
 from pathlib import Path
 
 import pytest
 import torch
 from testpaths import HELPERS
+from torchrun_worker import run_ranks
 
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import TINY
@@ -29,23 +27,7 @@ LAYOUTS = {"tp1": (1, 1, 1), "tp2": (2, 2, 1), "ep2": (2, 1, 2)}
 def run_worker(tmp_path: Path, layout: str, dtype: str = "float32") -> list[dict]:
     nproc, tp, ep = LAYOUTS[layout]
     out = tmp_path / f"{layout}-{dtype}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        str(WORKER),
-        str(out),
-        str(tp),
-        str(ep),
-        str(BUFFER),
-        dtype,
-    ]
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks(WORKER, nproc, out, tp, ep, BUFFER, dtype)
     return [json.loads(Path(f"{out}.rank{r}").read_text()) for r in range(nproc)]
 
 
