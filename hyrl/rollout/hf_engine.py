@@ -54,7 +54,9 @@ class HFRolloutEngine(BucketReceiver):
     def _record_router(self, layer: int):
         def hook(module, inputs, outputs):
             if self._routed is not None:
-                self._routed[layer].append(outputs[2].detach().to("cpu", torch.int32))
+                # kept on the model's device: one copy to the host after generate, not one
+                # device sync per layer and decoded token
+                self._routed[layer].append(outputs[2].detach())
 
         return hook
 
@@ -174,7 +176,7 @@ class HFRolloutEngine(BucketReceiver):
                     for per_layer in self._routed
                 ],
                 dim=2,
-            )
+            ).to("cpu", torch.int32)
             self._routed = None
         generations = []
         for row, prompt in enumerate(prompts):
