@@ -369,7 +369,7 @@ class Trainer:
             metrics.update(self.actor.routing_metrics())
         return metrics
 
-    def _corrections(self, train_log_probs, rollout_log_probs, mask):
+    def _corrections(self, train_log_probs, rollout_log_probs, mask, with_metrics=True):
         """(mismatch/* metrics, --use-tis / --use-mis weights or None) of these rows."""
         cfg = self.cfg
         return mismatch.corrections(
@@ -382,6 +382,7 @@ class Trainer:
             mis_low=cfg.mis_low,
             mis_high=cfg.mis_high,
             mis_level=cfg.mis_level,
+            with_metrics=with_metrics,
         )
 
     def _critic_updates(self, batch: TokenBatch) -> dict:
@@ -498,7 +499,7 @@ class Trainer:
             local_batch,
             total_tokens,
             lr,
-            (lambda old, rollout, mask: self._corrections(old, rollout, mask)[1])
+            (lambda old, rollout, mask: self._corrections(old, rollout, mask, False)[1])
             if weigh
             else None,
         )

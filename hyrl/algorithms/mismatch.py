@@ -138,11 +138,13 @@ def corrections(
     mis_low: float,
     mis_high: float,
     mis_level: str,
+    with_metrics: bool = True,
 ) -> tuple[dict[str, float], Tensor | None]:
     """The mismatch/* metrics of a rollout batch and the policy-gradient weights its flags ask
     for: --use-tis clipped ratios, --use-mis a keep mask, both multiplied; None without
-    either."""
-    metrics = mismatch_metrics(train_log_probs, rollout_log_probs, mask)
+    either. with_metrics=False leaves out the metrics that need the whole batch (a
+    micro-batch's weights inside the update: each metric is a host sync on a GPU)."""
+    metrics = mismatch_metrics(train_log_probs, rollout_log_probs, mask) if with_metrics else {}
     weights = None
     if use_tis:
         weights, metrics["mismatch/tis_clipped_frac"] = tis_weights(

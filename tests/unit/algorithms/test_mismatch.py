@@ -239,3 +239,18 @@ def test_corrections_multiply_the_tis_weights_by_the_mis_keep_mask():
     assert metrics["mismatch/mis_masked_frac"] == 0.5
     metrics, weights = corrections(train, rollout, mask, use_tis=False, use_mis=False, **options)
     assert weights is None and "mismatch/tis_clipped_frac" not in metrics
+
+
+def test_corrections_without_metrics_give_the_same_weights_and_no_batch_metrics():
+    # the same response as above: weights [1, 0] either way; without the whole-batch metrics
+    # (the on-policy update's micro-batches) only the two fractions the weights come with
+    mask = torch.tensor([[0.0, 1.0, 1.0]])
+    train = torch.tensor([[0.0, -1.0, -1.0]])
+    rollout = torch.tensor([[0.0, -1.0, -3.0]])
+    options = dict(tis_clip=2.0, mis_low=0.5, mis_high=5.0, mis_level="token", use_tis=True)
+    full, weights = corrections(train, rollout, mask, use_mis=True, **options)
+    lean, lean_weights = corrections(
+        train, rollout, mask, use_mis=True, with_metrics=False, **options
+    )
+    assert torch.equal(weights, lean_weights)
+    assert set(lean) == {"mismatch/tis_clipped_frac", "mismatch/mis_masked_frac"} < set(full)
