@@ -59,6 +59,7 @@ candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep` pla
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -172,8 +173,6 @@ def _block_bootstrap(grad_sq: Sequence[float], trace: Sequence[float]) -> tuple[
     """BOOTSTRAP_INTERVAL percentiles of the ratio of means over moving-block resamples of the
     steps (Kunsch 1989; blocks of round(n^(1/3)) consecutive steps), seeded: the same records
     give the same interval."""
-    import random
-
     n = len(grad_sq)
     block = max(1, round(n ** (1 / 3)))
     starts = n - block + 1

@@ -45,11 +45,11 @@ def apply() -> None:
     if _applied:
         return
     _applied = True
-    # Without TE or Apex (any device) megatron runs torch's Adam, whose per-parameter `step`
-    # its distributed-optimizer load mishandles.
     _define_te_general_gemm_without_te()
     from megatron.core.optimizer import distrib_optimizer
 
+    # Without TE or Apex (any device) megatron runs torch's Adam, whose per-parameter `step`
+    # its distributed-optimizer load mishandles.
     if not distrib_optimizer.HAVE_APEX_OR_TE:
         _skip_torch_adam_step_in_reshardable_load()
     if not on_cpu():
