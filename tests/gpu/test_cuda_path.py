@@ -19,6 +19,21 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _tiny_recipe(*flags: str) -> subprocess.CompletedProcess:
+    """recipes/tiny/grpo.sh FLAGS with this interpreter's folder first on PATH; it must pass."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "recipes/tiny/grpo.sh"), *flags],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 @pytest.fixture(scope="module")
 def cuda_megatron():
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
@@ -128,24 +143,7 @@ def test_fused_permutation_gives_the_unfused_log_probs_with_routing_replay_on_cu
 def test_tiny_recipe_runs_three_steps_on_cuda(tmp_path):
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     run_dir = tmp_path / "run"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(
-        [
-            "bash",
-            str(ROOT / "recipes/tiny/grpo.sh"),
-            "--num-steps",
-            "3",
-            "--run-dir",
-            str(run_dir),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _tiny_recipe("--num-steps", "3", "--run-dir", str(run_dir), "--no-progress")
     assert "on cuda (nccl)" in proc.stdout
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["samples"] for r in rows] == [128, 256, 384]
@@ -165,26 +163,15 @@ def test_bf16_with_the_distributed_optimizer_trains_on_cuda(tmp_path):
     on NCCL): three steps run, every update applied, the gradient norm finite."""
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     run_dir = tmp_path / "run"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(
-        [
-            "bash",
-            str(ROOT / "recipes/tiny/grpo.sh"),
-            "--num-steps",
-            "3",
-            "--bf16",
-            "--use-distributed-optimizer",
-            "--run-dir",
-            str(run_dir),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=ROOT,
+    _tiny_recipe(
+        "--num-steps",
+        "3",
+        "--bf16",
+        "--use-distributed-optimizer",
+        "--run-dir",
+        str(run_dir),
+        "--no-progress",
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["actor/skipped"] for r in rows] == [0.0, 0.0, 0.0]
     assert all(r["actor/grad_norm"] >= 0 and r["actor/grad_norm"] < float("inf") for r in rows)
@@ -196,18 +183,9 @@ def test_bf16_with_the_distributed_optimizer_resumes_on_cuda(tmp_path):
     broke the reshardable load there before cpu_compat fixed it on every device)."""
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     flags = ["--bf16", "--use-distributed-optimizer", "--run-dir", str(run_dir), "--no-progress"]
-    for steps, more in (("2", ["--save", str(ckpt)]), ("4", ["--load", str(ckpt)])):
-        proc = subprocess.run(
-            ["bash", str(ROOT / "recipes/tiny/grpo.sh"), "--num-steps", steps, *flags, *more],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=env,
-            cwd=ROOT,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    _tiny_recipe("--num-steps", "2", *flags, "--save", str(ckpt))
+    _tiny_recipe("--num-steps", "4", *flags, "--load", str(ckpt))
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["rollout_step"] for r in rows] == [1, 2, 3, 4]
     assert [r["samples"] for r in rows] == [128, 256, 384, 512]
