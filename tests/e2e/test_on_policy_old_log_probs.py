@@ -6,7 +6,7 @@ import json
 import statistics
 
 import pytest
-from recipe_runs import PPO_RECIPE, RECIPE, records, run_recipe
+from recipe_runs import PP2_VIRTUAL_STAGES, PPO_RECIPE, RECIPE, records, run_recipe
 
 # wall-clock fields differ between any two runs; everything else must not
 CLOCKS = ("time", "elapsed_s")
@@ -47,19 +47,7 @@ CASES = {
     # the last stage runs the loss: its old log-probs reach the first
     "pp2": (RECIPE, 2, ["--pipeline-model-parallel-size", "2", "--use-tis"]),
     # the same through the interleaved schedule: 4 layers, two 1-layer chunks per rank
-    "pp2-virtual-stages": (
-        RECIPE,
-        2,
-        [
-            "--pipeline-model-parallel-size",
-            "2",
-            "--num-layers",
-            "4",
-            "--num-layers-per-virtual-pipeline-stage",
-            "1",
-            "--use-tis",
-        ],
-    ),
+    "pp2-virtual-stages": (RECIPE, 2, [*PP2_VIRTUAL_STAGES, "--use-tis"]),
     # critic-only warm-up rollouts keep the separate pass; the KL reference pass stays
     "ppo-warmup-kl": (
         PPO_RECIPE,

@@ -7,7 +7,7 @@ replay (the engine's ids packed as the tokens are), and PPO's critic."""
 import json
 
 import pytest
-from recipe_runs import PPO_RECIPE, RECIPE, records, run_recipe
+from recipe_runs import PP2_VIRTUAL_STAGES, PPO_RECIPE, RECIPE, records, run_recipe
 
 # wall-clock and speed fields differ between any two runs
 CLOCKS = ("time", "elapsed_s")
@@ -27,18 +27,7 @@ CASES = {
     ),
     "tp2-sp": (RECIPE, 2, ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
     "pp2": (RECIPE, 2, ["--pipeline-model-parallel-size", "2"]),
-    "pp2-virtual-stages": (
-        RECIPE,
-        2,
-        [
-            "--pipeline-model-parallel-size",
-            "2",
-            "--num-layers",
-            "4",
-            "--num-layers-per-virtual-pipeline-stage",
-            "1",
-        ],
-    ),
+    "pp2-virtual-stages": (RECIPE, 2, [*PP2_VIRTUAL_STAGES]),
     "ppo": (PPO_RECIPE, 1, ["--kl-loss-coef", "0.01", "--num-critic-only-steps", "1"]),
 }
 

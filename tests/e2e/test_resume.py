@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from recipe_runs import RECIPE, ROOT, records, run_recipe
+from recipe_runs import PP2_VIRTUAL_STAGES, RECIPE, ROOT, records, run_recipe
 
 # Keys that measure time, not training: they differ between any two runs.
 TIME_KEYS = ("elapsed_s",)
@@ -156,6 +156,24 @@ RESHARDED_LAYOUTS = {
 }
 
 
+def _resumed(runs: Path, tmp_path: Path, nproc: int, flags) -> tuple[list, list]:
+    """A copy of `runs`' saved run resumed to RESUMED_TO from its checkpoint under `nproc`
+    ranks and `flags`: (its records, the uninterrupted run's)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(runs / "saved", run_dir)
+    proc = run_recipe(
+        run_dir,
+        "--num-steps",
+        str(RESUMED_TO),
+        "--load",
+        str(runs / "ckpt"),
+        *flags,
+        nproc=nproc,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return records(run_dir), records(runs / "whole")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", list(RESHARDED_LAYOUTS))
 def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, ep2_runs, layout):
@@ -163,20 +181,7 @@ def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, 
     records follow the uninterrupted EP=2 run's: exactly under EP=2 itself, within float32
     reduction-order noise elsewhere (measured at step 12: 6e-8 relative under TP=2; 1.7e-3 when
     the Adam states are not loaded)."""
-    nproc, flags = RESHARDED_LAYOUTS[layout]
-    run_dir = tmp_path / "run"
-    shutil.copytree(ep2_runs / "saved", run_dir)
-    proc = run_recipe(
-        run_dir,
-        "--num-steps",
-        str(RESUMED_TO),
-        "--load",
-        str(ep2_runs / "ckpt"),
-        *flags,
-        nproc=nproc,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    resumed, uninterrupted = records(run_dir), records(ep2_runs / "whole")
+    resumed, uninterrupted = _resumed(ep2_runs, tmp_path, *RESHARDED_LAYOUTS[layout])
     steps = list(range(1, RESUMED_TO + 1))
     assert [r["rollout_step"] for r in resumed] == steps and [r["step"] for r in resumed] == steps
     assert resumed[SAVED_AT]["samples"] == uninterrupted[SAVED_AT]["samples"]
@@ -186,17 +191,6 @@ def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, 
         assert want["actor/grad_norm"] > 0  # a step that moves the weights
         for key in ("actor/grad_norm", "actor/loss"):
             assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-7), (got["step"], key)
-
-
-# Virtual pipeline stages: 4 layers, so PP=2 holds 2 chunks of 1 layer per rank.
-VPP_FLAGS = (
-    "--num-layers",
-    "4",
-    "--pipeline-model-parallel-size",
-    "2",
-    "--num-layers-per-virtual-pipeline-stage",
-    "1",
-)
 
 
 @pytest.fixture(scope="module")
@@ -210,19 +204,19 @@ def vpp_runs(tmp_path_factory):
         str(SAVED_AT),
         "--save",
         str(root / "ckpt"),
-        *VPP_FLAGS,
+        *PP2_VIRTUAL_STAGES,
         nproc=2,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = run_recipe(root / "whole", "--num-steps", str(RESUMED_TO), *VPP_FLAGS, nproc=2)
+    proc = run_recipe(root / "whole", "--num-steps", str(RESUMED_TO), *PP2_VIRTUAL_STAGES, nproc=2)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root
 
 
 VPP_RESUMED_LAYOUTS = {
-    "pp2 vp2 itself": (2, VPP_FLAGS),
-    "pp2 without virtual stages": (2, VPP_FLAGS[:4]),
-    "one rank": (1, VPP_FLAGS[:2]),
+    "pp2 vp2 itself": (2, PP2_VIRTUAL_STAGES),
+    "pp2 without virtual stages": (2, PP2_VIRTUAL_STAGES[:4]),
+    "one rank": (1, PP2_VIRTUAL_STAGES[:2]),
 }
 
 
@@ -235,20 +229,7 @@ def test_a_run_saved_with_virtual_pipeline_stages_resumes_across_a_change_of_the
     checkpoint of PP=2 x 2 virtual stages resumes under the same layout (the records equal
     the uninterrupted run's), under PP=2 with one chunk per rank and on one rank (they follow
     it within float32 reduction-order noise)."""
-    nproc, flags = VPP_RESUMED_LAYOUTS[layout]
-    run_dir = tmp_path / "run"
-    shutil.copytree(vpp_runs / "saved", run_dir)
-    proc = run_recipe(
-        run_dir,
-        "--num-steps",
-        str(RESUMED_TO),
-        "--load",
-        str(vpp_runs / "ckpt"),
-        *flags,
-        nproc=nproc,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    resumed, uninterrupted = records(run_dir), records(vpp_runs / "whole")
+    resumed, uninterrupted = _resumed(vpp_runs, tmp_path, *VPP_RESUMED_LAYOUTS[layout])
     steps = list(range(1, RESUMED_TO + 1))
     assert [r["rollout_step"] for r in resumed] == steps
     assert resumed[SAVED_AT]["train/reward_mean"] == uninterrupted[SAVED_AT]["train/reward_mean"]

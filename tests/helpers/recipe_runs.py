@@ -11,6 +11,15 @@ from testpaths import ROOT
 
 RECIPE = ROOT / "recipes" / "tiny" / "grpo.sh"
 PPO_RECIPE = ROOT / "recipes" / "tiny" / "ppo.sh"
+# Virtual pipeline stages on the tiny model: 4 layers, so PP=2 holds 2 chunks of 1 layer per rank.
+PP2_VIRTUAL_STAGES = (
+    "--num-layers",
+    "4",
+    "--pipeline-model-parallel-size",
+    "2",
+    "--num-layers-per-virtual-pipeline-stage",
+    "1",
+)
 
 
 def run_recipe(
