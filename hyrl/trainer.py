@@ -499,7 +499,11 @@ class Trainer:
             local_batch,
             total_tokens,
             lr,
-            (lambda old, rollout, mask: self._corrections(old, rollout, mask, False)[1])
+            (
+                lambda old, rollout, mask: self._corrections(
+                    old, rollout, mask, with_metrics=False
+                )[1]
+            )
             if weigh
             else None,
         )

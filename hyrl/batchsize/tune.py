@@ -576,13 +576,13 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
 
 
 def summary_lines(report: dict) -> list[str]:
-    from hyrl.batchsize.tune_report import noise_text as _num
+    from hyrl.batchsize.tune_report import noise_text
 
     rec = report["recommendation"]
     n = report["noise"]
     lines = [
-        f"B_noise (actor) = {_num(n['value'])} ({n['spread']} {_num(n['low'])} to "
-        f"{_num(n['high'])})",
+        f"B_noise (actor) = {noise_text(n['value'])} ({n['spread']} {noise_text(n['low'])} to "
+        f"{noise_text(n['high'])})",
         f"recommended: B = {rec['responses_per_step']} responses per step "
         f"(P = {rec['prompts_per_step']}), lr = {rec['lr']:.4g}, C = {rec['concurrency']}; "
         f"predicted T ratio {rec['time_ratio']:.3g}x; over the noise scale's spread the best B "
