@@ -7,13 +7,13 @@ against. Reads only RUN_DIR/metrics.jsonl and RUN_DIR/config.json.
 """
 
 import argparse
+import json
 import statistics
 from pathlib import Path
 
 import torch
 
 from hyrl.metrics.flops import gpu_of
-from hyrl.metrics.run_dir import METRICS_FILE, is_run_dir, read_config, read_metrics
 
 STEP_KEYS = (
     "train/reward_mean",
@@ -33,10 +33,13 @@ STEP_KEYS = (
 
 def summary(run_dir: Path) -> str:
     lines = [f"\n### {run_dir.name}\n"]
-    if not is_run_dir(run_dir):
-        return "".join(lines) + f"no {run_dir / METRICS_FILE}: the run wrote no step\n"
-    records = read_metrics(run_dir)
-    config = read_config(run_dir) or {}
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        return "".join(lines) + f"no {metrics}: the run wrote no step\n"
+    # every line, one per rollout step (read_metrics would merge PPO's critic-only warm-up
+    # rollouts, which share step 0)
+    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    config = json.loads((run_dir / "config.json").read_text())
     lines.append(
         f"{len(records)} steps; transformer_impl {config.get('transformer_impl')}, "
         f"bf16 {config.get('bf16')}, distributed optimizer "
