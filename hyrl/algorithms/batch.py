@@ -260,34 +260,50 @@ def pack(
     lengths = [len(p) + len(r) for p, r in zip(prompts, responses)]
     seq_len = max(lengths) + 1  # one spare position so the last response token is a target
     seq_len = -(-seq_len // pad_to_multiple_of) * pad_to_multiple_of
-    tokens = torch.full((len(prompts), seq_len), pad_id, dtype=torch.long)
-    loss_mask = torch.zeros((len(prompts), seq_len), dtype=torch.float32)
-    for row, (prompt, response) in enumerate(zip(prompts, responses)):
-        tokens[row, : len(prompt) + len(response)] = torch.tensor(
-            prompt + response, dtype=torch.long
-        )
-        # position t predicts token t+1: response tokens are predicted from len(prompt)-1 on
-        loss_mask[row, len(prompt) - 1 : len(prompt) - 1 + len(response)] = 1.0
+    # Each field is built as lists and made a tensor once: a copy per row cost about 2 ms a
+    # step at 128 rows (measured with py-spy on the tiny recipe).
+    tokens = torch.tensor(
+        [
+            list(prompt) + list(response) + [pad_id] * (seq_len - length)
+            for prompt, response, length in zip(prompts, responses, lengths)
+        ],
+        dtype=torch.long,
+    )
+    # position t predicts token t+1: response tokens are predicted from len(prompt)-1 on
+    loss_mask = torch.tensor(
+        [
+            _on_response([1.0] * len(response), len(prompt), seq_len)
+            for prompt, response in zip(prompts, responses)
+        ],
+        dtype=torch.float32,
+    )
     targets = torch.roll(tokens, shifts=-1, dims=1)
     targets[:, -1] = pad_id
     batch = TokenBatch(tokens=tokens, targets=targets, loss_mask=loss_mask, advantages=advantages)
     if rollout_log_probs is not None:
-        batch.rollout_log_probs = torch.zeros_like(loss_mask)
-        for row, (prompt, response, values) in enumerate(
-            zip(prompts, responses, rollout_log_probs)
-        ):
+        for row, (response, values) in enumerate(zip(responses, rollout_log_probs)):
             if len(values) != len(response):
                 raise ValueError(
                     f"row {row}: {len(values)} rollout log-probs for "
                     f"{len(response)} response tokens"
                 )
-            start = len(prompt) - 1
-            batch.rollout_log_probs[row, start : start + len(values)] = torch.tensor(
-                values, dtype=torch.float32
-            )
+        batch.rollout_log_probs = torch.tensor(
+            [
+                _on_response(list(values), len(prompt), seq_len)
+                for prompt, values in zip(prompts, rollout_log_probs)
+            ],
+            dtype=torch.float32,
+        )
     if routed_experts is not None:
         batch.routed_experts = _place_routed_experts(prompts, responses, routed_experts, seq_len)
     return batch
+
+
+def _on_response(values: list[float], prompt_len: int, seq_len: int) -> list[float]:
+    """A row of seq_len zeros with `values` on the positions that predict the response's
+    tokens: len(prompt)-1 on."""
+    start = prompt_len - 1
+    return [0.0] * start + values + [0.0] * (seq_len - start - len(values))
 
 
 def _place_routed_experts(prompts, responses, routed_experts, seq_len: int) -> RoutedExperts:

@@ -130,11 +130,16 @@ class HFRolloutEngine(BucketReceiver):
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         self.peak_in_flight = max(self.peak_in_flight, len(prompts))
         width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for row, prompt in enumerate(prompts):  # left padding: every prompt ends at column width-1
-            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
-            attention_mask[row, width - len(prompt) :] = 1
+        # left padding: every prompt ends at column width-1 (one tensor from lists: a per-row
+        # copy cost about 1 ms a step at 128 rows)
+        input_ids = torch.tensor(
+            [[self.pad_id] * (width - len(prompt)) + list(prompt) for prompt in prompts],
+            dtype=torch.long,
+        )
+        attention_mask = torch.tensor(
+            [[0] * (width - len(prompt)) + [1] * len(prompt) for prompt in prompts],
+            dtype=torch.long,
+        )
         greedy = params.temperature == 0
         sampling = (
             {"do_sample": False}
@@ -179,15 +184,16 @@ class HFRolloutEngine(BucketReceiver):
             ).to("cpu", torch.int32)
             self._routed = None
         generations = []
-        for row, prompt in enumerate(prompts):
-            tokens = new_tokens[row].tolist()
+        for row, (prompt, tokens, row_log_probs) in enumerate(
+            zip(prompts, new_tokens.tolist(), log_probs.tolist(), strict=True)
+        ):
             stop = tokens.index(self.eos_id) + 1 if self.eos_id in tokens else None
             length = stop if stop is not None else len(tokens)
             generations.append(
                 Generation(
                     prompt_ids=list(prompt),
                     response_ids=tokens[:length],
-                    response_log_probs=log_probs[row, :length].tolist(),
+                    response_log_probs=row_log_probs[:length],
                     finish_reason="stop" if stop is not None else "length",
                     # the prompt's columns, then every response token but the last (never fed back)
                     routed_experts=None

@@ -1,6 +1,7 @@
 """What tools/profile_step.py's cuts of the CPU actor update keep exact: the noise scale's
-norms read from megatron DDP's flat gradient buffers, and torch's fused Adam under megatron's
-optimizer."""
+norms read from megatron DDP's flat gradient buffers, torch's fused Adam under megatron's
+optimizer, and torch's F.linear for megatron's parallel linears when the TP group has one
+rank."""
 
 import pytest
 import torch
@@ -123,3 +124,110 @@ def test_megatron_optimizer_runs_torch_fused_adam_and_agrees_with_the_plain_loop
     worst = max(float((p.detach() - q.detach()).abs().max()) for p, q in zip(params, plain))
     assert moved > 1e-4  # Adam's first step moves each weight by about lr
     assert worst <= 1e-7  # float32 rounding of weights of order 0.1, not a different update
+
+
+def test_linears_on_one_tp_rank_are_torch_linear_with_megatron_gradients(actor):
+    """At TP = 1 on CPU the actor's linears run F.linear (no Python autograd Function), and
+    give megatron's own function's output and gradients; with the input-gradient all-reduce
+    asked for, megatron's function runs."""
+    from megatron.core.tensor_parallel import layers
+
+    megatron_linear = layers.linear_with_grad_accumulation_and_async_allreduce.__wrapped__
+    qkv = actor.model.decoder.layers[0].self_attention.linear_qkv
+    generator = torch.Generator().manual_seed(3)
+    hidden = torch.randn(6, 2, qkv.input_size, generator=generator)
+    upstream = torch.randn(6, 2, qkv.output_size_per_partition, generator=generator)
+
+    def output_and_grads(run):
+        inp = hidden.clone().requires_grad_()
+        weight = qkv.weight.detach().clone().requires_grad_()
+        out = run(inp, weight)
+        (out * upstream).sum().backward()
+        return out.detach(), inp.grad, weight.grad, out.grad_fn
+
+    ours = output_and_grads(lambda inp, weight: qkv(inp, weight=weight)[0])
+    theirs = output_and_grads(
+        lambda inp, weight: megatron_linear(inp, weight, None, False, False, False)
+    )
+    assert "LinearWithGradAccumulation" in type(theirs[3]).__name__
+    assert "LinearWithGradAccumulation" not in type(ours[3]).__name__
+    for mine, reference in zip(ours[:3], theirs[:3]):
+        assert mine.shape == reference.shape
+        torch.testing.assert_close(mine, reference, rtol=1e-6, atol=1e-6)
+    assert float(ours[2].abs().max()) > 0  # the weight gradient is there to compare
+
+    routed = layers.linear_with_grad_accumulation_and_async_allreduce(
+        hidden.clone().requires_grad_(), qkv.weight, None, False, True, False
+    )
+    assert "LinearWithGradAccumulation" in type(routed.grad_fn).__name__
+    assert layers.copy_to_tensor_model_parallel_region(hidden) is hidden
+    assert layers.reduce_from_tensor_model_parallel_region(hidden) is hidden
+
+
+def test_cuda_as_cpu_mode_places_cuda_tensors_on_the_cpu():
+    """What megatron's optimizers need from the mode, each branch of its fast path: device
+    keywords naming CUDA, `.cuda()` with and without arguments, `.type()` naming CUDA types;
+    everything else passes through untouched."""
+    from hyrl.backends.megatron import cpu_compat
+
+    tensor = torch.ones(3)
+    with cpu_compat._CudaAsCpu():
+        made = [
+            torch.zeros(2, device="cuda"),
+            torch.tensor([1.0], device=torch.device("cuda", 0)),
+            torch.empty(1, dtype=torch.float64, device=0),
+        ]
+        assert tensor.cuda() is tensor and tensor.cuda(device=0) is tensor
+        assert tensor.type() == "torch.cuda.FloatTensor"
+        assert tensor.type(torch.float64).dtype == torch.float64  # a conversion, not a name
+        assert torch.add(tensor, tensor, alpha=2).tolist() == [3.0, 3.0, 3.0]
+        assert (tensor * 2).sum().item() == 6.0
+    assert [t.device.type for t in made] == ["cpu"] * 3
+    assert made[2].dtype == torch.float64
+
+
+def test_core_attention_is_torch_sdpa_with_megatron_outputs_and_gradients(actor, monkeypatch):
+    """On CPU megatron's DotProductAttention runs as torch's scaled_dot_product_attention (4
+    query heads over 2 KV groups, as the tiny model has) and gives megatron's own forward's
+    output and gradients; a mask that leaves a query no key goes to megatron's forward."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+
+    from hyrl.backends.megatron.model import causal_attention_mask
+
+    attention = actor.model.decoder.layers[0].self_attention.core_attention
+    heads, groups = attention.num_attention_heads_per_partition, 2
+    assert attention.num_query_groups_per_partition == groups < heads
+    generator = torch.Generator().manual_seed(4)
+    seq, rows, dim = 7, 3, attention.hidden_size_per_attention_head
+    shapes = [(seq, rows, heads, dim), (seq, rows, groups, dim), (seq, rows, groups, dim)]
+    qkv = [torch.randn(*shape, generator=generator) for shape in shapes]
+    upstream = torch.randn(seq, rows, heads * dim, generator=generator)
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(
+        torch.nn.functional,
+        "scaled_dot_product_attention",
+        lambda *a, **k: calls.append(1) or sdpa(*a, **k),
+    )
+
+    def output_and_grads(forward, mask):
+        leaves = [t.clone().requires_grad_() for t in qkv]
+        out = forward(attention, *leaves, mask)
+        (out * upstream).sum().backward()
+        return [out.detach(), *(t.grad for t in leaves)]
+
+    mask = causal_attention_mask(seq, torch.device("cpu"))
+    ours = output_and_grads(DotProductAttention.forward, mask)
+    assert len(calls) == 1
+    theirs = output_and_grads(DotProductAttention.forward.__wrapped__, mask)
+    for mine, reference in zip(ours, theirs):
+        assert mine.shape == reference.shape
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+    assert all(float(g.abs().max()) > 0 for g in ours[1:])
+
+    blind = mask.clone()
+    blind[..., 2, :] = True  # query 2 sees no key: megatron's softmax is uniform there
+    fallback = output_and_grads(DotProductAttention.forward, blind)
+    assert len(calls) == 1  # not called again
+    reference = output_and_grads(DotProductAttention.forward.__wrapped__, blind)
+    torch.testing.assert_close(fallback[0], reference[0], rtol=0, atol=0)
