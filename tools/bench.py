@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import statistics
@@ -105,7 +106,17 @@ def _load_range(runs: list[dict]) -> str:
 def _spread(s: dict) -> str:
     if s["median"] is None:
         return "no seed reached the target"
-    return f"{s['median']:.2f}x (min {s['min']:.2f}, max {s['max']:.2f}, {s['count']} seeds)"
+    text = (
+        f"{_times(s['median'])} (min {_times(s['min'])}, max {_times(s['max'])}, "
+        f"{s['count']} seeds)"
+    )
+    if s["max"] == math.inf:  # bench_vs_trl.target_ratios: a seed only TRL reached
+        text += "; inf: hyrl did not reach the target in --max-steps"
+    return text
+
+
+def _times(ratio: float) -> str:
+    return "inf" if ratio == math.inf else f"{ratio:.2f}x"
 
 
 def table_rows(results: dict, commands: dict) -> list[tuple[str, str, str]]:

@@ -2,7 +2,7 @@
 """Benchmark hyrl's tiny GRPO recipe against TRL's GRPOTrainer on the same task, model and batch.
 
     .venv/bin/python tools/bench_vs_trl.py [--seeds 3] [--target 0.7] [--window 10]
-        [--max-steps 800] [--threads 1] [--out DIR] [--json]
+        [--max-steps 1500] [--threads 1] [--out DIR] [--json]
 
 Per seed, one tiny Qwen3-MoE (hyrl.models.qwen3_moe.config.TINY, initialised by
 torch.manual_seed(seed) and saved once as a Hugging Face checkpoint) is trained on arith_mod10
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -123,7 +124,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--max-steps",
         type=int,
-        default=800,
+        default=1500,
         help="optimizer steps after which a run that has not reached the target stops",
     )
     parser.add_argument(
@@ -219,6 +220,23 @@ def ratios(numerators: list[float | None], denominators: list[float | None]) -> 
     ]
 
 
+def target_ratios(hyrl: list[float | None], trl: list[float | None]) -> list[float | None]:
+    """Per-seed hyrl / TRL of a to-target quantity (None: that side did not reach the target
+    within --max-steps). A seed only one side reached counts as that side's win, not as a
+    missing value: inf when hyrl missed, 0.0 when TRL missed; None when both missed. (Leaving
+    hyrl's misses out would report the median of its lucky seeds only.)"""
+    return [
+        None
+        if h is None and t is None
+        else math.inf
+        if h is None
+        else 0.0
+        if t is None
+        else h / t
+        for h, t in zip(hyrl, trl, strict=True)
+    ]
+
+
 def spread(values: list[float | None]) -> dict:
     """min, median and max of the values that exist, and how many exist."""
     present = [v for v in values if v is not None]
@@ -284,11 +302,11 @@ def build_report(
         for name, per_seed in (
             (
                 "time_to_target",
-                ratios(report["hyrl_time_to_target_s"], report["trl_time_to_target_s"]),
+                target_ratios(report["hyrl_time_to_target_s"], report["trl_time_to_target_s"]),
             ),
             (
                 "steps_to_target",
-                ratios(report["hyrl_steps_to_target"], report["trl_steps_to_target"]),
+                target_ratios(report["hyrl_steps_to_target"], report["trl_steps_to_target"]),
             ),
             ("throughput", ratios(report["hyrl_responses_per_s"], report["trl_responses_per_s"])),
             ("peak_rss", ratios(report["hyrl_peak_rss_mib"], report["trl_peak_rss_mib"])),
@@ -312,6 +330,8 @@ def build_report(
 def _fmt(value, digits: int = 1) -> str:
     if value is None:
         return "not reached"
+    if value == math.inf:
+        return "inf (hyrl not reached)"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)

@@ -130,9 +130,13 @@ def test_table_has_one_row_per_metric_with_its_command():
     }
     time_row = next(m for m in rows if m.startswith("time to train/reward_mean >= 0.7"))
     # seed 2's hyrl run did not reach the target: one ratio, 10 / 40
-    assert rows[time_row] == ("0.25x (min 0.25, max 0.25, 1 seeds)", "A")
+    # seed 2, which only TRL reached, is hyrl's loss: the median of 0.25 and inf is inf
+    assert rows[time_row] == (
+        "inf (min 0.25x, max inf, 2 seeds); inf: hyrl did not reach the target in --max-steps",
+        "A",
+    )
     assert rows["time to target, hyrl (per seed)"][0] == "10.0 s, not reached (1/2 reached)"
-    assert rows["responses per second, hyrl / TRL"][0].startswith("3.00x (min 2.00, max 4.00")
+    assert rows["responses per second, hyrl / TRL"][0].startswith("3.00x (min 2.00x, max 4.00x")
     assert rows["step time, hyrl tiny recipe (median)"] == ("72.0 ms", "B")
     assert rows["step time, plain-PyTorch floor (median)"][0] == "48.0 ms"
     assert rows["step time, hyrl / floor"][0] == "1.50x (per repeat: 1.50x); load average 1.0-3.0"

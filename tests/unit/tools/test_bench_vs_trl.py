@@ -5,6 +5,7 @@ No TRL and no training here: the benchmark itself is run by hand (README).
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -100,6 +101,15 @@ def test_stage_shares_sum_each_stage_over_the_loop_time():
     assert bench.stage_shares(records, elapsed_s=8.0) == {"actor_train": 0.5, "rollout": 0.25}
 
 
+def test_a_seed_only_one_side_reached_is_that_sides_win_not_a_missing_value():
+    per_seed = bench.target_ratios([10.0, None, 30.0, None], [5.0, 4.0, None, None])
+    assert per_seed == [2.0, math.inf, 0.0, None]
+    # without hyrl's miss the median would be 1.0; with it, hyrl's worst seeds count
+    assert bench.spread(bench.target_ratios([1.0, None, None], [1.0, 2.0, 2.0]))["median"] == (
+        math.inf
+    )
+
+
 def test_ratios_skip_missing_values_and_spread_takes_min_median_max():
     per_seed = bench.ratios([10.0, None, 30.0, 8.0], [5.0, 4.0, 10.0, 8.0])
     assert per_seed == [2.0, None, 3.0, 1.0]
@@ -146,16 +156,18 @@ def test_report_has_per_seed_lists_medians_and_the_machine():
     assert report["seeds"] == [1, 2, 3]
     assert report["hyrl_time_to_target_s"] == [10.0, None, 12.0]
     assert report["trl_time_to_target_s"] == [20.0, 30.0, 24.0]
-    assert report["time_to_target_ratio_median"] == 0.5  # seeds 1 and 3: 0.5 and 0.5
+    # seeds 1 and 3: 0.5 and 0.5; seed 2, which only TRL reached, counts as hyrl's loss (inf)
+    assert report["ratios_hyrl_over_trl"]["time_to_target"]["per_seed"] == [0.5, math.inf, 0.5]
+    assert report["time_to_target_ratio_median"] == 0.5
     assert report["throughput_ratio_median"] == 2.0  # 2.0, 3.0, 2.0
-    assert report["ratios_hyrl_over_trl"]["time_to_target"]["count"] == 2
+    assert report["ratios_hyrl_over_trl"]["time_to_target"]["count"] == 3
     assert report["settings"]["responses_per_step"] == 128
     assert report["machine"]["trl"] == "1.16.0"
     assert report["hyrl_stage_share_median"] == {"rollout": 0.25}
     table = bench.render_markdown(report)
     assert (
         "| 2 | hyrl | not reached |" in table
-        and "| time to target | 0.50 | 0.50 | 0.50 | 2 |" in table
+        and "| time to target | 0.50 | 0.50 | inf (hyrl not reached) | 3 |" in table
     )
 
 
