@@ -226,13 +226,7 @@ def target_ratios(hyrl: list[float | None], trl: list[float | None]) -> list[flo
     missing value: inf when hyrl missed, 0.0 when TRL missed; None when both missed. (Leaving
     hyrl's misses out would report the median of its lucky seeds only.)"""
     return [
-        None
-        if h is None and t is None
-        else math.inf
-        if h is None
-        else 0.0
-        if t is None
-        else h / t
+        None if h is None and t is None else math.inf if h is None else 0.0 if t is None else h / t
         for h, t in zip(hyrl, trl, strict=True)
     ]
 
