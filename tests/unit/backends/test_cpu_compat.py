@@ -31,6 +31,11 @@ def test_without_transformer_engine_on_cuda_the_router_gemm_runs_and_the_adam_lo
         current_device = torch.cuda.current_device
         cpu_compat.apply()
         assert torch.cuda.current_device is current_device, "a CPU-only patch was applied"
+        from megatron.core.tensor_parallel import layers
+        from megatron.core.transformer.dot_product_attention import DotProductAttention
+        # the CPU kernels (torch's linear and attention) stay off: megatron's own run on CUDA
+        assert not hasattr(layers.linear_with_grad_accumulation_and_async_allreduce, "_hyrl_plain")
+        assert not hasattr(DotProductAttention.forward, "_hyrl_torch_kernel")
         from megatron.core.optimizer import distrib_optimizer
         optimizer = distrib_optimizer.DistributedOptimizer
         assert not distrib_optimizer.HAVE_APEX_OR_TE, "Apex is installed"
