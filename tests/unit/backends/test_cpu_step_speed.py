@@ -231,3 +231,33 @@ def test_core_attention_is_torch_sdpa_with_megatron_outputs_and_gradients(actor,
     assert len(calls) == 1  # not called again
     reference = output_and_grads(DotProductAttention.forward.__wrapped__, blind)
     torch.testing.assert_close(fallback[0], reference[0], rtol=0, atol=0)
+
+
+def test_one_cuda_as_cpu_mode_on_the_stack_and_none_in_torchs_optimizer_step(actor):
+    """megatron's wrapped optimizer methods call each other: one mode stays on the stack (each
+    mode on it would see every torch call again); torch's own Adam step runs without it."""
+    from hyrl.backends.megatron import cpu_compat
+
+    def modes():
+        stack = torch.overrides._get_current_function_mode_stack()
+        return sum(isinstance(mode, cpu_compat._CudaAsCpu) for mode in stack)
+
+    seen = []
+    inner = cpu_compat._under_cuda_as_cpu(lambda: seen.append(("inner", modes())))
+    outer = cpu_compat._under_cuda_as_cpu(lambda: (seen.append(("outer", modes())), inner()))
+    outer()
+    assert seen == [("outer", 1), ("inner", 1)] and modes() == 0
+
+    adam = actor.optimizer.chained_optimizers[0].optimizer
+    assert adam.step._hyrl_outside_cuda_as_cpu
+    for group in adam.param_groups:  # an earlier test's grads: this step must change nothing
+        for param in group["params"]:
+            param.grad = None
+    inside_step = []
+    handle = adam.register_step_pre_hook(lambda *_: inside_step.append(modes()))
+    try:
+        # as megatron's step_with_ready_grads calls it (parameters without a grad: no update)
+        cpu_compat._under_cuda_as_cpu(adam.step)()
+    finally:
+        handle.remove()
+    assert inside_step == [0]
