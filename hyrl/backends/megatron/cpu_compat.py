@@ -162,8 +162,9 @@ def _torch_attention_kernel() -> None:
     it is the same computation: float32, no dropout in play, no attention bias, vanilla
     softmax, no sliding window or query-key layer scaling, a boolean mask in which every query
     sees at least one key (causal and block-causal masks do); otherwise megatron's own forward
-    runs. Measured with tools/profile_step.py's actor: the update about 8% faster; log-probs
-    equal to megatron's to float32 rounding (tests/unit/backends/test_cpu_step_speed.py)."""
+    runs. Measured with tools/profile_step.py's actor: the update about 8% faster; output
+    and gradients equal to megatron's to float32 rounding
+    (tests/unit/backends/test_cpu_step_speed.py)."""
     from megatron.core.transformer.dot_product_attention import DotProductAttention
 
     megatron_forward = DotProductAttention.forward
@@ -237,8 +238,8 @@ class _CudaAsCpu(TorchFunctionMode):
     under it (see _run_optimizers_on_cpu): the model's forward and backward never do."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        # Runs for every torch call in the optimizer (about 1,300 per step of the tiny recipe,
-        # mostly attribute reads without keywords): the common case is decided first.
+        # Runs for every torch call in megatron's optimizer methods (529 per update of the tiny
+        # recipe, counted; mostly attribute reads without keywords): that case is decided first.
         if func is _TENSOR_CUDA:
             return args[0]
         if kwargs:
@@ -337,9 +338,9 @@ def _with_fused_adam(factory):
 
 def _outside_cuda_as_cpu(step):
     """torch's own optimizer step under megatron's wrapped methods: it places nothing on
-    'cuda' (its states follow the parameters), and under _CudaAsCpu each of its ~900 attribute
-    reads and grad-mode switches a step went through the mode's Python (about 0.7 ms of the tiny
-    recipe's update). It runs with the mode taken off the stack, and put back after."""
+    'cuda' (its states follow the parameters), yet under _CudaAsCpu each of its attribute reads
+    and grad-mode switches went through the mode's Python. It runs with the mode taken off the
+    stack, and put back after."""
     if getattr(step, "_hyrl_outside_cuda_as_cpu", False):
         return step
 
