@@ -351,7 +351,7 @@ def _outside_cuda_as_cpu(step):
         with torch.overrides._pop_mode_temporarily():
             return step(*args, **kwargs)
 
-    run._hyrl_outside_cuda_as_cpu = True  # type: ignore[attr-defined]
+    run._hyrl_outside_cuda_as_cpu = True
     return run
 
 
