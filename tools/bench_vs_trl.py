@@ -225,10 +225,17 @@ def target_ratios(hyrl: list[float | None], trl: list[float | None]) -> list[flo
     within --max-steps). A seed only one side reached counts as that side's win, not as a
     missing value: inf when hyrl missed, 0.0 when TRL missed; None when both missed. (Leaving
     hyrl's misses out would report the median of its lucky seeds only.)"""
-    return [
-        None if h is None and t is None else math.inf if h is None else 0.0 if t is None else h / t
-        for h, t in zip(hyrl, trl, strict=True)
-    ]
+
+    def ratio(h: float | None, t: float | None) -> float | None:
+        if h is None and t is None:
+            return None
+        if h is None:
+            return math.inf
+        if t is None:
+            return 0.0
+        return h / t
+
+    return [ratio(h, t) for h, t in zip(hyrl, trl, strict=True)]
 
 
 def spread(values: list[float | None]) -> dict:
