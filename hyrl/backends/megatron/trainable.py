@@ -393,8 +393,10 @@ class MegatronTrainable:
         )
         small_sq: list[float] = []
         sums: dict[str, torch.Tensor] = {}
+        before: list[torch.Tensor] | None = None  # the buffers before this micro-batch
         for index, (micro_batch, rows) in enumerate(micro_batches):
-            before = self._grad_norms().snapshot() if per_micro_batch else None
+            if per_micro_batch and index > 0:  # the first starts from the zeroed buffers
+                before = self._grad_norms().snapshot(into=before)
             # --overlap-grad-reduce: megatron's DDP starts each bucket's reduction in the last
             # micro-batch's backward pass; no_sync keeps the earlier ones to accumulation
             last = index == len(micro_batches) - 1
@@ -406,7 +408,6 @@ class MegatronTrainable:
                 loss, stats = loss_fn(micro_batch, self._outputs(self.ddp, micro_batch), rows)
                 loss.backward()
             if per_micro_batch:
-                assert before is not None, "cloned above when per_micro_batch"
                 share = self._loss_share(micro_batch, batch, total_tokens)
                 small_sq.append(self._grad_norms().squared_norm(since=before) / share**2)
             for key, value in {"loss": loss.detach(), **stats}.items():

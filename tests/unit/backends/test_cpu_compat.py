@@ -36,6 +36,17 @@ def test_without_transformer_engine_on_cuda_the_router_gemm_runs_and_the_adam_lo
         # the CPU kernels (torch's linear and attention) stay off: megatron's own run on CUDA
         assert not hasattr(layers.linear_with_grad_accumulation_and_async_allreduce, "_hyrl_plain")
         assert not hasattr(DotProductAttention.forward, "_hyrl_torch_kernel")
+        from megatron.core.transformer.moe.router import TopKRouter
+        assert hasattr(TopKRouter._apply_expert_bias, "_torchdynamo_orig_callable")  # compiled
+        from megatron.core.models.common.embeddings import rope_utils
+        assert not hasattr(rope_utils._apply_rotary_pos_emb_bshd, "_hyrl_cached_cos_sin")
+        from megatron.core.transformer.moe.experts import SequentialMLP
+        assert not hasattr(SequentialMLP.forward, "_hyrl_grouped")
+        from megatron.core import utils
+        from megatron.core.optimizer import clip_grads
+        assert clip_grads.l2_norm_impl is utils.local_multi_tensor_l2_norm
+        from megatron.core.transformer.moe import router
+        assert not hasattr(router.router_gating_linear, "_hyrl_plain")
         from megatron.core.optimizer import distrib_optimizer
         optimizer = distrib_optimizer.DistributedOptimizer
         assert not distrib_optimizer.HAVE_APEX_OR_TE, "Apex is installed"

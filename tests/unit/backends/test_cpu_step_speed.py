@@ -48,9 +48,15 @@ def test_buffer_norms_equal_the_per_parameter_sum(actor, include_experts):
     main_grads = _filled_grads(actor)
     assert any(is_expert(n) for n in main_grads) and _direct(main_grads, True) > 0
     norms = grads.GradBufferNorms(actor.ddp_chunks, actor.chunks, include_experts)
-    assert norms.squared_norm() == pytest.approx(_direct(main_grads, include_experts), rel=1e-12)
+    # a float32 dot product per buffer, summed in float64 (grads._sq)
+    assert norms.squared_norm() == pytest.approx(_direct(main_grads, include_experts), rel=1e-6)
 
-    snapshot = norms.snapshot()
+    stale = norms.snapshot()
+    for tensor in stale:
+        tensor.fill_(7.0)
+    snapshot = norms.snapshot(into=stale)  # refilled in place: no new buffers per micro-batch
+    assert all(a is b for a, b in zip(snapshot, stale, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(snapshot, norms.snapshot(), strict=True))
     generator = torch.Generator().manual_seed(2)
     added = {n: torch.randn(g.shape, generator=generator) for n, g in main_grads.items()}
     for name, grad in main_grads.items():  # what a micro-batch's backward would add
@@ -261,3 +267,175 @@ def test_one_cuda_as_cpu_mode_on_the_stack_and_none_in_torchs_optimizer_step(act
     finally:
         handle.remove()
     assert inside_step == [0]
+
+
+def test_expert_bias_count_runs_eagerly_with_megatrons_counting(actor):
+    """On CPU megatron's torch.compile'd router bookkeeping runs undecorated (no dynamo frame
+    guards per router call) and still counts each expert's tokens while training only."""
+    from types import SimpleNamespace
+
+    from megatron.core.transformer.moe.router import TopKRouter
+
+    count = TopKRouter._apply_expert_bias
+    assert not hasattr(count, "_torchdynamo_orig_callable")
+    router = SimpleNamespace(enable_expert_bias=True, local_tokens_per_expert=torch.zeros(4))
+    routing_map = torch.tensor([[True, False, True, False], [True, True, False, False]])
+    count(router, routing_map)
+    assert router.local_tokens_per_expert.tolist() == [2.0, 1.0, 1.0, 0.0]
+    count(router, routing_map, padding_mask=torch.tensor([[False], [True]]))  # row 2 is padding
+    assert router.local_tokens_per_expert.tolist() == [3.0, 1.0, 2.0, 0.0]
+    with torch.no_grad():  # evaluation and recomputation count nothing
+        count(router, routing_map)
+    assert router.local_tokens_per_expert.tolist() == [3.0, 1.0, 2.0, 0.0]
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_embedding_reuses_cos_sin_and_equals_megatrons_bit_for_bit(
+    actor, monkeypatch, interleaved
+):
+    """On CPU the unfused RoPE computes cos and sin once per freqs tensor: the output and the
+    input gradient are megatron's own, bit for bit; a partial rotation runs megatron's."""
+    from megatron.core.models.common.embeddings import rope_utils
+
+    fast = rope_utils._apply_rotary_pos_emb_bshd
+    megatron_apply = fast.__wrapped__
+    assert fast._hyrl_cached_cos_sin and not hasattr(megatron_apply, "_hyrl_cached_cos_sin")
+    generator = torch.Generator().manual_seed(5)
+    freqs = torch.randn(7, 1, 1, 16, generator=generator)  # [s, 1, 1, rotary dim]
+    t = torch.randn(7, 3, 4, 16, generator=generator, requires_grad=True)
+    grad_out = torch.randn(7, 3, 4, 16, generator=generator)
+
+    def run(apply):
+        out = apply(t, freqs, rotary_interleaved=interleaved, mscale=1.5)
+        (grad,) = torch.autograd.grad(out, t, grad_out)
+        return out, grad
+
+    expected = run(megatron_apply)
+    first = run(fast)
+    calls = []
+    real_cos = torch.cos
+    monkeypatch.setattr(torch, "cos", lambda x: calls.append(x) or real_cos(x))
+    second = run(fast)
+    assert calls == []  # the same freqs tensor: cos and sin are not computed again
+    for got in (first, second):
+        assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+    run(fast.__wrapped__)
+    assert len(calls) == 1  # megatron's own computes them per call (the spy works)
+
+    partial = torch.randn(7, 1, 1, 8, generator=generator)  # rotates half of each head
+    assert torch.equal(
+        fast(t, partial, rotary_interleaved=interleaved),
+        megatron_apply(t, partial, rotary_interleaved=interleaved),
+    )
+    assert len(calls) == 3  # megatron's function ran for it, and again for the reference
+
+
+def test_experts_run_as_grouped_gemms_with_megatrons_outputs_and_gradients(actor, monkeypatch):
+    """On CPU megatron's SequentialMLP runs its experts as two grouped GEMMs over their own
+    weights: output and the gradients of the tokens, the routing probabilities and every
+    expert's weights equal megatron's per-expert loop (an expert with no tokens included); a
+    module hook on an expert sends the call to megatron's loop."""
+    from megatron.core.transformer.mlp import MLP
+    from megatron.core.transformer.moe.experts import SequentialMLP
+
+    experts = actor.model.decoder.layers[0].mlp.experts
+    assert isinstance(experts, SequentialMLP) and experts.num_local_experts == 4
+    weights = [p for e in experts.local_experts for p in (e.linear_fc1.weight, e.linear_fc2.weight)]
+    generator = torch.Generator().manual_seed(6)
+    tokens_per_expert = torch.tensor([3, 0, 5, 2])
+    hidden = torch.randn(10, TINY.hidden_size, generator=generator)
+    probs = torch.rand(10, generator=generator)
+    upstream = torch.randn(10, TINY.hidden_size, generator=generator)
+    module_calls = []
+    mlp_forward = MLP.forward
+    monkeypatch.setattr(
+        MLP, "forward", lambda *a, **k: module_calls.append(1) or mlp_forward(*a, **k)
+    )
+
+    def output_and_grads(forward):
+        leaves = [hidden.clone().requires_grad_(), probs.clone().requires_grad_()]
+        out, bias = forward(experts, leaves[0], tokens_per_expert, leaves[1])
+        assert bias is None
+        # autograd.grad: DDP's hooks on the weights' gradient accumulators do not fire
+        grads_ = torch.autograd.grad(out, [*leaves, *weights], upstream)
+        return [out.detach(), *grads_]
+
+    ours = output_and_grads(SequentialMLP.forward)
+    assert module_calls == []  # no expert module ran
+    theirs = output_and_grads(SequentialMLP.forward.__wrapped__)
+    assert len(module_calls) == 4
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+    # [output, tokens, probs, then fc1 and fc2 of each expert]: expert 1 saw no tokens
+    assert float(ours[5].abs().max()) == float(ours[6].abs().max()) == 0.0
+    assert all(float(g.abs().max()) > 0 for g in ours[1:5] + ours[7:])
+
+    handle = experts.local_experts[2].linear_fc1.register_forward_pre_hook(lambda *a: None)
+    try:
+        hooked = output_and_grads(SequentialMLP.forward)
+    finally:
+        handle.remove()
+    assert len(module_calls) == 8  # megatron's loop ran
+    torch.testing.assert_close(hooked[0], theirs[0], rtol=0, atol=0)
+
+
+def test_gradient_norm_and_clip_use_foreach_ops_with_megatrons_results(actor):
+    """On CPU megatron's stand-ins for Apex's multi-tensor norm and scale (a Python loop per
+    tensor) are torch's _foreach_ ops: the same norm and the same scaled tensors, bit for bit;
+    a scale into other tensors keeps megatron's loop."""
+    from megatron.core import utils
+    from megatron.core.optimizer import clip_grads
+
+    from hyrl.backends.megatron import cpu_compat
+
+    assert clip_grads.l2_norm_impl is not utils.local_multi_tensor_l2_norm
+    assert clip_grads.multi_tensor_scale_impl is not utils.local_multi_tensor_scale
+    generator = torch.Generator().manual_seed(7)
+    tensors = [torch.randn(*shape, generator=generator) for shape in ((3, 5), (7,), (2, 2, 4))]
+    flag = torch.zeros(1, dtype=torch.int)
+    with cpu_compat._CudaAsCpu():  # megatron's code names device="cuda"; the optimizer's mode
+        expected, _ = utils.local_multi_tensor_l2_norm(2048, flag, [tensors], False)
+        norm, _ = clip_grads.l2_norm_impl(2048, flag, [tensors], False)
+        total = clip_grads.get_grad_norm_fp32(tensors, grad_stats_parallel_group=None)
+    assert norm.shape == (1,) and torch.equal(norm, expected)
+    assert total == pytest.approx(float(torch.cat([t.flatten() for t in tensors]).norm()))
+
+    scaled = [t.clone() for t in tensors]
+    clip_grads.multi_tensor_scale_impl(2048, flag, [scaled, scaled], 0.3)
+    reference = [t.clone() for t in tensors]
+    utils.local_multi_tensor_scale(2048, flag, [reference, reference], 0.3)
+    assert all(torch.equal(a, b) for a, b in zip(scaled, reference, strict=True))
+    assert not torch.equal(scaled[0], tensors[0])
+    into = [torch.zeros_like(t, dtype=torch.float64) for t in tensors]
+    clip_grads.multi_tensor_scale_impl(2048, flag, [tensors, into], 2.0)
+    assert all(torch.equal(b, (a * 2.0).double()) for a, b in zip(tensors, into, strict=True))
+
+
+def test_router_gemm_is_torch_linear_with_megatrons_gradients(actor):
+    """On CPU, with tokens, weight and router dtype all float32, the router's logits come from
+    torch's F.linear: the output and gradients of megatron's autograd Function; a router
+    dtype that differs (float64 logits) runs megatron's Function."""
+    from megatron.core.transformer.moe import moe_utils, router
+
+    gating = router.router_gating_linear
+    assert gating._hyrl_plain
+    generator = torch.Generator().manual_seed(8)
+    tokens = torch.randn(7, 3, TINY.hidden_size, generator=generator)
+    weight = torch.randn(TINY.num_experts, TINY.hidden_size, generator=generator)
+    upstream = torch.randn(7, 3, TINY.num_experts, generator=generator)
+
+    def output_and_grads(function, dtype):
+        leaves = [tokens.clone().requires_grad_(), weight.clone().requires_grad_()]
+        out = function(*leaves, None, dtype)
+        return [out.detach(), *torch.autograd.grad(out, leaves, upstream.to(out.dtype))]
+
+    ours = output_and_grads(gating, torch.float32)
+    assert ours[0].shape == (7, 3, TINY.num_experts)
+    theirs = output_and_grads(moe_utils.router_gating_linear, torch.float32)
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-6, atol=1e-6)
+    leaves = [tokens.clone().requires_grad_(), weight.clone().requires_grad_()]
+    plain = type(gating(*leaves, None, torch.float32).grad_fn).__name__
+    converted = type(gating(*leaves, None, torch.float64).grad_fn).__name__
+    assert "RouterGatingLinearFunction" not in plain
+    assert "RouterGatingLinearFunction" in converted  # float64 logits: megatron's Function

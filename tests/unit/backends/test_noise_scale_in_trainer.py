@@ -20,24 +20,26 @@ def actor():
     destroy_distributed()
 
 
-def _batch(actor, response_len=lambda i: 1 + i % 2):
+def _batch(actor, response_len=lambda i: 1 + i % 2, rows: int = 8):
     generator = torch.Generator().manual_seed(4)
-    prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(8)]
+    prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(rows)]
     responses = [
-        torch.randint(3, 15, (response_len(i),), generator=generator).tolist() for i in range(8)
+        torch.randint(3, 15, (response_len(i),), generator=generator).tolist() for i in range(rows)
     ]
-    batch = pack(prompts, responses, torch.linspace(-1, 1, 8), pad_id=0)
+    batch = pack(prompts, responses, torch.linspace(-1, 1, rows), pad_id=0)
     batch.old_log_probs, _ = actor.log_probs(batch)
     return batch
 
 
 def test_small_batch_norms_are_each_micro_batch_gradient_as_a_mean_over_its_tokens(actor):
-    batch = _batch(actor)
+    """Three micro-batches: the first read from the zeroed buffers, the second against a new
+    snapshot, the third against the second's snapshot refilled in place."""
+    batch = _batch(actor, rows=12)
     # lr 0: the weights never move, so every pass below sees the same model
     metrics = actor.train_step(batch, batch.num_response_tokens, lr=0.0)
     small_sq, b_small = actor._small_batch
-    assert b_small == 4 and len(small_sq) == 2
-    for index, rows in enumerate((slice(0, 4), slice(4, 8))):
+    assert b_small == 4 and len(small_sq) == 3
+    for index, rows in enumerate((slice(0, 4), slice(4, 8), slice(8, 12))):
         alone = batch.select(rows)  # one micro-batch, its own token mean: no per-micro measurement
         reference = (
             actor.train_step(alone, alone.num_response_tokens, lr=0.0)["actor/grad_norm"] ** 2
