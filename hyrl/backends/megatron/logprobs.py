@@ -13,6 +13,11 @@ import torch
 # Positions per chunk: each float32 working copy is CHUNK_POSITIONS x V/TP x 4 bytes
 # (311 MB at V = 151,936, TP = 1), a few of them at once, instead of full-size copies.
 CHUNK_POSITIONS = 512
+# Up to this many logits (positions x V) on one TP rank, in one chunk, torch's own ops do the
+# pass: the float32 copies autograd keeps are at most 256 KiB, and the custom Function's Python
+# forward and backward cost more than the arithmetic (the tiny recipe: 224 x 16 logits a
+# micro-batch; about 4% of its actor update, py-spy).
+SMALL_LOGITS = 1 << 16
 
 
 def vocab_parallel_log_probs_and_entropy(
@@ -28,10 +33,25 @@ def vocab_parallel_log_probs_and_entropy(
     Both results are float32 with the shape of targets; their gradients flow to this rank's
     logits shard (every TP rank computes the same loss from them).
     """
+    positions = logits.numel() // max(logits.shape[-1], 1)
+    if logits.numel() <= SMALL_LOGITS and positions <= chunk_positions and _tp_group() is None:
+        return _small_log_probs_and_entropy(logits, targets, float(temperature), with_entropy)
     log_probs, entropy = _LogProbsAndEntropy.apply(
         logits, targets, float(temperature), with_entropy, chunk_positions
     )
     return log_probs, entropy if with_entropy else None
+
+
+def _small_log_probs_and_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The same pass as _LogProbsAndEntropy on one rank with torch's ops (autograd's own
+    backward): log p = log_softmax(z)[target], H = -sum p log p, z = logits / T in float32."""
+    log_p = torch.log_softmax(logits.float() / temperature, dim=-1)
+    log_probs = log_p.gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
+    if not with_entropy:
+        return log_probs, None
+    return log_probs, -(log_p.exp() * log_p).sum(dim=-1)
 
 
 def _tp_group():
