@@ -154,16 +154,20 @@ class HFRolloutEngine(BucketReceiver):
         self._routed = (
             [[] for _ in range(self.num_moe_layers)] if self.return_routed_experts else None
         )
-        out = self.model.generate(
-            input_ids=input_ids.to(self.device),
-            attention_mask=attention_mask.to(self.device),
-            **sampling,
-            max_new_tokens=params.max_new_tokens,
-            pad_token_id=self.pad_id,
-            eos_token_id=self.eos_id,
-            output_logits=True,
-            return_dict_in_generate=True,
-        )
+        # Inference mode, not only no_grad: no autograd bookkeeping on any tensor (the tiny
+        # recipe's generate 11.3 -> 10.3 ms, measured alone). What it returns are inference
+        # tensors; every one is read below through ops that make ordinary tensors or lists.
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention_mask.to(self.device),
+                **sampling,
+                max_new_tokens=params.max_new_tokens,
+                pad_token_id=self.pad_id,
+                eos_token_id=self.eos_id,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
         new_tokens = out.sequences[:, width:].cpu()
         # Raw logits per step -> log-probs of the sampling distribution softmax(logits / T)
         # (of softmax(logits) when decoding greedily).

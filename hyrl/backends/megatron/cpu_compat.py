@@ -287,10 +287,16 @@ def _grouped_expert_kernel() -> None:
             and config.moe_ffn_hidden_size % 4 == 0
         ):
             return False
-        return not any(
-            module._forward_pre_hooks or module._forward_hooks
-            for module in self.local_experts.modules()
-        )
+        for expert in self.local_experts:  # the modules the grouped GEMMs step around
+            for module in (expert, expert.linear_fc1, expert.linear_fc2):
+                if (
+                    module._forward_pre_hooks
+                    or module._forward_hooks
+                    or module._backward_pre_hooks
+                    or module._backward_hooks
+                ):
+                    return False
+        return True
 
     @functools.wraps(megatron_forward)
     def forward(self, permuted_local_hidden_states, tokens_per_expert, permuted_probs):

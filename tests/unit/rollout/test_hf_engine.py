@@ -202,3 +202,20 @@ def test_temperature_zero_decodes_greedily_and_repeatably():
     with torch.no_grad():  # the first token is the argmax of the next-token logits
         logits = engine.model(torch.tensor(prompts)).logits[:, -1]
     assert [g.response_ids[0] for g in first] == logits.argmax(-1).tolist()
+
+
+def test_the_model_runs_in_inference_mode_and_what_comes_back_is_ordinary():
+    """generate runs the model under torch.inference_mode (no autograd bookkeeping); the
+    routing it records leaves as ordinary tensors, which training may modify and save."""
+    engine = HFRolloutEngine(TINY, 4, pad_id=PAD_ID, eos_id=EOS_ID, return_routed_experts=True)
+    modes = []
+    forward = engine.model.forward
+    engine.model.forward = lambda *a, **k: modes.append(torch.is_inference_mode_enabled()) or (
+        forward(*a, **k)
+    )
+    generations = engine.generate(PROMPTS[:4], SamplingParams(max_new_tokens=3))
+    assert modes and all(modes)
+    for generation in generations:
+        routed = generation.routed_experts
+        assert routed is not None and not routed.is_inference()
+        routed.add_(0)  # an inference tensor refuses in-place ops outside inference mode
