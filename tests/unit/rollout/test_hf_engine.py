@@ -210,8 +210,8 @@ def test_the_model_runs_in_inference_mode_and_what_comes_back_is_ordinary():
     engine = HFRolloutEngine(TINY, 4, pad_id=PAD_ID, eos_id=EOS_ID, return_routed_experts=True)
     modes = []
     forward = engine.model.forward
-    engine.model.forward = lambda *a, **k: modes.append(torch.is_inference_mode_enabled()) or (
-        forward(*a, **k)
+    engine.model.forward = lambda *a, **k: (
+        modes.append(torch.is_inference_mode_enabled()) or (forward(*a, **k))
     )
     generations = engine.generate(PROMPTS[:4], SamplingParams(max_new_tokens=3))
     assert modes and all(modes)
