@@ -368,20 +368,20 @@ def _foreach_norm_and_scale() -> None:
     local stand-ins for Apex's multi-tensor kernels: a Python loop of torch.norm, then a
     tensor built from the list, per norm; `dst.copy_(src * scale)` per tensor, per clip. On a
     CPU these are torch's multi-tensor (`_foreach_`) ops over the same tensors: the same norms
-    and products in one call each. A scale into other tensors (a copy between dtypes) keeps
-    megatron's loop."""
+    and products in one call each. Norms of other than float32 tensors and a scale into other
+    tensors (a copy between dtypes) keep megatron's loops."""
     from megatron.core import utils
     from megatron.core.optimizer import clip_grads
 
     if getattr(clip_grads, "l2_norm_impl", None) is utils.local_multi_tensor_l2_norm:
 
         def l2_norm(chunk_size, noop_flag, tensor_lists, per_tensor, *args):
-            norms = [n for tensors in tensor_lists for n in torch._foreach_norm(tensors)]
-            if per_tensor or not norms:
+            tensors = [t for group in tensor_lists for t in group]
+            if per_tensor or not tensors or any(t.dtype != torch.float32 for t in tensors):
                 return utils.local_multi_tensor_l2_norm(
                     chunk_size, noop_flag, tensor_lists, per_tensor, *args
                 )
-            total = torch.linalg.vector_norm(torch.stack(norms).float())
+            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(tensors)))
             return total.reshape(1), None
 
         clip_grads.l2_norm_impl = l2_norm

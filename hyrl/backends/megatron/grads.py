@@ -130,9 +130,9 @@ def _positions(ranges: list[tuple[int, int]], device: torch.device) -> torch.Ten
 
 
 def _sq(flat: torch.Tensor) -> torch.Tensor:
-    """|flat|^2 as a float64 scalar: one dot product in float32 (BLAS accumulates in blocks;
-    measured 3e-7 relative to float64 over 1e5 elements, 5e-5 over 1e7) with no float64 copy of
-    the buffer, which at DP > 1 would double a rank's gradient memory for the moment."""
+    """|flat|^2 as a float64 scalar: one dot product in float32 (measured on CPU: 3e-7 relative
+    to float64 over 1e5 random elements, 5e-5 over 1e7) with no float64 copy of the buffer,
+    which at DP > 1 would double a rank's gradient memory for the moment."""
     if flat.dtype != torch.float32:
         flat = flat.float()
     return torch.dot(flat, flat).double()

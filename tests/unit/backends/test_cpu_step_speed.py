@@ -398,6 +398,11 @@ def test_gradient_norm_and_clip_use_foreach_ops_with_megatrons_results(actor):
         norm, _ = clip_grads.l2_norm_impl(2048, flag, [tensors], False)
         total = clip_grads.get_grad_norm_fp32(tensors, grad_stats_parallel_group=None)
     assert norm.shape == (1,) and torch.equal(norm, expected)
+    mixed = [tensors[0], tensors[1].bfloat16()]  # not all float32: megatron's loop, its rounding
+    with cpu_compat._CudaAsCpu():
+        expected, _ = utils.local_multi_tensor_l2_norm(2048, flag, [mixed], False)
+        norm, _ = clip_grads.l2_norm_impl(2048, flag, [mixed], False)
+    assert torch.equal(norm, expected)
     assert total == pytest.approx(float(torch.cat([t.flatten() for t in tensors]).norm()))
 
     scaled = [t.clone() for t in tensors]
