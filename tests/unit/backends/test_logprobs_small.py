@@ -54,8 +54,10 @@ def test_small_inputs_take_torch_ops_with_the_functions_values_and_gradients(
     assert small[2].dtype == dtype and small[2].abs().max() > 0.01
     for mine, theirs in zip(small, function, strict=True):  # log p, H, gradient
         assert torch.allclose(mine.float(), theirs.float(), atol=1e-5, rtol=0)
-    for kwargs in ({"chunk_positions": 4}, {}):  # 15 positions in chunks of 4; or too many logits
-        if not kwargs:
-            monkeypatch.setattr(logprobs, "SMALL_LOGITS", logits.numel() - 1)
-        chunked, _ = vocab_parallel_log_probs_and_entropy(leaf, targets, temperature, **kwargs)
-        assert "LogProbsAndEntropy" in type(chunked.grad_fn).__name__
+    # 15 positions in chunks of 4: the Function
+    chunked, _ = vocab_parallel_log_probs_and_entropy(leaf, targets, temperature, chunk_positions=4)
+    assert "LogProbsAndEntropy" in type(chunked.grad_fn).__name__
+    # one logit more than SMALL_LOGITS: the Function
+    monkeypatch.setattr(logprobs, "SMALL_LOGITS", logits.numel() - 1)
+    chunked, _ = vocab_parallel_log_probs_and_entropy(leaf, targets, temperature)
+    assert "LogProbsAndEntropy" in type(chunked.grad_fn).__name__
