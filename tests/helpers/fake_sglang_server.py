@@ -30,6 +30,13 @@ Stricter than SGLang on purpose: a payload field the real route does not define 
 HTTP 400 (SGLang ignores unknown top-level fields but refuses unknown sampling params), so a typo
 fails a test. Weight updates must name parameters the fake holds (as SGLang's ``load_weights``).
 
+Weight-update sessions, as SGLang 0.5.23's scheduler keeps them
+(``managers/scheduler_components/weight_updater.py``): ``/begin_weight_update`` opens one and is
+refused while one is open; ``/end_weight_update`` closes it and is refused without one; tensor and
+distributed updates are refused (HTTP 400, ``success: false``) outside a session; disk updates are
+not. ``tests/contract/`` runs the same table of request sequences against SGLang's own scheduler
+code (``tests/helpers/sglang_sessions.py``).
+
 Weight loading: tensor mode deserializes ``serialized_named_tensors[0]`` with
 ``pickle_deserializer`` (the tests' stand-in for CUDA IPC); distributed mode joins the trainer's
 gloo group as rank ``rank_offset`` (store keys laid out as torch's ``_new_process_group_helper``
@@ -67,12 +74,15 @@ ROUTE_FIELDS = {  # the fields of each route's request dataclass in sglang's io_
     "/pause_generation": {"mode"},
     "/continue_generation": set(),
     "/flush_cache": set(),
+    "/begin_weight_update": {"selector"},
+    "/end_weight_update": set(),
     "/update_weights_from_tensor": {
         "serialized_named_tensors",
         "load_format",
         "flush_cache",
         "abort_all_requests",
         "weight_version",
+        "selector",
     },
     "/init_weights_update_group": {
         "master_address",
@@ -91,12 +101,15 @@ ROUTE_FIELDS = {  # the fields of each route's request dataclass in sglang's io_
         "flush_cache",
         "abort_all_requests",
         "weight_version",
+        "load_format",
+        "selector",
     },
     "/update_weights_from_disk": {
         "model_path",
         "load_format",
         "abort_all_requests",
         "weight_version",
+        "flush_cache",
     },
     "/release_memory_occupation": {"tags"},
     "/resume_memory_occupation": {"tags"},
@@ -162,6 +175,17 @@ def default_weights(vocab_size: int = 16) -> dict[str, torch.Tensor]:
     }
 
 
+# SGLang 0.5.23's refusals (scheduler_components/weight_updater.py), word for word.
+SESSION_ROUTES = ("/update_weights_from_tensor", "/update_weights_from_distributed")
+OUTSIDE_SESSION = "must run between begin_weight_update() and end_weight_update()"
+SESSION_ALREADY_OPEN = "a weight-update session is already open; call end_weight_update() first"
+NO_SESSION_TO_END = "no weight-update session is open; call begin_weight_update() first"
+
+
+def _refused(message: str) -> dict:
+    return {"success": False, "message": message}
+
+
 class _HTTPError(Exception):
     def __init__(self, status: int, body: dict | str):
         self.status, self.body = status, body
@@ -204,6 +228,7 @@ class FakeSGLangServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.paused = False
+        self.session_open = False  # between /begin_weight_update and /end_weight_update
         self.weight_version = "default"
         self._groups: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -404,6 +429,18 @@ class FakeSGLangServer:
             return 200, {"message": "Generation continued successfully.", "status": "ok"}
         if route in ("/release_memory_occupation", "/resume_memory_occupation"):
             return 200, None
+        if route == "/begin_weight_update":
+            if self.session_open:
+                raise _HTTPError(400, _refused(SESSION_ALREADY_OPEN))
+            self.session_open = True
+            return 200, {"success": True, "message": "Success"}
+        if route == "/end_weight_update":
+            if not self.session_open:
+                raise _HTTPError(400, _refused(NO_SESSION_TO_END))
+            self.session_open = False
+            return 200, {"success": True, "message": "Success"}
+        if route in SESSION_ROUTES and not self.session_open:
+            raise _HTTPError(400, _refused(f"{route[1:]} {OUTSIDE_SESSION}"))
         if route == "/update_weights_from_tensor":
             entries = payload["serialized_named_tensors"]
             if len(entries) != self.tp_size:

@@ -206,6 +206,21 @@ class SGLangClient:
 
     # ---- weight updates --------------------------------------------------------------------
 
+    def begin_weight_update(self, selector: str = "all") -> dict:
+        """Open SGLang's weight-update session (0.5.23 refuses tensor and distributed updates
+        outside one); ``selector`` is "target", "draft" or "all" runners."""
+        return self._call(
+            "POST",
+            "/begin_weight_update",
+            {"selector": selector},
+            hint="A session may already be open (an earlier sync died before "
+            "/end_weight_update); restart the server or post /end_weight_update",
+        )
+
+    def end_weight_update(self) -> dict:
+        """Close the session: SGLang post-processes the loaded weights (e.g. repacks them)."""
+        return self._call("POST", "/end_weight_update", {})
+
     def update_weights_from_tensor(
         self,
         serialized_named_tensors: Sequence[str],
@@ -280,8 +295,10 @@ class SGLangClient:
     def update_weights_from_disk(
         self, model_path: str, load_format: str | None = None, weight_version: str | None = None
     ) -> dict:
-        """Reload the weights from an HF checkpoint directory the server can read."""
-        payload: dict[str, Any] = {"model_path": model_path}
+        """Reload the weights from an HF checkpoint directory the server can read. SGLang
+        flushes after a disk update unless told not to; the sync flushes once, after all
+        servers, as in the other modes."""
+        payload: dict[str, Any] = {"model_path": model_path, "flush_cache": False}
         if load_format is not None:
             payload["load_format"] = load_format
         if weight_version is not None:

@@ -15,11 +15,15 @@ Semantics, common to all strategies:
   trainer cuts them with the same ``--update-weight-buffer-size``); ``sync`` cuts pairs itself.
   One bucket = one HTTP call per server (and, for distributed, one round of broadcasts), and a
   bucket is dropped before the next is asked for, so a sync holds one bucket at a time.
-* A sync runs, on every server: ``/pause_generation`` (``begin``) -> the transfer (one call per
-  bucket, each with ``flush_cache=false``; ``send``) -> ``/flush_cache`` once (KV cached under
-  the old weights must not be reused) -> ``/continue_generation`` (``end``). ``end`` sends
-  ``/continue_generation`` also when the transfer failed, so a failed sync never leaves a server
-  paused; the transfer's error is the one raised. Each call carries ``weight_version`` = the
+* A sync runs, on every server: ``/pause_generation`` and ``/begin_weight_update`` (``begin``)
+  -> the transfer (one call per bucket, each with ``flush_cache=false``; ``send``) ->
+  ``/end_weight_update`` (SGLang post-processes the loaded weights) -> ``/flush_cache`` once (KV
+  cached under the old weights must not be reused) -> ``/continue_generation`` (``end``).
+  SGLang 0.5.23 refuses tensor and distributed updates outside such a session
+  (``managers/scheduler_components/weight_updater.py``); disk updates need none and open none.
+  ``end`` closes the session and sends ``/continue_generation`` also when the transfer failed,
+  so a failed sync never leaves a server paused or a session open; the transfer's error is the
+  one raised. Each call carries ``weight_version`` = the
   number of syncs so far, so ``/get_model_info`` shows which weights a server holds.
 * ``end`` returns ``SyncStats``: wall time of the whole sync and of the transfer alone, bytes
   and buckets sent (per server), and ``peak_bytes``, the most bytes of copies this sync made at
@@ -139,6 +143,10 @@ class _PausedSync:
     (``_begin_transfer``, ``_send`` one bucket, ``_end_transfer``)."""
 
     mode = ""
+    # SGLang 0.5.23 loads tensor and distributed updates only inside a session
+    # (/begin_weight_update ... /end_weight_update); a disk update restores and post-processes
+    # the weights itself and needs none.
+    session = True
 
     def __init__(
         self, clients: Sequence[SGLangClient], buffer_bytes: int, pause_mode: str = "abort"
@@ -150,6 +158,7 @@ class _PausedSync:
         self.pause_mode = pause_mode
         self.version = 0  # syncs done; sent as weight_version
         self._open: _SyncCounters | None = None  # the sync in progress: its counters
+        self._sessions: list[SGLangClient] = []  # servers with a weight-update session open
 
     def sync(self, named: Iterable[tuple[str, torch.Tensor]]) -> SyncStats:
         return self.sync_buckets(iter_buckets(named, self.buffer_bytes))
@@ -171,9 +180,16 @@ class _PausedSync:
         self._open = _SyncCounters(start=time.perf_counter())
         self._on_all(lambda c: c.pause_generation(self.pause_mode))
         try:
+            if self.session:
+                for client in self.clients:
+                    client.begin_weight_update()
+                    self._sessions.append(client)
             self._begin_transfer()
         except BaseException:
-            self._on_all(lambda c: c.continue_generation())
+            try:
+                self._end_sessions(report=False)
+            finally:
+                self._on_all(lambda c: c.continue_generation())
             raise
 
     def send(self, bucket: NamedTensors) -> None:
@@ -189,10 +205,17 @@ class _PausedSync:
         """Flush (after a complete transfer) and continue; always continues."""
         opened, self._open = self._opened(), None
         try:
+            try:
+                if succeeded:
+                    start = time.perf_counter()
+                    self._end_transfer(str(self.version))
+                    opened.transfer_s += time.perf_counter() - start
+            except BaseException:
+                succeeded = False
+                raise
+            finally:  # a session left open would refuse the next sync's /begin_weight_update
+                self._end_sessions(report=succeeded)
             if succeeded:
-                start = time.perf_counter()
-                self._end_transfer(str(self.version))
-                opened.transfer_s += time.perf_counter() - start
                 self._on_all(lambda c: c.flush_cache())
         finally:
             try:
@@ -213,6 +236,19 @@ class _PausedSync:
         """The counters of the sync that begin() opened; sends and end() come after it."""
         assert self._open is not None, "a sync is sent and ended only after begin()"
         return self._open
+
+    def _end_sessions(self, report: bool) -> None:
+        """/end_weight_update on every server whose session begin() opened; with ``report`` the
+        first refusal is raised once all were asked (otherwise another error is on its way)."""
+        opened, self._sessions = self._sessions, []
+        first: SGLangError | None = None
+        for client in opened:
+            try:
+                client.end_weight_update()
+            except SGLangError as err:
+                first = first or err
+        if report and first is not None:
+            raise first
 
     def _on_all(self, call: Callable[[SGLangClient], object]) -> None:
         for client in self.clients:
@@ -473,6 +509,7 @@ def write_index(
 
 class DiskWeightSync(_PausedSync):
     mode = "disk"
+    session = False
 
     def __init__(
         self,

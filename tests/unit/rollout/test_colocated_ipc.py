@@ -32,9 +32,9 @@ def test_each_engine_tp_rank_gets_the_copy_of_the_training_rank_on_its_gpu(tmp_p
     assert rank0["buckets"] == 4
     assert rank0["entry_shifts"] == [[0, 0], [3, 2], [0, 0], [0, 0]]
     assert rank0["routes"] == (
-        ["/pause_generation"]
+        ["/pause_generation", "/begin_weight_update"]
         + ["/update_weights_from_tensor"] * 4
-        + ["/flush_cache", "/continue_generation"]
+        + ["/end_weight_update", "/flush_cache", "/continue_generation"]
     )
     assert rank0["shift"] == 3  # the fake loads TP rank 0's entry
 
@@ -45,7 +45,9 @@ def test_a_failing_server_stops_every_rank_and_leaves_the_server_running(tmp_pat
     assert rank1["error"].startswith("RuntimeError: weight sync by CUDA IPC failed on rank 0")
     assert rank0["routes"] == [
         "/pause_generation",
+        "/begin_weight_update",
         "/update_weights_from_tensor",
+        "/end_weight_update",
         "/continue_generation",
     ]
 

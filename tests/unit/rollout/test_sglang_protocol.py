@@ -211,16 +211,18 @@ def test_weight_sync_changes_generations_as_the_new_weights_say(fake, mode, tmp_
         engine.shutdown()
 
 
-def test_sync_order_is_pause_transfer_flush_continue(fake):
+def test_sync_order_is_pause_session_transfer_flush_continue(fake):
     engine_for(fake).update_weights(hf_state_dict_with_shift(1.0))
     routes = fake.routes_called()
     assert routes == (
-        ["/pause_generation"]
+        ["/pause_generation", "/begin_weight_update"]
         + ["/update_weights_from_tensor"] * 4
-        + ["/flush_cache", "/continue_generation"]
+        + ["/end_weight_update", "/flush_cache", "/continue_generation"]
     )
-    pause, update = fake.calls[0][1], fake.calls[1][1]
+    pause, begin, update = fake.calls[0][1], fake.calls[1][1], fake.calls[2][1]
     assert pause == {"mode": "abort"}
+    assert begin == {"selector": "all"}
+    assert fake.calls[-3][1] == {}  # /end_weight_update
     assert set(update) == {
         "serialized_named_tensors",
         "load_format",
@@ -233,19 +235,50 @@ def test_sync_order_is_pause_transfer_flush_continue(fake):
 def test_tensor_sync_sends_one_payload_per_tp_rank():
     with FakeSGLangServer(tp_size=2) as fake:
         engine_for(fake, tp_size=2).update_weights(hf_state_dict_with_shift(1.0))
-        update = fake.calls[1][1]
+        update = fake.calls[2][1]
         assert len(update["serialized_named_tensors"]) == 2
 
 
-def test_continue_is_sent_even_when_a_transfer_fails(fake):
+def test_session_end_and_continue_are_sent_even_when_a_transfer_fails(fake):
     fake.fail("/update_weights_from_tensor")
+    engine = engine_for(fake)
     with pytest.raises(SGLangError, match="update_weights_from_tensor.*injected failure"):
+        engine.update_weights(hf_state_dict_with_shift(1.0))
+    assert fake.routes_called() == [
+        "/pause_generation",
+        "/begin_weight_update",
+        "/update_weights_from_tensor",
+        "/end_weight_update",
+        "/continue_generation",
+    ]
+    assert not fake.session_open  # the next sync can open its own
+    del fake.failures["/update_weights_from_tensor"]
+    engine.update_weights(hf_state_dict_with_shift(1.0))
+    assert fake.shift == 1
+
+
+def test_a_refused_session_leaves_the_server_generating(fake):
+    fake.session_open = True  # e.g. a trainer that died mid-sync left it open
+    with pytest.raises(SGLangError, match="begin_weight_update.*already open"):
         engine_for(fake).update_weights(hf_state_dict_with_shift(1.0))
     assert fake.routes_called() == [
         "/pause_generation",
-        "/update_weights_from_tensor",
+        "/begin_weight_update",
         "/continue_generation",
     ]
+
+
+def test_disk_sync_opens_no_session_and_leaves_the_flush_to_the_end(fake, tmp_path):
+    engine = engine_for(fake, "disk", directory=str(tmp_path / "sync"))
+    engine.update_weights(hf_state_dict_with_shift(2.0))
+    assert fake.shift == 2
+    assert fake.routes_called() == [
+        "/pause_generation",
+        "/update_weights_from_disk",
+        "/flush_cache",
+        "/continue_generation",
+    ]
+    assert fake.calls[1][1]["flush_cache"] is False  # SGLang's default would flush twice
 
 
 def test_distributed_sync_posts_group_and_tensor_metadata(fake):
@@ -253,10 +286,15 @@ def test_distributed_sync_posts_group_and_tensor_metadata(fake):
     try:
         engine.update_weights(hf_state_dict_with_shift(1.0))
         routes = fake.routes_called()
-        assert routes[:2] == ["/pause_generation", "/init_weights_update_group"]
-        init = fake.calls[1][1]
+        assert routes[:3] == [
+            "/pause_generation",
+            "/begin_weight_update",
+            "/init_weights_update_group",
+        ]
+        assert routes[-3:] == ["/end_weight_update", "/flush_cache", "/continue_generation"]
+        init = fake.calls[2][1]
         assert (init["rank_offset"], init["world_size"], init["backend"]) == (1, 2, "gloo")
-        update = fake.calls[2][1]
+        update = fake.calls[3][1]
         assert update["names"][0] == "model.embed_tokens.weight"
         assert update["dtypes"][0] == "float32" and update["shapes"][0] == [16, 4]
         assert update["flush_cache"] is False
