@@ -3,8 +3,8 @@ table in tests/helpers/sglang_sessions.py, which tests/contract/ runs against SG
 scheduler code."""
 
 import pytest
-import torch
 import sglang_sessions as table
+import torch
 from fake_sglang_server import FakeSGLangServer, pickle_serializer
 from safetensors.torch import save_file
 
