@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -134,24 +135,67 @@ def build_engine(
 ROLLOUT_DTYPE = "bfloat16"  # the servers' weights and activations (SGLang --dtype)
 
 
-def write_rollout_model(arch: Qwen3MoeArch, directory) -> str:
-    """The HF directory SGLang starts from: config.json only. Servers start with
-    --load-format dummy (random weights, no files read) and the actor's weights arrive by
-    weight sync before the first rollout, so nothing of the model is written or read twice.
+def rollout_eos_ids(tokenizer_eos_id: int, hf_checkpoint: str | None = None) -> list[int]:
+    """The ids the engines stop on: the checkpoint's generation_config.json eos ids, then its
+    config.json's, then the tokenizer's, each once (Qwen3: <|im_end|> and <|endoftext|>)."""
+    from pathlib import Path
+
+    ids: list[int] = []
+    if hf_checkpoint is not None:
+        for name in ("generation_config.json", "config.json"):
+            path = Path(hf_checkpoint) / name
+            if path.is_file():
+                ids += _as_id_list(json.loads(path.read_text()).get("eos_token_id"))
+    ids.append(tokenizer_eos_id)
+    return list(dict.fromkeys(ids))
+
+
+def _as_id_list(value) -> list[int]:
+    """An eos_token_id entry of a Hugging Face config: an int, a list of ints, or absent."""
+    if value is None:
+        return []
+    return [int(value)] if isinstance(value, int) else [int(v) for v in value]
+
+
+def write_rollout_model(
+    arch: Qwen3MoeArch,
+    directory,
+    eos_token_ids: Sequence[int],
+    bos_token_id: int | None = None,
+) -> str:
+    """The HF directory SGLang starts from: config.json and generation_config.json. Servers
+    start with --load-format dummy (random weights, no files read) and the actor's weights
+    arrive by weight sync before the first rollout, so nothing of the model is written or read
+    twice.
 
     SGLang picks its model class from ``architectures[0]`` and, under ``--dtype auto``, its
     dtype from the config's ``dtype`` (transformers 5; ``torch_dtype`` before), turning a
-    missing one into float16; both are written, and the servers also get ``--dtype``."""
+    missing one into float16; both are written, and the servers also get ``--dtype``.
+
+    SGLang stops every request on the union of config.json's and generation_config.json's
+    ``eos_token_id`` (``ModelConfig._get_hf_eos_token_id``), whatever the request's own stop ids,
+    so both files carry exactly ``eos_token_ids`` (``rollout_eos_ids``: the checkpoint's and the
+    tokenizer's). generation_config.json carries no sampling defaults: hyrl's --rollout-*
+    flags alone decide how the engines sample."""
     from pathlib import Path
 
+    if not eos_token_ids:
+        raise ValueError("write_rollout_model needs the eos ids the engines stop on")
     directory = Path(directory)
-    arch.to_hf_config().save_pretrained(directory)
+    eos: int | list[int] = (
+        int(eos_token_ids[0]) if len(eos_token_ids) == 1 else [int(i) for i in eos_token_ids]
+    )
+    arch.to_hf_config(eos_token_id=eos, bos_token_id=bos_token_id).save_pretrained(directory)
     config_path = directory / "config.json"
     config = json.loads(config_path.read_text())
     config.update(
         architectures=["Qwen3MoeForCausalLM"], dtype=ROLLOUT_DTYPE, torch_dtype=ROLLOUT_DTYPE
     )
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    generation: dict[str, int | list[int]] = {"eos_token_id": eos}
+    if bos_token_id is not None:
+        generation["bos_token_id"] = bos_token_id
+    (directory / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
     return str(directory)
 
 
@@ -396,7 +440,7 @@ def build_sglang_engine(
         engine = SGLangEngine(
             cfg.sglang_router_url,
             concurrency=layout.concurrency_per_engine,
-            stop_token_ids=[eos_id],
+            stop_token_ids=rollout_eos_ids(eos_id, cfg.hf_checkpoint),
             weight_sync=layout.update_weight_mode,
             buffer_bytes=cfg.update_weight_buffer_size,
             weight_sync_options=options,
@@ -409,12 +453,15 @@ def build_sglang_engine(
 
     from hyrl.rollout.fleet import RolloutFleet
 
-    model_path = write_rollout_model(arch, Path(run_dir) / "rollout_model")
+    stop_ids = rollout_eos_ids(eos_id, cfg.hf_checkpoint)
+    model_path = write_rollout_model(
+        arch, Path(run_dir) / "rollout_model", stop_ids, _checkpoint_bos_id(cfg.hf_checkpoint)
+    )
     factory = functools.partial(
         make_sglang_engine,
         model_path,
         layout.concurrency_per_engine,
-        [eos_id],
+        stop_ids,
         layout.gpus_per_engine,
         layout.update_weight_mode,
         cfg.update_weight_buffer_size,
@@ -438,6 +485,16 @@ def build_sglang_engine(
     return SGLangFleet(
         fleet, layout.update_weight_mode, cfg.update_weight_buffer_size, layout.gpus_per_engine
     )
+
+
+def _checkpoint_bos_id(hf_checkpoint: str | None) -> int | None:
+    from pathlib import Path
+
+    path = Path(hf_checkpoint) / "config.json" if hf_checkpoint is not None else None
+    if path is None or not path.is_file():
+        return None
+    bos = json.loads(path.read_text()).get("bos_token_id")
+    return int(bos) if isinstance(bos, int) else None
 
 
 SGLANG_STARTUP_TIMEOUT_S = 900.0  # a 30B model loads in minutes; the tiny one in seconds

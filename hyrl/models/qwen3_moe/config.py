@@ -29,7 +29,12 @@ class Qwen3MoeArch:
         """Read the architecture from any object whose attributes are named like the flags."""
         return cls(**{f.name: getattr(flags, f.name) for f in fields(cls)})
 
-    def to_hf_config(self):
+    def to_hf_config(
+        self, eos_token_id: int | list[int] | None = None, bos_token_id: int | None = None
+    ):
+        """transformers' Qwen3MoeConfig of this architecture. The special token ids belong to
+        the tokenizer and checkpoint, not to the architecture: callers that write a config
+        other programs read (SGLang stops on its eos ids) pass them."""
         from transformers import Qwen3MoeConfig
 
         return Qwen3MoeConfig(
@@ -54,8 +59,8 @@ class Qwen3MoeArch:
             router_aux_loss_coef=0.0,
             output_router_logits=False,
             pad_token_id=None,  # no padding_idx: Megatron trains every embedding row, so must HF
-            eos_token_id=1,
-            bos_token_id=2,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
         )
 
     def mismatches(self, hf_config: dict) -> list[str]:

@@ -218,7 +218,7 @@ def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path,
         return "engine"
 
     monkeypatch.setattr(SGLangEngine, "launch", classmethod(fake_launch))
-    model = write_rollout_model(TINY, tmp_path / "model")
+    model = write_rollout_model(TINY, tmp_path / "model", [EOS])
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
     assert (
         make_sglang_engine(
@@ -262,7 +262,7 @@ def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them
     from hyrl.models.qwen3_moe.config import TINY
     from hyrl.rollout.build import write_rollout_model
 
-    model = write_rollout_model(TINY, tmp_path / "model")
+    model = write_rollout_model(TINY, tmp_path / "model", [EOS])
     written = json.loads((tmp_path / "model" / "config.json").read_text())
     assert written["architectures"] == ["Qwen3MoeForCausalLM"]
     assert (written["dtype"], written["torch_dtype"]) == ("bfloat16", "bfloat16")
