@@ -199,6 +199,49 @@ def write_rollout_model(
     return str(directory)
 
 
+def sglang_server_process(
+    model_path: str,
+    concurrency: int,
+    gpus_per_engine: int,
+    colocated: bool,
+    mem_fraction_static,
+    server_args: Sequence[str],
+    log_dir: str,
+    seed: int,
+    engine_index: int = 0,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 30000,
+    return_routed_experts: bool = False,
+):
+    """The SGLang server hyrl launches for engine ``engine_index`` (nothing started):
+    ``.command()`` is the argv, which tests/contract/ parses with SGLang's own parser."""
+    from pathlib import Path
+
+    from hyrl.rollout.sglang.server import SGLangServerProcess
+
+    return SGLangServerProcess(
+        model_path,
+        host=host,
+        port=port,
+        tp_size=gpus_per_engine,
+        base_gpu_id=0,
+        mem_fraction_static=mem_fraction_static,
+        max_running_requests=concurrency,
+        colocated=colocated,
+        random_seed=seed + engine_index,
+        dtype=ROLLOUT_DTYPE,
+        return_routed_experts=return_routed_experts,
+        server_args=(
+            list(server_args)
+            if any(a.split("=")[0] == "--load-format" for a in server_args)
+            else [*server_args, "--load-format", "dummy"]
+        ),
+        log_path=Path(log_dir) / f"sglang_engine{engine_index}.log",
+        die_with_parent=True,
+    )
+
+
 def make_sglang_engine(
     model_path: str,
     concurrency: int,
@@ -232,29 +275,22 @@ def make_sglang_engine(
     import ray
 
     from hyrl.rollout.sglang.engine import SGLangEngine
-    from hyrl.rollout.sglang.server import SGLangServerProcess
     from hyrl.rollout.sglang.weight_sync import free_port
 
     host = ray.util.get_node_ip_address()  # reachable from the trainer's node (distributed sync)
-    server = SGLangServerProcess(
+    server = sglang_server_process(
         model_path,
+        concurrency,
+        gpus_per_engine,
+        colocated,
+        mem_fraction_static,
+        server_args,
+        log_dir,
+        seed,
+        engine_index,
         host=host,
         port=free_port(host),
-        tp_size=gpus_per_engine,
-        base_gpu_id=0,
-        mem_fraction_static=mem_fraction_static,
-        max_running_requests=concurrency,
-        colocated=colocated,
-        random_seed=seed + engine_index,
-        dtype=ROLLOUT_DTYPE,
         return_routed_experts=return_routed_experts,
-        server_args=(
-            server_args
-            if any(a.split("=")[0] == "--load-format" for a in server_args)
-            else [*server_args, "--load-format", "dummy"]
-        ),
-        log_path=Path(log_dir) / f"sglang_engine{engine_index}.log",
-        die_with_parent=True,
     )
     local_mode = "disk" if mode == "disk" else "tensor"
     options = (

@@ -136,10 +136,14 @@ def transformer_config(
     token_dispatcher: str = "auto",
     params_dtype: torch.dtype = torch.float32,
     routing_replay: bool = False,
-    grouped_gemm: bool = False,
+    with_te: bool = False,
 ):
-    """megatron's TransformerConfig for this architecture and layout. grouped_gemm: experts as
-    one grouped GEMM (Transformer Engine's TEGroupedMLP; build_gpt_model turns it on with TE)."""
+    """megatron's TransformerConfig for this architecture and layout. with_te: for the
+    Transformer Engine spec, with TE's kernels: experts as one grouped GEMM (TEGroupedMLP),
+    fused RoPE (unfused, every q/k RoPE under --qkv-format thd syncs device to host), and weight
+    gradients accumulated into the fp32 main grads inside the GEMM (TE's own linears; megatron's
+    output layer also needs APEX's fused_weight_gradient_mlp_cuda, so only where it imports)."""
+    from megatron.core.tensor_parallel import layers as tp_layers
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     if token_dispatcher == "auto":
@@ -161,7 +165,7 @@ def transformer_config(
         moe_token_dispatcher_type=token_dispatcher,
         # grouped GEMM (all local experts in one kernel) with Transformer Engine; the local spec
         # runs its experts one after another
-        moe_grouped_gemm=grouped_gemm,
+        moe_grouped_gemm=with_te,
         # TE's fused permute/unpermute: after the router (and its replay), the same routing
         moe_permute_fusion=layout.moe_permute_fusion,
         moe_router_dtype="fp32",
@@ -177,9 +181,9 @@ def transformer_config(
         bias_activation_fusion=False,
         bias_dropout_fusion=False,
         masked_softmax_fusion=False,
-        apply_rope_fusion=False,
+        apply_rope_fusion=with_te,
         persist_layer_norm=False,
-        gradient_accumulation_fusion=False,
+        gradient_accumulation_fusion=with_te and tp_layers._grad_accum_fusion_available,
         tensor_model_parallel_size=layout.tensor_model_parallel_size,
         pipeline_model_parallel_size=layout.pipeline_model_parallel_size,
         virtual_pipeline_model_parallel_size=layout.virtual_pipeline_model_parallel_size,
@@ -277,7 +281,7 @@ def build_model_chunks(
         token_dispatcher,
         params_dtype=params_dtype,
         routing_replay=routing_replay,
-        grouped_gemm=with_te,
+        with_te=with_te,
     )
     if with_te:
         layer_spec = get_gpt_layer_with_transformer_engine_spec(

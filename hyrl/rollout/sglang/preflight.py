@@ -3,6 +3,8 @@ process group (hyrl.preflight calls them): a refused flag exits 2 naming it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from hyrl.config import ConfigError, RunConfig
@@ -43,17 +45,38 @@ def preflight_sglang(cfg: RunConfig) -> None:
             "pip install -r requirements.txt (sglang==0.5.23), or hf",
         )
     if cfg.sglang_server_args:
-        import dataclasses
+        refusal = sglang_cli_refusal(
+            ["--model-path", "hyrl-preflight", *shlex.split(cfg.sglang_server_args)]
+        )
+        if refusal is not None:
+            raise ConfigError(
+                "--sglang-server-args",
+                cfg.sglang_server_args,
+                f"the installed sglang.launch_server refuses it: {refusal}",
+                "flags and values listed by python -m sglang.launch_server --help",
+            )
 
-        from sglang.srt.server_args import ServerArgs
 
-        known = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(ServerArgs)}
-        for token in shlex.split(cfg.sglang_server_args):
-            flag = token.split("=", 1)[0]
-            if flag.startswith("--") and flag not in known:
-                raise ConfigError(
-                    "--sglang-server-args",
-                    cfg.sglang_server_args,
-                    f"{flag} is not a flag of the installed sglang.launch_server",
-                    "flags listed by python -m sglang.launch_server --help",
-                )
+class _Refused(Exception):
+    pass
+
+
+def sglang_cli_refusal(argv: Sequence[str]) -> str | None:
+    """SGLang's own launch_server parser (``ServerArgs.add_cli_args``, what ``prepare_server_args``
+    builds) on ``argv``: None when it accepts every flag and value, else argparse's message.
+    (0.5.23's ServerArgs is no dataclass: its fields are known only to its own parser.)"""
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    class RefusingParser(argparse.ArgumentParser):
+        def error(self, message):  # argparse would print the usage and exit
+            raise _Refused(message)
+
+    parser = RefusingParser(prog="sglang serve")
+    ServerArgs.add_cli_args(parser)
+    try:
+        parser.parse_args(list(argv))
+    except _Refused as err:
+        return str(err)
+    return None

@@ -94,16 +94,27 @@ def bucket_named_tensors(
     return list(iter_buckets(named, buffer_bytes))
 
 
-def sglang_serializer() -> Serializer:
-    """SGLang's own serializer: CUDA tensors travel as IPC handles (GPU, same node only)."""
+def sglang_serializer(cuda: bool | None = None) -> Serializer:
+    """SGLang's own serializer: CUDA tensors travel as IPC handles (GPU, same node only).
+
+    With ``cuda`` (None: whenever this machine has CUDA) it first applies SGLang's torch
+    reduction patch (``sglang.srt.utils.patch_torch.monkey_patch_torch_reductions``), as SGLang's
+    own senders do: a handle then names its GPU by UUID instead of this process's device
+    ordinal, which means another GPU in a server that sees other CUDA_VISIBLE_DEVICES (an
+    engine smaller than the node). The patch is process-wide and cannot reduce CPU tensors (it
+    rewrites an argument only CUDA reductions have), so CPU-only processes go without it.
+    """
     try:
         from sglang.srt.utils import MultiprocessingSerializer
+        from sglang.srt.utils.patch_torch import monkey_patch_torch_reductions
     except ImportError as err:
         raise SGLangError(
             "weight_sync='tensor' needs sglang importable in the trainer process (its "
             "MultiprocessingSerializer makes the CUDA IPC handles): pip install sglang==0.5.23, "
             "or use weight_sync='distributed' or 'disk'"
         ) from err
+    if cuda if cuda is not None else torch.cuda.is_available():
+        monkey_patch_torch_reductions()  # idempotent
     return lambda named: MultiprocessingSerializer.serialize(named, output_str=True)
 
 
