@@ -52,6 +52,7 @@ SGLANG_ONLY = (
     "sglang_router_url",
     "sglang_mem_fraction_static",
     "sglang_server_args",
+    "sglang_request_timeout_s",
     "update_weight_mode",
     "colocate",
     "rollout_num_gpus",

@@ -430,6 +430,13 @@ class RunConfig:
         "other --sglang-NAME [VALUE] on the command line is appended here as --NAME [VALUE]",
         "rollout",
     )
+    sglang_request_timeout_s: float | None = _opt(
+        None,
+        "seconds one request to an SGLang server (a /generate of one response, a weight call) "
+        "may take before the rollout or sync fails naming it (seconds > 0); raise it for long "
+        "responses at high --rollout-concurrency; none = 600",
+        "rollout",
+    )
     reward_num_workers: int = _opt(
         0,
         "Ray worker processes that score rewards off the trainer (count); 0 = score in the "

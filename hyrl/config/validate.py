@@ -264,6 +264,13 @@ def _check_ranges(c: RunConfig) -> None:
             "must be a fraction of GPU memory",
             "0 < fraction < 1, or none",
         )
+    if c.sglang_request_timeout_s is not None and not c.sglang_request_timeout_s > 0:
+        _fail(
+            "sglang_request_timeout_s",
+            c.sglang_request_timeout_s,
+            "must be positive",
+            "seconds > 0",
+        )
     if not c.reward_timeout_s > 0:
         _fail("reward_timeout_s", c.reward_timeout_s, "must be positive", "seconds > 0")
 

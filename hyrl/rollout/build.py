@@ -133,6 +133,7 @@ def build_engine(
 
 
 ROLLOUT_DTYPE = "bfloat16"  # the servers' weights and activations (SGLang --dtype)
+SGLANG_REQUEST_TIMEOUT_S = 600.0  # --sglang-request-timeout-s none
 
 
 def rollout_eos_ids(tokenizer_eos_id: int, hf_checkpoint: str | None = None) -> list[int]:
@@ -260,6 +261,7 @@ def make_sglang_engine(
     return_routed_experts: bool = False,
     num_moe_layers: int | None = None,
     moe_top_k: int | None = None,
+    request_timeout_s: float = SGLANG_REQUEST_TIMEOUT_S,
 ):
     """One SGLang server on this Ray actor's GPUs, and the engine that drives it.
 
@@ -309,6 +311,7 @@ def make_sglang_engine(
         return_routed_experts=return_routed_experts,
         num_moe_layers=num_moe_layers,
         moe_top_k=moe_top_k,
+        timeout_s=request_timeout_s,
     )
 
 
@@ -481,6 +484,7 @@ def build_sglang_engine(
             buffer_bytes=cfg.update_weight_buffer_size,
             weight_sync_options=options,
             weight_sync_urls=urls,
+            timeout_s=sglang_request_timeout_s(cfg),
             **routed_experts,
         )
         if layout.update_weight_mode == "distributed":
@@ -508,6 +512,7 @@ def build_sglang_engine(
         cfg.seed,
         SGLANG_STARTUP_TIMEOUT_S,
         **routed_experts,
+        request_timeout_s=sglang_request_timeout_s(cfg),
     )
     fleet = RolloutFleet(
         factory,
@@ -531,6 +536,13 @@ def _checkpoint_bos_id(hf_checkpoint: str | None) -> int | None:
         return None
     bos = json.loads(path.read_text()).get("bos_token_id")
     return int(bos) if isinstance(bos, int) else None
+
+
+def sglang_request_timeout_s(cfg: RunConfig) -> float:
+    """How long one HTTP request to a server may take (--sglang-request-timeout-s)."""
+    if cfg.sglang_request_timeout_s is None:
+        return SGLANG_REQUEST_TIMEOUT_S
+    return cfg.sglang_request_timeout_s
 
 
 SGLANG_STARTUP_TIMEOUT_S = 900.0  # a 30B model loads in minutes; the tiny one in seconds

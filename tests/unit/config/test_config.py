@@ -677,6 +677,11 @@ def test_undeclared_sglang_flags_pass_through_and_near_misses_are_typos(cfg_of):
         (("--reward-num-workers", "-1"), "--reward-num-workers", -1),
         (("--rollout-max-restarts", "-1"), "--rollout-max-restarts", -1),
         (("--update-weight-buffer-size", "1000"), "--update-weight-buffer-size", 1000),
+        (
+            ("--rollout-engine", "sglang", "--sglang-request-timeout-s", "0"),
+            "--sglang-request-timeout-s",
+            0.0,
+        ),
     ],
 )
 def test_reward_and_fleet_ranges_are_checked(cfg_of, argv, flag, value):

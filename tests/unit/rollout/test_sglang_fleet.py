@@ -219,7 +219,10 @@ def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path,
 
     monkeypatch.setattr(SGLangEngine, "launch", classmethod(fake_launch))
     model = write_rollout_model(TINY, tmp_path / "model", [EOS])
-    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == [
+        "config.json",
+        "generation_config.json",
+    ]
     assert (
         make_sglang_engine(
             model,
@@ -235,6 +238,7 @@ def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path,
             7,
             120.0,
             engine_index=3,
+            request_timeout_s=1800.0,
         )
         == "engine"
     )
@@ -250,6 +254,7 @@ def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path,
     assert launched["server"].die_with_parent
     assert launched["options"]["weight_sync"] == "tensor"
     assert launched["options"]["weight_sync_options"] == {"device": "cuda:0", "tp_size": 2}
+    assert launched["options"]["timeout_s"] == 1800.0  # --sglang-request-timeout-s
 
 
 def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them(tmp_path):
