@@ -243,27 +243,38 @@ def sglang_server_process(
     )
 
 
+def sglang_server_options(cfg: RunConfig, layout: RolloutLayout, model_path: str, log_dir: str):
+    """The arguments of ``sglang_server_process`` (all but the engine's index, host and port)
+    that hyrl's engines launch their servers with for this run."""
+    import shlex
+
+    return {
+        "model_path": model_path,
+        "concurrency": layout.concurrency_per_engine,
+        "gpus_per_engine": layout.gpus_per_engine,
+        "colocated": cfg.colocate,
+        "mem_fraction_static": cfg.sglang_mem_fraction_static,
+        "server_args": shlex.split(cfg.sglang_server_args or ""),
+        "log_dir": log_dir,
+        "seed": cfg.seed,
+        "return_routed_experts": engine_returns_routing(cfg),
+    }
+
+
 def make_sglang_engine(
-    model_path: str,
-    concurrency: int,
+    server_options: dict,
     stop_token_ids: list[int],
-    gpus_per_engine: int,
     mode: str,
     buffer_bytes: int,
-    colocated: bool,
-    mem_fraction_static,
-    server_args: list[str],
-    log_dir: str,
-    seed: int,
     startup_timeout_s: float,
     engine_index: int = 0,
     *,
-    return_routed_experts: bool = False,
     num_moe_layers: int | None = None,
     moe_top_k: int | None = None,
     request_timeout_s: float = SGLANG_REQUEST_TIMEOUT_S,
 ):
-    """One SGLang server on this Ray actor's GPUs, and the engine that drives it.
+    """One SGLang server on this Ray actor's GPUs (``sglang_server_process(**server_options)``),
+    and the engine that drives it.
 
     Ray's CUDA_VISIBLE_DEVICES maps the bundle's GPUs to 0..gpus_per_engine-1, so the server
     starts at base GPU 0. Weights reach it from this actor: "tensor" as CUDA IPC handles on the
@@ -281,19 +292,11 @@ def make_sglang_engine(
 
     host = ray.util.get_node_ip_address()  # reachable from the trainer's node (distributed sync)
     server = sglang_server_process(
-        model_path,
-        concurrency,
-        gpus_per_engine,
-        colocated,
-        mem_fraction_static,
-        server_args,
-        log_dir,
-        seed,
-        engine_index,
-        host=host,
-        port=free_port(host),
-        return_routed_experts=return_routed_experts,
+        **server_options, engine_index=engine_index, host=host, port=free_port(host)
     )
+    gpus_per_engine = server_options["gpus_per_engine"]
+    log_dir = server_options["log_dir"]
+    return_routed_experts = server_options["return_routed_experts"]
     local_mode = "disk" if mode == "disk" else "tensor"
     options = (
         {"device": "cuda:0", "tp_size": gpus_per_engine}
@@ -303,7 +306,7 @@ def make_sglang_engine(
     return SGLangEngine.launch(
         server,
         startup_timeout_s,
-        concurrency=concurrency,
+        concurrency=server_options["concurrency"],
         stop_token_ids=stop_token_ids,
         weight_sync=local_mode,
         buffer_bytes=buffer_bytes,
@@ -456,10 +459,8 @@ def build_sglang_engine(
     cfg: RunConfig, layout: RolloutLayout, arch: Qwen3MoeArch, pad_id: int, eos_id: int, run_dir
 ) -> RolloutEngine:
     import functools
-    import shlex
     from pathlib import Path
 
-    server_args = shlex.split(cfg.sglang_server_args or "")
     # Qwen3-MoE routes in every layer, so the engine returns num_layers x top-k ids per token
     routed_experts: dict[str, Any] = {
         "return_routed_experts": engine_returns_routing(cfg),
@@ -497,21 +498,16 @@ def build_sglang_engine(
     model_path = write_rollout_model(
         arch, Path(run_dir) / "rollout_model", stop_ids, _checkpoint_bos_id(cfg.hf_checkpoint)
     )
+    log_dir = str(Path(run_dir).resolve() / "rollout_logs")
     factory = functools.partial(
         make_sglang_engine,
-        model_path,
-        layout.concurrency_per_engine,
+        sglang_server_options(cfg, layout, model_path, log_dir),
         stop_ids,
-        layout.gpus_per_engine,
         layout.update_weight_mode,
         cfg.update_weight_buffer_size,
-        cfg.colocate,
-        cfg.sglang_mem_fraction_static,
-        server_args,
-        str(Path(run_dir).resolve() / "rollout_logs"),
-        cfg.seed,
         SGLANG_STARTUP_TIMEOUT_S,
-        **routed_experts,
+        num_moe_layers=arch.num_layers,
+        moe_top_k=arch.moe_router_topk,
         request_timeout_s=sglang_request_timeout_s(cfg),
     )
     fleet = RolloutFleet(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class Qwen3MoeArch:
         other programs read (SGLang stops on its eos ids) pass them."""
         from transformers import Qwen3MoeConfig
 
-        return Qwen3MoeConfig(
+        # as a dict: transformers' stubs do not list every keyword Qwen3MoeConfig takes
+        options: dict[str, Any] = dict(
             vocab_size=self.vocab_size,
             hidden_size=self.hidden_size,
             intermediate_size=self.ffn_hidden_size or self.moe_ffn_hidden_size,
@@ -62,6 +64,7 @@ class Qwen3MoeArch:
             eos_token_id=eos_token_id,
             bos_token_id=bos_token_id,
         )
+        return Qwen3MoeConfig(**options)
 
     def mismatches(self, hf_config: dict) -> list[str]:
         """Where a Hugging Face config.json disagrees with this architecture, as 'key: a != b'."""
