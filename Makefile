@@ -4,6 +4,9 @@
 # make bench: hyrl vs TRL, vs a plain-PyTorch floor, and its overhead, in one table
 #   (tools/bench.py; creates .venv-bench for TRL itself). BENCH_SEEDS, BENCH_THREADS, BENCH_OUT,
 #   BENCH_FLAGS (more tools/bench.py flags, e.g. --parts floor,overhead).
+# make contract: the contract tier (tests/contract): SGLang 0.5.23's own code on CPU against what
+#   hyrl sends; creates .venv-contract from requirements-contract.txt (SGLang's own torch, about
+#   6 GB), sglang itself (--no-deps, the version requirements.txt pins) and this package.
 # Both create .venv from requirements-cpu.txt (plus this package, editable) when it is missing.
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c
@@ -17,8 +20,11 @@ BENCH_SEEDS ?= 3
 BENCH_THREADS ?= 1
 BENCH_OUT ?= runs/bench-$(STAMP_TIME)
 BENCH_FLAGS ?=
+CONTRACT_VENV ?= .venv-contract
+CONTRACT_STAMP := $(CONTRACT_VENV)/.hyrl-installed
+SGLANG_PIN := $(shell grep -m1 '^sglang==' requirements.txt)
 
-.PHONY: demo demo-grpo test lint format venv clean-venv bench
+.PHONY: demo demo-grpo test lint format venv clean-venv bench contract
 
 venv: $(STAMP)
 
@@ -43,6 +49,18 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+$(CONTRACT_STAMP): requirements-contract.txt requirements.txt pyproject.toml
+	@test -x $(CONTRACT_VENV)/bin/python || python3 -m venv $(CONTRACT_VENV)
+	@echo "installing requirements-contract.txt and $(SGLANG_PIN) into $(CONTRACT_VENV) (about 6 GB)"
+	$(CONTRACT_VENV)/bin/python -m pip install -q -r requirements-contract.txt 2>&1 | { grep -v '^WARNING: Location' || true; }
+	$(CONTRACT_VENV)/bin/python -m pip install -q --no-deps "$(SGLANG_PIN)" 2>&1 | { grep -v '^WARNING: Location' || true; }
+	$(CONTRACT_VENV)/bin/python -m pip install -q --no-deps -e . 2>&1 | { grep -v '^WARNING: Location' || true; }
+	@touch $(CONTRACT_STAMP)
+
+# HYRL_CONTRACT=1: a missing sglang or a skipped test fails the tier instead of skipping it.
+contract: $(CONTRACT_STAMP)
+	HYRL_CONTRACT=1 $(CONTRACT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/contract
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

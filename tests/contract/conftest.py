@@ -1,0 +1,48 @@
+"""The contract tier: SGLang 0.5.23's own code, on CPU, run on exactly what hyrl produces.
+
+`make contract` runs it in .venv-contract (requirements-contract.txt: SGLang's own torch and
+the packages its modules import; sglang itself with --no-deps) with HYRL_CONTRACT=1. There a
+missing sglang is an error and a skipped test fails the run: in CI a skip is a failure. In the
+main suite (`make test`, no sglang installed) the tier is not collected.
+
+No SGLang module is stubbed. What stands in for the GPU side of a server (its model runners and
+the TP process group) is in stubs.py, the one place that names every stand-in.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = str(Path(__file__).resolve().parent)  # stubs.py, sglang_scheduler.py by module name
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+CONTRACT = os.environ.get("HYRL_CONTRACT") == "1"
+
+if importlib.util.find_spec("sglang") is None:
+    if CONTRACT:
+        raise RuntimeError(
+            "HYRL_CONTRACT=1 but sglang is not importable: run the tier with `make contract`, "
+            "which builds .venv-contract"
+        )
+    collect_ignore_glob = ["test_*.py"]
+
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped:
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if CONTRACT and _skipped:
+        print(f"\ncontract tier: {len(_skipped)} test(s) skipped, which fails the tier:")
+        for nodeid in _skipped:
+            print(f"  {nodeid}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

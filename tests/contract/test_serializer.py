@@ -1,0 +1,57 @@
+"""hyrl's tensor-sync payloads against SGLang 0.5.23's serializer.
+
+SGLang's own senders call ``sglang.srt.utils.patch_torch.monkey_patch_torch_reductions()`` before
+they serialize CUDA tensors: the IPC handle then names its GPU by UUID, not by the sender's
+device ordinal, which is another GPU in a server that sees other CUDA_VISIBLE_DEVICES (an engine
+smaller than the node). hyrl at 74107ac did not. SGLang's receiver unpickles with its
+SafeUnpickler, which allows only listed globals.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+from sglang.srt.utils import MultiprocessingSerializer
+
+from hyrl.rollout.sglang.weight_sync import sglang_serializer
+
+
+def test_a_payload_round_trips_through_sglangs_safe_unpickler():
+    named = [("model.embed_tokens.weight", torch.arange(6.0).view(2, 3)), ("b", torch.ones(2))]
+    payload = sglang_serializer(cuda=False)(named)
+    assert isinstance(payload, str)  # base64, as the HTTP route's Base64Bytes field expects
+    received = MultiprocessingSerializer.deserialize(payload)
+    assert [name for name, _ in received] == [name for name, _ in named]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(received, named))
+
+
+def run_python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+TABLE = """
+import torch
+from multiprocessing.reduction import ForkingPickler
+from sglang.srt.utils import patch_torch
+from hyrl.rollout.sglang.weight_sync import sglang_serializer
+sglang_serializer(cuda={cuda})
+print(ForkingPickler._extra_reducers[torch.Tensor] is patch_torch._reduce_tensor_modified)
+"""
+
+
+def test_for_cuda_tensors_sglangs_reduction_patch_is_installed_before_serializing():
+    """In a fresh process, as the trainer's: the reducer of torch.Tensor in the pickler's table
+    is SGLang's patched one (a CUDA tensor's handle then carries the GPU's UUID)."""
+    assert run_python(TABLE.format(cuda=True)) == "True"
+
+
+def test_without_cuda_the_reductions_stay_torchs():
+    """The patch cannot reduce CPU tensors (it rewrites an argument only CUDA reductions have),
+    so a CPU-only process goes without it."""
+    assert run_python(TABLE.format(cuda=False)) == "False"
