@@ -36,7 +36,9 @@ Strategies:
   ``MultiprocessingSerializer``, which sends CUDA IPC handles, not bytes - and posted to
   ``/update_weights_from_tensor`` with one copy of the payload per TP rank. The server has copied
   the tensors when the call returns, so the bucket is freed before the next one is moved.
-  With ``device=None`` CPU tensors travel as shared-memory handles: same node, but slower.
+  With ``device=None`` CPU tensors travel as file-descriptor handles, which only a process
+  sharing the trainer's multiprocessing auth key can open (a child it forked: the contract
+  tier's scheduler); hyrl's engines always pass their GPU.
   Tests inject a plain serializer.
 * ``DistributedWeightSync`` (servers on other GPUs/nodes): ``connect()`` (run by the first sync)
   posts ``/init_weights_update_group`` to every server, giving server k ranks
