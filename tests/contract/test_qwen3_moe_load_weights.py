@@ -52,7 +52,7 @@ def skipped_by_sglang(model, named) -> list[str]:
 @pytest.fixture(scope="module")
 def hf_state():
     torch.manual_seed(0)
-    return Qwen3MoeForCausalLM(TINY.to_hf_config(eos_token_id=1)).state_dict()
+    return Qwen3MoeForCausalLM(TINY.to_hf_config()).state_dict()
 
 
 @pytest.mark.parametrize("source", ["trainer stream", "whole state dict"])
@@ -63,7 +63,7 @@ def test_every_tensor_hyrl_sends_lands_in_sglangs_model(hf_state, source):
         else (checkpoint_named_tensors(hf_state))
     )
     with sglang_runtime():
-        model = build_sglang_qwen3_moe(TINY.to_hf_config(eos_token_id=1))
+        model = build_sglang_qwen3_moe(TINY.to_hf_config())
         params = nan_parameters(model)
         assert skipped_by_sglang(model, named) == []
         assert [name for name, p in params.items() if p.isnan().any()] == []
@@ -73,7 +73,7 @@ def test_fused_parameters_hold_hyrls_values_in_sglangs_layout(hf_state):
     named = dict(trainer_stream(hf_state))
     layer = "model.layers.1"
     with sglang_runtime():
-        model = build_sglang_qwen3_moe(TINY.to_hf_config(eos_token_id=1))
+        model = build_sglang_qwen3_moe(TINY.to_hf_config())
         nan_parameters(model)
         model.load_weights(list(named.items()))
         params = dict(model.named_parameters())
@@ -97,6 +97,6 @@ def test_a_name_sglang_cannot_map_is_caught(hf_state):
     fused = [(n, t) for n, t in hf_state.items() if n.endswith("mlp.experts.gate_up_proj")][:1]
     assert fused, "transformers' state dict has fused experts"
     with sglang_runtime():
-        model = build_sglang_qwen3_moe(TINY.to_hf_config(eos_token_id=1))
+        model = build_sglang_qwen3_moe(TINY.to_hf_config())
         nan_parameters(model)
         assert skipped_by_sglang(model, fused) == [fused[0][0]]

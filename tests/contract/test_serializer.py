@@ -35,19 +35,21 @@ def run_python(code: str) -> str:
     return done.stdout.strip()
 
 
+# A fresh process as the trainer's: the serializer hyrl's engines make (no arguments) on a
+# machine with or without CUDA; then, is torch.Tensor's reducer in the pickler's table SGLang's?
 TABLE = """
 import torch
 from multiprocessing.reduction import ForkingPickler
-from sglang.srt.utils import patch_torch
+from sglang.srt.utils import patch_torch  # SGLang picks its platform on import: before the patch
 from hyrl.rollout.sglang.weight_sync import sglang_serializer
-sglang_serializer(cuda={cuda})
+torch.cuda.is_available = lambda: {cuda}
+sglang_serializer()
 print(ForkingPickler._extra_reducers[torch.Tensor] is patch_torch._reduce_tensor_modified)
 """
 
 
-def test_for_cuda_tensors_sglangs_reduction_patch_is_installed_before_serializing():
-    """In a fresh process, as the trainer's: the reducer of torch.Tensor in the pickler's table
-    is SGLang's patched one (a CUDA tensor's handle then carries the GPU's UUID)."""
+def test_on_a_cuda_machine_sglangs_reduction_patch_is_installed_before_serializing():
+    """A CUDA tensor's handle then carries its GPU's UUID."""
     assert run_python(TABLE.format(cuda=True)) == "True"
 
 
