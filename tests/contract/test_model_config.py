@@ -8,16 +8,13 @@ every response stopped at its first quote, with finish reason "stop".
 
 from __future__ import annotations
 
-import json
-
 import torch
+from qwen_checkpoint import ENDOFTEXT, IM_END, qwen_checkpoint
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.server_args import prepare_server_args
 
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B, TINY
 from hyrl.rollout.build import rollout_eos_ids, write_rollout_model
-
-IM_END, ENDOFTEXT = 151645, 151643  # Qwen3's <|im_end|> and <|endoftext|>
 
 
 def sglang_model_config(model_dir) -> ModelConfig:
@@ -26,16 +23,6 @@ def sglang_model_config(model_dir) -> ModelConfig:
         ["--model-path", str(model_dir), "--dtype", "bfloat16", "--skip-tokenizer-init"]
     )
     return ModelConfig.from_server_args(args)
-
-
-def qwen_checkpoint(path):
-    """The special-token entries of Qwen3-30B-A3B's config.json and generation_config.json."""
-    path.mkdir()
-    (path / "config.json").write_text(json.dumps({"eos_token_id": IM_END, "bos_token_id": 151643}))
-    (path / "generation_config.json").write_text(
-        json.dumps({"eos_token_id": [IM_END, ENDOFTEXT], "temperature": 0.6, "top_k": 20})
-    )
-    return path
 
 
 def test_sglang_stops_on_the_checkpoints_eos_ids_not_on_a_quote(tmp_path):

@@ -9,10 +9,11 @@ SGLang's request decoding, session, deserializer (tensor), process-group rendezv
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import sglang_sessions as table
-import torch
-from safetensors.torch import save_file
+from fake_sglang_server import hf_state_dict_with_shift
 from sglang_scheduler import SchedulerServer
 
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
@@ -38,18 +39,6 @@ def client(server):
     assert not server.recorded()["session_open"], "a test left a session open"
 
 
-def hf_weights(shift: float) -> dict[str, torch.Tensor]:
-    """hyrl's HF layout (fused experts) of one tiny layer: zeros but one entry = shift."""
-    gate_up = torch.zeros(2, 6, 4)
-    gate_up[1, 4, 0] = shift
-    return {
-        "model.embed_tokens.weight": torch.zeros(16, 4),
-        "model.layers.0.mlp.experts.gate_up_proj": gate_up,
-        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
-        "lm_head.weight": torch.zeros(16, 4),
-    }
-
-
 def loaded_since(server, before: int) -> tuple[list[str], float]:
     """The names SGLang's weight updater handed the model after the first `before` loads, and
     the sum of their values."""
@@ -57,7 +46,7 @@ def loaded_since(server, before: int) -> tuple[list[str], float]:
     return [n for load in loads for n in load["names"]], sum(s for ld in loads for s in ld["sums"])
 
 
-SENT = [name for name, _ in checkpoint_named_tensors(hf_weights(1.0))]
+SENT = [name for name, _ in checkpoint_named_tensors(hf_state_dict_with_shift(1.0))]
 
 
 # ---- hyrl's syncs, each mode ----------------------------------------------------------------
@@ -66,11 +55,13 @@ SENT = [name for name, _ in checkpoint_named_tensors(hf_weights(1.0))]
 def test_tensor_sync_is_accepted_and_loads_every_tensor(server, client):
     before = len(server.recorded()["loaded"])
     sync = TensorWeightSync([client], 200, serializer=sglang_serializer(cuda=False))
-    stats = sync.sync(checkpoint_named_tensors(hf_weights(3.0)))
+    stats = sync.sync(checkpoint_named_tensors(hf_state_dict_with_shift(3.0)))
     names, total = loaded_since(server, before)
     assert names == SENT and total == 3.0  # deserialized by SGLang's SafeUnpickler
     assert stats.buckets == 4
-    sync.sync(checkpoint_named_tensors(hf_weights(5.0)))  # the next sync opens its own session
+    sync.sync(
+        checkpoint_named_tensors(hf_state_dict_with_shift(5.0))
+    )  # the next sync opens its own session
     assert loaded_since(server, before + 4)[1] == 5.0
     assert server.recorded()["weight_versions"][-1] == "2"
 
@@ -79,10 +70,10 @@ def test_a_refused_load_closes_the_session_and_the_next_sync_goes_through(server
     sync = TensorWeightSync([client], 200, serializer=sglang_serializer(cuda=False))
     server.refuse_next_load()
     with pytest.raises(SGLangError):
-        sync.sync(checkpoint_named_tensors(hf_weights(1.0)))
+        sync.sync(checkpoint_named_tensors(hf_state_dict_with_shift(1.0)))
     assert not server.recorded()["session_open"]
     before = len(server.recorded()["loaded"])
-    sync.sync(checkpoint_named_tensors(hf_weights(2.0)))
+    sync.sync(checkpoint_named_tensors(hf_state_dict_with_shift(2.0)))
     assert loaded_since(server, before) == (SENT, 2.0)
 
 
@@ -92,7 +83,9 @@ def test_distributed_sync_joins_sglangs_group_and_is_accepted(server, client):
         [client], 200, backend="gloo", group_name=f"hyrl_contract_{free_port()}", timeout_s=60.0
     )
     try:
-        sync.sync(checkpoint_named_tensors(hf_weights(4.0)))  # SGLang's own rendezvous, gloo
+        sync.sync(
+            checkpoint_named_tensors(hf_state_dict_with_shift(4.0))
+        )  # SGLang's own rendezvous, gloo
         assert sync.group_name in server.recorded()["groups"]
         assert loaded_since(server, before) == (SENT, 4.0)  # received by SGLang's broadcast
     finally:
@@ -103,7 +96,7 @@ def test_distributed_sync_joins_sglangs_group_and_is_accepted(server, client):
 def test_disk_sync_is_accepted_without_a_session(server, client, tmp_path):
     before = len(server.recorded()["loaded"])
     DiskWeightSync([client], 200, directory=tmp_path / "sync").sync(
-        checkpoint_named_tensors(hf_weights(6.0))
+        checkpoint_named_tensors(hf_state_dict_with_shift(6.0))
     )
     names, total = loaded_since(server, before)
     assert sorted(names) == sorted(SENT) and total == 6.0
@@ -127,38 +120,10 @@ def joined_group(server):
     sync.close()
 
 
-def update_payload(mode: str, disk_dir) -> dict:
-    if mode == "tensor":
-        return {
-            "serialized_named_tensors": [sglang_serializer(cuda=False)([])],
-            "flush_cache": False,
-        }
-    if mode == "distributed":
-        return {
-            "names": [],
-            "dtypes": [],
-            "shapes": [],
-            "group_name": table.GROUP_NAME,
-            "flush_cache": False,
-        }
-    return {"model_path": str(disk_dir), "flush_cache": False}
-
-
 @pytest.mark.parametrize(("mode", "sequence"), table.ROWS)
 def test_sglang_answers_each_session_sequence_as_the_table_says(
     server, client, joined_group, mode, sequence, tmp_path
 ):
-    save_file({"lm_head.weight": torch.zeros(16, 4)}, tmp_path / "model-00001.safetensors")
-    (tmp_path / "model.safetensors.index.json").write_text(
-        '{"weight_map": {"lm_head.weight": "model-00001.safetensors"}}'
-    )
-    accepted = []
-    for call in table.SEQUENCES[sequence]:
-        if call == "update":
-            route, payload = table.UPDATE_ROUTES[mode], update_payload(mode, tmp_path)
-        else:
-            route, payload = table.CALL_ROUTES[call], {}
-        status, body = client.request("POST", route, payload)
-        assert status in (200, 400), body
-        accepted.append(status == 200)
-    assert tuple(accepted) == table.EXPECTED[(mode, sequence)]
+    post = functools.partial(client.request, "POST")
+    got = table.answers(post, mode, sequence, str(tmp_path), sglang_serializer(cuda=False))
+    assert got == table.EXPECTED[(mode, sequence)]

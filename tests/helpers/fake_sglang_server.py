@@ -186,6 +186,19 @@ def _refused(message: str) -> dict:
     return {"success": False, "message": message}
 
 
+def hf_state_dict_with_shift(shift: float) -> dict[str, torch.Tensor]:
+    """The fake's default weights in hyrl's HF layout (fused experts), all zero but one entry =
+    shift, so a sync of them makes the fake's shift round(shift)."""
+    gate_up = torch.zeros(2, 6, 4)  # [experts, 2 * ffn, hidden]
+    gate_up[1, 4, 0] = shift  # expert 1, up_proj row 1
+    return {
+        "model.embed_tokens.weight": torch.zeros(16, 4),
+        "model.layers.0.mlp.experts.gate_up_proj": gate_up,
+        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),  # [experts, hidden, ffn]
+        "lm_head.weight": torch.zeros(16, 4),
+    }
+
+
 class _HTTPError(Exception):
     def __init__(self, status: int, body: dict | str):
         self.status, self.body = status, body

@@ -7,9 +7,13 @@ Usage: torchrun --nproc-per-node 2 tests/helpers/ipc_stream_worker.py OUT.json o
 import json
 import sys
 
-import torch
 import torch.distributed as dist
-from fake_sglang_server import FakeSGLangServer, pickle_deserializer, pickle_serializer
+from fake_sglang_server import (
+    FakeSGLangServer,
+    hf_state_dict_with_shift,
+    pickle_deserializer,
+    pickle_serializer,
+)
 
 from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
 from hyrl.models.weight_buckets import iter_buckets
@@ -17,23 +21,14 @@ from hyrl.rollout.sglang.client import SGLangClient
 from hyrl.rollout.sglang.colocated import ColocatedTensorSync, match_engine_ranks, stream_by_ipc
 
 
-def weights(shift: float) -> dict[str, torch.Tensor]:
-    gate_up = torch.zeros(2, 6, 4)
-    gate_up[1, 4, 0] = shift
-    return {
-        "model.embed_tokens.weight": torch.zeros(16, 4),
-        "model.layers.0.mlp.experts.gate_up_proj": gate_up,
-        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
-        "lm_head.weight": torch.zeros(16, 4),
-    }
-
-
 def main(out_path: str, scenario: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     # rank 0 sits on GPU 1 and rank 1 on GPU 0 of host "h"; the engine's TP ranks on GPUs 0, 1
     engine_ranks = match_engine_ranks([("h", 1), ("h", 0)], [[("h", 0), ("h", 1)]])
-    buckets = iter_buckets(split_fused_experts(weights(2.0 + rank)), buffer_bytes=200)
+    buckets = iter_buckets(
+        split_fused_experts(hf_state_dict_with_shift(2.0 + rank)), buffer_bytes=200
+    )
     result = {"engine_ranks": engine_ranks}
     fake, sync = None, None
     if rank == 0:

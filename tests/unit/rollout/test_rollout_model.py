@@ -8,20 +8,10 @@ with SGLang's own ModelConfig.
 
 import json
 
+from qwen_checkpoint import ENDOFTEXT, IM_END, qwen_checkpoint
+
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B, TINY
 from hyrl.rollout.build import rollout_eos_ids, write_rollout_model
-
-IM_END, ENDOFTEXT = 151645, 151643  # Qwen3's <|im_end|> and <|endoftext|>
-
-
-def qwen_checkpoint(path):
-    """The special-token entries of Qwen3-30B-A3B's config.json and generation_config.json."""
-    path.mkdir()
-    (path / "config.json").write_text(json.dumps({"eos_token_id": IM_END, "bos_token_id": 151643}))
-    (path / "generation_config.json").write_text(
-        json.dumps({"eos_token_id": [IM_END, ENDOFTEXT], "temperature": 0.6, "top_k": 20})
-    )
-    return path
 
 
 def test_eos_ids_come_from_the_checkpoint_then_the_tokenizer(tmp_path):

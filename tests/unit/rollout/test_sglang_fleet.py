@@ -16,7 +16,11 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 ray = pytest.importorskip("ray")
 
 import fake_sglang_server  # noqa: E402
-from fake_sglang_server import FakeSGLangServer, pickle_serializer  # noqa: E402
+from fake_sglang_server import (  # noqa: E402
+    FakeSGLangServer,
+    hf_state_dict_with_shift,
+    pickle_serializer,
+)
 
 from hyrl.rollout.base import SamplingParams  # noqa: E402
 from hyrl.rollout.build import SGLangFleet  # noqa: E402
@@ -30,18 +34,6 @@ ray.cloudpickle.register_pickle_by_value(fake_sglang_server)
 EOS = 1
 PARAMS = SamplingParams(max_new_tokens=3, temperature=0)
 PROMPTS = [[2, d] for d in range(3, 11)]  # 8 prompts
-
-
-def hf_weights(shift: float) -> dict[str, torch.Tensor]:
-    """hyrl's HF layout (fused experts) of the fakes' weights: zero but one entry = shift."""
-    gate_up = torch.zeros(2, 6, 4)
-    gate_up[0, 0, 0] = shift
-    return {
-        "model.embed_tokens.weight": torch.zeros(16, 4),
-        "model.layers.0.mlp.experts.gate_up_proj": gate_up,
-        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),
-        "lm_head.weight": torch.zeros(16, 4),
-    }
 
 
 def expected_tokens(prompt, shift):
@@ -100,7 +92,7 @@ def test_disk_sync_through_the_fleet_reaches_every_server_and_generation_spreads
     )
     engine = SGLangFleet(fleet, "disk", buffer_bytes=1 << 20, gpus_per_engine=1)
     try:
-        engine.update_weights(hf_weights(3.0))
+        engine.update_weights(hf_state_dict_with_shift(3.0))
         assert [f.shift for f in fakes] == [3, 3]
         assert engine.last_sync_stats.mode == "disk" and engine.last_sync_stats.tensor_bytes > 0
         generations = engine.generate(PROMPTS, PARAMS)
@@ -133,7 +125,7 @@ def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
 
     checkpoint = tmp_path / "sync-000001"
     checkpoint.mkdir()
-    named = split_fused_experts(hf_weights(4.0))
+    named = split_fused_experts(hf_state_dict_with_shift(4.0))
     weight_map = {
         **write_shard(named[:3], checkpoint / "model-rank00000-00000.safetensors"),
         **write_shard(named[3:], checkpoint / "model-rank00001-00000.safetensors"),
@@ -186,7 +178,7 @@ def test_distributed_sync_broadcasts_to_every_server_and_stages_weights_for_repl
     )
     try:
         assert all("/init_weights_update_group" in f.routes_called() for f in fakes)
-        engine.update_weights(hf_weights(5.0))
+        engine.update_weights(hf_state_dict_with_shift(5.0))
         assert [f.shift for f in fakes] == [5, 5]
         assert engine.last_sync_stats.mode == "distributed"
         for fake in fakes:  # the broadcast went over the group, not through the engine actors
@@ -308,7 +300,7 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
     try:
         engine.prepare_ipc_sync([("h", 0)])
         engine.update_weights_by_ipc(
-            iter_buckets(split_fused_experts(hf_weights(6.0)), 200), pickle_serializer
+            iter_buckets(split_fused_experts(hf_state_dict_with_shift(6.0)), 200), pickle_serializer
         )
         assert [f.shift for f in fakes] == [6, 6]
         assert engine.last_sync_stats.buckets == 4

@@ -11,7 +11,12 @@ import sys
 
 import pytest
 import torch
-from fake_sglang_server import FakeSGLangServer, default_weights, pickle_serializer
+from fake_sglang_server import (
+    FakeSGLangServer,
+    default_weights,
+    hf_state_dict_with_shift,
+    pickle_serializer,
+)
 
 from hyrl.rollout.base import SamplingParams
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError, to_sglang_sampling_params
@@ -31,18 +36,6 @@ EOS = 1
 def fake():
     with FakeSGLangServer() as server:
         yield server
-
-
-def hf_state_dict_with_shift(shift: float) -> dict[str, torch.Tensor]:
-    """hyrl's HF layout (fused experts) of the fake's weights, all zero but one entry = shift."""
-    gate_up = torch.zeros(2, 6, 4)  # [experts, 2 * ffn, hidden]
-    gate_up[1, 4, 0] = shift  # expert 1, up_proj row 1
-    return {
-        "model.embed_tokens.weight": torch.zeros(16, 4),
-        "model.layers.0.mlp.experts.gate_up_proj": gate_up,
-        "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),  # [experts, hidden, ffn]
-        "lm_head.weight": torch.zeros(16, 4),
-    }
 
 
 def engine_for(fake, mode="tensor", **options):
