@@ -215,7 +215,8 @@ class _PausedSync:
         opened.peak = max(opened.peak, copies)
 
     def end(self, succeeded: bool = True) -> SyncStats:
-        """Flush (after a complete transfer) and continue; always continues."""
+        """Close the sessions, flush (after a complete transfer) and continue; always closes the
+        sessions begin() opened and always continues."""
         opened, self._open = self._opened(), None
         try:
             try:
