@@ -20,6 +20,7 @@ BENCH_SEEDS ?= 3
 BENCH_THREADS ?= 1
 BENCH_OUT ?= runs/bench-$(STAMP_TIME)
 BENCH_FLAGS ?=
+TEST_WORKERS ?= 2
 CONTRACT_VENV ?= .venv-contract
 CONTRACT_STAMP := $(CONTRACT_VENV)/.hyrl-installed
 SGLANG_PIN := $(shell grep -m1 '^sglang==' requirements.txt)
@@ -47,8 +48,10 @@ bench: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) tools/bench.py --seeds $(BENCH_SEEDS) \
 		--threads $(BENCH_THREADS) --out $(BENCH_OUT) $(BENCH_FLAGS)
 
+# Two workers (pytest-xdist), each taking whole test files (module fixtures run once);
+# TEST_WORKERS=0 runs serially.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 $(CONTRACT_STAMP): requirements-contract.txt requirements.txt pyproject.toml
 	@test -x $(CONTRACT_VENV)/bin/python || python3 -m venv $(CONTRACT_VENV)
