@@ -5,8 +5,8 @@ measured gradient noise scale during a run.
 The allowed B are the multiples of the unit that P, G, DP and the micro-batches leave, within
 [--autopilot-min, --autopilot-max] (`hyrl.config.autopilot_batches`); B_noise is the EMA'd
 B_simple the backend logs (`actor/noise_scale`, `critic/noise_scale`). With k = 1 the target is
-the critical batch of McCandlish et al. 2018, where S = S_min(1 + B_noise/B) and
-E = E_min(1 + B/B_noise) cost each other equally.
+the critical batch of McCandlish et al. 2018, where their optimizer steps S = S_min(1 +
+B_noise/B) and examples E = E_min(1 + B/B_noise) (hyrl's samples) cost each other equally.
 
 Hysteresis keeps B from chasing noise: B changes only after `warmup` measurements (before the
 first change and again after each change), and only to a target that differs from it by more

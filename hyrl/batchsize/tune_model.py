@@ -21,9 +21,16 @@ candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep` pla
    fall back to the median of the logged moving average and its interquartile range, which
    measures how the noise scale drifts, not the estimator's error (neighbouring moving-average
    values are correlated).
-2. Samples (`samples_ratio`). S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018, eq. 2.11,
-   with B_noise = B_simple standing in for B_crit as in their sec. 2.3), so
-       S(B) / S(B0) = (1 + B_noise / B) / (1 + B_noise / B0)       (S_min cancels).
+2. Samples (`samples_ratio`). McCandlish et al. 2018 write S for optimizer steps and E for
+   examples; hyrl's S (samples, responses consumed) is their E. Their eq. 2.11 (with B_noise =
+   B_simple standing in for B_crit, their sec. 2.3):
+       steps     S_their(B) = S_min (1 + B_noise / B)   (falls as B grows; `steps_ratio`)
+       examples  E(B)       = E_min (1 + B / B_noise)   (grows with B)
+   so hyrl's samples ratio is
+       S(B) / S(B0) = E(B) / E(B0) = (1 + B / B_noise) / (1 + B0 / B_noise)   (E_min cancels),
+   at least 1 for B >= B0. A B_noise that cannot be bounded above means the gradient is
+   mostly signal at every batch tried: samples hardly grow (ratio 1). One of 0 or below means
+   pure noise: samples grow with B (ratio B / B0).
 3. Throughput (`predict`). R(B) = N(B) / t_step(B) responses per second of the whole loop, with
    the rollout step's time the sum of its stages, each measured in the short run at B0
    (`step_costs`, medians per rollout step over the later part) and scaled to N = m N0:
@@ -49,11 +56,14 @@ candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep` pla
    with t_gen, t_reward the worker's own (perf/worker_rollout_s, perf/worker_reward_s).
 4. Time (`predict`). T = S / R, so T(B) / T(B0) = [S(B)/S(B0)] / [R(B)/R(B0)].
 5. Recommendation (`recommend`): the candidate with the least predicted T (ties: the smaller
-   B), its lr = scaled_lr(lr0, B, B0, rule) (`hyrl.schedules`), its concurrency C(m), and the
-   same argmin at the low and high ends of the noise-scale spread (the uncertainty). Under PPO
+   B), its lr = scaled_lr(lr0, B, B0, rule) (`hyrl.schedules`), its concurrency C(m), the
+   same argmin at the low and high ends of the noise-scale spread (the uncertainty), and the
+   B_noise interval over which it stays the fastest (`noise_range_of`): where that interval
+   ends inside the spread, the recommendation flips there. Under PPO
    the critic's batch is chosen from its own noise scale (`critic_batch`): the divisor of N
-   nearest to B_noise,critic (log scale), where S = 2 S_min and the optimizer steps E = 2 E_min
-   (McCandlish et al. 2018, sec. 2.3: B_crit is the compromise between the two).
+   nearest to B_noise,critic (log scale), where McCandlish's optimizer steps S = 2 S_min and
+   examples E = 2 E_min (McCandlish et al. 2018, sec. 2.3: B_crit is the compromise between the
+   two).
 """
 
 from __future__ import annotations
@@ -286,12 +296,19 @@ def concurrency(responses_per_rollout: int, cap: int) -> int:
 
 
 def samples_ratio(B: float, B0: float, b_noise: float) -> float:
-    """S(B)/S(B0) = (1 + B_noise/B) / (1 + B_noise/B0); a negative B_noise counts as 0, an
-    unbounded one gives the limit B0/B (every sample's gradient mostly noise)."""
-    b_noise = max(0.0, b_noise)
+    """hyrl's S(B)/S(B0) = McCandlish's E(B)/E(B0) = (1 + B/B_noise) / (1 + B0/B_noise)
+    (module docstring, step 2): the limit 1 for an unbounded B_noise, B/B0 for one <= 0."""
     if math.isinf(b_noise):
-        return B0 / B
-    return (1 + b_noise / B) / (1 + b_noise / B0)
+        return 1.0
+    if b_noise <= 0:
+        return B / B0
+    return (1 + B / b_noise) / (1 + B0 / b_noise)
+
+
+def steps_ratio(B: float, B0: float, b_noise: float) -> float:
+    """McCandlish's S(B)/S(B0), optimizer steps = samples / B: (1 + B_noise/B) / (1 +
+    B_noise/B0), for the same limits as `samples_ratio`."""
+    return samples_ratio(B, B0, b_noise) * B0 / B
 
 
 @dataclass
@@ -413,6 +430,31 @@ def critic_batch(b_noise: float, responses_per_rollout: int, unit: int) -> int:
     return min(choices, key=lambda d: (abs(math.log(d / target)), -d))
 
 
+def noise_range_of(candidates: Sequence[Candidate], mult: int) -> tuple[float, float]:
+    """The B_noise interval over which candidate `mult` has the least predicted T (its
+    throughput fixed), from where each other candidate's T crosses its own.
+
+    T_c / T_r = [(1 + B_c/b) / (1 + B_r/b)] x R_r / R_c at B_noise = b, equal to 1 at
+        b* = (B_r R_c - B_c R_r) / (R_r - R_c).
+    A smaller batch (B_c < B_r) wins below its b*, a larger one with R_c > R_r above its b*
+    (one with R_c <= R_r never). The interval is (max b* of the smaller, min b* of the larger):
+    0 and inf where nothing bounds it, and empty (low > high) where `mult` wins nowhere."""
+    rec = next(c for c in candidates if c.mult == mult)
+    B_r, R_r = rec.responses_per_step, rec.responses_per_s
+    low, high = 0.0, math.inf
+    for c in candidates:
+        B_c, R_c = c.responses_per_step, c.responses_per_s
+        if c.mult == mult:
+            continue
+        if B_c < B_r:
+            # T_c / T_r < 1 for b below b*; when R_c >= R_r the smaller batch wins everywhere
+            crossing = math.inf if R_c >= R_r else (B_r * R_c - B_c * R_r) / (R_r - R_c)
+            low = max(low, crossing)
+        elif R_c > R_r:
+            high = min(high, max(0.0, (B_r * R_c - B_c * R_r) / (R_r - R_c)))
+    return low, high
+
+
 @dataclass
 class Recommendation:
     mult: int
@@ -425,6 +467,9 @@ class Recommendation:
     time_ratio_low: float
     mult_high: int
     time_ratio_high: float
+    # the B_noise interval over which this candidate stays the fastest (`noise_range_of`)
+    holds_from_noise: float = 0.0
+    holds_to_noise: float = math.inf
     critic_batch: int | None = None
     critic_lr: float | None = None
     critic_noise_scale: float | None = None
@@ -455,6 +500,7 @@ def recommend(
         mult_high=high.mult,
         time_ratio_high=high.time_ratio_high,
     )
+    rec.holds_from_noise, rec.holds_to_noise = noise_range_of(candidates, best.mult)
     if critic is not None:
         noise: NoiseEstimate = critic["noise"]
         rec.critic_noise_scale = noise.value

@@ -32,6 +32,34 @@ def noise_text(v) -> str:
     return "unbounded" if v is None else f"{v:.4g}"
 
 
+def holds_text(rec: dict, noise: dict) -> str:
+    """Where over B_noise the recommendation stays the fastest, and whether it flips inside
+    the measured spread (report.json: None is an unbounded end)."""
+    start, end = rec["holds_from_noise"], rec["holds_to_noise"]
+    text = (
+        f"x{rec['mult']} stays the fastest for B_noise from {start:.4g} to {noise_text(end)} "
+        f"(the measured {noise['spread']}: {noise_text(noise['low'])} to "
+        f"{noise_text(noise['high'])})"
+    )
+    below = noise["low"] is not None and noise["low"] < start
+    above = end is not None and (noise["high"] is None or noise["high"] > end)
+    if below or above:
+        flips = [f"below {start:.4g}" if below else "", f"above {end:.4g}" if above else ""]
+        text += (
+            ": the recommendation flips inside the spread ("
+            + " and ".join(f for f in flips if f)
+            + "), so it is uncertain."
+        )
+    else:
+        text += ": it holds over the whole spread."
+    if noise["high"] is None:
+        text += (
+            " Pass 1 could not bound B_noise from above (its gradient signal |G|^2 was not "
+            "clearly above zero); a longer pass 1 (--budget-samples) may."
+        )
+    return text
+
+
 def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:+.0f}%"
 
@@ -67,6 +95,7 @@ def render_markdown(report: dict, plots: list[str]) -> str:
         f"Over the noise scale's {noise['spread']} the best candidate is x{rec['mult_low']} "
         f"(at B_noise = {noise_text(noise['low'])}, {rec['time_ratio_low']:.3g}x) to "
         f"x{rec['mult_high']} (at {noise_text(noise['high'])}, {rec['time_ratio_high']:.3g}x).",
+        holds_text(rec, noise),
     ]
     if rec.get("critic_batch") is not None:
         lines.append(

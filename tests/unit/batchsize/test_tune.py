@@ -30,6 +30,7 @@ from hyrl.batchsize.tune_model import (
     samples_ratio,
     seconds_per_token,
     step_costs,
+    steps_ratio,
 )
 from hyrl.batchsize.tune_report import write_report
 from hyrl.cli import COMMANDS
@@ -145,23 +146,31 @@ def test_predicted_ratios_and_recommendation_match_the_hand_computation(tmp_path
     )  # fmt: skip
     assert by_mult[2]["step_s"] == pytest.approx(1.08)
     r2 = (256 / 1.08) / (128 / 0.7)  # 1.2963
-    s2 = (1 + 384 / 256) / (1 + 384 / 128)  # 2.5 / 4 = 0.625
+    s2 = (1 + 256 / 384) / (1 + 128 / 384)  # samples E(B) = E_min (1 + B/B_noise): 1.25
     assert by_mult[2]["throughput_ratio"] == pytest.approx(r2)
-    assert by_mult[2]["samples_ratio"] == pytest.approx(0.625)
-    assert by_mult[2]["time_ratio"] == pytest.approx(s2 / r2)  # 0.4821
+    assert by_mult[2]["samples_ratio"] == pytest.approx(1.25)
+    assert by_mult[2]["time_ratio"] == pytest.approx(s2 / r2)  # 0.9643: R rises more than S
     # x4: 0.5 + 0.04 + 0.4 x 4 x 0.8 = 1.28 + 0.05 + 0.04 -> 1.91 s
     assert by_mult[4]["step_s"] == pytest.approx(1.91)
     r4 = (512 / 1.91) / (128 / 0.7)  # 1.4660
-    s4 = (1 + 384 / 512) / (1 + 384 / 128)  # 1.75 / 4 = 0.4375
-    assert by_mult[4]["time_ratio"] == pytest.approx(s4 / r4)  # 0.2984
+    s4 = (1 + 512 / 384) / (1 + 128 / 384)  # 1.75
+    assert by_mult[4]["samples_ratio"] == pytest.approx(1.75)
+    assert by_mult[4]["time_ratio"] == pytest.approx(s4 / r4)  # 1.1937: S rises more than R
     assert by_mult[4]["concurrency"] == 256 and by_mult[1]["concurrency"] == 128
     rec = report["recommendation"]
-    assert rec["mult"] == 4 and rec["responses_per_step"] == 512 and rec["prompts_per_step"] == 64
-    assert rec["lr"] == pytest.approx(3e-4 * math.sqrt(512 / 128))  # sqrt rule: 6e-4
+    assert rec["mult"] == 2 and rec["responses_per_step"] == 256 and rec["prompts_per_step"] == 32
+    assert rec["lr"] == pytest.approx(3e-4 * math.sqrt(256 / 128))  # sqrt rule: 4.24e-4
     assert rec["concurrency"] == 256
-    assert rec["time_ratio"] == pytest.approx(s4 / r4)
+    assert rec["time_ratio"] == pytest.approx(s2 / r2)
     # a constant noise scale has no spread: both ends give the same answer
-    assert (rec["mult_low"], rec["mult_high"]) == (4, 4)
+    assert (rec["mult_low"], rec["mult_high"]) == (2, 2)
+    # x2 stays the fastest from where x1 ties it, b = (B2 R1 - B1 R2) / (R2 - R1) in ratios
+    # (256 x 1 - 128 x 1.2963) / (1.2963 - 1) = 303.9, to where x4 does, (256 x 1.4660 -
+    # 512 x 1.2963) / (1.2963 - 1.4660) = 1699
+    assert rec["holds_from_noise"] == pytest.approx((256 - 128 * r2) / (r2 - 1))
+    assert rec["holds_to_noise"] == pytest.approx((256 * r4 - 512 * r2) / (r2 - r4))
+    assert rec["holds_from_noise"] == pytest.approx(303.9, abs=0.1)
+    assert rec["holds_to_noise"] == pytest.approx(1699, abs=1)
     assert rec["critic_batch"] is None
 
 
@@ -181,15 +190,22 @@ def test_the_spread_of_the_noise_scale_moves_the_recommendation(tmp_path):
     for m in (2, 4):
         B = 128 * m
         for key, b in (("", 1520), ("_low", 35), ("_high", 3500)):
-            s = (1 + b / B) / (1 + b / 128)
+            s = (1 + B / b) / (1 + 128 / b)
             assert by_mult[m][f"time_ratio{key}"] == pytest.approx(s / r[m])
-    # B_noise = 35: T(x2) = 0.8927 / 1.207 = 0.740, T(x4) = 0.839 / 1.033 = 0.812 -> x2;
-    # B_noise = 3500: T(x2) = 0.518 / 1.207 = 0.429, T(x4) = 0.276 / 1.033 = 0.268 -> x4
-    t_low = {m: (1 + 35 / (128 * m)) / (1 + 35 / 128) / r[m] for m in (1, 2, 4)}
-    t_high = {m: (1 + 3500 / (128 * m)) / (1 + 3500 / 128) / r[m] for m in (1, 2, 4)}
+    # B_noise = 35: S ratios 1.785 (x2), 3.356 (x4): T = 1.479, 3.249 -> x1 (T = 1);
+    # B_noise = 1520: S 1.0777, 1.2330: T = 0.893, 1.194 -> x2;
+    # B_noise = 3500: S 1.0353, 1.1058: T = 0.858, 1.071 -> x2
+    t_low = {m: (1 + 128 * m / 35) / (1 + 128 / 35) / r[m] for m in (1, 2, 4)}
+    t_high = {m: (1 + 128 * m / 3500) / (1 + 128 / 3500) / r[m] for m in (1, 2, 4)}
     rec = report["recommendation"]
-    assert rec["mult_low"] == min(t_low, key=t_low.__getitem__) == 2
-    assert rec["mult_high"] == min(t_high, key=t_high.__getitem__) == 4
+    assert rec["mult"] == 2
+    assert rec["mult_low"] == min(t_low, key=t_low.__getitem__) == 1
+    assert rec["mult_high"] == min(t_high, key=t_high.__getitem__) == 2
+    # x2 stays the fastest above (256 - 128 x 1.207) / (1.207 - 1) = 491 (x1 below it; x4,
+    # slower per response than x2, never overtakes): inside the spread 35 to 3500
+    assert rec["holds_from_noise"] == pytest.approx((256 - 128 * r[2]) / (r[2] - 1))
+    assert rec["holds_from_noise"] == pytest.approx(491, abs=2)
+    assert rec["holds_to_noise"] is None  # unbounded (report.json writes inf as null)
 
 
 def test_one_concurrency_for_every_candidate_needs_no_profile(tmp_path):
@@ -208,9 +224,36 @@ def test_a_profile_without_a_needed_concurrency_is_named(tmp_path):
         model(_plan(tmp_path), _pass1(tmp_path), profile, probes)
 
 
-def test_samples_ratio_formula():
-    assert samples_ratio(256, 128, 128) == pytest.approx(1.5 / 2)  # (1 + 1/2) / (1 + 1)
-    assert samples_ratio(512, 128, -5) == 1.0  # a negative estimate counts as 0
+def test_samples_ratio_is_mccandlishs_examples_not_his_steps():
+    """McCandlish et al. 2018, eq. 2.11: (S/S_min - 1)(E/E_min - 1) = 1 with S their optimizer
+    steps and E their examples (hyrl's samples), and sec. 2.3: at B = B_noise training takes
+    twice the minimum of both. Relative to B0 = B_noise, E(B)/E_min = 2 x samples_ratio and
+    S(B)/S_min = 2 x steps_ratio."""
+    b_noise = 1000.0
+    assert samples_ratio(b_noise, b_noise, b_noise) == 1.0  # 2 E_min / 2 E_min
+    for B in (10.0, 250.0, 1000.0, 4000.0, 1e6):
+        examples = 2 * samples_ratio(B, b_noise, b_noise)  # E(B) / E_min
+        steps = 2 * steps_ratio(B, b_noise, b_noise)  # S(B) / S_min
+        assert (steps - 1) * (examples - 1) == pytest.approx(1.0)
+        assert examples == pytest.approx(1 + B / b_noise)  # grows with B
+        assert steps == pytest.approx(1 + b_noise / B)  # falls with B
+    # far below B_noise samples barely grow (x8: 1.0078), far above they grow with B (x8: ~8)
+    assert samples_ratio(1024, 128, 1e5) == pytest.approx((1 + 1024e-5) / (1 + 128e-5))
+    assert samples_ratio(1024 * 1000, 128 * 1000, 1.0) == pytest.approx(8.0, rel=1e-4)
+
+
+def test_samples_ratio_with_the_numbers_of_the_2026_12_04_sweep():
+    """docs/batch-size.md: B_noise 1464 at B0 = 128; 2x, 4x, 8x need 1.08, 1.24, 1.56 the
+    samples (the steps formula misread as samples gave 0.92, 0.80, 0.71 instead)."""
+    assert samples_ratio(256, 128, 1464) == pytest.approx(1.0804, abs=1e-4)
+    assert samples_ratio(512, 128, 1464) == pytest.approx(1.2412, abs=1e-4)
+    assert samples_ratio(1024, 128, 1464) == pytest.approx(1.5628, abs=1e-4)
+
+
+def test_samples_ratio_limits():
+    assert samples_ratio(512, 128, math.inf) == 1.0  # unbounded B_noise: samples hardly grow
+    assert samples_ratio(512, 128, 0.0) == 4.0  # no signal at all: samples grow with B
+    assert samples_ratio(512, 128, -5) == 4.0  # a negative estimate counts as 0
 
 
 def test_noise_estimate_skips_non_finite_values():
@@ -242,8 +285,8 @@ def test_ppo_records_give_the_critic_its_own_batch(tmp_path):
     (pass1 / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
     rec = model(_plan(tmp_path), pass1, PROFILE, probes)["recommendation"]
-    assert rec["mult"] == 4  # the actor's choice, as above: N = 512
-    # divisors of 512 that are multiples of 32, log-nearest to 70: 64 (|ln 64/70| < |ln 128/70|)
+    assert rec["mult"] == 2  # the actor's choice, as above: N = 256
+    # divisors of 256 that are multiples of 32, log-nearest to 70: 64 (|ln 64/70| < |ln 128/70|)
     assert rec["critic_batch"] == 64
     assert rec["critic_lr"] == pytest.approx(1e-3 * math.sqrt(64 / 128))
 
@@ -299,7 +342,10 @@ def test_report_files_are_written_and_agree(tmp_path):
     saved = json.loads((tmp_path / "report" / "report.json").read_text())
     assert saved["recommendation"] == report["recommendation"]
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "**B = 512**" in md and "lr = 0.0006" in md
+    assert "**B = 256**" in md and "lr = 0.0004243" in md
+    # the B_noise interval where x2 stays the fastest (test above: 303.9 to 1699)
+    assert "x2 stays the fastest for B_noise from 304 to 1700" in md
+    assert "it holds over the whole spread" in md  # a constant noise scale: no spread
 
 
 # --- the command: arguments refused before anything starts ----------------------------------
@@ -492,9 +538,9 @@ def test_an_unbounded_end_of_the_interval_predicts_the_all_noise_limit():
     est = noise_estimate(_one_step_records(grad_sq, [10.0] * 20))
     assert est is not None and est.value == pytest.approx(100)
     assert math.isinf(est.high)
-    # S(B)/S(B0) -> B0/B as B_noise grows without bound: x4 needs a quarter of the samples
-    assert samples_ratio(512, 128, math.inf) == pytest.approx(0.25)
-    assert samples_ratio(512, 128, 1e12) == pytest.approx(0.25)
+    # S(B)/S(B0) -> 1 as B_noise grows without bound: x4 needs hardly more samples
+    assert samples_ratio(512, 128, math.inf) == 1.0
+    assert samples_ratio(512, 128, 1e12) == pytest.approx(1.0)
 
 
 def test_without_a_positive_mean_gradient_or_enough_steps_the_moving_average_is_used():
