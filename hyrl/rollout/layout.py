@@ -42,6 +42,14 @@ def _router_url_ok(url: str) -> bool:
     )
 
 
+def update_weight_mode(c: RunConfig) -> str:
+    """--update-weight-mode of SGLang engines, none resolved: distributed behind a router or
+    on GPUs of their own, tensor with --colocate."""
+    if c.update_weight_mode is not None:
+        return c.update_weight_mode
+    return "tensor" if c.colocate and c.sglang_router_url is None else "distributed"
+
+
 def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
     """Resolve and check the rollout flags; raises ConfigError naming the flag.
 
@@ -83,7 +91,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
                 "not an http(s)://HOST:PORT address",
                 "e.g. http://10.0.0.5:30000",
             )
-        mode = c.update_weight_mode or "distributed"
+        mode = update_weight_mode(c)
         if mode == "tensor":
             _fail(
                 "update_weight_mode",
@@ -139,7 +147,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
             f"disagrees with {gpus} rollout GPUs at {per_engine} per engine ({engines} engines)",
             f"{engines}, or only one of --rollout-num-engines and --rollout-num-gpus",
         )
-    mode = c.update_weight_mode or ("tensor" if c.colocate else "distributed")
+    mode = update_weight_mode(c)
     if c.colocate and mode == "distributed":
         _fail(
             "update_weight_mode",

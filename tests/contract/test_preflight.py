@@ -28,3 +28,26 @@ def test_preflight_checks_server_args_with_sglangs_parser(tmp_path, monkeypatch)
         preflight_sglang(bad)
     assert refused.value.flag == "--sglang-server-args"
     assert "--chunked-prefil-size" in str(refused.value)
+
+
+def test_data_parallel_replicas_in_a_server_are_refused_for_tensor_and_distributed_sync(
+    monkeypatch,
+):
+    """SGLang's tokenizer manager asserts dp_size == 1 in update_weights_from_tensor and
+    update_weights_from_distributed (managers/tokenizer_control_mixin.py): a server started
+    with --dp-size 2 would fail at the first weight sync, after the whole start-up."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    colocated, _ = config_from_dry_run(
+        recipe_dry_run(RECIPE, ["--sglang-server-args", "--dp-size 2"])
+    )
+    with pytest.raises(ConfigError) as refused:
+        preflight_sglang(colocated)  # the recipe's --colocate: tensor sync
+    assert refused.value.flag == "--sglang-server-args"
+    assert "--dp-size 2" in str(refused.value) and "tensor" in str(refused.value)
+    on_disk, _ = config_from_dry_run(
+        recipe_dry_run(
+            RECIPE,
+            ["--sglang-server-args", "--data-parallel-size 2", "--update-weight-mode", "disk"],
+        )
+    )
+    preflight_sglang(on_disk)  # disk updates have no such assertion

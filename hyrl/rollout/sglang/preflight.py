@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from hyrl.config import ConfigError, RunConfig
+from hyrl.rollout.layout import update_weight_mode
 
 
 def preflight_sglang(cfg: RunConfig) -> None:
@@ -45,38 +46,56 @@ def preflight_sglang(cfg: RunConfig) -> None:
             "pip install -r requirements.txt (sglang==0.5.23), or hf",
         )
     if cfg.sglang_server_args:
-        refusal = sglang_cli_refusal(
-            ["--model-path", "hyrl-preflight", *shlex.split(cfg.sglang_server_args)]
-        )
-        if refusal is not None:
+        try:
+            args = parse_sglang_cli(
+                ["--model-path", "hyrl-preflight", *shlex.split(cfg.sglang_server_args)]
+            )
+        except SGLangArgsRefused as err:
             raise ConfigError(
                 "--sglang-server-args",
                 cfg.sglang_server_args,
-                f"the installed sglang.launch_server refuses it: {refusal}",
+                f"the installed sglang.launch_server refuses it: {err}",
                 "flags and values listed by python -m sglang.launch_server --help",
+            ) from None
+        mode = update_weight_mode(cfg)
+        if getattr(args, "dp_size", 1) > 1 and mode in ("tensor", "distributed"):
+            raise ConfigError(
+                "--sglang-server-args",
+                cfg.sglang_server_args,
+                f"--dp-size {args.dp_size}: SGLang 0.5.23 takes --update-weight-mode {mode} "
+                "only without data-parallel replicas in a server (its tokenizer manager asserts "
+                "dp_size == 1 for tensor and distributed updates)",
+                "more engines (--rollout-num-gpus) instead of --dp-size, or "
+                "--update-weight-mode disk",
             )
 
 
-class _Refused(Exception):
-    pass
+class SGLangArgsRefused(ValueError):
+    """SGLang's launch_server parser refused an argv; the message is argparse's."""
 
 
-def sglang_cli_refusal(argv: Sequence[str]) -> str | None:
-    """SGLang's own launch_server parser (``ServerArgs.add_cli_args``, what ``prepare_server_args``
-    builds) on ``argv``: None when it accepts every flag and value, else argparse's message.
-    (0.5.23's ServerArgs is no dataclass: its fields are known only to its own parser.)"""
+def parse_sglang_cli(argv: Sequence[str]):
+    """SGLang's own launch_server parser (``ServerArgs.add_cli_args``, what
+    ``prepare_server_args`` builds) on ``argv``: its namespace, or SGLangArgsRefused with
+    argparse's message. (0.5.23's ServerArgs is no dataclass: its fields are known only to its
+    own parser.)"""
     import argparse
 
     from sglang.srt.server_args import ServerArgs
 
     class RefusingParser(argparse.ArgumentParser):
         def error(self, message):  # argparse would print the usage and exit
-            raise _Refused(message)
+            raise SGLangArgsRefused(message)
 
     parser = RefusingParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)
+    return parser.parse_args(list(argv))
+
+
+def sglang_cli_refusal(argv: Sequence[str]) -> str | None:
+    """None when SGLang's launch_server parser accepts ``argv``, else its message."""
     try:
-        parser.parse_args(list(argv))
-    except _Refused as err:
+        parse_sglang_cli(argv)
+    except SGLangArgsRefused as err:
         return str(err)
     return None
