@@ -100,6 +100,7 @@ class _StandInTpWorker:
 
 def _serve(connection) -> None:
     """The child process: build SGLang's manager over the stand-ins and serve until told."""
+    import shutil
     import tempfile
 
     from sglang.srt.managers.scheduler_components.weight_updater import (
@@ -184,6 +185,7 @@ def _serve(connection) -> None:
     connection.send(httpd.server_address[1])
     connection.recv()  # the parent says stop
     httpd.shutdown()
+    shutil.rmtree(model_dir, ignore_errors=True)
 
 
 class SchedulerServer:
