@@ -61,8 +61,10 @@ A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
 * ``update_weights(hf_state_dict)``: one ``ray.put`` of a whole state dict the caller holds;
   every engine loads it and the call returns when all have (a dead engine is replaced, and the
   replacement loads the same weights).
-* ``kill_engine(i)`` kills engine i's process (``ray.kill``) and nothing else: the fleet finds
-  out at its next call on that engine, as it would after a crash (fault drills and tests).
+* ``kill_engine(i)`` kills engine i's process (``ray.kill``) and waits until Ray reports it
+  dead (``ray.kill`` only asks: a call sent at once could still be served by the old process),
+  and nothing else: the fleet finds out at its next call on that engine, as it would after a
+  crash (fault drills and tests).
 * ``on_chunk_done(engine_index, chunk_index)``, if set, is called in the driver after each chunk's
   results are stored, before the next chunk is handed out; tests use it to kill an engine at a
   known point of a rollout.
@@ -423,15 +425,28 @@ class RolloutFleet:
         """Every live engine retakes the memory release_memory freed; see ``call_all``."""
         self.call_all("resume_memory")
 
-    def kill_engine(self, engine_index: int) -> None:
-        """Kill engine `engine_index`'s process, as a crash would; the fleet notices on its next
-        call."""
+    def kill_engine(self, engine_index: int, timeout_s: float = 60.0) -> None:
+        """Kill engine `engine_index`'s process, as a crash would, and return once Ray reports
+        it dead; the fleet notices on its next call."""
         import ray
 
         self._check_open()
         actor = self._slots[engine_index].actor
-        if actor is not None:
-            ray.kill(actor, no_restart=True)
+        if actor is None:
+            return
+        ray.kill(actor, no_restart=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:  # ray.kill is asynchronous
+            try:
+                ray.get(actor.__ray_ready__.remote(), timeout=max(0.1, deadline - time.monotonic()))
+            except ray.exceptions.RayActorError:
+                return
+            except ray.exceptions.GetTimeoutError:
+                break
+            time.sleep(0.05)
+        raise RolloutFleetError(
+            f"engine {engine_index} still answered {timeout_s:.0f} s after ray.kill", engine_index
+        )
 
     def stats(self) -> dict[str, Any]:
         return {
