@@ -79,7 +79,7 @@ class RecordingModel(torch.nn.Module):
 class DiskLoadingWeightUpdater(WeightUpdater):
     """SGLang's model-runner WeightUpdater; only the disk loading itself stands in."""
 
-    def update_weights_from_disk(  # type: ignore[override]
+    def update_weights_from_disk(
         self, model_path, load_format, weight_name_filter=None, recapture_cuda_graph=False
     ):
         from safetensors.torch import load_file

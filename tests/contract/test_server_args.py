@@ -9,7 +9,7 @@ from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B
 from hyrl.plan.cli import config_from_dry_run, recipe_dry_run
 from hyrl.rollout.build import sglang_server_options, sglang_server_process, write_rollout_model
 from hyrl.rollout.layout import rollout_layout
-from hyrl.rollout.sglang.preflight import sglang_cli_refusal
+from hyrl.rollout.sglang.preflight import SGLangArgsRefused, parse_sglang_cli
 
 RECIPES = ("recipes/qwen3_30b_a3b/grpo.sh", "recipes/qwen3_30b_a3b/ppo.sh")
 QWEN_EOS = [151645, 151643]
@@ -65,10 +65,9 @@ def test_routing_replay_and_pass_through_flags_parse(tmp_path):
 
 
 def test_the_cli_check_accepts_sglangs_flags_and_refuses_others():
-    assert sglang_cli_refusal(["--model-path", "m", "--attention-backend", "triton"]) is None
-    assert "unrecognized arguments: --no-such-flag" in sglang_cli_refusal(
-        ["--model-path", "m", "--no-such-flag", "1"]
-    )
-    assert "invalid choice" in sglang_cli_refusal(
-        ["--model-path", "m", "--attention-backend", "no-such-backend"]
-    )
+    args = parse_sglang_cli(["--model-path", "m", "--attention-backend", "triton"])
+    assert args.attention_backend == "triton"
+    with pytest.raises(SGLangArgsRefused, match="unrecognized arguments: --no-such-flag"):
+        parse_sglang_cli(["--model-path", "m", "--no-such-flag", "1"])
+    with pytest.raises(SGLangArgsRefused, match="invalid choice"):
+        parse_sglang_cli(["--model-path", "m", "--attention-backend", "no-such-backend"])

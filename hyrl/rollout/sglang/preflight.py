@@ -90,12 +90,3 @@ def parse_sglang_cli(argv: Sequence[str]):
     parser = RefusingParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)
     return parser.parse_args(list(argv))
-
-
-def sglang_cli_refusal(argv: Sequence[str]) -> str | None:
-    """None when SGLang's launch_server parser accepts ``argv``, else its message."""
-    try:
-        parse_sglang_cli(argv)
-    except SGLangArgsRefused as err:
-        return str(err)
-    return None
