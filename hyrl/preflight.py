@@ -34,6 +34,19 @@ def preflight(cfg: RunConfig) -> None:
         from hyrl.rollout.sglang.preflight import preflight_sglang
 
         preflight_sglang(cfg)
+    if cfg.batch_schedule == "auto" and cfg.autopilot_profile is not None:
+        from hyrl.batchsize.goodput import ProfileError, load_profile
+
+        try:
+            load_profile(cfg.autopilot_profile)
+        except ProfileError as err:
+            raise ConfigError(
+                "--autopilot-profile",
+                cfg.autopilot_profile,
+                str(err),
+                "a `hyrl tune` --out directory (report.json) or a `hyrl profile-rollout` --out "
+                "directory (profile.json)",
+            ) from None
     if cfg.tensorboard_dir is not None and importlib.util.find_spec("tensorboard") is None:
         raise ConfigError(
             "--tensorboard-dir",

@@ -101,6 +101,7 @@ class Trainer:
             resumed_rng = self.backend.load_checkpoint(step_dir)
             if self.autopilot is not None and "autopilot" in self.resume_state:
                 self.autopilot.load_state_dict(self.resume_state["autopilot"])
+                self.autopilot.resumed()
             if self.rank == 0:
                 print(
                     f"hyrl: resuming from {step_dir} (after rollout step "
@@ -530,7 +531,9 @@ class Trainer:
             return
         if self.rank == 0:
             made = self.autopilot.observe(
-                measurement(last_record, "actor"), measurement(rollout_metrics, "critic")
+                measurement(last_record, "actor"),
+                measurement(rollout_metrics, "critic"),
+                {**rollout_metrics, **last_record},  # the step's timers and response length
             )
             for part, old, new in made:
                 print(f"hyrl: autopilot: the {part}'s B {old} -> {new} responses", flush=True)
@@ -578,8 +581,10 @@ class Trainer:
                         bar.update(task_id, advance=1, description=description)
                     self._check_skipped_steps(rollout_step)
                     preempted = self.backend.any_rank(self.stop_signal is not None)
+                    reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
                     if cfg.save and (
                         preempted
+                        or reached
                         or rollout_step == cfg.num_steps
                         or (cfg.save_interval and rollout_step % cfg.save_interval == 0)
                     ):
@@ -587,6 +592,14 @@ class Trainer:
                         run_log.pause(self._save(cfg.save, rollout_step))
                     if preempted:
                         self._report_preemption(rollout_step)
+                        break
+                    if reached:
+                        if self.rank == 0:
+                            print(
+                                f"hyrl: --target {cfg.target} reached at rollout step "
+                                f"{rollout_step}; --stop-at-target ends the run",
+                                flush=True,
+                            )
                         break
         finally:
             run_log.close()

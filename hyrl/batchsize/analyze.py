@@ -52,6 +52,7 @@ from hyrl.batchsize.curves import (
     samples_to_reach,
 )
 from hyrl.batchsize.runs import AnalysisError, Run, collect_runs, finite_or_none, load_run
+from hyrl.batchsize.seeds import group_name, run_seed, seed_groups, seed_references
 from hyrl.metrics.run_dir import number as _num
 from hyrl.metrics.target import TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
@@ -235,9 +236,14 @@ def analyze(
     if value == start_value:
         notes.append(f"the reference's first evaluation already equals the target {value:g}")
     levels = alignment_levels(value, start_value, n_levels)
+    # every run is compared with the reference member of its own seed where the sweep has one
+    # (run close to it in time: a change of the machine's load falls on both), else with the
+    # reference
+    seed_refs = seed_references(runs, ref_name)
 
     rows: list[dict[str, Any]] = []  # one per run: the report's JSON row
     for run in runs:
+        pair = seed_refs.get(run.name, ref_name)
         samples, elapsed, steps, values = curves[run.name]
         S = samples_to_reach(samples, values, value, higher)
         generated = generated_curve(run, metric)
@@ -250,7 +256,7 @@ def analyze(
         K = samples_to_reach(steps, values, value, higher) if S is not None else None
         final_samples, final_elapsed, final_step = _final(run)
         best = (max(values) if higher else min(values)) if values else None
-        if run.name == ref_name:
+        if run.name == pair:
             aligned = True
             ratios = [
                 (lv, 1.0)
@@ -258,15 +264,22 @@ def analyze(
                 if (samples_to_reach(samples, values, lv, higher) or 0) > 0
             ]
             reason = "the reference (aligned with itself by definition)"
+            if run.name != ref_name:
+                reason = f"the reference of seed {run_seed(run)} (aligned with itself)"
         else:
             aligned, ratios, reason = alignment_detail(
-                curves[run.name], ref_curve, value, start_value, tolerance, n_levels, higher
+                curves[run.name], curves[pair], value, start_value, tolerance, n_levels, higher
             )
+            if pair != ref_name:
+                reason += f" (against {pair}, the same seed's reference)"
         rows.append(
             {
                 "name": run.name,
                 "path": str(run.path),
                 "is_reference": run.name == ref_name,
+                "seed": run_seed(run),
+                "group": group_name(run),
+                "paired_with": pair,
                 "prompts_per_step": run.prompts_per_step,
                 "n_samples_per_prompt": finite_or_none(run.config.get("n_samples_per_prompt")),
                 "responses_per_step": run.responses_per_step,
@@ -292,8 +305,9 @@ def analyze(
             }
         )
     rows.sort(key=lambda r: (r["responses_per_step"] is None, r["responses_per_step"] or 0))
-    ref_row = next(r for r in rows if r["is_reference"])
+    by_name = {r["name"]: r for r in rows}
     for row in rows:
+        ref_row = by_name[row["paired_with"]]
         row["samples_ratio"] = _ratio(row["samples_to_target"], ref_row["samples_to_target"])
         row["throughput_ratio"] = _ratio(
             row["throughput_responses_per_s"], ref_row["throughput_responses_per_s"]
@@ -311,6 +325,9 @@ def analyze(
     critical = max(aligned_rows, key=lambda r: r["responses_per_step"], default=None)
     valid = [r for r in rows if r["aligned"] and r["reached"] and r["time_to_target_s"] is not None]
     fastest = min(valid, key=lambda r: r["time_to_target_s"], default=None)
+    reached = [r for r in rows if r["reached"] and r["time_to_target_s"] is not None]
+    fastest_reached = min(reached, key=lambda r: r["time_to_target_s"], default=None)
+    groups = seed_groups(rows, by_name[ref_name]["group"])
     unreached = [r["name"] for r in rows if not r["reached"]]
     for r in rows:
         if r["aligned"] and not r["reached"] and not r["is_reference"]:
@@ -329,6 +346,10 @@ def analyze(
             "levels": levels,
             "fastest_valid": fastest["name"] if fastest else None,
             "fastest_valid_time_ratio": fastest["time_ratio"] if fastest else None,
+            # the fastest to reach the target whether its curve is aligned or not
+            "fastest_reached": fastest_reached["name"] if fastest_reached else None,
+            "fastest_reached_aligned": fastest_reached["aligned"] if fastest_reached else None,
+            **groups,
             "critical_batch_responses": critical["responses_per_step"] if critical else None,
             "critical_batch_run": critical["name"] if critical else None,
             "unreached": unreached,

@@ -1,23 +1,33 @@
 """The batch-size autopilot (`--batch-schedule auto`): responses per optimizer step B follow the
 measured gradient noise scale during a run.
 
-    target = the largest allowed B <= k x B_noise (the smallest allowed B when none is)
+The actor's target, by `--autopilot-objective`:
+    goodput (default): the allowed B of largest goodput G(B) = R(B) / (1 + B / B_noise), the
+        batch of least time to target (`hyrl.batchsize.goodput`: R(B) from the run's own
+        step timings at the B it has visited, and for the others from them and an optional
+        `--autopilot-profile`), when its G beats the B in use by the factor
+        `--autopilot-min-gain` (else the B in use: a gain inside R's noise moves nothing);
+    critical: the largest allowed B <= k x B_noise (the smallest allowed B when none is). With
+        k = 1 this is the critical batch of McCandlish et al. 2018, where their optimizer
+        steps S = S_min(1 + B_noise/B) and examples E = E_min(1 + B/B_noise) (hyrl's samples)
+        cost each other equally: a compromise between steps and samples, not the least time.
+The critic's batch does not change the rollout, so throughput cannot choose it: it always
+follows k x its own noise scale (k = `--autopilot-k`, the critic's compromise between its
+optimizer steps and samples).
 The allowed B are the multiples of the unit that P, G, DP and the micro-batches leave, within
 [--autopilot-min, --autopilot-max] (`hyrl.config.autopilot_batches`); B_noise is the EMA'd
-B_simple the backend logs (`actor/noise_scale`, `critic/noise_scale`). With k = 1 the target is
-the critical batch of McCandlish et al. 2018, where their optimizer steps S = S_min(1 +
-B_noise/B) and examples E = E_min(1 + B/B_noise) (hyrl's samples) cost each other equally.
+B_simple the backend logs (`actor/noise_scale`, `critic/noise_scale`).
 
 Hysteresis keeps B from chasing noise: B changes only after `warmup` measurements (before the
 first change and again after each change), and only to a target that differs from it by more
-than the factor `hysteresis`. The critic has its own controller on its own noise scale; its
-allowed batches must also divide the rollout's responses, which move with the actor's B, so
-when they no longer admit its B it moves at once (a forced change, counted like any other): to
-its target when warm, else to the nearest allowed B below.
+than the factor `hysteresis`. The critic's allowed batches must also divide the rollout's
+responses, which move with the actor's B, so when they no longer admit its B it moves at once
+(a forced change, counted like any other): to its target when warm, else to the nearest
+allowed B below.
 
 Pure Python (no torch): the loop (`hyrl.trainer`) calls `RunAutopilot.observe` once per
 rollout step on rank 0 and broadcasts `state_dict`, which also goes into the checkpoint so a
-resumed run continues with the same B, counters and last measurement.
+resumed run continues with the same B, counters, last measurement and throughput table.
 """
 
 from __future__ import annotations
@@ -26,18 +36,29 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from hyrl.batchsize.goodput import StepTiming, ThroughputModel, load_profile
 from hyrl.config import RunConfig, autopilot_batches, critic_autopilot_batches
+
+OBJECTIVES = ("goodput", "critical")
 
 
 @dataclass(frozen=True)
 class AutopilotSettings:
-    k: float  # B = k x B_noise (dimensionless, > 0)
+    k: float  # critical: B = k x B_noise (dimensionless, > 0); the critic's always
     hysteresis: float  # change only when target / B or B / target exceeds this (>= 1)
     warmup: int  # noise-scale measurements before the first change and between changes (>= 1)
+    objective: str = "goodput"  # the actor's target (module docstring)
+    min_gain: float = 1.05  # goodput: move only for a predicted G(target) / G(B) >= this
 
     @classmethod
     def from_flags(cls, cfg: RunConfig) -> AutopilotSettings:
-        return cls(cfg.autopilot_k, cfg.autopilot_hysteresis, cfg.autopilot_warmup)
+        return cls(
+            cfg.autopilot_k,
+            cfg.autopilot_hysteresis,
+            cfg.autopilot_warmup,
+            cfg.autopilot_objective,
+            cfg.autopilot_min_gain,
+        )
 
 
 def measurement(metrics: dict, prefix: str) -> float | None:
@@ -58,11 +79,16 @@ def fit(size: float, allowed: Sequence[int]) -> int:
     return max(below) if below else min(allowed)
 
 
-class BatchAutopilot:
-    """One batch size (the actor's or the critic's) following one noise scale."""
+Chooser = Callable[[float, Sequence[int]], int]  # (B_noise, allowed B) -> the target
 
-    def __init__(self, settings: AutopilotSettings, start: int):
+
+class BatchAutopilot:
+    """One batch size (the actor's or the critic's) following one noise scale; its target is
+    `choose(B_noise, allowed)`, by default the largest allowed B <= k x B_noise."""
+
+    def __init__(self, settings: AutopilotSettings, start: int, choose: Chooser | None = None):
         self.settings = settings
+        self.choose = choose or (lambda noise, allowed: fit(settings.k * noise, allowed))
         self.current = int(start)  # the B in use
         self.target: int | None = None  # the last target (None before a measurement)
         self.noise_scale: float | None = None  # the last measurement used
@@ -76,7 +102,7 @@ class BatchAutopilot:
             self.noise_scale = float(noise_scale)
             self.measured += 1
         if self.noise_scale is not None:
-            self.target = fit(self.settings.k * self.noise_scale, allowed)
+            self.target = self.choose(self.noise_scale, allowed)
         warm = self.target is not None and self.measured >= self.settings.warmup
         if warm and self._ratio() > self.settings.hysteresis:
             assert self.target is not None, "warm implies a target"
@@ -112,7 +138,8 @@ class BatchAutopilot:
 
 class RunAutopilot:
     """A run's autopilot: the actor's B (P follows: P = B x optimizer steps per rollout / G)
-    and, under PPO, the critic's B, each on its own noise scale."""
+    and, under PPO, the critic's B, each on its own noise scale. `throughput` (the goodput
+    objective): the actor's R(B); None under the critical objective."""
 
     def __init__(
         self,
@@ -123,8 +150,16 @@ class RunAutopilot:
         samples_per_prompt: int,
         critic_start: int | None = None,
         critic_allowed: Callable[[int], Sequence[int]] | None = None,
+        throughput: ThroughputModel | None = None,
     ):
-        self.actor = BatchAutopilot(settings, actor_start)
+        if (settings.objective == "goodput") != (throughput is not None):
+            raise ValueError("the goodput objective needs a throughput model, and only it")
+        self.throughput = throughput
+        self.goodput_table: dict[int, float] = {}  # the last target's goodput per allowed B
+        self.actor = BatchAutopilot(
+            settings, actor_start, None if throughput is None else self._goodput_target
+        )
+        self.fresh = True  # the actor's B has not been timed since the start or a change
         self.actor_allowed = list(actor_allowed)
         self.steps_per_rollout, self.samples_per_prompt = steps_per_rollout, samples_per_prompt
         self.critic = None if critic_start is None else BatchAutopilot(settings, critic_start)
@@ -135,6 +170,12 @@ class RunAutopilot:
         """The autopilot of a validated, resolved config with --batch-schedule auto."""
         assert cfg.global_batch_size is not None, "resolve filled --global-batch-size"
         critic_start = cfg.critic_global_batch_size
+        throughput = None
+        if cfg.autopilot_objective == "goodput":
+            profile = None if cfg.autopilot_profile is None else load_profile(cfg.autopilot_profile)
+            throughput = ThroughputModel(
+                cfg.optimizer_steps_per_rollout, int(cfg.rollout_concurrency), profile
+            )
         return cls(
             AutopilotSettings.from_flags(cfg),
             cfg.global_batch_size,
@@ -145,7 +186,21 @@ class RunAutopilot:
             None
             if critic_start is None
             else (lambda responses: critic_autopilot_batches(cfg, world_size, responses)),
+            throughput,
         )
+
+    def _goodput_target(self, noise_scale: float, allowed: Sequence[int]) -> int:
+        """The allowed B of largest goodput when it beats the B in use by at least `min_gain`
+        (a gain inside the noise of R is no reason to move); else the B in use, and before any
+        step is timed the B in use too (there is nothing to compare)."""
+        assert self.throughput is not None, "the goodput objective"
+        target, self.goodput_table = self.throughput.best(noise_scale, allowed)
+        here = self.goodput_table.get(self.actor.current)
+        if not self.goodput_table:
+            return self.actor.current
+        if here and self.goodput_table[target] < self.actor.settings.min_gain * here:
+            return self.actor.current
+        return target
 
     @property
     def responses_per_step(self) -> int:
@@ -159,14 +214,26 @@ class RunAutopilot:
     def critic_responses_per_step(self) -> int | None:
         return None if self.critic is None else self.critic.current
 
-    def observe(self, actor_noise_scale: float | None, critic_noise_scale: float | None) -> list:
-        """One rollout step's noise scales -> the batch sizes of the next; the changes made,
-        as (name, old B, new B) tuples."""
+    def observe(
+        self,
+        actor_noise_scale: float | None,
+        critic_noise_scale: float | None,
+        record: dict | None = None,
+    ) -> list:
+        """One rollout step's noise scales (and under goodput its last record: stage timers and
+        response length) -> the batch sizes of the next; the changes made, as (name, old B, new
+        B) tuples."""
         made = []
         old = self.actor.current
+        if self.throughput is not None and record is not None:
+            timing = StepTiming.from_record(old, record)
+            if timing is not None:
+                self.throughput.observe(timing, counts=not self.fresh)
+                self.fresh = False
         new = self.actor.update(actor_noise_scale, self.actor_allowed)
         if new != old:
             made.append(("actor", old, new))
+            self.fresh = True
         if self.critic is not None:
             assert self.critic_allowed is not None, "set together with the critic's start"
             old = self.critic.current
@@ -186,6 +253,14 @@ class RunAutopilot:
                 out[f"autopilot/{prefix}target_b"] = part.target
             if part.noise_scale is not None:
                 out[f"autopilot/{prefix}noise_scale_used"] = part.noise_scale
+        if self.throughput is not None:
+            rate = self.throughput.responses_per_s(self.actor.current)
+            if rate is not None:  # R(B) at the B in use, as the model holds it
+                out["autopilot/responses_per_s"] = rate
+            target = self.actor.target
+            here = self.goodput_table.get(self.actor.current)
+            if target is not None and here and target in self.goodput_table:
+                out["autopilot/goodput_gain"] = self.goodput_table[target] / here
         if self.critic is not None:
             out["batch/critic_responses_per_step"] = self.critic.current
         return out
@@ -194,9 +269,21 @@ class RunAutopilot:
         return {
             "actor": self.actor.state_dict(),
             "critic": None if self.critic is None else self.critic.state_dict(),
+            "throughput": None if self.throughput is None else self.throughput.state_dict(),
+            "goodput_table": {str(b): g for b, g in self.goodput_table.items()},
+            "fresh": self.fresh,
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.actor.load_state_dict(state["actor"])
         if self.critic is not None and state.get("critic") is not None:
             self.critic.load_state_dict(state["critic"])
+        if self.throughput is not None and state.get("throughput") is not None:
+            self.throughput.load_state_dict(state["throughput"])
+        self.goodput_table = {int(b): float(g) for b, g in state.get("goodput_table", {}).items()}
+        self.fresh = bool(state.get("fresh", True))
+
+    def resumed(self) -> None:
+        """After loading a checkpoint's state: the next step runs in a new process and warms up
+        like one after a change, so its time does not count."""
+        self.fresh = True

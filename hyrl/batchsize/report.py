@@ -146,6 +146,7 @@ def render_markdown(result: dict, plots: list[str]) -> str:
         f"- critical batch: **{_batch(result['critical_batch_responses'])}** responses per "
         f"optimizer step ({result.get('critical_batch_run') or 'none'})",
         f"- fastest valid run: **{result['fastest_valid'] or 'none'}**",
+        f"- fastest run to reach the target, aligned or not: {_fastest_reached(result)}",
         f"- never reached the target: {', '.join(result['unreached']) or 'none'}",
         "",
         "| run | P | B | lr | S (samples) | R (resp/s) | T | staleness | S ratio | R ratio | "
@@ -164,6 +165,8 @@ def render_markdown(result: dict, plots: list[str]) -> str:
             f"{_x(r['throughput_ratio'])} | {_x(r['time_ratio'])} | "
             f"{_x(r['predicted_time_ratio'])} | {'yes' if r['aligned'] else 'no'} |"
         )
+    if result.get("groups"):
+        lines += ["", *over_seeds(result)]
     lines += ["", "## Reading", "", reading(result), "", "## Alignment", ""]
     for r in result["runs"]:
         lines.append(
@@ -176,6 +179,65 @@ def render_markdown(result: dict, plots: list[str]) -> str:
     if result.get("notes"):
         lines += ["", "## Notes", ""] + [f"- {n}" for n in result["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _fastest_reached(result: dict) -> str:
+    name = result.get("fastest_reached")
+    if name is None:
+        return "none"
+    return f"{name} ({'aligned' if result.get('fastest_reached_aligned') else 'not aligned'})"
+
+
+def _spread(median, bounds) -> str:
+    """1.23x (1.10-1.40x); a bound None is 'never' (a seed that did not reach the target)."""
+    if median is None and bounds[0] is None:
+        return "never"
+    low = "never" if bounds[0] is None else f"{bounds[0]:.2f}"
+    high = "never" if bounds[1] is None else f"{bounds[1]:.2f}"
+    middle = "never" if median is None else f"{median:.2f}x"
+    return f"{middle} ({low} to {high})"
+
+
+def over_seeds(result: dict) -> list[str]:
+    """The '## Over seeds' section: each member's median and range over seeds of the ratios to
+    the same seed's reference, and the verdicts taken over seeds."""
+    lines = [
+        "## Over seeds",
+        "",
+        "Ratios are to the reference run of the same seed; median over seeds, with the range "
+        "(min to max) in brackets. A seed that never reached the target counts as never.",
+        "",
+        "| member | B | lr | seeds | reached | aligned | S ratio | R ratio | T ratio | median T |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for g in result["groups"]:
+        n = len(g["seeds"])
+        name = f"**{g['group']}** (ref)" if g["is_reference"] else g["group"]
+        lines.append(
+            f"| {name} | {_batch(g['responses_per_step'])} | {_g(g['lr'])} | "
+            f"{','.join(str(x) for x in g['seeds'])} | {g['n_reached']}/{n} | "
+            f"{g['n_aligned']}/{n} | "
+            f"{_spread(g['samples_ratio_median'], g['samples_ratio_range'])} | "
+            f"{_spread(g['throughput_ratio_median'], g['throughput_ratio_range'])} | "
+            f"{_spread(g['time_ratio_median'], g['time_ratio_range'])} | "
+            f"{format_duration(g['time_to_target_s_median'])} |"
+        )
+    valid, reached = result.get("fastest_valid_group"), result.get("fastest_reached_group")
+    lines += [
+        "",
+        f"- fastest valid member over seeds (aligned and reached on most seeds, least median "
+        f"T): **{valid or 'none'}**",
+        f"- fastest member to reach the target over seeds, aligned or not: {reached or 'none'}",
+    ]
+    within = result.get("within_spread") or []
+    if valid and within:
+        lines.append(
+            f"- within the seed spread of {valid}: {', '.join(within)}: their T ratio ranges "
+            "overlap, so the verdict between them rests on noise"
+        )
+    elif valid:
+        lines.append(f"- no other member's T ratio range overlaps {valid}'s")
+    return lines
 
 
 # --- plots -----------------------------------------------------------------------------------
@@ -311,7 +373,18 @@ def print_summary(result: dict, written: list[Path], file=None) -> None:
     console.print(table)
     console.print(
         f"critical batch: {_batch(result['critical_batch_responses'])}   "
-        f"fastest valid: {result['fastest_valid'] or 'none'}"
+        f"fastest valid: {result['fastest_valid'] or 'none'}   "
+        f"fastest reached: {_fastest_reached(result)}"
     )
+    if result.get("groups"):
+        console.print(
+            f"over seeds: fastest valid {result.get('fastest_valid_group') or 'none'}, "
+            f"fastest reached {result.get('fastest_reached_group') or 'none'}"
+            + (
+                f", within its seed spread: {', '.join(result['within_spread'])}"
+                if result.get("within_spread")
+                else ""
+            )
+        )
     for p in written:
         console.print(f"wrote {p}", highlight=False, soft_wrap=True)

@@ -25,6 +25,7 @@ profile-rollout`, also a subprocess. No torch here.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -53,6 +54,15 @@ from hyrl.batchsize.sweep_plan import (
 )
 from hyrl.batchsize.sweep_probe import validate_members
 from hyrl.batchsize.sweep_record import is_done, move_aside
+from hyrl.batchsize.tune_align import (
+    DEFAULT_FRACTION,
+    AlignCheckError,
+    budget_steps,
+    level,
+    members,
+    start_value,
+    verdicts,
+)
 from hyrl.batchsize.tune_model import (
     LATER_FRACTION,
     NoiseEstimate,
@@ -95,6 +105,8 @@ class TunePlan:
     env: dict
     config: dict
     base: dict
+    align_check: bool = False
+    align_fraction: float = DEFAULT_FRACTION
 
     @property
     def probe_args(self) -> list[str]:
@@ -131,6 +143,8 @@ def check_tune(
     probe_steps=DEFAULT_PROBE_STEPS,
     extra_args: Sequence[str] = (),
     env: dict | None = None,
+    align_check: bool = True,
+    align_fraction=DEFAULT_FRACTION,
 ) -> TunePlan:
     """Step 0: raises TuneError naming the flag and value, or the member the recipe refuses."""
     recipe_path = Path(recipe)
@@ -206,18 +220,32 @@ def check_tune(
             f"--budget-samples {budget_samples}: under 4 rollout steps of the reference "
             f"({N0} responses each), too few for a noise-scale estimate; allowed: >= {4 * N0}"
         )
-    if verify:
+    try:
+        align_fraction = float(align_fraction)
+    except (TypeError, ValueError):
+        align_fraction = math.nan
+    if not 0 < align_fraction < 1:
+        raise TuneError(
+            f"--align-fraction {align_fraction}: allowed: a number between 0 and 1 (the share "
+            "of the way from the start to the target the check runs to, e.g. 0.5)"
+        )
+    for flag, wanted, off in (
+        ("--align-check on", align_check, "--align-check off"),
+        (f"--verify {verify}", verify, "--verify 0"),
+    ):
+        if not wanted:
+            continue
         if not config.get("target"):
             raise TuneError(
-                f"--verify {verify}: RECIPE {recipe} has no --target, so the sweep cannot "
-                "measure time to target; allowed: --verify 0, or add `-- --target "
-                "eval/accuracy=VALUE --eval-interval N`"
+                f"{flag}: RECIPE {recipe} has no --target, so no curve can be measured against "
+                f"it; allowed: {off}, or add `-- --target eval/accuracy=VALUE --eval-interval N`"
             )
         if not config.get("eval_interval") and str(config["target"]).startswith("eval/"):
             raise TuneError(
-                f"--verify {verify}: the target {config['target']} needs evaluations but "
-                "--eval-interval is 0; allowed: add `-- --eval-interval N` (N >= 1)"
+                f"{flag}: the target {config['target']} needs evaluations but "
+                f"--eval-interval is 0; allowed: {off}, or add `-- --eval-interval N` (N >= 1)"
             )
+    if verify:
         if verify_samples is None:
             verify_samples = int(config.get("num_steps") or 1) * N0
     plan = TunePlan(
@@ -233,9 +261,15 @@ def check_tune(
         env,
         config,
         base,
+        bool(align_check),
+        align_fraction,
     )
     try:  # every member any step may run, dry-run now so nothing starts with a bad one
         validate_members(plan.recipe, probe_members(plan), base, plan.probe_args, out, env)
+        if align_check:
+            validate_members(
+                plan.recipe, align_plan(plan, mults), base, align_args(plan, None), out, env
+            )
         if verify:
             check_sweep(
                 plan.recipe,
@@ -314,27 +348,39 @@ def run_probes(plan: TunePlan, console) -> dict[int, Path]:
     earlier.write_text(json.dumps(json_safe(record), indent=2) + "\n", encoding="utf-8")
     dirs = {}
     for m in members:
-        run_dir = out / m["run_dir"]
-        dirs[m["mult"]] = run_dir
-        if is_done(out, m):
-            continue
-        move_aside(out, m)
-        cmd = ["bash", str(plan.recipe), *plan.probe_args, *member_flags(m, plan.base, run_dir)]
-        log = out / f"{m['name']}.log"
-        with open(log, "w", encoding="utf-8") as f:
-            f.write("# " + shlex.join(cmd) + "\n")
-            f.flush()
-            with console.status(f"pass 2: update probe {m['name']} ({plan.probe_steps} steps)"):
-                rc = subprocess.run(
-                    cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env=plan.env,
-                ).returncode  # fmt: skip
-        if rc != 0 or not is_done(out, m):
-            raise TuneError(
-                f"pass 2: probe {m['name']} exited {rc}; see {log} (rerun the same command "
-                "to retry; finished steps are kept)"
-            )
+        dirs[m["mult"]] = _run_member(
+            plan, console, out, m, plan.probe_args, f"pass 2: update probe {m['name']} "
+            f"({plan.probe_steps} steps)", "pass 2: probe",
+        )  # fmt: skip
     return dirs
+
+
+def _run_member(
+    plan: TunePlan, console, out: Path, member: dict, args: list[str], status: str, what: str
+) -> Path:
+    """One member, as `hyrl sweep` runs it (its flags from `member_flags`, after `args`), never
+    side by side with another (they are timed); a member whose run directory holds
+    summary.json is done and kept, an unfinished one is moved aside and rerun. Its run
+    directory."""
+    run_dir = out / member["run_dir"]
+    if is_done(out, member):
+        return run_dir
+    move_aside(out, member)
+    cmd = ["bash", str(plan.recipe), *args, *member_flags(member, plan.base, run_dir)]
+    log = out / f"{member['name']}.log"
+    with open(log, "w", encoding="utf-8") as f:
+        f.write("# " + shlex.join(cmd) + "\n")
+        f.flush()
+        with console.status(status):
+            rc = subprocess.run(
+                cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=plan.env,
+            ).returncode  # fmt: skip
+    if rc != 0 or not is_done(out, member):
+        raise TuneError(
+            f"{what} {member['name']} exited {rc}; see {log} (rerun the same command to retry; "
+            "finished steps are kept)"
+        )
+    return run_dir
 
 
 def profile_concurrencies(plan: TunePlan) -> list[int]:
@@ -404,8 +450,16 @@ def _costs(run_dir: Path, what: str, later_fraction: float) -> tuple[StepCosts, 
         raise TuneError(f"{what} {run_dir}: {err}") from None
 
 
-def model(plan: TunePlan, pass1: Path, profile: dict | None, probes: dict[int, Path]) -> dict:
-    """Step 3 as a JSON-safe dict (report.json without timings and verification)."""
+def model(
+    plan: TunePlan,
+    pass1: Path,
+    profile: dict | None,
+    probes: dict[int, Path],
+    rejected_from: int | None = None,
+) -> dict:
+    """Step 3 as a JSON-safe dict (report.json without timings and verification);
+    `rejected_from`: the alignment check rejected this candidate and every larger one, so the
+    recommendation is chosen among the others."""
     ref_costs, records, config = _costs(pass1, "pass 1", LATER_FRACTION)
     noise = noise_estimate(records, "actor/noise_scale")
     if noise is None:
@@ -445,7 +499,8 @@ def model(plan: TunePlan, pass1: Path, profile: dict | None, probes: dict[int, P
             "unit": int(config.get("critic_micro_batch_size") or 1)
             * int(config.get("data_parallel_size") or 1),
         }
-    rec = recommend(candidates, plan.base["P0"], critic)
+    kept = [c for c in candidates if rejected_from is None or c.mult < rejected_from]
+    rec = recommend(kept, plan.base["P0"], critic)
     return json_safe(
         {
             "recipe": str(plan.recipe),
@@ -541,6 +596,76 @@ def run_verify(plan: TunePlan, report: dict, console, progress: bool) -> dict:
     }
 
 
+def align_plan(plan: TunePlan, mults: Sequence[int]) -> list[dict]:
+    """The check's members at these multipliers (x1 included when asked), at tune's seed."""
+    return plan_members(plan.base, sorted(set(mults)), plan.rule, seeds=[_seed(plan)])
+
+
+def align_args(plan: TunePlan, level_value: float | None) -> list[str]:
+    """After the user's flags: the check's level as the target, stopping there, no progress
+    bar (None: the recipe's own target, for the dry run before the level is known)."""
+    target = str(plan.config["target"])
+    if level_value is not None:
+        target = f"{target.split('=', 1)[0]}={level_value!r}"
+    return [*plan.extra_args, "--target", target, "--stop-at-target"]
+
+
+def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
+    """The alignment check (`hyrl.batchsize.tune_align`): the reference to the level, then the
+    recommendation and its larger neighbour, analysed against the reference at the level."""
+    metric, target = parse_target(str(plan.config["target"]))
+    try:
+        start = start_value(load_run(pass1).records, metric)
+        at = level(start, target, plan.align_fraction)
+    except AlignCheckError as err:
+        raise TuneError(f"align check: {err}; allowed: --align-check off") from None
+    out = plan.out / "align"
+    out.mkdir(parents=True, exist_ok=True)
+    rec = int(report["recommendation"]["mult"])
+    checked = members(plan.mults, rec)
+    planned = {m["mult"]: m for m in align_plan(plan, [1, *checked])}
+    args = align_args(plan, at)
+    ref = planned[1]
+    ref_dir = _run_member(
+        plan, console, out, ref, args, f"align check: {ref['name']} to {metric} = {at:.4g}",
+        "align check:",
+    )  # fmt: skip
+    reached = load_run(ref_dir).summary or {}
+    s_half = reached.get("samples_to_target")
+    if not reached.get("reached") or not s_half:
+        raise TuneError(
+            f"align check: the reference {ref['name']} did not reach {metric} = {at:.4g} "
+            f"({plan.align_fraction:g} of the way from {start:.4g} to {target:g}) within the "
+            f"recipe's --num-steps; see {ref_dir}; allowed: a larger `-- --num-steps`, a "
+            "smaller --align-fraction, or --align-check off"
+        )
+    dirs = {1: ref_dir}
+    for m in checked:
+        member = dict(
+            planned[m], num_steps=budget_steps(s_half, planned[m]["responses_per_rollout"])
+        )
+        dirs[m] = _run_member(
+            plan, console, out, member, args,
+            f"align check: {member['name']} (at most {member['num_steps']} steps)", "align check:",
+        )  # fmt: skip
+    try:
+        analysis = analyze(list(dirs.values()), (metric, at), reference=ref_dir.name)
+    except AnalysisError as err:
+        raise TuneError(f"align check: {err}") from None
+    rows, rejected_from = verdicts(analysis, {d.name: m for m, d in dirs.items()})
+    return {
+        "dir": str(out),
+        "metric": metric,
+        "start": start,
+        "level": at,
+        "fraction": plan.align_fraction,
+        "reference_samples_to_level": s_half,
+        "tolerance": analysis["tolerance"],
+        "rows": rows,
+        "rejected_from": rejected_from,
+    }
+
+
 def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     """Steps 1 to 4 (after `check_tune`); returns report.json's content, also written."""
     from rich.console import Console
@@ -563,7 +688,21 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     console.print(f"[bold]pass 2[/]: update probes, {plan.probe_steps} steps per candidate")
     probes = run_probes(plan, console)
     timings["probes_s"] = time.monotonic() - t
-    report = model(plan, _member_dirs(pass1_dir)[1], profile, probes)
+    pass1 = _member_dirs(pass1_dir)[1]
+    report = model(plan, pass1, profile, probes)
+    if plan.align_check:
+        t = time.monotonic()
+        console.print(
+            f"[bold]align check[/]: x{report['recommendation']['mult']} and its larger "
+            "neighbour against the reference"
+        )
+        check = run_align_check(plan, report, pass1, console)
+        if check["rejected_from"] is not None:  # predicted, then measured
+            predicted = report["recommendation"]
+            report = model(plan, pass1, profile, probes, check["rejected_from"])
+            report["predicted_recommendation"] = predicted
+        report["align_check"] = check
+        timings["align_check_s"] = time.monotonic() - t
     if plan.verify:
         t = time.monotonic()
         console.print(f"[bold]verify[/]: {plan.verify_samples} responses per member")
@@ -588,6 +727,17 @@ def summary_lines(report: dict) -> list[str]:
         f"predicted T ratio {rec['time_ratio']:.3g}x; over the noise scale's spread the best B "
         f"is x{rec['mult_low']} to x{rec['mult_high']}",
     ]
+    check = report.get("align_check")
+    if check:
+        verdicts_text = ", ".join(f"x{r['mult']} {r['verdict']}" for r in check["rows"])
+        lines.append(
+            f"align check to {check['metric']} = {check['level']:.4g}: {verdicts_text or 'none'}"
+            + (
+                f" (predicted x{report['predicted_recommendation']['mult']}, then measured)"
+                if report.get("predicted_recommendation")
+                else ""
+            )
+        )
     if rec.get("critic_batch") is not None:
         lines.append(
             f"critic: batch {rec['critic_batch']}, lr {rec['critic_lr']:.4g} "

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from hyrl.batchsize.tune import (
+    DEFAULT_FRACTION,
     DEFAULT_MULTS,
     DEFAULT_PASS1_STEPS,
     DEFAULT_PROBE_STEPS,
@@ -75,6 +76,22 @@ def main(argv: list[str]) -> int:
         metavar="N",
         help="responses per verify member (default: the recipe's --num-steps x P0 x G)",
     )
+    parser.add_argument(
+        "--align-check",
+        default="on",
+        choices=("on", "off"),
+        help="after predicting, run the reference until its metric is --align-fraction of the "
+        "way to the recipe's --target, then the recommendation and its larger neighbour from "
+        "the same start, and reject a candidate whose curve against samples departs from the "
+        "reference's (default on; needs the recipe's --target and --eval-interval)",
+    )
+    parser.add_argument(
+        "--align-fraction",
+        default=str(DEFAULT_FRACTION),
+        metavar="F",
+        help=f"how far towards the target the check runs, from the start (0 < F < 1; default "
+        f"{DEFAULT_FRACTION})",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
     args = parse_args(parser, argv)
     if isinstance(args, int):
@@ -90,6 +107,8 @@ def main(argv: list[str]) -> int:
             lr_scaling=args.lr_scaling,
             probe_steps=args.probe_steps,
             extra_args=extra,
+            align_check=args.align_check == "on",
+            align_fraction=args.align_fraction,
         )
     except TuneError as err:
         print(f"hyrl tune: error: {err}", file=sys.stderr)

@@ -60,6 +60,42 @@ def holds_text(rec: dict, noise: dict) -> str:
     return text
 
 
+def align_lines(report: dict) -> list[str]:
+    """The '## Alignment check' section: predicted, then measured."""
+    check = report.get("align_check")
+    if not check:
+        return []
+    lines = [
+        "",
+        "## Alignment check (predicted, then measured)",
+        "",
+        f"The reference ran until {check['metric']} reached {check['level']:.4g} "
+        f"({check['fraction']:g} of the way from its start {check['start']:.4g} to the "
+        f"target), after {check['reference_samples_to_level']:,.0f} responses; each candidate "
+        "below ran from the same start and seed, stopped at that level, and was compared with "
+        f"it against samples (tolerance 1 +/- {check['tolerance']:g}).",
+        "",
+        "| candidate | verdict | S ratio to the level | T ratio to the level | why |",
+        "|---|---|---:|---:|---|",
+    ]
+    for r in check["rows"]:
+        lines.append(
+            f"| x{r['mult']} ({r['name']}) | {r['verdict']} | {_x(r['samples_ratio'])} | "
+            f"{_x(r['time_ratio'])} | {r['reason']} |"
+        )
+    predicted = report.get("predicted_recommendation")
+    if predicted is not None:
+        lines += [
+            "",
+            f"Predicted x{predicted['mult']} ({predicted['time_ratio']:.3g}x), then measured: "
+            f"x{check['rejected_from']} and every larger candidate rejected, so the "
+            f"recommendation is x{report['recommendation']['mult']}.",
+        ]
+    else:
+        lines += ["", "The recommendation was kept."]
+    return lines
+
+
 def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:+.0f}%"
 
@@ -103,6 +139,7 @@ def render_markdown(report: dict, plots: list[str]) -> str:
             f"nearest to its noise scale {rec['critic_noise_scale']:.4g}), lr "
             f"{rec['critic_lr']:.4g}."
         )
+    lines += align_lines(report)
     lines += [
         "",
         "## Candidates (predicted, relative to B0)",

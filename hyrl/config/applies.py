@@ -68,6 +68,14 @@ _ENGINE_FLAGS = (
 
 APPLIES_ONLY_WITH = (
     AppliesOnlyWith(
+        ("stop_at_target",),
+        "--target",
+        lambda c: c.target is not None,
+        "ends the run at --target, which is not given",
+        "add --target METRIC=VALUE, or remove it",
+        _on,
+    ),
+    AppliesOnlyWith(
         _PPO_ALGORITHM_FLAGS + _CRITIC_FLAGS,
         "--advantage-estimator gae",
         lambda c: c.advantage_estimator != "grpo",
@@ -167,6 +175,9 @@ APPLIES_ONLY_WITH = (
     ),
     AppliesOnlyWith(
         (
+            "autopilot_objective",
+            "autopilot_profile",
+            "autopilot_min_gain",
             "autopilot_k",
             "autopilot_min",
             "autopilot_max",

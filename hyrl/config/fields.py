@@ -251,10 +251,35 @@ class RunConfig:
         "batch",
         choices=("fixed", "ramp", "auto"),
     )
+    autopilot_objective: str = _opt(
+        "goodput",
+        "with --batch-schedule auto: what the actor's B maximises (name): goodput = the B of "
+        "least predicted time to target, largest R(B) / (1 + B / B_noise) with R(B) measured "
+        "in the run (and --autopilot-profile); critical = k x the noise scale (McCandlish's "
+        "steps/samples compromise, --autopilot-k)",
+        "batch",
+        choices=("goodput", "critical"),
+    )
+    autopilot_min_gain: float = _opt(
+        1.05,
+        "with --batch-schedule auto and the goodput objective: B moves only to a batch whose "
+        "predicted goodput is at least this factor above the B in use's (dimensionless, >= 1; "
+        "a gain inside the noise of the measured throughput is no reason to move)",
+        "batch",
+    )
+    autopilot_profile: str | None = _opt(
+        None,
+        "with --batch-schedule auto and the goodput objective: how throughput changes with B "
+        "where the run has not measured it (path): a `hyrl tune` --out (its report.json) or a "
+        "`hyrl profile-rollout` --out (its profile.json); none = from the run's own timings "
+        "(fixed costs amortise, the rest per token)",
+        "batch",
+    )
     autopilot_k: float = _opt(
         1.0,
-        "with --batch-schedule auto: the target B is k x the measured noise scale "
-        "actor/noise_scale (dimensionless, > 0; the critic's, critic/noise_scale, alike)",
+        "with --batch-schedule auto: the critic's target B is k x its measured noise scale "
+        "critic/noise_scale, and under --autopilot-objective critical the actor's is k x "
+        "actor/noise_scale (dimensionless, > 0)",
         "batch",
     )
     autopilot_min: int | None = _opt(
@@ -752,6 +777,12 @@ class RunConfig:
         "METRIC=VALUE, e.g. eval/accuracy=0.77 (METRIC under eval/ or train/): the run "
         "records the step, responses and seconds at which METRIC first reaches VALUE; "
         "none = no target",
+        "eval",
+    )
+    stop_at_target: bool = _opt(
+        False,
+        "end the run after the rollout step whose record first reaches --target (on/off; "
+        "the checkpoint, summary.json and the records are written as at the last step)",
         "eval",
     )
 

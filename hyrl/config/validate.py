@@ -840,6 +840,21 @@ def _check_batch_schedule(c: RunConfig, world_size: int) -> None:
         )
     if not c.autopilot_k > 0:
         _fail("autopilot_k", c.autopilot_k, "must be positive", "a number > 0")
+    if not c.autopilot_min_gain >= 1:
+        _fail(
+            "autopilot_min_gain",
+            c.autopilot_min_gain,
+            "a factor below 1 would move to a batch predicted to be slower",
+            "a number >= 1 (1 = move for any predicted gain)",
+        )
+    if c.autopilot_profile is not None and c.autopilot_objective != "goodput":
+        _fail(
+            "autopilot_profile",
+            c.autopilot_profile,
+            f"only the goodput objective reads a throughput profile (--autopilot-objective "
+            f"is {c.autopilot_objective})",
+            "--autopilot-objective goodput, or no --autopilot-profile",
+        )
     if not c.autopilot_hysteresis >= 1:
         _fail(
             "autopilot_hysteresis",

@@ -53,6 +53,11 @@ class RunLog:
         if self.tracker is not None and self.tracker.update(record):
             write_summary(self.run_dir, summary(self.tracker, self.totals))
 
+    @property
+    def reached(self) -> bool:
+        """Whether a record has reached --target (rank 0 knows; False without a target)."""
+        return self.tracker is not None and self.tracker.reached_at is not None
+
     def state_dict(self) -> dict:
         """The loop's part of a checkpoint (the task's is added by its owner)."""
         return {

@@ -1,6 +1,8 @@
-"""--batch-schedule auto end to end on the tiny recipes: B follows the measured noise scale
-(at least one change in a few steps with a small range), samples stays exact, the lr is
-re-derived at every change, and a resumed run continues with the autopilot's state."""
+"""--batch-schedule auto end to end on the tiny recipes: under the critical objective B follows
+the measured noise scale (at least one change in a few steps with a small range), samples stays
+exact, the lr is re-derived at every change, and a resumed run continues with the autopilot's
+state; under the goodput objective (the default) the loop hands every step's timers to the
+autopilot, which logs the throughput it holds and checkpoints it."""
 
 import json
 
@@ -9,11 +11,12 @@ from recipe_runs import PPO_RECIPE, records, run_recipe
 
 # The tiny GRPO recipe: B=128, micro batch 32 on one rank (batch unit 32); warm after one
 # measurement and any difference changes B, so a few steps show a change.
-AUTO = (
+RANGE = (
     "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
     "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.0",
     "--ref-lr", "3e-4", "--lr-scaling", "sqrt",
 )  # fmt: skip
+AUTO = (*RANGE, "--autopilot-objective", "critical")
 STEPS = 4
 
 
@@ -105,3 +108,37 @@ def test_ppo_critic_batch_follows_its_own_noise_scale_with_its_lr(tmp_path):
         assert row["critic/optimizer_steps"] == critic_steps
         assert row["critic/lr"] == pytest.approx(1e-3 * (critic_b / 64) ** 0.5)
         assert row["actor/lr"] == pytest.approx(3e-4 * (rollout / 128) ** 0.5)
+
+
+@pytest.mark.slow
+def test_goodput_takes_every_steps_timers_and_checkpoints_the_throughput(tmp_path):
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    proc = run_recipe(
+        run_dir, "--num-steps", str(STEPS), "--save", str(ckpt), *RANGE,
+        "--autopilot-min-gain", "1.0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    # step 1 warms up and is not timed: from step 3 on every record carries the R the
+    # autopilot holds for its B (measured at step 2 or later, or predicted from it)
+    assert all(r["autopilot/responses_per_s"] > 0 for r in rows[2:]), rows[2:]
+    assert all(r["batch/responses_per_step"] in range(64, 257, 32) for r in rows)
+    state = json.loads((ckpt / f"step_{STEPS}" / "trainer_state.json").read_text())
+    measured = state["autopilot"]["throughput"]["measured"]
+    assert "128" in measured and len(measured["128"][0]) == 4  # (fixed, gen, other, tokens)
+    fixed, gen, other, tokens = measured["128"][0]
+    assert fixed > 0 and gen > 0 and other > 0 and tokens > 0
+
+
+@pytest.mark.slow
+def test_stop_at_target_ends_the_run_at_the_target(tmp_path):
+    run_dir = tmp_path / "run"
+    # the reward is >= 0 from the first rollout step on
+    proc = run_recipe(
+        run_dir, "--num-steps", "4", "--target", "train/reward_mean=0.0", "--stop-at-target"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["rollout_step"] for r in records(run_dir)] == [1]
+    assert "--stop-at-target ends the run" in proc.stdout
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["reached"] is True and summary["samples"] == 128

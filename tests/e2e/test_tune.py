@@ -20,10 +20,11 @@ def test_tune_of_the_tiny_recipe_writes_a_consistent_report(tmp_path):
         if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
     }
     env.update(OMP_NUM_THREADS="1", PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
-    # 4 rollout steps of pass 1 (512 responses), one probe at B = 256 of 2 steps
+    # 4 rollout steps of pass 1 (512 responses), one probe at B = 256 of 2 steps; the recipe
+    # has no --target, so no alignment check (tests/unit/batchsize/test_tune_align.py runs it)
     cmd = [sys.executable, "-m", "hyrl", "tune", str(RECIPE), "--out", str(out),
            "--batch-mults", "1,2", "--budget-samples", "512", "--probe-steps", "2",
-           "--no-progress"]  # fmt: skip
+           "--no-progress", "--align-check", "off"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     for name in ("report.json", "report.md", "noise_scale.png", "prediction.png"):
@@ -71,7 +72,7 @@ def test_tune_of_the_tiny_ppo_recipe_gives_the_critic_its_batch(tmp_path):
     # 10 rollout steps of pass 1 (1,280 responses: 5 critic-only, 5 with the actor too)
     cmd = [sys.executable, "-m", "hyrl", "tune", str(PPO_RECIPE), "--out", str(out),
            "--batch-mults", "1,2", "--budget-samples", "1280", "--probe-steps", "2",
-           "--no-progress"]  # fmt: skip
+           "--no-progress", "--align-check", "off"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     report = json.loads((out / "report.json").read_text())

@@ -483,3 +483,83 @@ def test_an_async_run_reports_its_median_staleness_next_to_s_r_t(sweep, tmp_path
     assert "| T | staleness | S ratio |" in md
     b256_line = next(line for line in md.splitlines() if line.startswith("| b256 "))
     assert b256_line.split(" | ")[7] == "1"
+
+
+# --- over seeds -------------------------------------------------------------------------------
+
+
+def _seeded(path, name, seed, B, k, R, n_steps, eval_every, plateau=None, lr=1e-6):
+    cfg = {
+        "rollout_batch_size": B // 8, "n_samples_per_prompt": 8, "global_batch_size": B,
+        "lr": lr, "seed": seed,
+    }  # fmt: skip
+    return write_run(path / f"{name}-s{seed}", B, k, R, n_steps, eval_every, plateau, config=cfg)
+
+
+@pytest.fixture
+def seeded_sweep(tmp_path):
+    """Three seeds of a reference (B=128) and a B=256 member. The machine was twice as fast
+    during seed 2 (every R doubled, both members), and B=256 needs 1.05x, 1.05x and 2.5x (seed
+    3: plateau 0.6, never) the samples of its seed's reference."""
+    d = tmp_path / "sweep"
+    members = []
+    for seed, speed in ((1, 1.0), (2, 2.0), (3, 1.0)):
+        _seeded(d, "b128-ref", seed, 128, 1.0, 10 * speed, 120, 10)
+        plateau = 0.6 if seed == 3 else None
+        _seeded(d, "b256-sqrt", seed, 256, 1.05, 15 * speed, 70, 5, plateau=plateau, lr=2e-6)
+        members += [{"name": f"b128-ref-s{seed}"}, {"name": f"b256-sqrt-s{seed}"}]
+    (d / "sweep.json").write_text(json.dumps({"reference": "b128-ref-s1", "members": members}))
+    return d
+
+
+def test_each_seed_is_compared_with_its_own_reference_and_verdicts_are_over_seeds(seeded_sweep):
+    result = analyze([seeded_sweep], TARGET)
+    rows = {r["name"]: r for r in result["runs"]}
+    # seed 2 ran on a machine twice as fast: against seed 1's reference its R ratio would be
+    # 3.0x; against its own seed's reference (also doubled) it is 15 / 10 = 1.5x, as seed 1's
+    assert rows["b256-sqrt-s2"]["paired_with"] == "b128-ref-s2"
+    assert rows["b256-sqrt-s2"]["throughput_ratio"] == pytest.approx(1.5)
+    assert rows["b256-sqrt-s1"]["throughput_ratio"] == pytest.approx(1.5)
+    assert rows["b128-ref-s2"]["time_ratio"] == pytest.approx(1.0)
+    # T ratio = 1.05 / 1.5 = 0.70 on seeds 1 and 2; seed 3 never reaches 0.77
+    assert rows["b256-sqrt-s2"]["time_ratio"] == pytest.approx(0.70)
+    assert not rows["b256-sqrt-s3"]["reached"]
+    groups = {g["group"]: g for g in result["groups"]}
+    assert set(groups) == {"b128-ref", "b256-sqrt"}
+    g = groups["b256-sqrt"]
+    assert g["seeds"] == [1, 2, 3] and (g["n_reached"], g["reached"]) == (2, True)
+    # median over (0.70, 0.70, never) = 0.70; its range 0.70 to never (None)
+    assert g["time_ratio_median"] == pytest.approx(0.70)
+    assert g["time_ratio_range"][0] == pytest.approx(0.70) and g["time_ratio_range"][1] is None
+    assert g["throughput_ratio_range"] == pytest.approx([1.5, 1.5])
+    # median T over seeds: seed 1 842.24 s, seed 2 421.12 s, seed 3 never -> 842.24 s
+    assert g["time_to_target_s_median"] == pytest.approx(842.24)
+    ref = groups["b128-ref"]
+    assert ref["time_to_target_s_median"] == pytest.approx(1203.2)  # 1203.2, 601.6, 1203.2
+    # seed 3's B=256 stops at 0.6 but is aligned on the levels it reached (analyze's rule)
+    assert (g["n_aligned"], g["aligned"]) == (3, True)
+    assert result["fastest_valid_group"] == "b256-sqrt"
+    assert result["fastest_reached_group"] == "b256-sqrt"
+    # the reference's T ratio, 1.0 on every seed, lies inside b256's range 0.70 to never
+    assert result["within_spread"] == ["b128-ref"]
+
+
+def test_the_fastest_run_that_reached_the_target_is_named_even_unaligned(sweep, tmp_path):
+    result = analyze([sweep], TARGET)
+    # b512 (T 502.3 s) is faster than the fastest valid b256 (842.2 s) but not aligned
+    assert result["fastest_valid"] == "b256"
+    assert (result["fastest_reached"], result["fastest_reached_aligned"]) == ("b512", False)
+    assert "groups" not in result  # one run per member: no verdict over seeds
+    from hyrl.batchsize.report import render_markdown
+
+    text = render_markdown(result, [])
+    assert "aligned or not: b512 (not aligned)" in text
+
+
+def test_the_report_has_a_table_over_seeds(seeded_sweep):
+    from hyrl.batchsize.report import render_markdown
+
+    text = render_markdown(analyze([seeded_sweep], TARGET), [])
+    assert "## Over seeds" in text
+    assert "| b256-sqrt | 256 | 2e-06 | 1,2,3 | 2/3 | 3/3 | 1.05x (1.05 to never) | 1.50x " in text
+    assert "within the seed spread of b256-sqrt: b128-ref" in text

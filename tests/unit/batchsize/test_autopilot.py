@@ -98,7 +98,7 @@ def test_grpo_autopilot_from_flags_moves_p_with_b_and_logs_its_state():
     # P=16, G=8, one optimizer step: B=128; micro batch 16 on one rank: unit 16
     cfg = _resolved(
         "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
-        "--autopilot-warmup", "1", "--ref-lr", "3e-4",
+        "--autopilot-warmup", "1", "--ref-lr", "3e-4", "--autopilot-objective", "critical",
     )  # fmt: skip
     pilot = RunAutopilot.from_flags(cfg, 1)
     assert (pilot.prompts_per_step, pilot.responses_per_step) == (16, 128)
@@ -122,6 +122,7 @@ def test_ppo_critic_follows_its_own_noise_scale_within_divisors_of_the_rollout()
         "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
         "--critic-autopilot-min", "64", "--critic-autopilot-max", "512",
         "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.2", "--ref-lr", "3e-4",
+        "--autopilot-objective", "critical",
     )  # fmt: skip
     pilot = RunAutopilot.from_flags(cfg, 1)
     assert (pilot.responses_per_step, pilot.critic_responses_per_step) == (128, 128)

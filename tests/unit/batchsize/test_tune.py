@@ -420,7 +420,19 @@ def test_a_recipe_without_the_noise_scale_is_refused(tmp_path):
 
 def test_verify_without_a_target_is_refused(tmp_path):
     with pytest.raises(TuneError, match="--verify 1: RECIPE .* has no --target"):
-        check_tune(_echo_recipe(tmp_path), tmp_path / "o", verify=1)
+        check_tune(_echo_recipe(tmp_path), tmp_path / "o", verify=1, align_check=False)
+
+
+def test_the_default_alignment_check_needs_a_target_and_evaluations(tmp_path):
+    with pytest.raises(TuneError, match="--align-check on: RECIPE .* has no --target.*"
+                       "allowed: --align-check off"):  # fmt: skip
+        check_tune(_echo_recipe(tmp_path), tmp_path / "o")
+    recipe = _echo_recipe(tmp_path, target="eval/accuracy=0.9")
+    with pytest.raises(TuneError, match="--align-check on: the target .* --eval-interval is 0"):
+        check_tune(recipe, tmp_path / "o")
+    for bad in ("0", "1", "x"):
+        with pytest.raises(TuneError, match=f"--align-fraction {bad if bad != 'x' else 'nan'}"):
+            check_tune(recipe, tmp_path / "o", align_fraction=bad)
 
 
 def test_a_pass1_budget_under_four_steps_is_refused(tmp_path):
@@ -431,7 +443,7 @@ def test_a_pass1_budget_under_four_steps_is_refused(tmp_path):
 def test_a_member_the_recipe_rejects_is_named_before_anything_runs(tmp_path):
     # the echo recipe ignores the appended flags, so each probe's dry run resolves B = 128
     with pytest.raises(TuneError, match="member b256-sqrt-s1234"):
-        check_tune(_echo_recipe(tmp_path), tmp_path / "o", batch_mults="1,2")
+        check_tune(_echo_recipe(tmp_path), tmp_path / "o", batch_mults="1,2", align_check=False)
     assert not (tmp_path / "o").exists()
 
 
@@ -446,7 +458,7 @@ def test_ppo_probes_time_the_actor_from_their_first_step(tmp_path):
     refused (and time no actor update), so the probes switch the warm-up off."""
     from testpaths import ROOT
 
-    plan = check_tune(ROOT / "recipes" / "tiny" / "ppo.sh", tmp_path / "o")
+    plan = check_tune(ROOT / "recipes" / "tiny" / "ppo.sh", tmp_path / "o", align_check=False)
     assert plan.config["num_critic_only_steps"] == 5
     args = plan.probe_args
     assert args[args.index("--num-critic-only-steps") + 1] == "0"
@@ -551,3 +563,13 @@ def test_without_a_positive_mean_gradient_or_enough_steps_the_moving_average_is_
     assert est.spread == "interquartile range of the moving average"
     few = _one_step_records([1.0] * 6, [10.0] * 6)  # 3 steps in the window, fewer than 8
     assert noise_estimate(few).value == 7.0  # type: ignore[union-attr]
+
+
+def test_a_candidate_the_alignment_check_rejected_is_not_recommended(tmp_path):
+    probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
+    # unchecked, x2 is the least predicted T (0.9643x, the hand computation above)
+    report = model(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes, rejected_from=2)
+    # x2 and every larger candidate rejected: x1 is what is left
+    assert report["recommendation"]["mult"] == 1
+    assert report["recommendation"]["time_ratio"] == pytest.approx(1.0)
+    assert len(report["candidates"]) == 3  # the table still predicts every candidate

@@ -31,6 +31,7 @@ def test_defaults_satisfy_every_row():
 
 # One case per row: (argv, world size, the refused flag, its value, words of the problem).
 CASES = [
+    (("--stop-at-target",), 1, "--stop-at-target", True, "ends the run at --target"),
     (("--gamma", "0.9"), 1, "--gamma", 0.9, "only used by PPO"),
     (("--critic-lr", "1e-5"), 1, "--critic-lr", 1e-5, "only used by PPO"),
     (("--tis-clip", "3"), 1, "--tis-clip", 3.0, "only used with --use-tis, which is off"),
