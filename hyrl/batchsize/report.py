@@ -78,6 +78,18 @@ def reading(result: dict) -> str:
     )
     for r in others:
         who = f"B={_batch(r['responses_per_step'])} ({r['name']})"
+        if r.get("paired_with") == r["name"]:  # another seed's reference: its own measure
+            done = (
+                f"reaches the target after {_count(r['samples_to_target'])} samples in "
+                f"{format_duration(r['time_to_target_s'])}"
+                if r["reached"]
+                else f"never reaches the target (best {_g(r['best_value'], 4)})"
+            )
+            parts.append(
+                f"{who} is the reference of seed {r.get('seed')}, which the runs of that seed "
+                f"are compared with: it {done}."
+            )
+            continue
         if not r["reached"]:
             best = "-" if r["best_value"] is None else f"{r['best_value']:.4g}"
             parts.append(
@@ -116,7 +128,14 @@ def reading(result: dict) -> str:
     else:
         row = next(r for r in rows if r["name"] == fastest)
         tr = row["time_ratio"]
-        if row is ref or tr is None:
+        if row is not ref and row.get("paired_with") == row["name"]:
+            parts.append(
+                f"The fastest valid run is {fastest}, the reference of seed {row.get('seed')} "
+                f"({format_duration(row['time_to_target_s'])}; the reference "
+                f"{format_duration(ref['time_to_target_s'])}): runs of different seeds differ "
+                "by the seed as much as by the batch, see the verdicts over seeds."
+            )
+        elif row is ref or tr is None:
             parts.append(
                 f"The fastest valid run is {fastest} itself "
                 f"({format_duration(row['time_to_target_s'])})."
@@ -125,11 +144,15 @@ def reading(result: dict) -> str:
             change = (
                 f"{(1 - tr) * 100:.0f}% less time" if tr < 1 else f"{(tr - 1) * 100:.0f}% more time"
             )
+            pair = next((r for r in rows if r["name"] == row.get("paired_with")), ref)
+            against = (
+                "the reference" if pair is ref else f"{pair['name']}, the reference of its seed"
+            )
             parts.append(
                 f"The fastest valid run is {fastest} "
                 f"(B={_batch(row['responses_per_step'])}): "
                 f"{format_duration(row['time_to_target_s'])} against "
-                f"{format_duration(ref['time_to_target_s'])} for the reference, {change}."
+                f"{format_duration(pair['time_to_target_s'])} for {against}, {change}."
             )
     return " ".join(parts)
 

@@ -28,10 +28,11 @@ import json
 import math
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -81,6 +82,7 @@ from hyrl.metrics.run_dir import read_sweep
 DEFAULT_MULTS = "1,2,4,8,16"
 DEFAULT_PASS1_STEPS = 24  # rollout steps of pass 1 when --budget-samples is not given
 DEFAULT_PROBE_STEPS = 3  # the first warms up; the others are timed
+DEFAULT_PROBE_ROUNDS = 2  # rounds of probes, every candidate and x1 in each
 PROFILE_REPEATS = 3
 PROFILE_TIMEOUT_S = 1800
 
@@ -107,6 +109,7 @@ class TunePlan:
     base: dict
     align_check: bool = False
     align_fraction: float = DEFAULT_FRACTION
+    probe_rounds: int = 1
 
     @property
     def probe_args(self) -> list[str]:
@@ -145,6 +148,7 @@ def check_tune(
     env: dict | None = None,
     align_check: bool = True,
     align_fraction=DEFAULT_FRACTION,
+    probe_rounds=DEFAULT_PROBE_ROUNDS,
 ) -> TunePlan:
     """Step 0: raises TuneError naming the flag and value, or the member the recipe refuses."""
     recipe_path = Path(recipe)
@@ -159,6 +163,7 @@ def check_tune(
         mults = parse_mults(batch_mults)
         rule = check_rule(lr_scaling).replace("--lr-rule", "--lr-scaling")
         probe_steps = positive_int(probe_steps, "--probe-steps", "an integer >= 2")
+        probe_rounds = positive_int(probe_rounds, "--probe-rounds", "an integer >= 1")
         if budget_samples is not None:
             budget_samples = positive_int(
                 budget_samples, "--budget-samples", "a positive number of responses"
@@ -263,6 +268,7 @@ def check_tune(
         base,
         bool(align_check),
         align_fraction,
+        probe_rounds,
     )
     try:  # every member any step may run, dry-run now so nothing starts with a bad one
         validate_members(plan.recipe, probe_members(plan), base, plan.probe_args, out, env)
@@ -319,10 +325,18 @@ def _member_dirs(sweep_dir: Path) -> dict[int, Path]:
 
 
 def probe_members(plan: TunePlan) -> list[dict]:
-    """The probes: the sweep's members at every multiplier but 1 (pass 1 is the probe at B0),
-    run for --probe-steps rollout steps (the flag comes in `probe_args`)."""
+    """The probes, round after round (--probe-rounds), each round every multiplier, x1 first,
+    run for --probe-steps rollout steps (the flag comes in `probe_args`): a candidate's costs are
+    taken relative to the x1 probe of its own round, a few seconds apart, so a change of the
+    machine's load between rounds cancels, and the rounds' spread shows what is left. Names:
+    the sweep's, with -r{round}."""
     members = plan_members(plan.base, plan.mults, plan.rule, seeds=[_seed(plan)])
-    return [m for m in members if m["mult"] != 1]
+    out = []
+    for r in range(1, plan.probe_rounds + 1):
+        for m in members:
+            name = f"{m['name']}-r{r}"
+            out.append({**m, "name": name, "run_dir": name, "round": r})
+    return out
 
 
 def _seed(plan: TunePlan) -> int:
@@ -330,13 +344,18 @@ def _seed(plan: TunePlan) -> int:
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else 1234
 
 
-def run_probes(plan: TunePlan, console) -> dict[int, Path]:
+def run_probes(plan: TunePlan, console) -> dict[int, list[Path]]:
     """The update probes one after the other (never side by side: they are timed), each as
     `hyrl sweep` runs a member (its flags from `member_flags`); a probe whose run directory
     holds summary.json is done and kept, an unfinished one is moved aside and rerun."""
     out = plan.out / "probes"
     out.mkdir(parents=True, exist_ok=True)
-    record = {"recipe": str(plan.recipe), "args": plan.probe_args, "base": plan.base}
+    record = {
+        "recipe": str(plan.recipe),
+        "args": plan.probe_args,
+        "base": plan.base,
+        "rounds": plan.probe_rounds,
+    }
     members = probe_members(plan)
     record["members"] = [m["name"] for m in members]
     earlier = out / "probes.json"
@@ -346,11 +365,14 @@ def run_probes(plan: TunePlan, console) -> dict[int, Path]:
             "allowed: the same command as before, or a new --out"
         )
     earlier.write_text(json.dumps(json_safe(record), indent=2) + "\n", encoding="utf-8")
-    dirs = {}
+    dirs: dict[int, list[Path]] = {}
     for m in members:
-        dirs[m["mult"]] = _run_member(
-            plan, console, out, m, plan.probe_args, f"pass 2: update probe {m['name']} "
-            f"({plan.probe_steps} steps)", "pass 2: probe",
+        dirs.setdefault(m["mult"], []).append(
+            _run_member(
+                plan, console, out, m, plan.probe_args, f"pass 2: update probe {m['name']} "
+                f"({plan.probe_steps} steps, round {m['round']} of {plan.probe_rounds})",
+                "pass 2: probe",
+            )
         )  # fmt: skip
     return dirs
 
@@ -454,12 +476,13 @@ def model(
     plan: TunePlan,
     pass1: Path,
     profile: dict | None,
-    probes: dict[int, Path],
+    probes: Mapping[int, Path | Sequence[Path]],
     rejected_from: int | None = None,
 ) -> dict:
-    """Step 3 as a JSON-safe dict (report.json without timings and verification);
-    `rejected_from`: the alignment check rejected this candidate and every larger one, so the
-    recommendation is chosen among the others."""
+    """Step 3 as a JSON-safe dict (report.json without timings and verification). `probes`:
+    each multiplier's probe runs, one per round, x1 included (else every probe is taken
+    relative to pass 1, a single round); `rejected_from`: the alignment check rejected this
+    candidate and every larger one, so the recommendation is chosen among the others."""
     ref_costs, records, config = _costs(pass1, "pass 1", LATER_FRACTION)
     noise = noise_estimate(records, "actor/noise_scale")
     if noise is None:
@@ -469,25 +492,34 @@ def model(
             f"--budget-samples than {plan.budget_samples}, with a new --out"
         )
     # a probe is short: every step after the first counts
-    probe_costs = {m: _costs(d, "probe", 1.0)[0] for m, d in probes.items()}
-    per_token = {m: seconds_per_token(c) for m, c in probe_costs.items()}
-    per_token[1] = seconds_per_token(ref_costs)
+    runs = {m: [d] if isinstance(d, Path) else list(d) for m, d in probes.items()}
+    probe_costs = {m: [_costs(d, "probe", 1.0)[0] for d in ds] for m, ds in runs.items()}
+    rounds = probe_rounds(seconds_per_token(ref_costs), probe_costs)
     try:
         rates = decode_rates(profile) if profile is not None else None
-        candidates = predict(
-            plan.mults,
-            plan.base["B0"],
-            plan.base["lr"],
-            plan.rule,
-            ref_costs,
-            per_token,
-            rates,
-            int(plan.config["rollout_concurrency"]),
-            noise,
-            overlapped=_overlapped(plan.config),
-        )
+
+        def predicted(per_token: dict) -> list:
+            return predict(
+                plan.mults,
+                plan.base["B0"],
+                plan.base["lr"],
+                plan.rule,
+                ref_costs,
+                per_token,
+                rates,
+                int(plan.config["rollout_concurrency"]),
+                noise,
+                overlapped=_overlapped(plan.config),
+            )
+
+        candidates = predicted(per_token_over_rounds(seconds_per_token(ref_costs), rounds))
+        by_round = [predicted(r) for r in rounds]
     except TuneModelError as err:
         raise TuneError(f"model: {err}") from None
+    for i, cand in enumerate(candidates):  # R's spread over the rounds, and T's from it
+        ratios = [r[i].throughput_ratio for r in by_round]
+        cand.throughput_ratio_range = [min(ratios), max(ratios)]
+        cand.time_ratio_range = [cand.samples_ratio / max(ratios), cand.samples_ratio / min(ratios)]
     critic = None
     critic_noise = noise_estimate(records, "critic/noise_scale")
     if config.get("critic_global_batch_size") and critic_noise is not None:
@@ -501,6 +533,12 @@ def model(
         }
     kept = [c for c in candidates if rejected_from is None or c.mult < rejected_from]
     rec = recommend(kept, plan.base["P0"], critic)
+    best = next(c for c in kept if c.mult == rec.mult)
+    rec.within_throughput_spread = [
+        c.mult
+        for c in kept
+        if c is not best and overlaps(c.time_ratio_range, best.time_ratio_range)
+    ]
     return json_safe(
         {
             "recipe": str(plan.recipe),
@@ -515,8 +553,14 @@ def model(
             "noise": _noise_dict(noise),
             "critic_noise": _noise_dict(critic_noise) if critic_noise else None,
             "reference_costs": asdict(ref_costs),
-            "probe_costs": {str(m): asdict(c) for m, c in probe_costs.items()},
-            "s_per_token": {str(m): per_token[m] for m in sorted(per_token)},
+            "probe_rounds": len(rounds),
+            "probe_costs": {str(m): [asdict(c) for c in cs] for m, cs in probe_costs.items()},
+            "s_per_token": {
+                str(m): v
+                for m, v in sorted(
+                    per_token_over_rounds(seconds_per_token(ref_costs), rounds).items()
+                )
+            },
             "decode_responses_per_s": (
                 {str(c): r for c, r in sorted(rates.items())} if rates is not None else None
             ),
@@ -525,6 +569,41 @@ def model(
             "recommendation": rec.as_dict(),
         }
     )
+
+
+def probe_rounds(ref: dict[str, float], costs: Mapping[int, Sequence[StepCosts]]) -> list[dict]:
+    """Per round, every multiplier's seconds per response token by stage, x1 the round's own x1
+    probe; without x1 probes one round whose x1 is pass 1 (`ref`)."""
+    n = len(costs.get(1, []))
+    if not n:
+        return [{1: ref, **{m: seconds_per_token(cs[0]) for m, cs in costs.items()}}]
+    short = [m for m, cs in costs.items() if len(cs) != n]
+    if short:
+        raise TuneError(f"pass 2: candidate x{short[0]} has not one probe per round ({n})")
+    return [{m: seconds_per_token(cs[r]) for m, cs in costs.items()} for r in range(n)]
+
+
+def per_token_over_rounds(ref: dict[str, float], rounds: Sequence[dict]) -> dict[int, dict]:
+    """Every multiplier's seconds per token, x1 pass 1's own (`ref`), the others pass 1's times
+    the median over the rounds of u_m / u_1 of that round (tune_model, step 3, takes only
+    u_m / u_1 from the probes)."""
+    out: dict[int, dict] = {1: dict(ref)}
+    for m in sorted(rounds[0]):
+        if m == 1:
+            continue
+        out[m] = {}
+        for stage, u in ref.items():
+            ratios = [
+                r[m][stage] / r[1][stage] for r in rounds if r[1].get(stage) and stage in r[m]
+            ]
+            if ratios:
+                out[m][stage] = u * statistics.median(ratios)
+    return out
+
+
+def overlaps(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Do the ranges [a0, a1] and [b0, b1] overlap?"""
+    return a[0] <= b[1] and b[0] <= a[1]
 
 
 def _overlapped(config: dict) -> bool:
@@ -697,7 +776,9 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
             "neighbour against the reference"
         )
         check = run_align_check(plan, report, pass1, console)
-        if check["rejected_from"] is not None:  # predicted, then measured
+        rejected = check["rejected_from"]
+        if rejected is not None and rejected <= report["recommendation"]["mult"]:
+            # predicted, then measured: the recommendation itself was rejected
             predicted = report["recommendation"]
             report = model(plan, pass1, profile, probes, check["rejected_from"])
             report["predicted_recommendation"] = predicted

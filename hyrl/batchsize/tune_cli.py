@@ -10,6 +10,7 @@ from hyrl.batchsize.tune import (
     DEFAULT_FRACTION,
     DEFAULT_MULTS,
     DEFAULT_PASS1_STEPS,
+    DEFAULT_PROBE_ROUNDS,
     DEFAULT_PROBE_STEPS,
     TuneError,
     check_tune,
@@ -56,6 +57,14 @@ def main(argv: list[str]) -> int:
         metavar="K",
         help=f"rollout steps of each update probe, the first untimed (default "
         f"{DEFAULT_PROBE_STEPS}; >= 2)",
+    )
+    parser.add_argument(
+        "--probe-rounds",
+        default=str(DEFAULT_PROBE_ROUNDS),
+        metavar="R",
+        help=f"rounds of update probes, every candidate and x1 in each, each candidate "
+        f"measured against its round's x1 so load drift between rounds cancels; the rounds' "
+        f"spread is reported (default {DEFAULT_PROBE_ROUNDS})",
     )
     parser.add_argument(
         "--lr-scaling",
@@ -106,6 +115,7 @@ def main(argv: list[str]) -> int:
             verify_samples=args.verify_samples,
             lr_scaling=args.lr_scaling,
             probe_steps=args.probe_steps,
+            probe_rounds=args.probe_rounds,
             extra_args=extra,
             align_check=args.align_check == "on",
             align_fraction=args.align_fraction,

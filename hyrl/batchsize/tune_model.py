@@ -330,6 +330,9 @@ class Candidate:
     time_ratio_low: float = 1.0
     samples_ratio_high: float = 1.0
     time_ratio_high: float = 1.0
+    # over the probe rounds (min, max), at the point noise scale: R's spread and T's from it
+    throughput_ratio_range: list[float] = field(default_factory=lambda: [1.0, 1.0])
+    time_ratio_range: list[float] = field(default_factory=lambda: [1.0, 1.0])
 
 
 def predict(
@@ -473,6 +476,9 @@ class Recommendation:
     critic_batch: int | None = None
     critic_lr: float | None = None
     critic_noise_scale: float | None = None
+    # candidates whose T ratio range over the probe rounds overlaps this one's: the verdict
+    # between them lies inside the spread of the measured throughput
+    within_throughput_spread: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)

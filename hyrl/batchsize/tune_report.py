@@ -60,6 +60,28 @@ def holds_text(rec: dict, noise: dict) -> str:
     return text
 
 
+def spread_text(report: dict) -> str:
+    """Whether the verdict lies inside the spread of the measured throughput (probe rounds)."""
+    rec = report["recommendation"]
+    rounds = report.get("probe_rounds", 1)
+    rivals = rec.get("within_throughput_spread") or []
+    if rounds < 2:
+        return (
+            "R was probed once per candidate (--probe-rounds 1): no spread of the measured "
+            "throughput to judge the verdict against."
+        )
+    if rivals:
+        return (
+            f"Inside the throughput's spread: over the {rounds} probe rounds the T ratio range of "
+            + ", ".join(f"x{m}" for m in rivals)
+            + f" overlaps x{rec['mult']}'s, so the choice between them rests on noise in R."
+        )
+    return (
+        f"Over the {rounds} probe rounds no other candidate's T ratio range overlaps "
+        f"x{rec['mult']}'s: the verdict holds against the spread of the measured throughput."
+    )
+
+
 def align_lines(report: dict) -> list[str]:
     """The '## Alignment check' section: predicted, then measured."""
     check = report.get("align_check")
@@ -94,6 +116,10 @@ def align_lines(report: dict) -> list[str]:
     else:
         lines += ["", "The recommendation was kept."]
     return lines
+
+
+def _range(low, high) -> str:
+    return "-" if low is None or high is None else f"{low:.3g}-{high:.3g}"
 
 
 def _pct(v) -> str:
@@ -132,6 +158,7 @@ def render_markdown(report: dict, plots: list[str]) -> str:
         f"(at B_noise = {noise_text(noise['low'])}, {rec['time_ratio_low']:.3g}x) to "
         f"x{rec['mult_high']} (at {noise_text(noise['high'])}, {rec['time_ratio_high']:.3g}x).",
         holds_text(rec, noise),
+        spread_text(report),
     ]
     if rec.get("critic_batch") is not None:
         lines.append(
@@ -144,17 +171,24 @@ def render_markdown(report: dict, plots: list[str]) -> str:
         "",
         "## Candidates (predicted, relative to B0)",
         "",
-        "| x | B | C | lr | step s | R (resp/s) | S ratio | R ratio | T ratio | T ratio (spread) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "R ratio: from each stage's cost ratio to x1, the median over the probe rounds, and in "
+        "brackets the range of the rounds' own R ratios; T ratio: from it, with its range over "
+        "the rounds (R's spread) and over the noise scale's spread.",
+        "",
+        "| x | B | C | lr | step s | R (resp/s) | S ratio | R ratio (rounds) | T ratio | "
+        "T (R's spread) | T (B_noise's spread) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for c in report["candidates"]:
         lo, hi = sorted([c["time_ratio_low"], c["time_ratio_high"]])
+        r_lo, r_hi = c.get("throughput_ratio_range") or [None, None]
+        t_lo, t_hi = c.get("time_ratio_range") or [None, None]
         mark = " **<-**" if c["mult"] == rec["mult"] else ""
         lines.append(
             f"| {c['mult']}{mark} | {c['responses_per_step']} | {c['concurrency']} | "
             f"{c['lr']:.4g} | {c['step_s']:.3g} | {c['responses_per_s']:.4g} | "
-            f"{_x(c['samples_ratio'])} | {_x(c['throughput_ratio'])} | {_x(c['time_ratio'])} | "
-            f"{lo:.3g}-{hi:.3g}x |"
+            f"{_x(c['samples_ratio'])} | {_x(c['throughput_ratio'])} ({_range(r_lo, r_hi)}) | "
+            f"{_x(c['time_ratio'])} | {_range(t_lo, t_hi)}x | {lo:.3g}-{hi:.3g}x |"
         )
     lines += [
         "",

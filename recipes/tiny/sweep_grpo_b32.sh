@@ -5,9 +5,10 @@
 #   bash recipes/tiny/sweep_grpo_b32.sh [OUT_DIR] [--dry-run] [--seeds LIST]
 # Members: B = 32 (reference), 64, 128, 256, lr by the square-root rule from 1.5e-4 at B = 32
 # (3e-4 at B = 128, the tiny recipe's own), seeds 1, 2, 3 one after the other; every member
-# consumes the same 128,000 responses. Validation as in sweep_grpo.sh (greedy accuracy on the
-# 100 training prompts every 5 rollout steps, target 0.9). Re-running with the same OUT_DIR
-# resumes.
+# has the same budget of 128,000 responses and stops when it reaches the target
+# (--stop-at-target: only the curves up to the target are compared). Validation: greedy
+# accuracy on the 100 training prompts every 10 rollout steps (320 responses at B = 32), target
+# 0.9. Re-running with the same OUT_DIR resumes.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python}"
@@ -30,10 +31,11 @@ RECIPE_ARGS=(
   --global-batch-size 32
   --micro-batch-size 8
   --lr 1.5e-4
-  --eval-interval 5
+  --eval-interval 10
   --task-eval-fraction 0
   --eval-temperature 0
   --target "$TARGET"
+  --stop-at-target
 )
 "$PYTHON" -m hyrl sweep "$HERE/grpo.sh" --out "$OUT" "${SWEEP_ARGS[@]}" -- "${RECIPE_ARGS[@]}"
 [[ "$DRY_RUN" == 1 ]] && exit 0

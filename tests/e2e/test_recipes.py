@@ -291,11 +291,19 @@ def test_a_sweep_member_the_flags_cannot_run_names_the_flag_in_the_dry_run():
 
 def test_tiny_sweep_dry_run_prints_its_members_and_creates_nothing(tmp_path):
     """B = 128 x m (m = 1, 2, 4, 8) at lr 3e-4 x sqrt(m), the control at B = 512 and 3e-4; each
-    member 128,000 responses long, i.e. 1000 / m rollout steps of 16 m x 8 responses."""
+    member 128,000 responses long, i.e. 1000 / m rollout steps of 16 m x 8 responses. One seed
+    (--seeds 1234) keeps the dry runs few; the recipe's default is seeds 1, 2, 3."""
     out = tmp_path / "sweep"
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        ["bash", str(ROOT / "recipes/tiny/sweep_grpo.sh"), str(out), "--dry-run"],
+        [
+            "bash",
+            str(ROOT / "recipes/tiny/sweep_grpo.sh"),
+            "--seeds",
+            "1234",
+            str(out),
+            "--dry-run",
+        ],  # fmt: skip
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -326,3 +334,19 @@ def test_tiny_sweep_dry_run_prints_its_members_and_creates_nothing(tmp_path):
         assert values["target"] == "eval/accuracy=0.9"
         assert flags[flags.index("--run-dir") + 1] == str(out.resolve() / name)
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seeds"], "--seeds needs a value"),
+        (["a", "b"], "OUT_DIR given twice (a, b)"),
+    ],
+)
+def test_a_sweep_recipes_own_arguments_are_checked(tmp_path, args, message):
+    proc = subprocess.run(
+        ["bash", str(ROOT / "recipes/tiny/sweep_grpo.sh"), *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and message in proc.stderr
+    assert list(tmp_path.iterdir()) == []

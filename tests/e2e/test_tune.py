@@ -20,11 +20,12 @@ def test_tune_of_the_tiny_recipe_writes_a_consistent_report(tmp_path):
         if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
     }
     env.update(OMP_NUM_THREADS="1", PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
-    # 4 rollout steps of pass 1 (512 responses), one probe at B = 256 of 2 steps; the recipe
+    # 4 rollout steps of pass 1 (512 responses), one round of probes at B = 128 and 256 of 2
+    # steps; the recipe
     # has no --target, so no alignment check (tests/unit/batchsize/test_tune_align.py runs it)
     cmd = [sys.executable, "-m", "hyrl", "tune", str(RECIPE), "--out", str(out),
            "--batch-mults", "1,2", "--budget-samples", "512", "--probe-steps", "2",
-           "--no-progress", "--align-check", "off"]  # fmt: skip
+           "--probe-rounds", "1", "--no-progress", "--align-check", "off"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     for name in ("report.json", "report.md", "noise_scale.png", "prediction.png"):
@@ -45,7 +46,9 @@ def test_tune_of_the_tiny_recipe_writes_a_consistent_report(tmp_path):
     # pass 1 ran its budget at the reference batch; the probe its two steps at B = 256
     pass1 = [json.loads(x) for x in next((out / "pass1").glob("b128-*/metrics.jsonl")).open()]
     assert pass1[-1]["samples"] == 512
-    probe = [json.loads(x) for x in (out / "probes" / "b256-sqrt-s1234" / "metrics.jsonl").open()]
+    probe = [
+        json.loads(x) for x in (out / "probes" / "b256-sqrt-s1234-r1" / "metrics.jsonl").open()
+    ]
     assert [r["samples"] for r in probe] == [256, 512]
     md = (out / "report.md").read_text()
     assert f"**B = {rec['responses_per_step']}**" in md
@@ -72,12 +75,14 @@ def test_tune_of_the_tiny_ppo_recipe_gives_the_critic_its_batch(tmp_path):
     # 10 rollout steps of pass 1 (1,280 responses: 5 critic-only, 5 with the actor too)
     cmd = [sys.executable, "-m", "hyrl", "tune", str(PPO_RECIPE), "--out", str(out),
            "--batch-mults", "1,2", "--budget-samples", "1280", "--probe-steps", "2",
-           "--no-progress", "--align-check", "off"]  # fmt: skip
+           "--probe-rounds", "1", "--no-progress", "--align-check", "off"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     report = json.loads((out / "report.json").read_text())
     rec = report["recommendation"]
     assert report["critic_noise"] is not None and rec["critic_noise_scale"] > 0
     assert rec["critic_batch"] >= 1 and rec["responses_per_step"] % rec["critic_batch"] == 0
-    probe = [json.loads(x) for x in (out / "probes" / "b256-sqrt-s1234" / "metrics.jsonl").open()]
+    probe = [
+        json.loads(x) for x in (out / "probes" / "b256-sqrt-s1234-r1" / "metrics.jsonl").open()
+    ]
     assert [r["actor/optimizer_steps"] for r in probe] == [1, 2]  # no critic-only step

@@ -563,3 +563,11 @@ def test_the_report_has_a_table_over_seeds(seeded_sweep):
     assert "## Over seeds" in text
     assert "| b256-sqrt | 256 | 2e-06 | 1,2,3 | 2/3 | 3/3 | 1.05x (1.05 to never) | 1.50x " in text
     assert "within the seed spread of b256-sqrt: b128-ref" in text
+    # another seed's reference is not read as a batch compared with the reference
+    assert "B=128 (b128-ref-s2) is the reference of seed 2, which the runs of that seed" in text
+    # the fastest valid run, seed 2's B=256 (421.1 s, the machine twice as fast), is named
+    # with its own seed's reference, not as a change against seed 1's
+    assert (
+        "The fastest valid run is b256-sqrt-s2 (B=256): 7.0 min against 10.0 min for "
+        "b128-ref-s2, the reference of its seed, 30% less time" in text
+    )

@@ -573,3 +573,64 @@ def test_a_candidate_the_alignment_check_rejected_is_not_recommended(tmp_path):
     assert report["recommendation"]["mult"] == 1
     assert report["recommendation"]["time_ratio"] == pytest.approx(1.0)
     assert len(report["candidates"]) == 3  # the table still predicts every candidate
+
+
+def _round_probe(tmp_path: Path, name: str, mult: int, actor_factor: float, slow: float) -> Path:
+    """A probe of one round: _probe's stages, every one x slow (the machine's load then)."""
+    N = 128 * mult
+    stages = {
+        "rollout": 0.2 * mult,
+        "reward": 0.01 * mult,
+        "actor_train": 0.4 * mult * actor_factor,
+        "weight_sync": 0.05,
+        "overhead": 0.04,
+    }
+    stages = {k: v * slow for k, v in stages.items()}
+    recs = [_record(s, N, stages if s > 1 else {k: 5 * v for k, v in stages.items()}, None)
+            for s in (1, 2, 3)]  # fmt: skip
+    return _write_run(tmp_path / name, mult, recs)
+
+
+def test_probe_rounds_cancel_a_load_that_changes_between_rounds(tmp_path):
+    # round 2 ran on a machine twice as slow, every probe of it alike: u_m / u_1 per round is
+    # the same, so the prediction is the single-round one (x2: 0.9, x4: 0.8 of x1's per-token
+    # actor cost) and R's range over the rounds has no width
+    probes = {
+        m: [_round_probe(tmp_path, f"x{m}r{r}", m, f, slow) for r, slow in ((1, 1.0), (2, 2.0))]
+        for m, f in ((1, 1.0), (2, 0.9), (4, 0.8))
+    }
+    pass1 = _pass1(tmp_path)
+    report = model(_plan(tmp_path), pass1, PROFILE, probes)
+    by_mult = {c["mult"]: c for c in report["candidates"]}
+    r2 = (256 / 1.08) / (128 / 0.7)  # the hand computation of the single-round test
+    assert by_mult[2]["throughput_ratio"] == pytest.approx(r2)
+    assert by_mult[2]["throughput_ratio_range"] == pytest.approx([r2, r2])
+    assert report["probe_rounds"] == 2
+    # without rounds (a probe each, against pass 1) the slow round would have counted: x2's
+    # actor update 2 x 0.72 = 1.44 s, weight sync and other still fixed at pass 1's
+    slow = model(_plan(tmp_path), pass1, PROFILE, {2: probes[2][1], 4: probes[4][1]})
+    assert {c["mult"]: c for c in slow["candidates"]}[2]["throughput_ratio"] < r2
+
+
+def test_a_verdict_inside_the_spread_of_r_is_named(tmp_path):
+    # round 1 as the hand computation (x2's R ratio 1.2963, T 0.9643); in round 2 x2's actor
+    # update cost 1.2 per token of x1's (its step 0.25 + 0.02 + 0.96 + 0.09 = 1.32 s: R ratio
+    # (256 / 1.32) / (128 / 0.7) = 1.0606, T = 1.25 / 1.0606 = 1.1786), so x2's T range
+    # 0.9643-1.1786 holds 1, x1's T
+    probes = {
+        1: [_round_probe(tmp_path, f"x1r{r}", 1, 1.0, 1.0) for r in (1, 2)],
+        2: [_round_probe(tmp_path, f"x2r{r}", 2, f, 1.0) for r, f in ((1, 0.9), (2, 1.2))],
+        4: [_round_probe(tmp_path, f"x4r{r}", 4, 0.8, 1.0) for r in (1, 2)],
+    }
+    report = model(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes)
+    x2 = {c["mult"]: c for c in report["candidates"]}[2]
+    low, high = (256 / 1.32) / (128 / 0.7), (256 / 1.08) / (128 / 0.7)
+    assert x2["throughput_ratio_range"] == pytest.approx([low, high])
+    assert x2["time_ratio_range"] == pytest.approx([1.25 / high, 1.25 / low])
+    # the median of 0.9 and 1.2 is 1.05: x2's actor 0.4 x 2 x 1.05 = 0.84, step 1.2 s
+    assert x2["throughput_ratio"] == pytest.approx((256 / 1.2) / (128 / 0.7))
+    rec = report["recommendation"]
+    assert rec["mult"] == 1 and rec["within_throughput_spread"] == [2]
+    from hyrl.batchsize.tune_report import spread_text
+
+    assert "the T ratio range of x2 overlaps x1's" in spread_text(report)
