@@ -1,4 +1,5 @@
-# make demo: the batch-size study on the tiny GRPO recipe (sweep + analysis) on CPU.
+# make demo: the batch-size study on the tiny GRPO recipe (sweep + analysis) on CPU, seeds
+#   DEMO_SEEDS (default 1,2,3).
 # make demo-grpo: one tiny GRPO run and its reward curve.  make test: the test suite.
 # make lint: ruff (lint, format check) and mypy, as configured in pyproject.toml.
 # make bench: hyrl vs TRL, vs a plain-PyTorch floor, and its overhead, in one table
@@ -15,6 +16,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hyrl-installed
 STAMP_TIME := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= runs/demo-sweep-$(STAMP_TIME)
+DEMO_SEEDS ?= 1,2,3
 RUN_DIR ?= runs/demo-grpo-$(STAMP_TIME)
 BENCH_SEEDS ?= 3
 BENCH_THREADS ?= 1
@@ -37,7 +39,8 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/sweep_grpo.sh $(DEMO_DIR)
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/sweep_grpo.sh $(DEMO_DIR) \
+		--seeds $(DEMO_SEEDS)
 	@echo "report: $(DEMO_DIR)/analysis/report.md"
 
 demo-grpo: $(STAMP)

@@ -46,7 +46,7 @@ def rows(tune: dict, analysis: dict) -> list[str]:
         error = f"{100 * (c['time_ratio'] / t_meas - 1):+.0f}%" if t_meas else "-"
         mark = " (recommended)" if c["responses_per_step"] == rec else ""
         out.append(
-            f"| {g['group']}{mark} | {g['responses_per_step']} | {_x(c['samples_ratio'])} | "
+            f"| {g['group']}{mark} | {int(g['responses_per_step'])} | {_x(c['samples_ratio'])} | "
             f"{_spread(g['samples_ratio_median'], g['samples_ratio_range'])} | "
             f"{_x(c['throughput_ratio'])} | "
             f"{_spread(g['throughput_ratio_median'], g['throughput_ratio_range'])} | "

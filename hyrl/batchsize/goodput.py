@@ -18,9 +18,13 @@ R(B), responses per second of the loop at B (`ThroughputModel`):
   were shorter is judged at today's length L:
       t(B) = t_fixed(B) + u(B) x N(B) x L,    R(B) = N(B) / t(B),   N = B x optimizer steps
       per rollout;
-- at a B it has not measured, from the measured B nearest on a log scale (the anchor a):
-      no profile:      t(B) = t_fixed(a) + u(a) x N(B) x L   (fixed costs amortise, nothing
-                       else changes with B);
+- at a B it has not measured, once two B are measured (and no tune report is given): on the
+  straight line of step seconds against N through the two measured B nearest on a log scale
+  (slope >= 0), which tells fixed costs from per-response ones by measurement;
+- at a B it has not measured, with one B measured, from it (the anchor a):
+      no profile:      t(B) = t_fixed(a) + u(a) x N(B) x L   (only the fixed stages
+                       amortise: a stage's own fixed part, e.g. an optimizer step that costs
+                       the same at any B, is not known until a second B is measured);
       a decode profile (`hyrl profile-rollout`'s profile.json, responses/s r at concurrency C):
                        generation's share of u scaled by r(C(a)) / r(C(B)), C = min(N,
                        --rollout-concurrency), r interpolated on log-log between its rows and
@@ -141,14 +145,15 @@ class StepTiming:
     @classmethod
     def from_record(cls, B: int, record: Mapping) -> StepTiming | None:
         """From a rollout step's last record (its stage timers cover the whole rollout step) and
-        the response length its metrics carry; None when it has no timers or no length."""
+        the response length its metrics carry; None when it has no timers, no length, or no
+        actor update (PPO's critic-only warm-up: not a step at this B's full cost)."""
         stage_s = {}
         for name in STAGES:
             v = record.get(f"perf/{name}_s")
             if isinstance(v, (int, float)) and math.isfinite(v) and v >= 0:
                 stage_s[name] = float(v)
         length = record.get("train/response_len_mean")
-        if not stage_s or not isinstance(length, (int, float)) or not length > 0:
+        if "actor_train" not in stage_s or not isinstance(length, (int, float)) or not length > 0:
             return None
         return cls(int(B), stage_s, float(length))
 
@@ -202,9 +207,29 @@ class ThroughputModel:
         fixed, gen, other = self._medians(a)
         if a != B and self.profile is not None and self.profile.kind == "tune":
             return self._rate(a, fixed, gen, other) * self.profile.throughput_factor(a, B)
+        if a != B and len(self.measured) >= 2:
+            return self._line(B)
         if a != B and self.profile is not None:  # decode: generation's rate at B's concurrency
             gen *= self.profile.decode_factor(self._concurrency(a), self._concurrency(B))
         return self._rate(B, fixed, gen, other)
+
+    def _seconds(self, B: int) -> float:
+        """A measured B's step seconds at today's response length."""
+        assert self.response_tokens is not None, "checked by the caller"
+        fixed, gen, other = self._medians(B)
+        return fixed + (gen + other) * self.responses(B) * self.response_tokens
+
+    def _line(self, B: int) -> float:
+        """R(B) on the straight line of step seconds against N through the two measured B
+        nearest on a log scale (its slope at least 0: more responses never take less time)."""
+        a, b = sorted(self.measured, key=lambda m: (abs(math.log(B / m)), -m))[:2]
+        t_a, t_b = self._seconds(a), self._seconds(b)
+        n_a, n_b = self.responses(a), self.responses(b)
+        slope = max(0.0, (t_b - t_a) / (n_b - n_a))
+        seconds = t_a + slope * (self.responses(B) - n_a)
+        if not seconds > 0:  # below both on a steep line: the nearer one's time
+            seconds = t_a
+        return self.responses(B) / seconds
 
     def _rate(self, B: int, fixed: float, gen: float, other: float) -> float:
         """N(B) / t(B) at today's response length."""

@@ -221,6 +221,11 @@ def _spread(median, bounds) -> str:
     return f"{middle} ({low} to {high})"
 
 
+def _of_seeds(k: int, n: int) -> str:
+    """' (k of n seeds)' when some seeds have no ratio (their reference never reached)."""
+    return "" if k == n else f" ({k} of {n} seeds)"
+
+
 def over_seeds(result: dict) -> list[str]:
     """The '## Over seeds' section: each member's median and range over seeds of the ratios to
     the same seed's reference, and the verdicts taken over seeds."""
@@ -228,7 +233,8 @@ def over_seeds(result: dict) -> list[str]:
         "## Over seeds",
         "",
         "Ratios are to the reference run of the same seed; median over seeds, with the range "
-        "(min to max) in brackets. A seed that never reached the target counts as never.",
+        "(min to max) in brackets. A seed that never reached the target counts as never; a "
+        "seed whose run reached it but whose reference did not has no ratio.",
         "",
         "| member | B | lr | seeds | reached | aligned | S ratio | R ratio | T ratio | median T |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
@@ -242,7 +248,8 @@ def over_seeds(result: dict) -> list[str]:
             f"{g['n_aligned']}/{n} | "
             f"{_spread(g['samples_ratio_median'], g['samples_ratio_range'])} | "
             f"{_spread(g['throughput_ratio_median'], g['throughput_ratio_range'])} | "
-            f"{_spread(g['time_ratio_median'], g['time_ratio_range'])} | "
+            f"{_spread(g['time_ratio_median'], g['time_ratio_range'])}"
+            f"{_of_seeds(g.get('time_ratio_seeds', n), n)} | "
             f"{format_duration(g['time_to_target_s_median'])} |"
         )
     valid, reached = result.get("fastest_valid_group"), result.get("fastest_reached_group")

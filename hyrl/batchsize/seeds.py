@@ -9,7 +9,8 @@ a member sits next to its own seed's reference. The analysis pairs them and give
   between seeds then falls on both sides of each ratio.
 - Over seeds (`seed_groups`), per group: the median and the range (min to max) over seeds of
   the paired S, R and T ratios, a seed that never reached the target counting as an infinite S
-  and T (so a median is finite only when most seeds reached it); the median time to target;
+  and T (so a median is finite only when most seeds reached it), a seed whose run reached it
+  but whose reference did not having no ratio (`time_ratio_seeds` counts those that have); the median time to target;
   aligned and reached when most of its seeds are. The fastest valid group has the least median
   T among the aligned groups that reached the target; the fastest reached group the least
   median T whether aligned or not. A group whose T ratio range overlaps the fastest valid
@@ -90,7 +91,8 @@ def seed_groups(rows: Sequence[dict], ref_group: str) -> dict:
             ]
 
         s_med, s_range = _median_and_range(values("samples_ratio"))
-        t_med, t_range = _median_and_range(values("time_ratio"))
+        t_values = values("time_ratio")
+        t_med, t_range = _median_and_range(t_values)
         rates = [r["throughput_ratio"] for r in members if r["throughput_ratio"] is not None]
         r_med, r_range = _median_and_range(rates)
         time_med, _ = _median_and_range(values("time_to_target_s"))
@@ -115,6 +117,9 @@ def seed_groups(rows: Sequence[dict], ref_group: str) -> dict:
                 "throughput_ratio_range": r_range,
                 "time_ratio_median": t_med,
                 "time_ratio_range": t_range,
+                # seeds with a T ratio: the run reached the target and so did its seed's
+                # reference, or the run never did (counted as never)
+                "time_ratio_seeds": len(t_values),
             }
         )
     out.sort(key=lambda g: (g["responses_per_step"] is None, g["responses_per_step"] or 0))

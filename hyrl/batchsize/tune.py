@@ -9,11 +9,15 @@ Steps, each one a directory under --out (re-running the same command skips a fin
 1. Pass 1 (`DIR/pass1`): one run of the recipe at its reference batch for --budget-samples
    responses (a one-member `hyrl sweep`): the noise scale over training and the stage costs.
 2. Pass 2: the decode profile (`DIR/profile`, `hyrl profile-rollout` at the concurrencies the
-   candidates need) and the update probes (`DIR/probes`, a `hyrl sweep` of every candidate for
-   --probe-steps rollout steps, evaluation off: only their step timers are read).
+   candidates need) and the update probes (`DIR/probes`: every candidate and x1 for
+   --probe-steps rollout steps, evaluation off, in --probe-rounds rounds; only their step
+   timers are read, each against its round's x1).
 3. The model and the report: `DIR/report.json`, `DIR/report.md`, `DIR/noise_scale.png`,
    `DIR/prediction.png`.
-4. --verify K: the recommendation, the reference and the K candidates nearest to the
+4. The alignment check (`DIR/align`, `hyrl.batchsize.tune_align`): the reference to a level
+   between its start and the target, then the recommendation and its larger neighbour from the
+   same start; a candidate whose curve departs is rejected with every larger one.
+5. --verify K: the recommendation, the reference and the K candidates nearest to the
    recommendation run as a `hyrl sweep` with equal sample budgets (`DIR/verify`), analysed by
    `hyrl analyze`; the report gains a "predicted vs measured" table.
 
@@ -746,7 +750,8 @@ def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
 
 
 def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
-    """Steps 1 to 4 (after `check_tune`); returns report.json's content, also written."""
+    """Steps 1 to 5 (after `check_tune`); returns report.json's content, also written (the
+    prediction once before the alignment check, so a failed check keeps it)."""
     from rich.console import Console
 
     from hyrl.batchsize.tune_report import write_report
@@ -769,6 +774,9 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     timings["probes_s"] = time.monotonic() - t
     pass1 = _member_dirs(pass1_dir)[1]
     report = model(plan, pass1, profile, probes)
+    # the prediction on disk before the runs that check it: a check that fails keeps it
+    report["timings_s"] = dict(timings)
+    write_report(report, plan.out)
     if plan.align_check:
         t = time.monotonic()
         console.print(

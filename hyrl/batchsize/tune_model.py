@@ -42,7 +42,10 @@ candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep` pla
        the rest    t(m) = t(1) x m x u(m) / u(1)   (updates, reward, log-probs, weight sync,
                    overhead), u(m): the stage's seconds per response token in the probe at
                    multiplier m (a few rollout steps at that batch, the first, warming up, left
-                   out; u(1) from the short run itself). A cost that does not grow with the
+                   out). `hyrl tune` probes in rounds, x1 first in each, and takes u(m) / u(1)
+                   as the median over the rounds of that round's own ratio, so a change of
+                   the machine's load between rounds cancels; the range of the rounds'
+                   predicted R ratios is R's spread. A cost that does not grow with the
                    batch has u(m) = u(1) / m, so t(m) = t(1): the probes tell fixed costs from
                    per-token ones, nothing is assumed;
        a stage the probes did not time: per response (reward, logprob, value, the updates)

@@ -118,12 +118,11 @@ def test_a_measured_batch_overrides_the_prediction():
     assert timing is not None
     model.observe(timing, counts=True)
     assert model.responses_per_s(512) == pytest.approx(512 / 6.3)
-    # 256 is now predicted from its nearest measured batch on a log scale (128 and 512 tie:
-    # the larger): generation per token as measured at 512, 4.0 / 5120, x r(512) / r(256) = 2,
-    # over 2560 tokens = 4.0 s; the rest 2.0 / 5120 x 2560 = 1.0 s; fixed 0.3 s
-    assert model.anchor(256) == 512
-    assert model.responses_per_s(256) == pytest.approx(256 / 5.3)
-    # G(128) = 63.04 beats 48.3 / 1.256 = 38.5 (256) and 53.75 (512)
+    # 256 is now on the straight line of step seconds through the two measured batches,
+    # (128, 1.8 s) and (512, 6.3 s): 1.8 + 4.5 x 128 / 384 = 3.3 s (the profile is no longer
+    # needed between measurements)
+    assert model.responses_per_s(256) == pytest.approx(256 / 3.3)
+    # G(128) = 63.04 beats 77.58 / 1.256 = 61.8 (256) and 53.75 (512)
     assert model.best(1000.0, ALLOWED)[0] == 128
 
 
@@ -135,6 +134,9 @@ def test_the_first_step_at_a_batch_and_unusable_steps_do_not_count():
     assert model.responses_per_s(128) is None and model.best(1000.0, ALLOWED) == (128, {})
     assert StepTiming.from_record(128, {"perf/rollout_s": 1.0}) is None  # no length
     assert StepTiming.from_record(128, {"train/response_len_mean": 3.0}) is None  # no timers
+    # a critic-only warm-up step (PPO) trains no actor: not a step at this B's full cost
+    warmup = {k: v for k, v in _record().items() if k != "perf/actor_train_s"}
+    assert StepTiming.from_record(128, warmup) is None
 
 
 def test_today_s_response_length_judges_a_batch_measured_earlier():
@@ -292,3 +294,23 @@ def test_min_gain_below_one_is_refused(tmp_path):
     cfg = parse_args(["--run-dir", str(tmp_path / "run"), *AUTO, "--autopilot-min-gain", "0.9"])
     with pytest.raises(ConfigError, match="--autopilot-min-gain"):
         validate(cfg, 1)
+
+
+def test_two_measured_batches_give_a_straight_line_of_step_time():
+    model = _model()  # 128: 1.8 s
+    # measured at 256: 2.0 s a step (the update costs the same at any B: mostly fixed)
+    timing = StepTiming.from_record(256, _record(scale=(2.0 - 0.3) / 1.5))
+    assert timing is not None
+    model.observe(timing, counts=True)
+    assert model.responses_per_s(256) == pytest.approx(256 / 2.0)
+    # 512 on the line through (128, 1.8 s) and (256, 2.0 s): 2.0 + 0.2 x 256 / 128 = 2.4 s
+    assert model.responses_per_s(512) == pytest.approx(512 / 2.4)
+    # (one measured B alone would have scaled 1.7 s of the step with the tokens: 512 / 3.7)
+    # between the two: 192 at 1.9 s
+    assert model.responses_per_s(192) == pytest.approx(192 / 1.9)
+    # a line that falls (256 faster than 128) is held flat: 512 at 256's time
+    fast = _model()
+    timing = StepTiming.from_record(256, _record(scale=(1.5 - 0.3) / 1.5))
+    assert timing is not None
+    fast.observe(timing, counts=True)
+    assert fast.responses_per_s(512) == pytest.approx(512 / 1.5)
