@@ -10,11 +10,12 @@ a member sits next to its own seed's reference. The analysis pairs them and give
 - Over seeds (`seed_groups`), per group: the median and the range (min to max) over seeds of
   the paired S, R and T ratios, a seed that never reached the target counting as an infinite S
   and T (so a median is finite only when most seeds reached it), a seed whose run reached it
-  but whose reference did not having no ratio (`time_ratio_seeds` counts those that have); the median time to target;
-  aligned and reached when most of its seeds are. The fastest valid group has the least median
-  T among the aligned groups that reached the target; the fastest reached group the least
-  median T whether aligned or not. A group whose T ratio range overlaps the fastest valid
-  group's is "within the seed spread" of it: the verdict between them rests on noise.
+  but whose reference did not having no ratio (`time_ratio_seeds` counts those that have);
+  the median time to target; aligned and reached when most of its seeds are. The fastest
+  valid group has the least median T among the aligned groups that reached the target; the
+  fastest reached group the least median T whether aligned or not. A group whose T ratio
+  range overlaps the fastest valid group's is "within the seed spread" of it: the verdict
+  between them rests on noise.
 
 Pure: reads `Run`s and the analysis rows only.
 """

@@ -1,7 +1,7 @@
 """The one place that knows megatron-core 0.16.1 can run without CUDA.
 
-Every CPU-only workaround lives here (see ../shared/notes/megatron-core-on-cpu.md
-for how each was found). On a machine with CUDA, `apply()` only fixes what 0.16.1 gets wrong
+Every CPU-only workaround lives here, each function's docstring saying what it works around.
+On a machine with CUDA, `apply()` only fixes what 0.16.1 gets wrong
 wherever Transformer Engine (and Apex) are missing, as on CPU: the router GEMM's unbound
 `te_general_gemm` (found on an H100 without TE) and torch Adam's `step` in the distributed
 optimizer's load; with TE the rest of hyrl runs megatron-core untouched.

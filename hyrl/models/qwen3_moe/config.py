@@ -101,7 +101,8 @@ def _with_num_experts(hf_config: dict) -> dict:
     }
 
 
-# The tiny model the CPU recipes train (125k parameters; ../shared/notes/tiny-task-spike.md).
+# The tiny model the CPU recipes train (125k parameters; its task and measured batch-size
+# behaviour: docs/batch-size.md).
 TINY = Qwen3MoeArch(
     num_layers=2,
     hidden_size=64,
