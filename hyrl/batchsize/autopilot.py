@@ -39,8 +39,6 @@ from dataclasses import dataclass
 from hyrl.batchsize.goodput import StepTiming, ThroughputModel, load_profile
 from hyrl.config import RunConfig, autopilot_batches, critic_autopilot_batches
 
-OBJECTIVES = ("goodput", "critical")
-
 
 @dataclass(frozen=True)
 class AutopilotSettings:
