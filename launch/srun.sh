@@ -27,7 +27,8 @@ if (( need > SLURM_NNODES )); then
 fi
 gpus_here="${SLURM_GPUS_ON_NODE:-${SLURM_GPUS_PER_NODE:-}}"
 gpus_here="${gpus_here##*:}"  # "h100:8" -> 8
-if [[ "$gpus_here" =~ ^[0-9]+$ ]] && (( gpus_here < NPROC )); then
+# 0 GPUs: a CPU job (the tiny recipes); the ranks run on CPU, so there is nothing to check
+if [[ "$gpus_here" =~ ^[0-9]+$ ]] && (( gpus_here > 0 && gpus_here < NPROC )); then
   fail "NPROC=$NPROC ranks per node (GPUS_PER_NODE in the recipe), the allocation has $gpus_here GPUs per node; allowed: NPROC <= $gpus_here, or sbatch --gpus-per-node $NPROC"
 fi
 # The flags at WORLD_SIZE = NNODES x NPROC, in this one process (launch/validate.sh).
@@ -35,6 +36,10 @@ fi
 source "$HERE/validate.sh"
 validate_flags "$((NNODES * NPROC))" "$@"
 mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+# Slurm >= 22.05: a step no longer inherits the job's --cpus-per-task; pass it on.
+if [[ -n "${SLURM_CPUS_PER_TASK:-}" ]]; then
+  export SRUN_CPUS_PER_TASK="${SRUN_CPUS_PER_TASK:-$SLURM_CPUS_PER_TASK}"
+fi
 export MASTER_ADDR="${MASTER_ADDR:-${HOSTS[0]}}"
 export MASTER_PORT="${MASTER_PORT:-29500}"
 export NNODES NPROC

@@ -61,6 +61,10 @@ RUN_ARGS=(
   --seed 1234
 )
 
-exec bash "$ROOT/launch/torchrun.sh" \
+# Under Slurm (SLURM_JOB_ID set) through launch/srun.sh, as the 30B recipes (it hands a dry
+# run back to torchrun.sh), else launch/torchrun.sh.
+LAUNCHER="$ROOT/launch/torchrun.sh"
+[[ -n "${SLURM_JOB_ID:-}" ]] && LAUNCHER="$ROOT/launch/srun.sh"
+NPROC="${NPROC:-1}" exec bash "$LAUNCHER" \
   "${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
   "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${RUN_ARGS[@]}" -- "$@"
