@@ -87,7 +87,10 @@ stop() {
   pkill -x slurmd 2>/dev/null || true
   pkill -x slurmctld 2>/dev/null || true
   pkill -x munged 2>/dev/null || true
-  sleep 1
+  for _ in $(seq 1 40); do  # gone before a restart binds their ports again
+    pgrep -x 'slurmd|slurmctld|munged' >/dev/null || return 0
+    sleep 0.5
+  done
 }
 
 status() {
