@@ -516,7 +516,8 @@ def model(
                 overlapped=_overlapped(plan.config),
             )
 
-        candidates = predicted(per_token_over_rounds(seconds_per_token(ref_costs), rounds))
+        per_token = per_token_over_rounds(seconds_per_token(ref_costs), rounds)
+        candidates = predicted(per_token)
         by_round = [predicted(r) for r in rounds]
     except TuneModelError as err:
         raise TuneError(f"model: {err}") from None
@@ -559,12 +560,7 @@ def model(
             "reference_costs": asdict(ref_costs),
             "probe_rounds": len(rounds),
             "probe_costs": {str(m): [asdict(c) for c in cs] for m, cs in probe_costs.items()},
-            "s_per_token": {
-                str(m): v
-                for m, v in sorted(
-                    per_token_over_rounds(seconds_per_token(ref_costs), rounds).items()
-                )
-            },
+            "s_per_token": {str(m): v for m, v in sorted(per_token.items())},
             "decode_responses_per_s": (
                 {str(c): r for c, r in sorted(rates.items())} if rates is not None else None
             ),

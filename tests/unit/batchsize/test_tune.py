@@ -86,7 +86,11 @@ def _pass1(tmp_path: Path, noise=lambda step: 384.0, steps: int = 8) -> Path:
     return _write_run(tmp_path / "pass1", 1, recs)
 
 
-def _probe(tmp_path: Path, mult: int, actor_factor: float) -> Path:
+def _probe(
+    tmp_path: Path, mult: int, actor_factor: float, slow: float = 1.0, name: str | None = None
+) -> Path:
+    """A probe at `mult` (in tmp_path / name, default probe{mult}): every stage x slow (the
+    machine's load then)."""
     N = 128 * mult
     stages = {
         "rollout": 0.2 * mult,
@@ -95,9 +99,10 @@ def _probe(tmp_path: Path, mult: int, actor_factor: float) -> Path:
         "weight_sync": 0.05,
         "overhead": 0.04,
     }
+    stages = {k: v * slow for k, v in stages.items()}
     warm = {k: 5 * v for k, v in stages.items()}  # the first step: never counted
     recs = [_record(1, N, warm, None), _record(2, N, stages, None), _record(3, N, stages, None)]
-    return _write_run(tmp_path / f"probe{mult}", mult, recs)
+    return _write_run(tmp_path / (name or f"probe{mult}"), mult, recs)
 
 
 def _plan(tmp_path: Path, mults=(1, 2, 4), concurrency: int = 256) -> TunePlan:
@@ -575,28 +580,12 @@ def test_a_candidate_the_alignment_check_rejected_is_not_recommended(tmp_path):
     assert len(report["candidates"]) == 3  # the table still predicts every candidate
 
 
-def _round_probe(tmp_path: Path, name: str, mult: int, actor_factor: float, slow: float) -> Path:
-    """A probe of one round: _probe's stages, every one x slow (the machine's load then)."""
-    N = 128 * mult
-    stages = {
-        "rollout": 0.2 * mult,
-        "reward": 0.01 * mult,
-        "actor_train": 0.4 * mult * actor_factor,
-        "weight_sync": 0.05,
-        "overhead": 0.04,
-    }
-    stages = {k: v * slow for k, v in stages.items()}
-    recs = [_record(s, N, stages if s > 1 else {k: 5 * v for k, v in stages.items()}, None)
-            for s in (1, 2, 3)]  # fmt: skip
-    return _write_run(tmp_path / name, mult, recs)
-
-
 def test_probe_rounds_cancel_a_load_that_changes_between_rounds(tmp_path):
     # round 2 ran on a machine twice as slow, every probe of it alike: u_m / u_1 per round is
     # the same, so the prediction is the single-round one (x2: 0.9, x4: 0.8 of x1's per-token
     # actor cost) and R's range over the rounds has no width
     probes = {
-        m: [_round_probe(tmp_path, f"x{m}r{r}", m, f, slow) for r, slow in ((1, 1.0), (2, 2.0))]
+        m: [_probe(tmp_path, m, f, slow, f"x{m}r{r}") for r, slow in ((1, 1.0), (2, 2.0))]
         for m, f in ((1, 1.0), (2, 0.9), (4, 0.8))
     }
     pass1 = _pass1(tmp_path)
@@ -618,9 +607,9 @@ def test_a_verdict_inside_the_spread_of_r_is_named(tmp_path):
     # (256 / 1.32) / (128 / 0.7) = 1.0606, T = 1.25 / 1.0606 = 1.1786), so x2's T range
     # 0.9643-1.1786 holds 1, x1's T
     probes = {
-        1: [_round_probe(tmp_path, f"x1r{r}", 1, 1.0, 1.0) for r in (1, 2)],
-        2: [_round_probe(tmp_path, f"x2r{r}", 2, f, 1.0) for r, f in ((1, 0.9), (2, 1.2))],
-        4: [_round_probe(tmp_path, f"x4r{r}", 4, 0.8, 1.0) for r in (1, 2)],
+        1: [_probe(tmp_path, 1, 1.0, name=f"x1r{r}") for r in (1, 2)],
+        2: [_probe(tmp_path, 2, f, name=f"x2r{r}") for r, f in ((1, 0.9), (2, 1.2))],
+        4: [_probe(tmp_path, 4, 0.8, name=f"x4r{r}") for r in (1, 2)],
     }
     report = model(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes)
     x2 = {c["mult"]: c for c in report["candidates"]}[2]
