@@ -551,6 +551,7 @@ class Trainer:
             self.rollout_queue = self._start_queue(first_step)
         self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
         progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
+        ended = "error"  # summary.json's "ended": why the run stopped (a raise leaves "error")
         try:
             with progress as bar:
                 task_id = (
@@ -592,6 +593,7 @@ class Trainer:
                         run_log.pause(self._save(cfg.save, rollout_step))
                     if preempted:
                         self._report_preemption(rollout_step)
+                        ended = "preempted"
                         break
                     if reached:
                         if self.rank == 0:
@@ -600,9 +602,12 @@ class Trainer:
                                 f"{rollout_step}; --stop-at-target ends the run",
                                 flush=True,
                             )
+                        ended = "target"
                         break
+                else:
+                    ended = "num_steps"
         finally:
-            run_log.close()
+            run_log.close(ended)
 
     def _log_rollout_step(
         self,

@@ -5,12 +5,17 @@
 #   bash tools/slurm_local.sh stop
 #   bash tools/slurm_local.sh status    # sinfo; exit 0 when the node is idle or allocated
 # The configuration (SLURM_LOCAL_DIR, default /tmp/hyrl-slurm) is written at every start from
-# `slurmd -C` (the node's real CPUs and memory), with TASK_PLUGIN (default task/affinity: a step
-# is bound to the CPUs it was given, so a step that asks for too few sees too few) and
-# proctrack/linuxproc (no cgroups needed). One partition "debug", no accounting.
+# `slurmd -C` (the node's real CPUs and memory), with TASK_PLUGIN (default task/affinity) and
+# TASK_PLUGIN_PARAM (default Cores: every step is bound to the cores it was given, as on many
+# clusters, so a step that asks for too few CPUs sees too few; without a binding a step saw
+# all the job's CPUs here whatever it asked for), and
+# proctrack/linuxproc (no cgroups needed), a credential lifetime of 10 s (a requeued job waits
+# that long before it starts again; Slurm's default is 120 s). One partition "debug", no
+# accounting.
 set -euo pipefail
 DIR="${SLURM_LOCAL_DIR:-/tmp/hyrl-slurm}"
 TASK_PLUGIN="${TASK_PLUGIN:-task/affinity}"
+TASK_PLUGIN_PARAM="${TASK_PLUGIN_PARAM:-Cores}"
 CONF=/etc/slurm/slurm.conf
 fail() { echo "tools/slurm_local.sh: $*" >&2; exit 2; }
 
@@ -32,8 +37,11 @@ write_config() {
 ClusterName=hyrl-local
 SlurmctldHost=$host
 AuthType=auth/munge
+# a requeued job may start again after the credential lifetime (default 120 s)
+AuthInfo=cred_expire=10
 ProctrackType=proctrack/linuxproc
 TaskPlugin=$TASK_PLUGIN
+TaskPluginParam=$TASK_PLUGIN_PARAM
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory

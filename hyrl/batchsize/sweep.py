@@ -410,7 +410,10 @@ def run_sweep(
                         wall_s=round(time.monotonic() - t0, 3),
                     )
                     if rc == 0 and not ok:
-                        m["error"] = "exited 0 but wrote no summary.json"
+                        m["error"] = (
+                            "exited 0 but did not finish (no summary.json, or its "
+                            '"ended" says preempted)'
+                        )
                     display.finished(m, members)
                     write_sweep_json(out, sweep)
                 if running:

@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from hyrl.batchsize.sweep_plan import SweepError
-from hyrl.metrics.run_dir import SWEEP_FILE, RunFileError, has_summary, read_sweep, write_sweep
+from hyrl.metrics.run_dir import (
+    SWEEP_FILE,
+    RunFileError,
+    finished,
+    has_summary,
+    read_sweep,
+    write_sweep,
+)
 
 # The arguments that define a sweep; a re-run into the same --out must repeat them.
 ARGUMENT_KEYS = (
@@ -99,5 +106,7 @@ def move_aside(out_dir: Path, member: dict) -> list[str]:
 
 
 def is_done(out_dir: Path, member: dict) -> bool:
-    """A member whose run wrote summary.json (every run does when it ends) is done."""
-    return has_summary(out_dir / member["run_dir"])
+    """A member whose run finished is done: summary.json (every run writes it when it ends)
+    says it ended at --num-steps or its target, not preempted or by an error."""
+    run_dir = out_dir / member["run_dir"]
+    return has_summary(run_dir) and finished(run_dir)

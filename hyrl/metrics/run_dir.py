@@ -165,9 +165,23 @@ def read_summary(run_dir: str | os.PathLike):
     return _read_json(Path(run_dir) / SUMMARY_FILE)
 
 
+# summary.json's "ended": why the run stopped. "num_steps" (it ran them all) and "target"
+# (--stop-at-target) are finished runs; "preempted" (SIGTERM/SIGUSR1: a checkpoint was written
+# to resume from) and "error" (an exception) are not. Runs before the field: finished.
+ENDED_FINISHED = ("num_steps", "target")
+ENDED_UNFINISHED = ("preempted", "error")
+
+
 def has_summary(run_dir: str | os.PathLike) -> bool:
     """A run that ended writes summary.json; without it the run was interrupted or failed."""
     return (Path(run_dir) / SUMMARY_FILE).is_file()
+
+
+def finished(run_dir: str | os.PathLike) -> bool:
+    """Whether the run ended by finishing (summary.json's "ended" not preempted or an error);
+    RunFileError when summary.json is not JSON."""
+    content = read_summary(run_dir)
+    return isinstance(content, dict) and content.get("ended", "num_steps") in ENDED_FINISHED
 
 
 def write_sweep(sweep_dir: str | os.PathLike, sweep: dict) -> None:

@@ -68,7 +68,9 @@ class RunLog:
             "totals": self.totals.state_dict(),
         }
 
-    def close(self) -> None:
+    def close(self, ended: str) -> None:
+        """ended: why the run stopped, summary.json's "ended" (run_dir.ENDED_FINISHED or
+        ENDED_UNFINISHED)."""
         if self.logger is not None:
-            write_summary(self.run_dir, summary(self.tracker, self.totals))
+            write_summary(self.run_dir, {**summary(self.tracker, self.totals), "ended": ended})
             self.logger.close()

@@ -1,6 +1,7 @@
 """Checkpoint and resume (--save, --save-interval, --load) and preemption, end to end on the
 tiny recipe: a resumed run logs what an uninterrupted one logs."""
 
+import json
 import os
 import shutil
 import signal
@@ -287,6 +288,8 @@ def test_sigterm_saves_at_the_step_boundary_exits_zero_and_the_resume_continues(
     assert 1 <= last < 100
     assert "SIGTERM received" in stdout and f"{ckpt}/step_{last} written" in stdout
     assert (ckpt / "latest").read_text().strip() == f"step_{last}"
+    # the run says why it stopped, so a launcher requeues it and a sweep reruns it
+    assert json.loads((run_dir / "summary.json").read_text())["ended"] == "preempted"
 
     proc = run_recipe(run_dir, "--num-steps", str(last + 1), "--load", str(ckpt))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -294,3 +297,4 @@ def test_sigterm_saves_at_the_step_boundary_exits_zero_and_the_resume_continues(
     assert [(r["rollout_step"], r["step"], r["samples"]) for r in resumed] == [
         (last + 1, last + 1, 128 * (last + 1))
     ]
+    assert json.loads((run_dir / "summary.json").read_text())["ended"] == "num_steps"

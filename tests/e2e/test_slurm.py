@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,9 +49,12 @@ def slurm():
     subprocess.run(["bash", str(SLURM_LOCAL), "stop"], capture_output=True, timeout=120)
 
 
-def _submit(tmp_path: Path, *flags: str) -> tuple[int, str, Path]:
-    """sbatch --wait the template with the tiny recipe on 2 CPU ranks; (the job's exit status,
-    its log, its run directory)."""
+CPUS = 2  # the job's --cpus-per-task (this machine has 2); every step must see them all
+
+
+def _sbatch(tmp_path: Path, *flags: str, wait: bool = True) -> tuple[subprocess.Popen, Path]:
+    """sbatch the template with the tiny recipe on 2 CPU ranks (the #SBATCH GPU line and the
+    CPUs per task overridden); (the sbatch process, the run directory)."""
     run_dir = tmp_path / "run"
     env = {
         **os.environ,
@@ -59,17 +63,50 @@ def _submit(tmp_path: Path, *flags: str) -> tuple[int, str, Path]:
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     cmd = [
-        "sbatch", "--wait", "--parsable", "--nodes", "1", "--gpus-per-node", "0",
-        "--cpus-per-task", str(os.cpu_count() or 2), "--time", "20",
+        "sbatch", *(["--wait"] if wait else []), "--parsable", "--nodes", "1",
+        "--gpus-per-node", "0", "--cpus-per-task", str(CPUS), "--time", "20",
         str(ROOT / "launch" / "sbatch.template"), "recipes/tiny/grpo.sh", *flags,
     ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    job_id = proc.stdout.strip().split(";")[0]
-    assert job_id.isdigit(), proc.stdout + proc.stderr
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    return proc, run_dir
+
+
+def _job_id(proc: subprocess.Popen) -> str:
+    """The job id sbatch --parsable prints first (it comes before --wait waits)."""
+    line = proc.stdout.readline().strip()
+    job_id = line.split(";")[0]
+    assert job_id.isdigit(), line
+    return job_id
+
+
+def _take_log(job_id: str) -> str:
     log = ROOT / "logs" / f"hyrl-{job_id}.out"  # the template's --output: logs/%x-%j.out
     text = log.read_text() if log.is_file() else ""
     log.unlink(missing_ok=True)
-    return proc.returncode, text, run_dir
+    return text
+
+
+def _submit(tmp_path: Path, *flags: str) -> tuple[int, str, Path]:
+    """sbatch --wait the job; (its exit status, its log, its run directory)."""
+    proc, run_dir = _sbatch(tmp_path, *flags)
+    job_id = _job_id(proc)
+    rc = proc.wait(timeout=900)
+    return rc, _take_log(job_id), run_dir
+
+
+def _job(job_id: str) -> dict:
+    """scontrol's fields of the job (its state, its restarts)."""
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, check=True
+    ).stdout
+    return dict(field.split("=", 1) for field in out.split() if "=" in field)
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.endswith("}")]
 
 
 @pytest.mark.slow
@@ -80,6 +117,9 @@ def test_the_tiny_recipe_trains_as_a_slurm_job_through_srun(slurm, tmp_path):
     assert "+ MASTER_ADDR=" in log and "srun --overlap --nodes 1 --ntasks 1" in log, log[-3000:]
     assert "+ no Ray: the recipe's rollout engine needs none" in log
     assert "hyrl: 2 rank(s) on cpu (gloo)" in log
+    # the step got the job's CPUs: Slurm >= 22.05 binds a step to what it asks for, which
+    # without SRUN_CPUS_PER_TASK is one CPU per task (tools/slurm_local.sh binds to cores)
+    assert f"this rank's process may run on {CPUS} CPU(s)" in log, log[-3000:]
     assert "run directory: " in log
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["rollout_step"] for r in rows] == [1, 2, 3]
@@ -95,3 +135,37 @@ def test_a_refused_flag_ends_the_job_with_status_2_and_one_message(slurm, tmp_pa
     assert len(errors) == 1 and "--global-batch-size=100" in errors[0], log[-3000:]
     assert "srun" not in log  # nothing launched: no Ray, no training step
     assert not (run_dir / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_sigusr1_checkpoints_requeues_and_the_requeued_job_resumes_the_run(slurm, tmp_path):
+    steps = 40
+    proc, run_dir = _sbatch(tmp_path, "--num-steps", str(steps), wait=False)
+    job_id = _job_id(proc)
+    assert proc.wait(timeout=60) == 0
+    deadline = time.monotonic() + 300
+    while len(_rows(run_dir)) < 2:  # training, past its first steps
+        assert time.monotonic() < deadline, _take_log(job_id)[-3000:]
+        time.sleep(0.5)
+    # what Slurm sends before a time limit (--signal=B:USR1@300), to the batch shell only
+    subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], check=True)
+    deadline = time.monotonic() + 600
+    while (job := _job(job_id))["JobState"] not in ("COMPLETED", "FAILED", "CANCELLED"):
+        assert time.monotonic() < deadline, _take_log(job_id)[-3000:]
+        time.sleep(1)
+    log = _take_log(job_id)  # both runs of the job append to it (--open-mode=append)
+    assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", (job, log[-3000:])
+    stopped = [ln for ln in log.splitlines() if "received: stopping after rollout step" in ln]
+    assert len(stopped) == 1, log[-3000:]
+    k = int(stopped[0].split("rollout step ")[1].split(";")[0])
+    assert 2 <= k < steps, stopped
+    assert f"+ scontrol requeue {job_id}" in log
+    assert f"+ resuming from {run_dir}/checkpoints/step_{k}" in log, log[-3000:]
+    assert f"hyrl: resuming from {run_dir}/checkpoints/step_{k} (after rollout step {k})" in log
+    rows = _rows(run_dir)  # one run directory, its steps continuous across the requeue
+    assert [r["rollout_step"] for r in rows] == list(range(1, steps + 1))
+    assert [r["samples"] for r in rows] == [128 * s for s in range(1, steps + 1)]
+    elapsed = [r["elapsed_s"] for r in rows]
+    assert elapsed == sorted(elapsed)  # the clock continued from the checkpoint
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["ended"] == "num_steps" and summary["samples"] == steps * 128

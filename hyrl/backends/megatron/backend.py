@@ -3,6 +3,7 @@ critic as megatron models, the loop's collectives and the checkpoints of both.""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -75,7 +76,7 @@ class MegatronBackend:
             f"({cpu_compat.distributed_backend()}): TP={cfg.tensor_model_parallel_size} "
             f"EP={cfg.expert_model_parallel_size} DP={self.dp_size} "
             f"SP={'on' if cfg.sequence_parallel else 'off'}; layer spec {spec}, "
-            f"MoE dispatcher {dispatcher}"
+            f"MoE dispatcher {dispatcher}; this rank's process may run on {_cpus_seen()} CPU(s)"
         )
 
     def device(self) -> torch.device:
@@ -190,3 +191,11 @@ def check_machine(cfg: RunConfig) -> None:
 def shutdown() -> None:
     """Tear down the process groups MegatronBackend started (also after it failed half-way)."""
     destroy_distributed()
+
+
+def _cpus_seen() -> int:
+    """The CPUs this process may run on: its affinity mask (a Slurm step bound to the cores
+    it asked for sees those), else the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

@@ -284,6 +284,13 @@ def test_resume_skips_done_members_and_moves_incomplete_ones_aside(recipe, calls
     member = next(m for m in third["members"] if m["name"] == "b256-sqrt-s8")
     assert member["status"] == "done" and aside_dirs[0].name in member["moved_aside"]
     assert read_sweep(out)["members"] == third["members"]
+    calls.unlink()
+
+    # A preempted member wrote summary.json too, saying so: not done, run again.
+    summary = json.loads((victim / "summary.json").read_text())
+    (victim / "summary.json").write_text(json.dumps({**summary, "ended": "preempted"}))
+    quiet_sweep(recipe, out, **args)
+    assert launched(calls) == ["b256-sqrt-s8"]
 
 
 def test_other_arguments_into_the_same_out_are_refused(recipe, calls, tmp_path):
