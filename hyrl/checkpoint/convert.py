@@ -13,6 +13,7 @@ with the flag or config field, the value found and the value expected.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,11 +21,12 @@ import torch
 
 from hyrl.checkpoint.hf_io import (
     ConversionError,
+    HFShardWriter,
+    HFWeights,
     copy_assets,
     hf_shapes,
     load_hf_state_dict,
     read_hf_arch,
-    save_hf_state_dict,
 )
 from hyrl.checkpoint.mcore_io import (
     HF_ASSETS_SUBDIR,
@@ -108,17 +110,18 @@ def check_out_dir(out_dir: str | Path) -> None:
         raise ConversionError(f"--out {out_dir}: exists and is not empty; refusing to overwrite")
 
 
-def _found_in_weights(hf_state: dict[str, torch.Tensor]) -> dict[str, tuple[object, str]]:
-    """The architecture fields the weights themselves determine, each with its evidence."""
+def _found_in_weights(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[object, str]]:
+    """The architecture fields the weights themselves determine (from their shapes in
+    transformers' fused layout), each with its evidence."""
     found: dict[str, tuple[object, str]] = {}
 
     def shape(name: str):
-        return tuple(hf_state[name].shape) if name in hf_state else None
+        return tuple(shapes[name]) if name in shapes else None
 
     if (embed := shape("model.embed_tokens.weight")) is not None:
         found["vocab_size"] = (embed[0], f"model.embed_tokens.weight {embed}")
         found["hidden_size"] = (embed[1], f"model.embed_tokens.weight {embed}")
-    layers = {int(n.split(".")[2]) for n in hf_state if n.startswith("model.layers.")}
+    layers = {int(n.split(".")[2]) for n in shapes if n.startswith("model.layers.")}
     if layers:
         found["num_hidden_layers"] = (max(layers) + 1, f"layers model.layers.0..{max(layers)}")
     p = "model.layers.0."
@@ -136,8 +139,8 @@ def _found_in_weights(hf_state: dict[str, torch.Tensor]) -> dict[str, tuple[obje
     if (down := shape(p + "mlp.experts.down_proj")) is not None:
         found["moe_intermediate_size"] = (down[2], f"{p}mlp.experts.0.down_proj.weight {down[1:]}")
     found["tie_word_embeddings"] = (
-        "lm_head.weight" not in hf_state,
-        "lm_head.weight " + ("absent" if "lm_head.weight" not in hf_state else "present"),
+        "lm_head.weight" not in shapes,
+        "lm_head.weight " + ("absent" if "lm_head.weight" not in shapes else "present"),
     )
     return found
 
@@ -157,38 +160,47 @@ def _in_config(arch: Qwen3MoeArch) -> dict[str, object]:
 
 
 def check_weights_match_config(
-    hf_state: dict[str, torch.Tensor], arch: Qwen3MoeArch, hf_dir: str | Path
+    shapes: Mapping[str, tuple[int, ...]],
+    dtypes: set[torch.dtype],
+    arch: Qwen3MoeArch,
+    hf_dir: str | Path,
+    flag: str = "--hf-dir",
 ) -> torch.dtype:
-    """Refuse weights that config.json does not describe; returns their (single) dtype."""
+    """Refuse weights that config.json does not describe (shapes: every tensor's, in
+    transformers' fused layout; dtypes: those stored); returns their (single) dtype. flag: the
+    flag that named hf_dir, for the message."""
     expected = _in_config(arch)
     problems = [
         f"{field}: {value!r} in the weights ({evidence}), {expected[field]!r} in config.json"
-        for field, (value, evidence) in _found_in_weights(hf_state).items()
+        for field, (value, evidence) in _found_in_weights(shapes).items()
         if value != expected[field]
     ]
     if not problems:  # every field agrees: any remaining difference is a missing or odd tensor
-        shapes = hf_shapes(arch)
-        problems += [f"{name}: missing" for name in shapes if name not in hf_state][:5]
-        problems += [f"{name}: not a Qwen3-MoE tensor" for name in hf_state if name not in shapes][
-            :5
-        ]
+        wanted = hf_shapes(arch)
+        problems += [f"{name}: missing" for name in wanted if name not in shapes][:5]
+        problems += [f"{name}: not a Qwen3-MoE tensor" for name in shapes if name not in wanted][:5]
         problems += [
-            f"{name}: shape {tuple(hf_state[name].shape)}, config.json implies {shape}"
-            for name, shape in shapes.items()
-            if name in hf_state and tuple(hf_state[name].shape) != shape
+            f"{name}: shape {tuple(shapes[name])}, config.json implies {shape}"
+            for name, shape in wanted.items()
+            if name in shapes and tuple(shapes[name]) != shape
         ][:5]
     if problems:
         raise ConversionError(
-            f"--hf-dir {hf_dir}: config.json disagrees with the weights:\n  "
-            + "\n  ".join(problems)
+            f"{flag} {hf_dir}: config.json disagrees with the weights:\n  " + "\n  ".join(problems)
         )
-    dtypes = {t.dtype for t in hf_state.values()}
     if len(dtypes) != 1 or not next(iter(dtypes)).is_floating_point:
         raise ConversionError(
-            f"--hf-dir {hf_dir}: weights in dtypes {sorted(map(str, dtypes))}; "
-            "hyrl converts checkpoints stored in one floating-point dtype"
+            f"{flag} {hf_dir}: weights in dtypes {sorted(map(str, dtypes))}; "
+            "hyrl reads checkpoints stored in one floating-point dtype"
         )
     return next(iter(dtypes))
+
+
+def check_hf_weights(reader: HFWeights, arch: Qwen3MoeArch, flag: str = "--hf-dir") -> torch.dtype:
+    """check_weights_match_config of a lazily read directory, from its metadata only (nothing
+    is read); returns the stored dtype."""
+    dtypes = {reader.dtype(name) for name in reader.names()}
+    return check_weights_match_config(reader.fused_shapes(), dtypes, arch, reader.hf_dir, flag)
 
 
 @contextmanager
@@ -256,14 +268,11 @@ def hf_to_mcore(
     arch = read_hf_arch(hf_dir)
     check_layout(arch, tp, ep, pp, vp_layers)
     check_out_dir(out_dir)
-    hf_state = load_hf_state_dict(hf_dir)
-    dtype = check_weights_match_config(hf_state, arch, hf_dir)
-    full = hf_mapping.hf_to_megatron(hf_state, arch)
-    del hf_state
-    with one_process_group():
+    reader = HFWeights(hf_dir)
+    dtype = check_hf_weights(reader, arch)  # from the metadata, before any process group
+    with reader, one_process_group():
         model = _build_model(arch, dtype)
-        weights.load_full_state_dict(model, full, arch)
-        del full
+        weights.load_from_hf(model, reader, arch)  # one tensor at a time, into the model
         intended = {
             "tensor_model_parallel_size": tp,
             "expert_model_parallel_size": ep,
@@ -306,9 +315,13 @@ def mcore_to_hf(
         dtype = next(iter(dtypes))
         model = _build_model(arch, dtype)
         load_mcore_into(model, load_dir, arch)
-        full = weights.gather_full_state_dict(model, arch)
+        # one parameter at a time into shards written as they fill: the model and one shard
+        writer = HFShardWriter(out_dir, max_shard_bytes)
+        for name, tensor in weights.iter_full_parameters(model, arch):
+            for hf_name, hf_tensor in hf_mapping.megatron_to_hf_checkpoint(name, tensor, arch):
+                writer.add(hf_name, hf_tensor)
+        writer.finish()
         del model
-    save_hf_state_dict(hf_mapping.megatron_to_hf(full, arch), out_dir, max_shard_bytes)
     assets = load_dir / HF_ASSETS_SUBDIR
     if (assets / "config.json").is_file():
         copy_assets(assets, out_dir)

@@ -191,6 +191,145 @@ def load_raw_hf_tensors(hf_dir: str | Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
+class HFWeights:
+    """A Hugging Face directory's weights read lazily, one tensor or one slice at a time
+    (``safe_open(...).get_slice`` for safetensors; ``torch.load(mmap=True)`` for
+    pytorch_model.bin), under the names and in the dtype they are stored in. Nothing is read
+    until asked for: a rank reads only its TP/EP/PP slices
+    (``hf_mapping.read_megatron_shard``).
+
+    safetensors maps a file into memory, and the pages a read touches stay resident (and count
+    in the process's RSS) until the mapping goes with its handle. So at most ``max_open``
+    files are open at once, and a handle is dropped, to be opened again when next needed, once
+    ``max_mapped_bytes`` have been read through it: what a rank holds of the files stays that
+    small. (At 30B-A3B, ~15 GB read per rank, 8 MiB costs about two thousand re-openings, each
+    a parse of the file's header: 1.2 ms for a 1,200-tensor header on the 2-core development
+    machine, so 2-3 s a rank.) ``hf_dir``'s weights are found as ``load_raw_hf_tensors``
+    finds them. Use as a context manager, or call close()."""
+
+    def __init__(self, hf_dir: str | Path, max_open: int = 1, max_mapped_bytes: int = 8 * 2**20):
+        self.hf_dir = Path(hf_dir)
+        self.max_open, self.max_mapped_bytes = max_open, max_mapped_bytes
+        self._open: dict[Path, object] = {}  # file -> handle, least recently used first
+        self._mapped: dict[Path, int] = {}  # file -> bytes read through its open handle
+        self._file: dict[str, Path] = {}  # tensor name -> its file
+        self._meta: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
+        for path in _weight_files(self.hf_dir):
+            handle = self._handle(path)
+            for name in handle.keys():
+                self._file[name] = path
+                self._meta[name] = self._describe(handle, path, name)
+
+    # -- what is stored --------------------------------------------------------------------
+    def __contains__(self, name: object) -> bool:
+        return name in self._file
+
+    def names(self) -> list[str]:
+        return list(self._file)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._meta[self._known(name)][0]
+
+    def dtype(self, name: str) -> torch.dtype:
+        return self._meta[self._known(name)][1]
+
+    def fused_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor's shape in transformers' in-memory layout (a layer's per-expert tensors
+        as its fused gate_up_proj [E, 2F, H] and down_proj [E, H, F]), from the metadata only.
+        ConversionError as ``fuse_experts`` when a layer's experts are incomplete."""
+        meta = {
+            name: torch.empty(shape, dtype=dtype, device="meta")
+            for name, (shape, dtype) in self._meta.items()
+        }
+        return {name: tuple(t.shape) for name, t in fuse_experts(meta).items()}
+
+    def nbytes(self) -> int:
+        """The stored tensors' bytes."""
+        return sum(
+            torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+            for shape, dtype in self._meta.values()
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+    def read(
+        self, name: str, dim: int = 0, start: int | None = None, stop: int | None = None
+    ) -> torch.Tensor:
+        """The tensor ``name``, or its [start, stop) along ``dim`` only: a new tensor (not a
+        view of the file), in the stored dtype."""
+        path = self._file[self._known(name)]
+        handle = self._handle(path)
+        index = (slice(None),) * dim + (slice(start, stop),)
+        if path.suffix == ".safetensors":
+            if start is None and stop is None:
+                out = handle.get_tensor(name)
+            else:
+                out = handle.get_slice(name)[index]
+        else:  # a bin file mapped by torch.load(mmap=True): copy the slice
+            out = handle[name][index].clone()
+        self._mapped[path] = self._mapped.get(path, 0) + out.numel() * out.element_size()
+        if self._mapped[path] >= self.max_mapped_bytes:  # unmap what it has touched
+            self._drop(path)
+        return out
+
+    def close(self) -> None:
+        self._open.clear()
+        self._mapped.clear()
+
+    def _drop(self, path: Path) -> None:
+        self._open.pop(path, None)
+        self._mapped.pop(path, None)
+
+    def __enter__(self) -> HFWeights:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _known(self, name: str) -> str:
+        if name not in self._file:
+            raise KeyError(f"{self.hf_dir}: no tensor {name} in the weights")
+        return name
+
+    def _handle(self, path: Path):
+        handle = self._open.pop(path, None)
+        if handle is None:
+            if path.suffix == ".safetensors":
+                from safetensors import safe_open
+
+                handle = safe_open(str(path), framework="pt")
+            else:
+                handle = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            while len(self._open) >= self.max_open:  # the least recently used file goes
+                self._drop(next(iter(self._open)))
+        self._open[path] = handle  # most recently used last
+        return handle
+
+    @staticmethod
+    def _describe(handle, path: Path, name: str) -> tuple[tuple[int, ...], torch.dtype]:
+        if path.suffix == ".safetensors":
+            view = handle.get_slice(name)
+            return tuple(view.get_shape()), _SAFETENSORS_DTYPES[view.get_dtype()]
+        tensor = handle[name]
+        return tuple(tensor.shape), tensor.dtype
+
+
+# safetensors' dtype names (get_slice(...).get_dtype()) -> torch's
+_SAFETENSORS_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
+}
+
+
 def fuse_experts(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """On-disk per-expert tensors -> transformers 5's fused gate_up_proj / down_proj."""
     try:
@@ -214,40 +353,67 @@ def save_hf_state_dict(
     """Write weights the way `save_pretrained` does: per-expert names, safetensors shards of at
     most max_shard_bytes (one `model.safetensors`, or numbered shards plus an index). Returns the
     files."""
-    from safetensors.torch import save_file
+    writer = HFShardWriter(out_dir, max_shard_bytes)
+    for name, tensor in sorted(hf_mapping.split_fused_experts(hf_state)):
+        writer.add(name, tensor)
+    return writer.finish()
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tensors = dict(hf_mapping.split_fused_experts(hf_state))
-    shards: list[dict[str, torch.Tensor]] = [{}]
-    shard_bytes = 0
-    for name in sorted(tensors):
-        size = tensors[name].numel() * tensors[name].element_size()
-        if shards[-1] and shard_bytes + size > max_shard_bytes:
-            shards.append({})
-            shard_bytes = 0
-        shards[-1][name] = tensors[name]
-        shard_bytes += size
 
-    def write(shard: dict[str, torch.Tensor], path: Path) -> None:
-        # safetensors refuses tensors that share storage (views of one fused tensor): copy one
-        # shard at a time, so at most one shard is held twice.
-        save_file(
-            {n: t.contiguous().clone() for n, t in shard.items()}, path, metadata={"format": "pt"}
-        )
+class HFShardWriter:
+    """Safetensors shards written as tensors arrive (checkpoint-layout names, one at a time),
+    holding at most one shard: each shard is written once it would pass max_shard_bytes. At
+    finish() a single shard is `model.safetensors`, more are renamed
+    `model-0000i-of-0000N.safetensors` with the index `save_pretrained` writes."""
 
-    if len(shards) == 1:
-        write(shards[0], out_dir / SAFETENSORS_SINGLE)
-        return [SAFETENSORS_SINGLE]
-    names = [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
-    weight_map: dict[str, str] = {}  # tensor name -> its shard file
-    for name, shard in zip(names, shards):
-        write(shard, out_dir / name)
-        weight_map |= {tensor_name: name for tensor_name in shard}
-    total = sum(t.numel() * t.element_size() for t in tensors.values())
-    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
-    (out_dir / SAFETENSORS_INDEX).write_text(json.dumps(index, indent=2) + "\n")
-    return names + [SAFETENSORS_INDEX]
+    def __init__(self, out_dir: str | Path, max_shard_bytes: int = 5 * 1024**3):
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.max_shard_bytes = max_shard_bytes
+        self._shard: dict[str, torch.Tensor] = {}
+        self._shard_bytes = 0
+        self._written: list[tuple[Path, list[str]]] = []  # (its provisional path, its tensors)
+        self.total_bytes = 0
+
+    def add(self, name: str, tensor: torch.Tensor) -> None:
+        """Take a copy of `tensor` (it may be a view of a model's parameter)."""
+        size = tensor.numel() * tensor.element_size()
+        if self._shard and self._shard_bytes + size > self.max_shard_bytes:
+            self._flush()
+        # safetensors refuses tensors that share storage: each gets its own contiguous copy
+        self._shard[name] = tensor.detach().to("cpu", copy=True).contiguous()
+        self._shard_bytes += size
+        self.total_bytes += size
+
+    def finish(self) -> list[str]:
+        """Write the last shard and name the files; returns them (the index last)."""
+        if self._shard or not self._written:
+            self._flush()
+        if len(self._written) == 1:
+            path, _ = self._written[0]
+            path.rename(self.out_dir / SAFETENSORS_SINGLE)
+            return [SAFETENSORS_SINGLE]
+        count = len(self._written)
+        names: list[str] = []
+        weight_map: dict[str, str] = {}
+        for i, (path, tensor_names) in enumerate(self._written):
+            name = f"model-{i + 1:05d}-of-{count:05d}.safetensors"
+            path.rename(self.out_dir / name)
+            names.append(name)
+            weight_map |= {tensor_name: name for tensor_name in tensor_names}
+        index = {
+            "metadata": {"total_size": self.total_bytes},
+            "weight_map": dict(sorted(weight_map.items())),
+        }
+        (self.out_dir / SAFETENSORS_INDEX).write_text(json.dumps(index, indent=2) + "\n")
+        return names + [SAFETENSORS_INDEX]
+
+    def _flush(self) -> None:
+        from safetensors.torch import save_file
+
+        path = self.out_dir / f".shard-{len(self._written):05d}.safetensors.tmp"
+        save_file(self._shard, path, metadata={"format": "pt"})
+        self._written.append((path, list(self._shard)))
+        self._shard, self._shard_bytes = {}, 0
 
 
 def copy_assets(src_dir: str | Path, dst_dir: str | Path) -> list[str]:

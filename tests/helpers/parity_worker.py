@@ -46,6 +46,13 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1, vp: int = 0, layers: int 
         arch, layout, ActorSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0))
     )
     actor.load_hf_state_dict(hf_model.state_dict())
+    # the critic's first trunk: the actor's weights, each rank copying its own shards
+    critic = MegatronCritic(
+        arch,
+        layout,
+        CriticSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0), value_clip=0.2),
+    )
+    critic.load_trunk_from(actor.chunks)
 
     generator = torch.Generator().manual_seed(1)
     prompts = [torch.randint(3, 15, (5,), generator=generator).tolist() for _ in range(8)]
@@ -96,13 +103,8 @@ def main(out_path: str, tp: int, ep: int, pp: int = 1, vp: int = 0, layers: int 
     else:
         assert kept == {}
 
-    # The critic: HF trunk, a fixed value head, then values and one clipped-value-loss step.
-    critic = MegatronCritic(
-        arch,
-        layout,
-        CriticSettings(optim=OptimizerSettings(micro_batch_size=2, clip_grad=0.0), value_clip=0.2),
-    )
-    critic.load_trunk_from_hf(hf_model.state_dict())
+    # The critic (its trunk copied from the actor's shards above: the HF weights), a fixed
+    # value head, then values and one clipped-value-loss step.
     if hasattr(critic.chunks[-1], "output_layer"):  # the last pipeline stage holds the head
         with torch.no_grad():
             head = critic.chunks[-1].output_layer.weight

@@ -284,8 +284,16 @@ class MegatronActor(MegatronTrainable):
         return weights.gather_full_state_dict(self.chunks, self.arch, keep)
 
     def load_hf_state_dict(self, hf_state: dict[str, torch.Tensor]) -> None:
+        """From a whole HF state dict in memory (tests, small models)."""
         full = hf_mapping.hf_to_megatron(hf_state, self.arch)
         weights.load_full_state_dict(self.chunks, full, self.arch)
+        self.reload_weights()
+        self._copy_to_reference()
+
+    def load_hf(self, reader: hf_mapping.SliceReader) -> None:
+        """From an HF directory read one slice at a time (hf_io's HFWeights): this rank's shards
+        only (``weights.load_from_hf``); the reference copies them."""
+        weights.load_from_hf(self.chunks, reader, self.arch)
         self.reload_weights()
         self._copy_to_reference()
 

@@ -19,20 +19,23 @@ from hyrl.backends.megatron.model import (
     use_transformer_engine,
 )
 from hyrl.checkpoint import trainer_state
+from hyrl.checkpoint.convert import check_hf_weights
+from hyrl.checkpoint.hf_io import HFWeights
 from hyrl.config import ConfigError, RunConfig, engine_returns_routing
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 
-def read_hf_weights(hf_dir: str) -> dict[str, torch.Tensor]:
-    """A local Hugging Face Qwen3-MoE directory's weights, in float32, under HF names."""
-    from transformers import Qwen3MoeForCausalLM
-
-    return Qwen3MoeForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).state_dict()
+def open_hf_weights(hf_dir: str, arch: Qwen3MoeArch, flag: str) -> HFWeights:
+    """A Hugging Face Qwen3-MoE directory's weights, opened for reading one slice at a time,
+    checked against the run's architecture from their metadata (ConversionError names flag)."""
+    reader = HFWeights(hf_dir)
+    check_hf_weights(reader, arch, flag)
+    return reader
 
 
 class MegatronBackend:
     """Starts the process groups (every rank), then builds the actor (and, under gae, the
-    critic) with identical full weights on every rank before sharding."""
+    critic), each rank reading only its own shards of --hf-checkpoint / --critic-load."""
 
     def __init__(self, cfg: RunConfig, world_size: int, arch: Qwen3MoeArch):
         self.cfg, self.world_size, self.arch = cfg, world_size, arch
@@ -54,15 +57,18 @@ class MegatronBackend:
         torch.manual_seed(cfg.seed)
         self.actor = MegatronActor(arch, layout, ActorSettings.from_flags(cfg))
         if cfg.hf_checkpoint:  # before the critic and the reference copy the actor's weights
-            self.actor.load_hf_state_dict(read_hf_weights(cfg.hf_checkpoint))
+            # each rank reads only its own slices, one tensor at a time, in its own dtype
+            with open_hf_weights(cfg.hf_checkpoint, arch, "--hf-checkpoint") as reader:
+                self.actor.load_hf(reader)
         self.critic = self._build_critic(layout) if cfg.advantage_estimator == "gae" else None
 
     def _build_critic(self, layout: ParallelLayout) -> MegatronCritic:
         critic = MegatronCritic(self.arch, layout, CriticSettings.from_flags(self.cfg))
         if self.cfg.critic_load:
-            critic.load_trunk_from_hf(read_hf_weights(self.cfg.critic_load))
-        else:  # the actor's initial weights, a fresh value head
-            critic.load_trunk(self.actor.export_full_state_dict())
+            with open_hf_weights(self.cfg.critic_load, self.arch, "--critic-load") as reader:
+                critic.load_trunk_from_hf(reader)
+        else:  # the actor's initial weights, shard by shard (the same layout), a fresh value head
+            critic.load_trunk_from(self.actor.chunks)
         return critic
 
     def describe(self) -> str:

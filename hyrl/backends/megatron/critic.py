@@ -59,8 +59,31 @@ class MegatronCritic(MegatronTrainable):
         )
         self.reload_weights()
 
-    def load_trunk_from_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
-        self.load_trunk(hf_mapping.hf_to_megatron(hf_state, self.arch))
+    def load_trunk_from_hf(self, reader: hf_mapping.SliceReader) -> None:
+        """Everything but the value head from an HF directory read one slice at a time (hf_io's
+        HFWeights): this rank's shards only."""
+        weights.load_from_hf(
+            self.chunks, reader, self.arch, skip=lambda name: name.startswith(VALUE_HEAD_PREFIX)
+        )
+        self.reload_weights()
+
+    @torch.no_grad()
+    def load_trunk_from(self, actor_chunks: list[torch.nn.Module]) -> None:
+        """Everything but the value head from the actor's chunks, shard by shard: the critic is
+        built with the actor's layout, so each rank copies its own parameters of the same name
+        and nothing is gathered."""
+        for chunk, source in zip(self.chunks, actor_chunks, strict=True):
+            theirs = dict(source.named_parameters())
+            for name, param in chunk.named_parameters():
+                if name.startswith(VALUE_HEAD_PREFIX):
+                    continue
+                if name not in theirs or theirs[name].shape != param.shape:
+                    raise ValueError(
+                        f"critic parameter {name} {tuple(param.shape)} has no counterpart in "
+                        "the actor's shards (the critic is built with the actor's layout)"
+                    )
+                param.copy_(theirs[name])
+        self.reload_weights()
 
     def _values_of(self, mb: TokenBatch, output: torch.Tensor) -> torch.Tensor:
         """[N, L] values from the value head's output of `mb` (packed or not: per_row)."""

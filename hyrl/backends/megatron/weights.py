@@ -87,6 +87,41 @@ def load_full_state_dict(
 
     Parameters for which `skip(local name)` is true keep their values.
     """
+
+    def shard(key: str, tp_rank: int, tp_size: int, partition_dim: int | None) -> torch.Tensor:
+        tensor = full[key]
+        if partition_dim is not None:
+            tensor = torch.chunk(tensor, tp_size, dim=partition_dim)[tp_rank]
+        return tensor
+
+    _load_shards(model, arch, shard, skip)
+
+
+@torch.no_grad()
+def load_from_hf(
+    model: torch.nn.Module | list[torch.nn.Module],
+    reader: hf_mapping.SliceReader,
+    arch: Qwen3MoeArch,
+    skip=lambda name: False,
+) -> None:
+    """This rank's shards (of a model, or of each of its chunks) read from a Hugging Face
+    directory one parameter at a time (``reader``: hf_io's ``HFWeights``): only this rank's
+    pipeline stage's layers, its EP rank's experts and its TP slice of each tensor are read,
+    each cast into the parameter's dtype as it is copied, so the rank never holds more than
+    its own shards and one parameter's slice of the files. Same values as
+    ``load_full_state_dict`` of ``hf_to_megatron`` of the whole directory.
+
+    Parameters for which `skip(local name)` is true keep their values."""
+
+    def shard(key: str, tp_rank: int, tp_size: int, partition_dim: int | None) -> torch.Tensor:
+        return hf_mapping.read_megatron_shard(key, arch, reader, tp_rank, tp_size, partition_dim)
+
+    _load_shards(model, arch, shard, skip)
+
+
+def _load_shards(model, arch: Qwen3MoeArch, shard, skip) -> None:
+    """Each parameter of this rank (not skipped) from ``shard(full name, tp rank, tp size,
+    partition dim or None)``; KeyError lists the parameters whose source is missing."""
     from megatron.core import parallel_state
 
     tp_rank = parallel_state.get_tensor_model_parallel_rank()
@@ -101,17 +136,18 @@ def load_full_state_dict(
         if skip(name):
             continue
         key = global_name(hf_mapping.from_te_name(name), arch, offset)
-        if key not in full:
-            missing.append(key)
+        split = _tp_split(param, name) and tp_size > 1
+        try:
+            tensor = shard(key, tp_rank, tp_size, _partition_dim(param) if split else None)
+        except KeyError as err:
+            missing.append(f"{key} ({err.args[0]})" if err.args and err.args[0] != key else key)
             continue
-        tensor = full[key]
-        if _tp_split(param, name):
-            tensor = torch.chunk(tensor, tp_size, dim=_partition_dim(param))[tp_rank]
         if tensor.shape != param.shape:
             raise ValueError(
                 f"{key}: shard shape {tuple(tensor.shape)} != parameter {tuple(param.shape)}"
             )
-        param.copy_(tensor.to(param.dtype))
+        param.copy_(tensor)  # cast into the parameter's dtype as it is copied
+        del tensor
     if missing:
         raise KeyError(f"weights missing for {len(missing)} parameters, e.g. {missing[:3]}")
 

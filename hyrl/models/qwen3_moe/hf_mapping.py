@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator, Mapping
+from typing import Protocol
 
 import torch
 
@@ -208,6 +209,80 @@ def megatron_to_hf_checkpoint(
         yield CKPT_GATE.format(i=i, e=e), tensor[:ffn]
         yield CKPT_UP.format(i=i, e=e), tensor[ffn:]
         return
+    raise KeyError(
+        f"{name}: not a Qwen3-MoE parameter the weight-name table knows "
+        f"(e.g. {megatron_names(arch)[:2]})"
+    )
+
+
+# -- one rank's shard of one parameter, read from an HF directory (sharded loading) ----------
+
+
+class SliceReader(Protocol):
+    """What ``read_megatron_shard`` reads from: HF tensors by their stored names (hf_io's
+    ``HFWeights``)."""
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def shape(self, name: str) -> tuple[int, ...]: ...
+
+    def read(
+        self, name: str, dim: int = 0, start: int | None = None, stop: int | None = None
+    ) -> torch.Tensor: ...
+
+
+def _tp_range(size: int, tp_rank: int, tp_size: int) -> tuple[int, int]:
+    """Rank tp_rank's [start, stop) of `size` as torch.chunk cuts it."""
+    chunk = -(-size // tp_size)
+    return min(size, tp_rank * chunk), min(size, (tp_rank + 1) * chunk)
+
+
+def read_megatron_shard(
+    name: str,
+    arch: Qwen3MoeArch,
+    reader: SliceReader,
+    tp_rank: int = 0,
+    tp_size: int = 1,
+    partition_dim: int | None = None,
+) -> torch.Tensor:
+    """This TP rank's shard of the full Megatron parameter `name` (local-spec name, global
+    layer and expert ids), read from the HF tensors it is made of and nothing else: a
+    TP-split parameter reads only its rows (or columns) of them, an expert only its own
+    tensors (checkpoint layout) or its index of the fused stack (transformers' layout).
+    partition_dim: the dimension the parameter is split along over TP (None: not split).
+    The dtype is the stored one. Same values as ``hf_to_megatron`` of the whole directory,
+    then ``torch.chunk`` along partition_dim. KeyError names a missing HF tensor."""
+    split = partition_dim is not None and tp_size > 1
+
+    def part(hf_name: str, dim: int = 0) -> torch.Tensor:
+        if not split:
+            return reader.read(hf_name)
+        return reader.read(hf_name, dim, *_tp_range(reader.shape(hf_name)[dim], tp_rank, tp_size))
+
+    renamed = _rename_table(arch).get(name)
+    if renamed is not None:
+        return part(renamed, partition_dim or 0)
+    if match := _QKV_RE.match(name):
+        i, groups = int(match[1]), arch.num_query_groups
+        first, last = (0, groups) if not split else _tp_range(groups, tp_rank, tp_size)
+        pieces = []
+        for hf_name, rows in zip(HF_QKV, _qkv_split_sizes(arch)):
+            tensor = reader.read(hf_name.format(i=i), 0, first * rows, last * rows)
+            pieces.append(tensor.view(last - first, rows, -1))
+        return torch.cat(pieces, dim=1).reshape(-1, arch.hidden_size)
+    if match := _EXPERT_RE.match(name):  # experts are never TP-split (ETP = 1)
+        i, e = int(match[1]), int(match[2])
+        if match[3] == "2":
+            down = CKPT_DOWN.format(i=i, e=e)
+            return (
+                reader.read(down)
+                if down in reader
+                else reader.read(HF_DOWN.format(i=i), 0, e, e + 1)[0]
+            )
+        gate = CKPT_GATE.format(i=i, e=e)
+        if gate in reader:
+            return torch.cat([reader.read(gate), reader.read(CKPT_UP.format(i=i, e=e))])
+        return reader.read(HF_GATE_UP.format(i=i), 0, e, e + 1)[0]
     raise KeyError(
         f"{name}: not a Qwen3-MoE parameter the weight-name table knows "
         f"(e.g. {megatron_names(arch)[:2]})"
