@@ -126,7 +126,8 @@ def check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
     """A Hugging Face checkpoint (--hf-checkpoint, --critic-load) of the architecture the model
     flags describe."""
     hf_config = json.loads((Path(hf_dir) / "config.json").read_text())
-    problems = Qwen3MoeArch.from_flags(cfg).mismatches(hf_config)
+    arch = Qwen3MoeArch.from_flags(cfg)
+    problems = arch.mismatches(hf_config)
     if problems:
         raise ConfigError(
             flag,
@@ -135,3 +136,17 @@ def check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
             "flags (" + "; ".join(problems) + ")",
             "a checkpoint of the same architecture",
         )
+    # the weights themselves, from the files' metadata (nothing is read): names, shapes, dtype
+    from hyrl.checkpoint.convert import check_hf_weights
+    from hyrl.checkpoint.hf_io import ConversionError, HFWeights
+
+    try:
+        with HFWeights(hf_dir) as reader:
+            check_hf_weights(reader, arch, flag)
+    except ConversionError as err:
+        raise ConfigError(
+            flag,
+            hf_dir,
+            str(err),
+            "safetensors (or pytorch_model.bin) weights config.json describes",
+        ) from None

@@ -10,6 +10,7 @@ fuses them, writing splits them again, so a saved directory looks like `save_pre
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -293,12 +294,15 @@ class HFWeights:
     def _handle(self, path: Path):
         handle = self._open.pop(path, None)
         if handle is None:
-            if path.suffix == ".safetensors":
-                from safetensors import safe_open
+            from safetensors import SafetensorError, safe_open
 
-                handle = safe_open(str(path), framework="pt")
-            else:
-                handle = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            try:
+                if path.suffix == ".safetensors":
+                    handle = safe_open(str(path), framework="pt")
+                else:
+                    handle = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except (SafetensorError, OSError, RuntimeError, pickle.UnpicklingError) as err:
+                raise ConversionError(f"{path}: cannot be read ({err})") from None
             while len(self._open) >= self.max_open:  # the least recently used file goes
                 self._drop(next(iter(self._open)))
         self._open[path] = handle  # most recently used last

@@ -73,3 +73,38 @@ def test_an_expert_count_written_as_num_local_experts_is_compared(hf_dir):
     assert TINY.mismatches({**written, "num_local_experts": 8}) == [
         "num_experts: 8 in the checkpoint, 4 in the flags"
     ]
+
+
+def _copy_without_weights(hf_dir, path):
+    import shutil
+
+    path.mkdir()
+    shutil.copy(hf_dir / "config.json", path / "config.json")
+    return path
+
+
+def test_weights_that_config_json_does_not_describe_are_refused_before_any_process_group(
+    hf_dir, tmp_path
+):
+    from safetensors.torch import load_file, save_file
+
+    from hyrl.preflight import preflight
+
+    other = _copy_without_weights(hf_dir, tmp_path / "other")
+    tensors = load_file(hf_dir / "model.safetensors")
+    tensors["model.layers.0.self_attn.q_proj.weight"] = torch.zeros(8, 64)  # wrong rows
+    save_file(tensors, other / "model.safetensors")
+    cfg = load(["--hf-checkpoint", str(other), "--run-dir", str(tmp_path / "run")], 1)
+    with pytest.raises(ConfigError) as info:
+        preflight(cfg)  # reads the files' metadata only: no process group, no model
+    assert info.value.flag == "--hf-checkpoint"
+    assert "model.layers.0.self_attn.q_proj.weight" in str(info.value)
+
+    truncated = _copy_without_weights(hf_dir, tmp_path / "truncated")
+    data = (hf_dir / "model.safetensors").read_bytes()
+    (truncated / "model.safetensors").write_bytes(data[:100])
+    cfg = load(["--hf-checkpoint", str(truncated), "--run-dir", str(tmp_path / "run")], 1)
+    with pytest.raises(ConfigError) as info:
+        preflight(cfg)
+    assert info.value.flag == "--hf-checkpoint"
+    assert f"{truncated / 'model.safetensors'}: cannot be read" in str(info.value)
