@@ -34,7 +34,8 @@ Strategies:
 * ``TensorWeightSync`` (colocated: trainer and server on the same node): each bucket is moved to
   ``device`` (the engine's GPU; no copy when it is there already), serialized - by SGLang's
   ``MultiprocessingSerializer``, which sends CUDA IPC handles, not bytes - and posted to
-  ``/update_weights_from_tensor`` with one copy of the payload per TP rank. The server has copied
+  ``/update_weights_from_tensor`` of every server at once (``post_to_all``) with one copy of the
+  payload per TP rank. The server has copied
   the tensors when the call returns, so the bucket is freed before the next one is moved.
   With ``device=None`` CPU tensors travel as file-descriptor handles, which only a process
   sharing the trainer's multiprocessing auth key can open (a child it forked: the contract
@@ -279,6 +280,22 @@ class _PausedSync:
         pass
 
 
+def post_to_all(clients: Sequence[SGLangClient], call: Callable[[SGLangClient], object]) -> None:
+    """``call(client)`` on every server at once (one thread each), returning once every call
+    has returned: a server still reading a bucket's tensors must not see them freed, so a
+    failure is raised only after all have answered (the first failing server's, in order)."""
+    if len(clients) == 1:
+        call(clients[0])
+        return
+    with ThreadPoolExecutor(len(clients), thread_name_prefix="sglang-post") as pool:
+        posts = [pool.submit(call, client) for client in clients]
+        wait(posts)
+    for post in posts:
+        error = post.exception()
+        if error is not None:
+            raise error
+
+
 def _copied_bytes(original: NamedTensors, sent: NamedTensors) -> int:
     return sum(
         tensor_bytes(s)
@@ -312,13 +329,16 @@ class TensorWeightSync(_PausedSync):
         if self.device is not None:
             moved = [(n, t.detach().to(self.device)) for n, t in bucket]
         payload = serialize(moved)
-        for client in self.clients:  # each call returns once the server has copied the bucket
-            client.update_weights_from_tensor(
+        # every server at once; each call returns once the server has copied the bucket
+        post_to_all(
+            self.clients,
+            lambda client: client.update_weights_from_tensor(
                 [payload] * self.tp_size,
                 load_format=self.load_format,
                 flush_cache=False,
                 weight_version=weight_version,
-            )
+            ),
+        )
         return _copied_bytes(bucket, moved)
 
 
