@@ -14,6 +14,9 @@ Semantics:
   engine, ``post_to_all``; a post returns once that engine has copied the bucket) with one entry
   per engine TP rank: the handles of the training rank on that TP rank's GPU, so each server
   process reads a copy on its own GPU.
+* SGLang's serializer sends each rank's copy flattened (``load_format="flattened_bucket"``:
+  one flat copy of the bucket, one IPC handle; ``weight_sync.flatten_bucket``); the flat copy
+  is dropped with the bucket.
 * Rank 0 then broadcasts whether the bucket went in. Until then every rank keeps its copy (the
   servers read it in place); on a failure every rank raises (rank 0 the server's error, the
   others a RuntimeError quoting it) instead of waiting forever in the next gather. Rank 0's
@@ -36,7 +39,13 @@ import torch
 
 from hyrl.models.weight_buckets import NamedTensors, tensor_bytes
 from hyrl.rollout.sglang.client import SGLangClient
-from hyrl.rollout.sglang.weight_sync import Serializer, _PausedSync, post_to_all
+from hyrl.rollout.sglang.weight_sync import (
+    Serializer,
+    _PausedSync,
+    load_format_of,
+    post_to_all,
+    release_payload,
+)
 
 Device = tuple[str, int]  # (host name, physical GPU id)
 
@@ -119,6 +128,7 @@ def stream_by_ipc(
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0:
         assert sync is not None, "rank 0 holds the sync"
+        sync.load_format = load_format_of(serializer, sync.load_format)
         sync.begin()
     succeeded, stats = False, None
     try:
@@ -135,6 +145,7 @@ def stream_by_ipc(
                 except Exception as err:  # noqa: BLE001 - every rank must hear of it
                     status, error = [f"{type(err).__name__}: {err}"], err
             dist.broadcast_object_list(status, src=0)  # the servers have copied: free the copies
+            release_payload(serializer)
             del bucket, payload, payloads
             if error is not None:
                 raise error
