@@ -12,7 +12,6 @@ and the reward pool share one instance; whoever started it shuts it down (`stop_
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -381,13 +380,13 @@ class SGLangFleet:
 
     def update_weights_stream(self, buckets) -> None:
         """tensor/disk: each bucket through the fleet to every engine actor; distributed: each
-        bucket broadcast from here, and kept in the object store for replacements."""
+        bucket broadcast from here. Nothing is kept for replacements (hyrl.rollout.fleet)."""
         if self._distributed is None:
             self.fleet.update_weights_stream(buckets)
             self._collect_stats()
             return
-        with self._staging(buckets) as passing:
-            self.last_sync_stats = self._distributed.sync_buckets(passing)
+        self.last_sync_stats = self._distributed.sync_buckets(buckets)
+        self.fleet.mark_synced()
 
     def load_weights_from_disk(self, checkpoint) -> None:
         """disk: every engine loads the checkpoint the trainer ranks wrote."""
@@ -412,28 +411,11 @@ class SGLangFleet:
     def update_weights_by_ipc(self, buckets, serializer) -> None:
         """Rank 0's part of ``colocated.stream_by_ipc`` (every training rank runs it with its own
         copy of the same buckets): each server gets the CUDA IPC handles of the training ranks
-        on its GPUs. The buckets are also kept for replacements (--rollout-max-restarts > 0),
-        which load them through their actor."""
+        on its GPUs. Nothing is kept for replacements (hyrl.rollout.fleet)."""
         from hyrl.rollout.sglang.colocated import stream_by_ipc
 
-        with self._staging(buckets) as passing:
-            self.last_sync_stats = stream_by_ipc(passing, self._ipc_sync, serializer)
-
-    @contextlib.contextmanager
-    def _staging(self, buckets):
-        """The buckets as they pass, each also kept for replacements (--rollout-max-restarts >
-        0), which the fleet gets once the stream has been sent."""
-        staged = self.fleet.staged_weights()
-
-        def passing():
-            for bucket in buckets:
-                if staged is not None:
-                    staged.put(bucket)
-                yield bucket
-
-        yield passing()
-        if staged is not None:
-            self.fleet.stage_weights(staged)
+        self.last_sync_stats = stream_by_ipc(buckets, self._ipc_sync, serializer)
+        self.fleet.mark_synced()
 
     def _collect_stats(self) -> None:
         stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]

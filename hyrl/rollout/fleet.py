@@ -49,18 +49,25 @@ A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
 * ``update_weights_stream(buckets)`` (what the trainer sends): one ``ray.put`` per bucket, which
   every engine loads (``begin_weight_update`` / ``load_weight_bucket`` / ``end_weight_update``
   on its engine) before the next bucket is taken; the call returns when all have ended. The
-  driver holds one bucket at a time. For replacements the fleet keeps the buckets' objects of
-  the newest sync in the object store (one copy, the previous sync's dropped as the next one
-  starts) when ``max_restarts > 0`` (without restarts there are no replacements, and nothing is
-  kept). An engine that dies during the stream is replaced after
-  it, and its replacement loads the kept buckets; an engine that raises fails the call with
-  ``RolloutFleetError`` naming it, after every engine has been told the update ended.
+  driver holds one bucket at a time, and nothing is kept once every engine has it.
+* Replacements after a streamed sync (``update_weights_stream``, or a sync outside the fleet
+  that ``mark_synced`` records: NCCL, CUDA IPC): nothing is staged for them at any sync (a copy
+  of every bucket to host and the object store at every sync would cost more than the sync).
+  A replacement starts from its factory's weights and takes no prompt until the next sync
+  reaches it (every sync goes to every started engine, replacements included); the rollout in
+  progress goes on on the engines that hold the newest weights. When none is left (every live
+  engine is a replacement waiting for the next sync), ``generate`` raises ``RolloutFleetError``
+  naming them: serving older weights silently would make the rollout off-policy. A checkpoint
+  on disk (``load_weights_from_disk``) and a whole state dict (``update_weights``) are objects
+  the fleet already has, and replacements load them before they serve.
 * ``load_weights_from_disk(checkpoint)``: every engine loads a checkpoint the trainer wrote to a
   shared file system (``DiskCheckpoint``), and so does every later replacement: nothing goes
   through the object store.
 * ``update_weights(hf_state_dict)``: one ``ray.put`` of a whole state dict the caller holds;
   every engine loads it and the call returns when all have (a dead engine is replaced, and the
   replacement loads the same weights).
+* ``mark_synced()``: the running engines took a sync outside the fleet (over NCCL, by CUDA
+  IPC); later replacements wait for the next sync (above).
 * ``kill_engine(i)`` kills engine i's process (``ray.kill``) and waits until Ray reports it
   dead (``ray.kill`` only asks: a call sent at once could still be served by the old process),
   and nothing else: the fleet finds out at its next call on that engine, as it would after a
@@ -146,15 +153,10 @@ class _EngineActor:
         }
 
     def update_weights(self, weights) -> None:
-        """A state dict, the kept buckets of a streamed sync (fetched one at a time), or a
-        checkpoint on disk."""
+        """A state dict, or a checkpoint on disk."""
         if isinstance(weights, DiskCheckpoint):
             # a checkpoint goes only to engines built for weight_sync='disk' (SGLang's)
             cast(DiskLoader, self._engine).load_weights_from_disk(weights)
-        elif isinstance(weights, StreamedWeights):
-            import ray
-
-            self._engine.update_weights_stream(ray.get(ref) for ref in weights.refs)
         else:
             self._engine.update_weights(weights)
 
@@ -174,16 +176,9 @@ class _EngineActor:
         return getattr(self._engine, method)(*args)
 
 
-class StreamedWeights:
-    """The object-store refs of one streamed sync's buckets, in order (for replacements)."""
-
-    def __init__(self) -> None:
-        self.refs: list = []
-
-    def put(self, bucket) -> Any:
-        ref = put_bucket(bucket)
-        self.refs.append(ref)
-        return ref
+class StreamedSync:
+    """The marker of a sync the fleet keeps nothing of (streamed, or outside the fleet): the
+    engines that took it hold the newest weights; a later replacement waits for the next."""
 
 
 def put_bucket(bucket) -> Any:
@@ -207,7 +202,7 @@ class _Slot(ActorSlot):
         self.chunk: int | None = None  # chunk index while call_kind == "generate"
         self.started = False  # the current actor has built its engine and loaded its weights
         # the weights the current actor has (or is loading)
-        self.weights_ref: ObjectRef[Any] | StreamedWeights | DiskCheckpoint | None = None
+        self.weights_ref: ObjectRef[Any] | StreamedSync | DiskCheckpoint | None = None
         self.retired = False  # died more than max_restarts times; never used again
         self.last_error = ""
         self.chunks_served = 0
@@ -265,15 +260,13 @@ class RolloutFleet:
         self.max_restarts = max_restarts
         self.startup_timeout_s = float(startup_timeout_s)
         self.on_chunk_done = on_chunk_done
-        # replacements replay the newest streamed sync from the object store; none without restarts
-        self.keep_weights_for_replacements = max_restarts > 0
         self.resubmitted_prompts = 0  # prompts sent again after their engine died, fleet's life
         self._closed = False
         self._owns_ray = False
         self._slots: list[_Slot] = []
         self._placement_group: PlacementGroup | None = None
         # the last update_weights' object; replacements load it
-        self._weights_ref: ObjectRef[Any] | StreamedWeights | DiskCheckpoint | None = None
+        self._weights_ref: ObjectRef[Any] | StreamedSync | DiskCheckpoint | None = None
 
         import ray
 
@@ -328,10 +321,10 @@ class RolloutFleet:
         self._check_open()
         self._run(deque(), [], [], None, until_all_idle=True)  # replacements up, nothing running
         targets = [s for s in self._slots if s.idle and not s.retired]
-        kept = StreamedWeights()
-        self._weights_ref = kept  # the previous sync's buckets are dropped from here on
+        synced = StreamedSync()  # replacements from here on wait for the next sync
+        self._weights_ref = synced
         for slot in targets:
-            slot.weights_ref = kept
+            slot.weights_ref = synced
         dead: dict[int, BaseException] = {}
         failure: list = []
 
@@ -359,7 +352,7 @@ class RolloutFleet:
             for bucket in buckets:
                 if failure:
                     break
-                ref = kept.put(bucket) if self.keep_weights_for_replacements else put_bucket(bucket)
+                ref = put_bucket(bucket)
                 del bucket
                 on_all("load_weight_bucket", ref)
                 del ref
@@ -380,20 +373,24 @@ class RolloutFleet:
         self._weights_ref = checkpoint
         self._run(deque(), [], [], None, until_all_idle=True)
 
-    def staged_weights(self) -> StreamedWeights | None:
-        """A collector for weights synced outside the fleet (e.g. over NCCL), to hand to
-        ``stage_weights`` after the sync; None when replacements are not kept."""
-        return StreamedWeights() if self.keep_weights_for_replacements else None
+    def mark_synced(self) -> None:
+        """The started engines took a sync outside the fleet (over NCCL, by CUDA IPC): they
+        hold the newest weights; an engine started later waits for the next sync (module doc).
+        Nothing is staged."""
+        self._check_open()
+        self._weights_ref = StreamedSync()
+        for slot in self._slots:
+            if slot.actor is not None and slot.started and not slot.retired:
+                slot.weights_ref = self._weights_ref
 
-    def stage_weights(self, weights) -> None:
-        """Record the newest weights for replacements only: the running engines already have
-        them (the caller synced them outside the fleet, e.g. over NCCL); an engine started
-        later, or still starting now, loads them before it serves. ``weights``: a state dict
-        or a ``StreamedWeights`` from ``staged_weights``."""
+    def stage_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:
+        """Record a whole state dict the caller synced outside the fleet, for replacements
+        only (one ``ray.put``): the running engines already have it; an engine started later,
+        or still starting now, loads it before it serves."""
         import ray
 
         self._check_open()
-        self._weights_ref = weights if isinstance(weights, StreamedWeights) else ray.put(weights)
+        self._weights_ref = ray.put(hf_state_dict)
         for slot in self._slots:
             if slot.actor is not None and slot.started and not slot.retired:
                 slot.weights_ref = self._weights_ref
@@ -536,9 +533,10 @@ class RolloutFleet:
 
     def _prepare(self, slot: _Slot) -> None:
         """The first call of a slot's new actor: build its engine, load the newest weights."""
-        slot.call = slot.actor.prepare.remote(self._weights_ref)
+        streamed = isinstance(self._weights_ref, StreamedSync)  # nothing to load: the next sync
+        slot.call = slot.actor.prepare.remote(None if streamed else self._weights_ref)
         slot.call_kind, slot.chunk = "start", None
-        slot.weights_ref = self._weights_ref
+        slot.weights_ref = None if streamed else self._weights_ref
         slot.started = False
 
     def _replace(self, slot: _Slot, exc: BaseException) -> None:
@@ -580,9 +578,15 @@ class RolloutFleet:
                             for s in self._slots
                         )
                     )
+                if queue:
+                    self._check_someone_serves(live)
                 for slot in live:
                     if not slot.idle:
                         continue
+                    if slot.weights_ref is not self._weights_ref and isinstance(
+                        self._weights_ref, StreamedSync
+                    ):
+                        continue  # a replacement: it waits for the next sync
                     if slot.weights_ref is not self._weights_ref:  # missed an update_weights
                         slot.call = slot.actor.update_weights.remote(self._weights_ref)
                         slot.call_kind, slot.weights_ref = "load", self._weights_ref
@@ -635,6 +639,20 @@ class RolloutFleet:
                 if slot.call_kind == "generate":
                     slot.call_kind, slot.chunk = "abandoned", None
             raise
+
+    def _check_someone_serves(self, live: list[_Slot]) -> None:
+        """Raise when prompts wait and no live engine holds (or is loading) the newest weights:
+        every one is a replacement waiting for the next sync (module doc)."""
+        if any(s.weights_ref is self._weights_ref for s in live):
+            return
+        waiting = ", ".join(f"engine {s.index} ({s.restarts} restart(s))" for s in live)
+        raise RolloutFleetError(
+            f"no engine holds the newest weights: {waiting} restarted after the last weight "
+            "sync and wait for the next one (a sync is not staged for replacements: "
+            "hyrl.rollout.fleet); the prompts of this rollout cannot be served on the newest "
+            "weights. Start more engines, or use --update-weight-mode disk (replacements load "
+            "the newest sync's directory)"
+        )
 
     def _collect(
         self,

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
+import torch
 import torch.distributed as dist
 from fake_sglang_server import hf_state_dict_with_shift
 from sglang_scheduler import SchedulerServer
 
 from hyrl.models.weight_buckets import iter_buckets
-from hyrl.rollout.sglang.client import SGLangClient
+from hyrl.rollout.sglang.client import SGLangClient, SGLangError
 from hyrl.rollout.sglang.colocated import ColocatedTensorSync, stream_by_ipc
 from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors, sglang_serializer
 
@@ -38,3 +40,50 @@ def test_colocated_buckets_are_loaded_inside_one_session_per_sync():
             assert [n for load in loads for n in load["names"]] == [n for n, _ in named]
             assert sum(s for load in loads for s in load["sums"]) == shift
         assert not server.recorded()["session_open"]
+
+
+def mixed_bucket() -> list:
+    """Odd-sized bf16 tensors before fp32 and int ones: a flat bucket without padding would put
+    the fp32 tensor at an offset SGLang's view as float32 refuses."""
+    return [
+        ("model.layers.0.input_layernorm.weight", torch.arange(3, dtype=torch.bfloat16)),
+        ("model.norm.weight", torch.full((5,), 0.5, dtype=torch.float32)),
+        ("model.layers.0.mlp.gate.weight", torch.ones(1, 3, dtype=torch.bfloat16)),
+        ("model.embed_tokens.weight", torch.arange(6, dtype=torch.float32).view(2, 3)),
+    ]
+
+
+def test_a_flattened_bucket_of_mixed_dtypes_reaches_the_model_as_the_tensors_it_was_made_of():
+    serializer = sglang_serializer(cuda=False)
+    assert serializer.load_format == "flattened_bucket"  # SGLang's load_format, the default
+    bucket = mixed_bucket()
+    with SchedulerServer() as server, one_training_rank():
+        sync = ColocatedTensorSync([SGLangClient(server.url, timeout_s=60.0)], [[0]])
+        stats = stream_by_ipc([bucket], sync, serializer)
+        assert stats is not None and stats.buckets == 1
+        load = server.recorded()["loaded"][-1]  # one load_weights call: the whole bucket
+    assert load["names"] == [n for n, _ in bucket]
+    assert load["shapes"] == [list(t.shape) for _, t in bucket]
+    assert load["sums"] == [float(t.double().sum()) for _, t in bucket]
+    assert serializer.held is None  # the flat copy went with the bucket
+
+
+def test_sglang_refuses_a_flattened_payload_posted_without_its_load_format():
+    """The load_format is part of the payload: without it SGLang reads a dict as named tensors
+    and the load fails (hyrl posts both from the serializer: load_format_of)."""
+    from hyrl.rollout.sglang.weight_sync import load_format_of
+
+    serializer = sglang_serializer(cuda=False)
+    with SchedulerServer() as server, one_training_rank():
+        client = SGLangClient(server.url, timeout_s=60.0)
+        client.begin_weight_update()
+        with pytest.raises(SGLangError):
+            client.update_weights_from_tensor(
+                [serializer(mixed_bucket())], load_format=None, flush_cache=False
+            )
+        client.end_weight_update()
+    with pytest.raises(
+        ValueError,
+        match="load_format=.direct. with a serializer whose payloads are .flattened_bucket.",
+    ):
+        load_format_of(serializer, "direct")

@@ -20,11 +20,31 @@ from hyrl.rollout.sglang.weight_sync import sglang_serializer
 
 def test_a_payload_round_trips_through_sglangs_safe_unpickler():
     named = [("model.embed_tokens.weight", torch.arange(6.0).view(2, 3)), ("b", torch.ones(2))]
-    payload = sglang_serializer(cuda=False)(named)
+    payload = sglang_serializer(cuda=False, flattened=False)(named)
     assert isinstance(payload, str)  # base64, as the HTTP route's Base64Bytes field expects
     received = MultiprocessingSerializer.deserialize(payload)
     assert [name for name, _ in received] == [name for name, _ in named]
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(received, named))
+
+
+def test_a_flattened_payload_round_trips_through_sglangs_safe_unpickler_and_bucket():
+    """What the server does with load_format="flattened_bucket": SafeUnpickler (which allows
+    FlattenedTensorMetadata), then FlattenedTensorBucket.reconstruct_tensors."""
+    from sglang.srt.weight_sync.tensor_bucket import FlattenedTensorBucket
+
+    named = [
+        ("odd_bf16", torch.arange(3, dtype=torch.bfloat16)),
+        ("fp32", torch.arange(6.0).view(2, 3)),
+        ("int64", torch.tensor([7, -1])),
+    ]
+    received = MultiprocessingSerializer.deserialize(sglang_serializer(cuda=False)(named))
+    bucket = FlattenedTensorBucket(
+        flattened_tensor=received["flattened_tensor"], metadata=received["metadata"]
+    )
+    rebuilt = bucket.reconstruct_tensors()
+    assert [name for name, _ in rebuilt] == [name for name, _ in named]
+    for (_, got), (_, sent) in zip(rebuilt, named):
+        assert got.dtype == sent.dtype and torch.equal(got, sent)
 
 
 def run_python(code: str) -> str:

@@ -125,5 +125,7 @@ def test_sglang_answers_each_session_sequence_as_the_table_says(
     server, client, joined_group, mode, sequence, tmp_path
 ):
     post = functools.partial(client.request, "POST")
-    got = table.answers(post, mode, sequence, str(tmp_path), sglang_serializer(cuda=False))
+    got = table.answers(
+        post, mode, sequence, str(tmp_path), sglang_serializer(cuda=False, flattened=False)
+    )
     assert got == table.EXPECTED[(mode, sequence)]

@@ -68,12 +68,41 @@ def test_a_bucket_travels_as_cuda_ipc_handles(cuda_actor):
     from hyrl.rollout.sglang.weight_sync import sglang_serializer
 
     bucket = next(iter(cuda_actor.hf_weight_buckets(256 * 1024)))
-    payload = sglang_serializer()(bucket)
+    payload = sglang_serializer(flattened=False)(bucket)
     assert len(payload) < 64 * 1024  # handles, not the bytes of the tensors
     context = multiprocessing.get_context("spawn")
     with context.Pool(1) as pool:
         sums = pool.apply(_open_and_sum, (payload,))
     assert sums == pytest.approx([float(t.double().sum()) for _, t in bucket])
+
+
+def test_a_flattened_bucket_travels_as_one_cuda_ipc_handle(cuda_actor):
+    """The default: load_format="flattened_bucket", rebuilt by SGLang's FlattenedTensorBucket
+    in another process."""
+    pytest.importorskip("sglang", reason="sglang is not installed")
+    import multiprocessing
+
+    from hyrl.rollout.sglang.weight_sync import sglang_serializer
+
+    bucket = next(iter(cuda_actor.hf_weight_buckets(256 * 1024)))
+    serializer = sglang_serializer()
+    payload = serializer(bucket)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        sums = pool.apply(_open_flattened_and_sum, (payload,))
+    serializer.release()
+    assert sums == pytest.approx([float(t.double().sum()) for _, t in bucket])
+
+
+def _open_flattened_and_sum(payload: str) -> list[float]:
+    from sglang.srt.utils import MultiprocessingSerializer
+    from sglang.srt.weight_sync.tensor_bucket import FlattenedTensorBucket
+
+    data = MultiprocessingSerializer.deserialize(payload)
+    bucket = FlattenedTensorBucket(
+        flattened_tensor=data["flattened_tensor"], metadata=data["metadata"]
+    )
+    return [float(t.double().sum()) for _, t in bucket.reconstruct_tensors()]
 
 
 def _open_and_sum(payload: str) -> list[float]:

@@ -10,9 +10,13 @@ Semantics:
 * The weight stream leaves the whole bucket on every training rank (TP and EP all-gathers, DP
   replicas), on that rank's GPU. Per bucket, every rank serializes its own copy (SGLang's
   ``MultiprocessingSerializer``: CUDA IPC handles, not bytes), the handles are gathered to rank
-  0, and rank 0 posts ``/update_weights_from_tensor`` to every engine with one entry per engine
-  TP rank: the handles of the training rank on that TP rank's GPU, so each server process reads
-  a copy on its own GPU.
+  0, and rank 0 posts ``/update_weights_from_tensor`` to every engine at once (one thread per
+  engine, ``post_to_all``; a post returns once that engine has copied the bucket) with one entry
+  per engine TP rank: the handles of the training rank on that TP rank's GPU, so each server
+  process reads a copy on its own GPU.
+* SGLang's serializer sends each rank's copy flattened (``load_format="flattened_bucket"``:
+  one flat copy of the bucket, one IPC handle; ``weight_sync.flatten_bucket``); the flat copy
+  is dropped with the bucket.
 * Rank 0 then broadcasts whether the bucket went in. Until then every rank keeps its copy (the
   servers read it in place); on a failure every rank raises (rank 0 the server's error, the
   others a RuntimeError quoting it) instead of waiting forever in the next gather. Rank 0's
@@ -35,7 +39,13 @@ import torch
 
 from hyrl.models.weight_buckets import NamedTensors, tensor_bytes
 from hyrl.rollout.sglang.client import SGLangClient
-from hyrl.rollout.sglang.weight_sync import Serializer, _PausedSync
+from hyrl.rollout.sglang.weight_sync import (
+    Serializer,
+    _PausedSync,
+    load_format_of,
+    post_to_all,
+    release_payload,
+)
 
 Device = tuple[str, int]  # (host name, physical GPU id)
 
@@ -69,7 +79,7 @@ def match_engine_ranks(
 
 
 class ColocatedTensorSync(_PausedSync):
-    """Rank 0's side: pause / one post per bucket per engine / flush + continue."""
+    """Rank 0's side: pause / per bucket one post to every engine at once / flush + continue."""
 
     mode = "tensor"
 
@@ -89,13 +99,16 @@ class ColocatedTensorSync(_PausedSync):
     def send_payloads(self, payloads: Sequence[str], num_bytes: int) -> None:
         """One bucket, already serialized by every training rank (``payloads[rank]``)."""
         start = time.perf_counter()
-        for client, ranks in zip(self.clients, self.engine_ranks):
-            client.update_weights_from_tensor(
-                [payloads[r] for r in ranks],
+        ranks_of = {id(client): ranks for client, ranks in zip(self.clients, self.engine_ranks)}
+        post_to_all(
+            self.clients,
+            lambda client: client.update_weights_from_tensor(
+                [payloads[r] for r in ranks_of[id(client)]],
                 load_format=self.load_format,
                 flush_cache=False,
                 weight_version=str(self.version),
-            )
+            ),
+        )
         opened = self._opened()
         opened.transfer_s += time.perf_counter() - start
         opened.bytes += num_bytes
@@ -115,6 +128,7 @@ def stream_by_ipc(
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0:
         assert sync is not None, "rank 0 holds the sync"
+        sync.load_format = load_format_of(serializer, sync.load_format)
         sync.begin()
     succeeded, stats = False, None
     try:
@@ -131,6 +145,7 @@ def stream_by_ipc(
                 except Exception as err:  # noqa: BLE001 - every rank must hear of it
                     status, error = [f"{type(err).__name__}: {err}"], err
             dist.broadcast_object_list(status, src=0)  # the servers have copied: free the copies
+            release_payload(serializer)
             del bucket, payload, payloads
             if error is not None:
                 raise error

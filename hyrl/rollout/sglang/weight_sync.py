@@ -34,8 +34,11 @@ Strategies:
 * ``TensorWeightSync`` (colocated: trainer and server on the same node): each bucket is moved to
   ``device`` (the engine's GPU; no copy when it is there already), serialized - by SGLang's
   ``MultiprocessingSerializer``, which sends CUDA IPC handles, not bytes - and posted to
-  ``/update_weights_from_tensor`` with one copy of the payload per TP rank. The server has copied
+  ``/update_weights_from_tensor`` of every server at once (``post_to_all``) with one copy of the
+  payload per TP rank. The server has copied
   the tensors when the call returns, so the bucket is freed before the next one is moved.
+  SGLang's serializer sends a bucket flattened (``load_format="flattened_bucket"``: one flat
+  copy of the bucket, one handle; ``flatten_bucket``) unless made with ``flattened=False``.
   With ``device=None`` CPU tensors travel as file-descriptor handles, which only a process
   sharing the trainer's multiprocessing auth key can open (a child it forked: the contract
   tier's scheduler); hyrl's engines always pass their GPU.
@@ -96,8 +99,74 @@ def bucket_named_tensors(
     return list(iter_buckets(named, buffer_bytes))
 
 
-def sglang_serializer(cuda: bool | None = None) -> Serializer:
-    """SGLang's own serializer: CUDA tensors travel as IPC handles (GPU, same node only).
+FLATTENED_BUCKET = "flattened_bucket"  # SGLang's load_format for one flat tensor per bucket
+_FLAT_ALIGN = 16  # bytes: each tensor of a flat bucket starts at a multiple of this
+
+
+def flatten_bucket(bucket: NamedTensors, metadata_type: Callable[..., Any]) -> dict[str, Any]:
+    """One bucket as SGLang 0.5.23's ``load_format="flattened_bucket"`` payload: one uint8
+    tensor on the bucket's device holding every tensor's bytes, and per tensor a
+    ``metadata_type(name, shape, dtype, start_idx, end_idx, numel)`` (SGLang's
+    ``FlattenedTensorMetadata``), which the server turns back into tensors by slicing
+    [start_idx:end_idx], viewing it as dtype and reshaping (``FlattenedTensorBucket.
+    reconstruct_tensors``). Each tensor starts at a multiple of 16 bytes: a view as a wider
+    dtype needs an aligned offset, which a bf16 tensor of odd size before an fp32 one would
+    break. One copy of the bucket (one serialized handle instead of one per tensor)."""
+    if not bucket:
+        raise ValueError("an empty bucket has nothing to flatten")
+    starts, total = [], 0
+    for _, tensor in bucket:
+        start = -(-total // _FLAT_ALIGN) * _FLAT_ALIGN
+        starts.append(start)
+        total = start + tensor_bytes(tensor)
+    flat = torch.empty(total, dtype=torch.uint8, device=bucket[0][1].device)
+    metadata = []
+    for (name, tensor), start in zip(bucket, starts):
+        end = start + tensor_bytes(tensor)
+        flat[start:end].view(tensor.dtype).view(tensor.shape).copy_(tensor.detach())
+        metadata.append(metadata_type(name, tensor.shape, tensor.dtype, start, end, end - start))
+    return {"flattened_tensor": flat, "metadata": metadata}
+
+
+class SGLangSerializer:
+    """SGLang's own serializer (``MultiprocessingSerializer``): CUDA tensors travel as IPC
+    handles (GPU, same node only). ``load_format``: what the server must be told the payload
+    is, None (a list of named tensors, one handle each) or ``"flattened_bucket"`` (with
+    ``flattened``, the default: ``flatten_bucket``, one handle per bucket). The flat copy is
+    kept until ``release()`` (the server reads it in place), or the next bucket."""
+
+    def __init__(self, cuda: bool | None = None, flattened: bool = True):
+        try:
+            from sglang.srt.utils import MultiprocessingSerializer
+            from sglang.srt.utils.patch_torch import monkey_patch_torch_reductions
+            from sglang.srt.weight_sync.tensor_bucket import FlattenedTensorMetadata
+        except ImportError as err:
+            raise SGLangError(
+                "weight_sync='tensor' needs sglang importable in the trainer process (its "
+                "MultiprocessingSerializer makes the CUDA IPC handles): pip install "
+                "sglang==0.5.23, or use weight_sync='distributed' or 'disk'"
+            ) from err
+        if cuda if cuda is not None else torch.cuda.is_available():
+            monkey_patch_torch_reductions()  # idempotent
+        self._serialize = MultiprocessingSerializer.serialize
+        self._metadata_type = FlattenedTensorMetadata
+        self.load_format = FLATTENED_BUCKET if flattened else None
+        self.held: dict[str, Any] | None = None  # the flat bucket the server may still read
+
+    def __call__(self, named: NamedTensors) -> str:
+        self.release()
+        if self.load_format is None:
+            return self._serialize(named, output_str=True)
+        self.held = flatten_bucket(named, self._metadata_type)
+        return self._serialize(self.held, output_str=True)
+
+    def release(self) -> None:
+        """Drop the flat copy of the last bucket (once the servers have copied it)."""
+        self.held = None
+
+
+def sglang_serializer(cuda: bool | None = None, flattened: bool = True) -> SGLangSerializer:
+    """SGLang's own serializer (``SGLangSerializer``).
 
     With ``cuda`` (None: whenever this machine has CUDA) it first applies SGLang's torch
     reduction patch (``sglang.srt.utils.patch_torch.monkey_patch_torch_reductions``), as SGLang's
@@ -106,18 +175,26 @@ def sglang_serializer(cuda: bool | None = None) -> Serializer:
     engine smaller than the node). The patch is process-wide and cannot reduce CPU tensors (it
     rewrites an argument only CUDA reductions have), so CPU-only processes go without it.
     """
-    try:
-        from sglang.srt.utils import MultiprocessingSerializer
-        from sglang.srt.utils.patch_torch import monkey_patch_torch_reductions
-    except ImportError as err:
-        raise SGLangError(
-            "weight_sync='tensor' needs sglang importable in the trainer process (its "
-            "MultiprocessingSerializer makes the CUDA IPC handles): pip install sglang==0.5.23, "
-            "or use weight_sync='distributed' or 'disk'"
-        ) from err
-    if cuda if cuda is not None else torch.cuda.is_available():
-        monkey_patch_torch_reductions()  # idempotent
-    return lambda named: MultiprocessingSerializer.serialize(named, output_str=True)
+    return SGLangSerializer(cuda, flattened)
+
+
+def load_format_of(serializer: Serializer, given: str | None) -> str | None:
+    """The load_format a post must name for ``serializer``'s payloads: its own (SGLang's
+    serializer says whether it flattens), else ``given``; a conflict is refused."""
+    own = getattr(serializer, "load_format", given)
+    if given is not None and own != given:
+        raise ValueError(
+            f"load_format={given!r} with a serializer whose payloads are {own!r}: pass "
+            f"sglang_serializer(flattened={given == FLATTENED_BUCKET}) or load_format={own!r}"
+        )
+    return own
+
+
+def release_payload(serializer: Serializer) -> None:
+    """The servers have copied the bucket: the serializer may drop what it held for them."""
+    release = getattr(serializer, "release", None)
+    if release is not None:
+        release()
 
 
 @dataclass
@@ -279,6 +356,22 @@ class _PausedSync:
         pass
 
 
+def post_to_all(clients: Sequence[SGLangClient], call: Callable[[SGLangClient], object]) -> None:
+    """``call(client)`` on every server at once (one thread each), returning once every call
+    has returned: a server still reading a bucket's tensors must not see them freed, so a
+    failure is raised only after all have answered (the first failing server's, in order)."""
+    if len(clients) == 1:
+        call(clients[0])
+        return
+    with ThreadPoolExecutor(len(clients), thread_name_prefix="sglang-post") as pool:
+        posts = [pool.submit(call, client) for client in clients]
+        wait(posts)
+    for post in posts:
+        error = post.exception()
+        if error is not None:
+            raise error
+
+
 def _copied_bytes(original: NamedTensors, sent: NamedTensors) -> int:
     return sum(
         tensor_bytes(s)
@@ -307,19 +400,29 @@ class TensorWeightSync(_PausedSync):
         self.load_format = load_format
 
     def _send(self, bucket: NamedTensors, weight_version: str) -> int:
-        serialize = self.serializer or sglang_serializer()
+        if self.serializer is None:
+            self.serializer = sglang_serializer()
+        serialize = self.serializer
+        load_format = load_format_of(serialize, self.load_format)
         moved = bucket
         if self.device is not None:
             moved = [(n, t.detach().to(self.device)) for n, t in bucket]
         payload = serialize(moved)
-        for client in self.clients:  # each call returns once the server has copied the bucket
-            client.update_weights_from_tensor(
-                [payload] * self.tp_size,
-                load_format=self.load_format,
-                flush_cache=False,
-                weight_version=weight_version,
+        # every server at once; each call returns once the server has copied the bucket
+        try:
+            post_to_all(
+                self.clients,
+                lambda client: client.update_weights_from_tensor(
+                    [payload] * self.tp_size,
+                    load_format=load_format,
+                    flush_cache=False,
+                    weight_version=weight_version,
+                ),
             )
-        return _copied_bytes(bucket, moved)
+        finally:
+            release_payload(serialize)
+        flat = sum(tensor_bytes(t) for _, t in moved) if load_format == FLATTENED_BUCKET else 0
+        return _copied_bytes(bucket, moved) + flat  # the device moves and the flat copy
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -283,7 +283,11 @@ def test_an_engine_killed_while_the_async_worker_generates_ahead_loses_and_dupli
     assert sum(delta(after["chunks_served"], before["chunks_served"])) == 10
 
 
-def test_a_streamed_sync_reaches_every_engine_and_replacements_replay_its_buckets(ray_cluster):
+def test_a_streamed_sync_stages_nothing_and_a_replacement_waits_for_the_next_sync(ray_cluster):
+    """No bucket of a streamed sync is kept for replacements: a replacement starts from its
+    factory's weights and serves only once the next sync has reached it; while it waits, the
+    engine holding the newest weights serves everything, and with no such engine left the
+    rollout raises instead of serving older weights."""
     from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
     from hyrl.models.weight_buckets import iter_buckets
 
@@ -294,12 +298,36 @@ def test_a_streamed_sync_reaches_every_engine_and_replacements_replay_its_bucket
         num_cpus_per_engine=0.5,
         max_restarts=2,
     ) as fleet:
-        fleet.update_weights_stream(iter_buckets(split_fused_experts(WEIGHTS_B), 16 * 1024))
+        put = []
+        real_put = ray.put
+        ray.put = lambda value, **kw: put.append(value) or real_put(value, **kw)
+        try:
+            fleet.update_weights_stream(iter_buckets(split_fused_experts(WEIGHTS_B), 16 * 1024))
+        finally:
+            ray.put = real_put
+        kept = [r for r in (fleet._weights_ref, *(s.weights_ref for s in fleet._slots))]
+        assert not any(isinstance(r, ray.ObjectRef) for r in kept)  # nothing staged
+        assert len(put) > 1  # one put per bucket, each dropped once loaded
         expected_b = local_generations(WEIGHTS_B, PROMPTS)
         assert_same_generations(fleet.generate(PROMPTS, GREEDY), expected_b)
+
         fleet.kill_engine(0)
-        fleet.kill_engine(1)  # both engines now start from the factory and replay the buckets
+        before = fleet.stats()
         assert_same_generations(fleet.generate(PROMPTS, GREEDY), expected_b)
+        served = delta(fleet.stats()["chunks_served"], before["chunks_served"])
+        assert served == [0, 10]  # the replacement waits; engine 1 served every chunk
+
+        fleet.kill_engine(1)  # now no engine holds the newest weights
+        with pytest.raises(RolloutFleetError, match=r"no engine holds the newest weights"):
+            fleet.generate(PROMPTS, GREEDY)
+
+        # the next sync reaches both replacements, which then serve it
+        fleet.update_weights_stream(iter_buckets(split_fused_experts(WEIGHTS_A), 16 * 1024))
+        before = fleet.stats()
+        assert_same_generations(
+            fleet.generate(PROMPTS, GREEDY), local_generations(WEIGHTS_A, PROMPTS)
+        )
+        assert all(n > 0 for n in delta(fleet.stats()["chunks_served"], before["chunks_served"]))
         assert fleet.stats()["restarts"] == [1, 1]
 
 

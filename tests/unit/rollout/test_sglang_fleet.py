@@ -156,10 +156,13 @@ def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
         engine.close()
 
 
-def test_distributed_sync_broadcasts_to_every_server_and_stages_weights_for_replacements(
+def test_distributed_sync_broadcasts_to_every_server_and_stages_nothing_for_replacements(
     ray_cluster, fakes
 ):
     import functools
+
+    from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.models.weight_buckets import iter_buckets
 
     urls = [f.url for f in fakes]
     fleet = RolloutFleet(
@@ -178,22 +181,30 @@ def test_distributed_sync_broadcasts_to_every_server_and_stages_weights_for_repl
     )
     try:
         assert all("/init_weights_update_group" in f.routes_called() for f in fakes)
-        engine.update_weights(hf_state_dict_with_shift(5.0))
+        engine.update_weights_stream(
+            iter_buckets(split_fused_experts(hf_state_dict_with_shift(5.0)), 1 << 20)
+        )
         assert [f.shift for f in fakes] == [5, 5]
         assert engine.last_sync_stats.mode == "distributed"
         for fake in fakes:  # the broadcast went over the group, not through the engine actors
             routes = fake.routes_called()
             assert "/update_weights_from_distributed" in routes
             assert "/update_weights_from_tensor" not in routes
-        # a replacement engine catches up from the staged weights, through its local path
+        # nothing was staged: a replacement waits for the next sync, engine 0 serves meanwhile
         fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
         fleet.kill_engine(1)
         generations = engine.generate(PROMPTS, PARAMS)
         assert [g.response_ids for g in generations] == [expected_tokens(p, 5) for p in PROMPTS]
         assert fleet.stats()["restarts"] == [0, 1]
-        fleet.call_all("server_url")  # returns once the replacement has started and loaded
-        assert "/update_weights_from_tensor" in fakes[1].routes_called()
-        assert fakes[1].shift == 5
+        fleet.call_all("server_url")  # returns once the replacement has started
+        assert "/update_weights_from_tensor" not in fakes[1].routes_called()
+        assert fakes[1].shift == 0
+        engine.update_weights_stream(
+            iter_buckets(split_fused_experts(hf_state_dict_with_shift(3.0)), 1 << 20)
+        )
+        assert [f.shift for f in fakes] == [3, 3]
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 3) for p in PROMPTS]
     finally:
         engine.close()
 
@@ -271,12 +282,12 @@ def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them
     assert TINY.mismatches(written) == []  # still the flags' architecture
 
 
-def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_stages_buckets(
+def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_stages_nothing(
     ray_cluster, fakes, monkeypatch
 ):
     """--colocate tensor through SGLangFleet: rank 0 posts each server the serialized copy of
     the training rank on its GPU (one gloo rank here, on the GPU both fakes claim), and keeps
-    the buckets for a replacement, which loads them through its own tensor path."""
+    nothing for a replacement, which takes the next sync."""
     import functools
 
     import torch.distributed as dist
@@ -308,8 +319,15 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
         fleet.kill_engine(1)
         generations = engine.generate(PROMPTS, PARAMS)
         assert [g.response_ids for g in generations] == [expected_tokens(p, 6) for p in PROMPTS]
-        fleet.call_all("server_url")  # returns once the replacement has started and loaded
-        assert fakes[1].shift == 6
+        fleet.call_all("server_url")  # returns once the replacement has started
+        assert fakes[1].shift == 0  # nothing staged: it waits for the next sync
+        engine.prepare_ipc_sync([("h", 0)])
+        engine.update_weights_by_ipc(
+            iter_buckets(split_fused_experts(hf_state_dict_with_shift(2.0)), 200), pickle_serializer
+        )
+        assert [f.shift for f in fakes] == [2, 2]
+        generations = engine.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 2) for p in PROMPTS]
         with pytest.raises(ValueError, match="engine 0 runs on GPU"):
             engine.prepare_ipc_sync([("other-host", 0)])
     finally:
