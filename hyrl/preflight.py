@@ -25,11 +25,15 @@ def preflight(cfg: RunConfig) -> None:
         if hf_dir:
             check_hf_architecture(flag, hf_dir, cfg)
     preflight_data(cfg)
+    from hyrl.checkpoint.ownership import check_load_owner, check_save_dir
+
+    check_save_dir(cfg)  # another run's checkpoints are never overwritten
     if cfg.load:  # truncated, another layout or architecture: refused before any process group
         from hyrl.checkpoint.trainer_state import check_resumable
         from hyrl.config import world_size_from_env
 
-        check_resumable(cfg, world_size_from_env())
+        step_dir, state = check_resumable(cfg, world_size_from_env())
+        check_load_owner(cfg, state, step_dir, world_size_from_env())  # one run, same flags
     if cfg.rollout_engine == "sglang":
         from hyrl.rollout.sglang.preflight import preflight_sglang
 

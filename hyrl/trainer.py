@@ -35,6 +35,7 @@ from hyrl.algorithms.overlong import overlong_penalty, truncated_rows
 from hyrl.backends.factory import build_backend, shutdown_backend
 from hyrl.batchsize.autopilot import RunAutopilot, measurement
 from hyrl.config import (
+    RUN_RECORD_KEYS,
     RunConfig,
     batch_ramp_unit,
     batch_schedule,
@@ -118,7 +119,8 @@ class Trainer:
             self.rollout_side = RolloutSide(
                 cfg, world_size, self.arch, self.backend.device(), self.run_dir
             )
-            config = cfg.to_dict(world_size)
+            config = {**cfg.to_dict(world_size), **self._run_identity()}
+            self.run_id = config["run_id"]
             wandb_run = (
                 start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
             )
@@ -158,6 +160,27 @@ class Trainer:
 
     def _trainables(self) -> dict:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
+
+    def _run_identity(self) -> dict:
+        """config.json's run_id (and forked_from): kept from the run directory's own run when
+        it resumes into it, new otherwise; a resume into a new run directory is a fork of the
+        checkpoint's run (hyrl.checkpoint.ownership). Rank 0."""
+        from hyrl.checkpoint.ownership import new_run_id, run_record
+
+        previous = run_record(self.cfg.run_dir)
+        if previous is not None and previous.get("run_id"):
+            return {k: previous[k] for k in RUN_RECORD_KEYS if k in previous}
+        identity: dict = {"run_id": new_run_id()}
+        if previous is None and self.resume_state is not None:
+            parent = self.resume_state.get("run_id")
+            identity["forked_from"] = {"run_id": parent, "checkpoint": str(self.resume_dir)}
+            print(
+                f"hyrl: a fork: run {identity['run_id']} in the new run directory "
+                f"{self.cfg.run_dir} starts from {self.resume_dir} "
+                f"(run {parent or 'without an id'})",
+                flush=True,
+            )
+        return identity
 
     def _sync(self, timers: StageTimers | None = None, version: int | None = None) -> None:
         """The weights to the engines (and --offload-train around it: hyrl.handover); version:
@@ -699,7 +722,14 @@ class Trainer:
         loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
         if self.rank == 0:
             assert self.rollout_side is not None, "rank 0 built the rollout side in __init__"
-            loop_state = {**self.run_log.state_dict(), "task": self.rollout_side.task.state_dict()}
+            loop_state = {
+                **self.run_log.state_dict(),
+                "task": self.rollout_side.task.state_dict(),
+                # whose checkpoint this is, under which flags (hyrl.checkpoint.ownership)
+                "run_id": self.run_id,
+                "run_dir": str(self.run_dir),
+                "config": self.cfg.to_dict(self.world_size),
+            }
             if self.autopilot is not None:
                 loop_state["autopilot"] = self.autopilot.state_dict()
             if self.rollout_queue is not None:  # the rollouts generated ahead, done, with it

@@ -1,12 +1,15 @@
 """Training checkpoints to resume a run: `--save DIR` writes, `--load DIR` resumes.
 
     DIR/
+      run.json                    the run the directory belongs to ({"run_id", "run_dir"}),
+                                  written at its first save (hyrl.checkpoint.ownership)
       latest                      the name of the newest complete step directory, e.g. "step_6"
       step_6/                     after rollout step 6
         trainer_state.json        rank 0's loop state: rollout step, samples, elapsed_s, task
                                   position, target tracker, run totals, the batch-size
                                   autopilot's state (--batch-schedule auto); and the layout,
-                                  architecture and algorithm it was saved under
+                                  architecture and algorithm it was saved under, the run's id
+                                  and directory, and its resolved config (`config`)
         actor/                    the actor: a Megatron distributed checkpoint (mcore_io)
         reference/                the frozen KL reference (only when KL is on)
         critic/                   the PPO value model (only under --advantage-estimator gae)
@@ -367,6 +370,10 @@ def save_checkpoint(
     tmp = save_dir / (TMP_PREFIX + final.name)
     if rank == 0:
         save_dir.mkdir(parents=True, exist_ok=True)
+        if loop_state.get("run_id"):  # the directory belongs to this run from now on
+            from hyrl.checkpoint.ownership import claim
+
+            claim(save_dir, loop_state["run_id"], loop_state["run_dir"])
         for stale in save_dir.glob(TMP_PREFIX + "step_*"):  # saves a crash interrupted
             shutil.rmtree(stale)
         tmp.mkdir()

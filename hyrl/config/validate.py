@@ -1247,6 +1247,10 @@ def _check_run_dir(c: RunConfig, world_size: int) -> None:
     _check_resumed_config(c, world_size)
 
 
+# Keys of config.json that record the run rather than its flags (who it is, what it forked).
+RUN_RECORD_KEYS = ("run_id", "forked_from")
+
+
 def _check_resumed_config(c: RunConfig, world_size: int) -> None:
     """--load into a run directory: its config.json must match the flags but for
     RESUME_MAY_CHANGE, so the appended records continue the same experiment."""
@@ -1263,6 +1267,33 @@ def _check_resumed_config(c: RunConfig, world_size: int) -> None:
             f"holds a run whose config.json cannot be read ({err})",
             "a run directory written by hyrl train",
         )
+    differs = resume_differences(saved, c, world_size, "in config.json")
+    if differs:
+        _fail(
+            "run_dir",
+            c.run_dir,
+            "holds a run with another configuration, which --load would "
+            "append to (" + "; ".join(differs[:6]) + ")",
+            resume_allowed(),
+        )
+
+
+def resume_allowed() -> str:
+    """What a resume may change, for messages."""
+    names = {f.name for f in _fields()}
+    return (
+        "the run's own flags (only "
+        + ", ".join(flag_name(k) for k in RESUME_MAY_CHANGE if k in names)
+        + " and WORLD_SIZE may change), or a new --run-dir"
+    )
+
+
+def resume_differences(saved: dict, c: RunConfig, world_size: int, where: str) -> list[str]:
+    """What differs between a saved resolved config (config.json, or the one a checkpoint
+    records) and this run's, but for RESUME_MAY_CHANGE and RUN_RECORD_KEYS: one line each,
+    e.g. "--lr: 0.0003 in config.json, 0.001 now" (where: "in config.json")."""
+    import json
+
     now = json.loads(json.dumps(c.to_dict(world_size)))  # tuples -> lists, as config.json has
     names = {f.name for f in _fields()}
     # a key config.json lacks was written by a hyrl before that flag existed: the run ran as
@@ -1272,23 +1303,13 @@ def _check_resumed_config(c: RunConfig, world_size: int) -> None:
     if missing:
         as_before = resolve(dataclasses.replace(c, **missing)).to_dict(world_size)
         saved = {**json.loads(json.dumps(as_before)), **saved}
-    differs = [
+    return [
         f"{flag_name(k) if k in names else k}: {saved.get(k)!r} "
-        f"{'in config.json' if k in written else '(its default: not in config.json)'}, "
+        f"{where if k in written else f'(its default: not {where})'}, "
         f"{now.get(k)!r} now"
         for k in sorted(set(saved) | set(now))
-        if k not in RESUME_MAY_CHANGE and saved.get(k) != now.get(k)
+        if k not in RESUME_MAY_CHANGE and k not in RUN_RECORD_KEYS and saved.get(k) != now.get(k)
     ]
-    if differs:
-        _fail(
-            "run_dir",
-            c.run_dir,
-            "holds a run with another configuration, which --load would "
-            "append to (" + "; ".join(differs[:6]) + ")",
-            "the run's own flags (only "
-            + ", ".join(flag_name(k) for k in RESUME_MAY_CHANGE if k in names)
-            + " and WORLD_SIZE may change), or a new --run-dir",
-        )
 
 
 def validate(cfg: RunConfig, world_size: int) -> None:

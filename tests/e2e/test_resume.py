@@ -88,7 +88,7 @@ def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_to_resum
     ]
     assert comparable(rows[1]) == pytest.approx(comparable(rows[2]), abs=1e-6)
     # no --save-interval now: only the end is saved, and the stale .tmp-step_2 is gone
-    assert sorted(p.name for p in ckpt.iterdir()) == ["latest", "step_1", "step_3"]
+    assert sorted(p.name for p in ckpt.iterdir()) == ["latest", "run.json", "step_1", "step_3"]
 
 
 def _refused(proc, *phrases):
