@@ -19,11 +19,15 @@ def main(argv: list[str]) -> int:
         build_parser().print_help()
         print(
             "\n  --dry-run             resolve and validate the flags, print the resolved "
-            "configuration as JSON, start nothing"
+            "configuration as JSON, start nothing (no data, no machine checks)"
+            "\n  --preflight-only      validate the flags and run every check of files and of "
+            "this machine (data, tokenizer, --load, --hf-checkpoint, rewards), start nothing: "
+            "what the launchers run in one process before starting the ranks"
         )
         return 0
     dry_run = "--dry-run" in argv
-    argv = [a for a in argv if a != "--dry-run"]
+    preflight_only = "--preflight-only" in argv
+    argv = [a for a in argv if a not in ("--dry-run", "--preflight-only")]
     try:
         world_size = world_size_from_env()
         cfg = load(argv, world_size)  # parsed, validated, every derived value resolved
@@ -36,6 +40,8 @@ def main(argv: list[str]) -> int:
         if os.environ.get("RANK", "0") == "0":
             print(f"hyrl train: error: {err}", file=sys.stderr)
         return 2
+    if preflight_only:
+        return 0
     if dry_run:
         if os.environ.get("RANK", "0") == "0":
             from hyrl.plan import describe_for_dry_run

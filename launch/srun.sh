@@ -5,14 +5,15 @@
 # are left to the rollout engines (Ray, see launch/sbatch.template). Master address = the first
 # host (scontrol show hostnames "$SLURM_JOB_NODELIST"), port MASTER_PORT (default 29500).
 # Before launching it checks that the allocation holds NNODES (+ ROLLOUT_NODES) nodes with
-# NPROC GPUs each, and runs the flags' dry run at WORLD_SIZE = NNODES x NPROC in one process:
-# a refused flag prints its message once (exit 2), naming the flag, and srun is never called.
+# NPROC GPUs each, and checks the flags and files at WORLD_SIZE = NNODES x NPROC in one process
+# (--preflight-only): a refused flag or a bad file prints its message once (exit 2), naming the
+# flag, and srun is never called.
 # SRUN_ARGS adds flags to srun (default --overlap, so training can share nodes with Ray's steps).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python}"
-for arg in "$@"; do  # a dry run needs no allocation: one local process
-  [[ "$arg" == "--dry-run" ]] && exec bash "$HERE/torchrun.sh" "$@"
+for arg in "$@"; do  # a dry run or a preflight needs no allocation: one local process
+  [[ "$arg" == "--dry-run" || "$arg" == "--preflight-only" ]] && exec bash "$HERE/torchrun.sh" "$@"
 done
 fail() { echo "launch/srun.sh: $*" >&2; exit 2; }
 [[ -n "${SLURM_JOB_ID:-}" ]] || fail "not inside a Slurm allocation (SLURM_JOB_ID unset); use sbatch/salloc, or launch/torchrun.sh"

@@ -8,8 +8,10 @@
 # NNODES, NODE_RANK and MASTER_ADDR and calls this script once per node.
 # With --dry-run among the flags: ONE process validates the flags at WORLD_SIZE = NNODES x
 # NPROC and prints the resolved configuration (no torchrun, no GPU; what `hyrl plan` and
-# `hyrl sweep` use). Before starting several ranks it validates the same way, so a refused
-# flag is reported once (exit 2) and nothing starts.
+# `hyrl sweep` use). With --preflight-only: ONE process validates the flags and checks the
+# files and this machine (hyrl's preflight), printing nothing on success. Before starting
+# several ranks it runs that check, so a refused flag or a bad file is reported once (exit 2)
+# and nothing starts.
 set -euo pipefail
 NPROC="${NPROC:-1}"
 NNODES="${NNODES:-1}"
@@ -22,7 +24,7 @@ done
 PYTHON="${PYTHON:-python}"
 WORLD_SIZE=$((NNODES * NPROC))
 for arg in "$@"; do
-  if [[ "$arg" == "--dry-run" ]]; then
+  if [[ "$arg" == "--dry-run" || "$arg" == "--preflight-only" ]]; then
     echo "+ WORLD_SIZE=$WORLD_SIZE $PYTHON -m hyrl train $*" >&2
     WORLD_SIZE=$WORLD_SIZE RANK=0 LOCAL_RANK=0 exec "$PYTHON" -m hyrl train "$@"
   fi

@@ -350,3 +350,52 @@ def test_a_sweep_recipes_own_arguments_are_checked(tmp_path, args, message):
     )  # fmt: skip
     assert proc.returncode == 2 and message in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# --- a bad data file is found in the launcher's one process, not on the ranks ----------------
+
+
+def _bad_data(tmp_path: Path) -> Path:
+    """A prompt file whose records lack the label key the recipe names (--label-key label)."""
+    path = tmp_path / "no_labels.jsonl"
+    path.write_text('{"prompt": "1+1="}\n{"prompt": "2+2="}\n')
+    return path
+
+
+def _one_error(stderr: str) -> str:
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("hyrl train: error:")]
+    assert len(errors) == 1, stderr[-3000:]
+    assert "Traceback" not in stderr and "ChildFailedError" not in stderr, stderr[-3000:]
+    return errors[0]
+
+
+def test_a_bad_data_file_under_torchrun_gives_one_message_and_exit_2(tmp_path):
+    bad = _bad_data(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(
+        NPROC="2",
+        DATA=str(bad),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
+    proc = subprocess.run(
+        ["bash", str(ROOT / "recipes" / "tiny" / "grpo_data.sh"), "--run-dir",
+         str(tmp_path / "run"), "--num-steps", "1", "--no-progress"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    error = _one_error(proc.stderr)
+    assert f"--prompt-data={bad}" in error and "label" in error, error
+    assert "torchrun" not in proc.stderr  # no rank was started
+    assert not (tmp_path / "run").exists()
+
+
+def test_srun_launcher_reports_a_bad_data_file_once_and_never_calls_srun(tmp_path):
+    bad = _bad_data(tmp_path)
+    proc, calls = _srun_launch(
+        tmp_path, "--prompt-data", str(bad), "--input-key", "prompt", "--label-key", "label",
+        "--tokenizer-path", str(ROOT / "tests" / "data" / "tiny_tokenizer"),
+        "--rm-type", "exact_match",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert f"--prompt-data={bad}" in _one_error(proc.stderr)
+    assert not calls.exists()
