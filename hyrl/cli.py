@@ -1,4 +1,5 @@
-"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, convert, cost, tune."""
+"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, convert, checkpoint, cost,
+tune."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ commands:
   convert  checkpoints between Hugging Face and Megatron distributed format (Qwen3-MoE):
            hyrl convert hf-to-mcore --hf-dir D --out M [--tp N --ep N --pp N]
            hyrl convert mcore-to-hf --load M --out D
+  checkpoint  check a training checkpoint (sizes, indexes, every file read through):
+           hyrl checkpoint verify SAVE_DIR|STEP_DIR [--checksums]
   tune     predict the fastest batch from one short run, a decode profile and update probes:
            hyrl tune RECIPE --out DIR [--batch-mults 1,2,4,8,16] [--budget-samples N]
            [--verify K] [--lr-scaling sqrt|linear|none] [-- EXTRA RECIPE FLAGS...]
@@ -43,6 +46,7 @@ COMMANDS = {
     "profile-rollout": "hyrl.rollout.profile_cli:main",
     "plan": "hyrl.plan.cli:main",
     "convert": "hyrl.checkpoint.cli:main",
+    "checkpoint": "hyrl.checkpoint.verify_cli:main",
     "cost": "hyrl.batchsize.cost:main",
     "tune": "hyrl.batchsize.tune_cli:main",
 }

@@ -5,6 +5,8 @@
                                   written at its first save (hyrl.checkpoint.ownership)
       latest                      the name of the newest complete step directory, e.g. "step_6"
       step_6/                     after rollout step 6
+        manifest.json             every file of the step and its size (hyrl.checkpoint.manifest),
+                                  checked before a load
         trainer_state.json        rank 0's loop state: rollout step, samples, elapsed_s, task
                                   position, target tracker, run totals, the batch-size
                                   autopilot's state (--batch-schedule auto); and the layout,
@@ -61,6 +63,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hyrl.checkpoint.manifest import check_loadable, write_manifest
 from hyrl.config import ConfigError
 
 LATEST_FILE = "latest"
@@ -198,6 +201,7 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
             f"truncated checkpoint: {', '.join(missing[:4])} missing",
             "a complete checkpoint (the one 'latest' names)",
         )
+    check_loadable(step_dir)  # every file at its saved size, the distributed indexes whole
     queued = state.get("rollout_queue_size", 0)
     if queued and not cfg.async_rollout:
         raise ConfigError(
@@ -409,6 +413,7 @@ def save_checkpoint(
         (tmp / STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
     dist.barrier()
     if rank == 0:
+        write_manifest(tmp)  # every rank's files are in: their sizes, checked before a load
         _fsync_tree(tmp)
         if final.exists():  # a checkpoint of this step from an earlier attempt: replaced
             shutil.rmtree(final)
