@@ -1,6 +1,7 @@
-"""`hyrl plan`: rank layout, GPUs and a per-GPU memory estimate of a run, before it starts.
+"""`hyrl plan`: rank layout, GPUs, a per-GPU memory estimate and a predicted weight-sync time
+of a run, before it starts.
 
-    hyrl plan RECIPE.sh [--json] [-- EXTRA RECIPE FLAGS]
+    hyrl plan RECIPE.sh [--json] [--nvlink-gb-s X --ib-gbit-s X --hbm-gb-s X] [-- EXTRA FLAGS]
     hyrl plan [--json] -- TRAIN FLAGS --world-size N
 
 `make_plan(cfg, world_size)` is pure arithmetic on a resolved RunConfig (no torch, no GPU), so a
@@ -20,12 +21,18 @@ layout can be checked on a laptop. What it counts, per GPU, in GiB (2**30 bytes)
 - SGLang: its weights copy and the KV cache its --sglang-mem-fraction-static leaves, in tokens
   and in sequences of the longest length, against --rollout-concurrency.
 
+`plan["weight_sync"]` (`sync.weight_sync_plan`) predicts one weight sync's seconds from the bytes
+to move (parameters x the actor's weight dtype), the TP/EP all-gathers (and PP broadcasts) over
+NVLink inside a node or InfiniBand across nodes, and the transfer to the engines (colocated:
+CUDA IPC copies in HBM; separate rollout GPUs: an NCCL broadcast from rank 0): a model from
+named link bandwidths (`sync.Links`, overridable on the command line), not a measurement.
+
 `check_fit(plan)` lists what cannot work (each names the flag to change); `plan["warnings"]`
 what may be slow. Everything not modelled is listed in NOT_MODELLED and printed with the table.
 
 One concern per module: `memory` (parameter counts, bytes, activations), `layout` (rank
-groups), `make` (the plan and the fit check), `render` (the table), `cli` (the command, a
-recipe read through its dry run).
+groups), `sync` (the weight-sync model), `make` (the plan and the fit check), `render` (the
+table), `cli` (the command, a recipe read through its dry run).
 """
 
 from hyrl.plan.cli import PlanError, config_from_dry_run, main, recipe_dry_run
@@ -42,9 +49,11 @@ from hyrl.plan.memory import (
     sequence_length,
 )
 from hyrl.plan.render import describe_for_dry_run, format_plan
+from hyrl.plan.sync import Links, sync_seconds, weight_sync_plan
 
 __all__ = [
     "LOGPROB_CHUNK_POSITIONS",
+    "Links",
     "MEGATRON_ORDER",
     "NOT_MODELLED",
     "SAFETY_MARGIN",
@@ -65,4 +74,6 @@ __all__ = [
     "rank_groups",
     "recipe_dry_run",
     "sequence_length",
+    "sync_seconds",
+    "weight_sync_plan",
 ]

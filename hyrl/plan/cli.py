@@ -13,6 +13,7 @@ from pathlib import Path
 from hyrl.config import ConfigError, RunConfig, load
 from hyrl.plan.make import check_fit, make_plan
 from hyrl.plan.render import format_plan
+from hyrl.plan.sync import LINK_FLAGS, Links
 from hyrl.recipes import dry_run, error_lines
 
 
@@ -20,13 +21,20 @@ class PlanError(ValueError):
     """A plan that cannot be made (bad recipe, dry run failed): says why."""
 
 
-USAGE = """usage: hyrl plan RECIPE.sh [--json] [-- EXTRA RECIPE FLAGS]
-       hyrl plan [--json] [--world-size N] -- TRAIN FLAGS [--world-size N]
+USAGE = """usage: hyrl plan RECIPE.sh [--json] [LINK OPTIONS] [-- EXTRA RECIPE FLAGS]
+       hyrl plan [--json] [LINK OPTIONS] [--world-size N] -- TRAIN FLAGS [--world-size N]
 
-Rank layout, GPUs and per-GPU memory of a run, on any machine (no GPU). With a recipe, its dry
+Rank layout, GPUs and per-GPU memory of a run, on any machine (no GPU), and the predicted time
+of one weight sync (a model from link bandwidths, not a measurement). With a recipe, its dry
 run (`bash RECIPE --dry-run EXTRA...`, one process at the recipe's intended world size) gives
 the resolved flags. Exit status 1 when the plan does not fit (the error names the flag),
-2 when the flags are refused."""
+2 when the flags are refused.
+
+Link options (the weight-sync model's bandwidths; defaults: H100/H200 SXM nodes):
+""" + "\n".join(
+    f"  {flag} X{' ' * (16 - len(flag))}{text}, default {getattr(Links(), field):g}"
+    for flag, (field, text) in LINK_FLAGS.items()
+)
 
 RECIPE_TIMEOUT_S = 600
 
@@ -66,24 +74,49 @@ def recipe_dry_run(recipe: str, extra: list[str]) -> dict:
     return done.config
 
 
-def _split_world_size(args: list[str]) -> tuple[list[str], int | None]:
-    out, world = [], None
+def _split_option(args: list[str], name: str) -> tuple[list[str], str | None]:
+    """`args` without `name VALUE` / `name=VALUE`, and the last VALUE given (None: none)."""
+    out, found = [], None
     i = 0
     while i < len(args):
         flag, sep, value = args[i].partition("=")
-        if flag == "--world-size":
+        if flag == name:
             if not sep:
                 if i + 1 >= len(args):
-                    raise PlanError("--world-size needs a value")
+                    raise PlanError(f"{name} needs a value")
                 value, i = args[i + 1], i + 1
-            try:
-                world = int(value)
-            except ValueError:
-                raise PlanError(f"--world-size={value}: not an integer") from None
+            found = value
         else:
             out.append(args[i])
         i += 1
-    return out, world
+    return out, found
+
+
+def _split_world_size(args: list[str]) -> tuple[list[str], int | None]:
+    out, value = _split_option(args, "--world-size")
+    if value is None:
+        return out, None
+    try:
+        return out, int(value)
+    except ValueError:
+        raise PlanError(f"--world-size={value}: not an integer") from None
+
+
+def _split_links(args: list[str]) -> tuple[list[str], Links]:
+    """The link options (LINK_FLAGS) out of `args`, as Links; each a number > 0."""
+    given = {}
+    for flag, (field, _) in LINK_FLAGS.items():
+        args, value = _split_option(args, flag)
+        if value is None:
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            raise PlanError(f"{flag}={value}: not a number") from None
+        if not number > 0:
+            raise PlanError(f"{flag}={value}: a bandwidth must be > 0")
+        given[field] = number
+    return args, Links(**given)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if a != "--json"]
     try:
         argv, world = _split_world_size(argv)
+        argv, links = _split_links(argv)
         recipes = [a for a in argv if not a.startswith("-")]
         unknown = [a for a in argv if a.startswith("-")]
         if unknown or len(recipes) > 1:
@@ -117,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             extra, world_in_flags = _split_world_size(extra)
             world = world_in_flags or world or int(os.environ.get("WORLD_SIZE", "1"))
             cfg = load(extra, world)
-        plan = make_plan(cfg, world)
+        plan = make_plan(cfg, world, links)
     except ConfigError as err:
         print(f"hyrl plan: error: {err}", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ from hyrl.plan.memory import (
     params_per_gpu,
     sequence_length,
 )
+from hyrl.plan.sync import Links, weight_sync_plan
 from hyrl.rollout.layout import rollout_layout
 
 # Fraction of GPU memory kept free for fragmentation, the CUDA context and NCCL buffers.
@@ -182,11 +183,13 @@ def _micro_batch_tokens(c: RunConfig, micro_batch: int, seq_len: int) -> tuple[i
     return micro_batch * seq_len, f"micro-batch {micro_batch} x {seq_len} tokens"
 
 
-def make_plan(cfg: RunConfig, world_size: int) -> dict:
-    """Layout, GPUs, parameters and per-GPU memory of a run; pure (no torch, no GPU).
+def make_plan(cfg: RunConfig, world_size: int, links: Links | None = None) -> dict:
+    """Layout, GPUs, parameters, per-GPU memory and the predicted weight-sync time of a run;
+    pure (no torch, no GPU).
 
-    `cfg` may be as parsed or resolved (it is resolved here). Raises ConfigError for a rollout
-    layout the config module refuses.
+    `cfg` may be as parsed or resolved (it is resolved here). `links`: the bandwidths the
+    weight-sync model assumes (hyrl.plan.sync.Links' defaults when None). Raises ConfigError
+    for a rollout layout the config module refuses.
     """
     c = resolve(cfg)
     layout = parallel_layout(c, world_size)
@@ -305,6 +308,25 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
                 "are shorter on average)"
             )
 
+    weight_sync = weight_sync_plan(
+        counts=counts,
+        num_layers=c.num_layers,
+        bytes_per_weight=bytes_per_param(c)["weight"],
+        dtype="bf16" if c.bf16 else "fp32",
+        layout=layout,
+        group_nodes=(
+            {k: len({r // gpn for r in groups[k][0]}) for k in ("tp", "ep", "pp")}
+            if gpn is not None
+            else None
+        ),
+        mode=rollout.update_weight_mode,
+        colocated=c.colocate,
+        engine=rollout.engine,
+        engine_tp=max(rollout.gpus_per_engine, 1),
+        buffer_bytes=c.update_weight_buffer_size,
+        links=links or Links(),
+    )
+
     gpu_gib = c.gpu_memory_gib
     plan = {
         "world_size": world_size,
@@ -326,6 +348,7 @@ def make_plan(cfg: RunConfig, world_size: int) -> dict:
         },
         "memory": memory,
         "sglang": sglang,
+        "weight_sync": weight_sync,
         "gpu_memory_gib": gpu_gib,
         "safety_margin": SAFETY_MARGIN,
         "errors": errors,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from hyrl.config import RunConfig
 from hyrl.plan.make import check_fit, format_params, make_plan
+from hyrl.plan.sync import format_weight_sync
 
 
 def format_plan(plan: dict) -> str:
-    """The plan as a readable table (layout, groups, GPUs, parameters, memory, SGLang)."""
+    """The plan as a readable table (layout, groups, GPUs, parameters, memory, SGLang, the
+    weight sync's predicted time)."""
     lay, gpus, p = plan["layout"], plan["gpus"], plan["params"]
     out = [
         f"hyrl plan: world size {plan['world_size']}",
@@ -83,6 +85,7 @@ def format_plan(plan: dict) -> str:
             )
         else:
             out.append("    KV cache: give --gpu-memory-gib to size it")
+    out += format_weight_sync(plan.get("weight_sync"))
     for warning in plan["warnings"]:
         out.append(f"  warning: {warning}")
     problems = check_fit(plan)
