@@ -43,6 +43,7 @@ def test_three_steps_then_three_resumed_steps_log_what_six_steps_in_one_go_log(
     assert {p.name for p in (ckpt / "step_3").iterdir()} == {
         "actor",
         "actor_optimizer",
+        "manifest.json",
         "rank_00000-of-00001.pt",
         "trainer_state.json",
     }
