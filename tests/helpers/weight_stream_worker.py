@@ -47,7 +47,13 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
         )
     ]
     freed = previous_bucket_freed_while_building_next(actor, buffer_bytes)
+    one_at_a_time, gathers_alone = full_parameters_and_gathers(actor, gather_bytes=1)
+    per_layer, gathers_per_layer = full_parameters_and_gathers(actor, gather_bytes=None)
     result = {
+        "gathers_one_at_a_time": gathers_alone,
+        "gathers_per_layer": gathers_per_layer,
+        "per_layer_equals_one_at_a_time": [n for n, _ in per_layer] == [n for n, _ in one_at_a_time]
+        and all(torch.equal(a, b) for (_, a), (_, b) in zip(per_layer, one_at_a_time)),
         "previous_bucket_freed_while_building_next": freed,
         "names_equal": sorted(streamed_dict) == sorted(reference),
         "no_duplicates": len(streamed) == len(streamed_dict),
@@ -68,6 +74,27 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
     with open(f"{out_path}.rank{rank}", "w") as out:
         json.dump(result, out)
     destroy_distributed()
+
+
+def full_parameters_and_gathers(actor, gather_bytes):
+    """Every full parameter (copied) and the all-gathers it took (gather_bytes=1: one gather
+    per weight, as before EP gathers were grouped per layer)."""
+    calls = []
+    real = torch.distributed.all_gather_into_tensor
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    torch.distributed.all_gather_into_tensor = counting
+    try:
+        full = [
+            (n, t.clone())
+            for n, t in weights.iter_full_parameters(actor.model, DEEP, gather_bytes=gather_bytes)
+        ]
+    finally:
+        torch.distributed.all_gather_into_tensor = real
+    return full, len(calls)
 
 
 def previous_bucket_freed_while_building_next(actor, buffer_bytes: int) -> bool:

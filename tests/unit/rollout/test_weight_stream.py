@@ -51,11 +51,19 @@ def test_buckets_stay_under_the_buffer_and_peak_memory_under_two_buckets(streame
         assert r["model_bytes"] >= 10 * BUFFER  # the model is many buckets big
         assert r["largest_tensor_bytes"] <= BUFFER
         assert all(size <= BUFFER for size in r["bucket_bytes"])
-        # what a sync holds at once: one bucket + what overflowed it + one parameter's gather
-        assert r["peak_bytes"] <= BUFFER + 2 * r["largest_parameter_bytes"] <= 2 * BUFFER
+        # what a sync holds at once: one bucket + what overflowed it + one parameter's (or
+        # under EP one expert group's, at most half a bucket) gather: 2 buckets + the largest
+        assert r["peak_bytes"] <= 2 * BUFFER + r["largest_tensor_bytes"]
         assert r["peak_bytes"] < r["model_bytes"] / 5
         assert r["live_after"] == 0
         assert r["previous_bucket_freed_while_building_next"]  # else two buckets at once
+
+
+def test_ep_gathers_go_per_layer_and_give_what_one_gather_per_weight_gives(streamed):
+    for r in streamed["ep2"]:
+        assert r["per_layer_equals_one_at_a_time"]
+        # the worker's model has 8 layers, each with its experts' weights gathered at once
+        assert r["gathers_per_layer"] <= r["gathers_one_at_a_time"] / 4
 
 
 @pytest.mark.parametrize("layout", ["tp2", "ep2"])
