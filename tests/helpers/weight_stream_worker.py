@@ -47,7 +47,20 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
         )
     ]
     freed = previous_bucket_freed_while_building_next(actor, buffer_bytes)
+    one_at_a_time, gathers_alone = full_parameters_and_gathers(actor, gather_bytes=1)
+    per_layer, gathers_per_layer = full_parameters_and_gathers(actor, gather_bytes=None)
     result = {
+        "layers": DEEP.num_layers,
+        "local_expert_weights": sum(
+            1 for n, _ in actor.model.named_parameters() if ".experts." in n
+        ),
+        "gathers_one_at_a_time": gathers_alone,
+        "gathers_per_layer": gathers_per_layer,
+        "per_layer_equals_one_at_a_time": [n for n, _ in per_layer] == [n for n, _ in one_at_a_time]
+        and all(torch.equal(a, b) for (_, a), (_, b) in zip(per_layer, one_at_a_time)),
+        "gathered_tensors_own_their_storage": own_their_storage(actor, per_layer_live(actor)),
+        # the bucketed stream at the test's bucket and at one 4x bigger (whole layers grouped)
+        "streams": {str(b): stream_measures(actor, b) for b in (buffer_bytes, 4 * buffer_bytes)},
         "previous_bucket_freed_while_building_next": freed,
         "names_equal": sorted(streamed_dict) == sorted(reference),
         "no_duplicates": len(streamed) == len(streamed_dict),
@@ -68,6 +81,74 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
     with open(f"{out_path}.rank{rank}", "w") as out:
         json.dump(result, out)
     destroy_distributed()
+
+
+def counting_gathers(make):
+    """``make()``'s result and the all-gathers (TP or EP) it took."""
+    calls = []
+    real = torch.distributed.all_gather_into_tensor
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    torch.distributed.all_gather_into_tensor = counting
+    try:
+        result = make()
+    finally:
+        torch.distributed.all_gather_into_tensor = real
+    return result, len(calls)
+
+
+def full_parameters_and_gathers(actor, gather_bytes):
+    """Every full parameter (copied) and the all-gathers it took (gather_bytes=1: one gather
+    per weight, as before EP gathers were grouped per layer)."""
+    return counting_gathers(
+        lambda: [
+            (n, t.clone())
+            for n, t in weights.iter_full_parameters(actor.model, DEEP, gather_bytes=gather_bytes)
+        ]
+    )
+
+
+def stream_measures(actor, buffer_bytes: int) -> dict:
+    """One sync's stream (each bucket dropped on receipt, as a sync does): its counted peak,
+    what is still counted after it, its buckets, its largest tensor and its all-gathers."""
+    live = LiveBytes()
+
+    def run():
+        sizes = []
+        for bucket in actor.hf_weight_buckets(buffer_bytes, live=live):
+            sizes.append([tensor_bytes(t) for _, t in bucket])
+            del bucket
+        return sizes
+
+    sizes, gathers = counting_gathers(run)
+    return {
+        "peak_bytes": live.peak,
+        "live_after": live.current,
+        "num_buckets": len(sizes),
+        "largest_tensor_bytes": max(size for bucket in sizes for size in bucket),
+        "gathers": gathers,
+    }
+
+
+def per_layer_live(actor) -> list:
+    """Every item of iter_full_parameters with whole layers of experts per gather, all kept
+    (so no buffer is freed and reused while the others are looked at)."""
+    return list(weights.iter_full_parameters(actor.model, DEEP, gather_bytes=None))
+
+
+def own_their_storage(actor, items) -> bool:
+    """Whether every item that is not a view of a parameter has a storage of its own, exactly
+    its size: a bucket that holds it then keeps alive only the bytes it counts (a view into
+    a shared gather buffer would keep the whole buffer)."""
+    param_storages = {p.untyped_storage().data_ptr() for p in actor.model.parameters()}
+    gathered = [t for _, t in items if t.untyped_storage().data_ptr() not in param_storages]
+    storages = {t.untyped_storage().data_ptr() for t in gathered}
+    return len(storages) == len(gathered) and all(
+        t.untyped_storage().nbytes() == tensor_bytes(t) for t in gathered
+    )
 
 
 def previous_bucket_freed_while_building_next(actor, buffer_bytes: int) -> bool:

@@ -1,5 +1,6 @@
 """Full (HF-mappable) weights <-> this rank's Megatron shards, across TP and EP; the weight
-stream that weight sync sends (one parameter gathered at a time, cut into buckets)."""
+stream that weight sync sends (one parameter gathered at a time, under EP one layer's experts
+per all-gather, cut into buckets)."""
 
 from __future__ import annotations
 
@@ -157,6 +158,7 @@ def iter_full_parameters(
     model: torch.nn.Module | list[torch.nn.Module],
     arch: Qwen3MoeArch,
     live: LiveBytes | None = None,
+    gather_bytes: int | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """(Megatron name with global layer and expert ids, full tensor), one parameter at a time,
     on the parameter's device and in its dtype: TP shards all-gathered and concatenated, an
@@ -167,7 +169,14 @@ def iter_full_parameters(
     Collective: every rank iterates to the end, in the same order, and every rank gets every
     full tensor. ``live`` counts the buffers this allocates, from the gather (or broadcast)
     until the consumer asks for the next parameter; an ungathered parameter of this rank is
-    yielded as itself (a view: nothing allocated, nothing counted)."""
+    yielded as itself (a view: nothing allocated, nothing counted).
+
+    Under EP the experts of one layer go in one all-gather (consecutive expert parameters of a
+    layer and dtype, flattened into one buffer), not one per weight: ``gather_bytes`` caps the
+    gathered bytes of such a group (None: a whole layer; a parameter larger than the cap is
+    gathered alone). Each EP item is a copy out of the group's buffer (its own storage), which
+    ``live`` counts until the next item is asked for; the group's buffer counts until its last
+    item has been taken. The items, their order and values are the same whatever the cap."""
     from megatron.core import parallel_state
 
     live = live if live is not None else LiveBytes()
@@ -175,7 +184,7 @@ def iter_full_parameters(
     pp_size = parallel_state.get_pipeline_model_parallel_world_size()
     if pp_size == 1:
         for chunk in chunks:
-            yield from _iter_stage_parameters(chunk, arch, live)
+            yield from _iter_stage_parameters(chunk, arch, live, gather_bytes)
         return
     pp_group = parallel_state.get_pipeline_model_parallel_group()
     pp_ranks = torch.distributed.get_process_group_ranks(pp_group)
@@ -188,7 +197,7 @@ def iter_full_parameters(
     )
     for index, stage in ((i, s) for i in range(len(chunks)) for s in range(pp_size)):
         if stage == my_stage:
-            for name, tensor in _iter_stage_parameters(chunks[index], arch, live):
+            for name, tensor in _iter_stage_parameters(chunks[index], arch, live, gather_bytes):
                 torch.distributed.broadcast(
                     tensor.contiguous(), src=pp_ranks[stage], group=pp_group
                 )
@@ -245,42 +254,127 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
 
 
 def _iter_stage_parameters(
-    model: torch.nn.Module, arch: Qwen3MoeArch, live: LiveBytes
+    model: torch.nn.Module, arch: Qwen3MoeArch, live: LiveBytes, gather_bytes: int | None = None
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """iter_full_parameters of one chunk within one pipeline stage (every rank of the stage
-    iterates)."""
+    iterates). Each parameter, or group of experts, is a sub-generator: this frame holds no
+    tensor of its own (a loop variable would keep the last one alive while the consumer
+    builds the next bucket, measured with weakrefs)."""
     from megatron.core import parallel_state
 
-    tp_group = parallel_state.get_tensor_model_parallel_group()
-    tp_size = parallel_state.get_tensor_model_parallel_world_size()
-    ep_group = parallel_state.get_expert_model_parallel_group()
     ep_size = parallel_state.get_expert_model_parallel_world_size()
     offset = layer_offset(model)
-    for te_name, param in model.named_parameters():
-        name = hf_mapping.from_te_name(te_name)  # the local spec's names
-        full_names = _full_names(name, arch, offset)
-        tensor, held = param.detach(), 0
-        if _tp_split(param, name) and tp_size > 1:
-            tensor, held = (
-                _all_gather(tensor, tp_size, tp_group, live),
-                tp_size * tensor_bytes(tensor),
-            )
-            if _partition_dim(param) != 0:  # shards side by side: one copy, then the buffer goes
-                tensor = torch.cat(tensor.unbind(0), dim=_partition_dim(param))
-                live.add(tensor_bytes(tensor))
-                live.release(held)
-                held = tensor_bytes(tensor)
-            else:  # shards stacked along dim 0: the gather buffer is the full tensor
-                tensor = tensor.view(-1, *tensor.shape[2:])
+    params = [(hf_mapping.from_te_name(n), p) for n, p in model.named_parameters()]
+    index = 0
+    while index < len(params):
+        name, param = params[index]
         if is_expert(name) and ep_size > 1:
-            parts = _all_gather(tensor, ep_size, ep_group, live)  # [EP rank, *expert shape]
-            for ep_rank, full_name in enumerate(full_names):
-                yield full_name, parts[ep_rank]
-            del parts
-            live.release(ep_size * tensor_bytes(tensor) + held)
-            continue
-        yield full_names[0], tensor
-        live.release(held)
+            group = _expert_group(params, index, ep_size, gather_bytes)
+            yield from _gather_experts(group, arch, offset, live)
+            index += len(group)
+        else:
+            yield from _gather_tp(name, param, arch, offset, live)
+            index += 1
+
+
+def _gather_tp(
+    name: str, param: torch.nn.Parameter, arch: Qwen3MoeArch, offset: int, live: LiveBytes
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """One parameter that is not gathered over EP: a TP-split one all-gathered over TP and put
+    together, any other as itself (a view of the parameter: nothing allocated, nothing
+    counted). Its buffer counts until the consumer asks for the next item."""
+    from megatron.core import parallel_state
+
+    tp_size = parallel_state.get_tensor_model_parallel_world_size()
+    tensor, held = param.detach(), 0
+    if _tp_split(param, name) and tp_size > 1:
+        group = parallel_state.get_tensor_model_parallel_group()
+        tensor, held = _all_gather(tensor, tp_size, group, live), tp_size * tensor_bytes(tensor)
+        if _partition_dim(param) != 0:  # shards side by side: one copy, then the buffer goes
+            tensor = torch.cat(tensor.unbind(0), dim=_partition_dim(param))
+            live.add(tensor_bytes(tensor))
+            live.release(held)
+            held = tensor_bytes(tensor)
+        else:  # shards stacked along dim 0: the gather buffer is the full tensor
+            tensor = tensor.view(-1, *tensor.shape[2:])
+    yield _full_names(name, arch, offset)[0], tensor
+    live.release(held)
+
+
+def _layer_of(name: str) -> str | None:
+    """A local name's layer index (None outside the decoder layers)."""
+    match = _LOCAL_LAYER.match(name)
+    return match[2] if match else None
+
+
+def _expert_group(
+    params: list[tuple[str, torch.nn.Parameter]], start: int, ep_size: int, cap: int | None
+) -> list[tuple[str, torch.nn.Parameter]]:
+    """The expert parameters from ``start`` on that share one EP all-gather: consecutive,
+    of one layer and dtype, at most ``cap`` bytes once gathered (at least one)."""
+    first_name, first = params[start]
+    group, gathered = [params[start]], ep_size * tensor_bytes(first)
+    for name, param in params[start + 1 :]:
+        size = ep_size * tensor_bytes(param)
+        if (
+            not is_expert(name)
+            or _layer_of(name) != _layer_of(first_name)
+            or param.dtype != first.dtype
+            or (cap is not None and gathered + size > cap)
+        ):
+            break
+        group.append((name, param))
+        gathered += size
+    return group
+
+
+def _gather_experts(
+    group: list[tuple[str, torch.nn.Parameter]], arch: Qwen3MoeArch, offset: int, live: LiveBytes
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """One EP all-gather of a group of expert parameters (flattened into one send buffer),
+    then each parameter's copy of every EP rank, each copied out of the gathered buffer.
+
+    Why copies, not views: a view keeps the whole group buffer alive for as long as any
+    bucket holds it, so one small expert weight in the next bucket would hold up to half a
+    bucket more than is counted. With copies the group buffer is freed (and released in
+    ``live``) when its last item has been taken, and every tensor handed out owns exactly
+    its bytes."""
+    from megatron.core import parallel_state
+
+    ep_group = parallel_state.get_expert_model_parallel_group()
+    ep_size = parallel_state.get_expert_model_parallel_world_size()
+    flat, allocated = _send_buffer(group)
+    live.add(allocated)
+    parts = _all_gather(flat, ep_size, ep_group, live)  # [EP rank, all the group's elements]
+    live.release(allocated)
+    del flat
+    start = 0
+    for name, param in group:
+        stop = start + param.numel()
+        for ep_rank, full_name in enumerate(_full_names(name, arch, offset)):
+            yield from _owned_copy(full_name, parts[ep_rank, start:stop].view(param.shape), live)
+        start = stop
+    live.release(tensor_bytes(parts))
+
+
+def _send_buffer(group: list[tuple[str, torch.nn.Parameter]]) -> tuple[torch.Tensor, int]:
+    """The group's elements in one flat tensor, and the bytes that allocated: one contiguous
+    parameter is sent as itself (a view, 0 bytes), several are concatenated (a copy)."""
+    if len(group) == 1 and group[0][1].is_contiguous():
+        return group[0][1].detach().view(-1), 0
+    flat = torch.cat([param.detach().reshape(-1) for _, param in group])
+    return flat, tensor_bytes(flat)
+
+
+def _owned_copy(
+    name: str, view: torch.Tensor, live: LiveBytes
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, a copy of ``view`` with storage of its own), counted until the consumer asks for
+    the next item (then a bucket counts it, or it is gone)."""
+    copy = view.clone()
+    live.add(tensor_bytes(copy))
+    yield name, copy
+    live.release(tensor_bytes(copy))
 
 
 def _all_gather(tensor: torch.Tensor, world: int, group, live: LiveBytes) -> torch.Tensor:
@@ -318,8 +412,12 @@ def iter_hf_buckets(
 ) -> Iterator[NamedTensors]:
     """The model as buckets of HF checkpoint-layout tensors (``hf_mapping.
     megatron_to_hf_checkpoint``), each <= buffer_bytes (one larger tensor is a bucket alone),
-    built one Megatron parameter at a time: no rank ever holds more than a bucket, the tensors
-    that overflowed it and the gather buffers of one parameter.
+    built one Megatron parameter at a time (under EP a group of one layer's experts, gathered
+    at once, at most half a bucket): no rank holds more than a bucket, the tensor that
+    overflowed it and the buffers of one parameter or expert group in flight. With the group
+    at most B/2 (B = buffer_bytes) and its send buffer B/(2 EP), that is at most two buckets
+    and the largest tensor (B + B/2 + B/4 during a gather; B + B/2 + the overflowing tensor
+    while a bucket is out), as long as one expert weight gathered over EP fits in B/2.
 
     Collective: every rank iterates to the end (a rank that keeps nothing still drives the
     gathers: ``for _ in iter_hf_buckets(...): pass``). Bucket k (counting from 0, the same cut
@@ -331,7 +429,8 @@ def iter_hf_buckets(
     live = live if live is not None else LiveBytes()
     named = (
         (hf_name, hf_tensor)
-        for name, tensor in iter_full_parameters(model, arch, live)
+        # a group of experts gathered at once: at most half a bucket (peak: module doc)
+        for name, tensor in iter_full_parameters(model, arch, live, max(1, buffer_bytes // 2))
         for hf_name, hf_tensor in hf_mapping.megatron_to_hf_checkpoint(name, tensor, arch)
     )
     index = 0
