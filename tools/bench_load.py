@@ -40,26 +40,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_weight_sync import wide_arch  # noqa: E402 - tools/, this script's own directory
+
 MIB = 1024**2
 PATHS = ("sharded", "full")
-
-
-def bench_arch(layers: int, hidden: int, experts: int, ffn: int, vocab: int):
-    from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-
-    return Qwen3MoeArch(
-        num_layers=layers,
-        hidden_size=hidden,
-        num_attention_heads=8,
-        num_query_groups=4,
-        kv_channels=hidden // 8,
-        num_experts=experts,
-        moe_ffn_hidden_size=ffn,
-        moe_router_topk=2,
-        vocab_size=vocab,
-        max_position_embeddings=256,
-        untie_embeddings_and_output_weights=True,
-    )
 
 
 def write_hf_dir(arch, out: Path, dtype: str, shard_mib: int, seed: int = 0) -> int:
@@ -216,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     paths = args.path.split(",")
     if not paths or any(p not in PATHS for p in paths):
         parser.error(f"--path {args.path}: a comma list of {', '.join(PATHS)}")
-    arch = bench_arch(args.layers, args.hidden, args.experts, args.ffn, args.vocab)
+    arch = wide_arch(args.layers, args.hidden, args.experts, args.ffn, args.vocab)
     with tempfile.TemporaryDirectory(prefix="bench_load-") as tmp_name:
         tmp = Path(tmp_name)
         params = write_hf_dir(arch, tmp / "hf", args.disk_dtype, args.shard_mib)
