@@ -46,6 +46,7 @@ from hyrl.config import (
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.handover import EngineHandover
 from hyrl.metrics import flops
+from hyrl.metrics.progress import ProgressReport
 from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
@@ -573,36 +574,33 @@ class Trainer:
         if cfg.async_rollout and self.rank == 0:
             self.rollout_queue = self._start_queue(first_step)
         self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
-        progress = self._progress() if self.rank == 0 and cfg.progress else nullcontext()
         ended = "error"  # summary.json's "ended": why the run stopped (a raise leaves "error")
         try:
-            with progress as bar:
-                task_id = (
-                    bar.add_task("training", total=cfg.num_steps, completed=first_step - 1)
-                    if bar
-                    else None
+            if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
+                eval_metrics, eval_s = self._evaluate()
+                run_log.pause(eval_s)
+                run_log.write(
+                    {
+                        "step": 0,
+                        "rollout_step": 0,
+                        "samples": 0,
+                        "elapsed_s": 0.0,
+                        **eval_metrics,
+                        "perf/eval_s": eval_s,
+                    }
                 )
-                if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
-                    eval_metrics, eval_s = self._evaluate()
-                    run_log.pause(eval_s)
-                    run_log.write(
-                        {
-                            "step": 0,
-                            "rollout_step": 0,
-                            "samples": 0,
-                            "elapsed_s": 0.0,
-                            **eval_metrics,
-                            "perf/eval_s": eval_s,
-                        }
-                    )
+            # rank 0: a bar on a terminal, else a plain line every --log-interval steps
+            report = (
+                ProgressReport(cfg.num_steps, first_step, cfg.log_interval, run_log.samples)
+                if self.rank == 0 and cfg.progress
+                else nullcontext()
+            )
+            with report as progress:
                 for rollout_step in range(first_step, cfg.num_steps + 1):
                     rollout_metrics, last_record = self.rollout_step(rollout_step, timers)
                     self._steer(rollout_metrics, last_record)  # before a save: it holds B
-                    if bar:
-                        description = f"reward {rollout_metrics['train/reward_mean']:.2f}"
-                        if "eval/accuracy" in last_record:
-                            description += f" eval {last_record['eval/accuracy']:.2f}"
-                        bar.update(task_id, advance=1, description=description)
+                    if progress is not None:
+                        progress.step(rollout_step, rollout_metrics, last_record)
                     self._check_skipped_steps(rollout_step)
                     preempted = self.backend.any_rank(self.stop_signal is not None)
                     reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
@@ -756,20 +754,6 @@ class Trainer:
             self.rollout_side.close()
         for sig, handler in self._previous_handlers.items():
             signal.signal(sig, handler)
-
-    @staticmethod
-    def _progress():
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        return Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
-        )
 
 
 def train(cfg: RunConfig, world_size: int) -> Path:

@@ -899,7 +899,18 @@ class RunConfig:
         "(path; tag = the key, step = the record's step); none = no TensorBoard mirror",
         "run",
     )
-    progress: bool = _opt(True, "show a progress bar on rank 0 (on/off)", "run")
+    progress: bool = _opt(
+        True,
+        "show rank 0's progress: on a terminal a bar with the ETA, elsewhere (a job's log file) "
+        "plain lines every --log-interval rollout steps (on/off)",
+        "run",
+    )
+    log_interval: int = _opt(
+        1,
+        "without a terminal, one flushed line every N rollout steps: step/total, samples, "
+        "reward, the latest eval, step time, responses/s, ETA (count; Megatron's name)",
+        "run",
+    )
     save: str | None = _opt(
         None,
         "checkpoint directory: DIR/step_N/ holds the actor, reference, critic, optimizer, "

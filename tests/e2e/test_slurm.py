@@ -121,6 +121,10 @@ def test_the_tiny_recipe_trains_as_a_slurm_job_through_srun(slurm, tmp_path):
     # without SRUN_CPUS_PER_TASK is one CPU per task (tools/slurm_local.sh binds to cores)
     assert f"this rank's process may run on {CPUS} CPU(s)" in log, log[-3000:]
     assert "run directory: " in log
+    # the job's log shows the run's progress and metrics while it runs: a line per step
+    steps = [ln for ln in log.splitlines() if ln.startswith("hyrl: step ")]
+    assert [ln.split(" | ")[0] for ln in steps] == [f"hyrl: step {s}/3" for s in (1, 2, 3)]
+    assert " | samples 384 | reward " in steps[-1] and "resp/s" in steps[-1], steps
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["rollout_step"] for r in rows] == [1, 2, 3]
     assert json.loads((run_dir / "summary.json").read_text())["samples"] == 3 * 128

@@ -1,0 +1,33 @@
+"""Rank 0's progress: plain flushed lines every --log-interval steps without a terminal."""
+
+import io
+
+from hyrl.metrics.progress import ProgressReport
+
+
+def test_plain_lines_every_log_interval_steps_and_at_the_last_step():
+    out = io.StringIO()
+    with ProgressReport(num_steps=5, first_step=1, log_interval=2, out=out, tty=False) as report:
+        for step in range(1, 6):
+            record = {"samples": 128 * step}
+            if step == 4:
+                record["eval/accuracy"] = 0.5
+            report.step(step, {"train/reward_mean": 0.1 * step}, record)
+    lines = out.getvalue().splitlines()
+    assert [ln.split(" | ")[0] for ln in lines] == [
+        "hyrl: step 2/5",
+        "hyrl: step 4/5",
+        "hyrl: step 5/5",  # the last step always
+    ]
+    fields = lines[1].split(" | ")
+    assert fields[1] == "samples 512" and fields[2] == "reward 0.40"
+    assert fields[3] == "eval 0.50 @ step 4" and fields[-2].endswith(" resp/s")
+    assert fields[-1].startswith("ETA ") and lines[2].endswith("ETA 0:00:00")
+
+
+def test_a_resumed_run_counts_from_its_first_step():
+    out = io.StringIO()
+    with ProgressReport(10, first_step=8, log_interval=1, samples=7 * 128, out=out, tty=False) as r:
+        r.step(8, {}, {"samples": 8 * 128})
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith("hyrl: step 8/10 | samples 1024 | step ")
