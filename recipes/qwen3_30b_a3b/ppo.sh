@@ -27,7 +27,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 NNODES="${NNODES:-4}"                # training nodes
 ROLLOUT_NODES="${ROLLOUT_NODES:-1}"  # nodes for SGLang only
-GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+GPUS_PER_NODE="${GPUS_PER_NODE:-8}"  # GPUs a node has
+NPROC="${NPROC:-$GPUS_PER_NODE}"     # training ranks per node (the launchers' NPROC)
 GPU_MEMORY_GIB="${GPU_MEMORY_GIB:-80}"
 # shellcheck source=recipes/qwen3_30b_a3b/model.sh
 source "$HERE/model.sh"
@@ -129,4 +130,4 @@ ARGS=("${MODEL_ARGS[@]}" "${PARALLEL_ARGS[@]}" "${BATCH_ARGS[@]}" "${OPTIMIZER_A
       -- "$@")
 LAUNCHER="$ROOT/launch/torchrun.sh"  # --dry-run: one process at WORLD_SIZE = NNODES x NPROC
 [[ -n "${SLURM_JOB_ID:-}" && "$DRY_RUN" == 0 ]] && LAUNCHER="$ROOT/launch/srun.sh"
-NNODES="$NNODES" NPROC="$GPUS_PER_NODE" exec bash "$LAUNCHER" "${ARGS[@]}"
+NNODES="$NNODES" NPROC="$NPROC" exec bash "$LAUNCHER" "${ARGS[@]}"

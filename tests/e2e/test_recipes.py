@@ -399,3 +399,13 @@ def test_srun_launcher_reports_a_bad_data_file_once_and_never_calls_srun(tmp_pat
     assert proc.returncode == 2, proc.stderr
     assert f"--prompt-data={bad}" in _one_error(proc.stderr)
     assert not calls.exists()
+
+
+@pytest.mark.parametrize("recipe,nodes", [("grpo.sh", 2), ("ppo.sh", 4)])
+def test_the_30b_recipes_take_nproc_as_ranks_per_node(recipe, nodes):
+    env = {**os.environ, "NPROC": "4", "PYTHON": sys.executable}
+    proc = subprocess.run(
+        ["bash", str(ROOT / "recipes" / "qwen3_30b_a3b" / recipe), "--dry-run"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert f"+ WORLD_SIZE={nodes * 4} " in proc.stderr, proc.stderr[-2000:]
