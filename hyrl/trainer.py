@@ -122,9 +122,7 @@ class Trainer:
             )
             config = {**cfg.to_dict(world_size), **self._run_identity()}
             self.run_id = config["run_id"]
-            wandb_run = (
-                start_wandb(cfg.wandb_project, self.run_dir, config) if cfg.log_wandb else None
-            )
+            wandb_run = start_wandb(cfg, self.run_dir, config) if cfg.log_wandb else None
             tensorboard = start_tensorboard(cfg.tensorboard_dir) if cfg.tensorboard_dir else None
             # appends to metrics.jsonl
             self.logger = RunDirectory(self.run_dir, wandb_run, tensorboard)

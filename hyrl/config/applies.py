@@ -68,6 +68,13 @@ _ENGINE_FLAGS = (
 
 APPLIES_ONLY_WITH = (
     AppliesOnlyWith(
+        ("wandb_exp_name", "wandb_entity", "wandb_group", "wandb_mode", "wandb_tags"),
+        "--log-wandb",
+        lambda c: c.log_wandb,
+        "sets up the wandb mirror, which is off",
+        "add --log-wandb, or remove it",
+    ),
+    AppliesOnlyWith(
         ("stop_at_target",),
         "--target",
         lambda c: c.target is not None,

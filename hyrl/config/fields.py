@@ -893,6 +893,31 @@ class RunConfig:
     seed: int = _opt(1234, "random seed for weights, prompts and sampling (integer >= 0)", "run")
     log_wandb: bool = _opt(False, "also log metrics to Weights & Biases (on/off)", "run")
     wandb_project: str = _opt("hyrl", "Weights & Biases project (name)", "run")
+    wandb_exp_name: str | None = _opt(
+        None,
+        "the wandb run's name (Megatron-LM's name for it); none = the run directory's parent "
+        "and name, e.g. sweep/b256-sqrt-s1234 (name)",
+        "run",
+    )
+    wandb_entity: str | None = _opt(
+        None,
+        "the wandb team or user the run belongs to (slime's --wandb-team is accepted too); none "
+        "= wandb's default entity (name)",
+        "run",
+    )
+    wandb_group: str | None = _opt(
+        None, "the wandb group, e.g. one sweep's members (name); none = no group", "run"
+    )
+    wandb_mode: str | None = _opt(
+        None,
+        "online, offline (written under RUN_DIR/wandb, synced later with `wandb sync`) or "
+        "disabled; none = WANDB_MODE if set, else offline",
+        "run",
+        choices=("online", "offline", "disabled"),
+    )
+    wandb_tags: str | None = _opt(
+        None, "the wandb run's tags, comma-separated (names); none = no tags", "run"
+    )
     tensorboard_dir: str | None = _opt(
         None,
         "also write every metrics.jsonl record as TensorBoard scalars into this directory "

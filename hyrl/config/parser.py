@@ -124,6 +124,7 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
                 kwargs["metavar"] = _base(kind).upper() + ("|none" if kind != _base(kind) else "")
             group.add_argument(
                 flag_name(f.name),
+                *ALIASES.get(f.name, ()),
                 dest=f.name,
                 default=default,
                 type=_converter(f),
@@ -131,6 +132,10 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
                 **kwargs,
             )
     return parser
+
+
+# Other names a flag is accepted under (the same meaning in slime or Megatron-LM).
+ALIASES = {"wandb_entity": ("--wandb-team",)}
 
 
 def _all_flags(parser: argparse.ArgumentParser) -> list[str]:

@@ -196,12 +196,26 @@ def read_sweep(sweep_dir: str | os.PathLike):
     return _read_json(Path(sweep_dir) / SWEEP_FILE)
 
 
-def start_wandb(project: str, run_dir: Path, config: dict):
-    """wandb mirror; offline unless the user set WANDB_MODE."""
+def start_wandb(cfg, run_dir: Path, config: dict):
+    """The wandb mirror of a run (--log-wandb). Its wandb run id is the run's own id
+    (config.json's run_id, kept by every resume into the run directory), with resume="allow":
+    a resumed or requeued run continues the same wandb run, and a fork starts its own. Mode:
+    --wandb-mode, else WANDB_MODE, else offline (under RUN_DIR/wandb)."""
     import wandb
 
-    os.environ.setdefault("WANDB_MODE", "offline")
-    return wandb.init(project=project, dir=str(run_dir), config=config, name=run_dir.name)
+    mode = cfg.wandb_mode or os.environ.get("WANDB_MODE") or "offline"
+    return wandb.init(
+        project=cfg.wandb_project,
+        entity=cfg.wandb_entity,
+        group=cfg.wandb_group,
+        tags=[t for t in (cfg.wandb_tags or "").split(",") if t] or None,
+        name=cfg.wandb_exp_name or f"{run_dir.resolve().parent.name}/{run_dir.name}",
+        id=config["run_id"],
+        resume="allow",
+        mode=mode,  # type: ignore[arg-type]  # validated: online, offline or disabled
+        dir=str(run_dir),
+        config=config,
+    )
 
 
 def start_tensorboard(log_dir: str | os.PathLike):

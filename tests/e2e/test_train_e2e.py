@@ -164,6 +164,28 @@ def test_log_wandb_mirrors_offline_into_the_run_directory(tmp_path, monkeypatch)
     assert len(records(run_dir)) == 2
 
 
+@pytest.mark.slow
+def test_a_resumed_run_continues_its_wandb_run_and_a_fork_starts_its_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ck"
+    wandb_flags = ("--log-wandb", "--wandb-team", "hyrl-team", "--wandb-group", "g1",
+                   "--wandb-tags", "b128,sqrt")  # fmt: skip
+    proc = run_recipe(run_dir, "--num-steps", "2", "--save", str(ckpt), *wandb_flags)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_recipe(run_dir, "--num-steps", "3", "--load", str(ckpt), *wandb_flags)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_id = json.loads((run_dir / "config.json").read_text())["run_id"]
+    segments = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(segments) == 2  # one per process, offline
+    assert all(p.name.endswith(f"-{run_id}") for p in segments), segments  # the same wandb run
+    fork = tmp_path / "fork"
+    proc = run_recipe(fork, "--num-steps", "3", "--load", str(ckpt), "--log-wandb")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fork_id = json.loads((fork / "config.json").read_text())["run_id"]
+    (fork_segment,) = (fork / "wandb").glob("offline-run-*")
+    assert fork_id != run_id and fork_segment.name.endswith(f"-{fork_id}")
+
+
 def test_alltoall_dispatcher_without_cuda_is_refused_before_any_process_group(tmp_path):
     import torch
 
