@@ -90,8 +90,15 @@ def test_defaults_are_valid_choices_and_the_tiny_cpu_model():
         if "choices" in f.metadata:
             value = getattr(cfg, f.name)
             assert value is None or value in f.metadata["choices"], f.name  # None: not given
-            # unset under the default hf engine, "none" meaning off, or by --batch-ramp
-            skipped = (*SGLANG_ONLY, "recompute_granularity", "recompute_method", "batch_schedule")
+            # unset under the default hf engine, "none" meaning off, or by --batch-ramp; the
+            # wandb mode is read from WANDB_MODE when the mirror starts
+            skipped = (
+                *SGLANG_ONLY,
+                "recompute_granularity",
+                "recompute_method",
+                "batch_schedule",
+                "wandb_mode",
+            )
             if f.name not in skipped:
                 assert getattr(ppo, f.name) in f.metadata["choices"], f.name
     assert (cfg.num_layers, cfg.hidden_size, cfg.num_experts, cfg.vocab_size) == (2, 64, 4, 16)
