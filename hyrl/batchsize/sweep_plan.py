@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
 
@@ -206,4 +207,19 @@ def member_flags(member: dict, base: dict, run_dir) -> list[str]:
     ]
     if member.get("num_steps") is not None:
         flags += ["--num-steps", str(member["num_steps"])]
-    return flags + ["--run-dir", str(run_dir), "--no-progress"]
+    return flags + wandb_flags(member, base, run_dir) + ["--run-dir", str(run_dir), "--no-progress"]
+
+
+def wandb_flags(member: dict, base: dict, run_dir) -> list[str]:
+    """Under the recipe's --log-wandb: the member in the sweep's wandb group (the recipe's
+    --wandb-group, else the sweep directory's name) and tagged with its B, lr, lr rule and
+    seed (after the recipe's own tags)."""
+    wandb = base.get("wandb")
+    if not wandb:
+        return []
+    ours = (
+        f"B={member['responses_per_step']},lr={member['lr']:.3g},"
+        f"rule={member['lr_scaling']},seed={member['seed']}"
+    )
+    tags = f"{wandb['tags']},{ours}" if wandb.get("tags") else ours
+    return ["--wandb-group", wandb.get("group") or Path(run_dir).parent.name, "--wandb-tags", tags]

@@ -62,7 +62,8 @@ def probe(recipe, extra_args: Sequence[str] = (), out_dir=".", env: dict | None 
 
 
 def base_from_config(config: dict, recipe="RECIPE") -> dict:
-    """{P0, G, B0, lr, optimizer_steps_per_rollout, seed, target} from a resolved config."""
+    """{P0, G, B0, lr, optimizer_steps_per_rollout, seed, target, wandb} from a resolved
+    config (wandb: the recipe's --wandb-group and --wandb-tags under --log-wandb, else None)."""
     keys = {
         "P0": "rollout_batch_size",
         "G": "n_samples_per_prompt",
@@ -94,6 +95,12 @@ def base_from_config(config: dict, recipe="RECIPE") -> dict:
     )
     base["seed"] = config.get("seed")
     base["target"] = config.get("target")
+    # the wandb mirror, when the recipe has it on: each member grouped and tagged
+    base["wandb"] = (
+        {"group": config.get("wandb_group"), "tags": config.get("wandb_tags")}
+        if config.get("log_wandb")
+        else None
+    )
     base_numbers(base)
     return base
 

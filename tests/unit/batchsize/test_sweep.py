@@ -557,3 +557,30 @@ def test_a_recipe_whose_batch_changes_during_the_run_is_refused(changes, says):
     with pytest.raises(SweepError, match="a sweep runs fixed batch sizes") as info:
         base_from_config({**config, **changes}, recipe="r.sh")
     assert says in str(info.value)
+
+
+def test_under_log_wandb_members_are_grouped_by_sweep_and_tagged_with_b_lr_rule_and_seed():
+    from hyrl.batchsize.sweep_plan import member_flags
+    from hyrl.batchsize.sweep_probe import base_from_config
+
+    config = {
+        "rollout_batch_size": 16,
+        "n_samples_per_prompt": 8,
+        "global_batch_size": 128,
+        "lr": 3e-4,
+        "seed": 1,
+        "log_wandb": True,
+        "wandb_group": None,
+        "wandb_tags": "tiny",
+    }
+    base = base_from_config(config)
+    member = plan_members(base, [1, 4], "sqrt", seeds=[1])[1]  # B = 512, lr = 6e-4
+    flags = member_flags(member, base, Path("/runs/sweep-a") / member["name"])
+    group = flags[flags.index("--wandb-group") + 1]
+    tags = flags[flags.index("--wandb-tags") + 1]
+    assert group == "sweep-a" and tags == "tiny,B=512,lr=0.0006,rule=sqrt,seed=1"
+    base = base_from_config({**config, "wandb_group": "mine"})
+    flags = member_flags(member, base, Path("/runs/sweep-a") / member["name"])
+    assert flags[flags.index("--wandb-group") + 1] == "mine"  # the recipe's own group wins
+    base = base_from_config({**config, "log_wandb": False})
+    assert not any(f.startswith("--wandb") for f in member_flags(member, base, Path("/r/x")))
