@@ -34,7 +34,7 @@ commands:
   cost     GPU-hours and dollars a time cut saves:
            hyrl cost --gpus N --hours H --usd-per-gpu-hour P --time-reduction F [--json]
 
-`hyrl train --help` lists every flag, grouped by concern."""
+`hyrl train --help` lists every flag, grouped by concern; `hyrl --version` the version."""
 
 
 # command -> "module:function"; the module is imported only when its command runs, so
@@ -57,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
+    if argv[0] in ("--version", "-V"):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"hyrl {version('hyrl')}")
+        except PackageNotFoundError:  # a source tree not installed: pyproject.toml says
+            print("hyrl (not installed: pip install -e .)")
+        return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(

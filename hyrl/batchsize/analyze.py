@@ -1,6 +1,6 @@
 """Samples, throughput and time to a validation target, and curve alignment, from run directories.
 
-The quantities (DESIGN.md, "The science it encodes"):
+The quantities (docs/batch-size.md, "The science it encodes"):
 
 - S, samples to target: cumulative responses (`samples`) at which the validation metric first
   reaches the target, linearly interpolated between the two evaluations around the crossing.

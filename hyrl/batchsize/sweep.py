@@ -1,7 +1,7 @@
 """`hyrl sweep`: run one recipe at several batch sizes with a re-derived learning rate.
 
-The batch-size question (DESIGN.md, "The science it encodes") is answered by runs of the same
-recipe at several batch sizes, each with its learning rate retuned by a scaling rule, later
+The batch-size question (docs/batch-size.md, "The science it encodes") is answered by runs of
+the same recipe at several batch sizes, each with its learning rate retuned by a scaling rule, later
 compared per sample by `hyrl analyze`. This module plans those runs, launches them and keeps a
 record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
 

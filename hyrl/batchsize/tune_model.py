@@ -2,9 +2,10 @@
 the predicted samples, throughput and time to target of every candidate batch (pure: no torch,
 no subprocess, no files).
 
-Terms (DESIGN.md, "The science it encodes"): B = responses per optimizer step, B0 the recipe's
-reference batch, N = responses per rollout step (N = k B with k optimizer steps per rollout; a
-candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep` plans it).
+Terms (docs/batch-size.md, "The science it encodes"): B = responses per optimizer step, B0
+the recipe's reference batch, N = responses per rollout step (N = k B with k optimizer steps
+per rollout; a candidate at multiplier m has B = m B0 and N = m N0, k kept, as `hyrl sweep`
+plans it).
 
 1. Noise scale (`noise_estimate`). Every optimizer step the run logs B_simple = tr(Sigma)/|G|^2
    (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", sec. 2.2;

@@ -1,8 +1,8 @@
 """Samples-to-target and time-to-target accounting, and what the run's summary.json holds
 (hyrl.metrics.run_dir writes it).
 
-T = S / R (DESIGN.md): S = cumulative responses consumed before the metric first reaches the
-target, R = end-to-end responses per second of the whole loop. Both are measured here.
+T = S / R (docs/batch-size.md): S = cumulative responses consumed before the metric first
+reaches the target, R = end-to-end responses per second of the whole loop. Both are measured here.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GRPO on Qwen3-30B-A3B: the batch-size study's reference recipe (DESIGN.md). P = 128 prompts x
+# GRPO on Qwen3-30B-A3B: the batch-size study's reference recipe (docs/batch-size.md). P = 128 prompts x
 # G = 8 responses = B = 1024 responses per rollout, one optimizer step per rollout, lr 1e-6 at
 # B0 = 1024; edit the batch and the lr follows the square-root rule (--lr-scaling sqrt).
 #

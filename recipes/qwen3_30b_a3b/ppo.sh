@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # PPO on Qwen3-30B-A3B with a Megatron critic that has its own batch size and learning rate
-# (the actor's gradient noise falls with the batch, the critic's stays high: DESIGN.md).
+# (the actor's gradient noise falls with the batch, the critic's stays high: docs/batch-size.md).
 # Actor: P = 128 x G = 8 = B = 1024 responses, one step per rollout, lr 1e-6 at B0 = 1024 by
 # the square-root rule. Critic: 512 responses per step (2 critic steps per rollout), lr 5e-6 at
 # its own B0 = 512, also by the square-root rule.

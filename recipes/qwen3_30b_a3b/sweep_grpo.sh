@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The batch-size study on Qwen3-30B-A3B GRPO (DESIGN.md), then its analysis.
+# The batch-size study on Qwen3-30B-A3B GRPO (docs/batch-size.md), then its analysis.
 #   DATA=... HF_CHECKPOINT=... EVAL_DATA=... bash recipes/qwen3_30b_a3b/sweep_grpo.sh [OUT_DIR]
 #   bash recipes/qwen3_30b_a3b/sweep_grpo.sh --dry-run      # any machine: no GPU, no data
 # Members: P = 128 (the reference, B0 = 1024, lr0 = 1e-6), 256, 512, 1024, 2048 prompts x 8

@@ -47,3 +47,12 @@ def test_dispatch_imports_only_the_command_it_runs():
     )
     assert done.returncode == 0, done.stderr
     assert '"saved_usd": 3.0' in done.stdout
+
+
+def test_version_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    from hyrl.cli import main as cli_main
+
+    assert cli_main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"hyrl {version('hyrl')}"
