@@ -21,8 +21,9 @@ The quantities (docs/batch-size.md, "The science it encodes"):
   both curves reach are compared. The run is aligned when every ratio run/reference lies within
   1 +/- tolerance; with no common level it is not aligned, and the reason says so. The reference
   is aligned with itself by definition.
-- Critical batch: the largest responses per optimizer step among aligned runs. Fastest valid:
-  the aligned run that reached the target in the least wall-clock time.
+- Critical batch: the largest responses per optimizer step among aligned runs, claimed only
+  when some run reached the target. Fastest valid: the aligned run that reached the target in
+  the least wall-clock time.
 
 A metric is "higher is better" when the target lies at or above the reference's first evaluation
 (accuracy, reward) and "lower is better" otherwise (a loss); "reaches a level" follows that
@@ -321,11 +322,19 @@ def analyze(
             row["samples_generated_ratio"], row["throughput_ratio"]
         )
 
+    reached = [r for r in rows if r["reached"] and r["time_to_target_s"] is not None]
     aligned_rows = [r for r in rows if r["aligned"] and r["responses_per_step"] is not None]
-    critical = max(aligned_rows, key=lambda r: r["responses_per_step"], default=None)
+    # with no run at the target, alignment on the early levels claims no critical batch
+    critical = (
+        max(aligned_rows, key=lambda r: r["responses_per_step"], default=None) if reached else None
+    )
+    if not reached:
+        notes.append(
+            "no run reached the target: no critical batch and no fastest batch are claimed "
+            "(run longer, or analyze with a target the runs reach)"
+        )
     valid = [r for r in rows if r["aligned"] and r["reached"] and r["time_to_target_s"] is not None]
     fastest = min(valid, key=lambda r: r["time_to_target_s"], default=None)
-    reached = [r for r in rows if r["reached"] and r["time_to_target_s"] is not None]
     fastest_reached = min(reached, key=lambda r: r["time_to_target_s"], default=None)
     groups = seed_groups(rows, by_name[ref_name]["group"])
     unreached = [r["name"] for r in rows if not r["reached"]]

@@ -571,3 +571,12 @@ def test_the_report_has_a_table_over_seeds(seeded_sweep):
         "The fastest valid run is b256-sqrt-s2 (B=256): 7.0 min against 10.0 min for "
         "b128-ref-s2, the reference of its seed, 30% less time" in text
     )
+
+
+def test_no_critical_batch_is_claimed_when_no_run_reached_the_target(sweep):
+    result = analyze([sweep], ("eval/accuracy", 5.0))  # above every curve
+    assert result["unreached"] and all(not r["reached"] for r in result["runs"])
+    assert any(r["aligned"] for r in result["runs"])  # the reference, at least
+    assert result["critical_batch_responses"] is None and result["critical_batch_run"] is None
+    assert result["fastest_valid"] is None
+    assert any("no run reached the target" in note for note in result["notes"])
