@@ -29,15 +29,26 @@ class RunFileError(ValueError):
         super().__init__(f"{path}: not valid JSON ({error})")
 
 
-def _jsonable(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # JSON has no NaN/inf; keep them visible rather than dropping the key
-    return value
+def _is_nonfinite(value) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def record_line(record: dict) -> str:
+    """One metrics.jsonl line. JSON has no NaN or infinity: a non-finite value (a loss that
+    went NaN: measured, and wrong) is written as null and its key listed in the record's
+    `nonfinite`, so it stays visible and every reader still parses the line. (A quantity not
+    measured at a step is left out of that step's record by whoever makes it.)"""
+    nonfinite = sorted(k for k, v in record.items() if _is_nonfinite(v))
+    line = {k: (None if k in nonfinite else v) for k, v in record.items()}
+    if nonfinite:
+        line["nonfinite"] = nonfinite
+    return json.dumps(line)
 
 
 def number(value) -> float:
     """A float from a metrics/config value: numbers, or strings such as "nan" / "inf" (how
-    metrics.jsonl keeps non-finite values); else NaN."""
+    metrics.jsonl kept non-finite values before they were written as null); else NaN (null
+    included)."""
     if isinstance(value, bool) or value is None:
         return math.nan
     if isinstance(value, (int, float)):
@@ -87,7 +98,7 @@ class RunDirectory:
         _write_atomic(self.path / CONFIG_FILE, config, sort_keys=True)
 
     def log(self, record: dict) -> None:
-        self._metrics.write(json.dumps({k: _jsonable(v) for k, v in record.items()}) + "\n")
+        self._metrics.write(record_line(record) + "\n")
         self._metrics.flush()
         os.fsync(self._metrics.fileno())
         if self._wandb is not None:

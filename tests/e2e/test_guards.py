@@ -1,6 +1,7 @@
 """Numerical guards: a non-finite loss or gradient norm skips the update, is counted, and
 --max-skipped-steps skipped steps in a row stop the run with exit 1."""
 
+import json
 import stat
 import sys
 
@@ -110,5 +111,6 @@ def test_skipped_steps_are_logged_and_the_run_stops_after_max_skipped_steps_in_a
     assert [r["train/skipped_steps"] for r in rows] == [0, 1, 2]
     assert [r["step"] for r in rows] == [1, 1, 1]  # the optimizer step counter did not advance
     assert [r["samples"] for r in rows] == [128, 128, 128]  # no update consumed those responses
-    assert rows[1]["train/loss"] == "nan"
+    assert rows[1]["train/loss"] is None and "train/loss" in rows[1]["nonfinite"]
     assert (run_dir / "summary.json").is_file()
+    assert json.loads((run_dir / "summary.json").read_text())["ended"] == "error"

@@ -735,7 +735,7 @@ class MegatronTrainable:
             return {}  # a non-finite step would poison the moving averages for good
         self.noise_scale.update(small_sq, big_sq, b_small, b_big)
         p = self.metric_prefix
-        return {
+        measured = {
             f"{p}/noise_scale": self.noise_scale.b_simple,
             f"{p}/noise_grad_sq": self.noise_scale.grad_sq,
             f"{p}/noise_trace_sigma": self.noise_scale.trace_sigma,
@@ -743,6 +743,8 @@ class MegatronTrainable:
             f"{p}/noise_grad_sq_step": self.noise_scale.step_grad_sq,
             f"{p}/noise_trace_sigma_step": self.noise_scale.step_trace_sigma,
         }
+        # B_simple is undefined while the averaged |G|^2 is not positive: not measured, left out
+        return {k: v for k, v in measured.items() if math.isfinite(v)}
 
     # -- --offload-train: GPU memory handed to colocated engines (hyrl.backends.megatron.offload)
     def _offload(self):

@@ -77,7 +77,7 @@ def test_reopening_an_existing_run_directory_appends_and_never_truncates(tmp_pat
     ]
 
 
-def test_nan_and_infinities_are_kept_as_strings_in_strict_json(tmp_path):
+def test_nan_and_infinities_are_null_and_named_in_nonfinite_in_strict_json(tmp_path):
     run = RunDirectory(tmp_path)
     run.log(
         {
@@ -92,7 +92,14 @@ def test_nan_and_infinities_are_kept_as_strings_in_strict_json(tmp_path):
 
     (line,) = lines(tmp_path)
     record = strict_json(line)  # no bare NaN / Infinity tokens in the file
-    assert record == {"step": 1, "loss": "nan", "grad_norm": "inf", "kl": "-inf", "reward": 0.5}
+    assert record == {
+        "step": 1,
+        "loss": None,
+        "grad_norm": None,
+        "kl": None,
+        "reward": 0.5,
+        "nonfinite": ["grad_norm", "kl", "loss"],
+    }
     assert read_metrics(tmp_path) == [record]
 
 
@@ -149,7 +156,7 @@ def test_log_mirrors_numeric_values_to_tensorboard_on_disk_before_close(tmp_path
     assert scalars["samples"] == {0: 0.0, 1: 128.0}
     assert scalars["eval/pass@4"] == {0: 0.75}
     assert scalars["train/loss"] == {1: 0.125}
-    assert math.isnan(scalars["nan"][1])  # metrics.jsonl keeps it too (as "nan")
+    assert math.isnan(scalars["nan"][1])  # metrics.jsonl keeps it too (null, in "nonfinite")
     after_close = _tensorboard_scalars(tb)
     del after_close["nan"], scalars["nan"]  # NaN != NaN
     assert after_close == scalars  # close adds nothing and loses nothing
