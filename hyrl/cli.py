@@ -11,7 +11,7 @@ USAGE = """usage: hyrl <command> [flags]
 commands:
   train    run GRPO (launch one process per rank with launch/torchrun.sh or a recipe)
   sweep    run a recipe at several batch sizes, lr re-derived by a scaling rule, resumable:
-           hyrl sweep RECIPE --out DIR [--batch-mults 1,2,4,8,16] [--lr-rule sqrt|linear|none]
+           hyrl sweep RECIPE --out DIR [--batch-mults 1,2,4,8,16] [--lr-scaling sqrt|linear|none]
            [--fixed-lr-control M] [--seeds 1234,...] [--max-samples N] [--max-parallel 1]
            [--dry-run: check every member, write nothing] [-- EXTRA RECIPE FLAGS...]
   analyze  samples / throughput / time to a target, alignment, fastest valid batch:

@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
         prog="hyrl sweep",
         allow_abbrev=False,
         description="Run RECIPE at batch sizes B0 x m (prompts P0 x m, G kept) with the "
-        "learning rate re-derived from the recipe's (B0, lr0) by --lr-rule; record the runs in "
+        "learning rate re-derived from the recipe's (B0, lr0) by --lr-scaling; record the runs in "
         "DIR/sweep.json for `hyrl analyze DIR`. Re-running the same command resumes: finished "
         "members are skipped, unfinished ones are moved aside (never deleted) and rerun.",
         epilog="Flags after `--` are passed to every run of RECIPE (before the sweep's own "
@@ -56,10 +56,13 @@ def main(argv: list[str]) -> int:
         help="batch multipliers, positive integers including 1 (default 1,2,4,8,16)",
     )
     parser.add_argument(
-        "--lr-rule",
+        "--lr-scaling",
+        "--lr-rule",  # its earlier name, still accepted
+        dest="lr_rule",
         default="sqrt",
         choices=("sqrt", "linear", "none"),
-        help="lr = lr0 x (B / B0)^k, k = 1/2, 1, 0 (default sqrt)",
+        help="lr = lr0 x (B / B0)^k, k = 1/2, 1, 0, as hyrl train's --lr-scaling (default sqrt; "
+        "--lr-rule is its earlier name)",
     )
     parser.add_argument(
         "--fixed-lr-control",

@@ -79,13 +79,13 @@ def parse_seeds(text) -> list[int]:
 
 def check_rule(rule: str) -> str:
     if rule not in RULES:
-        raise SweepError(f"--lr-rule {rule!r}: unknown rule; allowed: {', '.join(RULES)}")
+        raise SweepError(f"--lr-scaling {rule!r}: unknown rule; allowed: {', '.join(RULES)}")
     return rule
 
 
 def check_fixed(fixed, mults: Sequence[int], rule: str) -> int | None:
     """--fixed-lr-control M: any integer >= 2 (M = 1 would repeat the reference). Under
-    --lr-rule none it would repeat the member at M when M is one of --batch-mults."""
+    --lr-scaling none it would repeat the member at M when M is one of --batch-mults."""
     if fixed is None:
         return None
     allowed = "an integer >= 2 (the batch multiplier run at the reference lr)"
@@ -97,9 +97,9 @@ def check_fixed(fixed, mults: Sequence[int], rule: str) -> int | None:
         )
     if rule == "none" and fixed in mults:
         raise SweepError(
-            f"--fixed-lr-control {fixed}: under --lr-rule none the member at "
+            f"--fixed-lr-control {fixed}: under --lr-scaling none the member at "
             f"multiplier {fixed} already runs at the reference lr; allowed: a "
-            "multiplier not in --batch-mults, or another --lr-rule"
+            "multiplier not in --batch-mults, or another --lr-scaling"
         )
     return fixed
 

@@ -165,7 +165,7 @@ def check_tune(
         raise TuneError(f"--out {out_dir}: exists and is not a directory; allowed: a directory")
     try:
         mults = parse_mults(batch_mults)
-        rule = check_rule(lr_scaling).replace("--lr-rule", "--lr-scaling")
+        rule = check_rule(lr_scaling)
         probe_steps = positive_int(probe_steps, "--probe-steps", "an integer >= 2")
         probe_rounds = positive_int(probe_rounds, "--probe-rounds", "an integer >= 1")
         if budget_samples is not None:
@@ -178,7 +178,7 @@ def check_tune(
             )
         verify = _count(verify, "--verify")
     except SweepError as err:
-        raise TuneError(str(err).replace("--lr-rule", "--lr-scaling")) from None
+        raise TuneError(str(err)) from None
     if probe_steps < 2:
         raise TuneError(
             f"--probe-steps {probe_steps}: the first step warms up and is not timed; "

@@ -34,7 +34,7 @@ fi
 export EVAL_DATA="${EVAL_DATA:-/path/to/heldout.jsonl}"
 
 SWEEP_ARGS=(
-  --lr-rule sqrt
+  --lr-scaling sqrt
   --seeds 1234
   --max-samples "$MAX_SAMPLES"
   --max-parallel 1                 # one member at a time on the allocation

@@ -27,7 +27,7 @@ TARGET="eval/accuracy=0.9"
 
 SWEEP_ARGS=(
   --batch-mults 1,2,4,8
-  --lr-rule sqrt
+  --lr-scaling sqrt
   --fixed-lr-control 4
   --seeds "${SEEDS:-1,2,3}"
   --max-samples 128000

@@ -20,7 +20,7 @@ TARGET="eval/accuracy=0.9"
 
 SWEEP_ARGS=(
   --batch-mults 1,2,4,8
-  --lr-rule sqrt
+  --lr-scaling sqrt
   --seeds "${SEEDS:-1,2,3}"
   --max-samples 128000
   --max-parallel 1

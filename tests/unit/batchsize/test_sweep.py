@@ -202,7 +202,7 @@ def test_batch_mults_must_be_positive_integers_including_one(mults):
 @pytest.mark.parametrize(
     "kwargs, flag",
     [
-        ({"rule": "cubic"}, "--lr-rule"),
+        ({"rule": "cubic"}, "--lr-scaling"),
         ({"fixed_lr_control": 1}, "--fixed-lr-control"),
         ({"fixed_lr_control": 0}, "--fixed-lr-control"),
         ({"fixed_lr_control": 2, "rule": "none"}, "--fixed-lr-control"),
@@ -367,7 +367,8 @@ def test_a_failing_probe_shows_the_recipe_error_and_exits_2(recipe, calls, tmp_p
         (["--batch-mults", "2,4"], "--batch-mults"),
         (["--batch-mults", "1,two"], "--batch-mults"),
         (["--max-parallel", "0"], "--max-parallel"),
-        (["--lr-rule", "cubic"], "--lr-rule"),
+        (["--lr-scaling", "cubic"], "--lr-scaling"),
+        (["--lr-rule", "cubic"], "--lr-scaling"),  # the earlier name is still taken
         (["--fixed-lr-control", "1"], "--fixed-lr-control"),
         (["--seeds", "1,1"], "--seeds"),
         (["--max-samples", "-5"], "--max-samples"),
