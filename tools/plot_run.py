@@ -1,11 +1,14 @@
 #!/usr/bin/env python
-"""Plot one run directory's reward curve and print what it shows.
+"""Plot one run directory's curves and print what they show.
 
     python tools/plot_run.py RUN_DIR [--out RUN_DIR/reward.png] [--window 10]
 
 Reads only RUN_DIR/metrics.jsonl (a step re-logged after a resume counts once, its later
-line winning). Prints steps, wall-clock, and the mean train/reward_mean over
-the first and the last `window` rollout steps.
+line winning). Writes reward.png (the reward against optimizer steps and wall-clock) and
+curves.png: against samples (responses consumed), one panel per quantity the run logged of
+reward, eval accuracy, response length, entropy, KL, gradient norm and throughput
+(responses/s of each step). Prints steps, wall-clock, the mean train/reward_mean over the
+first and the last `window` rollout steps, and the panels drawn.
 """
 
 from __future__ import annotations
@@ -60,7 +63,72 @@ def main() -> int:
     print(f"steps {len(records)}, wall-clock {elapsed[-1]:.1f} s (after {setup_s:.1f} s setup)")
     print(f"train/reward_mean: first {window} steps {first:.3f}, last {window} steps {last:.3f}")
     print(f"plot: {out}")
+    drawn = plot_curves(read_metrics(args.run_dir), out.with_name("curves.png"), plt)
+    print(f"curves against samples: {', '.join(drawn)} ({out.with_name('curves.png')})")
     return 0
+
+
+# (panel title, the record keys it plots: the first one a run logged)
+CURVES = (
+    ("reward", ("train/reward_mean",)),
+    ("eval accuracy", ("eval/accuracy",)),
+    ("response length", ("train/response_len_mean",)),
+    ("entropy", ("train/entropy", "actor/entropy")),
+    ("KL", ("actor/kl", "actor/approx_kl")),
+    ("gradient norm", ("actor/grad_norm",)),
+)
+
+
+def _throughput(records: list[dict]) -> list[tuple[float, float]]:
+    """(samples, responses/s of the step that reached them): samples gained over perf/step_s."""
+    points, before = [], 0
+    for r in records:
+        if "samples" not in r:
+            continue
+        gained, before = r["samples"] - before, r["samples"]
+        if r.get("perf/step_s") and gained > 0:
+            points.append((r["samples"], gained / r["perf/step_s"]))
+    return points
+
+
+def plot_curves(records: list[dict], out: Path, plt) -> list[str]:
+    """curves.png: each quantity the records hold against samples; the panels drawn."""
+    panels = []
+    for title, keys in CURVES:
+        key = next(
+            (k for k in keys if any(isinstance(r.get(k), (int, float)) for r in records)), None
+        )
+        if key is not None:
+            points = [
+                (r["samples"], r[key])
+                for r in records
+                if isinstance(r.get(key), (int, float)) and "samples" in r
+            ]
+            panels.append((title, key, points))
+    if points := _throughput(records):
+        panels.append(("throughput", "responses/s", points))
+    if not panels:
+        return []
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.axis("off")
+    for ax, (title, key, points) in zip(axes.flat, panels):
+        ax.plot(
+            [x for x, _ in points],
+            [y for _, y in points],
+            lw=1.2,
+            marker="." if len(points) < 30 else None,
+        )
+        ax.set_title(title)
+        ax.set_xlabel("samples (responses consumed)")
+        ax.set_ylabel(key)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return [title for title, _, _ in panels]
 
 
 if __name__ == "__main__":

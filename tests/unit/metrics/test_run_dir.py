@@ -308,3 +308,25 @@ def test_plot_run_counts_a_relogged_step_once(tmp_path):
     # the later line of step 2 wins: the first window (step 1) 0.25, the last (step 3) 0.75
     assert "first 1 steps 0.250, last 1 steps 0.750" in done.stdout
     assert (tmp_path / "reward.png").is_file()
+
+
+def test_plot_run_draws_every_logged_quantity_against_samples(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [
+        {"step": s, "samples": 128 * s, "elapsed_s": float(s), "perf/step_s": 2.0,
+         "train/reward_mean": 0.1 * s, "train/response_len_mean": 3.0, "actor/grad_norm": 0.5,
+         "actor/approx_kl": 0.01}
+        for s in range(1, 5)
+    ]  # fmt: skip
+    rows[1]["eval/accuracy"] = 0.4  # eval on one step; no entropy logged
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "plot_run.py"), str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "curves against samples: reward, eval accuracy, response length, KL, gradient norm, "
+        "throughput" in done.stdout
+    )
+    assert (tmp_path / "curves.png").stat().st_size > 0
