@@ -588,11 +588,12 @@ class Trainer:
                     }
                 )
             # rank 0: a bar on a terminal, else a plain line every --log-interval steps
-            report = (
-                ProgressReport(cfg.num_steps, first_step, cfg.log_interval, run_log.samples)
-                if self.rank == 0 and cfg.progress
-                else nullcontext()
-            )
+            report: ProgressReport | nullcontext = nullcontext()
+            if self.rank == 0 and cfg.progress:
+                report = ProgressReport(
+                    cfg.num_steps, first_step, cfg.log_interval, run_log.samples
+                )
+                report.heartbeat(timers, cfg.log_interval_s)
             with report as progress:
                 for rollout_step in range(first_step, cfg.num_steps + 1):
                     rollout_metrics, last_record = self.rollout_step(rollout_step, timers)

@@ -936,6 +936,12 @@ class RunConfig:
         "reward, the latest eval, step time, responses/s, ETA (count; Megatron's name)",
         "run",
     )
+    log_interval_s: float | None = _opt(
+        60.0,
+        "without a terminal, a heartbeat line at least this often while a rollout step runs "
+        "with no step line: the stage in progress and for how long (seconds); none = none",
+        "run",
+    )
     save: str | None = _opt(
         None,
         "checkpoint directory: DIR/step_N/ holds the actor, reference, critic, optimizer, "

@@ -274,6 +274,8 @@ def _check_ranges(c: RunConfig) -> None:
         )
     if not c.reward_timeout_s > 0:
         _fail("reward_timeout_s", c.reward_timeout_s, "must be positive", "seconds > 0")
+    if c.log_interval_s is not None and not c.log_interval_s > 0:
+        _fail("log_interval_s", c.log_interval_s, "must be positive", "seconds > 0, or none")
 
     # eval, task
     if c.eval_interval < 0:
@@ -1205,6 +1207,7 @@ RESUME_MAY_CHANGE = (
     "load",
     "progress",
     "log_interval",
+    "log_interval_s",
     "log_wandb",
     "wandb_project",
     "wandb_exp_name",

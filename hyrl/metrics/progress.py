@@ -9,6 +9,7 @@ so a log shows a run's progress while it runs, not only at its end.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from datetime import timedelta
 from typing import Any, TextIO
@@ -40,8 +41,43 @@ class ProgressReport:
         self._began = self._last = time.perf_counter()
         self._last_samples = samples
         self._eval: tuple[float, int] | None = None  # (eval/accuracy, its step)
+        self._heartbeat: tuple | None = None  # (timers, seconds) without a terminal
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_line = time.perf_counter()  # when a line was last printed
+        self._step_running = first_step
+
+    def heartbeat(self, timers, every_s: float | None) -> None:
+        """Without a terminal: a line at least every `every_s` seconds while a step runs and
+        no step line came, naming the stage in progress and for how long (the trainer's
+        StageTimers `timers`); None: none. Call before entering."""
+        self._heartbeat = (timers, every_s) if every_s and not self.tty else None
+
+    def _beat(self, timers, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            now = time.perf_counter()
+            if now - self._last_line < every_s:
+                continue
+            current = timers.current
+            stage = (
+                f"{current[0]} for {now - current[1]:.1f} s"
+                if current is not None
+                else "between stages"
+            )
+            step = self._step_running
+            print(
+                f"hyrl: ... rollout step {step}/{self.num_steps}: {stage} "
+                f"({now - self._last:.1f} s into the step)",
+                file=self.out,
+                flush=True,
+            )
+            self._last_line = now
 
     def __enter__(self) -> ProgressReport:
+        self._last_line = time.perf_counter()
+        if self._heartbeat is not None:
+            self._thread = threading.Thread(target=self._beat, args=self._heartbeat, daemon=True)
+            self._thread.start()
         if self.tty:
             from rich.progress import (
                 BarColumn,
@@ -68,6 +104,9 @@ class ProgressReport:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
         if self._bar is not None:
             self._bar.__exit__(*exc)
 
@@ -75,6 +114,7 @@ class ProgressReport:
         """After a rollout step: its rollout's metrics and its last record."""
         now = time.perf_counter()
         step_s, self._last = now - self._last, now
+        self._step_running = rollout_step + 1
         samples = int(record.get("samples", 0))
         made, self._last_samples = samples - self._last_samples, samples
         if "eval/accuracy" in record:
@@ -102,3 +142,4 @@ class ProgressReport:
             parts.append(f"{made / step_s:.1f} resp/s")
         parts.append(f"ETA {_clock(eta)}")
         print("hyrl: " + " | ".join(parts), file=self.out, flush=True)
+        self._last_line = time.perf_counter()

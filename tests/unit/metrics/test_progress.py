@@ -31,3 +31,36 @@ def test_a_resumed_run_counts_from_its_first_step():
         r.step(8, {}, {"samples": 8 * 128})
     (line,) = out.getvalue().splitlines()
     assert line.startswith("hyrl: step 8/10 | samples 1024 | step ")
+
+
+def test_a_heartbeat_names_the_stage_in_progress_while_a_step_runs_without_a_line():
+    import time
+
+    from hyrl.metrics.timers import StageTimers
+
+    out, timers = io.StringIO(), StageTimers()
+    report = ProgressReport(num_steps=3, first_step=1, log_interval=1, out=out, tty=False)
+    report.heartbeat(timers, every_s=0.05)
+    with report:
+        with timers("rollout"):
+            time.sleep(0.3)  # a long stage: beats come while it runs
+        report.step(1, {"train/reward_mean": 0.5}, {"samples": 128})
+    beats = [ln for ln in out.getvalue().splitlines() if ln.startswith("hyrl: ... ")]
+    assert len(beats) >= 2, out.getvalue()
+    assert (
+        beats[0].startswith("hyrl: ... rollout step 1/3: rollout for ")
+        and "into the step" in beats[0]
+    )
+    assert out.getvalue().splitlines()[-1].startswith("hyrl: step 1/3")
+    assert timers.current is None  # the stage ended
+
+
+def test_no_heartbeat_on_a_terminal_or_when_switched_off():
+    from hyrl.metrics.timers import StageTimers
+
+    report = ProgressReport(3, 1, 1, out=io.StringIO(), tty=True)
+    report.heartbeat(StageTimers(), every_s=0.05)
+    assert report._heartbeat is None
+    report = ProgressReport(3, 1, 1, out=io.StringIO(), tty=False)
+    report.heartbeat(StageTimers(), every_s=None)
+    assert report._heartbeat is None
