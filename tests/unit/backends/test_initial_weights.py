@@ -10,6 +10,7 @@ parallelism to PP=1, and so are the first step's loss and gradient norm (to 1e-6
 
 import dataclasses
 import math
+import types
 
 import pytest
 import torch
@@ -154,3 +155,19 @@ def test_the_rng_after_the_builds_and_the_first_step_match_pp1(fresh_runs, layou
     assert got["loss"] == pytest.approx(reference["loss"], rel=1e-6)
     assert got["grad_norm"] > 0
     assert got["grad_norm"] == pytest.approx(reference["grad_norm"], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("cpu_init", "loaded_from", "says"),
+    [
+        (True, None, "the same at every layout"),
+        (False, None, "this layout"),
+        (False, "--hf-checkpoint /ckpt", "--hf-checkpoint /ckpt"),
+        (True, "--load /run", "--load /run"),
+    ],
+)
+def test_the_startup_line_says_what_the_initial_model_depends_on(cpu_init, loaded_from, says):
+    config = types.SimpleNamespace(use_cpu_initialization=cpu_init)
+    line = initial_weights.describe(config, loaded_from, seed=3)
+    assert says in line
+    assert ("seed 3" in line) == (loaded_from is None)
