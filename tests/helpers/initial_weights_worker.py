@@ -1,11 +1,13 @@
 """Run by torchrun from tests: a fresh actor (with its reference copy) and critic built as the
 backend builds them from one seed, their initial weights gathered in full, then one actor step.
 
-Usage: torchrun --nproc-per-node N tests/helpers/initial_weights_worker.py OUT.pt TP EP PP
-Rank 0 writes OUT.pt: the gathered actor and critic weights, the global RNG state after the
+Usage: torchrun --nproc-per-node N tests/helpers/initial_weights_worker.py OUT.pt TP EP PP [V L]
+V: virtual pipeline stages per pipeline rank (0: none); L: layers (default: TINY's 2). Rank 0
+writes OUT.pt: the gathered actor and critic weights, the global RNG state after the
 builds, the step's loss and gradient norm. TP > 1 runs with sequence parallelism.
 """
 
+import dataclasses
 import sys
 
 import torch
@@ -37,22 +39,24 @@ def one_step(actor: MegatronActor) -> dict:
     return {"loss": metrics["actor/loss"], "grad_norm": metrics["actor/grad_norm"]}
 
 
-def main(out_path: str, tp: int, ep: int, pp: int) -> None:
+def main(out_path: str, tp: int, ep: int, pp: int, vp: int = 0, layers: int = 0) -> None:
+    arch = dataclasses.replace(TINY, num_layers=layers) if layers else TINY
     layout = ParallelLayout(
         tensor_model_parallel_size=tp,
         expert_model_parallel_size=ep,
         pipeline_model_parallel_size=pp,
+        virtual_pipeline_model_parallel_size=vp or None,
         sequence_parallel=tp > 1,
     )
     init_distributed(layout, seed=SEED)
     torch.manual_seed(SEED)  # as MegatronBackend seeds before it builds
     optim = OptimizerSettings(micro_batch_size=2, clip_grad=0.0)
-    actor = MegatronActor(TINY, layout, ActorSettings(optim=optim, keep_reference=True))
-    critic = MegatronCritic(TINY, layout, CriticSettings(optim=optim))
+    actor = MegatronActor(arch, layout, ActorSettings(optim=optim, keep_reference=True))
+    critic = MegatronCritic(arch, layout, CriticSettings(optim=optim))
     rng_after_builds = torch.get_rng_state()
-    actor_weights = gather_full_state_dict(actor.chunks, TINY)
-    reference_weights = gather_full_state_dict(actor.ref_chunks, TINY)
-    critic_weights = gather_full_state_dict(critic.chunks, TINY)
+    actor_weights = gather_full_state_dict(actor.chunks, arch)
+    reference_weights = gather_full_state_dict(actor.ref_chunks, arch)
+    critic_weights = gather_full_state_dict(critic.chunks, arch)
     step = one_step(actor)
     if torch.distributed.get_rank() == 0:
         result = {
@@ -67,4 +71,4 @@ def main(out_path: str, tp: int, ep: int, pp: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], *(int(arg) for arg in sys.argv[2:]))

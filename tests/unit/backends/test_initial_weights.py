@@ -4,8 +4,9 @@ In one process: the draws hyrl derives from the architecture (initial_weights.re
 are the draws megatron makes when it builds the whole model, and replaying them reproduces
 megatron's own init at TP=1, PP=1, EP=1 bit for bit (that layout's initial model is unchanged).
 On several gloo ranks (tests/helpers/initial_weights_worker.py): the gathered initial actor,
-its reference copy and the critic are bitwise equal at PP=2, EP=2 and TP=2 with sequence
-parallelism to PP=1, and so are the first step's loss and gradient norm (to 1e-6).
+its reference copy and the critic are bitwise equal at PP=2, EP=2, TP=2 with sequence
+parallelism and PP=2 with 2 virtual stages to PP=1, and so are the first step's loss and
+gradient norm (to 1e-6).
 """
 
 import dataclasses
@@ -123,34 +124,42 @@ def test_a_parameter_no_draw_names_is_refused(one_rank_group):
         )
 
 
-LAYOUTS = {"pp1": (1, 1, 1, 1), "pp2": (2, 1, 1, 2), "ep2": (2, 1, 2, 1), "tp2sp": (2, 2, 1, 1)}
-# nproc, TP, EP, PP (TP > 1 with sequence parallelism)
+LAYOUTS = {
+    "pp1": (1, 1, 1, 1, 0, 0),
+    "pp2": (2, 1, 1, 2, 0, 0),
+    "ep2": (2, 1, 2, 1, 0, 0),
+    "tp2sp": (2, 2, 1, 1, 0, 0),
+    # 4 layers: PP=2 with 2 virtual stages of 1 layer per rank, against PP=1 with 4 layers
+    "pp1 4 layers": (1, 1, 1, 1, 0, 4),
+    "pp2 vp2": (2, 1, 1, 2, 2, 4),
+}  # nproc, TP, EP, PP, V (0: none), layers (0: TINY's 2); TP > 1 with sequence parallelism
+AGAINST = {"pp2": "pp1", "ep2": "pp1", "tp2sp": "pp1", "pp2 vp2": "pp1 4 layers"}
 
 
 @pytest.fixture(scope="module")
 def fresh_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("initial_weights")
     runs = {}
-    for layout, (nproc, tp, ep, pp) in LAYOUTS.items():
-        out = tmp / f"{layout}.pt"
-        run_ranks(WORKER, nproc, out, tp, ep, pp)
+    for layout, (nproc, *args) in LAYOUTS.items():
+        out = tmp / f"{layout.replace(' ', '_')}.pt"
+        run_ranks(WORKER, nproc, out, *args)
         runs[layout] = torch.load(out, weights_only=False)
     return runs
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["pp2", "ep2", "tp2sp"])
+@pytest.mark.parametrize("layout", list(AGAINST))
 @pytest.mark.parametrize("model", ["actor", "reference", "critic"])
 def test_gathered_initial_weights_are_bitwise_those_of_pp1(fresh_runs, layout, model):
-    reference, got = fresh_runs["pp1"][model], fresh_runs[layout][model]
+    reference, got = fresh_runs[AGAINST[layout]][model], fresh_runs[layout][model]
     assert got.keys() == reference.keys()
     assert [name for name in reference if not torch.equal(got[name], reference[name])] == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", ["pp2", "ep2", "tp2sp"])
+@pytest.mark.parametrize("layout", list(AGAINST))
 def test_the_rng_after_the_builds_and_the_first_step_match_pp1(fresh_runs, layout):
-    reference, got = fresh_runs["pp1"], fresh_runs[layout]
+    reference, got = fresh_runs[AGAINST[layout]], fresh_runs[layout]
     assert torch.equal(got["rng_after_builds"], reference["rng_after_builds"])
     assert got["loss"] == pytest.approx(reference["loss"], rel=1e-6)
     assert got["grad_norm"] > 0
