@@ -265,12 +265,12 @@ def build_model_chunks(
     expects.
 
     value_head=True builds a critic: the vocab-parallel output layer becomes `ValueHead`, one
-    scalar per position.
+    scalar per position. routing_replay=True gives every MoE router megatron's RouterReplay
+    (see routing_replay.py).
 
     On CPU (megatron's CPU init) a fresh model is the same at every layout for one global RNG
     state: megatron's own at TP=1, PP=1, EP=1, replayed where a rank builds only part of the
-    model (initial_weights). routing_replay=True gives every MoE router megatron's RouterReplay
-    (see routing_replay.py).
+    model (initial_weights).
     """
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import (
