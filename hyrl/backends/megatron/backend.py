@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from hyrl.backends.megatron import collectives, cpu_compat
+from hyrl.backends.megatron import collectives, cpu_compat, initial_weights
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
 from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
 from hyrl.backends.megatron.model import (
@@ -51,9 +51,10 @@ class MegatronBackend:
         if world_size > 1 and engine_returns_routing(cfg):  # rank 0 sends each its rows' ids
             self.dp_rank_of = self.all_gather_object(self.dp_rank)
 
-        # Identical full weights on every rank before sharding on CPU (megatron's CPU init); on
-        # CUDA megatron initialises each TP/expert shard from its own RNG stream, so a model
-        # not loaded from a checkpoint depends on the layout there.
+        # A fresh model from this seed: on CPU the same at every layout (megatron's TP=1 PP=1
+        # EP=1 CPU init, replayed where a rank builds only part of the model: initial_weights);
+        # on CUDA megatron initialises each TP/expert shard from its own RNG stream, so there
+        # it depends on the layout (the startup line says so: describe).
         torch.manual_seed(cfg.seed)
         self.actor = MegatronActor(arch, layout, ActorSettings.from_flags(cfg))
         if cfg.hf_checkpoint:  # before the critic and the reference copy the actor's weights
@@ -82,8 +83,17 @@ class MegatronBackend:
             f"({cpu_compat.distributed_backend()}): TP={cfg.tensor_model_parallel_size} "
             f"EP={cfg.expert_model_parallel_size} DP={self.dp_size} "
             f"SP={'on' if cfg.sequence_parallel else 'off'}; layer spec {spec}, "
-            f"MoE dispatcher {dispatcher}; this rank's process may run on {_cpus_seen()} CPU(s)"
+            f"MoE dispatcher {dispatcher}; this rank's process may run on {_cpus_seen()} CPU(s); "
+            + initial_weights.describe(self.actor.chunks[0].config, self._loaded_from(), cfg.seed)
         )
+
+    def _loaded_from(self) -> str | None:
+        """The flag the actor's initial weights come from (None: a fresh model)."""
+        if self.cfg.load:
+            return f"--load {self.cfg.load}"
+        if self.cfg.hf_checkpoint:
+            return f"--hf-checkpoint {self.cfg.hf_checkpoint}"
+        return None
 
     def device(self) -> torch.device:
         return cpu_compat.device()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from hyrl.backends.megatron import cpu_compat
+from hyrl.backends.megatron import cpu_compat, initial_weights
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 
@@ -267,6 +267,10 @@ def build_model_chunks(
     value_head=True builds a critic: the vocab-parallel output layer becomes `ValueHead`, one
     scalar per position. routing_replay=True gives every MoE router megatron's RouterReplay
     (see routing_replay.py).
+
+    On CPU (megatron's CPU init) a fresh model is the same at every layout for one global RNG
+    state: megatron's own at TP=1, PP=1, EP=1, replayed where a rank builds only part of the
+    model (initial_weights).
     """
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import (
@@ -302,6 +306,7 @@ def build_model_chunks(
     from megatron.core import parallel_state
 
     virtual_stages = layout.virtual_pipeline_model_parallel_size
+    rng_state = torch.get_rng_state()  # where megatron's CPU init starts drawing
     chunks = []
     for vp_stage in [None] if virtual_stages is None else range(virtual_stages):
         # a (virtual) pipeline stage builds its share of the layers; the first embeds, the
@@ -327,6 +332,9 @@ def build_model_chunks(
             model.output_layer = ValueHead(config)
         _reduce_experts_over_expert_data_parallel(model)
         chunks.append(model.to(cpu_compat.device()))
+    if config.use_cpu_initialization and not initial_weights.builds_whole_model(layout):
+        # this rank built a part of the model and drew a shifted stream: the reference's values
+        initial_weights.replay_reference_init(chunks, arch, config, rng_state, value_head)
     return chunks
 
 
