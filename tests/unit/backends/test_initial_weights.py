@@ -1,4 +1,4 @@
-"""One fresh initial model per seed at every layout (megatron's CPU init, issue 35 part 4).
+"""One fresh initial model per seed at every layout (megatron's CPU init).
 
 In one process: the draws hyrl derives from the architecture (initial_weights.reference_draws)
 are the draws megatron makes when it builds the whole model, and replaying them reproduces
