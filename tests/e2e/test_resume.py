@@ -198,7 +198,7 @@ def test_a_run_saved_under_ep2_resumes_resharded_under_another_layout(tmp_path, 
 
 
 # Saved one step earlier than the EP=2 run: from the seed's initial model (the same at every
-# layout since issue 35.4) every rollout of step 12 earns the same reward, a step that does not
+# layout) every rollout of step 12 earns the same reward, a step that does not
 # move the weights; steps 10 and 11 do (measured: grad norm 0.41, 0.38, 0 at steps 10-12).
 VPP_SAVED_AT, VPP_RESUMED_TO = SAVED_AT - 1, RESUMED_TO - 1
 
