@@ -151,6 +151,8 @@ def test_sigusr1_checkpoints_requeues_and_the_requeued_job_resumes_the_run(slurm
     while len(_rows(run_dir)) < 2:  # training, past its first steps
         assert time.monotonic() < deadline, _take_log(job_id)[-3000:]
         time.sleep(0.5)
+    # a process that looks like a training rank but belongs to no job: it must be left alone
+    decoy = subprocess.Popen(["bash", "-c", 'exec -a "python -m hyrl train decoy" sleep 600'])
     # what Slurm sends before a time limit (--signal=B:USR1@300), to the batch shell only
     subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], check=True)
     deadline = time.monotonic() + 600
@@ -158,7 +160,11 @@ def test_sigusr1_checkpoints_requeues_and_the_requeued_job_resumes_the_run(slurm
         assert time.monotonic() < deadline, _take_log(job_id)[-3000:]
         time.sleep(1)
     log = _take_log(job_id)  # both runs of the job append to it (--open-mode=append)
+    alive = decoy.poll() is None
+    decoy.kill()
+    assert alive, "the decoy outside the job got the job's SIGUSR1"
     assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", (job, log[-3000:])
+    assert f"SIGUSR1 to 2 training rank(s) of job {job_id}" in log, log[-3000:]
     stopped = [ln for ln in log.splitlines() if "received: stopping after rollout step" in ln]
     assert len(stopped) == 1, log[-3000:]
     k = int(stopped[0].split("rollout step ")[1].split(";")[0])
