@@ -120,7 +120,12 @@ class Trainer:
             self.rollout_side = RolloutSide(
                 cfg, world_size, self.arch, self.backend.device(), self.run_dir
             )
-            config = {**cfg.to_dict(world_size), **self._run_identity()}
+            # what the weights began from: a resume keeps its run's own statement
+            config = {
+                **cfg.to_dict(world_size),
+                "initial_model": self.backend.initial_model(),
+                **self._run_identity(),
+            }
             self.run_id = config["run_id"]
             wandb_run = start_wandb(cfg, self.run_dir, config) if cfg.log_wandb else None
             tensorboard = start_tensorboard(cfg.tensorboard_dir) if cfg.tensorboard_dir else None

@@ -103,6 +103,11 @@ class TrainBackend(Protocol):
         """One line for the log: ranks, device, parallel layout, the layer implementation."""
         ...
 
+    def initial_model(self) -> str:
+        """What the actor's initial weights depend on (a checkpoint, or the seed and whether
+        the layout): config.json records it."""
+        ...
+
     def device(self) -> torch.device:
         """Where this rank computes (and an in-process engine generates)."""
         ...

@@ -1257,8 +1257,9 @@ def _check_run_dir(c: RunConfig, world_size: int) -> None:
     _check_resumed_config(c, world_size)
 
 
-# Keys of config.json that record the run rather than its flags (who it is, what it forked).
-RUN_RECORD_KEYS = ("run_id", "forked_from")
+# Keys of config.json that record the run rather than its flags (who it is, what it forked,
+# what its initial weights came from).
+RUN_RECORD_KEYS = ("run_id", "forked_from", "initial_model")
 
 
 def _check_resumed_config(c: RunConfig, world_size: int) -> None:

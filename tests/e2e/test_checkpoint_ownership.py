@@ -30,6 +30,8 @@ def test_the_save_directory_and_each_checkpoint_name_their_run(run_a):
     }
     state = _state(ckpt, 2)
     assert state["run_id"] == run_id and state["config"]["lr"] == 3e-4
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["initial_model"].startswith("initial model: fresh from seed 1234, the same at")
 
 
 def test_another_run_saving_into_it_is_refused_and_nothing_is_overwritten(run_a):
@@ -79,10 +81,16 @@ def test_a_resume_into_a_new_run_directory_is_a_fork_and_says_so(run_a):
     config = json.loads((fork / "config.json").read_text())
     assert config["forked_from"] == {"run_id": parent, "checkpoint": f"{ckpt}/step_2"}
     assert config["run_id"] != parent
+    assert (
+        config["initial_model"].startswith("initial model: ")
+        and "--load" in config["initial_model"]
+    )
     assert [r["rollout_step"] for r in records(fork)] == [3]  # continues after step 2
     assert json.loads((fork_ck / "run.json").read_text())["run_id"] == config["run_id"]
     # the fork's own checkpoints resume into the fork: same id, its records continue
     proc = run_recipe(fork, "--num-steps", "4", "--load", str(fork_ck), "--save", str(fork_ck))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [r["rollout_step"] for r in records(fork)] == [3, 4]
-    assert json.loads((fork / "config.json").read_text())["run_id"] == config["run_id"]
+    resumed = json.loads((fork / "config.json").read_text())
+    assert resumed["run_id"] == config["run_id"]
+    assert resumed["initial_model"] == config["initial_model"]  # the run's own, kept

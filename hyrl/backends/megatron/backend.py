@@ -84,7 +84,12 @@ class MegatronBackend:
             f"EP={cfg.expert_model_parallel_size} DP={self.dp_size} "
             f"SP={'on' if cfg.sequence_parallel else 'off'}; layer spec {spec}, "
             f"MoE dispatcher {dispatcher}; this rank's process may run on {_cpus_seen()} CPU(s); "
-            + initial_weights.describe(self.actor.chunks[0].config, self._loaded_from(), cfg.seed)
+            + self.initial_model()
+        )
+
+    def initial_model(self) -> str:
+        return initial_weights.describe(
+            self.actor.chunks[0].config, self._loaded_from(), self.cfg.seed
         )
 
     def _loaded_from(self) -> str | None:
