@@ -100,18 +100,22 @@ def _dcp_damage(directory: Path, step_dir: Path) -> list[str]:
     return problems
 
 
+def step_dirs(save_dir: Path) -> list[tuple[int, Path]]:
+    """The step_N directories of a --save directory as (N, path), oldest first."""
+    return sorted(
+        (int(p.name.removeprefix("step_")), p)
+        for p in save_dir.glob("step_*")
+        if p.is_dir() and p.name.removeprefix("step_").isdigit()
+    )
+
+
 def older_whole_step(step_dir: Path) -> Path | None:
     """The newest step directory beside step_dir, older than it, that ``damage`` passes."""
     try:
         number = int(step_dir.name.removeprefix("step_"))
     except ValueError:
         return None
-    older = sorted(
-        (int(p.name.removeprefix("step_")), p)
-        for p in step_dir.parent.glob("step_*")
-        if p.is_dir() and p.name.removeprefix("step_").isdigit()
-    )
-    for n, path in reversed(older):
+    for n, path in reversed(step_dirs(step_dir.parent)):
         if n < number and not damage(path):
             return path
     return None

@@ -13,18 +13,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from hyrl.checkpoint.manifest import verify
-
-STATE_FILE = "trainer_state.json"
+from hyrl.checkpoint.manifest import step_dirs, verify
+from hyrl.checkpoint.trainer_state import STATE_FILE
 
 
 def _steps(directory: Path) -> list[Path]:
+    """One step directory, or every step of a --save directory, newest first."""
     if (directory / STATE_FILE).is_file():
         return [directory]
-    steps = [
-        p for p in directory.glob("step_*") if p.is_dir() and p.name.removeprefix("step_").isdigit()
-    ]
-    return sorted(steps, key=lambda p: int(p.name.removeprefix("step_")), reverse=True)
+    return [path for _, path in reversed(step_dirs(directory))]
 
 
 def main(argv: list[str]) -> int:
