@@ -11,10 +11,10 @@ DECAY_STYLES = ("constant", "linear", "cosine")
 LR_SCALING_EXPONENTS = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
 
 
-def scaled_lr(ref_lr: float, batch: int, ref_batch: int, rule: str) -> float:
-    """The learning rate at global batch `batch` from a reference recipe: LR0 x (B / B0)^k.
+def scaled_lr(base_lr: float, batch: int, ref_batch: int, rule: str) -> float:
+    """The learning rate at global batch `batch` from a base recipe: LR0 x (B / B0)^k.
 
-    `ref_lr` is LR0, the peak learning rate tuned at `ref_batch` = B0 responses per optimizer
+    `base_lr` is LR0, the peak learning rate tuned at `ref_batch` = B0 responses per optimizer
     step; k is 1/2 for rule "sqrt", 1 for "linear" and 0 for "none" (LR0 at every B). "sqrt" is
     the square-root scaling rule for Adam-style optimizers (Malladi et al. 2022, "On the SDEs
     and Scaling Rules for Adaptive Gradient Algorithms"; the batch-size study's "sqrt
@@ -32,12 +32,12 @@ def scaled_lr(ref_lr: float, batch: int, ref_batch: int, rule: str) -> float:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if (
-        isinstance(ref_lr, bool)
-        or not isinstance(ref_lr, (int, float))
-        or not (math.isfinite(ref_lr) and ref_lr > 0)
+        isinstance(base_lr, bool)
+        or not isinstance(base_lr, (int, float))
+        or not (math.isfinite(base_lr) and base_lr > 0)
     ):
-        raise ValueError(f"ref_lr must be a finite number > 0, got {ref_lr!r}")
-    return float(ref_lr) * (batch / ref_batch) ** LR_SCALING_EXPONENTS[rule]
+        raise ValueError(f"base_lr must be a finite number > 0, got {base_lr!r}")
+    return float(base_lr) * (batch / ref_batch) ** LR_SCALING_EXPONENTS[rule]
 
 
 def lr_at(

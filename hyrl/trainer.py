@@ -11,7 +11,7 @@ One rollout step (`Trainer.rollout_step`):
 Under --async-rollout rank 0 takes the rollout from a queue generated ahead by a worker thread
 (hyrl.rollout.async_queue) and tops it up before training on it; the weight sync holds the
 rollout side's engine lock, so it never lands in the middle of an engine call (with
---partial-rollout it lands between the segments of one generation).
+--inflight-weight-updates it lands between the segments of one generation).
 The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
 hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
 """
@@ -52,7 +52,7 @@ from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
-from hyrl.rollout.base import RolloutBatch
+from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.side import RolloutSide
 from hyrl.rollout.weight_update import WeightSync
@@ -190,8 +190,8 @@ class Trainer:
         """The weights to the engines (and --offload-train around it: hyrl.handover); version:
         the policy version they are (None: unchanged). Rank 0 holds the engine lock: a
         generation on --async-rollout's worker finishes first, while the other ranks wait in
-        the backend's wait group (no NCCL timeout there). With --partial-rollout the worker's
-        call is one segment, and the sync goes before its next one."""
+        the backend's wait group (no NCCL timeout there). With --inflight-weight-updates the
+        worker's call is one segment, and the sync goes before its next one."""
         side = self.rollout_side
         with side.engine_lock.weight_sync() if side is not None else nullcontext():
             if self.cfg.async_rollout:
@@ -330,7 +330,7 @@ class Trainer:
         self, timers: StageTimers, prompts_per_step: int, responses_per_step: int, rollout_step: int
     ) -> tuple[RolloutBatch, dict]:
         """Rank 0 generates and scores (or takes it from --async-rollout's queue); the result
-        is broadcast to every rank (routing ids, --use-routing-replay,
+        is broadcast to every rank (routing ids, --use-rollout-routing-replay,
         --measure-routing-mismatch, go to each rank for its own rows). The other ranks wait in
         the backend's wait group, where no NCCL timeout fires. With it: rank 0's queue
         metrics (rollout/staleness_*, perf/engine_idle_s; {} without the queue)."""
@@ -429,10 +429,10 @@ class Trainer:
         critic_lr = cfg.critic_lr
         if self.autopilot is not None:  # its own B, and the lr re-derived for it
             size = self.autopilot.critic_responses_per_step
-            assert size is not None and cfg.critic_ref_lr is not None, "validated under auto"
-            assert cfg.critic_ref_global_batch_size is not None and cfg.critic_lr_scaling
+            assert size is not None and cfg.critic_base_lr is not None, "validated under auto"
+            assert cfg.critic_base_global_batch_size is not None and cfg.critic_lr_scaling
             critic_lr = scaled_lr(
-                cfg.critic_ref_lr, size, cfg.critic_ref_global_batch_size, cfg.critic_lr_scaling
+                cfg.critic_base_lr, size, cfg.critic_base_global_batch_size, cfg.critic_lr_scaling
             )
         steps = len(batch) // size
         history = []
@@ -497,10 +497,10 @@ class Trainer:
         peak_lr = cfg.lr
         assert peak_lr is not None, "resolve filled --lr"
         varies = self.batch_ramp is not None or self.autopilot is not None
-        if varies and cfg.ref_lr is not None:  # re-derived as B changes
-            assert cfg.ref_global_batch_size is not None, "resolve fills it with --ref-lr"
+        if varies and cfg.base_lr is not None:  # re-derived as B changes
+            assert cfg.base_global_batch_size is not None, "resolve fills it with --base-lr"
             peak_lr = scaled_lr(
-                cfg.ref_lr, responses_per_step, cfg.ref_global_batch_size, cfg.lr_scaling
+                cfg.base_lr, responses_per_step, cfg.base_global_batch_size, cfg.lr_scaling
             )
         lr = schedules.lr_at(
             self.actor.optimizer_steps,
@@ -598,7 +598,7 @@ class Trainer:
                 report = ProgressReport(
                     cfg.num_steps, first_step, cfg.log_interval, run_log.samples
                 )
-                report.heartbeat(timers, cfg.log_interval_s)
+                report.heartbeat(timers, cfg.log_interval_s, GENERATION_PROGRESS)
             with report as progress:
                 for rollout_step in range(first_step, cfg.num_steps + 1):
                     rollout_metrics, last_record = self.rollout_step(rollout_step, timers)

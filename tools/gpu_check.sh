@@ -4,7 +4,7 @@
 #      Transformer Engine and a real SGLang server where they are installed),
 #   2. a short tiny-recipe GRPO run on the 30B recipes' training path with the in-process hf
 #      engine: --bf16 --use-distributed-optimizer --qkv-format thd (packed sequences) with
-#      --use-tis --use-routing-replay, PP=1, and with Transformer Engine installed its spec and
+#      --use-tis --use-rollout-routing-replay, PP=1, and with Transformer Engine installed its spec and
 #      --moe-permute-fusion; the report prints the median perf/tokens_per_s_per_gpu and perf/mfu
 #      over the run's steps, with the GPU's name and the peak bf16 FLOP/s the MFU is taken
 #      against (hyrl/metrics/flops.py),
@@ -73,7 +73,7 @@ run_step "pytest tests/gpu" "${GPU_CHECK_TEST_TIMEOUT:-420}" "$OUT/pytest_gpu.lo
   "$PYTHON" -m pytest tests/gpu -v -rs -rP -p no:cacheprovider
 
 # The 30B recipes' training path on this GPU; TE's spec and fused permutation where TE is here.
-TRAIN_FLAGS=(--bf16 --use-distributed-optimizer --qkv-format thd --use-tis --use-routing-replay)
+TRAIN_FLAGS=(--bf16 --use-distributed-optimizer --qkv-format thd --use-tis --use-rollout-routing-replay)
 if has transformer_engine; then
   TRAIN_FLAGS+=(--transformer-impl transformer_engine --moe-permute-fusion)
 fi

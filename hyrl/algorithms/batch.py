@@ -29,8 +29,8 @@ class TokenBatch:
     loss_weights:  [N, L] per-token factor of the actor's loss terms, summing over the global
                    batch as --loss-agg-mode says (losses.loss_weights); None: token-mean
     routed_experts: RoutedExperts, the expert ids the engine routed the token at each position
-                   to (--use-routing-replay), behaving as an [N, L, layers, top-k] field; its
-                   `dense()` gives the int16 tensor, -1 where the engine gave none
+                   to (--use-rollout-routing-replay), behaving as an [N, L, layers, top-k] field;
+                   its `dense()` gives the int16 tensor, -1 where the engine gave none
     """
 
     tokens: torch.Tensor

@@ -66,7 +66,7 @@ def parse_mults(text) -> list[int]:
     if 1 not in mults:
         raise SweepError(
             f"--batch-mults {','.join(map(str, mults))}: must include 1 (the "
-            f"reference recipe's batch); allowed: {allowed}"
+            f"base recipe's batch); allowed: {allowed}"
         )
     return sorted(mults)
 
@@ -136,7 +136,7 @@ def plan_members(
     seeds: Sequence[int] = (1234,),
     max_samples: int | None = None,
 ) -> list[dict]:
-    """The sweep's members, pure. `base`: {"P0", "G", "B0", "lr"} of the reference recipe.
+    """The sweep's members, pure. `base`: {"P0", "G", "B0", "lr"} of the base recipe.
 
     For each seed (in order) and multiplier m (ascending): P = P0 m prompts and B = B0 m
     responses per optimizer step (G kept, so the optimizer steps per rollout are kept too),
@@ -196,9 +196,9 @@ def member_flags(member: dict, base: dict, run_dir) -> list[str]:
         str(member["responses_per_step"]),
         "--lr",
         "none",
-        "--ref-lr",
+        "--base-lr",
         repr(float(base["lr"])),
-        "--ref-global-batch-size",
+        "--base-global-batch-size",
         str(base["B0"]),
         "--lr-scaling",
         member["lr_scaling"],

@@ -5,7 +5,7 @@ fields (`--some-name` for field `some_name`, `parser`). `parse_args` turns argv 
 `RunConfig` and `validate` checks it against the world size (`validate`). Flags whose default
 is "none" mean "not given": `resolve` returns a new `RunConfig` with each of them replaced by
 the value it stands for (the global batch from P x G, the learning rate from the default or
-from a reference recipe scaled to the global batch, see `hyrl.schedules.scaled_lr`, the
+from a base recipe scaled to the global batch, see `hyrl.schedules.scaled_lr`, the
 critic's settings from the actor's under PPO; `resolve`), and `load` does all three (parse,
 validate, resolve) for the command line. All of them raise `ConfigError` (`errors`), which
 names the flag, the offending value and what is allowed, before any process group or model

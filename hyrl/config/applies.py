@@ -53,7 +53,7 @@ SGLANG_ONLY = (
     "sglang_mem_fraction_static",
     "sglang_server_args",
     "sglang_request_timeout_s",
-    "update_weight_mode",
+    "update_weight_transport",
     "colocate",
     "rollout_num_gpus",
 )
@@ -107,7 +107,7 @@ APPLIES_ONLY_WITH = (
         _changed,
     ),
     AppliesOnlyWith(
-        ("use_routing_replay", "measure_routing_mismatch"),
+        ("use_rollout_routing_replay", "measure_routing_mismatch"),
         "--pipeline-model-parallel-size 1",
         lambda c: c.pipeline_model_parallel_size == 1,
         "routing replay and its measurement map each layer's ids to the routers of one model, "
@@ -263,38 +263,39 @@ APPLIES_ONLY_WITH = (
         _changed,
     ),
     AppliesOnlyWith(
-        ("partial_rollout",),
+        ("inflight_weight_updates",),
         "--async-rollout",
         lambda c: c.async_rollout,
         "pauses the generations of --async-rollout's worker at a weight sync, and "
         "--async-rollout is off (a synchronous run syncs between rollouts)",
-        "--async-rollout --partial-rollout, or remove --partial-rollout",
+        "--async-rollout --inflight-weight-updates, or remove --inflight-weight-updates",
         _on,
     ),
     AppliesOnlyWith(
-        ("partial_rollout",),
+        ("inflight_weight_updates",),
         "--max-staleness >= 1",
         lambda c: c.max_staleness >= 1,
         "with --max-staleness 0 the trainer waits for each generation, so no weight sync "
         "lands inside one",
-        "--max-staleness 1 or more with it, or remove --partial-rollout",
+        "--max-staleness 1 or more with it, or remove --inflight-weight-updates",
         _on,
     ),
     AppliesOnlyWith(
-        ("partial_rollout_segment_tokens",),
-        "--partial-rollout",
-        lambda c: c.partial_rollout,
-        "only used with --partial-rollout, which is off",
-        "add --partial-rollout, or remove it",
+        ("inflight_segment_tokens",),
+        "--inflight-weight-updates",
+        lambda c: c.inflight_weight_updates,
+        "only used with --inflight-weight-updates, which is off",
+        "add --inflight-weight-updates, or remove it",
         _changed,
     ),
     AppliesOnlyWith(
-        ("partial_rollout",),
-        "no --use-routing-replay, --measure-routing-mismatch",
+        ("inflight_weight_updates",),
+        "no --use-rollout-routing-replay, --measure-routing-mismatch",
         lambda c: not engine_returns_routing(c),
         "a response continued after a weight sync is routed again by the new weights, so the "
         "routing that sampled its earlier tokens is not kept",
-        "remove --partial-rollout, or --use-routing-replay and --measure-routing-mismatch",
+        "remove --inflight-weight-updates, or --use-rollout-routing-replay and "
+        "--measure-routing-mismatch",
         _on,
     ),
     # before --colocate's row: --offload-train needs --colocate

@@ -48,7 +48,7 @@ GROUP_TITLES = {
 ARITH_PROMPT_TOKENS = 5
 # Size of the tiny task's tokenizer vocabulary.
 TASK_VOCAB_SIZE = 16
-# Peak learning rate when neither --lr nor --ref-lr is given (per optimizer step).
+# Peak learning rate when neither --lr nor --base-lr is given (per optimizer step).
 DEFAULT_LR = 3e-4
 
 
@@ -238,7 +238,7 @@ class RunConfig:
         None,
         "change responses per optimizer step during the run: START:END:STEPS goes "
         "linearly from START to END over STEPS rollout steps (prompts per step follow, G and "
-        "optimizer steps per rollout stay; with --ref-lr the lr is re-derived by "
+        "optimizer steps per rollout stay; with --base-lr the lr is re-derived by "
         "--lr-scaling at every change); START must equal the global batch size",
         "batch",
     )
@@ -336,27 +336,28 @@ class RunConfig:
     # --- optimizer -----------------------------------------------------------------------
     lr: float | None = _opt(
         None,
-        "peak learning rate (per optimizer step); none = 3e-4, or --ref-lr scaled to B "
-        "(see --lr-scaling) when --ref-lr is given",
+        "peak learning rate (per optimizer step); none = 3e-4, or --base-lr scaled to B "
+        "(see --lr-scaling) when --base-lr is given",
         "optimizer",
     )
     lr_scaling: str = _opt(
         "none",
-        "how --ref-lr scales with the global batch (name): lr = LR0 x (B / B0)^k with "
+        "how --base-lr scales with the global batch (name): lr = LR0 x (B / B0)^k with "
         "k = 1/2 for sqrt, 1 for linear, 0 for none",
         "optimizer",
         choices=tuple(LR_SCALING_EXPONENTS),
     )
-    ref_lr: float | None = _opt(
+    base_lr: float | None = _opt(
         None,
-        "peak learning rate LR0 of the reference recipe at B0 (per optimizer step); when "
-        "given, the learning rate is LR0 x (B / B0)^k instead of --lr; none = use --lr",
+        "peak learning rate LR0 of the base recipe, the one tuned at B0, that the learning "
+        "rate is scaled from (per optimizer step); when given, the learning rate is "
+        "LR0 x (B / B0)^k instead of --lr; none = use --lr",
         "optimizer",
     )
-    ref_global_batch_size: int | None = _opt(
+    base_global_batch_size: int | None = _opt(
         None,
-        "responses per optimizer step of the reference recipe, B0 (responses); needs "
-        "--ref-lr; none = B (no scaling)",
+        "responses per optimizer step of the base recipe, B0 (responses); needs "
+        "--base-lr; none = B (no scaling)",
         "optimizer",
     )
     min_lr: float = _opt(0.0, "learning rate at the end of decay (per optimizer step)", "optimizer")
@@ -412,11 +413,12 @@ class RunConfig:
         "that dies is replaced and its in-flight prompts resubmitted",
         "rollout",
     )
-    update_weight_mode: str | None = _opt(
+    update_weight_transport: str | None = _opt(
         None,
         "how new weights reach SGLang (name): tensor = bucketed update_weights_from_tensor "
         "(same node), distributed = NCCL broadcast group, disk = safetensors + "
-        "update_weights_from_disk; none = tensor with --colocate, else distributed",
+        "update_weights_from_disk (nccl is accepted for distributed, as slime names it); "
+        "none = tensor with --colocate, else distributed",
         "rollout",
         choices=("tensor", "distributed", "disk"),
     )
@@ -503,17 +505,17 @@ class RunConfig:
         "rollout",
         choices=("drop", "regenerate"),
     )
-    partial_rollout: bool = _opt(
+    inflight_weight_updates: bool = _opt(
         False,
         "let a weight sync land in the middle of a generation: the worker generates "
-        "--partial-rollout-segment-tokens at a time, and a response continues with the new "
+        "--inflight-segment-tokens at a time, and a response continues with the new "
         "weights; each token keeps the version and the engine log-prob that sampled it (on/off)",
         "rollout",
     )
-    partial_rollout_segment_tokens: int = _opt(
+    inflight_segment_tokens: int = _opt(
         64,
-        "new tokens per engine call under --partial-rollout: a weight sync waits for at most "
-        "one segment, and each segment feeds prompt + tokens so far back in (tokens)",
+        "new tokens per engine call under --inflight-weight-updates: a weight sync waits for "
+        "at most one segment, and each segment feeds prompt + tokens so far back in (tokens)",
         "rollout",
     )
 
@@ -671,27 +673,27 @@ class RunConfig:
     critic_lr: float | None = _opt(
         None,
         "critic peak learning rate (per critic optimizer step); none = --lr (the actor's "
-        "resolved rate), or --critic-ref-lr scaled to the critic batch when that is given",
+        "resolved rate), or --critic-base-lr scaled to the critic batch when that is given",
         "critic",
     )
     critic_lr_scaling: str | None = _opt(
         None,
-        "how --critic-ref-lr scales with the critic batch (name): critic lr = LR0 x "
+        "how --critic-base-lr scales with the critic batch (name): critic lr = LR0 x "
         "(critic B / B0)^k, k as for --lr-scaling; none = none",
         "critic",
         choices=tuple(LR_SCALING_EXPONENTS),
     )
-    critic_ref_lr: float | None = _opt(
+    critic_base_lr: float | None = _opt(
         None,
-        "critic peak learning rate LR0 of the reference recipe at its critic B0 (per "
+        "critic peak learning rate LR0 of the base recipe at its critic B0 (per "
         "critic optimizer step); when given, the critic learning rate is LR0 x (critic B / "
         "B0)^k instead of --critic-lr; none = use --critic-lr",
         "critic",
     )
-    critic_ref_global_batch_size: int | None = _opt(
+    critic_base_global_batch_size: int | None = _opt(
         None,
-        "responses per critic optimizer step of the reference recipe, B0 (responses); "
-        "needs --critic-ref-lr; none = the critic batch (no scaling)",
+        "responses per critic optimizer step of the base recipe, B0 (responses); "
+        "needs --critic-base-lr; none = the critic batch (no scaling)",
         "critic",
     )
     critic_min_lr: float | None = _opt(
@@ -811,7 +813,7 @@ class RunConfig:
         "mismatch",
         choices=("token", "sequence"),
     )
-    use_routing_replay: bool = _opt(
+    use_rollout_routing_replay: bool = _opt(
         False,
         "rollout routing replay (R3): the engine returns the experts it routed every "
         "token to and the trainer's MoE routers reuse them (on/off)",
@@ -821,7 +823,7 @@ class RunConfig:
         False,
         "the engine returns the experts it routed every token to and the trainer logs how "
         "often its own routing differs (mismatch/routing_diff_frac), without replaying them; "
-        "implied by --use-routing-replay (on/off)",
+        "implied by --use-rollout-routing-replay (on/off)",
         "mismatch",
     )
 
@@ -1054,16 +1056,16 @@ _GAE_DEFAULTS = {"gamma": 1.0, "lambd": 1.0, "normalize_advantages": True, "valu
 def _unresolved(cfg: RunConfig) -> list[str]:
     """Fields still None that `resolve` would fill in."""
     names = [n for n in ("global_batch_size", "lr", "eval_temperature") if getattr(cfg, n) is None]
-    if cfg.ref_lr is not None and cfg.ref_global_batch_size is None:
-        names.append("ref_global_batch_size")
+    if cfg.base_lr is not None and cfg.base_global_batch_size is None:
+        names.append("base_global_batch_size")
     if cfg.advantage_estimator == "gae":
         names += [
             n
             for n in (*_CRITIC_FROM_ACTOR, *_GAE_DEFAULTS, "critic_lr_scaling")
             if getattr(cfg, n) is None
         ]
-        if cfg.critic_ref_lr is not None and cfg.critic_ref_global_batch_size is None:
-            names.append("critic_ref_global_batch_size")
+        if cfg.critic_base_lr is not None and cfg.critic_base_global_batch_size is None:
+            names.append("critic_base_global_batch_size")
     return names
 
 
@@ -1192,7 +1194,7 @@ def batch_schedule(c: RunConfig) -> str:
 
 def engine_returns_routing(c: RunConfig) -> bool:
     """Whether the engines return the experts they routed each token to."""
-    return bool(c.use_routing_replay or c.measure_routing_mismatch)
+    return bool(c.use_rollout_routing_replay or c.measure_routing_mismatch)
 
 
 def old_log_probs_from_update(c: RunConfig) -> bool:

@@ -19,6 +19,7 @@ from hyrl.config.fields import (
     _fields,
     _kind,
 )
+from hyrl.config.names import VALUE_ALIASES, other_names, renamed_notes, unknown_flag_hint
 
 
 class _Abort(Exception):
@@ -49,7 +50,7 @@ def _converter(f: dataclasses.Field):
                         ConfigError(flag, text, "not a finite number", _allowed_text(kind, choices))
                     )
             else:
-                value = text
+                value = VALUE_ALIASES.get((f.name, text), text)
         except ValueError:
             raise _Abort(
                 ConfigError(
@@ -96,6 +97,7 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
         if kind == "optlist":  # --flag A B C; "--flag none" = not given
             group.add_argument(
                 flag_name(f.name),
+                *other_names(f.name),
                 dest=f.name,
                 default=default,
                 nargs="+",
@@ -107,6 +109,7 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
             # An optional bool stays None (not given) unless --flag or --no-flag appears.
             group.add_argument(
                 flag_name(f.name),
+                *other_names(f.name),
                 dest=f.name,
                 default=default,
                 action=argparse.BooleanOptionalAction,
@@ -124,7 +127,7 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
                 kwargs["metavar"] = _base(kind).upper() + ("|none" if kind != _base(kind) else "")
             group.add_argument(
                 flag_name(f.name),
-                *ALIASES.get(f.name, ()),
+                *other_names(f.name),
                 dest=f.name,
                 default=default,
                 type=_converter(f),
@@ -132,10 +135,6 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
                 **kwargs,
             )
     return parser
-
-
-# Other names a flag is accepted under (the same meaning in slime or Megatron-LM).
-ALIASES = {"wandb_entity": ("--wandb-team",)}
 
 
 def _all_flags(parser: argparse.ArgumentParser) -> list[str]:
@@ -173,15 +172,46 @@ def _argument_error(
     )
 
 
-def _unknown_error(parser: argparse.ArgumentParser, token: str, argv: list[str]) -> ConfigError:
-    if token.startswith("-") and token not in ("-", "--"):
-        flag, sep, value = token.partition("=")
-        close = difflib.get_close_matches(flag, _all_flags(parser), n=3, cutoff=0.6)
-        if close:
-            allowed = f"did you mean {' or '.join(close)}? ({HELP_HINT})"
-        else:
-            allowed = f"a known flag ({HELP_HINT})"
-        return ConfigError(flag, value if sep else None, "unknown flag", allowed)
+def _flag_hint(parser: argparse.ArgumentParser, flag: str) -> str:
+    """What to say of one unknown flag: slime's or Megatron-LM's equivalent (or why it is not
+    supported) from the table in hyrl.config.foreign, else the closest hyrl flags."""
+    foreign = unknown_flag_hint(flag)
+    if foreign is not None:
+        return foreign
+    close = difflib.get_close_matches(flag, _all_flags(parser), n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(close)}?" if close else "not a hyrl flag"
+
+
+def _unknown_error(
+    parser: argparse.ArgumentParser, extras: list[str], argv: list[str]
+) -> ConfigError:
+    """Every unknown flag at once (a value after an unknown flag is taken as its value), or the
+    first stray argument that follows no flag."""
+    unknown: list[tuple[str, str | None]] = []
+    for i, token in enumerate(extras):
+        if token.startswith("-") and token not in ("-", "--"):
+            flag, sep, value = token.partition("=")
+            unknown.append((flag, value if sep else None))
+        elif i == 0 or not extras[i - 1].startswith("-"):
+            return _stray_error(parser, token, argv)
+    if len(unknown) == 1:
+        flag, value = unknown[0]
+        hint = _flag_hint(parser, flag)
+        allowed = f"{hint} ({HELP_HINT})" if hint.startswith("did you") else HELP_HINT
+        problem = (
+            "unknown flag" if hint.startswith(("did you", "not a")) else f"unknown flag: {hint}"
+        )
+        return ConfigError(flag, value, problem, allowed)
+    lines = "".join(f"\n  {flag}: {_flag_hint(parser, flag)}" for flag, _ in unknown)
+    return ConfigError(
+        ", ".join(flag for flag, _ in unknown),
+        None,
+        f"{len(unknown)} unknown flags:{lines}\n",
+        HELP_HINT,
+    )
+
+
+def _stray_error(parser: argparse.ArgumentParser, token: str, argv: list[str]) -> ConfigError:
     problem = "stray argument not attached to any flag"
     index = argv.index(token) if token in argv else -1
     if index > 0:
@@ -244,8 +274,8 @@ RECIPE_MARKER = "--"
 # the other, the recipe's side is dropped: what is appended wins. Given by the user on both
 # sides, validation refuses them as before.
 EXCLUSIVE_FLAGS = (
-    (("lr",), ("ref_lr", "ref_global_batch_size", "lr_scaling")),
-    (("critic_lr",), ("critic_ref_lr", "critic_ref_global_batch_size", "critic_lr_scaling")),
+    (("lr",), ("base_lr", "base_global_batch_size", "lr_scaling")),
+    (("critic_lr",), ("critic_base_lr", "critic_base_global_batch_size", "critic_lr_scaling")),
     (("global_batch_size",), ("num_steps_per_rollout",)),
     (("rm_type",), ("custom_rm_path",)),
 )
@@ -335,6 +365,7 @@ def parse_args(argv: list[str]) -> RunConfig:
 
     parser = build_parser()
     argv, notes = appended_wins(argv, parser)
+    notes += renamed_notes(argv)
     if os.environ.get("RANK", "0") == "0":
         for note in notes:
             print(f"hyrl: {note}", file=sys.stderr, flush=True)
@@ -346,7 +377,7 @@ def parse_args(argv: list[str]) -> RunConfig:
     except argparse.ArgumentError as err:
         raise _argument_error(parser, err, argv) from None
     if extras:
-        raise _unknown_error(parser, extras[0], argv)
+        raise _unknown_error(parser, extras, argv)
     for f in _fields():  # --list-flag none -> [None] from argparse -> None (not given)
         value = getattr(namespace, f.name)
         if _kind(f) == "optlist" and isinstance(value, list) and None in value:

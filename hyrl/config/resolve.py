@@ -22,18 +22,18 @@ def _resolve_rate(
 ) -> tuple[float, int | None]:
     """(learning rate, reference batch B0) of the actor (prefix "") or the critic ("critic_").
 
-    With --ref-lr: LR0 x (B / B0)^k (see `scaled_lr`), B0 = B when not given; a --lr given as
+    With --base-lr: LR0 x (B / B0)^k (see `scaled_lr`), B0 = B when not given; a --lr given as
     well is an error unless it equals that value (as in a resolved config). Without: --lr, or
-    `fallback` when not given; --lr-scaling other than none or a --ref-global-batch-size are
+    `fallback` when not given; --lr-scaling other than none or a --base-global-batch-size are
     errors then (nothing to scale).
     """
     lr_name, rule_name = prefix + "lr", prefix + "lr_scaling"
-    ref_name, ref_b_name = prefix + "ref_lr", prefix + "ref_global_batch_size"
-    lr, ref_lr, ref_b = getattr(cfg, lr_name), getattr(cfg, ref_name), getattr(cfg, ref_b_name)
+    ref_name, ref_b_name = prefix + "base_lr", prefix + "base_global_batch_size"
+    lr, base_lr, ref_b = getattr(cfg, lr_name), getattr(cfg, ref_name), getattr(cfg, ref_b_name)
     rule = getattr(cfg, rule_name) or "none"
     lr_flag, rule_flag = flag_name(lr_name), flag_name(rule_name)
     ref_flag, ref_b_flag = flag_name(ref_name), flag_name(ref_b_name)
-    if ref_lr is None:
+    if base_lr is None:
         if rule != "none":
             _fail(
                 rule_name,
@@ -49,19 +49,19 @@ def _resolve_rate(
                 f"add {ref_flag} LR0, or remove {ref_b_flag}",
             )
         return (fallback if lr is None else lr), None
-    if not ref_lr > 0:
-        _fail(ref_name, ref_lr, "the learning rate must be positive", "a number > 0")
+    if not base_lr > 0:
+        _fail(ref_name, base_lr, "the learning rate must be positive", "a number > 0")
     if ref_b is None:
         ref_b = batch
     elif ref_b < 1:
         _fail(ref_b_name, ref_b, "must be a positive count", "an integer >= 1")
-    rate = scaled_lr(ref_lr, batch, ref_b, rule)
+    rate = scaled_lr(base_lr, batch, ref_b, rule)
     if lr is not None and not math.isclose(lr, rate, rel_tol=1e-9):
         _fail(
             lr_name,
             lr,
-            f"given together with {ref_flag}={ref_lr}, which sets the learning rate "
-            f"({ref_lr} x ({batch} / {ref_b})^{LR_SCALING_EXPONENTS[rule]:g} = {rate:.6g}, "
+            f"given together with {ref_flag}={base_lr}, which sets the learning rate "
+            f"({base_lr} x ({batch} / {ref_b})^{LR_SCALING_EXPONENTS[rule]:g} = {rate:.6g}, "
             f"{rule_flag} {rule})",
             f"one of them: {lr_flag} for a fixed rate, or {ref_flag} with {rule_flag}",
         )
@@ -72,20 +72,20 @@ def resolve(cfg: RunConfig) -> RunConfig:
     """A new RunConfig with every flag not given (None) replaced by the value it stands for.
 
     --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G.
-    --lr: with --ref-lr, scaled_lr(--ref-lr, B, B0, --lr-scaling) for the resolved B, with
-    --ref-global-batch-size B0 <- B when not given; else 3e-4. --eval-temperature <-
+    --lr: with --base-lr, scaled_lr(--base-lr, B, B0, --lr-scaling) for the resolved B, with
+    --base-global-batch-size B0 <- B when not given; else 3e-4. --eval-temperature <-
     --rollout-temperature. --loss-agg-mode <- token-mean, seq-mean-token-mean under
     --policy-loss gspo.
     Under --advantage-estimator gae: each --critic-* setting takes the actor's value
     (--critic-lr <- the resolved --lr, ...; the critic batch <- the resolved actor batch)
-    except that --critic-ref-lr, when given, sets the critic's rate the same way from the
-    critic batch (--critic-lr-scaling <- none, --critic-ref-global-batch-size <- the critic
+    except that --critic-base-lr, when given, sets the critic's rate the same way from the
+    critic batch (--critic-lr-scaling <- none, --critic-base-global-batch-size <- the critic
     batch); --gamma and --lambd 1.0, --normalize-advantages on, --value-clip 0.2;
     --critic-load stays none (the actor's initial weights). Under grpo those stay None. Values
     given are kept; resolving a resolved config changes nothing. Raises ConfigError when
     --num-steps-per-rollout does not divide P x G or disagrees with --global-batch-size, when
-    --lr and --ref-lr are both given (and disagree), and when --lr-scaling (other than none) or
-    --ref-global-batch-size is given without --ref-lr (the same for the --critic-* forms).
+    --lr and --base-lr are both given (and disagree), and when --lr-scaling (other than none) or
+    --base-global-batch-size is given without --base-lr (the same for the --critic-* forms).
     """
     _check_types(cfg)
     p, g = cfg.rollout_batch_size, cfg.n_samples_per_prompt
@@ -115,7 +115,7 @@ def resolve(cfg: RunConfig) -> RunConfig:
     elif b is None:
         b = n
     updates: dict[str, Any] = {"global_batch_size": b}
-    updates["lr"], updates["ref_global_batch_size"] = _resolve_rate(cfg, "", b, DEFAULT_LR)
+    updates["lr"], updates["base_global_batch_size"] = _resolve_rate(cfg, "", b, DEFAULT_LR)
     if cfg.eval_temperature is None:
         updates["eval_temperature"] = cfg.rollout_temperature
     if cfg.loss_agg_mode is None:
@@ -136,7 +136,7 @@ def resolve(cfg: RunConfig) -> RunConfig:
                 updates[name] = updates.get(actor_name, getattr(cfg, actor_name))
         critic_batch = updates.get("critic_global_batch_size", cfg.critic_global_batch_size)
         assert critic_batch is not None, "given, or filled from B just above"
-        updates["critic_lr"], updates["critic_ref_global_batch_size"] = _resolve_rate(
+        updates["critic_lr"], updates["critic_base_global_batch_size"] = _resolve_rate(
             cfg, "critic_", critic_batch, updates["lr"]
         )
         updates["critic_lr_scaling"] = cfg.critic_lr_scaling or "none"

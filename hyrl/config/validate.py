@@ -20,6 +20,7 @@ from hyrl.config.fields import (
     batch_schedule,
     engine_returns_routing,
 )
+from hyrl.config.names import canonical_config
 from hyrl.config.parser import parse_args
 from hyrl.config.resolve import eval_pass_ks, resolve
 from hyrl.metrics.target import TARGET_ALLOWED, TargetSyntaxError
@@ -53,7 +54,7 @@ _POSITIVE_INTS = (
     "micro_batch_size",
     "rollout_concurrency",
     "rollout_max_response_len",
-    "partial_rollout_segment_tokens",
+    "inflight_segment_tokens",
     "num_steps_per_rollout",
     "dynamic_sampling_max_rounds",
     "critic_global_batch_size",
@@ -61,8 +62,8 @@ _POSITIVE_INTS = (
     "save_interval",
     "log_interval",
     "max_skipped_steps",
-    "ref_global_batch_size",
-    "critic_ref_global_batch_size",
+    "base_global_batch_size",
+    "critic_base_global_batch_size",
     "autopilot_min",
     "autopilot_max",
     "autopilot_warmup",
@@ -99,7 +100,7 @@ def _check_ranges(c: RunConfig) -> None:
         )
 
     # optimizer (min_lr against the resolved learning rate: see _check_learning_rates)
-    for name in ("lr", "ref_lr", "critic_lr", "critic_ref_lr"):
+    for name in ("lr", "base_lr", "critic_lr", "critic_base_lr"):
         value = getattr(c, name)
         if value is not None and not value > 0:
             _fail(name, value, "the learning rate must be positive", "a number > 0")
@@ -306,13 +307,13 @@ def _rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:
     lr = getattr(c, prefix + "lr")
     if getattr(given, prefix + "lr") is not None:
         return f"{flag_name(prefix + 'lr')}={lr}"
-    ref_lr = getattr(given, prefix + "ref_lr")
-    if ref_lr is not None:
+    base_lr = getattr(given, prefix + "base_lr")
+    if base_lr is not None:
         batch = c.global_batch_size if not prefix else c.critic_global_batch_size
         return (
-            f"{lr:.6g} ({flag_name(prefix + 'ref_lr')}={ref_lr} scaled "
+            f"{lr:.6g} ({flag_name(prefix + 'base_lr')}={base_lr} scaled "
             f"{getattr(c, prefix + 'lr_scaling')} from B0="
-            f"{getattr(c, prefix + 'ref_global_batch_size')} to B={batch})"
+            f"{getattr(c, prefix + 'base_global_batch_size')} to B={batch})"
         )
     if prefix:
         return f"{lr} (from the actor's learning rate, {_rate_origin(c, given, '')})"
@@ -348,13 +349,13 @@ def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
             f"below the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
             f"a number >= {c.critic_min_lr}, or set --critic-min-lr",
         )
-    if given.critic_ref_lr is not None:
+    if given.critic_base_lr is not None:
         _fail(
-            "critic_ref_lr",
-            given.critic_ref_lr,
+            "critic_base_lr",
+            given.critic_base_lr,
             f"scales to the critic learning rate {_rate_origin(c, given, 'critic_')}, below "
             f"the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
-            f"a larger --critic-ref-lr, or set --critic-min-lr (0 <= critic_min_lr <= "
+            f"a larger --critic-base-lr, or set --critic-min-lr (0 <= critic_min_lr <= "
             f"{c.critic_lr})",
         )
     _fail(
@@ -547,7 +548,9 @@ def _check_routing_replay(c: RunConfig) -> None:
 
     if not engine_returns_routing(c) or c.rollout_engine != "sglang":
         return
-    switch = "use_routing_replay" if c.use_routing_replay else "measure_routing_mismatch"
+    switch = (
+        "use_rollout_routing_replay" if c.use_rollout_routing_replay else "measure_routing_mismatch"
+    )
     import shlex
 
     tokens = shlex.split(c.sglang_server_args or "")
@@ -887,12 +890,13 @@ def _check_batch_schedule(c: RunConfig, world_size: int) -> None:
             f"a range that holds B={b}",
         )
     rederive = "the autopilot re-derives the learning rate at every change of B"
-    if c.ref_lr is None:
+    if c.base_lr is None:
         _fail(
             "batch_schedule",
             c.batch_schedule,
-            f"{rederive} from --ref-lr, which is not given",
-            "--ref-lr LR0 (with --ref-global-batch-size B0 and --lr-scaling RULE) instead of --lr",
+            f"{rederive} from --base-lr, which is not given",
+            "--base-lr LR0 (with --base-global-batch-size B0 and --lr-scaling RULE) instead "
+            "of --lr",
         )
     if c.noise_scale_beta is None:
         _fail(
@@ -905,13 +909,13 @@ def _check_batch_schedule(c: RunConfig, world_size: int) -> None:
     _check_noise_measurable(c, dp, "autopilot_min", low, c.micro_batch_size, "--micro-batch-size")
     if c.critic_global_batch_size is None:
         return  # GRPO: no critic
-    if c.critic_ref_lr is None:
+    if c.critic_base_lr is None:
         _fail(
             "batch_schedule",
             c.batch_schedule,
-            f"{rederive} and the critic's at every change of its batch, from --critic-ref-lr, "
+            f"{rederive} and the critic's at every change of its batch, from --critic-base-lr, "
             "which is not given",
-            "--critic-ref-lr LR0 (with --critic-ref-global-batch-size and "
+            "--critic-base-lr LR0 (with --critic-base-global-batch-size and "
             "--critic-lr-scaling) instead of --critic-lr",
         )
     c_low, c_high = critic_autopilot_range(c)
@@ -1302,9 +1306,11 @@ def resume_allowed() -> str:
 def resume_differences(saved: dict, c: RunConfig, world_size: int, where: str) -> list[str]:
     """What differs between a saved resolved config (config.json, or the one a checkpoint
     records) and this run's, but for RESUME_MAY_CHANGE and RUN_RECORD_KEYS: one line each,
-    e.g. "--lr: 0.0003 in config.json, 0.001 now" (where: "in config.json")."""
+    e.g. "--lr: 0.0003 in config.json, 0.001 now" (where: "in config.json"). A record written
+    before a flag was renamed is read under the new names (`hyrl.config.names.RENAMED`)."""
     import json
 
+    saved = canonical_config(saved)
     now = json.loads(json.dumps(c.to_dict(world_size)))  # tuples -> lists, as config.json has
     names = {f.name for f in _fields()}
     # a key config.json lacks was written by a hyrl before that flag existed: the run ran as
@@ -1393,12 +1399,12 @@ def load(argv: list[str], world_size: int) -> RunConfig:
 
 
 def _check_rate_given_once(given: RunConfig) -> None:
-    """On the command line a rate is either fixed (--lr) or derived (--ref-lr), never both.
+    """On the command line a rate is either fixed (--lr) or derived (--base-lr), never both.
 
     (A resolved config carries both, the derived lr next to its reference, which is why
     `validate` itself only refuses a pair that disagrees.)
     """
-    for lr_name, ref_name in (("lr", "ref_lr"), ("critic_lr", "critic_ref_lr")):
+    for lr_name, ref_name in (("lr", "base_lr"), ("critic_lr", "critic_base_lr")):
         if getattr(given, lr_name) is not None and getattr(given, ref_name) is not None:
             _fail(
                 lr_name,

@@ -47,13 +47,15 @@ class ProgressReport:
         self._last_line = time.perf_counter()  # when a line was last printed
         self._step_running = first_step
 
-    def heartbeat(self, timers, every_s: float | None) -> None:
+    def heartbeat(self, timers, every_s: float | None, generation=None) -> None:
         """Without a terminal: a line at least every `every_s` seconds while a step runs and
         no step line came, naming the stage in progress and for how long (the trainer's
-        StageTimers `timers`); None: none. Call before entering."""
-        self._heartbeat = (timers, every_s) if every_s and not self.tty else None
+        StageTimers `timers`) and, while an engine call runs, its responses done of its
+        total (`generation`: an object whose snapshot() is (done, total) or None, the
+        rollout's GENERATION_PROGRESS); every_s None: none. Call before entering."""
+        self._heartbeat = (timers, every_s, generation) if every_s and not self.tty else None
 
-    def _beat(self, timers, every_s: float) -> None:
+    def _beat(self, timers, every_s: float, generation) -> None:
         while not self._stop.wait(every_s):
             now = time.perf_counter()
             if now - self._last_line < every_s:
@@ -64,6 +66,9 @@ class ProgressReport:
                 if current is not None
                 else "between stages"
             )
+            counted = generation.snapshot() if generation is not None else None
+            if counted is not None:
+                stage += f", {counted[0]}/{counted[1]} responses generated"
             step = self._step_running
             print(
                 f"hyrl: ... rollout step {step}/{self.num_steps}: {stage} "

@@ -15,11 +15,11 @@ weight_sync.py and colocated.py), and what the model charges for it, one step af
   each over NVLink when the group stays inside a node, over InfiniBand when it spans nodes
   (--gpus-per-node says which; group_bus_bandwidth);
 - the transfer:
-  - colocated (--update-weight-mode tensor with --colocate): CUDA IPC on each GPU: the trainer
+  - colocated (--update-weight-transport tensor with --colocate): CUDA IPC on each GPU: the trainer
     rank copies every bucket into one flat buffer (the whole model), the engine's TP rank on
     the same GPU copies its shard out of it (the model / engine TP); each copy reads and writes
     its bytes in HBM;
-  - engines on GPUs of their own (--update-weight-mode distributed): rank 0 broadcasts every
+  - engines on GPUs of their own (--update-weight-transport distributed): rank 0 broadcasts every
     bucket over NCCL to the engines' GPUs on the rollout nodes: the whole model through rank
     0's one NIC, then the engine's shard copy in HBM as above.
 
@@ -161,11 +161,14 @@ def weight_sync_plan(
     if mode == "tensor" and not colocated:
         return {
             "modelled": False,
-            "why": "--update-weight-mode tensor without --colocate (buckets through Ray's "
+            "why": "--update-weight-transport tensor without --colocate (buckets through Ray's "
             "object store in host memory)",
         }
     if mode not in ("tensor", "distributed"):
-        return {"modelled": False, "why": f"--update-weight-mode {mode} (a shared file system)"}
+        return {
+            "modelled": False,
+            "why": f"--update-weight-transport {mode} (a shared file system)",
+        }
     tp, ep, pp = layout["tp"], layout["ep"], layout["pp"]
     nodes = group_nodes or {"tp": 1, "ep": 1, "pp": 1}
     model = bytes_per_weight * counts["total"]
@@ -211,14 +214,14 @@ def weight_sync_plan(
         lines.append(
             (
                 "broadcast",
-                f"NCCL broadcast to the engines (--update-weight-mode distributed): "
+                f"NCCL broadcast to the engines (--update-weight-transport distributed): "
                 f"{_size(model)} through rank 0's InfiniBand {links.ib_gb_s:g} GB/s",
             )
         )
         copies = f"engine load: {_size(shard)} (model / engine TP {engine_tp})"
     else:
         copies = (
-            f"CUDA IPC (colocated, --update-weight-mode tensor): flatten {_size(model)} + "
+            f"CUDA IPC (colocated, --update-weight-transport tensor): flatten {_size(model)} + "
             f"engine load {_size(shard)} (model / engine TP {engine_tp})"
         )
     lines.append(("gpu_copies", f"{copies}, each read + written at HBM {links.hbm_gb_s:g} GB/s"))

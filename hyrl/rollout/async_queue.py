@@ -4,8 +4,8 @@ One background worker (a ThreadPoolExecutor of one thread) runs the rollout side
 and scoring of one rollout step per job, in submission order, so prompts leave the task in
 order. The engines are guarded by the rollout side's `EngineLock`, which the worker holds for
 each generation call and the trainer for each weight sync, and which a waiting sync takes
-before the worker's next call. Without --partial-rollout a generation call is a whole round of
-responses, so no weights change in the middle of one; with it (hyrl.rollout.partial) a call
+before the worker's next call. Without --inflight-weight-updates a generation call is a whole round
+of responses, so no weights change in the middle of one; with it (hyrl.rollout.partial) a call
 is one segment of a few tokens and a sync lands between segments. Each rollout carries the
 policy version (weight syncs of trained weights) of each generation call, and its batch the
 version that sampled each response token.
@@ -82,7 +82,8 @@ class QueuedRollout:
     batch: Any  # a RolloutBatch
     routed: list | None  # the engine's routing, kept apart (RolloutSide.rollout)
     prompts: list  # the task's prompts it was generated for (regenerate takes them)
-    # the policy version of each generation call (one per round; per segment, --partial-rollout)
+    # the policy version of each generation call (one per round; per segment,
+    # --inflight-weight-updates)
     versions: list[int]
     engine_idle_s: float = 0.0  # the worker had nothing to do for this long before it
     # the worker's seconds per stage making it ("rollout": generation, "reward"): not on the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -11,6 +12,47 @@ import torch
 from hyrl.algorithms.batch import TokenBatch, pack
 from hyrl.algorithms.dynamic_sampling import DynamicSampling
 from hyrl.models.weight_buckets import NamedTensors
+
+
+class GenerationProgress:
+    """Responses generated of the engine call in progress in this process, for the heartbeat of
+    a job's log. The rollout side opens a count around each engine call (`counting`), and
+    whoever in this process sees responses finish adds them: the SGLang client per answer, the
+    hf engine per chunk, the Ray fleet per chunk an engine returns (an engine actor's own
+    count stays in its process). Thread-safe; `snapshot` is (done, total) or None between
+    calls."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = 0
+        self._total: int | None = None
+
+    def counting(self, total: int):
+        progress = self
+
+        class _Open:
+            def __enter__(self) -> None:
+                with progress._lock:
+                    progress._done, progress._total = 0, total
+
+            def __exit__(self, *exc) -> None:
+                with progress._lock:
+                    progress._total = None
+
+        return _Open()
+
+    def add(self, responses: int) -> None:
+        with self._lock:
+            if self._total is not None:
+                self._done = min(self._done + responses, self._total)
+
+    def snapshot(self) -> tuple[int, int] | None:
+        with self._lock:
+            return None if self._total is None else (self._done, self._total)
+
+
+# the one count of this process (rollout and evaluation calls do not overlap: the engine lock)
+GENERATION_PROGRESS = GenerationProgress()
 
 
 @dataclass(frozen=True)
@@ -28,14 +70,14 @@ class Generation:
     response_ids: list[int]  # includes the stop token when finish_reason == "stop"
     response_log_probs: list[float]
     finish_reason: str  # "stop" (end-of-sequence token) or "length" (hit max_new_tokens)
-    # --use-routing-replay: the top-k expert ids (global) the engine routed each token to,
+    # --use-rollout-routing-replay: the top-k expert ids (global) the engine routed each token to,
     # int32 [tokens, MoE layers, top-k]. Row i is the token at sequence position i of
     # prompt + response; an engine returns every token that went through the model, i.e.
     # len(prompt) + len(response) - 1 rows (the last sampled token is never fed back). Fewer
     # rows are the LAST positions of that range (the earlier ones are routed by the trainer).
     routed_experts: torch.Tensor | None = None
     # --async-rollout: the policy version (weight syncs) that sampled each response token, set
-    # by the rollout side; tokens of one response differ only under --partial-rollout
+    # by the rollout side; tokens of one response differ only under --inflight-weight-updates
     response_versions: list[int] | None = None
 
 
@@ -99,8 +141,8 @@ class RolloutBatch:
     rewards: list[float]
     reward_failures: int  # rewards that raised (scored 0)
     reward_timeouts: int
-    # --use-routing-replay / --measure-routing-mismatch: each row's expert ids where this rank
-    # works on the row, None elsewhere (set on every rank after the broadcast); None without.
+    # --use-rollout-routing-replay / --measure-routing-mismatch: each row's expert ids where this
+    # rank works on the row, None elsewhere (set on every rank after the broadcast); None without.
     routed_experts: list | None = None
     # --dynamic-sampling: the groups kept and what the rounds generated; None without
     dynamic_sampling: DynamicSampling | None = None

@@ -279,8 +279,8 @@ def make_sglang_engine(
     starts at base GPU 0. Weights reach it from this actor: "tensor" as CUDA IPC handles on the
     server's own GPU, "disk" through a directory; "distributed" engines are synced by the trainer
     over NCCL (see SGLangFleet) and take the tensor path only when a replacement must catch up.
-    With return_routed_experts (--use-routing-replay) the server records the experts it routes
-    each token to and every Generation carries them ([tokens, num_moe_layers, moe_top_k]).
+    With return_routed_experts (--use-rollout-routing-replay) the server records the experts it
+    routes each token to and every Generation carries them ([tokens, num_moe_layers, moe_top_k]).
     """
     from pathlib import Path
 

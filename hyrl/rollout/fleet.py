@@ -98,7 +98,14 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from hyrl.ray_actors import ActorSlot, describe
-from hyrl.rollout.base import BucketEngine, DiskCheckpoint, DiskLoader, Generation, SamplingParams
+from hyrl.rollout.base import (
+    GENERATION_PROGRESS,
+    BucketEngine,
+    DiskCheckpoint,
+    DiskLoader,
+    Generation,
+    SamplingParams,
+)
 
 if TYPE_CHECKING:
     from ray import ObjectRef
@@ -650,7 +657,7 @@ class RolloutFleet:
             f"no engine holds the newest weights: {waiting} restarted after the last weight "
             "sync and wait for the next one (a sync is not staged for replacements: "
             "hyrl.rollout.fleet); the prompts of this rollout cannot be served on the newest "
-            "weights. Start more engines, or use --update-weight-mode disk (replacements load "
+            "weights. Start more engines, or use --update-weight-transport disk (replacements load "
             "the newest sync's directory)"
         )
 
@@ -703,6 +710,7 @@ class RolloutFleet:
                     engine_index=slot.index,
                 )
             results[start:stop] = value
+            GENERATION_PROGRESS.add(stop - start)
             slot.chunks_served += 1
             if self.on_chunk_done is not None:
                 self.on_chunk_done(slot.index, chunk)

@@ -5,7 +5,7 @@ the HF<->Megatron mapping table: the CPU form of weight sync, no shared tensors.
 buckets in the checkpoint layout (`update_weights_stream`, what the trainer sends) is copied into
 the model bucket by bucket, each expert's tensors into their rows of the fused expert weights,
 cast to the engine's dtype; a whole fused state dict (`update_weights`) goes in at once.
-With `return_routed_experts` (--use-routing-replay) forward hooks on the transformers
+With `return_routed_experts` (--use-rollout-routing-replay) forward hooks on the transformers
 Qwen3-MoE routers record the top-k expert ids of every token that goes through the model.
 """
 
@@ -16,7 +16,7 @@ import torch
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.models.weight_buckets import NamedTensors
-from hyrl.rollout.base import BucketReceiver, Generation, SamplingParams
+from hyrl.rollout.base import GENERATION_PROGRESS, BucketReceiver, Generation, SamplingParams
 
 
 class HFRolloutEngine(BucketReceiver):
@@ -41,8 +41,8 @@ class HFRolloutEngine(BucketReceiver):
         model = Qwen3MoeForCausalLM(arch.to_hf_config())
         self.model = model.to(self.device).eval()  # type: ignore[arg-type]
         self.peak_in_flight = 0  # most sequences decoded at once since construction
-        # --use-routing-replay: each MoE router's top-k ids, one [rows, k] tensor per forward
-        # call (prefill, then one per decoded token), recorded by forward hooks.
+        # --use-rollout-routing-replay: each MoE router's top-k ids, one [rows, k] tensor per
+        # forward call (prefill, then one per decoded token), recorded by forward hooks.
         self.return_routed_experts = return_routed_experts
         self._routed: list[list[torch.Tensor]] | None = None
         if return_routed_experts:
@@ -125,6 +125,7 @@ class HFRolloutEngine(BucketReceiver):
         generations: list[Generation] = []
         for start in range(0, len(prompts), self.concurrency):
             generations += self._generate_chunk(prompts[start : start + self.concurrency], params)
+            GENERATION_PROGRESS.add(len(generations) - start)
         return generations
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:

@@ -43,10 +43,10 @@ def _router_url_ok(url: str) -> bool:
 
 
 def update_weight_mode(c: RunConfig) -> str:
-    """--update-weight-mode of SGLang engines, none resolved: distributed behind a router or
+    """--update-weight-transport of SGLang engines, none resolved: distributed behind a router or
     on GPUs of their own, tensor with --colocate."""
-    if c.update_weight_mode is not None:
-        return c.update_weight_mode
+    if c.update_weight_transport is not None:
+        return c.update_weight_transport
     return "tensor" if c.colocate and c.sglang_router_url is None else "distributed"
 
 
@@ -62,7 +62,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
     with --colocate they sit on the training GPUs (--rollout-num-gpus = world size), else
     --rollout-num-gpus or --rollout-num-engines says how many (the other is derived and must
     agree); with --sglang-router-url hyrl starts nothing and sends to the router.
-    --update-weight-mode none = tensor with --colocate, else distributed (NCCL cannot join two
+    --update-weight-transport none = tensor with --colocate, else distributed (NCCL cannot join two
     ranks on one GPU, so colocated engines refuse distributed).
     """
     uses_ray_rewards = c.reward_num_workers > 0
@@ -94,7 +94,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
         mode = update_weight_mode(c)
         if mode == "tensor":
             _fail(
-                "update_weight_mode",
+                "update_weight_transport",
                 mode,
                 "tensor handles reach only engines that hyrl started on its own nodes",
                 "distributed or disk with --sglang-router-url",
@@ -150,7 +150,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
     mode = update_weight_mode(c)
     if c.colocate and mode == "distributed":
         _fail(
-            "update_weight_mode",
+            "update_weight_transport",
             mode,
             "NCCL cannot put a trainer rank and an engine rank on one GPU",
             "tensor or disk with --colocate",

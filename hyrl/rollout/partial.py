@@ -1,4 +1,4 @@
-"""--partial-rollout: generation in segments that a weight sync may land between, and the
+"""--inflight-weight-updates: generation in segments that a weight sync may land between, and the
 per-token policy versions it leaves behind.
 
 `generate_in_segments` asks for at most `segment_tokens` new tokens per engine call and feeds
@@ -12,7 +12,7 @@ tokens before it, a response that samples the end-of-sequence token leaves the b
 
 The engine is any RolloutEngine (the in-process hf engine, a Ray fleet of them): no engine
 state survives between segments, so nothing but the prompt and the tokens so far is assumed.
-Routing ids are not kept (validation refuses --partial-rollout with routing replay).
+Routing ids are not kept (validation refuses --inflight-weight-updates with routing replay).
 """
 
 from __future__ import annotations

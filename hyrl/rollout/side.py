@@ -3,8 +3,8 @@ whether their memory is released), and one rollout step's generation and scoring
 
 Every engine call holds `engine_lock` (hyrl.rollout.async_queue.EngineLock), which the
 trainer's weight sync holds too: under --async-rollout the generation runs on a worker thread
-and no weight update lands in the middle of an engine call. With --partial-rollout a rollout's
-generation is several calls of --partial-rollout-segment-tokens each (hyrl.rollout.partial),
+and no weight update lands in the middle of an engine call. With --inflight-weight-updates a
+rollout's generation is several calls of --inflight-segment-tokens each (hyrl.rollout.partial),
 and a sync lands between them. `weights_version` is the policy version the engines hold
 (weight syncs of trained weights), set by the trainer under the lock; a versioned rollout
 stamps it on every token each call samples."""
@@ -25,7 +25,13 @@ from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.async_queue import EngineLock, QueuedRollout
-from hyrl.rollout.base import Generation, RolloutBatch, RolloutEngine, SamplingParams
+from hyrl.rollout.base import (
+    GENERATION_PROGRESS,
+    Generation,
+    RolloutBatch,
+    RolloutEngine,
+    SamplingParams,
+)
 from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.partial import generate_in_segments
 
@@ -154,7 +160,7 @@ class RolloutSide:
         self, timers: StageTimers, prompts_per_step: int, prompts: list | None = None
     ) -> tuple[RolloutBatch, list | None]:
         """P prompts x G responses, generated and scored; with the engine's routing (int16,
-        --use-routing-replay, --measure-routing-mismatch) kept apart: it goes to each rank
+        --use-rollout-routing-replay, --measure-routing-mismatch) kept apart: it goes to each rank
         for its own rows only. The engines release their memory after generating. prompts:
         the task's prompts to generate for instead of the task's next P (a regenerated
         batch; not with --dynamic-sampling)."""
@@ -255,25 +261,26 @@ class RolloutSide:
 
     def generate(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list[Generation]:
         """The engine call (rollout and evaluation); a versioned rollout's (rollout_versioned)
-        stamps the engines' version on each token, in segments under --partial-rollout.
+        stamps the engines' version on each token, in segments under --inflight-weight-updates.
         HYRL_TEST_GENERATION_DELAY_S, a test hook, sleeps that long after each engine call
         (outside the engine lock, so a rollout's first segment starts on the weights it found):
         a generation slower than --distributed-timeout-minutes, or one a weight sync
-        lands in (--partial-rollout)."""
+        lands in (--inflight-weight-updates)."""
         if self.engines_released:
             raise RuntimeError(
                 "hyrl bug: generating on engines whose memory was released and "
                 "not refilled by a weight sync"
             )
         versioned = getattr(self._calls, "versions", None) is not None
-        if versioned and self.cfg.partial_rollout:
+        if versioned and self.cfg.inflight_weight_updates:
             return generate_in_segments(
                 self._engine_call,
                 prompt_ids,
                 sampling,
-                self.cfg.partial_rollout_segment_tokens,
+                self.cfg.inflight_segment_tokens,
             )
-        generations, version = self._engine_call(prompt_ids, sampling)
+        with GENERATION_PROGRESS.counting(len(prompt_ids)):  # what the heartbeat reports
+            generations, version = self._engine_call(prompt_ids, sampling)
         if versioned:
             for g in generations:
                 g.response_versions = [version] * len(g.response_ids)
@@ -304,8 +311,8 @@ class RolloutSide:
         return self.reward_pool.score(texts, labels, [g.finish_reason for g in generations])
 
     def _routed_experts(self, generations: list[Generation]) -> list | None:
-        """--use-routing-replay / --measure-routing-mismatch: each generation's expert ids as
-        int16 (the engine must return them, each in [0, --num-experts))."""
+        """--use-rollout-routing-replay / --measure-routing-mismatch: each generation's expert ids
+        as int16 (the engine must return them, each in [0, --num-experts))."""
         cfg = self.cfg
         if not engine_returns_routing(cfg):
             return None

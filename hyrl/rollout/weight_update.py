@@ -1,5 +1,5 @@
 """The actor's weights to the rollout engines after its optimizer steps, in one of three modes
-(--update-weight-mode, resolved by the rollout layout):
+(--update-weight-transport, resolved by the rollout layout):
 
 - stream (tensor, distributed): buckets of --update-weight-buffer-size through rank 0, which
   owns the engines;
@@ -86,7 +86,7 @@ class WeightSync:
         return {"perf/weight_sync_peak_bytes": live.peak, **engine.sync_metrics()}
 
     def _through_disk(self, actor, engine, resume_engines) -> dict:
-        """--update-weight-mode disk: every rank writes the buckets it owns (bucket k on rank
+        """--update-weight-transport disk: every rank writes the buckets it owns (bucket k on rank
         k mod world size) as safetensors shards into RUN_DIR/rollout_weights/sync-N (a file
         system the ranks and servers share), rank 0 the index after gathering the shard names;
         the engines load it, and the previous sync's directory is removed. Peak bytes: a bucket

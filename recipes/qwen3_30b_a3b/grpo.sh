@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GRPO on Qwen3-30B-A3B: the batch-size study's reference recipe (docs/batch-size.md). P = 128 prompts x
+# GRPO on Qwen3-30B-A3B: the batch-size study's base recipe (docs/batch-size.md). P = 128 prompts x
 # G = 8 responses = B = 1024 responses per rollout, one optimizer step per rollout, lr 1e-6 at
 # B0 = 1024; edit the batch and the lr follows the square-root rule (--lr-scaling sqrt).
 #
@@ -23,7 +23,7 @@
 #   NODE_RANK=0 MASTER_ADDR=host0 bash recipes/qwen3_30b_a3b/grpo.sh            # by hand, per node
 # Under Slurm (SLURM_JOB_ID set) it launches through launch/srun.sh, else launch/torchrun.sh.
 # Extra arguments come after the -- marker and win over anything below, also over the
-# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; docs/recipes.md "Running a recipe").
+# recipe's side of an exclusive pair (e.g. --base-lr over --lr; docs/recipes.md "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -64,8 +64,8 @@ BATCH_ARGS=(
 )
 # lr = 1e-6 x (B / 1024)^(1/2): the reference rate, re-derived when B changes.
 OPTIMIZER_ARGS=(
-  --ref-lr 1e-6
-  --ref-global-batch-size 1024
+  --base-lr 1e-6
+  --base-global-batch-size 1024
   --lr-scaling sqrt
   --min-lr 0
   --lr-warmup-steps 0
@@ -99,7 +99,7 @@ GRPO_ARGS=(
 MISMATCH_ARGS=(
   --use-tis
   --tis-clip 2.0
-  # --use-routing-replay
+  # --use-rollout-routing-replay
   # --measure-routing-mismatch       # without replay: only log mismatch/routing_diff_frac
 )
 RUN_ARGS=(

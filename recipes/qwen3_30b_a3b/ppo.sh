@@ -12,7 +12,7 @@
 #             expert-DP = 1; actor and critic each keep weights, fp32 grads and Adam states on
 #             every GPU (that is why EP is 32); full recomputation; 18432-token micro-batches.
 #   rollout   ROLLOUT_NODES x 8 GPUs = 2 SGLang engines of 4 GPUs (TP 4) each, weights sent
-#             over NCCL after every actor step (--update-weight-mode distributed, the default
+#             over NCCL after every actor step (--update-weight-transport distributed, the default
 #             without --colocate); --mem-fraction-static 0.85 of an otherwise empty GPU.
 # Check a layout before you queue it (any machine, no GPU; exits non-zero naming the flag):
 #   hyrl plan recipes/qwen3_30b_a3b/ppo.sh [-- EXTRA FLAGS]
@@ -61,8 +61,8 @@ BATCH_ARGS=(
   --moe-permute-fusion               # Transformer Engine's fused token permutation
 )
 OPTIMIZER_ARGS=(
-  --ref-lr 1e-6
-  --ref-global-batch-size 1024
+  --base-lr 1e-6
+  --base-global-batch-size 1024
   --lr-scaling sqrt
   --min-lr 0
   --lr-warmup-steps 0
@@ -76,8 +76,8 @@ OPTIMIZER_ARGS=(
 CRITIC_ARGS=(
   --critic-global-batch-size 512
   --critic-micro-batch-size 1
-  --critic-ref-lr 5e-6
-  --critic-ref-global-batch-size 512
+  --critic-base-lr 5e-6
+  --critic-base-global-batch-size 512
   --critic-lr-scaling sqrt
   --critic-min-lr 0
   --critic-lr-warmup-steps 0
@@ -116,7 +116,7 @@ PPO_ARGS=(
 MISMATCH_ARGS=(
   --use-tis
   --tis-clip 2.0
-  # --use-routing-replay
+  # --use-rollout-routing-replay
   # --measure-routing-mismatch       # without replay: only log mismatch/routing_diff_frac
 )
 RUN_ARGS=(

@@ -52,7 +52,7 @@ sweep() {
 
 # P = 128 x 1, 2, 4, 8, 16 = 128 ... 2048, plus P = 256 at the reference lr.
 sweep main 1,2,4,8,16 2 --target "$TARGET"
-# P = 64: grpo.sh derives its lr from the reference (--ref-lr 1e-6 at 1024, sqrt).
+# P = 64: grpo.sh derives its lr from the reference (--base-lr 1e-6 at 1024, sqrt).
 sweep p64 1 "" --target "$TARGET" --rollout-batch-size 64 --global-batch-size 512
 [[ "$DRY_RUN" == 1 ]] && exit 0
 "$PYTHON" -m hyrl analyze "$OUT/main" "$OUT/p64" --target "$TARGET" --reference b1024-ref-s1234 \

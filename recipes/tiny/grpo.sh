@@ -5,9 +5,9 @@
 #   NPROC=2 bash recipes/tiny/grpo.sh --expert-model-parallel-size 2
 #   NPROC=2 bash recipes/tiny/grpo.sh --pipeline-model-parallel-size 2 --num-layers 4 \
 #     --num-layers-per-virtual-pipeline-stage 1                 # 2 virtual stages per rank
-#   bash recipes/tiny/grpo.sh --use-tis --use-routing-replay    # MoE stability flags, below
+#   bash recipes/tiny/grpo.sh --use-tis --use-rollout-routing-replay    # MoE stability flags, below
 # Extra arguments come after the -- marker and win over anything below, also over the
-# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; docs/recipes.md "Running a recipe").
+# recipe's side of an exclusive pair (e.g. --base-lr over --lr; docs/recipes.md "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -53,7 +53,7 @@ GRPO_ARGS=(
 # append to the command line:
 #   --use-tis --tis-clip 2.0                                   truncated importance sampling
 #   --use-mis --mis-low 0.5 --mis-high 2.0 --mis-level token   masked importance sampling
-#   --use-routing-replay                                       replay the engine's MoE routing (R3)
+#   --use-rollout-routing-replay                                       replay the engine's MoE routing (R3)
 #   --measure-routing-mismatch                                 only measure how often routing differs
 RUN_ARGS=(
   --num-steps 1000

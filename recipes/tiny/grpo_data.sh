@@ -5,7 +5,7 @@
 # {"prompt": "3+4=", "label": "7"} (tests/data/tiny_arith.jsonl) and a local tokenizer directory.
 #   bash recipes/tiny/grpo_data.sh --num-steps 200
 # Extra arguments come after the -- marker and win over anything below, also over the
-# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; docs/recipes.md "Running a recipe").
+# recipe's side of an exclusive pair (e.g. --base-lr over --lr; docs/recipes.md "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"

@@ -5,7 +5,7 @@
 #   bash recipes/tiny/ppo.sh --critic-global-batch-size 32     # 4 critic steps per actor step
 #   NPROC=2 bash recipes/tiny/ppo.sh --tensor-model-parallel-size 2 --sequence-parallel
 # Extra arguments come after the -- marker and win over anything below, also over the
-# recipe's side of an exclusive pair (e.g. --ref-lr over --lr; docs/recipes.md "Running a recipe").
+# recipe's side of an exclusive pair (e.g. --base-lr over --lr; docs/recipes.md "Running a recipe").
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"

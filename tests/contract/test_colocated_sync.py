@@ -1,4 +1,4 @@
-"""--colocate --update-weight-mode tensor (the 30B GRPO recipe's sync) against SGLang 0.5.23's
+"""--colocate --update-weight-transport tensor (the 30B GRPO recipe's sync) against SGLang 0.5.23's
 own scheduler code: every training rank serializes its copy of each bucket, rank 0 posts them
 inside one weight-update session (hyrl/rollout/sglang/colocated.py). One gloo rank here, whose
 "GPU" the engine's one TP rank sits on."""

@@ -47,7 +47,7 @@ def test_data_parallel_replicas_in_a_server_are_refused_for_tensor_and_distribut
     on_disk, _ = config_from_dry_run(
         recipe_dry_run(
             RECIPE,
-            ["--sglang-server-args", "--data-parallel-size 2", "--update-weight-mode", "disk"],
+            ["--sglang-server-args", "--data-parallel-size 2", "--update-weight-transport", "disk"],
         )
     )
     preflight_sglang(on_disk)  # disk updates have no such assertion

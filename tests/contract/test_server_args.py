@@ -53,7 +53,7 @@ def test_routing_replay_and_pass_through_flags_parse(tmp_path):
     argv, _, _ = server_argv(
         RECIPES[0],
         tmp_path,
-        "--use-routing-replay",
+        "--use-rollout-routing-replay",
         "--sglang-attention-backend",
         "triton",
         "--sglang-server-args",

@@ -2,7 +2,7 @@
 record; K = 1 trains every response once within one policy version of the weights that
 sampled it, with the in-process hf engine and with two hf engines on Ray; a checkpoint keeps
 the rollouts generated ahead, so a resumed run trains them first and loses no prompt. With
---partial-rollout a weight sync lands inside the rollout generated ahead: its responses span
+--inflight-weight-updates a weight sync lands inside the rollout generated ahead: its responses span
 two versions, staleness (from each response's oldest token) stays within K, and a checkpoint
 keeps the per-token versions of the partial rollout it holds."""
 
@@ -40,7 +40,7 @@ def check_async_records(rows: list[dict], steps: int, k: int) -> None:
         assert set(QUEUE_KEYS) | {"perf/trainer_idle_s"} <= row.keys()
         assert 0 <= row["rollout/staleness_mean"] <= row["rollout/staleness_max"] <= k
         assert row["rollout/stale_dropped"] == 0 and row["rollout/partial_frac"] == 0.0
-        assert row["rollout/partial_tokens_frac"] == 0.0  # no --partial-rollout
+        assert row["rollout/partial_tokens_frac"] == 0.0  # no --inflight-weight-updates
         assert row["perf/trainer_idle_s"] >= 0 and row["perf/engine_idle_s"] >= 0
         assert "perf/rollout_s" not in row  # generation runs on the worker, off the trainer
 
@@ -160,16 +160,16 @@ def test_max_staleness_1_on_two_expert_parallel_ranks(tmp_path):
     check_async_records(records(run_dir), 3, 1)
 
 
-# --partial-rollout: one-token segments of responses up to 8 tokens, a 0.1 s pause after each
-# engine call (the test hook), so the rollout generated ahead outlasts a training step and the
+# --inflight-weight-updates: one-token segments of responses up to 8 tokens, a 0.1 s pause after
+# each engine call (the test hook), so the rollout generated ahead outlasts a training step and the
 # step's weight sync lands between its segments; its first segment starts at once, on the
 # weights it found.
 PARTIAL_FLAGS = (
     "--async-rollout",
     "--max-staleness",
     "1",
-    "--partial-rollout",
-    "--partial-rollout-segment-tokens",
+    "--inflight-weight-updates",
+    "--inflight-segment-tokens",
     "1",
     "--rollout-max-response-len",
     "8",
@@ -261,7 +261,7 @@ def test_a_resume_trains_the_saved_partial_rollout_first_and_loses_no_prompt(par
 
 @pytest.mark.slow
 def test_partial_rollout_without_async_rollout_is_refused_before_anything_starts(tmp_path):
-    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--partial-rollout")
+    proc = run_recipe(tmp_path / "run", "--num-steps", "1", "--inflight-weight-updates")
     assert proc.returncode == 2
-    assert "--partial-rollout=True" in proc.stderr and "--async-rollout" in proc.stderr
+    assert "--inflight-weight-updates=True" in proc.stderr and "--async-rollout" in proc.stderr
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

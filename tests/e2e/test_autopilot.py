@@ -14,7 +14,7 @@ from recipe_runs import PPO_RECIPE, records, run_recipe
 RANGE = (
     "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
     "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.0",
-    "--ref-lr", "3e-4", "--lr-scaling", "sqrt",
+    "--base-lr", "3e-4", "--lr-scaling", "sqrt",
 )  # fmt: skip
 AUTO = (*RANGE, "--autopilot-objective", "critical")
 STEPS = 4
@@ -93,7 +93,7 @@ def test_ppo_critic_batch_follows_its_own_noise_scale_with_its_lr(tmp_path):
     proc = run_recipe(
         run_dir, "--num-steps", "3", "--num-critic-only-steps", "0", *AUTO,
         "--critic-global-batch-size", "64", "--critic-micro-batch-size", "16",
-        "--critic-ref-lr", "1e-3", "--critic-lr-scaling", "sqrt",
+        "--critic-base-lr", "1e-3", "--critic-lr-scaling", "sqrt",
         "--critic-autopilot-min", "32", "--critic-autopilot-max", "128",
         recipe=PPO_RECIPE,
     )  # fmt: skip

@@ -30,7 +30,7 @@ def _logprob_s(run_dir) -> float:
 
 CASES = {
     # TIS and MIS weights computed inside the update; routing replayed and compared there
-    "tis-mis-replay": (RECIPE, 1, ["--use-tis", "--use-mis", "--use-routing-replay"]),
+    "tis-mis-replay": (RECIPE, 1, ["--use-tis", "--use-mis", "--use-rollout-routing-replay"]),
     # EP spans DP: agreed micro-batch counts with loss-free padding rows, token-packed
     "ep2-dynamic": (
         RECIPE,

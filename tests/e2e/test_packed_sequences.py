@@ -13,7 +13,7 @@ from recipe_runs import PP2_VIRTUAL_STAGES, PPO_RECIPE, RECIPE, records, run_rec
 CLOCKS = ("time", "elapsed_s")
 
 CASES = {
-    "replay-tis": (RECIPE, 1, ["--use-routing-replay", "--use-tis"]),
+    "replay-tis": (RECIPE, 1, ["--use-rollout-routing-replay", "--use-tis"]),
     "ep2-dynamic": (
         RECIPE,
         2,

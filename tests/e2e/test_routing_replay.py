@@ -229,7 +229,7 @@ def test_two_step_run_with_replay_uses_the_engines_experts_for_every_response_to
         "2",
         "--use-tis",
         "--use-mis",
-        "--use-routing-replay",
+        "--use-rollout-routing-replay",
         *layout,
         nproc=nproc,
     )
@@ -266,7 +266,7 @@ def test_ppo_takes_the_same_corrections_and_replay(tmp_path):
         "--use-mis",
         "--mis-level",
         "sequence",
-        "--use-routing-replay",
+        "--use-rollout-routing-replay",
         recipe=ROOT / "recipes" / "tiny" / "ppo.sh",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -128,9 +128,9 @@ def test_real_sglang_generates_and_takes_new_weights_from_tensor(tiny_checkpoint
 
 
 def test_real_sglang_returns_the_experts_transformers_routes_to(tiny_checkpoint, tmp_path):
-    """--use-routing-replay on SGLang: a server started with --enable-return-routed-experts gives
-    [prompt + response - 1, layers, top-k] ids that agree with transformers' own routing of the
-    same tokens (bf16 server vs fp32 transformers: a few near-ties may flip)."""
+    """--use-rollout-routing-replay on SGLang: a server started with --enable-return-routed-experts
+    gives [prompt + response - 1, layers, top-k] ids that agree with transformers' own routing of
+    the same tokens (bf16 server vs fp32 transformers: a few near-ties may flip)."""
     pytest.importorskip("sglang", reason="sglang is not installed")
     from hyrl.models.qwen3_moe.config import TINY
     from hyrl.rollout.base import SamplingParams

@@ -33,7 +33,7 @@ class ActorSettings:
     keep_reference: bool = False  # a frozen copy for KL (loss term or reward penalty)
     transformer_impl: str = "auto"
     token_dispatcher: str = "auto"
-    routing_replay: bool = False  # replay the engine's MoE routing (--use-routing-replay)
+    routing_replay: bool = False  # replay the engine's MoE routing (--use-rollout-routing-replay)
     routing_measure: bool = False  # only compare with it (--measure-routing-mismatch)
 
     @classmethod
@@ -54,7 +54,7 @@ class ActorSettings:
             keep_reference=flags.kl_loss_coef > 0 or flags.kl_coef > 0,
             transformer_impl=flags.transformer_impl,
             token_dispatcher=flags.moe_token_dispatcher_type,
-            routing_replay=flags.use_routing_replay,
+            routing_replay=flags.use_rollout_routing_replay,
             routing_measure=flags.measure_routing_mismatch,
         )
 
@@ -127,7 +127,7 @@ class MegatronActor(MegatronTrainable):
         """The engine's expert ids of `mb` and its response positions, in the layout the
         routers see (packed under --qkv-format thd; -1 / False on the padding), both on the
         trainer's device: the ids are held in host memory until here (an H100 run with
-        --use-routing-replay stopped on cuda:0 response positions against CPU ids)."""
+        --use-rollout-routing-replay stopped on cuda:0 response positions against CPU ids)."""
         return (
             self.packed_like(mb, _dense(mb.routed_experts).to(self.device), fill=-1),
             self.packed_like(mb, (mb.loss_mask > 0).to(self.device), fill=False),
@@ -143,7 +143,9 @@ class MegatronActor(MegatronTrainable):
         record = self._records_routing and self.replay is not None
         if micro_batch.routed_experts is None or not (self.settings.routing_replay or record):
             return super()._micro_batch_context(micro_batch)
-        assert self.replay is not None, "__init__ hooks the routers under --use-routing-replay"
+        assert self.replay is not None, (
+            "__init__ hooks the routers under --use-rollout-routing-replay"
+        )
         return self.replay.replaying(
             self._engine_routing(micro_batch)[0], record=record, replay=self.settings.routing_replay
         )

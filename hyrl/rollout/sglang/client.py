@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from hyrl.rollout.base import Generation, SamplingParams
+from hyrl.rollout.base import GENERATION_PROGRESS, Generation, SamplingParams
 
 BODY_PREVIEW_CHARS = 500
 
@@ -342,7 +342,9 @@ class SGLangClient:
             began = time.perf_counter()
             answer = self.generate(prompts[index], sampling_params)
             latencies[index] = time.perf_counter() - began
-            return self.to_generation(prompts[index], answer)
+            generation = self.to_generation(prompts[index], answer)
+            GENERATION_PROGRESS.add(1)
+            return generation
 
         if not prompts:
             self.last_request_latencies_s = []
@@ -444,7 +446,7 @@ class SGLangClient:
                 200,
                 body,
                 "The answer has no meta_info.routed_experts although hyrl sent "
-                "return_routed_experts=true (--use-routing-replay): start the server "
+                "return_routed_experts=true (--use-rollout-routing-replay): start the server "
                 "with --enable-return-routed-experts, or, behind a router, check that "
                 "every worker was started with it",
             )

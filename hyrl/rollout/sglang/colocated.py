@@ -1,4 +1,4 @@
-"""--colocate + --update-weight-mode tensor: each engine gets every bucket by CUDA IPC from the
+"""--colocate + --update-weight-transport tensor: each engine gets every bucket by CUDA IPC from the
 training ranks on its own GPUs (slime's colocated path); nothing goes through Ray.
 
     devices = all ranks' this_device()              # (host, physical GPU) per training rank
@@ -69,10 +69,10 @@ def match_engine_ranks(
         missing = [tuple(d) for d in devices if tuple(d) not in rank_of]
         if missing:
             raise ValueError(
-                f"--update-weight-mode tensor with --colocate: engine {engine} runs on GPU(s) "
+                f"--update-weight-transport tensor with --colocate: engine {engine} runs on GPU(s) "
                 f"{missing} where no training rank runs (training ranks: {list(rank_devices)}); "
                 "Ray must place the engines on the training GPUs, or use "
-                "--update-weight-mode disk"
+                "--update-weight-transport disk"
             )
         plan.append([rank_of[tuple(d)] for d in devices])
     return plan

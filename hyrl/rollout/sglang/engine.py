@@ -15,8 +15,8 @@ Semantics:
   launched, an existing server, or an sglang-router in front of several), at most ``concurrency``
   in flight, and returns one ``Generation`` per prompt in order (see ``client.py`` for the
   stop/length and log-prob conventions, which match ``HFRolloutEngine``). With
-  ``return_routed_experts`` (--use-routing-replay) each one also carries ``routed_experts``, the
-  top-``moe_top_k`` expert ids of each of ``num_moe_layers`` layers for every token the server
+  ``return_routed_experts`` (--use-rollout-routing-replay) each one also carries ``routed_experts``,
+  the top-``moe_top_k`` expert ids of each of ``num_moe_layers`` layers for every token the server
   ran (its servers need ``--enable-return-routed-experts``: ``SGLangServerProcess``'s
   ``return_routed_experts``).
 * ``update_weights_stream(buckets)`` receives FULL tensors under Hugging Face checkpoint names,

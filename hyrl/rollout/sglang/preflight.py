@@ -62,11 +62,11 @@ def preflight_sglang(cfg: RunConfig) -> None:
             raise ConfigError(
                 "--sglang-server-args",
                 cfg.sglang_server_args,
-                f"--dp-size {args.dp_size}: SGLang 0.5.23 takes --update-weight-mode {mode} "
+                f"--dp-size {args.dp_size}: SGLang 0.5.23 takes --update-weight-transport {mode} "
                 "only without data-parallel replicas in a server (its tokenizer manager asserts "
                 "dp_size == 1 for tensor and distributed updates)",
                 "more engines (--rollout-num-gpus) instead of --dp-size, or "
-                "--update-weight-mode disk",
+                "--update-weight-transport disk",
             )
 
 

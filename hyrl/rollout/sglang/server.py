@@ -19,8 +19,8 @@ Semantics:
   and receives token ids), ``--skip-server-warmup`` (as slime: the warmup request can time out on
   a busy node; ``start`` checks /health_generate instead), ``--enable-memory-saver`` when
   colocated (needed by release/resume_memory_occupation), ``--random-seed`` when given, and
-  ``--enable-return-routed-experts`` with ``return_routed_experts`` (--use-routing-replay: the
-  server records each token's experts so /generate can return them).
+  ``--enable-return-routed-experts`` with ``return_routed_experts`` (--use-rollout-routing-replay:
+  the server records each token's experts so /generate can return them).
 * ``extra_flags`` passes any other SGLang flag through, written with an ``--sglang-`` prefix that
   is stripped: ``["--sglang-attention-backend", "triton"]`` -> ``--attention-backend triton``.
   ``server_args`` are appended verbatim (already without the prefix, e.g. ``shlex.split`` of

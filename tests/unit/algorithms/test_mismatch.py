@@ -197,17 +197,17 @@ def test_routing_replay_refuses_sglang_flags_that_make_expert_ids_physical(tmp_p
         run_dir=str(tmp_path / "run"),
         rollout_engine="sglang",
         rollout_num_gpus=1,
-        use_routing_replay=True,
+        use_rollout_routing_replay=True,
         sglang_server_args=server_args,
     )
-    with pytest.raises(ConfigError, match="--use-routing-replay.*physical slots"):
+    with pytest.raises(ConfigError, match="--use-rollout-routing-replay.*physical slots"):
         validate(cfg, 1)
     validate(
         RunConfig(
             run_dir=str(tmp_path / "run"),
             rollout_engine="sglang",
             rollout_num_gpus=1,
-            use_routing_replay=True,
+            use_rollout_routing_replay=True,
             sglang_server_args="--ep-num-redundant-experts 0",
         ),
         1,

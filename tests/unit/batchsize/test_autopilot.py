@@ -98,7 +98,7 @@ def test_grpo_autopilot_from_flags_moves_p_with_b_and_logs_its_state():
     # P=16, G=8, one optimizer step: B=128; micro batch 16 on one rank: unit 16
     cfg = _resolved(
         "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
-        "--autopilot-warmup", "1", "--ref-lr", "3e-4", "--autopilot-objective", "critical",
+        "--autopilot-warmup", "1", "--base-lr", "3e-4", "--autopilot-objective", "critical",
     )  # fmt: skip
     pilot = RunAutopilot.from_flags(cfg, 1)
     assert (pilot.prompts_per_step, pilot.responses_per_step) == (16, 128)
@@ -118,10 +118,10 @@ def test_ppo_critic_follows_its_own_noise_scale_within_divisors_of_the_rollout()
     cfg = _resolved(
         "--advantage-estimator", "gae", "--rollout-batch-size", "32",
         "--global-batch-size", "128", "--critic-global-batch-size", "128",
-        "--critic-micro-batch-size", "32", "--critic-ref-lr", "1e-3",
+        "--critic-micro-batch-size", "32", "--critic-base-lr", "1e-3",
         "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
         "--critic-autopilot-min", "64", "--critic-autopilot-max", "512",
-        "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.2", "--ref-lr", "3e-4",
+        "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.2", "--base-lr", "3e-4",
         "--autopilot-objective", "critical",
     )  # fmt: skip
     pilot = RunAutopilot.from_flags(cfg, 1)

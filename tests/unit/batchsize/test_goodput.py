@@ -250,7 +250,7 @@ def test_an_unusable_profile_is_named(tmp_path, content, message):
 
 
 AUTO = ["--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
-        "--ref-lr", "3e-4"]  # fmt: skip
+        "--base-lr", "3e-4"]  # fmt: skip
 
 
 def test_the_profile_is_refused_before_anything_starts(tmp_path):

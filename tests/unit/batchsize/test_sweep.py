@@ -52,7 +52,7 @@ while i < len(args):
         sys.exit(2)
     i += 1
 known = {"rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "micro_batch_size",
-         "lr", "ref_lr", "ref_global_batch_size", "lr_scaling", "num_steps", "run_dir", "seed",
+         "lr", "base_lr", "base_global_batch_size", "lr_scaling", "num_steps", "run_dir", "seed",
          "progress", "eval_interval"}
 for name in flags:
     if name not in known:
@@ -63,10 +63,10 @@ none = lambda v: None if v in (None, "none") else v
 P, G = int(flags["rollout_batch_size"]), int(flags["n_samples_per_prompt"])
 B = int(none(flags.get("global_batch_size")) or P * G)
 rule = flags.get("lr_scaling", "none")
-ref_lr = none(flags.get("ref_lr"))
-if ref_lr is not None:
-    B0 = int(none(flags.get("ref_global_batch_size")) or B)
-    lr = float(ref_lr) * (B / B0) ** {"none": 0.0, "sqrt": 0.5, "linear": 1.0}[rule]
+base_lr = none(flags.get("base_lr"))
+if base_lr is not None:
+    B0 = int(none(flags.get("base_global_batch_size")) or B)
+    lr = float(base_lr) * (B / B0) ** {"none": 0.0, "sqrt": 0.5, "linear": 1.0}[rule]
 else:
     lr = float(none(flags.get("lr")) or 3e-4)
 if str(B) == os.environ.get("FAKE_BAD_B"):
@@ -79,7 +79,7 @@ if os.path.isfile(os.path.join(run_dir, "metrics.jsonl")):
     sys.exit(2)
 cfg = {"rollout_batch_size": P, "n_samples_per_prompt": G, "global_batch_size": B,
        "micro_batch_size": int(flags["micro_batch_size"]), "lr": lr,
-       "ref_lr": ref_lr and float(ref_lr),
+       "base_lr": base_lr and float(base_lr),
        "lr_scaling": rule, "seed": int(flags["seed"]), "num_steps": int(flags["num_steps"]),
        "run_dir": run_dir, "progress": flags.get("progress", True), "batch_ramp": None,
        "target": None, "optimizer_steps_per_rollout": P * G // B}

@@ -41,7 +41,7 @@ def flag(name, default=None):
     return value
 
 P = int(flag("--rollout-batch-size", "16")); G = 8; B = int(flag("--global-batch-size", "128"))
-B0 = int(flag("--ref-global-batch-size", "128")); lr0 = float(flag("--ref-lr", "0.001"))
+B0 = int(flag("--base-global-batch-size", "128")); lr0 = float(flag("--base-lr", "0.001"))
 lr = lr0 * (B / B0) ** (0.5 if flag("--lr-scaling") == "sqrt" else 0.0)
 config = {
     "rollout_batch_size": P, "n_samples_per_prompt": G, "global_batch_size": B, "lr": lr,

@@ -17,30 +17,30 @@ from hyrl.config import ConfigError, appended_wins, load
 PAIRS = [
     (
         ["--lr", "3e-4"],
-        ["--ref-lr", "3e-4", "--ref-global-batch-size", "64", "--lr-scaling", "sqrt"],
+        ["--base-lr", "3e-4", "--base-global-batch-size", "64", "--lr-scaling", "sqrt"],
         [],
-        "--ref-lr, --ref-global-batch-size, --lr-scaling from the command line replace the "
+        "--base-lr, --base-global-batch-size, --lr-scaling from the command line replace the "
         "recipe's --lr",
     ),
     (
-        ["--ref-lr", "1e-6", "--ref-global-batch-size", "1024", "--lr-scaling", "sqrt"],
+        ["--base-lr", "1e-6", "--base-global-batch-size", "1024", "--lr-scaling", "sqrt"],
         ["--lr", "2e-4"],
         [],
-        "--lr from the command line replaces the recipe's --ref-lr, "
-        "--ref-global-batch-size, --lr-scaling",
+        "--lr from the command line replaces the recipe's --base-lr, "
+        "--base-global-batch-size, --lr-scaling",
     ),
     (
         ["--critic-lr", "1e-4"],
-        ["--critic-ref-lr", "1e-4", "--critic-lr-scaling", "sqrt"],
+        ["--critic-base-lr", "1e-4", "--critic-lr-scaling", "sqrt"],
         [],
-        "--critic-ref-lr, --critic-lr-scaling from the command line replace the recipe's "
+        "--critic-base-lr, --critic-lr-scaling from the command line replace the recipe's "
         "--critic-lr",
     ),
     (
-        ["--critic-ref-lr", "1e-4", "--critic-lr-scaling", "sqrt"],
+        ["--critic-base-lr", "1e-4", "--critic-lr-scaling", "sqrt"],
         ["--critic-lr", "2e-4"],
         [],
-        "--critic-lr from the command line replaces the recipe's --critic-ref-lr, "
+        "--critic-lr from the command line replaces the recipe's --critic-base-lr, "
         "--critic-lr-scaling",
     ),
     (
@@ -91,12 +91,12 @@ def test_without_the_marker_or_a_conflict_nothing_changes():
         [],
     )
     # changing the scaling rule keeps the recipe's reference rate
-    assert appended_wins(["--ref-lr", "1e-6", "--", "--lr-scaling", "linear"])[1] == []
+    assert appended_wins(["--base-lr", "1e-6", "--", "--lr-scaling", "linear"])[1] == []
 
 
 def test_the_issue_repro_resolves_to_the_appended_rule():
     """recipes/tiny/grpo.sh sets --lr 3e-4; appending the scaling rule used to stop with
-    '--lr=0.0003: given together with --ref-lr=0.0003'."""
+    '--lr=0.0003: given together with --base-lr=0.0003'."""
     cfg = load(
         [
             "--lr",
@@ -106,23 +106,23 @@ def test_the_issue_repro_resolves_to_the_appended_rule():
             "--run-dir",
             "/tmp/never-made",
             "--",
-            "--ref-lr",
+            "--base-lr",
             "3e-4",
-            "--ref-global-batch-size",
+            "--base-global-batch-size",
             "64",
             "--lr-scaling",
             "sqrt",
         ],
         1,
     )
-    assert cfg.ref_lr == 3e-4 and cfg.lr == pytest.approx(3e-4 * (128 / 64) ** 0.5)
+    assert cfg.base_lr == 3e-4 and cfg.lr == pytest.approx(3e-4 * (128 / 64) ** 0.5)
 
 
 @pytest.mark.parametrize(
     "mine",
     [
-        ["--lr", "1e-4", "--ref-lr", "1e-4"],
-        ["--critic-lr", "1e-4", "--critic-ref-lr", "1e-4", "--advantage-estimator", "gae"],
+        ["--lr", "1e-4", "--base-lr", "1e-4"],
+        ["--critic-lr", "1e-4", "--critic-base-lr", "1e-4", "--advantage-estimator", "gae"],
     ],
 )
 def test_two_conflicting_flags_given_by_the_user_are_refused_naming_both(mine):
@@ -183,7 +183,7 @@ def test_every_shipped_recipe_passes_its_flags_before_the_marker():
     [
         (
             "recipes/tiny/grpo.sh",
-            ("--ref-lr", "3e-4", "--ref-global-batch-size", "64", "--lr-scaling", "sqrt"),
+            ("--base-lr", "3e-4", "--base-global-batch-size", "64", "--lr-scaling", "sqrt"),
             3e-4 * 2**0.5,
             "replace the recipe's --lr",
         ),
@@ -191,7 +191,7 @@ def test_every_shipped_recipe_passes_its_flags_before_the_marker():
             "recipes/qwen3_30b_a3b/grpo.sh",
             ("--lr", "2e-6"),
             2e-6,
-            "--lr from the command line replaces the recipe's --ref-lr",
+            "--lr from the command line replaces the recipe's --base-lr",
         ),
     ],
     ids=["tiny grpo: a scaling rule", "30B grpo: a fixed rate"],

@@ -363,8 +363,8 @@ def test_pipeline_stages_must_split_the_layers_evenly_and_exclude_routing_replay
     assert "3 layers (--num-layers) do not split evenly into 2 stages" in str(err)
     assert err.allowed == "a PP dividing 3: [1, 3]"
     err = assert_rejected(
-        cfg_of("--pipeline-model-parallel-size", "2", "--use-routing-replay"),
-        "--use-routing-replay",
+        cfg_of("--pipeline-model-parallel-size", "2", "--use-rollout-routing-replay"),
+        "--use-rollout-routing-replay",
         True,
         world_size=2,
     )
@@ -538,7 +538,7 @@ def test_hf_engine_runs_in_process_unless_engines_are_asked_for(cfg_of):
     "argv, flag, value",
     [
         (("--colocate",), "--colocate", True),
-        (("--update-weight-mode", "disk"), "--update-weight-mode", "disk"),
+        (("--update-weight-transport", "disk"), "--update-weight-transport", "disk"),
         (("--sglang-mem-fraction-static", "0.5"), "--sglang-mem-fraction-static", 0.5),
         (("--rollout-num-gpus-per-engine", "1"), "--rollout-num-gpus-per-engine", 1),
     ],
@@ -583,7 +583,9 @@ def test_colocated_sglang_uses_the_training_gpus_and_refuses_nccl_sync(cfg_of):
     assert (layout.num_engines, layout.num_gpus, layout.update_weight_mode) == (2, 4, "tensor")
     assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "2"), "--rollout-num-gpus", 2, world_size=4)
     err = assert_rejected(
-        cfg_of(*sg, "--update-weight-mode", "distributed"), "--update-weight-mode", "distributed"
+        cfg_of(*sg, "--update-weight-transport", "distributed"),
+        "--update-weight-transport",
+        "distributed",
     )
     assert "one GPU" in str(err)
 
@@ -648,7 +650,9 @@ def test_router_url_attaches_and_refuses_engine_flags_and_tensor_sync(cfg_of):
     layout = layout_of(cfg_of(*sg))
     assert (layout.num_engines, layout.update_weight_mode) == (0, "distributed")
     assert_rejected(cfg_of(*sg, "--rollout-num-engines", "2"), "--rollout-num-engines", 2)
-    assert_rejected(cfg_of(*sg, "--update-weight-mode", "tensor"), "--update-weight-mode", "tensor")
+    assert_rejected(
+        cfg_of(*sg, "--update-weight-transport", "tensor"), "--update-weight-transport", "tensor"
+    )
     assert_rejected(
         cfg_of("--rollout-engine", "sglang", "--sglang-router-url", "10.0.0.5:30000"),
         "--sglang-router-url",
@@ -809,7 +813,7 @@ def test_run_dir_that_is_a_file_is_rejected(tmp_path):
         "rollout_max_response_len",
         "task_max_operand",
         "num_steps",
-        "ref_global_batch_size",
+        "base_global_batch_size",
         "n_samples_per_eval_prompt",
     ],
 )
@@ -840,8 +844,8 @@ def test_counts_and_sizes_below_one_are_rejected(cfg_of, name):
         ("--lr-warmup-steps", "1000"),
         ("--norm-epsilon", "0"),
         ("--seed", "-1"),
-        ("--ref-lr", "0"),
-        ("--ref-lr", "-1e-4"),
+        ("--base-lr", "0"),
+        ("--base-lr", "-1e-4"),
         ("--eval-interval", "-1"),
         ("--eval-temperature", "-0.5"),
         ("--task-eval-fraction", "1.0"),
@@ -905,8 +909,8 @@ def test_ppo_group_and_flags_are_declared(cfg_of):
         "value_clip",
         "critic_load",
         "critic_lr_scaling",
-        "critic_ref_lr",
-        "critic_ref_global_batch_size",
+        "critic_base_lr",
+        "critic_base_global_batch_size",
     ):
         assert getattr(cfg, name) is None, name
     assert cfg.kl_coef == 0.0 and cfg.num_critic_only_steps == 0
@@ -995,8 +999,8 @@ def test_resolve_under_grpo_leaves_the_critic_and_ppo_values_none(cfg_of):
         "lambd",
         "normalize_advantages",
         "critic_lr_scaling",
-        "critic_ref_lr",
-        "critic_ref_global_batch_size",
+        "critic_base_lr",
+        "critic_base_global_batch_size",
     ):
         assert getattr(r, name) is None, name
     assert r.critic_steps_per_rollout is None
@@ -1173,8 +1177,8 @@ def test_gae_defaults_validate_and_allow_one_sample_per_prompt(cfg_of):
         ("--lambd", "0.95"),
         ("--kl-coef", "0.01"),
         ("--critic-lr-scaling", "sqrt"),
-        ("--critic-ref-lr", "1e-5"),
-        ("--critic-ref-global-batch-size", "32"),
+        ("--critic-base-lr", "1e-5"),
+        ("--critic-base-global-batch-size", "32"),
     ],
 )
 def test_ppo_only_flags_under_grpo_are_rejected(cfg_of, flag, value):
@@ -1215,8 +1219,8 @@ def test_ppo_flags_at_their_defaults_under_grpo_are_accepted(cfg_of):
         ("--critic-global-batch-size", "0"),
         ("--critic-micro-batch-size", "0"),
         ("--num-steps-per-rollout", "0"),
-        ("--critic-ref-lr", "0"),
-        ("--critic-ref-global-batch-size", "0"),
+        ("--critic-base-lr", "0"),
+        ("--critic-base-global-batch-size", "0"),
     ],
 )
 def test_ppo_out_of_range_values_are_rejected_naming_the_flag(cfg_of, flag, value):
@@ -1336,14 +1340,14 @@ def test_default_global_batch_not_splitting_over_data_parallel_says_where_it_cam
 
 def test_lr_scaling_flags_are_parsed_and_default_to_no_scaling(cfg_of):
     cfg = cfg_of()
-    assert (cfg.lr, cfg.lr_scaling, cfg.ref_lr, cfg.ref_global_batch_size) == (
+    assert (cfg.lr, cfg.lr_scaling, cfg.base_lr, cfg.base_global_batch_size) == (
         None,
         "none",
         None,
         None,
     )
-    cfg = cfg_of("--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt")
-    assert cfg.ref_lr == pytest.approx(3e-4) and cfg.ref_global_batch_size == 32
+    cfg = cfg_of("--base-lr", "3e-4", "--base-global-batch-size", "32", "--lr-scaling", "sqrt")
+    assert cfg.base_lr == pytest.approx(3e-4) and cfg.base_global_batch_size == 32
     assert cfg.lr_scaling == "sqrt" and cfg.lr is None
     err = parse_rejected(["--lr-scaling", "cubic"])
     assert_names(err, "--lr-scaling", "cubic")
@@ -1356,9 +1360,9 @@ def test_resolve_records_the_scaled_lr(cfg_of):
         "16",
         "--n-samples-per-prompt",
         "8",
-        "--ref-lr",
+        "--base-lr",
         "3e-4",
-        "--ref-global-batch-size",
+        "--base-global-batch-size",
         "32",
         "--lr-scaling",
         "sqrt",
@@ -1366,7 +1370,7 @@ def test_resolve_records_the_scaled_lr(cfg_of):
     r = resolve(cfg)
     assert r.global_batch_size == 128
     assert r.lr == pytest.approx(6e-4, rel=1e-12)
-    assert (r.ref_lr, r.ref_global_batch_size, r.lr_scaling) == (3e-4, 32, "sqrt")
+    assert (r.base_lr, r.base_global_batch_size, r.lr_scaling) == (3e-4, 32, "sqrt")
     assert resolve(r) == r
     validate(r, 1)  # a resolved config (lr equal to the scaled rate) validates
     d = r.to_dict(1)
@@ -1380,9 +1384,9 @@ def test_scaling_uses_the_resolved_global_batch(cfg_of):
         cfg_of(
             "--num-steps-per-rollout",
             "2",
-            "--ref-lr",
+            "--base-lr",
             "4e-4",
-            "--ref-global-batch-size",
+            "--base-global-batch-size",
             "256",
             "--lr-scaling",
             "linear",
@@ -1391,27 +1395,27 @@ def test_scaling_uses_the_resolved_global_batch(cfg_of):
     assert r.global_batch_size == 64 and r.lr == pytest.approx(1e-4, rel=1e-12)
     assert r.to_dict(1)["lr_scaling_exponent"] == 1.0
     # no --lr-scaling (none): LR0 at every B
-    assert resolve(cfg_of("--ref-lr", "4e-4", "--ref-global-batch-size", "256")).lr == 4e-4
+    assert resolve(cfg_of("--base-lr", "4e-4", "--base-global-batch-size", "256")).lr == 4e-4
 
 
 def test_ref_global_batch_size_defaults_to_the_global_batch(cfg_of):
-    r = resolve(cfg_of("--ref-lr", "5e-4", "--lr-scaling", "sqrt", "--global-batch-size", "64"))
-    assert r.ref_global_batch_size == 64 and r.lr == 5e-4
+    r = resolve(cfg_of("--base-lr", "5e-4", "--lr-scaling", "sqrt", "--global-batch-size", "64"))
+    assert r.base_global_batch_size == 64 and r.lr == 5e-4
     assert resolve(r) == r
 
 
 def test_lr_given_alone_is_kept_and_default_is_3e_4(cfg_of):
     assert resolve(cfg_of("--lr", "1e-3")).lr == 1e-3
     r = resolve(cfg_of())
-    assert r.lr == 3e-4 and r.ref_global_batch_size is None
+    assert r.lr == 3e-4 and r.base_global_batch_size is None
     assert r.to_dict(1)["lr"] == 3e-4 and r.to_dict(1)["lr_scaling_exponent"] == 0.0
 
 
 def test_lr_together_with_ref_lr_is_rejected(cfg_of):
-    cfg = cfg_of("--lr", "1e-3", "--ref-lr", "3e-4", "--ref-global-batch-size", "32")
+    cfg = cfg_of("--lr", "1e-3", "--base-lr", "3e-4", "--base-global-batch-size", "32")
     err = assert_rejected(cfg, "--lr", 1e-3)
-    assert "--ref-lr" in str(err)
-    assert err.allowed == "one of them: --lr for a fixed rate, or --ref-lr with --lr-scaling"
+    assert "--base-lr" in str(err)
+    assert err.allowed == "one of them: --lr for a fixed rate, or --base-lr with --lr-scaling"
     with pytest.raises(ConfigError) as info:
         resolve(cfg)
     assert info.value.flag == "--lr"
@@ -1421,28 +1425,28 @@ def test_lr_scaling_without_ref_lr_is_rejected(cfg_of):
     for rule in ("sqrt", "linear"):
         err = assert_rejected(cfg_of("--lr-scaling", rule), "--lr-scaling", rule)
         assert err.allowed == (
-            "add --ref-lr LR0 and --ref-global-batch-size B0, or --lr-scaling none"
+            "add --base-lr LR0 and --base-global-batch-size B0, or --lr-scaling none"
         )
     validate(cfg_of("--lr-scaling", "none", "--lr", "1e-3"), 1)
 
 
 def test_ref_global_batch_size_without_ref_lr_is_rejected(cfg_of):
-    err = assert_rejected(cfg_of("--ref-global-batch-size", "32"), "--ref-global-batch-size", 32)
-    assert "--ref-lr" in str(err) and "--ref-lr" in err.allowed
+    err = assert_rejected(cfg_of("--base-global-batch-size", "32"), "--base-global-batch-size", 32)
+    assert "--base-lr" in str(err) and "--base-lr" in err.allowed
 
 
 def test_min_lr_is_checked_against_the_scaled_lr(cfg_of):
-    scaling = ("--ref-lr", "3e-4", "--ref-global-batch-size", "512", "--lr-scaling", "linear")
+    scaling = ("--base-lr", "3e-4", "--base-global-batch-size", "512", "--lr-scaling", "linear")
     # B = 128: 3e-4 x 128 / 512 = 7.5e-5, below --min-lr 1e-4 (which the unscaled 3e-4 allows)
     err = assert_rejected(cfg_of(*scaling, "--min-lr", "1e-4"), "--min-lr", 1e-4)
-    assert "--ref-lr" in str(err) and "7.5e-05" in err.allowed
+    assert "--base-lr" in str(err) and "7.5e-05" in err.allowed
     validate(cfg_of(*scaling, "--min-lr", "7.5e-5"), 1)
     # scaling up admits a min_lr above the reference rate
     validate(
         cfg_of(
-            "--ref-lr",
+            "--base-lr",
             "3e-4",
-            "--ref-global-batch-size",
+            "--base-global-batch-size",
             "32",
             "--lr-scaling",
             "sqrt",
@@ -1470,9 +1474,9 @@ def test_critic_lr_scaling_under_gae(cfg_of):
             *GAE,
             "--critic-global-batch-size",
             "32",
-            "--critic-ref-lr",
+            "--critic-base-lr",
             "1e-5",
-            "--critic-ref-global-batch-size",
+            "--critic-base-global-batch-size",
             "128",
             "--critic-lr-scaling",
             "sqrt",
@@ -1480,7 +1484,7 @@ def test_critic_lr_scaling_under_gae(cfg_of):
     )
     assert r.critic_global_batch_size == 32
     assert r.critic_lr == pytest.approx(5e-6, rel=1e-12)  # 1e-5 x (32 / 128)^(1/2)
-    assert (r.critic_ref_lr, r.critic_ref_global_batch_size, r.critic_lr_scaling) == (
+    assert (r.critic_base_lr, r.critic_base_global_batch_size, r.critic_lr_scaling) == (
         1e-5,
         128,
         "sqrt",
@@ -1495,23 +1499,23 @@ def test_critic_lr_scaling_under_gae(cfg_of):
 
 def test_critic_lr_takes_the_resolved_actor_lr_when_not_given(cfg_of):
     r = resolve(
-        cfg_of(*GAE, "--ref-lr", "3e-4", "--ref-global-batch-size", "32", "--lr-scaling", "sqrt")
+        cfg_of(*GAE, "--base-lr", "3e-4", "--base-global-batch-size", "32", "--lr-scaling", "sqrt")
     )
     assert r.critic_lr == r.lr == pytest.approx(6e-4, rel=1e-12)
-    assert r.critic_lr_scaling == "none" and r.critic_ref_global_batch_size is None
+    assert r.critic_lr_scaling == "none" and r.critic_base_global_batch_size is None
     assert r.to_dict(1)["critic_lr_scaling_exponent"] == 0.0
     # critic B0 defaults to the critic batch: the critic rate is LR0
-    r = resolve(cfg_of(*GAE, "--critic-ref-lr", "2e-5", "--critic-lr-scaling", "linear"))
-    assert r.critic_lr == 2e-5 and r.critic_ref_global_batch_size == 128
+    r = resolve(cfg_of(*GAE, "--critic-base-lr", "2e-5", "--critic-lr-scaling", "linear"))
+    assert r.critic_lr == 2e-5 and r.critic_base_global_batch_size == 128
 
 
 def test_critic_lr_together_with_critic_ref_lr_is_rejected(cfg_of):
     err = assert_rejected(
-        cfg_of(*GAE, "--critic-lr", "1e-5", "--critic-ref-lr", "2e-5"), "--critic-lr", 1e-5
+        cfg_of(*GAE, "--critic-lr", "1e-5", "--critic-base-lr", "2e-5"), "--critic-lr", 1e-5
     )
-    assert "--critic-ref-lr" in str(err)
+    assert "--critic-base-lr" in str(err)
     assert err.allowed == (
-        "one of them: --critic-lr for a fixed rate, or --critic-ref-lr with --critic-lr-scaling"
+        "one of them: --critic-lr for a fixed rate, or --critic-base-lr with --critic-lr-scaling"
     )
 
 
@@ -1520,21 +1524,22 @@ def test_critic_lr_scaling_without_critic_ref_lr_is_rejected(cfg_of):
         cfg_of(*GAE, "--critic-lr-scaling", "linear"), "--critic-lr-scaling", "linear"
     )
     assert err.allowed == (
-        "add --critic-ref-lr LR0 and --critic-ref-global-batch-size B0, or --critic-lr-scaling none"
+        "add --critic-base-lr LR0 and --critic-base-global-batch-size B0, "
+        "or --critic-lr-scaling none"
     )
     err = assert_rejected(
-        cfg_of(*GAE, "--critic-ref-global-batch-size", "32"), "--critic-ref-global-batch-size", 32
+        cfg_of(*GAE, "--critic-base-global-batch-size", "32"), "--critic-base-global-batch-size", 32
     )
-    assert "--critic-ref-lr" in err.allowed
+    assert "--critic-base-lr" in err.allowed
 
 
 def test_critic_min_lr_is_checked_against_the_scaled_critic_lr(cfg_of):
     scaling = (
         "--critic-global-batch-size",
         "32",
-        "--critic-ref-lr",
+        "--critic-base-lr",
         "1e-5",
-        "--critic-ref-global-batch-size",
+        "--critic-base-global-batch-size",
         "128",
         "--critic-lr-scaling",
         "linear",
@@ -1543,8 +1548,8 @@ def test_critic_min_lr_is_checked_against_the_scaled_critic_lr(cfg_of):
     err = assert_rejected(
         cfg_of(*GAE, *scaling, "--critic-min-lr", "5e-6"), "--critic-min-lr", 5e-6
     )
-    assert "--critic-ref-lr" in str(err)
-    err = assert_rejected(cfg_of(*GAE, *scaling, "--min-lr", "5e-6"), "--critic-ref-lr", 1e-5)
+    assert "--critic-base-lr" in str(err)
+    err = assert_rejected(cfg_of(*GAE, *scaling, "--min-lr", "5e-6"), "--critic-base-lr", 1e-5)
     assert "--min-lr" in str(err) and "--critic-min-lr" in err.allowed
     validate(cfg_of(*GAE, *scaling, "--min-lr", "5e-6", "--critic-min-lr", "2.5e-6"), 1)
 
@@ -1698,8 +1703,8 @@ def test_lr_and_ref_lr_on_one_command_line_are_refused_even_when_they_agree():
     from hyrl.config import load
 
     with pytest.raises(ConfigError) as info:
-        load(["--lr", "3e-4", "--ref-lr", "3e-4", "--run-dir", "/nonexistent/never"], 1)
-    assert info.value.flag == "--lr" and "--ref-lr=0.0003" in str(info.value)
+        load(["--lr", "3e-4", "--base-lr", "3e-4", "--run-dir", "/nonexistent/never"], 1)
+    assert info.value.flag == "--lr" and "--base-lr=0.0003" in str(info.value)
     assert "allowed" in str(info.value)
     with pytest.raises(ConfigError) as info:
         load(
@@ -1708,7 +1713,7 @@ def test_lr_and_ref_lr_on_one_command_line_are_refused_even_when_they_agree():
                 "gae",
                 "--critic-lr",
                 "1e-3",
-                "--critic-ref-lr",
+                "--critic-base-lr",
                 "1e-3",
                 "--run-dir",
                 "/nonexistent/never",

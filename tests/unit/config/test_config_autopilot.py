@@ -15,8 +15,8 @@ from hyrl.config import (
 
 # The defaults: P=16, G=8, B=128, micro batch 16 on one rank (batch unit 16).
 AUTO = ("--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256")
-AUTO_LR = (*AUTO, "--ref-lr", "3e-4")
-PPO = ("--advantage-estimator", "gae", "--critic-ref-lr", "1e-3")
+AUTO_LR = (*AUTO, "--base-lr", "3e-4")
+PPO = ("--advantage-estimator", "gae", "--critic-base-lr", "1e-3")
 
 
 def cfg(*argv: str):
@@ -64,8 +64,8 @@ def test_autopilot_flags_apply_only_with_auto():
 
 
 def test_auto_needs_a_range_that_holds_the_starting_batch_in_whole_units():
-    assert refused("--batch-schedule", "auto", "--ref-lr", "3e-4").flag == "--autopilot-min"
-    base = ("--batch-schedule", "auto", "--ref-lr", "3e-4")
+    assert refused("--batch-schedule", "auto", "--base-lr", "3e-4").flag == "--autopilot-min"
+    base = ("--batch-schedule", "auto", "--base-lr", "3e-4")
     err = refused(*base, "--autopilot-min", "64")
     assert err.flag == "--autopilot-max" and "required" in str(err)
     err = refused(*base, "--autopilot-min", "64", "--autopilot-max", "40")
@@ -86,12 +86,12 @@ def test_auto_settings_out_of_range_are_refused():
 
 def test_auto_needs_ref_lr_to_rederive_the_lr_and_the_noise_scale_on():
     err = refused(*AUTO)
-    assert err.flag == "--batch-schedule" and "--ref-lr" in str(err)
+    assert err.flag == "--batch-schedule" and "--base-lr" in str(err)
     err = refused(*AUTO_LR, "--noise-scale-beta", "none")
     assert err.flag == "--noise-scale-beta"
     # PPO: the critic's rate too
     err = refused(*AUTO_LR, "--advantage-estimator", "gae")
-    assert err.flag == "--batch-schedule" and "--critic-ref-lr" in str(err)
+    assert err.flag == "--batch-schedule" and "--critic-base-lr" in str(err)
     validate(cfg(*AUTO_LR, *PPO), 1)
 
 

@@ -55,6 +55,25 @@ def test_a_heartbeat_names_the_stage_in_progress_while_a_step_runs_without_a_lin
     assert timers.current is None  # the stage ended
 
 
+def test_a_heartbeat_counts_the_responses_of_the_engine_call_in_progress():
+    import time
+
+    from hyrl.metrics.timers import StageTimers
+    from hyrl.rollout.base import GenerationProgress
+
+    out, timers, generation = io.StringIO(), StageTimers(), GenerationProgress()
+    report = ProgressReport(num_steps=3, first_step=1, log_interval=1, out=out, tty=False)
+    report.heartbeat(timers, every_s=0.05, generation=generation)
+    with report, timers("rollout"), generation.counting(1024):
+        generation.add(300)
+        time.sleep(0.2)
+        generation.add(500)
+        time.sleep(0.2)
+    beats = [ln for ln in out.getvalue().splitlines() if ln.startswith("hyrl: ... ")]
+    assert any(", 300/1024 responses generated (" in ln for ln in beats), beats
+    assert ", 800/1024 responses generated (" in beats[-1], beats
+
+
 def test_no_heartbeat_on_a_terminal_or_when_switched_off():
     from hyrl.metrics.timers import StageTimers
 

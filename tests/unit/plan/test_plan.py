@@ -332,7 +332,7 @@ def test_rollout_gpus_add_to_the_training_gpus_unless_colocated():
     gpus = hplan.make_plan(c, 16)["gpus"]
     assert (gpus["training"], gpus["rollout"], gpus["total"], gpus["nodes"]) == (16, 8, 24, 3)
     colocated = dataclasses.replace(
-        c, rollout_num_gpus=None, colocate=True, update_weight_mode=None
+        c, rollout_num_gpus=None, colocate=True, update_weight_transport=None
     )
     assert hplan.make_plan(colocated, 16)["gpus"]["total"] == 16
 

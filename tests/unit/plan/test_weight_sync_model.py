@@ -97,7 +97,7 @@ def grpo_by_hand() -> dict:
 
 def ppo_by_hand() -> dict:
     # recipes/qwen3_30b_a3b/ppo.sh: 32 ranks on 4 nodes, EP 32, 8 rollout GPUs of their own
-    # (engines of 4), --update-weight-mode distributed
+    # (engines of 4), --update-weight-transport distributed
     c = qwen(expert_model_parallel_size=32, rollout_num_gpus=8, rollout_num_gpus_per_engine=4)
     return hplan.make_plan(c, 32)["weight_sync"]
 
@@ -166,7 +166,7 @@ def test_paths_the_model_does_not_cover_say_so():
     }
     assert "weight sync (model): not modelled for the hf rollout engine" in hplan.format_plan(hf)
     disk = hplan.make_plan(
-        qwen(expert_model_parallel_size=8, rollout_num_gpus=8, update_weight_mode="disk"), 16
+        qwen(expert_model_parallel_size=8, rollout_num_gpus=8, update_weight_transport="disk"), 16
     )
     assert disk["weight_sync"]["modelled"] is False and "disk" in disk["weight_sync"]["why"]
 
@@ -183,7 +183,7 @@ def test_plan_text_prints_the_prediction_as_a_model_with_its_assumptions():
         "TP all-gather: 3.06 GB (attention, embedding, output) x 3/4 over NVLink 450 GB/s",
         "x 15/16 over InfiniBand (2 nodes; 8 GPU(s) a node x 50 GB/s, at most NVLink 450) "
         "= 400 GB/s",
-        "CUDA IPC (colocated, --update-weight-mode tensor)",
+        "CUDA IPC (colocated, --update-weight-transport tensor)",
         "assumes: nominal link peaks",
         "not modelled: per-bucket HTTP calls",
     ):

@@ -161,8 +161,8 @@ def test_two_engines_return_the_local_engines_generations_in_order(fleet):
 
 
 def test_a_partial_rollout_through_the_fleet_continues_each_response_with_the_new_weights(fleet):
-    """--partial-rollout on engines on Ray: segments of one token, the weights moved from A to B
-    between the two; each response is A's first token then B's continuation of prompt + it."""
+    """--inflight-weight-updates on engines on Ray: segments of one token, the weights moved from A
+    to B between the two; each response is A's first token then B's continuation of prompt + it."""
     from hyrl.rollout.partial import generate_in_segments
 
     fleet.update_weights(WEIGHTS_A)

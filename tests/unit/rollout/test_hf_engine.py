@@ -73,6 +73,27 @@ def test_never_decodes_more_than_concurrency_sequences_at_once():
     assert len(generations) == 10
 
 
+def test_the_heartbeats_count_grows_by_each_chunk_while_a_call_is_counted():
+    from hyrl.rollout.base import GENERATION_PROGRESS
+
+    engine = make_engine(concurrency=4)
+    seen = []
+    original_generate = engine.model.generate
+
+    def recording_generate(*args, **kwargs):
+        seen.append(GENERATION_PROGRESS.snapshot())
+        return original_generate(*args, **kwargs)
+
+    engine.model.generate = recording_generate
+    with GENERATION_PROGRESS.counting(len(PROMPTS)):
+        engine.generate(PROMPTS, SamplingParams(max_new_tokens=2))
+        assert GENERATION_PROGRESS.snapshot() == (10, 10)
+    assert seen == [(0, 10), (4, 10), (8, 10)]  # read as each chunk starts
+    assert GENERATION_PROGRESS.snapshot() is None  # between calls
+    engine.generate(PROMPTS[:2], SamplingParams(max_new_tokens=2))  # an uncounted call
+    assert GENERATION_PROGRESS.snapshot() is None
+
+
 def test_generations_come_back_in_prompt_order(engine):
     torch.manual_seed(2)
     generations = engine.generate(PROMPTS, SamplingParams(max_new_tokens=4))

@@ -1,6 +1,6 @@
-"""Specification of --partial-rollout (hyrl.rollout.partial and its use by the rollout queue):
-generation in segments that a weight sync lands between, each token with the policy version and
-the engine log-prob that sampled it, staleness from a response's oldest token, and the
+"""Specification of --inflight-weight-updates (hyrl.rollout.partial and its use by the rollout
+queue): generation in segments that a weight sync lands between, each token with the policy version
+and the engine log-prob that sampled it, staleness from a response's oldest token, and the
 rollout/partial_* metrics. A fake engine whose tokens and log-probs are functions of its weights'
 version makes every number checkable by hand; the hf engine checks that segments sample as one
 piece does."""
@@ -278,7 +278,7 @@ def test_a_waiting_weight_sync_goes_before_the_workers_next_segment():
 
 
 class SegmentedSide:
-    """RolloutSide's use of the lock under --partial-rollout: each rollout is P = 2 prompts
+    """RolloutSide's use of the lock under --inflight-weight-updates: each rollout is P = 2 prompts
     generated in 6 segments of one token, each segment a call under the lock at the engines'
     version, 20 ms apart; the trainer's sync moves the version under the lock."""
 

@@ -115,7 +115,7 @@ def test_disk_sync_through_the_fleet_reaches_every_server_and_generation_spreads
 def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
     ray_cluster, fakes, tmp_path
 ):
-    """--update-weight-mode disk: the trainer ranks write shards + index; the engines only load
+    """--update-weight-transport disk: the trainer ranks write shards + index; the engines only load
     the directory, and a replacement loads the same one (nothing through the object store)."""
     import functools
 

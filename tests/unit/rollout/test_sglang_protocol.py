@@ -99,6 +99,14 @@ def test_generations_come_back_in_input_order_with_one_log_prob_per_token(fake):
     assert {g.finish_reason for g in generations} == {"length"}
 
 
+def test_each_answer_counts_toward_the_heartbeats_responses(fake):
+    from hyrl.rollout.base import GENERATION_PROGRESS
+
+    with GENERATION_PROGRESS.counting(5):
+        SGLangClient(fake.url).generate_batch([[2], [3], [7]], SamplingParams(2), [EOS], 2)
+        assert GENERATION_PROGRESS.snapshot() == (3, 5)
+
+
 def test_stop_token_ends_the_response_and_maps_to_stop(fake):
     # 14 -> 15 -> 0 -> 1 (= EOS): stops after 3 tokens, the EOS kept as the last response id.
     [gen] = SGLangClient(fake.url).generate_batch([[14]], SamplingParams(10), [EOS], 1)
@@ -490,8 +498,8 @@ def test_a_server_launched_to_die_with_its_parent_does_not_outlive_it(tmp_path):
 
 
 def test_partial_rollout_segments_continue_on_sglang_with_the_weights_synced_between(fake):
-    """--partial-rollout with SGLang: each segment is a /generate of the prompt plus the tokens
-    so far with max_new_tokens = the segment, so a sync between two segments changes the rest
+    """--inflight-weight-updates with SGLang: each segment is a /generate of the prompt plus the
+    tokens so far with max_new_tokens = the segment, so a sync between two segments changes the rest
     of the response and nothing has to survive inside the server (no paused request)."""
     from hyrl.rollout.partial import generate_in_segments
 

@@ -195,9 +195,9 @@ def test_build_engine_through_a_router_returns_experts_with_use_routing_replay(t
                 "sglang",
                 "--sglang-router-url",
                 fake.url,
-                "--update-weight-mode",
+                "--update-weight-transport",
                 "disk",
-                *(["--use-routing-replay"] if replay else []),
+                *(["--use-rollout-routing-replay"] if replay else []),
             ]
         )
         engine = build_engine(
@@ -244,9 +244,9 @@ def test_the_fleet_path_launches_every_engine_with_routed_experts(tmp_path, monk
             "sglang",
             "--rollout-num-engines",
             "1",
-            "--update-weight-mode",
+            "--update-weight-transport",
             "disk",
-            "--use-routing-replay",
+            "--use-rollout-routing-replay",
         ]
     )
     build_engine(
@@ -273,8 +273,8 @@ def test_the_fleet_path_launches_every_engine_with_routed_experts(tmp_path, monk
 def test_the_trainer_replays_what_the_server_returns_and_refuses_ids_beyond_the_model(
     tmp_path, fake_experts
 ):
-    """The trainer through --sglang-router-url with --use-routing-replay (the fake plays router
-    and server; it is not SGLang). Ids of a server with more experts than the model (8 > 4)
+    """The trainer through --sglang-router-url with --use-rollout-routing-replay (the fake plays
+    router and server; it is not SGLang). Ids of a server with more experts than the model (8 > 4)
     stop the run naming the range instead of indexing out of bounds."""
     from recipe_runs import records, run_recipe
     from transformers import Qwen3MoeForCausalLM
@@ -299,11 +299,11 @@ def test_the_trainer_replays_what_the_server_returns_and_refuses_ids_beyond_the_
             "sglang",
             "--sglang-router-url",
             fake.url,
-            "--update-weight-mode",
+            "--update-weight-transport",
             "disk",
             "--rollout-concurrency",
             "16",
-            "--use-routing-replay",
+            "--use-rollout-routing-replay",
             "--use-tis",
         )
     if fake_experts > TINY.num_experts:
