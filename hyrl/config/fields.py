@@ -867,10 +867,13 @@ class RunConfig:
     rm_type: str | None = _opt(
         None,
         "reward function (name): exact_match, math (math-verify on the boxed or last "
-        "answer), mcq (one choice letter), logic (exact structured answer); none = exact_match "
-        "for arith_mod10, required with --prompt-data unless --custom-rm-path",
+        "answer), mcq (one choice letter), logic (exact structured answer), and slime's "
+        "deepscaler (math-verify on the last box after the thinking), dapo (math-verify on the "
+        "last 'Answer:' line, 1/0 where slime's is 1/-1) and f1 (SQuAD token F1 of the boxed "
+        "answer, else the response); none = exact_match for arith_mod10, required with "
+        "--prompt-data unless --custom-rm-path",
         "task",
-        choices=("exact_match", "math", "mcq", "logic"),
+        choices=("exact_match", "math", "mcq", "logic", "deepscaler", "dapo", "f1"),
     )
     custom_rm_path: str | None = _opt(
         None,

@@ -12,8 +12,10 @@ Rules (each one a line in tests/unit/rewards/test_rewards.py):
 * A last ``\\boxed{`` that is never closed is a malformed answer: 0.0, with no fallback (the
   policy tried to box an answer and failed).
 * Equivalence is math-verify's: 1/2 = 0.5 = \\frac{1}{2}, 2x+1 = 1+2x, \\sqrt{2} = 2^{1/2},
-  x=2 = 2, 3 = 3.0, 1,000 = 1000, 0.5 = 50\\% and ALSO 50 = 50\\% (math-verify accepts a
-  percentage whether or not the other side divided by 100).
+  x=2 = 2, 3 = 3.0, 1,000 = 1000, \\$18.90 = 18.90 (an escaped dollar is a price, not a math
+  delimiter), 0.5 = 50\\% and ALSO 50 = 50\\% (math-verify accepts a percentage whether or
+  not the other side divided by 100). ``math_verify_match`` below is this equivalence with the
+  time budget; the other math built-ins (deepscaler, dapo) call it too.
 * A response cut by the length limit (finish_reason != "stop") scores 0.0 even if it holds a
   correct boxed answer, unless ``reward_truncated=True``: rewarding an answer the policy never
   finished would teach it not to stop (the same rule as ExactMatchReward, mcq and logic).
@@ -42,6 +44,7 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Sequence
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
@@ -154,10 +157,46 @@ class _CallBudget:
 
 
 def _as_math(answer: str) -> str:
-    """Wrap an answer in $...$ unless it already carries LaTeX delimiters or a box."""
-    if "$" in answer or "\\boxed" in answer or "\\(" in answer or "\\[" in answer:
+    """Wrap an answer in $...$ unless it already carries LaTeX delimiters or a box.
+
+    An escaped dollar (``\\$5``, a price) is no delimiter.
+    """
+    unescaped = answer.replace("\\$", "")
+    if "$" in unescaped or "\\boxed" in answer or "\\(" in answer or "\\[" in answer:
         return answer
     return f"${answer}$"
+
+
+def math_verify_match(
+    answer: str, labels: Sequence[str], *, timeout_s: float, max_answer_chars: int = 1000
+) -> bool:
+    """Whether math-verify finds `answer` equal to one of `labels` (hyrl's math equivalence, used
+    by every math built-in). The whole call, every label parsed and compared, runs under one
+    ``timeout_s`` budget (module doc); past it, or with an answer longer than
+    `max_answer_chars`, the answer does not match. A label math-verify cannot parse raises
+    ValueError (a data error, counted as a reward failure)."""
+    if not answer or len(answer) > max_answer_chars:
+        return False
+    answer = re.sub(r"(?<!\\)%", r"\\%", answer)  # LaTeX percent, as math-verify reads it
+    try:
+        with _CallBudget(timeout_s):
+            golds = []
+            for label in labels:
+                gold = parse(_as_math(label), _EXTRACTION, parsing_timeout=None)
+                if not gold:
+                    raise ValueError(f"math-verify cannot parse the label {label!r}")
+                golds.append(gold)
+            predicted = parse(_as_math(answer), _EXTRACTION, parsing_timeout=None)
+            return bool(predicted) and any(
+                verify(gold, predicted, timeout_seconds=None) for gold in golds
+            )
+    except _BudgetExceeded:
+        logger.warning(
+            "math-verify: over the %.3g s budget on answer %.80r, scored as no match",
+            timeout_s,
+            answer,
+        )
+        return False
 
 
 class MathReward:
@@ -194,20 +233,13 @@ class MathReward:
         if finish_reason != "stop" and not self.reward_truncated:
             return 0.0
         answer = self.extract_answer(response_text)
-        if answer is None or len(answer) > self.max_answer_chars:
+        if answer is None:
             return 0.0
-        answer = re.sub(r"(?<!\\)%", r"\\%", answer)  # LaTeX percent, as math-verify reads it
-        try:
-            with _CallBudget(self.timeout_s):
-                gold = parse(_as_math(label), _EXTRACTION, parsing_timeout=None)
-                if not gold:
-                    raise ValueError(f"math-verify cannot parse the label {label!r}")
-                predicted = parse(_as_math(answer), _EXTRACTION, parsing_timeout=None)
-                return float(bool(predicted) and verify(gold, predicted, timeout_seconds=None))
-        except _BudgetExceeded:
-            logger.warning(
-                "math reward: over the %.3g s budget on answer %.80r, scored 0",
-                self.timeout_s,
+        return float(
+            math_verify_match(
                 answer,
+                [label],
+                timeout_s=self.timeout_s,
+                max_answer_chars=self.max_answer_chars,
             )
-            return 0.0
+        )

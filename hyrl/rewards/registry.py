@@ -9,6 +9,12 @@ Built-in rewards (each module's docstring states its rules):
     math         hyrl/rewards/math.py         last \\boxed{} (else last number), math-verify
     mcq          hyrl/rewards/mcq.py          the one choice letter A-J committed to
     logic        hyrl/rewards/logic.py        last JSON object/list == label, normalised
+    deepscaler   hyrl/rewards/deepscaler.py   last \\boxed{} after </think>, math-verify (slime's)
+    dapo         hyrl/rewards/dapo.py         last "Answer:" line, math-verify (slime's)
+    f1           hyrl/rewards/f1.py           SQuAD token F1, boxed answer else response (slime's)
+
+slime's --rm-type names deepscaler, dapo and f1 work here; docs/recipes.md ("Reward functions")
+says what each does differently from slime's.
 
 Plugging in your own reward (the hook): write ``f(response_text, label, finish_reason) -> float``
 in a module on PYTHONPATH and pass ``--custom-rm-path module:f`` instead of --rm-type; the
@@ -26,7 +32,10 @@ from collections.abc import Callable
 
 from hyrl.rewards.base import RewardFn
 from hyrl.rewards.custom import load_custom_reward
+from hyrl.rewards.dapo import DAPOReward
+from hyrl.rewards.deepscaler import DeepScaleRReward
 from hyrl.rewards.exact_match import ExactMatchReward
+from hyrl.rewards.f1 import F1Reward
 from hyrl.rewards.logic import LogicReward
 from hyrl.rewards.math import MathReward
 from hyrl.rewards.mcq import MCQReward
@@ -36,6 +45,9 @@ BUILTIN_REWARDS: dict[str, type] = {
     "math": MathReward,
     "mcq": MCQReward,
     "logic": LogicReward,
+    "deepscaler": DeepScaleRReward,
+    "dapo": DAPOReward,
+    "f1": F1Reward,
 }
 
 

@@ -14,6 +14,7 @@ ray = pytest.importorskip("ray")
 
 from hyrl.rewards.exact_match import ExactMatchReward  # noqa: E402
 from hyrl.rewards.pool import RewardPool, ScoredBatch  # noqa: E402
+from hyrl.rewards.registry import BUILTIN_REWARDS, reward_factory  # noqa: E402
 
 # tests/ is not a package the Ray workers can import, so cloudpickle must ship the reward class
 # below by value (by default it pickles it by reference, and the actor fails to start with
@@ -137,6 +138,38 @@ def test_exact_match_through_pool_matches_direct_call(pool):
     ) as em_pool:
         assert em_pool.score(texts, labels, reasons) == ScoredBatch(expected, 0, 0, [])
     assert ray.is_initialized(), "a pool that found Ray running must leave it running"
+
+
+# (texts, labels) per built-in reward: a right answer, a wrong one, and the right one cut by the
+# length limit
+BUILTIN_SAMPLES = {
+    "exact_match": (["12", "13"], ["12", "12"]),
+    "math": ([r"\boxed{\frac{1}{2}}", r"\boxed{3}"], ["0.5", "0.5"]),
+    "mcq": (["Answer: B", "Answer: C"], ["B", "B"]),
+    "logic": (['{"a": "knight"}', '{"a": "knave"}'], ['{"a": "knight"}'] * 2),
+    "deepscaler": ([r"</think>\boxed{42}", r"\boxed{42}"], ["42", "42"]),
+    "dapo": (["Answer: 42", r"\boxed{42}"], ["42", "42"]),
+    "f1": (["The city of Paris.", "Lyon"], ["Paris", "Paris"]),
+}
+
+
+def test_every_builtin_has_a_sample():
+    assert set(BUILTIN_SAMPLES) == set(BUILTIN_REWARDS)
+
+
+@pytest.mark.parametrize("rm_type", sorted(BUILTIN_SAMPLES))
+def test_builtin_reward_through_ray_workers_matches_direct_call(pool, rm_type):
+    # the registry's factory is pickled to the worker, which imports hyrl and builds the reward
+    right_text, wrong_text = BUILTIN_SAMPLES[rm_type][0]
+    labels = BUILTIN_SAMPLES[rm_type][1] + BUILTIN_SAMPLES[rm_type][1][:1]
+    texts, reasons = [right_text, wrong_text, right_text], ["stop", "stop", "length"]
+    reward = BUILTIN_REWARDS[rm_type]()
+    expected = [reward(t, y, f) for t, y, f in zip(texts, labels, reasons)]
+    assert expected[0] > 0 and expected[1:] == [0.0, 0.0]
+    with RewardPool(
+        reward_factory(rm_type, None), num_workers=1, timeout_s=30.0, actor_options={"num_cpus": 0}
+    ) as builtin_pool:
+        assert builtin_pool.score(texts, labels, reasons) == ScoredBatch(expected, 0, 0, [])
 
 
 def test_mismatched_lengths_and_closed_pool_raise():

@@ -1,5 +1,7 @@
-"""Built-in rewards (math, mcq, logic), custom reward loading and the registry (hyrl/rewards/)."""
+"""Built-in rewards (math, mcq, logic, deepscaler, dapo, f1), custom reward loading and the
+registry (hyrl/rewards/)."""
 
+import dataclasses
 import pickle
 import sys
 import textwrap
@@ -8,12 +10,17 @@ import time
 
 import pytest
 
+from hyrl.config.fields import RunConfig
+from hyrl.rewards.base import accepted_answers
 from hyrl.rewards.custom import CustomRewardError, load_custom_reward
+from hyrl.rewards.dapo import DAPOReward, find_answer_line
+from hyrl.rewards.deepscaler import DeepScaleRReward
 from hyrl.rewards.exact_match import ExactMatchReward
+from hyrl.rewards.f1 import F1Reward, normalize_answer, token_f1
 from hyrl.rewards.logic import LogicReward
 from hyrl.rewards.math import MathReward, find_last_boxed, find_last_number
 from hyrl.rewards.mcq import MCQReward, extract_choice
-from hyrl.rewards.registry import reward_factory
+from hyrl.rewards.registry import BUILTIN_REWARDS, reward_factory
 
 # --- math --------------------------------------------------------------------------------------
 # (response, label, expected reward), all with finish_reason "stop".
@@ -26,6 +33,8 @@ MATH_CASES = [
     (r"\boxed{\frac{4}{2}}", "2", 1.0),
     (r"\boxed{3.0}", "3", 1.0),
     (r"\boxed{1,000}", "1000", 1.0),
+    (r"\boxed{\$18.90}", "18.90", 1.0),  # an escaped dollar is a price, not a math delimiter
+    (r"It costs \$5", "5", 1.0),
     (r"\boxed{1+2x}", "2x+1", 1.0),
     (r"\boxed{x^2+2x+1}", "(x+1)^2", 1.0),
     (r"\boxed{x=2}", "2", 1.0),  # an assignment counts as its value
@@ -250,6 +259,203 @@ def test_logic_deep_brackets_return_quickly():
     assert time.monotonic() - start < 5.0
 
 
+# --- deepscaler -------------------------------------------------------------------------------
+# (response, label, expected reward), all with finish_reason "stop". Cases marked "slime test"
+# are the examples of THUDM/slime tests/test_rm_deepscaler.py, where slime's reward gives the
+# same score; "slime: N" marks where hyrl differs on purpose (docs/recipes.md, "Reward functions").
+QUARTIC = "$x^{4}-2 x^{3}-13 x^{2}+14 x+24$"
+DEEPSCALER_CASES = [
+    # the solution is after the last </think> (else ###Response); a box in the thinking is ignored
+    (r"Let me reconsider. \boxed{99}</think>Final: \boxed{42}", "42", 1.0),  # slime test
+    (r"Scratch work \boxed{wrong}###Response\boxed{42}", "42", 1.0),  # slime test
+    (r"\boxed{42}", "42", 0.0),  # slime test: no marker, no answer
+    (r"a \boxed{41}</think>b</think>\boxed{42}", "42", 1.0),
+    (r"</think>\boxed{42}###Response\boxed{41}", "42", 0.0),  # </think> is looked for first
+    (r"x###Response\boxed{41}###Response\boxed{42}", "42", 1.0),  # slime: 0 (the first marker)
+    # the last box of the solution; no number fallback
+    ("plain</think>no box here", "42", 0.0),  # slime test
+    ("</think> so it is 42", "42", 0.0),
+    (r"</think>\boxed{41} no, \boxed{42}", "42", 1.0),
+    (r"</think>\boxed{42", "42", 0.0),  # unclosed
+    (r"</think>\boxed{}", "0", 0.0),
+    (r"</think>\fbox{42}", "42", 1.0),  # slime: 0 (its remove_boxed wants \boxed{)
+    # labels: boxed, numeric text, several answers (a JSON list of strings)
+    (r"</think>\boxed{42}", r"\boxed{42}", 1.0),  # slime test
+    (r"</think>\boxed{42}", "42.0", 1.0),  # slime test (a float label)
+    (r"</think>\boxed{43}", "42", 0.0),  # slime test
+    # DeepScaleR's own example (agentica-project/rllm, rllm/rewards/math_reward.py, __main__),
+    # whose label is a list of answers; slime reads a label as one answer and gives 0 to the two
+    # that match here
+    (
+        "<think>...</think>\nThe answer is \\boxed{24 + 14*x + (-13)*x^2 - 2*x^3 + x^4}.",
+        f'["10", "{QUARTIC}"]',
+        1.0,
+    ),
+    (r"</think>\boxed{10}", f'["10", "{QUARTIC}"]', 1.0),
+    (r"</think>\boxed{11}", f'["10", "{QUARTIC}"]', 0.0),
+    # equivalence is math-verify's (slime: mathd normalisation or its sympy grader)
+    (r"</think>\boxed{\frac{1}{2}}", "0.5", 1.0),  # slime test
+    (r"</think>\boxed{\frac{4}{2}}", "2", 1.0),  # slime: 0 (an integer label wants an integer)
+    (r"</think>\boxed{10^{6}}", "1000000", 1.0),  # slime: 0 (it does not evaluate ^{)
+    (r"</think>\boxed{\sqrt{2}}", "2^{1/2}", 1.0),  # slime: 0
+]
+
+
+@pytest.mark.parametrize("response,label,expected", DEEPSCALER_CASES)
+def test_deepscaler_reward_table(response, label, expected):
+    assert DeepScaleRReward()(response, label, "stop") == expected
+
+
+def test_deepscaler_response_cut_by_length_scores_0_unless_truncated_rewarded():
+    # slime scores a truncated response like any other
+    assert DeepScaleRReward()(r"</think>\boxed{42}", "42", "length") == 0.0
+    assert DeepScaleRReward(reward_truncated=True)(r"</think>\boxed{42}", "42", "length") == 1.0
+
+
+def test_deepscaler_empty_label_raises():
+    # slime test_empty_label_returns_zero: slime scores 0; here it is a reported data error
+    with pytest.raises(ValueError, match="deepscaler label is empty"):
+        DeepScaleRReward()(r"</think>\boxed{42}", "", "stop")
+
+
+def test_deepscaler_pathological_answer_scores_0_within_the_budget():
+    reward = DeepScaleRReward(timeout_s=0.5)
+    start = time.monotonic()
+    assert reward(r"</think>\boxed{9^{9^{9^{9}}}}", "3", "stop") == 0.0
+    assert time.monotonic() - start < 2.0
+
+
+def test_accepted_answers_reads_a_json_list_of_strings_only():
+    assert accepted_answers('["Paris", "City of Paris"]') == ["Paris", "City of Paris"]
+    assert accepted_answers("[1, 2]") == ["[1, 2]"]  # numbers: one answer, an interval
+    assert accepted_answers("[1, 2)") == ["[1, 2)"]  # not JSON
+    assert accepted_answers("[]") == ["[]"]
+    assert accepted_answers("42") == ["42"]
+
+
+# --- dapo -------------------------------------------------------------------------------------
+# "slime test" cases are the examples of THUDM/slime tests/test_rm_math_dapo.py where slime's
+# dapo gives 1.0 for our 1.0 and -1.0 for our 0.0; "slime: N" marks a deliberate difference.
+DAPO_CASES = [
+    ("Long solution. Answer: 42", "42", 1.0),  # slime test
+    ("Answer: 41 was a wrong guess.\nAnswer: 42", "42", 1.0),  # slime test: the last line wins
+    ("Answer: 42\nAnswer: 41", "42", 0.0),
+    ("just a number 42", "42", 0.0),  # slime test: no "Answer:" line
+    (r"so the answer is \boxed{42}", "42", 0.0),  # a box is no answer line
+    ("answer : 42", "42", 1.0),  # case-insensitive, spaces around the colon
+    ("Answer:\n42", "42", 1.0),  # the answer on the next line
+    ("Answer: 43", "42", 0.0),
+    # the answer line, read as math (slime: Minerva normalisation, then equal strings)
+    ("Answer: $42$", "42", 1.0),
+    ("Answer: x = 42", "42", 1.0),  # slime test ("x = 42" normalises to "42")
+    (r"Answer: \boxed{42}", "42", 1.0),  # slime test (normalisation unwraps \boxed{42})
+    ("Answer: 1,234,567", "1234567", 1.0),  # slime test
+    (r"Answer: 42 \text{ ways}", "42", 1.0),
+    ("Answer: 42.", "42", 1.0),  # slime: -1
+    ("Answer: 42.0", "42", 1.0),  # slime: -1
+    (r"Answer: \frac{84}{2}", "42", 1.0),  # slime: -1
+    ("**Answer:** 42", "42", 1.0),  # slime: -1 (it keeps the "**")
+    ("Final Answer: $\\frac{1}{2}$", "0.5", 1.0),  # slime: -1 (it casts the label to int: 0)
+    ("Answer: 2", "2.5", 0.0),  # slime: 1 (int(float("2.5")) is 2)
+    ("Answer: 0.5", "1/2", 1.0),  # slime: raises ValueError (float("1/2"))
+    ("Answer: 100 dollars", "100", 0.0),  # slime test: 1 (it drops "dollars"); math-verify
+    # reads the word as a product of variables
+]
+
+
+@pytest.mark.parametrize("response,label,expected", DAPO_CASES)
+def test_dapo_reward_table(response, label, expected):
+    assert DAPOReward()(response, label, "stop") == expected
+
+
+def test_dapo_reads_only_the_last_300_characters():
+    # slime test_compute_score_only_uses_last_300_chars, with an answer line instead of a box
+    filler = " filler" * 60
+    assert DAPOReward()("Answer: 42\n" + filler, "42", "stop") == 0.0
+    assert DAPOReward()(filler + "\nAnswer: 42", "42", "stop") == 1.0
+    line = "Answer: 42\n"  # 11 characters
+    assert find_answer_line(line + "x" * 289) == "42"  # 300 characters: the whole line is read
+    assert find_answer_line("earlier text " + line + "x" * 289) == "42"
+    assert find_answer_line(line + "x" * 290) is None  # the "A" falls outside the tail
+
+
+def test_dapo_response_cut_by_length_scores_0_unless_truncated_rewarded():
+    assert DAPOReward()("Answer: 42", "42", "length") == 0.0
+    assert DAPOReward(reward_truncated=True)("Answer: 42", "42", "length") == 1.0
+
+
+def test_dapo_empty_label_raises():
+    with pytest.raises(ValueError, match="dapo label is empty"):
+        DAPOReward()("Answer: 42", " ", "stop")
+
+
+# --- f1 ---------------------------------------------------------------------------------------
+# Normalisation and token F1 with the examples of THUDM/slime tests/test_rm_f1.py; slime's
+# f1_score gives the same numbers on them.
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("The Quick Brown Fox.", "quick brown fox"),
+        ("An apple, a day", "apple day"),
+        ("HELLO   WORLD", "hello world"),
+        ("a.b,c!", "abc"),  # punctuation removed before articles, so "a.b,c" is one word
+        ("", ""),
+        ("the", ""),
+    ],
+)
+def test_f1_normalize_answer(raw, expected):
+    assert normalize_answer(raw) == expected
+
+
+@pytest.mark.parametrize(
+    "answer,label,expected",
+    [
+        ("Paris is the capital", "Paris is the capital", 1.0),
+        ("the brown fox", "a quick brown fox", 0.8),  # P = 2/2, R = 2/3, F1 = 2PR/(P+R)
+        ("apple banana", "carrot date", 0.0),
+        ("yes", "some other phrase", 0.0),
+        ("some other phrase", "no", 0.0),
+        ("noanswer", "the noanswer box", 0.0),  # token F1 would give 0.5
+        ("yes", "yes", 1.0),
+        ("paris paris", "paris", 2 / 3),  # shared words count once per match: P = 1/2, R = 1
+    ],
+)
+def test_f1_token_f1(answer, label, expected):
+    assert token_f1(answer, label) == pytest.approx(expected)
+
+
+F1_CASES = [
+    ("Paris", "Paris", 1.0),
+    ("The city of Paris.", "Paris", 0.5),  # P = 1/3 (city, of, paris), R = 1
+    # the last box, with \text{} unwrapped, is the answer (slime: the whole response, 0 here)
+    (r"It is France's capital, so \boxed{Paris}", "Paris", 1.0),
+    (r"\boxed{Lyon} no, \boxed{\text{Paris}}", "Paris", 1.0),
+    (r"\boxed{Paris", "Paris", 0.0),  # unclosed
+    (r"\boxed{}", "Paris", 0.0),
+    # a JSON list of strings: the best F1 over its answers (SQuAD's max over ground truths); slime
+    # scores against the JSON text itself: 0.857, 0.4, 0.0
+    ("City of Paris", '["Paris", "City of Paris"]', 1.0),
+    ("the city", '["Paris", "City of Paris"]', 0.5),  # against "city of paris": P = 1, R = 1/3
+    ("Lyon", '["Paris", "City of Paris"]', 0.0),
+]
+
+
+@pytest.mark.parametrize("response,label,expected", F1_CASES)
+def test_f1_reward_table(response, label, expected):
+    assert F1Reward()(response, label, "stop") == pytest.approx(expected)
+
+
+def test_f1_response_cut_by_length_scores_0_unless_truncated_rewarded():
+    assert F1Reward()("Paris", "Paris", "length") == 0.0
+    assert F1Reward(reward_truncated=True)("Paris", "Paris", "length") == 1.0
+
+
+@pytest.mark.parametrize("label", ["", "the", "?", '["Paris", "an"]'])
+def test_f1_label_without_words_raises(label):
+    with pytest.raises(ValueError, match="no words after normalisation"):
+        F1Reward()("Paris", label, "stop")
+
+
 # --- custom rewards ----------------------------------------------------------------------------
 @pytest.fixture
 def reward_module(tmp_path, monkeypatch):
@@ -301,11 +507,20 @@ def test_custom_reward_errors_name_the_flag(reward_module, path, message):
         ("math", MathReward),
         ("mcq", MCQReward),
         ("logic", LogicReward),
+        ("deepscaler", DeepScaleRReward),
+        ("dapo", DAPOReward),
+        ("f1", F1Reward),
     ],
 )
 def test_registry_factory_pickles_and_builds_the_reward(rm_type, cls):
+    assert BUILTIN_REWARDS[rm_type] is cls
     factory = pickle.loads(pickle.dumps(reward_factory(rm_type, None)))
     assert isinstance(factory(), cls)
+
+
+def test_every_builtin_is_an_rm_type_choice():
+    (field,) = [f for f in dataclasses.fields(RunConfig) if f.name == "rm_type"]
+    assert field.metadata["choices"] == tuple(BUILTIN_REWARDS)
 
 
 def test_registry_custom_factory_pickles(reward_module):
