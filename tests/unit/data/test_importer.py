@@ -8,6 +8,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from testpaths import DATA
 
 from hyrl.cli import main as hyrl_main
 from hyrl.data.importer import (
@@ -193,6 +194,24 @@ def test_a_single_ground_truth_in_a_list_is_the_label(tmp_path):
     row = verl_row("Natalia sold 48 clips ... \\boxed{}", ["72"], 0)
     (record,) = import_rows(write_jsonl(tmp_path / "g.jsonl", [row]), PRESETS["math500"]).records
     assert record["label"] == "72" and record["id"] == "0"
+
+
+@pytest.mark.parametrize(
+    "sample,preset,rows,written,wrapped,rm_type",
+    [
+        ("dapo_sample.parquet", "dapo-math", 6, 3, 0, "dapo"),
+        ("math500_sample.jsonl", "math500", 3, 3, 3, "math"),
+        ("aime_sample.parquet", "aime", 2, 2, 2, "math"),
+        ("slime_aime_sample.jsonl", "aime", 2, 2, 0, "dapo"),
+    ],
+)
+def test_the_checked_in_samples_import_as_docs_data_md_shows(
+    sample, preset, rows, written, wrapped, rm_type
+):
+    result = import_rows(str(DATA / "import_samples" / sample), PRESETS[preset])
+    assert (result.rows_read, len(result.records), result.wrapped) == (rows, written, wrapped)
+    assert result.rm_type == rm_type
+    assert [r["label"] for r in result.records] == ["2", "9", "15"][:written]
 
 
 # --- duplicates -----------------------------------------------------------------------------
