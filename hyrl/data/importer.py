@@ -360,7 +360,8 @@ def import_rows(
     seen: set[tuple[str, str]] = set()
     label_of: dict[str, str] = {}
     several_labels: set[str] = set()
-    incomplete: list[str] = []
+    incomplete: list[str] = []  # the first INCOMPLETE_LISTED, counted in incomplete_rows
+    incomplete_rows = 0
     for path in files:
         layout: Layout | None = None
         file_name = os.path.basename(path)
@@ -379,7 +380,10 @@ def import_rows(
             result.rows_read += 1
             prompt, label = _prompt_and_label(raw, layout, where)
             if not prompt.strip() or not label.strip():
-                incomplete.append(f"{where} ({'no prompt' if not prompt.strip() else 'no answer'})")
+                incomplete_rows += 1
+                if len(incomplete) < INCOMPLETE_LISTED:
+                    missing = "no prompt" if not prompt.strip() else "no answer"
+                    incomplete.append(f"{where} ({missing})")
                 continue
             if layout.bare_problem:
                 prompt = preset.wrap(prompt)
@@ -400,15 +404,14 @@ def import_rows(
                 }
             )
             result.answer_formats[answer_format(prompt)] += 1
-    if incomplete and not drop_incomplete:
-        listed = "; ".join(incomplete[:INCOMPLETE_LISTED])
-        unlisted = len(incomplete) - INCOMPLETE_LISTED
-        more = f" and {unlisted} more" if unlisted > 0 else ""
+    if incomplete_rows and not drop_incomplete:
+        unlisted = incomplete_rows - len(incomplete)
+        more = f" and {unlisted} more" if unlisted else ""
         raise ImportDataError(
-            f"{len(incomplete)} incomplete row(s): {listed}{more}; fix the source or pass "
-            f"--drop-incomplete to drop them (counted)"
+            f"{incomplete_rows} incomplete row(s): {'; '.join(incomplete)}{more}; fix the source "
+            f"or pass --drop-incomplete to drop them (counted)"
         )
-    result.incomplete_dropped = len(incomplete)
+    result.incomplete_dropped = incomplete_rows
     result.prompts_with_several_labels = len(several_labels)
     if not result.records:
         raise ImportDataError(

@@ -308,6 +308,21 @@ def test_incomplete_rows_are_refused_or_dropped_and_counted(tmp_path, capsys):
     assert [r["label"] for r in load_records(str(out))] == ["1"]
 
 
+def test_more_than_five_incomplete_rows_list_five_and_count_the_rest(tmp_path):
+    rows = [{"problem": f"Find {i}.", "answer": None} for i in range(7)]
+    with pytest.raises(ImportDataError) as info:
+        import_rows(write_jsonl(tmp_path / "i.jsonl", rows), PRESETS["aime"])
+    assert str(info.value).startswith("7 incomplete row(s): ")
+    assert "line 5 (no answer) and 2 more; fix the source" in str(info.value)
+    assert "line 6" not in str(info.value)
+
+
+def test_a_source_without_rows_is_refused(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ImportDataError, match="empty.jsonl: no prompts to write \\(0 rows read"):
+        import_rows(str(tmp_path / "empty.jsonl"), PRESETS["aime"])
+
+
 def test_a_row_missing_the_layouts_column_is_refused(tmp_path):
     rows = [{"problem": "Find 1.", "answer": "1"}, {"problem": "Find 2."}]
     with pytest.raises(ImportDataError, match=r"line 2: no column 'answer' \(problem/answer lay"):
