@@ -1,5 +1,5 @@
-"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, convert, checkpoint, cost,
-tune."""
+"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, convert, checkpoint, data,
+cost, tune."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ commands:
            hyrl convert mcore-to-hf --load M --out D
   checkpoint  check a training checkpoint (sizes, indexes, every file read through):
            hyrl checkpoint verify SAVE_DIR|STEP_DIR [--checksums]
+  data     a downloaded math set (verl/HF parquet, slime jsonl, problem/answer) as prompt/label
+           jsonl, and the train flags to use it with (docs/data.md):
+           hyrl data import SOURCE --preset dapo-math|math500|aime --out FILE.jsonl [--force]
+           [--keep-duplicates] [--drop-incomplete]
   tune     predict the fastest batch from one short run, a decode profile and update probes:
            hyrl tune RECIPE --out DIR [--batch-mults 1,2,4,8,16] [--budget-samples N]
            [--verify K] [--lr-scaling sqrt|linear|none] [-- EXTRA RECIPE FLAGS...]
@@ -47,6 +51,7 @@ COMMANDS = {
     "plan": "hyrl.plan.cli:main",
     "convert": "hyrl.checkpoint.cli:main",
     "checkpoint": "hyrl.checkpoint.verify_cli:main",
+    "data": "hyrl.data.import_cli:main",
     "cost": "hyrl.batchsize.cost:main",
     "tune": "hyrl.batchsize.tune_cli:main",
 }

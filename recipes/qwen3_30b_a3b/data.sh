@@ -2,10 +2,23 @@
 # Data, checkpoint and reward flags shared by the Qwen3-30B-A3B recipes (sourced, not run).
 # Set these before running a recipe; the defaults are placeholders that a real run refuses:
 #   DATA           training prompts, .jsonl or .parquet, one record per prompt with the fields
-#                  "prompt" and "label" (e.g. dapo-math-17k.jsonl; see dry_run/prompts.jsonl)
+#                  "prompt" and "label" (see dry_run/prompts.jsonl): DAPO-Math-17k
 #   HF_CHECKPOINT  local Hugging Face directory of Qwen/Qwen3-30B-A3B (weights + tokenizer;
 #                  its config.json must match model.sh)
-#   EVAL_DATA      optional held-out prompts (same format), logged as eval/heldout/accuracy
+#   EVAL_DATA      held-out prompts (same format), logged as eval/heldout/accuracy: AIME 2024
+#                  (30 problems); optional for grpo.sh and ppo.sh, required by sweep_grpo.sh
+# The sets are slime's for this model (scripts/run-qwen3-30B-A3B.sh): DAPO-Math-17k to train,
+# AIME 2024 held out. Make them from the downloaded files with `hyrl data import`
+# (docs/data.md), from verl's parquet (BytedTsinghua-SIA/DAPO-Math-17k, .../AIME-2024) or
+# slime's jsonl (zhuzilin/dapo-math-17k, zhuzilin/aime-2024):
+#   hyrl data import dapo-math-17k.parquet --preset dapo-math --out /data/dapo-math-17k.jsonl
+#   hyrl data import aime-2024.parquet --preset aime --out /data/aime-2024.jsonl
+# It drops the parquet's repeats (each DAPO prompt ~100 times, each AIME problem 32) and prints
+# the reward each file is meant for: these prompts ask for DAPO's "Answer: X" last line, so
+# --rm-type dapo (append `-- --rm-type dapo`). --rm-type math below reads a \boxed{} answer,
+# else the last number: the Answer line's integer only when the response ends with it.
+# The sweep's target (sweep_grpo.sh, eval/heldout/accuracy=0.77) is a placeholder that nothing
+# in this repository measured: set TARGET from your own reference run on EVAL_DATA.
 # With --dry-run (hyrl plan, hyrl sweep's checks, sweep_grpo.sh --dry-run) missing files
 # (DATA, HF_CHECKPOINT, a set EVAL_DATA) are replaced by the stand-ins in dry_run/, so a layout
 # can be planned on a laptop; the plan does not depend on the data.

@@ -10,7 +10,10 @@
 # Each member runs grpo.sh with its layout (NNODES, GPUS_PER_NODE, GPU_MEMORY_GIB: see grpo.sh).
 # Plan the largest member first:
 #   hyrl plan recipes/qwen3_30b_a3b/grpo.sh -- --rollout-batch-size 2048 --global-batch-size 16384
-# EVAL_DATA (held-out prompts) is required: the target is measured on it.
+# EVAL_DATA (held-out prompts, AIME 2024: data.sh) is required: the target is measured on it.
+# TARGET defaults to eval/heldout/accuracy=0.77, a placeholder with no source: nothing in this
+# repository measured it. Set it from your own reference run (the P = 128 member on your
+# EVAL_DATA, with this study's reward and evaluation settings) before comparing batch sizes.
 # Re-running with the same OUT_DIR resumes (finished members are skipped).
 # With --dry-run nothing runs and nothing is written: each sweep is `hyrl sweep --dry-run`
 # with the arguments of the real run (the probe and every member through grpo.sh --dry-run,
@@ -24,7 +27,7 @@ PYTHON="${PYTHON:-python}"
 source "$HERE/../../launch/sweep_args.sh"
 parse_sweep_args "$@"
 OUT="${OUT:-runs/sweep-qwen3-30b-a3b-grpo-$(date +%Y%m%d-%H%M%S)}"
-TARGET="${TARGET:-eval/heldout/accuracy=0.77}"
+TARGET="${TARGET:-eval/heldout/accuracy=0.77}"   # a placeholder: set your own (above)
 MAX_SAMPLES="${MAX_SAMPLES:-1000000}"   # responses per member
 if [[ "$DRY_RUN" == 0 ]]; then
   : "${EVAL_DATA:?set EVAL_DATA to the held-out prompts (.jsonl/.parquet, fields prompt and label)}"
