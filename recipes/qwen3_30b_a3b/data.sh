@@ -14,9 +14,10 @@
 #   hyrl data import dapo-math-17k.parquet --preset dapo-math --out /data/dapo-math-17k.jsonl
 #   hyrl data import aime-2024.parquet --preset aime --out /data/aime-2024.jsonl
 # It drops the parquet's repeats (each DAPO prompt ~100 times, each AIME problem 32) and prints
-# the reward each file is meant for: these prompts ask for DAPO's "Answer: X" last line, so
-# --rm-type dapo (append `-- --rm-type dapo`). --rm-type math below reads a \boxed{} answer,
-# else the last number: the Answer line's integer only when the response ends with it.
+# the reward each file is meant for: these prompts ask for DAPO's "Answer: X" last line, which
+# --rm-type dapo reads (below; for prompts that ask for a \boxed{} answer append
+# `-- --rm-type math`). slime's script scores the same data with deepscaler (a \boxed{} answer
+# after </think>); docs/recipes.md "Reward functions" sets the two side by side.
 # The sweep's target (sweep_grpo.sh, eval/heldout/accuracy=0.77) is a placeholder that nothing
 # in this repository measured: set TARGET from your own reference run on EVAL_DATA.
 # With --dry-run (hyrl plan, hyrl sweep's checks, sweep_grpo.sh --dry-run) missing files
@@ -39,7 +40,7 @@ DATA_ARGS=(
   --label-key label
   --apply-chat-template
   --rollout-max-prompt-len 1024   # longer prompts are dropped when the data loads (tokens)
-  --rm-type math                  # math-verify on the boxed or last answer
+  --rm-type dapo                  # the "Answer:" line DAPO's prompts ask for, by math-verify
 )
 if [[ "$DRY_RUN" == 1 && ! -d "$HF_CHECKPOINT" ]]; then
   echo "dry run: HF_CHECKPOINT=$HF_CHECKPOINT does not exist here; random weights and the" \
