@@ -74,6 +74,15 @@ APPLIES_ONLY_WITH = (
         "sets up the wandb mirror, which is off",
         "add --log-wandb, or remove it",
     ),
+    AppliesOnlyWith(  # Megatron-LM turns wandb on by --wandb-project alone; hyrl does not
+        ("wandb_project",),
+        "--log-wandb",
+        lambda c: c.log_wandb,
+        "names a wandb project, but the wandb mirror is off (in hyrl, unlike Megatron-LM, a "
+        "project alone does not turn it on)",
+        "add --log-wandb, or remove it",
+        given=_changed,
+    ),
     AppliesOnlyWith(
         ("stop_at_target",),
         "--target",

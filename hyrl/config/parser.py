@@ -195,13 +195,13 @@ def _unknown_error(
         elif i == 0 or not extras[i - 1].startswith("-"):
             return _stray_error(parser, token, argv)
     if len(unknown) == 1:
-        flag, value = unknown[0]
+        flag, given = unknown[0]
         hint = _flag_hint(parser, flag)
         allowed = f"{hint} ({HELP_HINT})" if hint.startswith("did you") else HELP_HINT
         problem = (
             "unknown flag" if hint.startswith(("did you", "not a")) else f"unknown flag: {hint}"
         )
-        return ConfigError(flag, value, problem, allowed)
+        return ConfigError(flag, given, problem, allowed)
     lines = "".join(f"\n  {flag}: {_flag_hint(parser, flag)}" for flag, _ in unknown)
     return ConfigError(
         ", ".join(flag for flag, _ in unknown),
@@ -233,8 +233,10 @@ def _split_sglang_passthrough(
     argv: list[str], parser: argparse.ArgumentParser
 ) -> tuple[list[str], list[str]]:
     """(hyrl's own args, pass-through server flags): an undeclared --sglang-NAME [VALUE] becomes
-    --NAME [VALUE] for sglang.launch_server. A near miss of a declared --sglang-* flag is a typo,
-    not a pass-through, and is refused (so --sglang-router-ur does not reach SGLang)."""
+    --NAME [VALUE] for sglang.launch_server, unless it is one of slime's own flags (the table in
+    hyrl.config.foreign: --sglang-router-ip, --sglang-config, ...), which stays hyrl's to
+    refuse. A near miss of a declared --sglang-* flag is a typo, not a pass-through, and is
+    refused (so --sglang-router-ur does not reach SGLang)."""
     declared = [f for f in _all_flags(parser) if f.startswith(SGLANG_PASS_PREFIX)]
     own, passed = [], []
     i = 0
@@ -244,6 +246,7 @@ def _split_sglang_passthrough(
         if (
             flag.startswith(SGLANG_PASS_PREFIX)
             and flag not in declared
+            and unknown_flag_hint(flag) is None  # slime's own --sglang-* flags: see the table
             and len(flag) > len(SGLANG_PASS_PREFIX)
         ):
             close = difflib.get_close_matches(flag, declared, n=1, cutoff=0.85)

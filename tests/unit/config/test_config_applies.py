@@ -32,6 +32,7 @@ def test_defaults_satisfy_every_row():
 # One case per row: (argv, world size, the refused flag, its value, words of the problem).
 CASES = [
     (("--wandb-group", "g"), 1, "--wandb-group", "g", "sets up the wandb mirror, which is off"),
+    (("--wandb-project", "p"), 1, "--wandb-project", "p", "names a wandb project, but the"),
     (("--stop-at-target",), 1, "--stop-at-target", True, "ends the run at --target"),
     (("--gamma", "0.9"), 1, "--gamma", 0.9, "only used by PPO"),
     (("--critic-lr", "1e-5"), 1, "--critic-lr", 1e-5, "only used by PPO"),

@@ -133,3 +133,37 @@ def test_help_lists_the_old_names():
         "--use-rollout-routing-replay, --no-use-rollout-routing-replay, --use-routing-replay"
         in (" ".join(help_text.split()))
     )
+
+
+def test_slimes_own_sglang_flags_are_answered_not_passed_to_sglang():
+    with pytest.raises(ConfigError) as info:
+        parse_args(["--sglang-router-ip", "10.0.0.1", "--sglang-router-port", "3000"])
+    text = str(info.value)
+    assert "2 unknown flags" in text and "--sglang-router-url" in text
+    cfg = parse_args(["--sglang-chunked-prefill-size", "4096"])  # SGLang's own: passed on
+    assert cfg.sglang_server_args == "--chunked-prefill-size 4096"
+
+
+def test_an_unknown_slime_or_megatron_flag_gets_the_tables_answer():
+    with pytest.raises(ConfigError) as info:
+        parse_args(["--train-iters", "100", "--use-kl-loss", "--lr", "1e-3"])
+    text = str(info.value)
+    assert "2 unknown flags" in text
+    assert "\n  --train-iters: Megatron-LM's flag; use --num-steps" in text
+    assert "\n  --use-kl-loss: slime's flag; " in text
+
+
+def test_slimes_num_rollout_is_the_number_of_rollout_steps():
+    assert parse_args(["--num-rollout", "7"]).num_steps == 7
+    assert parse_args(["--use-wandb"]).log_wandb is True
+
+
+def test_a_wandb_project_without_log_wandb_is_refused_not_ignored(tmp_path):
+    from hyrl.config import validate
+
+    with pytest.raises(ConfigError) as info:
+        validate(parse_args(["--run-dir", str(tmp_path / "r"), "--wandb-project", "p"]), 1)
+    assert info.value.flag == "--wandb-project" and "--log-wandb" in info.value.allowed
+    validate(
+        parse_args(["--run-dir", str(tmp_path / "r"), "--wandb-project", "p", "--log-wandb"]), 1
+    )
