@@ -43,6 +43,7 @@ from hyrl.config import (
     offloads_train,
     old_log_probs_from_update,
 )
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.handover import EngineHandover
 from hyrl.metrics import flops
@@ -53,7 +54,6 @@ from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
-from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.side import RolloutSide
 from hyrl.rollout.weight_update import WeightSync
 from hyrl.rows import DataParallelRows, all_rows, scatter_routing

@@ -12,9 +12,9 @@ names the flag, the offending value and what is allowed, before any process grou
 exists.
 
 The package uses the standard library only (no torch, no megatron) so that it is quick to
-import and usable on a login node. The names below are its public face. Two facts it uses
-have their own owners: the learning-rate rule (`hyrl.schedules`) and the rollout layout
-(`hyrl.rollout.layout`, pure: which engines, how many GPUs, which weight-update mode).
+import and usable on a login node. The names below are its public face. The learning-rate
+rule it uses has its own owner (`hyrl.schedules`); the rollout layout (which engines, how many
+GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 """
 
 from hyrl.config.applies import SGLANG_ONLY

@@ -11,9 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from hyrl.config.errors import _fail, flag_name
-
-# A module, not its names: hyrl.rollout.layout imports hyrl.config.errors (an import cycle).
-from hyrl.rollout import layout
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.schedules import LR_SCALING_EXPONENTS
 
 GROUPS = (
@@ -1031,7 +1029,7 @@ class RunConfig:
             assert self.critic_lr_scaling is not None, "resolved with the critic's batch (gae)"
             out["critic_steps_per_rollout"] = self.critic_steps_per_rollout
             out["critic_lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.critic_lr_scaling]
-        out["rollout_layout"] = dataclasses.asdict(layout.rollout_layout(self, world_size))
+        out["rollout_layout"] = dataclasses.asdict(rollout_layout(self, world_size))
         return out
 
 

@@ -23,11 +23,9 @@ from hyrl.config.fields import (
 from hyrl.config.names import canonical_config
 from hyrl.config.parser import parse_args
 from hyrl.config.resolve import eval_pass_ks, resolve
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.metrics.target import TARGET_ALLOWED, TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
-
-# A module, not its names: hyrl.rollout.layout imports hyrl.config.errors (an import cycle).
-from hyrl.rollout import layout
 
 # Fields that count or size something: must be >= 1.
 _POSITIVE_INTS = (
@@ -1361,7 +1359,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_algorithm_rollout_task(resolved)
     _check_routing_replay(resolved)
     _check_kernels(resolved)
-    layout.rollout_layout(resolved, world_size)
+    rollout_layout(resolved, world_size)
     _check_memory_flags(resolved)
     _check_eval(resolved)
     _check_eval_and_target(resolved)

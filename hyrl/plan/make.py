@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from hyrl.config import RunConfig, resolve
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.plan.layout import (
     MAX_RANKS_LISTED,
     groups_spanning_nodes,
@@ -32,7 +33,6 @@ from hyrl.plan.memory import (
     sequence_length,
 )
 from hyrl.plan.sync import Links, weight_sync_plan
-from hyrl.rollout.layout import rollout_layout
 
 # Fraction of GPU memory kept free for fragmentation, the CUDA context and NCCL buffers.
 SAFETY_MARGIN = 0.10

@@ -1,4 +1,4 @@
-"""Build the rollout side the flags ask for (see `hyrl.rollout.layout.rollout_layout`).
+"""Build the rollout side the flags ask for (see `hyrl.config.rollout_layout.rollout_layout`).
 
     hf, --rollout-num-engines none   one HFRolloutEngine inside the trainer's rank 0, no Ray
     hf, --rollout-num-engines N      RolloutFleet of N HFRolloutEngine Ray actors
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hyrl.config import RunConfig, engine_returns_routing
+from hyrl.config.rollout_layout import RolloutLayout
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import RolloutEngine
-from hyrl.rollout.layout import RolloutLayout
 
 if TYPE_CHECKING:
     from hyrl.rollout.fleet import RolloutFleet

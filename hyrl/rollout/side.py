@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from hyrl.config import RunConfig, engine_returns_routing
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -32,7 +33,6 @@ from hyrl.rollout.base import (
     RolloutEngine,
     SamplingParams,
 )
-from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.partial import generate_in_segments
 
 if TYPE_CHECKING:

@@ -16,13 +16,29 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports() -> list[tuple[str, str, int]]:
-    """(importing module, imported module, line) for every import in hyrl/."""
+def _typing_only_lines(tree: ast.Module) -> set[int]:
+    """The lines of `if TYPE_CHECKING:` bodies: imports there are read by type checkers only,
+    never run."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def _imports(with_typing_only: bool = True) -> list[tuple[str, str, int]]:
+    """(importing module, imported module, line) for every import in hyrl/ (those under
+    `if TYPE_CHECKING:` only when with_typing_only)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         importer = _module_name(path)
         package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        skip = set() if with_typing_only else _typing_only_lines(tree)
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
             if isinstance(node, ast.Import):
                 found += [(importer, alias.name, node.lineno) for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -38,6 +54,59 @@ def _imports() -> list[tuple[str, str, int]]:
 
 
 IMPORTS = _imports()
+MODULES = {_module_name(path) for path in PACKAGE.rglob("*.py")}
+
+
+def _module_graph(imports: list[tuple[str, str, int]]) -> dict[str, set[str]]:
+    """hyrl module -> the hyrl modules it imports (a package counts as its __init__)."""
+    graph: dict[str, set[str]] = {}
+    for src, dst, _ in imports:
+        if dst in MODULES and dst != src:
+            graph.setdefault(src, set()).add(dst)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of `graph`: its strongly connected components of more than one
+    module (Tarjan's algorithm, iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
 
 
 def _within(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -85,6 +154,7 @@ RULES = {
     "config is standard library only (a login node imports it)": (
         ("hyrl.config",),
         (
+            "hyrl.rollout",
             "torch",
             "megatron",
             "sglang",
@@ -155,3 +225,17 @@ def test_import_rule(rule):
 def test_a_broken_rule_is_reported():
     # The check can fail: the loop does import the backend factory, so forbidding it reports it.
     assert any("hyrl.trainer" in v for v in _violations(LOOP, ("hyrl.backends.factory",)))
+
+
+def test_no_import_cycle_between_modules():
+    # Imports inside functions count; those under `if TYPE_CHECKING:` never run and do not.
+    assert _cycles(_module_graph(_imports(with_typing_only=False))) == []
+
+
+def test_a_planted_cycle_is_reported():
+    graph = _module_graph(_imports(with_typing_only=False))
+    graph.setdefault("hyrl.config.errors", set()).add("hyrl.trainer")  # errors -> the loop
+    (cycle,) = _cycles(graph)
+    assert "hyrl.config.errors" in cycle and "hyrl.trainer" in cycle
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from hyrl.config import ConfigError, RunConfig
-from hyrl.rollout.layout import update_weight_mode
+from hyrl.config.rollout_layout import update_weight_mode
 
 
 def preflight_sglang(cfg: RunConfig) -> None:

@@ -526,12 +526,12 @@ def test_sigterm_stops_the_members_and_the_rerun_resumes(recipe, calls, tmp_path
 
 
 def test_sweep_imports_no_trainer_code():
-    # hyrl.rollout.layout is the config's pure rollout arithmetic (no engine, no torch).
+    # hyrl.config.rollout_layout is the config's pure rollout arithmetic (no engine, no torch).
     code = (
         "import sys, hyrl.batchsize.sweep, hyrl.cli; "
         "bad = [m for m in sys.modules if m == 'torch' or (m.startswith(('hyrl.train', "
         "'hyrl.backends', 'hyrl.rollout')) and m not in ('hyrl.rollout', "
-        "'hyrl.rollout.layout'))]; assert not bad, bad"
+        "'hyrl.config.rollout_layout'))]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={**os.environ})
 

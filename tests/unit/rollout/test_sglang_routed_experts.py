@@ -12,9 +12,9 @@ import torch
 from fake_sglang_server import FakeSGLangServer, routed_expert_ids
 
 from hyrl.config import parse_args
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.models.qwen3_moe.config import TINY
 from hyrl.rollout.base import SamplingParams
-from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
 from hyrl.rollout.sglang.engine import SGLangEngine
 from hyrl.rollout.sglang.server import SGLangServerProcess, strip_sglang_prefix

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail, divisors
 
-if TYPE_CHECKING:
-    from hyrl.config import RunConfig
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import RunConfig
 
 
 @dataclass(frozen=True)
