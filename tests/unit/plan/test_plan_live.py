@@ -114,7 +114,7 @@ def test_the_layouts_differ_where_the_plan_says(live):
 
 
 def plan_vs_live_table(live) -> str:
-    """The README's table: layout, line, plan bytes, live bytes of each rank, worst ratio."""
+    """docs/plan.md's table: layout, line, plan bytes, live bytes of each rank, worst ratio."""
     rows = [
         "| layout (2 ranks) | line | plan (bytes) | live rank 0 | live rank 1 | live / plan |",
         "|---|---|---:|---:|---:|---:|",

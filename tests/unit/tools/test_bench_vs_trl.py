@@ -1,6 +1,6 @@
 """tools/bench_vs_trl.py: the pure parts (arguments, the target rule, ratios, the report's shape).
 
-No TRL and no training here: the benchmark itself is run by hand (README).
+No TRL and no training here: the benchmark itself is run by hand (docs/performance.md).
 """
 
 import importlib.util
