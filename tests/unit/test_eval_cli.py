@@ -80,7 +80,7 @@ def test_hf_checkpoint_without_a_held_out_set_or_reward_is_refused(capsys, tiny_
 def test_hf_checkpoint_without_weights_is_refused_by_the_preflight(capsys, tiny_hf_dir):
     # the model flags come from config.json; the weights are checked against them
     message = _refusal(capsys, ["--hf-checkpoint", str(tiny_hf_dir), "--task", "arith_mod10"])
-    assert message.startswith(f"--hf-checkpoint={tiny_hf_dir}: ")
+    assert message.startswith(f"--hf-checkpoint={tiny_hf_dir}: ") and "no weights" in message
 
 
 def test_load_with_hf_checkpoint_training_flags_and_typos_are_refused(capsys, tiny_hf_dir):
