@@ -13,8 +13,8 @@ from pathlib import Path
 
 from hyrl.backends.base import TrainBackend, TrainedActor, TrainedCritic, TrainedModel
 from hyrl.config import RunConfig, offloads_train
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.metrics.timers import StageTimers
-from hyrl.rollout.layout import rollout_layout
 from hyrl.rollout.side import RolloutSide
 from hyrl.rollout.weight_update import WeightSync
 

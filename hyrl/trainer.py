@@ -42,7 +42,6 @@ from hyrl.config import (
     engine_returns_routing,
     old_log_probs_from_update,
 )
-from hyrl.config.rollout_layout import rollout_layout
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.handover import engine_handover
 from hyrl.metrics import flops
