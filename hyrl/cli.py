@@ -1,5 +1,5 @@
-"""`hyrl <command>`: train, sweep, analyze, profile-rollout, plan, convert, checkpoint, data,
-cost, tune."""
+"""`hyrl <command>`: train, eval, sweep, analyze, profile-rollout, plan, convert, checkpoint,
+data, cost, tune."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ USAGE = """usage: hyrl <command> [flags]
 
 commands:
   train    run GRPO (launch one process per rank with launch/torchrun.sh or a recipe)
+  eval     mean@k accuracy and pass@k of a checkpoint on held-out prompts (JSON, markdown):
+           hyrl eval --load CKPT|--hf-checkpoint DIR [--eval-prompt-data [NAME] FILE ...]
+           [--n-samples K] [--eval-temperature T] [--eval-pass-k 1,4] [--seed S] [--json]
+           [--out DIR]   (flags not given: the checkpoint run's own; hyrl eval --help)
   sweep    run a recipe at several batch sizes, lr re-derived by a scaling rule, resumable:
            hyrl sweep RECIPE --out DIR [--batch-mults 1,2,4,8,16] [--lr-scaling sqrt|linear|none]
            [--fixed-lr-control M] [--seeds 1234,...] [--max-samples N] [--max-parallel 1]
@@ -45,6 +49,7 @@ commands:
 # `hyrl cost` loads no torch. Each function takes the command's arguments, returns the exit code.
 COMMANDS = {
     "train": "hyrl.train:main",
+    "eval": "hyrl.eval_cli:main",
     "sweep": "hyrl.batchsize.sweep_cli:main",
     "analyze": "hyrl.batchsize.analyze_cli:main",
     "profile-rollout": "hyrl.rollout.profile_cli:main",

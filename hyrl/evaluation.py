@@ -1,14 +1,17 @@
 """Held-out evaluation on rank 0: when it runs and what it measures (mean@k accuracy and
-pass@k per set)."""
+pass@k per set), during a run (`evaluate`) or of a saved model (`evaluate_model`, `hyrl eval`)."""
 
 from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import torch
 
 from hyrl.config import RunConfig, eval_max_response_len, eval_pass_ks
+from hyrl.metrics.timers import StageTimers
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import SamplingParams
 from hyrl.rollout.side import RolloutSide
 
@@ -80,3 +83,45 @@ def evaluate(cfg: RunConfig, rollout: RolloutSide, device: torch.device) -> tupl
     for key, values in per_set.items():
         metrics["eval/" + key] = sum(values) / len(values)
     return metrics, time.perf_counter() - began
+
+
+def evaluate_model(
+    cfg: RunConfig, world_size: int, step_dir: Path | None, seed: int | None
+) -> tuple[dict, float, dict[str, int]] | None:
+    """`evaluate` of a saved model, built as a run builds it (every rank): the backend at this
+    layout with the actor's weights of step_dir (--load, resharded) or of cfg.hf_checkpoint,
+    rank 0's rollout side, the weights synced to its engines (hyrl.handover). Rank 0 gets
+    (metrics, seconds, prompts per set), the others None.
+
+    The engine samples from the checkpoint's saved RNG state (that of its rank 0) unless seed
+    is given, then from torch.manual_seed(seed): a run that evaluated and saved at the same
+    step evaluated from that very state, on the in-process hf engine (engines on Ray and
+    SGLang servers sample with generators of their own)."""
+    from hyrl.backends.factory import build_backend, shutdown_backend
+    from hyrl.handover import engine_handover
+    from hyrl.rollout.side import RolloutSide
+
+    arch = Qwen3MoeArch.from_flags(cfg)
+    side: RolloutSide | None = None
+    try:
+        backend = build_backend(cfg, world_size, arch)
+        rng = backend.load_weights(step_dir) if step_dir is not None else None
+        if backend.rank == 0:
+            side = RolloutSide(cfg, world_size, arch, backend.device(), Path(cfg.run_dir))
+        handover = engine_handover(cfg, world_size, backend, side)
+        backend.wait_for_rank_0()  # rank 0 started the engines
+        handover.sync(backend.actor, backend.critic, StageTimers())
+        result = None
+        if side is not None:
+            if seed is not None:
+                torch.manual_seed(seed)
+            elif rng is not None:  # last: nothing draws before the evaluation
+                backend.set_rng_state(rng)
+            metrics, eval_s = evaluate(cfg, side, backend.device())
+            result = metrics, eval_s, {name: len(p) for name, p in side.eval_sets.items()}
+        backend.wait_for_rank_0()  # the others wait for rank 0's evaluation, then all end
+        return result
+    finally:
+        if side is not None:
+            side.close()
+        shutdown_backend()

@@ -9,7 +9,11 @@ take the weights (the sync reads them on every rank) -> park the actor's weights
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hyrl.backends.base import TrainBackend, TrainedActor, TrainedCritic, TrainedModel
+from hyrl.config import RunConfig, offloads_train
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.metrics.timers import StageTimers
 from hyrl.rollout.side import RolloutSide
 from hyrl.rollout.weight_update import WeightSync
@@ -85,3 +89,19 @@ class EngineHandover:
         self.backend.free_cached_memory()
         if barrier:
             self.backend.wait_for_rank_0()
+
+
+def engine_handover(
+    cfg: RunConfig, world_size: int, backend: TrainBackend, rollout_side: RolloutSide | None
+) -> EngineHandover:
+    """The handover the flags ask for: the weight-update mode of the rollout layout,
+    --colocate, --update-weight-buffer-size, --offload-train (the run directory holds a
+    disk-mode sync's files). rollout_side: rank 0's, None on the others."""
+    weight_sync = WeightSync(
+        rollout_layout(cfg, world_size).update_weight_mode,
+        cfg.colocate,
+        cfg.update_weight_buffer_size,
+        Path(cfg.run_dir),
+        backend,
+    )
+    return EngineHandover(backend, rollout_side, weight_sync, offloads_train(cfg))

@@ -15,16 +15,7 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 def preflight(cfg: RunConfig) -> None:
     """Flag checks that depend on this machine (the backend's: CUDA, Transformer Engine) and on
     files, before any process group."""
-    from hyrl.backends.factory import check_machine
-
-    check_machine(cfg)
-    for flag, hf_dir in (
-        ("--hf-checkpoint", cfg.hf_checkpoint),
-        ("--critic-load", cfg.critic_load),
-    ):
-        if hf_dir:
-            check_hf_architecture(flag, hf_dir, cfg)
-    preflight_data(cfg)
+    preflight_models_and_data(cfg)
     from hyrl.checkpoint.ownership import check_load_owner, check_save_dir
 
     check_save_dir(cfg)  # another run's checkpoints are never overwritten
@@ -58,6 +49,36 @@ def preflight(cfg: RunConfig) -> None:
             "the TensorBoard mirror needs the tensorboard package, which is not installed",
             "pip install tensorboard==2.21.0 (requirements*.txt pin it), or no --tensorboard-dir",
         )
+
+
+def preflight_models_and_data(cfg: RunConfig) -> None:
+    """This machine against the backend's flags, the Hugging Face checkpoints against the model
+    flags, the tokenizer, data and rewards: what a run and an evaluation share."""
+    from hyrl.backends.factory import check_machine
+
+    check_machine(cfg)
+    for flag, hf_dir in (
+        ("--hf-checkpoint", cfg.hf_checkpoint),
+        ("--critic-load", cfg.critic_load),
+    ):
+        if hf_dir:
+            check_hf_architecture(flag, hf_dir, cfg)
+    preflight_data(cfg)
+
+
+def preflight_evaluation(cfg: RunConfig, world_size: int) -> None:
+    """`hyrl eval`'s checks before any process group: `preflight_models_and_data`, the
+    checkpoint of --load (whole, of this architecture; another layout reshards) and SGLang.
+    No ownership check: an evaluation writes nothing into the run or its checkpoints."""
+    preflight_models_and_data(cfg)
+    if cfg.load:
+        from hyrl.checkpoint.trainer_state import check_resumable
+
+        check_resumable(cfg, world_size)
+    if cfg.rollout_engine == "sglang":
+        from hyrl.rollout.sglang.preflight import preflight_sglang
+
+        preflight_sglang(cfg)
 
 
 def preflight_data(cfg: RunConfig) -> None:

@@ -40,12 +40,10 @@ from hyrl.config import (
     batch_ramp_unit,
     batch_schedule,
     engine_returns_routing,
-    offloads_train,
     old_log_probs_from_update,
 )
-from hyrl.config.rollout_layout import rollout_layout
 from hyrl.evaluation import eval_schedule, evaluate
-from hyrl.handover import EngineHandover
+from hyrl.handover import engine_handover
 from hyrl.metrics import flops
 from hyrl.metrics.progress import ProgressReport
 from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
@@ -55,7 +53,6 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.side import RolloutSide
-from hyrl.rollout.weight_update import WeightSync
 from hyrl.rows import DataParallelRows, all_rows, scatter_routing
 from hyrl.schedules import scaled_lr
 
@@ -134,16 +131,7 @@ class Trainer:
             self.logger.write_config(config)
             if self.resume_state is not None:
                 self.rollout_side.task.load_state_dict(self.resume_state["task"])
-        weight_sync = WeightSync(
-            rollout_layout(cfg, world_size).update_weight_mode,
-            cfg.colocate,
-            cfg.update_weight_buffer_size,
-            self.run_dir,
-            self.backend,
-        )
-        self.handover = EngineHandover(
-            self.backend, self.rollout_side, weight_sync, offloads_train(cfg)
-        )
+        self.handover = engine_handover(cfg, world_size, self.backend, self.rollout_side)
         self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
         # --async-rollout: rank 0's queue of rollouts generated ahead (built in run)
         self.rollout_queue: RolloutQueue | None = None

@@ -154,6 +154,11 @@ class TrainBackend(Protocol):
         """Weights, optimizer states and counters of a checkpoint; its saved RNG state."""
         ...
 
+    def load_weights(self, step_dir: Path) -> Any:
+        """Only the actor's weights of a checkpoint (an evaluation); on rank 0 the RNG state
+        the checkpoint's rank 0 saved, None on the others."""
+        ...
+
     def save_checkpoint(self, save_dir: str, rollout_step: int, loop_state: dict) -> Path:
         """A checkpoint of the models and the loop state (collective); its directory."""
         ...

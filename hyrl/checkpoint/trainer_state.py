@@ -464,6 +464,22 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
     return per_rank["rng"] if same_layout or rank == 0 else None
 
 
+def load_weights(step_dir: Path, arch, models: dict) -> dict | None:
+    """Only the weights of `models` (resharded to this run's layout, as load_checkpoint does),
+    for an evaluation: no optimizer states or counters. Rank 0 gets the saved rank 0's RNG
+    states (the in-process engine sampled the run's rollouts and evaluations with them), the
+    other ranks None."""
+    from hyrl.checkpoint.mcore_io import load_mcore_into
+
+    for name, model in models.items():
+        load_mcore_into(model, step_dir / name, arch)
+    if torch.distributed.get_rank() != 0:
+        return None
+    saved_world = read_loop_state(step_dir)["layout"]["world_size"]
+    rank_0 = torch.load(step_dir / rank_file_name(0, saved_world), weights_only=False)
+    return rank_0["rng"]  # our own file: numpy and Python RNG states
+
+
 def read_loop_state(step_dir: Path) -> dict:
     return json.loads((step_dir / STATE_FILE).read_text())
 

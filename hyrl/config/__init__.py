@@ -37,7 +37,9 @@ from hyrl.config.parser import (
     SGLANG_PASS_PREFIX,
     appended_wins,
     build_parser,
+    field_parser,
     parse_args,
+    parse_given,
 )
 from hyrl.config.resolve import eval_max_response_len, eval_pass_ks, resolve
 from hyrl.config.validate import (
@@ -80,11 +82,13 @@ __all__ = [
     "engine_returns_routing",
     "eval_max_response_len",
     "eval_pass_ks",
+    "field_parser",
     "flag_name",
     "load",
     "offloads_train",
     "old_log_probs_from_update",
     "parse_args",
+    "parse_given",
     "parse_target",
     "resume_allowed",
     "resume_differences",

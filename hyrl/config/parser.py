@@ -73,10 +73,13 @@ def _converter(f: dataclasses.Field):
 
 
 class _RaisingParser(argparse.ArgumentParser):
-    """An ArgumentParser that raises ConfigError instead of printing and exiting."""
+    """An ArgumentParser that raises ConfigError instead of printing and exiting; `hint`: where
+    the flags are listed, for messages."""
+
+    hint = HELP_HINT
 
     def error(self, message: str):  # argparse's API: called on a parse error
-        raise ConfigError("command line", None, message, HELP_HINT)
+        raise ConfigError("command line", None, message, self.hint)
 
 
 def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
@@ -90,51 +93,96 @@ def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:
     )
     groups = {name: parser.add_argument_group(GROUP_TITLES[name]) for name in GROUPS}
     for f in _fields():
-        kind = _kind(f)
-        group = groups[f.metadata["group"]]
         default = f.default
         help_text = f"{f.metadata['help']} (default: {'none' if default is None else default})"
-        if kind == "optlist":  # --flag A B C; "--flag none" = not given
-            group.add_argument(
-                flag_name(f.name),
-                *other_names(f.name),
-                dest=f.name,
-                default=default,
-                nargs="+",
-                type=_converter(f),
-                metavar="VALUE",
-                help=help_text,
-            )
-        elif _base(kind) == "bool":
-            # An optional bool stays None (not given) unless --flag or --no-flag appears.
-            group.add_argument(
-                flag_name(f.name),
-                *other_names(f.name),
-                dest=f.name,
-                default=default,
-                action=argparse.BooleanOptionalAction,
-                help=help_text,
-            )
-        else:
-            kwargs = {}
-            choices = f.metadata.get("choices")
-            if choices and kind == _base(kind):
-                kwargs["choices"] = choices
-            elif choices:
-                # argparse would reject None ('none') against the choices; the converter checks.
-                kwargs["metavar"] = "{" + ",".join(str(c) for c in choices) + "}|none"
-            else:
-                kwargs["metavar"] = _base(kind).upper() + ("|none" if kind != _base(kind) else "")
-            group.add_argument(
-                flag_name(f.name),
-                *other_names(f.name),
-                dest=f.name,
-                default=default,
-                type=_converter(f),
-                help=help_text,
-                **kwargs,
-            )
+        _add_field(groups[f.metadata["group"]], f, default, help_text, other_names(f.name))
     return parser
+
+
+def _add_field(group, f: dataclasses.Field, default, help_text: str, aliases=()) -> None:
+    """Field f's flag (--some-name, and aliases) in an argument group of a parser."""
+    kind = _kind(f)
+    if kind == "optlist":  # --flag A B C; "--flag none" = not given
+        group.add_argument(
+            flag_name(f.name),
+            *aliases,
+            dest=f.name,
+            default=default,
+            nargs="+",
+            type=_converter(f),
+            metavar="VALUE",
+            help=help_text,
+        )
+    elif _base(kind) == "bool":
+        # An optional bool stays None (not given) unless --flag or --no-flag appears.
+        group.add_argument(
+            flag_name(f.name),
+            *aliases,
+            dest=f.name,
+            default=default,
+            action=argparse.BooleanOptionalAction,
+            help=help_text,
+        )
+    else:
+        kwargs = {}
+        choices = f.metadata.get("choices")
+        if choices and kind == _base(kind):
+            kwargs["choices"] = choices
+        elif choices:
+            # argparse would reject None ('none') against the choices; the converter checks.
+            kwargs["metavar"] = "{" + ",".join(str(c) for c in choices) + "}|none"
+        else:
+            kwargs["metavar"] = _base(kind).upper() + ("|none" if kind != _base(kind) else "")
+        group.add_argument(
+            flag_name(f.name),
+            *aliases,
+            dest=f.name,
+            default=default,
+            type=_converter(f),
+            help=help_text,
+            **kwargs,
+        )
+
+
+def field_parser(
+    prog: str, description: str, names: tuple[str, ...], default_text: str, aliases: dict
+) -> argparse.ArgumentParser:
+    """A parser of some of `hyrl train`'s flags (RunConfig fields `names`, with train's names
+    and other names, types, choices and help; `aliases`: field -> more names), for another
+    command: a flag not given is absent from the namespace (`parse_given`), its help says
+    `default_text`. Errors are ConfigErrors that point at `prog --help`. A name that is no
+    field raises ValueError (a renamed flag must be renamed here too)."""
+    fields = {f.name: f for f in _fields()}
+    unknown = [name for name in names if name not in fields]
+    if unknown:
+        raise ValueError(f"{prog}: not RunConfig fields: {unknown}")
+    parser = _RaisingParser(
+        prog=prog, description=description, allow_abbrev=False, exit_on_error=False
+    )
+    parser.hint = f"{prog} --help lists its flags"
+    groups = {name: parser.add_argument_group(GROUP_TITLES[name]) for name in GROUPS}
+    for f in _fields():
+        if f.name in names:
+            help_text = f"{f.metadata['help']} (default: {default_text})"
+            more = (*other_names(f.name), *aliases.get(f.name, ()))
+            _add_field(groups[f.metadata["group"]], f, argparse.SUPPRESS, help_text, more)
+    return parser
+
+
+def parse_given(parser: argparse.ArgumentParser, argv: list[str]) -> dict:
+    """The flags given on the command line as {dest: value}, for a `field_parser` (whose
+    defaults are suppressed); ConfigError on unknown flags or a bad value, as `parse_args`.
+    An old name used gets its note on stderr (rank 0), as in `parse_args`."""
+    import sys
+
+    if os.environ.get("RANK", "0") == "0":
+        for note in renamed_notes(argv):
+            print(f"hyrl: {note}", file=sys.stderr, flush=True)
+    given = vars(_parse_known(parser, argv))
+    for f in _fields():
+        if _kind(f) == "optlist" and f.name in given:
+            given[f.name] = _list_or_none(f, given[f.name])
+    return given
 
 
 def _all_flags(parser: argparse.ArgumentParser) -> list[str]:
@@ -154,7 +202,7 @@ def _argument_error(
     option = (err.argument_name or "").split("/")[0]
     action = _action_for(parser, option)
     if action is None:
-        return ConfigError(option or "command line", None, err.message, HELP_HINT)
+        return ConfigError(option or "command line", None, err.message, _hint(parser))
     if isinstance(action, argparse.BooleanOptionalAction):
         given = next(
             (a for a in argv if a.split("=", 1)[0] in action.option_strings and "=" in a), option
@@ -163,12 +211,12 @@ def _argument_error(
         return ConfigError(
             flag, value or None, "a boolean flag takes no value", " or ".join(action.option_strings)
         )
-    f = next(f for f in _fields() if f.name == action.dest)
+    f = next((f for f in _fields() if f.name == action.dest), None)  # None: another command's
     return ConfigError(
         option,
         None,
         f"{err.message} (write {option}=VALUE for a value that starts with '-')",
-        _allowed_text(_kind(f), f.metadata.get("choices")),
+        _allowed_text(_kind(f), f.metadata.get("choices")) if f else str(action.metavar),
     )
 
 
@@ -197,7 +245,7 @@ def _unknown_error(
     if len(unknown) == 1:
         flag, given = unknown[0]
         hint = _flag_hint(parser, flag)
-        allowed = f"{hint} ({HELP_HINT})" if hint.startswith("did you") else HELP_HINT
+        allowed = f"{hint} ({_hint(parser)})" if hint.startswith("did you") else _hint(parser)
         problem = (
             "unknown flag" if hint.startswith(("did you", "not a")) else f"unknown flag: {hint}"
         )
@@ -207,7 +255,7 @@ def _unknown_error(
         ", ".join(flag for flag, _ in unknown),
         None,
         f"{len(unknown)} unknown flags:{lines}\n",
-        HELP_HINT,
+        _hint(parser),
     )
 
 
@@ -222,8 +270,15 @@ def _stray_error(parser: argparse.ArgumentParser, token: str, argv: list[str]) -
                 f"use {' or '.join(previous.option_strings)})"
             )
     return ConfigError(
-        "<positional>", token, problem, f"flags only, as --name VALUE or --name=VALUE ({HELP_HINT})"
+        "<positional>",
+        token,
+        problem,
+        f"flags only, as --name VALUE or --name=VALUE ({_hint(parser)})",
     )
+
+
+def _hint(parser: argparse.ArgumentParser) -> str:
+    return getattr(parser, "hint", HELP_HINT)
 
 
 SGLANG_PASS_PREFIX = "--sglang-"
@@ -373,6 +428,21 @@ def parse_args(argv: list[str]) -> RunConfig:
         for note in notes:
             print(f"hyrl: {note}", file=sys.stderr, flush=True)
     argv, passthrough = _split_sglang_passthrough(list(argv), parser)
+    namespace = _parse_known(parser, argv)
+    for f in _fields():  # --list-flag none -> [None] from argparse -> None (not given)
+        if _kind(f) == "optlist":
+            setattr(namespace, f.name, _list_or_none(f, getattr(namespace, f.name)))
+    if passthrough:
+        given = namespace.sglang_server_args
+        namespace.sglang_server_args = " ".join(
+            ([given] if given else []) + [shlex.quote(arg) for arg in passthrough]
+        )
+    return RunConfig(**vars(namespace))
+
+
+def _parse_known(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """parser's namespace of argv; ConfigError naming the flag on a bad value, the unknown
+    flags or a stray argument."""
     try:
         namespace, extras = parser.parse_known_args(argv)
     except _Abort as abort:
@@ -381,20 +451,19 @@ def parse_args(argv: list[str]) -> RunConfig:
         raise _argument_error(parser, err, argv) from None
     if extras:
         raise _unknown_error(parser, extras, argv)
-    for f in _fields():  # --list-flag none -> [None] from argparse -> None (not given)
-        value = getattr(namespace, f.name)
-        if _kind(f) == "optlist" and isinstance(value, list) and None in value:
-            if value != [None]:
-                raise ConfigError(
-                    flag_name(f.name),
-                    " ".join(str(v) for v in value),
-                    "'none' mixed with values",
-                    _allowed_text("optlist", None),
-                )
-            setattr(namespace, f.name, None)
-    if passthrough:
-        given = namespace.sglang_server_args
-        namespace.sglang_server_args = " ".join(
-            ([given] if given else []) + [shlex.quote(arg) for arg in passthrough]
-        )
-    return RunConfig(**vars(namespace))
+    return namespace
+
+
+def _list_or_none(f: dataclasses.Field, value):
+    """A list flag's value: `--flag none` (argparse's [None]) -> None (not given); 'none'
+    mixed with values is refused."""
+    if isinstance(value, list) and None in value:
+        if value != [None]:
+            raise ConfigError(
+                flag_name(f.name),
+                " ".join(str(v) for v in value),
+                "'none' mixed with values",
+                _allowed_text("optlist", None),
+            )
+        return None
+    return value

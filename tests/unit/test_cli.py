@@ -25,7 +25,7 @@ def test_the_usage_names_every_command():
 def test_an_unknown_command_is_refused_with_the_allowed_ones(capsys):
     assert main(["trian"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("hyrl: unknown command 'trian'; allowed: train, sweep, analyze, ")
+    assert err.startswith("hyrl: unknown command 'trian'; allowed: train, eval, sweep, analyze, ")
 
 
 def test_no_command_prints_the_usage_and_exits_2_help_exits_0(capsys):

@@ -167,6 +167,11 @@ class MegatronBackend:
     def load_checkpoint(self, step_dir: Path):
         return trainer_state.load_checkpoint(step_dir, self.arch, self._models(), self.trainables())
 
+    def load_weights(self, step_dir: Path):
+        rng = trainer_state.load_weights(step_dir, self.arch, {"actor": self.actor.chunks})
+        self.actor.reload_weights()  # the optimizer's main params agree with the weights
+        return rng
+
     def save_checkpoint(self, save_dir: str, rollout_step: int, loop_state: dict) -> Path:
         return trainer_state.save_checkpoint(
             save_dir,
