@@ -467,7 +467,7 @@ def _under_cuda_as_cpu(function):
         with _CudaAsCpu():
             return function(*args, **kwargs)
 
-    wrapped._hyrl_cuda_as_cpu = True
+    wrapped._hyrl_cuda_as_cpu = True  # type: ignore[attr-defined]  # a marker on a function
     return wrapped
 
 
@@ -520,10 +520,10 @@ def _with_fused_adam(factory):
                 for group in inner.param_groups:
                     if not group.get("foreach") and group.get("fused") is None:
                         group["fused"] = True
-                inner.step = _outside_cuda_as_cpu(inner.step)
+                inner.step = _outside_cuda_as_cpu(inner.step)  # type: ignore[method-assign]
         return optimizer
 
-    build._hyrl_cuda_as_cpu = True
+    build._hyrl_cuda_as_cpu = True  # type: ignore[attr-defined]  # a marker on a function
     return build
 
 
@@ -542,7 +542,7 @@ def _outside_cuda_as_cpu(step):
         with torch.overrides._pop_mode_temporarily():
             return step(*args, **kwargs)
 
-    run._hyrl_outside_cuda_as_cpu = True
+    run._hyrl_outside_cuda_as_cpu = True  # type: ignore[attr-defined]  # a marker
     return run
 
 
@@ -571,7 +571,7 @@ def allow_sequence_parallel_torch_norm() -> None:
         norm_cls = torch.nn.RMSNorm if config.normalization == "RMSNorm" else torch.nn.LayerNorm
         norm = norm_cls(normalized_shape=hidden_size, eps=eps)
         for param in norm.parameters():
-            param.sequence_parallel = config.sequence_parallel
+            param.sequence_parallel = config.sequence_parallel  # type: ignore[attr-defined]
         return norm
 
     torch_norm.WrappedTorchNorm.__new__ = staticmethod(_new)

@@ -92,27 +92,27 @@ class _LogProbsAndEntropy(torch.autograd.Function):
                 torch.distributed.all_reduce(shift, op=torch.distributed.ReduceOp.MAX, group=group)
             z -= shift.unsqueeze(-1)
             exp_z = torch.exp(z)
-            sums = [
+            parts = [
                 exp_z.sum(dim=-1),  # sum_v e^(z_v - shift), then the target's shifted logit
                 z.gather(-1, local_ids[rows, None]).squeeze(-1) * on_this_rank[rows],
             ]
             if with_entropy:
-                sums.append((exp_z * z).sum(dim=-1))  # sum_v e^(z_v - shift) (z_v - shift)
+                parts.append((exp_z * z).sum(dim=-1))  # sum_v e^(z_v - shift) (z_v - shift)
             del exp_z
-            sums = torch.stack(sums)
+            sums = torch.stack(parts)
             if group is not None:
                 torch.distributed.all_reduce(sums, group=group)
             log_sum = torch.log(sums[0])
             shifts[rows], log_sums[rows] = shift, log_sum
             log_probs[rows] = sums[1] - log_sum
-            if with_entropy:
+            if entropy is not None:
                 entropy[rows] = log_sum - sums[2] / sums[0]
         ctx.save_for_backward(
             logits, local_ids, on_this_rank, shifts, log_sums, *([entropy] if with_entropy else [])
         )
         ctx.temperature, ctx.chunk_positions = temperature, chunk_positions
         ctx.set_materialize_grads(False)  # None for an output the loss does not use
-        if not with_entropy:  # a placeholder output: autograd.Function returns tensors only
+        if entropy is None:  # a placeholder output: autograd.Function returns tensors only
             entropy = shifts.new_zeros(()).expand_as(shifts)
             ctx.mark_non_differentiable(entropy)
         return log_probs.view(targets.shape), entropy.view(targets.shape)
@@ -140,6 +140,7 @@ class _LogProbsAndEntropy(torch.autograd.Function):
                 if grad_lp is not None:
                     grad_z.addcmul_(p, grad_lp[rows].unsqueeze(-1), value=-1.0)
             else:
+                assert grad_lp is not None, "both grads None returned above"
                 grad_z = p.mul_(-grad_lp[rows].unsqueeze(-1))
             if grad_lp is not None:  # g_lp (1[v = t] - p): the 1[v = t] part
                 grad_z.scatter_add_(
