@@ -185,6 +185,7 @@ SAME_MEANING: dict[str, str] = {
     # slime
     "--num-rollout": "num_steps",
     "--use-wandb": "log_wandb",
+    "--wandb-team": "wandb_entity",
 }
 
 # Every other flag of slime or Megatron-LM that hyrl does not declare under the same name:

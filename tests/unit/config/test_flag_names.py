@@ -156,6 +156,7 @@ def test_an_unknown_slime_or_megatron_flag_gets_the_tables_answer():
 def test_slimes_num_rollout_is_the_number_of_rollout_steps():
     assert parse_args(["--num-rollout", "7"]).num_steps == 7
     assert parse_args(["--use-wandb"]).log_wandb is True
+    assert parse_args(["--wandb-team", "t"]).wandb_entity == "t"  # slime's name, kept
 
 
 def test_a_wandb_project_without_log_wandb_is_refused_not_ignored(tmp_path):
