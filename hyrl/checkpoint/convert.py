@@ -28,14 +28,10 @@ from hyrl.checkpoint.hf_io import (
     load_hf_state_dict,
     read_hf_arch,
 )
-from hyrl.checkpoint.mcore_io import (
+from hyrl.checkpoint.model_dir import (
     HF_ASSETS_SUBDIR,
-    SPECS,
     CheckpointMetadata,
-    load_mcore_into,
     read_checkpoint_metadata,
-    save_mcore,
-    stored_dtypes,
 )
 from hyrl.config.errors import divisors
 from hyrl.models.qwen3_moe import hf_mapping
@@ -48,7 +44,6 @@ __all__ = [
     "mcore_to_hf",
     "read_hf_arch",
     "load_hf_state_dict",
-    "load_mcore_into",
 ]
 
 
@@ -261,6 +256,7 @@ def hf_to_mcore(
     "transformer_engine", the layer spec whose sharded keys to write.
     """
     from hyrl.backends.megatron import weights
+    from hyrl.backends.megatron.model_checkpoint import SPECS, save_mcore
 
     hf_dir, out_dir = Path(hf_dir), Path(out_dir)
     if spec not in SPECS:
@@ -300,6 +296,7 @@ def mcore_to_hf(
     Everything needed is in the checkpoint's metadata: no architecture or layout flags.
     """
     from hyrl.backends.megatron import weights
+    from hyrl.backends.megatron.model_checkpoint import load_mcore_into, stored_dtypes
 
     load_dir, out_dir = Path(load_dir), Path(out_dir)
     metadata = read_checkpoint_metadata(load_dir)

@@ -12,7 +12,7 @@
                                   autopilot's state (--batch-schedule auto); and the layout,
                                   architecture and algorithm it was saved under, the run's id
                                   and directory, and its resolved config (`config`)
-        actor/                    the actor: a Megatron distributed checkpoint (mcore_io)
+        actor/                    the actor: a Megatron distributed checkpoint (model_dir)
         reference/                the frozen KL reference (only when KL is on)
         critic/                   the PPO value model (only under --advantage-estimator gae)
         actor_optimizer/          the actor's optimizer (Adam moments, fp32 main params; megatron's
@@ -132,7 +132,7 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     """The step directory --load names and its loop state; ConfigError when the run cannot
     resume from it (truncated, written by another format, architecture or algorithm). Another
     layout or world size is fine: everything reshards."""
-    from hyrl.checkpoint.mcore_io import METADATA_FILE, MODEL_SUBDIR
+    from hyrl.checkpoint.model_dir import METADATA_FILE, MODEL_SUBDIR
     from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
     step_dir = resolve_load_dir(cfg.load)
@@ -282,7 +282,7 @@ OPTIMIZER_SHARDING = {
 
 
 def _optimizer_sharded_state_dict(trainable, is_loading: bool) -> dict:
-    from hyrl.checkpoint.mcore_io import (
+    from hyrl.backends.megatron.model_checkpoint import (
         TE_TO_LOCAL_KEYS,
         rename_sharded_keys,
         sharded_state_dict_of,
@@ -365,7 +365,7 @@ def save_checkpoint(
     loop_state: rank 0's JSON-serialisable loop state (other ranks may pass {}); under
     ROLLOUT_QUEUE_KEY the queued rollouts of --async-rollout, torch.saved apart.
     """
-    from hyrl.checkpoint.mcore_io import save_mcore
+    from hyrl.backends.megatron.model_checkpoint import save_mcore
 
     dist = torch.distributed
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -439,7 +439,7 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
     holds the same ones), rank 0 (which samples the rollouts with the in-process engine) takes
     its RNG states and the other ranks keep their fresh seeding: rollouts continue as they
     would have, training differs only by the reduction order of the new layout."""
-    from hyrl.checkpoint.mcore_io import current_layout, load_mcore_into
+    from hyrl.backends.megatron.model_checkpoint import current_layout, load_mcore_into
 
     dist = torch.distributed
     rank, world_size = dist.get_rank(), dist.get_world_size()

@@ -199,7 +199,7 @@ RULES = {
     "cpu_compat is megatron's CPU shim, used by the megatron backend and its checkpoint I/O": (
         ("hyrl",),
         ("hyrl.backends.megatron.cpu_compat",),
-        ("hyrl.backends.megatron", "hyrl.checkpoint.mcore_io", "hyrl.checkpoint.trainer_state"),
+        ("hyrl.backends.megatron", "hyrl.checkpoint.trainer_state"),
     ),
     "SGLang is imported only by the SGLang engine package": (
         ("hyrl",),
