@@ -4,6 +4,7 @@ hf_io: Hugging Face directories (safetensors read one slice at a time, written i
 model_dir: a model checkpoint directory and its hyrl_checkpoint.json (the weights in it are
 saved and loaded by hyrl.backends.megatron.model_checkpoint); trainer_state: the training
 checkpoint's step directories (--save/--load); manifest: what a step holds, checked before a
-load; ownership: which run a --save directory belongs to; convert: `hyrl convert`'s checks and
-conversions; cli and verify_cli: `hyrl convert` and `hyrl checkpoint verify`.
+load; ownership: which run a --save directory belongs to; checks: a conversion's input checked
+before anything is built; cli and verify_cli: `hyrl convert` (its conversions are
+hyrl.backends.megatron.convert) and `hyrl checkpoint verify`.
 """

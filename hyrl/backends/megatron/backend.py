@@ -19,7 +19,7 @@ from hyrl.backends.megatron.model import (
     use_transformer_engine,
 )
 from hyrl.checkpoint import trainer_state
-from hyrl.checkpoint.convert import check_hf_weights
+from hyrl.checkpoint.checks import check_hf_weights
 from hyrl.checkpoint.hf_io import HFWeights
 from hyrl.config import ConfigError, RunConfig, engine_returns_routing
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
