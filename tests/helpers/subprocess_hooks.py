@@ -7,6 +7,9 @@ install() patches each hooked module right after it is imported, when its variab
 A hook whose target moved or was renamed fails the run at that import, naming it: it is never
 skipped in silence.
 
+HYRL_TEST_CRASH_IN_SAVE=N: every rank os._exit(17) in the middle of the save after rollout step
+N, once the first model (the actor) is written and nothing else: a crash mid-save must leave the
+previous checkpoint in use.
 HYRL_TEST_GENERATION_DELAY_S=S: rank 0 sleeps S seconds after each engine call
 (RolloutSide._engine_call returns, out of the engine lock, so a rollout's first segment starts on
 the weights it found): a generation slower than --distributed-timeout-minutes, or one a weight
@@ -40,8 +43,38 @@ def _delay_each_generation(side: ModuleType) -> None:
     side.RolloutSide._engine_call = engine_call_then_sleep
 
 
+def _crash_in_save(train_checkpoint: ModuleType) -> None:
+    from hyrl.checkpoint.trainer_state import TMP_PREFIX, step_dir_name
+
+    saving = TMP_PREFIX + step_dir_name(int(os.environ["HYRL_TEST_CRASH_IN_SAVE"]))
+    save_mcore = train_checkpoint.save_mcore
+
+    @functools.wraps(save_mcore)
+    def save_mcore_then_crash(model, out_dir, *args, **kwargs):
+        metadata = save_mcore(model, out_dir, *args, **kwargs)
+        if Path(out_dir).parent.name == saving:  # the step's first model, into .tmp-step_N/
+            _die_as_a_killed_job()
+        return metadata
+
+    train_checkpoint.save_mcore = save_mcore_then_crash
+
+
+def _die_as_a_killed_job() -> None:
+    """Every rank at once, with the save half written; the checkpoint writer's worker
+    processes go too (they hold the launcher's output pipes)."""
+    import multiprocessing
+
+    import torch
+
+    torch.distributed.barrier()
+    for child in multiprocessing.active_children():
+        child.kill()
+    os._exit(17)
+
+
 # variable -> (the module patched, the patch, given the module just imported)
 HOOKS: dict[str, tuple[str, Callable[[ModuleType], None]]] = {
+    "HYRL_TEST_CRASH_IN_SAVE": ("hyrl.backends.megatron.train_checkpoint", _crash_in_save),
     "HYRL_TEST_GENERATION_DELAY_S": ("hyrl.rollout.side", _delay_each_generation),
 }
 

@@ -7,7 +7,7 @@ import functools
 from pathlib import Path
 
 import pytest
-from testpaths import ROOT
+from testpaths import HELPERS, ROOT
 
 PACKAGE = ROOT / "hyrl"
 
@@ -275,6 +275,21 @@ def test_the_module_level_reader_leaves_out_imports_in_functions_only():
     at_import = {(src, dst) for src, dst, _ in _imports_at_import()}
     assert ("hyrl.trainer", "hyrl.backends.factory") in at_import  # at the top of trainer.py
     assert ("hyrl.backends.factory", "hyrl.backends.megatron.backend") not in at_import
+
+
+def _lines_naming(text: str, files) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(files)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if text in line
+    ]
+
+
+def test_production_code_reads_no_test_hook():
+    # test hooks are patched in from tests/helpers/subprocess_hooks.py by the tests that use them
+    assert _lines_naming("HYRL_TEST_", PACKAGE.rglob("*.py")) == []
+    assert _lines_naming("HYRL_TEST_", [HELPERS / "subprocess_hooks.py"])  # where they live
 
 
 def test_no_import_cycle_between_modules():

@@ -12,8 +12,10 @@ from testpaths import ROOT
 
 # each hooked function, printed as "patched" or "hyrl's own" by a fresh interpreter
 PROBE = """
+from hyrl.backends.megatron import train_checkpoint
 from hyrl.rollout import side
-print("patched" if hasattr(side.RolloutSide._engine_call, "__wrapped__") else "hyrl's own")
+for hooked in (train_checkpoint.save_mcore, side.RolloutSide._engine_call):
+    print("patched" if hasattr(hooked, "__wrapped__") else "hyrl's own")
 """
 
 
@@ -31,8 +33,9 @@ def _probe(env: dict[str, str]) -> list[str]:
 
 
 def test_a_hook_patches_its_function_when_its_variable_is_set_and_only_then():
-    assert _probe(hook_env(HYRL_TEST_GENERATION_DELAY_S="0.5")) == ["patched"]
-    assert _probe(hook_env()) == ["hyrl's own"]  # the hooks' site on the path, no variable
+    # each run has the hooks' site on its path; only the hook whose variable is set patches
+    assert _probe(hook_env(HYRL_TEST_CRASH_IN_SAVE="2")) == ["patched", "hyrl's own"]
+    assert _probe(hook_env(HYRL_TEST_GENERATION_DELAY_S="0.5")) == ["hyrl's own", "patched"]
 
 
 def test_hook_env_puts_the_hook_site_first_and_refuses_a_name_that_is_no_hook():

@@ -4,10 +4,6 @@ the step directory that hyrl.checkpoint.trainer_state lays out and makes atomic.
 
 Weights (model_checkpoint) and optimizer states are keyed in model space, so a load reshards
 them to any TP/EP/PP/DP layout and world size (see load_checkpoint for the RNG).
-
-Test hook: HYRL_TEST_CRASH_IN_SAVE=N makes every rank os._exit(17) in the middle of the save
-after rollout step N (the actor written, nothing else), to test that a crash mid-save leaves
-the previous checkpoint in use.
 """
 
 from __future__ import annotations
@@ -30,8 +26,6 @@ from hyrl.backends.megatron.model_checkpoint import (
 )
 from hyrl.checkpoint import trainer_state
 from hyrl.checkpoint.trainer_state import optimizer_dir_name
-
-CRASH_HOOK = "HYRL_TEST_CRASH_IN_SAVE"
 
 
 # -- RNG states -----------------------------------------------------------------------------
@@ -105,17 +99,6 @@ def load_optimizer(trainable, directory: Path) -> None:
     trainable.optimizer.load_state_dict(state)
 
 
-def _crash() -> None:
-    """The test hook (module doc): die with the save half written, as a killed job would; the
-    checkpoint writer's worker processes go too (they hold the launcher's output pipes)."""
-    import multiprocessing
-
-    torch.distributed.barrier()
-    for child in multiprocessing.active_children():
-        child.kill()
-    os._exit(17)
-
-
 # -- save and load (collective: every rank calls) -----------------------------------------------
 def save_checkpoint(
     save_dir: str | os.PathLike,
@@ -134,11 +117,8 @@ def save_checkpoint(
     ROLLOUT_QUEUE_KEY the queued rollouts of --async-rollout, torch.saved apart.
     """
     tmp = trainer_state.begin_save(save_dir, rollout_step, loop_state)
-    crash_step = os.environ.get(CRASH_HOOK)
     for name, model in models.items():
         save_mcore(model, tmp / name, arch)
-        if crash_step is not None and int(crash_step) == rollout_step:
-            _crash()
     for name, trainable in trainables.items():
         save_optimizer(trainable, tmp / optimizer_dir_name(name))
     per_rank = {name: t.state_dict() for name, t in trainables.items()}
