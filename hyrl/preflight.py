@@ -162,7 +162,7 @@ def check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
             "a checkpoint of the same architecture",
         )
     # the weights themselves, from the files' metadata (nothing is read): names, shapes, dtype
-    from hyrl.checkpoint.convert import check_hf_weights
+    from hyrl.checkpoint.checks import check_hf_weights
     from hyrl.checkpoint.hf_io import ConversionError, HFWeights
 
     try:

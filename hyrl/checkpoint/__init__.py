@@ -1,33 +1,11 @@
-"""Checkpoints of Qwen3-MoE: Hugging Face directories <-> Megatron distributed checkpoints.
+"""Checkpoints: what a checkpoint directory holds and how it is checked, read and named.
 
-`hyrl convert hf-to-mcore | mcore-to-hf` (cli.py) and, for the trainer, `load_mcore_into`
-(a sharded load into an already built GPTModel under the active layout) and `save_mcore`.
+hf_io: Hugging Face directories (safetensors read one slice at a time, written in shards);
+model_dir: a model checkpoint directory and its hyrl_checkpoint.json (the weights in it are
+saved and loaded by hyrl.backends.megatron.model_checkpoint); trainer_state: the training
+checkpoint's step directories (--save/--load) and the atomic save the backend writes its state
+in (hyrl.backends.megatron.train_checkpoint); manifest: what a step holds, checked before a
+load; ownership: which run a --save directory belongs to; checks: a conversion's input checked
+before anything is built; cli and verify_cli: `hyrl convert` (its conversions are
+hyrl.backends.megatron.convert) and `hyrl checkpoint verify`.
 """
-
-from hyrl.checkpoint.convert import check_layout, hf_to_mcore, mcore_to_hf
-from hyrl.checkpoint.hf_io import (
-    ConversionError,
-    load_hf_state_dict,
-    read_hf_arch,
-    save_hf_state_dict,
-)
-from hyrl.checkpoint.mcore_io import (
-    CheckpointMetadata,
-    load_mcore_into,
-    read_checkpoint_metadata,
-    save_mcore,
-)
-
-__all__ = [
-    "CheckpointMetadata",
-    "ConversionError",
-    "check_layout",
-    "hf_to_mcore",
-    "load_hf_state_dict",
-    "load_mcore_into",
-    "mcore_to_hf",
-    "read_checkpoint_metadata",
-    "read_hf_arch",
-    "save_hf_state_dict",
-    "save_mcore",
-]

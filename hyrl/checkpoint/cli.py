@@ -2,6 +2,9 @@
 
 hyrl convert hf-to-mcore --hf-dir D --out M [--tp N --ep N --pp N] [--transformer-impl local]
 hyrl convert mcore-to-hf --load M --out D
+
+The flags are parsed here; the conversions build megatron models and are the backend's
+(hyrl.backends.megatron.convert), imported only once the flags parse.
 """
 
 from __future__ import annotations
@@ -101,7 +104,9 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse already said which flag and value
         return exit_.code if isinstance(exit_.code, int) else 2
-    from hyrl.checkpoint.convert import ConversionError, hf_to_mcore, mcore_to_hf
+    # the conversions are the megatron backend's: imported once the flags parse
+    from hyrl.backends.megatron.convert import hf_to_mcore, mcore_to_hf
+    from hyrl.checkpoint.hf_io import ConversionError
 
     try:
         if args.command == "hf-to-mcore":

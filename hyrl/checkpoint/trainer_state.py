@@ -12,7 +12,7 @@
                                   autopilot's state (--batch-schedule auto); and the layout,
                                   architecture and algorithm it was saved under, the run's id
                                   and directory, and its resolved config (`config`)
-        actor/                    the actor: a Megatron distributed checkpoint (mcore_io)
+        actor/                    the actor: a model checkpoint directory (model_dir)
         reference/                the frozen KL reference (only when KL is on)
         critic/                   the PPO value model (only under --advantage-estimator gae)
         actor_optimizer/          the actor's optimizer (Adam moments, fp32 main params; megatron's
@@ -26,9 +26,12 @@
                                   the next save removes it)
 
 A save writes everything into .tmp-step_N, fsyncs it, renames it to step_N and then points
-`latest` at it (temp file + rename), so `latest` only ever names a complete directory. Weights
-and optimizer states are megatron distributed checkpoints keyed in model space, so `--load`
-reshards them to any TP/EP/PP/DP layout and world size (see load_checkpoint for the RNG).
+`latest` at it (temp file + rename), so `latest` only ever names a complete directory: this
+module owns that protocol (begin_save, finish_save) and the files it names, the backend writes
+its models, optimizer states and per-rank state in between (the megatron backend:
+hyrl.backends.megatron.train_checkpoint). Weights and optimizer states are keyed in model
+space, so `--load` reshards them to any TP/EP/PP/DP layout and world size (see
+read_rank_state for the counters and the RNG).
 
 What resumes exactly (tests/e2e/test_resume.py): weights, AdamW moments and step counters (hence
 the lr schedule), skipped-step counters, noise-scale averages, the task's position, cumulative
@@ -46,21 +49,15 @@ versions that sampled them); the task's position is past their prompts, so a res
 them before it draws new ones: no response is lost or trained on twice.
 Records logged after the checkpoint (a crash after logging step N, before its save finished)
 are logged again by the resumed run: a reader keeps the last record of a rollout step.
-
-Test hook: HYRL_TEST_CRASH_IN_SAVE=N makes every rank os._exit(17) in the middle of the save
-after rollout step N (the actor written, nothing else), to test that a crash mid-save leaves
-the previous checkpoint in use.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from hyrl.checkpoint.manifest import check_loadable, write_manifest
@@ -81,7 +78,6 @@ LAYOUT_FLAGS = (
 )
 # What decides the kind of optimizer state saved: a resume must keep them (checked).
 OPTIMIZER_KIND_FLAGS = ("use_distributed_optimizer", "bf16")
-CRASH_HOOK = "HYRL_TEST_CRASH_IN_SAVE"
 # --async-rollout: loop_state[ROLLOUT_QUEUE_KEY] (rank 0's queued rollouts) goes to this file
 ROLLOUT_QUEUE_KEY = "rollout_queue"
 ROLLOUT_QUEUE_FILE = "rollout_queue.pt"
@@ -132,7 +128,7 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     """The step directory --load names and its loop state; ConfigError when the run cannot
     resume from it (truncated, written by another format, architecture or algorithm). Another
     layout or world size is fine: everything reshards."""
-    from hyrl.checkpoint.mcore_io import METADATA_FILE, MODEL_SUBDIR
+    from hyrl.checkpoint.model_dir import METADATA_FILE, MODEL_SUBDIR
     from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
     step_dir = resolve_load_dir(cfg.load)
@@ -243,85 +239,6 @@ def _models_of(cfg) -> list[str]:
     return models
 
 
-# -- RNG states -----------------------------------------------------------------------------
-def rng_state() -> dict:
-    """Every generator this rank samples from: torch CPU (the hf engine samples with it) and
-    CUDA, Python, numpy, and megatron's model-parallel streams."""
-    from megatron.core.tensor_parallel import random as mp_random
-
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "megatron": mp_random.get_cuda_rng_tracker().get_states(),
-    }
-
-
-def set_rng_state(state: dict) -> None:
-    from megatron.core.tensor_parallel import random as mp_random
-
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    mp_random.get_cuda_rng_tracker().set_states(state["megatron"])
-
-
-# -- save and load (collective: every rank calls) -----------------------------------------------
-# megatron's sharded-state metadata for optimizers. The distributed optimizer saves its states
-# "fully_reshardable": gathered per parameter in model space on each DP group's first rank (so
-# they reshard to any TP/EP/PP/DP layout; megatron-core 0.16.1 no longer writes the per-rank
-# "fully_sharded_model_space", and "dp_reshardable" reshards over DP only). Non-distributed
-# optimizers are in model space anyway. The chained parts (dense, experts) stay unprefixed.
-OPTIMIZER_SHARDING = {
-    "distrib_optim_sharding_type": "fully_reshardable",
-    "chained_optim_avoid_prefix": True,
-}
-
-
-def _optimizer_sharded_state_dict(trainable, is_loading: bool) -> dict:
-    from hyrl.checkpoint.mcore_io import (
-        TE_TO_LOCAL_KEYS,
-        rename_sharded_keys,
-        sharded_state_dict_of,
-    )
-
-    # keyed by the model's sharded keys, under the local spec's names as save_mcore writes them
-    model_sharded = rename_sharded_keys(sharded_state_dict_of(trainable.chunks), TE_TO_LOCAL_KEYS)
-    return trainable.optimizer.sharded_state_dict(
-        model_sharded, is_loading=is_loading, metadata=OPTIMIZER_SHARDING
-    )
-
-
-def save_optimizer(trainable, directory: Path) -> None:
-    """A trainable's Adam moments and fp32 main params (megatron's optimizer, distributed or
-    not) as a megatron distributed checkpoint (collective)."""
-    from megatron.core import dist_checkpointing
-
-    if torch.distributed.get_rank() == 0:
-        directory.mkdir(parents=True, exist_ok=True)
-    torch.distributed.barrier()
-    dist_checkpointing.save(
-        _optimizer_sharded_state_dict(trainable, is_loading=False), str(directory)
-    )
-
-
-def load_optimizer(trainable, directory: Path) -> None:
-    """save_optimizer's states, resharded to this run's layout (collective; the trainable's
-    weights are loaded first: the states are matched to its parameters)."""
-    from megatron.core import dist_checkpointing
-
-    from hyrl.backends.megatron import cpu_compat
-
-    cpu_compat.prepare_optimizer_states_for_load(trainable.optimizer)
-    state = dist_checkpointing.load(
-        _optimizer_sharded_state_dict(trainable, is_loading=True), str(directory)
-    )
-    trainable.optimizer.load_state_dict(state)
-
-
 def _fsync_tree(root: Path) -> None:
     for folder, _, files in os.walk(root):
         for name in files:
@@ -338,41 +255,14 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _crash() -> None:
-    """The test hook (module doc): die with the save half written, as a killed job would; the
-    checkpoint writer's worker processes go too (they hold the launcher's output pipes)."""
-    import multiprocessing
-
-    torch.distributed.barrier()
-    for child in multiprocessing.active_children():
-        child.kill()
-    os._exit(17)
-
-
-def save_checkpoint(
-    save_dir: str | os.PathLike,
-    rollout_step: int,
-    cfg,
-    arch,
-    models: dict,
-    trainables: dict,
-    loop_state: dict,
-) -> Path:
-    """Write save_dir/step_<rollout_step> atomically and point `latest` at it.
-
-    models: {"actor": GPTModel, "reference": ..., "critic": ...} (the ones this run has);
-    trainables: {"actor": MegatronTrainable, "critic": ...} whose per-rank state is saved;
-    loop_state: rank 0's JSON-serialisable loop state (other ranks may pass {}); under
-    ROLLOUT_QUEUE_KEY the queued rollouts of --async-rollout, torch.saved apart.
-    """
-    from hyrl.checkpoint.mcore_io import save_mcore
-
-    dist = torch.distributed
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+# -- save and load (collective: every rank calls) -----------------------------------------------
+def begin_save(save_dir: str | os.PathLike, rollout_step: int, loop_state: dict) -> Path:
+    """The directory every rank writes rollout_step's checkpoint into, before finish_save
+    (collective): rank 0 makes save_dir (claimed for loop_state's run), removes the saves a
+    crash interrupted and makes .tmp-step_<rollout_step>."""
     save_dir = Path(save_dir)
-    final = save_dir / step_dir_name(rollout_step)
-    tmp = save_dir / (TMP_PREFIX + final.name)
-    if rank == 0:
+    tmp = save_dir / (TMP_PREFIX + step_dir_name(rollout_step))
+    if torch.distributed.get_rank() == 0:
         save_dir.mkdir(parents=True, exist_ok=True)
         if loop_state.get("run_id"):  # the directory belongs to this run from now on
             from hyrl.checkpoint.ownership import claim
@@ -381,16 +271,35 @@ def save_checkpoint(
         for stale in save_dir.glob(TMP_PREFIX + "step_*"):  # saves a crash interrupted
             shutil.rmtree(stale)
         tmp.mkdir()
-    dist.barrier()
-    crash_step = os.environ.get(CRASH_HOOK)
-    for name, model in models.items():
-        save_mcore(model, tmp / name, arch)
-        if crash_step is not None and int(crash_step) == rollout_step:
-            _crash()
-    for name, trainable in trainables.items():
-        save_optimizer(trainable, tmp / optimizer_dir_name(name))
-    per_rank = {name: t.state_dict() for name, t in trainables.items()}
-    per_rank.update(rng=rng_state(), rank=rank, world_size=world_size, layout=_layout_of(cfg))
+    torch.distributed.barrier()
+    return tmp
+
+
+def finish_save(
+    tmp: Path,
+    rollout_step: int,
+    cfg,
+    arch,
+    models: list[str],
+    trainables: list[str],
+    per_rank: dict,
+    loop_state: dict,
+) -> Path:
+    """Complete the save begin_save started, once the backend wrote its models and optimizer
+    states into tmp (collective); the step directory.
+
+    per_rank: this rank's state ({trainable: its state_dict, "rng": its generators}), saved as
+    its rank file with the rank, world size and layout; loop_state: rank 0's JSON-serialisable
+    loop state (other ranks may pass {}); under ROLLOUT_QUEUE_KEY the queued rollouts of
+    --async-rollout, torch.saved apart. Rank 0 writes trainer_state.json and the manifest,
+    fsyncs, renames tmp to step_<rollout_step> and points `latest` at it.
+    """
+    dist = torch.distributed
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    save_dir = tmp.parent
+    final = save_dir / step_dir_name(rollout_step)
+    per_rank = dict(per_rank)
+    per_rank.update(rank=rank, world_size=world_size, layout=_layout_of(cfg))
     torch.save(per_rank, tmp / rank_file_name(rank, world_size))
     if rank == 0:
         loop_state = dict(loop_state)
@@ -404,8 +313,8 @@ def save_checkpoint(
             "layout": {**_layout_of(cfg), "world_size": world_size},
             "arch": arch.as_dict(),
             "advantage_estimator": cfg.advantage_estimator,
-            "models": list(models),
-            "trainables": list(trainables),
+            "models": models,
+            "trainables": trainables,
             "optimizer": {flag: getattr(cfg, flag) for flag in OPTIMIZER_KIND_FLAGS},
             "rollout_step": rollout_step,
             **loop_state,
@@ -429,39 +338,28 @@ def save_checkpoint(
     return final
 
 
-def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dict | None:
-    """Load the models and the optimizers (both resharded to this run's layout), the counters
-    and noise-scale averages; return this rank's RNG states to restore (set them with
-    set_rng_state once nothing else will draw before the loop), or None.
+def read_rank_state(step_dir: Path, running_layout: dict) -> tuple[dict, dict | None]:
+    """The saved per-rank state this rank resumes from ({trainable: its state_dict, ...}), and
+    the RNG states it restores (None: it keeps its fresh seeding).
 
-    Under the layout and world size it was saved with, every rank takes its own RNG states and
-    the run resumes exactly. Under another, the counters come from rank 0's file (every rank
-    holds the same ones), rank 0 (which samples the rollouts with the in-process engine) takes
-    its RNG states and the other ranks keep their fresh seeding: rollouts continue as they
-    would have, training differs only by the reduction order of the new layout."""
-    from hyrl.checkpoint.mcore_io import current_layout, load_mcore_into
-
-    dist = torch.distributed
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    for name, model in models.items():
-        load_mcore_into(model, step_dir / name, arch)
-    for name, trainable in trainables.items():
-        trainable.reload_weights()  # main params from the loaded weights before the states land
-        load_optimizer(trainable, step_dir / optimizer_dir_name(name))
+    Under the layout and world size it was saved with, every rank takes its own file and RNG
+    states, and the run resumes exactly. Under another, the counters come from rank 0's file
+    (every rank holds the same ones), rank 0 (which samples the rollouts with the in-process
+    engine) takes its RNG states and the other ranks keep their fresh seeding: rollouts
+    continue as they would have, training differs only by the reduction order of the new
+    layout. running_layout: the backend's layout now, by LAYOUT_FLAGS."""
+    rank, world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
     saved = read_loop_state(step_dir)["layout"]
-    running = current_layout(next(iter(models.values())))
     # (a checkpoint from before virtual pipeline stages records none: saved.get)
     same_layout = saved["world_size"] == world_size and all(
-        saved.get(k) == running[k] for k in LAYOUT_FLAGS
+        saved.get(k) == running_layout[k] for k in LAYOUT_FLAGS
     )
     own = step_dir / rank_file_name(rank, saved["world_size"])
     per_rank = torch.load(
         own if same_layout else step_dir / rank_file_name(0, saved["world_size"]),
         weights_only=False,
     )  # our own file: numpy and Python RNG states
-    for name, trainable in trainables.items():
-        trainable.load_state_dict(per_rank[name])
-    return per_rank["rng"] if same_layout or rank == 0 else None
+    return per_rank, per_rank["rng"] if same_layout or rank == 0 else None
 
 
 def load_weights(step_dir: Path, arch, models: dict) -> dict | None:

@@ -11,10 +11,8 @@ stamps it on every token each call samples."""
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -261,11 +259,7 @@ class RolloutSide:
 
     def generate(self, prompt_ids: list[list[int]], sampling: SamplingParams) -> list[Generation]:
         """The engine call (rollout and evaluation); a versioned rollout's (rollout_versioned)
-        stamps the engines' version on each token, in segments under --inflight-weight-updates.
-        HYRL_TEST_GENERATION_DELAY_S, a test hook, sleeps that long after each engine call
-        (outside the engine lock, so a rollout's first segment starts on the weights it found):
-        a generation slower than --distributed-timeout-minutes, or one a weight sync
-        lands in (--inflight-weight-updates)."""
+        stamps the engines' version on each token, in segments under --inflight-weight-updates."""
         if self.engines_released:
             raise RuntimeError(
                 "hyrl bug: generating on engines whose memory was released and "
@@ -297,9 +291,6 @@ class RolloutSide:
             if versions is not None:
                 versions.append(version)
             generations = self.engine.generate(prompt_ids, sampling)
-        delay_s = float(os.environ.get("HYRL_TEST_GENERATION_DELAY_S", "0"))
-        if delay_s > 0:  # after the call, outside the lock: a sync may land in the pause
-            time.sleep(delay_s)
         return generations, version
 
     def score(self, generations: list[Generation], labels: list[str]):

@@ -10,6 +10,7 @@ import json
 
 import pytest
 from recipe_runs import records, run_recipe
+from subprocess_hooks import hook_env
 
 CLOCKS = ("elapsed_s",)
 QUEUE_KEYS = (
@@ -161,9 +162,9 @@ def test_max_staleness_1_on_two_expert_parallel_ranks(tmp_path):
 
 
 # --inflight-weight-updates: one-token segments of responses up to 8 tokens, a 0.1 s pause after
-# each engine call (the test hook), so the rollout generated ahead outlasts a training step and the
-# step's weight sync lands between its segments; its first segment starts at once, on the
-# weights it found.
+# each engine call (a test hook: tests/helpers/subprocess_hooks.py), so the rollout generated
+# ahead outlasts a training step and the step's weight sync lands between its segments; its first
+# segment starts at once, on the weights it found.
 PARTIAL_FLAGS = (
     "--async-rollout",
     "--max-staleness",
@@ -174,7 +175,7 @@ PARTIAL_FLAGS = (
     "--rollout-max-response-len",
     "8",
 )
-SLOW_SEGMENTS = {"HYRL_TEST_GENERATION_DELAY_S": "0.1"}
+SLOW_SEGMENTS = hook_env(HYRL_TEST_GENERATION_DELAY_S="0.1")
 
 
 @pytest.fixture(scope="module")

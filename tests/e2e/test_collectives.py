@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 from recipe_runs import records, run_recipe
+from subprocess_hooks import hook_env
 from testpaths import HELPERS
 from torchrun_worker import run_ranks
 
@@ -92,7 +93,7 @@ def test_training_outwaits_rank_0s_generation_and_evaluation_beyond_the_timeout(
         "--distributed-timeout-minutes",
         "0.1",
         nproc=2,
-        extra_env={"HYRL_TEST_GENERATION_DELAY_S": "9"},
+        extra_env=hook_env(HYRL_TEST_GENERATION_DELAY_S="9"),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = records(run_dir)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from recipe_runs import PP2_VIRTUAL_STAGES, RECIPE, ROOT, records, run_recipe
+from subprocess_hooks import hook_env
 
 # Keys that measure time, not training: they differ between any two runs.
 TIME_KEYS = ("elapsed_s",)
@@ -70,7 +71,7 @@ def test_three_steps_then_three_resumed_steps_log_what_six_steps_in_one_go_log(
 @pytest.mark.slow
 def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_to_resume_from(tmp_path):
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
-    env = {"HYRL_TEST_CRASH_IN_SAVE": "2"}  # test hook: die half-way through step 2's save
+    env = hook_env(HYRL_TEST_CRASH_IN_SAVE="2")  # die half-way through step 2's save
     proc = run_recipe(
         run_dir, "--num-steps", "3", "--save", str(ckpt), "--save-interval", "1", extra_env=env
     )

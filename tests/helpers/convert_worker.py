@@ -23,12 +23,9 @@ def main(ckpt_in: str, hf_dir: str, ckpt_out: str, result_path: str, tp: int, ep
         destroy_distributed,
         init_distributed,
     )
-    from hyrl.checkpoint import (
-        load_hf_state_dict,
-        load_mcore_into,
-        read_checkpoint_metadata,
-        save_mcore,
-    )
+    from hyrl.backends.megatron.model_checkpoint import load_mcore_into, save_mcore
+    from hyrl.checkpoint.hf_io import load_hf_state_dict
+    from hyrl.checkpoint.model_dir import read_checkpoint_metadata
     from hyrl.models.qwen3_moe import hf_mapping
 
     arch = read_checkpoint_metadata(ckpt_in).arch

@@ -3,10 +3,11 @@ hyrl/, at module level or inside a function, resolved to the module it names. A 
 a new import fails here with the importing file and line."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
-from testpaths import ROOT
+from testpaths import HELPERS, ROOT
 
 PACKAGE = ROOT / "hyrl"
 
@@ -27,15 +28,31 @@ def _typing_only_lines(tree: ast.Module) -> set[int]:
     return lines
 
 
-def _imports(with_typing_only: bool = True) -> list[tuple[str, str, int]]:
+def _function_lines(tree: ast.Module) -> set[int]:
+    """The lines of function bodies: imports there run when the function is called, not when
+    its module is imported."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def _imports(
+    with_typing_only: bool = True, in_functions: bool = True
+) -> list[tuple[str, str, int]]:
     """(importing module, imported module, line) for every import in hyrl/ (those under
-    `if TYPE_CHECKING:` only when with_typing_only)."""
+    `if TYPE_CHECKING:` only when with_typing_only, those in function bodies only when
+    in_functions)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         importer = _module_name(path)
         package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
         tree = ast.parse(path.read_text(), str(path))
         skip = set() if with_typing_only else _typing_only_lines(tree)
+        if not in_functions:
+            skip |= _function_lines(tree)
         for node in ast.walk(tree):
             if getattr(node, "lineno", None) in skip:
                 continue
@@ -54,6 +71,14 @@ def _imports(with_typing_only: bool = True) -> list[tuple[str, str, int]]:
 
 
 IMPORTS = _imports()
+
+
+@functools.cache
+def _imports_at_import() -> list[tuple[str, str, int]]:
+    """The imports that run when their module is imported (none in a function body)."""
+    return _imports(in_functions=False)
+
+
 MODULES = {_module_name(path) for path in PACKAGE.rglob("*.py")}
 
 
@@ -196,10 +221,17 @@ RULES = {
         ("hyrl.cli", *LOOP),
         ("hyrl.cli", "hyrl.__main__", *LOOP),
     ),
-    "cpu_compat is megatron's CPU shim, used by the megatron backend and its checkpoint I/O": (
+    # the backend imports the checkpoint format, never the other way: `hyrl convert`'s command
+    # line alone reaches the megatron conversions (inside main: see the module-level test)
+    "checkpoint is backend-neutral: it imports no backend": (
+        ("hyrl.checkpoint",),
+        ("hyrl.backends",),
+        ("hyrl.checkpoint.cli",),
+    ),
+    "cpu_compat is megatron's CPU shim, used by the megatron backend only": (
         ("hyrl",),
         ("hyrl.backends.megatron.cpu_compat",),
-        ("hyrl.backends.megatron", "hyrl.checkpoint.mcore_io", "hyrl.checkpoint.trainer_state"),
+        ("hyrl.backends.megatron",),
     ),
     "SGLang is imported only by the SGLang engine package": (
         ("hyrl",),
@@ -225,6 +257,39 @@ def test_import_rule(rule):
 def test_a_broken_rule_is_reported():
     # The check can fail: the loop does import the backend factory, so forbidding it reports it.
     assert any("hyrl.trainer" in v for v in _violations(LOOP, ("hyrl.backends.factory",)))
+
+
+def test_no_checkpoint_module_imports_a_backend_when_it_is_imported():
+    # `hyrl convert` imports the megatron conversions in main, once its flags parse
+    everywhere = {(src, dst) for src, dst, _ in IMPORTS}
+    assert ("hyrl.checkpoint.cli", "hyrl.backends.megatron.convert") in everywhere
+    at_import = [
+        f"{src} (line {line}) imports {dst}"
+        for src, dst, line in _imports_at_import()
+        if _within(src, ("hyrl.checkpoint",)) and _within(dst, ("hyrl.backends",))
+    ]
+    assert at_import == []
+
+
+def test_the_module_level_reader_leaves_out_imports_in_functions_only():
+    at_import = {(src, dst) for src, dst, _ in _imports_at_import()}
+    assert ("hyrl.trainer", "hyrl.backends.factory") in at_import  # at the top of trainer.py
+    assert ("hyrl.backends.factory", "hyrl.backends.megatron.backend") not in at_import
+
+
+def _lines_naming(text: str, files) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(files)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if text in line
+    ]
+
+
+def test_production_code_reads_no_test_hook():
+    # test hooks are patched in from tests/helpers/subprocess_hooks.py by the tests that use them
+    assert _lines_naming("HYRL_TEST_", PACKAGE.rglob("*.py")) == []
+    assert _lines_naming("HYRL_TEST_", [HELPERS / "subprocess_hooks.py"])  # where they live
 
 
 def test_no_import_cycle_between_modules():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from hyrl.backends.megatron import collectives, cpu_compat, initial_weights
+from hyrl.backends.megatron import collectives, cpu_compat, initial_weights, train_checkpoint
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
 from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
 from hyrl.backends.megatron.model import (
@@ -18,8 +18,7 @@ from hyrl.backends.megatron.model import (
     transformer_engine_importable,
     use_transformer_engine,
 )
-from hyrl.checkpoint import trainer_state
-from hyrl.checkpoint.convert import check_hf_weights
+from hyrl.checkpoint.checks import check_hf_weights
 from hyrl.checkpoint.hf_io import HFWeights
 from hyrl.config import ConfigError, RunConfig, engine_returns_routing
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -165,7 +164,9 @@ class MegatronBackend:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
 
     def load_checkpoint(self, step_dir: Path):
-        return trainer_state.load_checkpoint(step_dir, self.arch, self._models(), self.trainables())
+        return train_checkpoint.load_checkpoint(
+            step_dir, self.arch, self._models(), self.trainables()
+        )
 
     def load_weights(self, step_dir: Path):
         rng = trainer_state.load_weights(step_dir, self.arch, {"actor": self.actor.chunks})
@@ -173,7 +174,7 @@ class MegatronBackend:
         return rng
 
     def save_checkpoint(self, save_dir: str, rollout_step: int, loop_state: dict) -> Path:
-        return trainer_state.save_checkpoint(
+        return train_checkpoint.save_checkpoint(
             save_dir,
             rollout_step,
             self.cfg,
@@ -184,7 +185,7 @@ class MegatronBackend:
         )
 
     def set_rng_state(self, rng_state) -> None:
-        trainer_state.set_rng_state(rng_state)
+        train_checkpoint.set_rng_state(rng_state)
 
 
 def check_machine(cfg: RunConfig) -> None:

@@ -693,10 +693,10 @@ class MegatronTrainable:
             torch.distributed.all_reduce(bad)  # a sum over the world: every rank decides alike
         return float(bad) == 0.0
 
-    # -- checkpoint state (hyrl.checkpoint.trainer_state) -------------------------------------
+    # -- checkpoint state (hyrl.backends.megatron.train_checkpoint) ---------------------------
     def state_dict(self) -> dict:
         """This rank's counters and noise-scale averages (weights and optimizer states go to
-        distributed checkpoints: hyrl.checkpoint.trainer_state)."""
+        distributed checkpoints: hyrl.backends.megatron.train_checkpoint)."""
         return {
             "optimizer_steps": self.optimizer_steps,
             "skipped_steps": self.skipped_steps,

@@ -16,8 +16,9 @@ import torch
 from testpaths import HELPERS
 from torchrun_worker import run_ranks
 
+from hyrl.backends.megatron.convert import hf_to_mcore, mcore_to_hf
+from hyrl.backends.megatron.model_checkpoint import load_mcore_into
 from hyrl.checkpoint import cli
-from hyrl.checkpoint.convert import hf_to_mcore, mcore_to_hf
 from hyrl.checkpoint.hf_io import (
     ConversionError,
     load_hf_state_dict,
@@ -25,7 +26,7 @@ from hyrl.checkpoint.hf_io import (
     read_hf_arch,
     save_hf_state_dict,
 )
-from hyrl.checkpoint.mcore_io import load_mcore_into, read_checkpoint_metadata
+from hyrl.checkpoint.model_dir import read_checkpoint_metadata
 from hyrl.models.qwen3_moe.config import TINY
 
 WORKER = HELPERS / "convert_worker.py"
