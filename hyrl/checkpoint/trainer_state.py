@@ -362,17 +362,9 @@ def read_rank_state(step_dir: Path, running_layout: dict) -> tuple[dict, dict | 
     return per_rank, per_rank["rng"] if same_layout or rank == 0 else None
 
 
-def load_weights(step_dir: Path, arch, models: dict) -> dict | None:
-    """Only the weights of `models` (resharded to this run's layout, as load_checkpoint does),
-    for an evaluation: no optimizer states or counters. Rank 0 gets the saved rank 0's RNG
-    states (the in-process engine sampled the run's rollouts and evaluations with them), the
-    other ranks None."""
-    from hyrl.checkpoint.mcore_io import load_mcore_into
-
-    for name, model in models.items():
-        load_mcore_into(model, step_dir / name, arch)
-    if torch.distributed.get_rank() != 0:
-        return None
+def read_rank_0_rng(step_dir: Path) -> dict:
+    """The saved rank 0's RNG states (the in-process engine sampled the run's rollouts and
+    evaluations with them), whatever this run's layout."""
     saved_world = read_loop_state(step_dir)["layout"]["world_size"]
     rank_0 = torch.load(step_dir / rank_file_name(0, saved_world), weights_only=False)
     return rank_0["rng"]  # our own file: numpy and Python RNG states

@@ -169,7 +169,7 @@ class MegatronBackend:
         )
 
     def load_weights(self, step_dir: Path):
-        rng = trainer_state.load_weights(step_dir, self.arch, {"actor": self.actor.chunks})
+        rng = train_checkpoint.load_weights(step_dir, self.arch, {"actor": self.actor.chunks})
         self.actor.reload_weights()  # the optimizer's main params agree with the weights
         return rng
 

@@ -143,3 +143,14 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
     for name, trainable in trainables.items():
         trainable.load_state_dict(per_rank[name])
     return rng
+
+
+def load_weights(step_dir: Path, arch, models: dict) -> dict | None:
+    """Only the weights of `models` (resharded to this run's layout, as load_checkpoint does),
+    for an evaluation: no optimizer states or counters. Rank 0 gets the saved rank 0's RNG
+    states (trainer_state.read_rank_0_rng), the other ranks None."""
+    for name, model in models.items():
+        load_mcore_into(model, step_dir / name, arch)
+    if torch.distributed.get_rank() != 0:
+        return None
+    return trainer_state.read_rank_0_rng(step_dir)
