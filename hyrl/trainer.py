@@ -24,14 +24,12 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-import torch
-
 from hyrl import schedules
 from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import loss_weights
-from hyrl.algorithms.overlong import overlong_penalty, truncated_rows
+from hyrl.algorithms.overlong import shape_overlong
 from hyrl.backends.factory import build_backend, shutdown_backend
 from hyrl.batchsize.autopilot import RunAutopilot, measurement
 from hyrl.config import (
@@ -293,25 +291,19 @@ class Trainer:
         return batch, metrics
 
     def _overlong(self, rollout: RolloutBatch, batch: TokenBatch, metrics: dict):
-        """The rewards the advantages take: with --overlong-buffer-len, DAPO's soft penalty
-        added; --overlong-filtering masks truncated responses out of batch's loss."""
+        """The rewards the advantages take (hyrl.algorithms.overlong.shape_overlong)."""
         cfg = self.cfg
-        rewards = rollout.rewards_tensor()
-        if cfg.overlong_buffer_len is not None:
-            lengths = torch.tensor([len(r) for r in rollout.responses])
-            penalty = overlong_penalty(
-                lengths,
-                cfg.rollout_max_response_len,
-                cfg.overlong_buffer_len,
-                cfg.overlong_penalty_factor,
-            )
-            rewards = rewards + penalty.to(rewards.dtype)
-            metrics["train/overlong_penalty_mean"] = float(penalty.mean())
-            metrics["train/overlong_penalized_frac"] = float((penalty < 0).double().mean())
-        if cfg.overlong_filtering:
-            truncated = truncated_rows(rollout.finish_reasons)
-            batch.loss_mask[truncated] = 0.0
-            metrics["train/overlong_filtered_frac"] = float(truncated.double().mean())
+        rewards, shaped = shape_overlong(
+            rollout.rewards_tensor(),
+            [len(r) for r in rollout.responses],
+            rollout.finish_reasons,
+            batch.loss_mask,
+            cfg.rollout_max_response_len,
+            cfg.overlong_buffer_len,
+            cfg.overlong_penalty_factor,
+            cfg.overlong_filtering,
+        )
+        metrics.update(shaped)
         return rewards
 
     def _rollout(

@@ -23,3 +23,30 @@ def overlong_penalty(lengths: Tensor, max_len: int, buffer_len: int, factor: flo
 def truncated_rows(finish_reasons: list[str]) -> Tensor:
     """[N] bool: the responses cut at the length limit (finish_reason "length")."""
     return torch.tensor([reason == "length" for reason in finish_reasons], dtype=torch.bool)
+
+
+def shape_overlong(
+    rewards: Tensor,
+    lengths: list[int],
+    finish_reasons: list[str],
+    loss_mask: Tensor,
+    max_len: int,
+    buffer_len: int | None,
+    penalty_factor: float,
+    filtering: bool,
+) -> tuple[Tensor, dict[str, float]]:
+    """The rewards the advantages take and their metrics: with `buffer_len`
+    (--overlong-buffer-len) the soft penalty added (train/overlong_penalty_mean,
+    train/overlong_penalized_frac); with `filtering` (--overlong-filtering) the truncated
+    responses' rows of `loss_mask` zeroed in place (train/overlong_filtered_frac)."""
+    metrics: dict[str, float] = {}
+    if buffer_len is not None:
+        penalty = overlong_penalty(torch.tensor(lengths), max_len, buffer_len, penalty_factor)
+        rewards = rewards + penalty.to(rewards.dtype)
+        metrics["train/overlong_penalty_mean"] = float(penalty.mean())
+        metrics["train/overlong_penalized_frac"] = float((penalty < 0).double().mean())
+    if filtering:
+        truncated = truncated_rows(finish_reasons)
+        loss_mask[truncated] = 0.0
+        metrics["train/overlong_filtered_frac"] = float(truncated.double().mean())
+    return rewards, metrics

@@ -18,3 +18,25 @@ def test_the_penalty_falls_linearly_over_the_buffer_before_the_limit():
 
 def test_truncated_rows_are_the_ones_cut_at_the_limit():
     assert truncated_rows(["stop", "length", "stop"]).tolist() == [False, True, False]
+
+
+def test_shape_overlong_adds_the_penalty_masks_truncated_rows_and_says_how_much():
+    import torch
+
+    from hyrl.algorithms.overlong import shape_overlong
+
+    rewards = torch.tensor([1.0, 1.0, 0.0, 1.0])
+    mask = torch.ones(4, 3)
+    shaped, metrics = shape_overlong(
+        rewards, [4, 8, 10, 10], ["stop", "stop", "length", "length"], mask, 10, 4, 1.0, True
+    )
+    # L_max - L_cache = 6: 4 -> 0, 8 -> -0.5, 10 -> -1.0
+    assert shaped.tolist() == [1.0, 0.5, -1.0, 0.0]
+    assert mask.sum(dim=1).tolist() == [3.0, 3.0, 0.0, 0.0]
+    assert metrics == {
+        "train/overlong_penalty_mean": -0.625,
+        "train/overlong_penalized_frac": 0.75,
+        "train/overlong_filtered_frac": 0.5,
+    }
+    unchanged, none = shape_overlong(rewards, [10] * 4, ["length"] * 4, mask, 10, None, 1.0, False)
+    assert unchanged is rewards and none == {}
