@@ -15,8 +15,9 @@ from pathlib import Path
 
 from hyrl.config.applies import APPLIES_ONLY_WITH
 from hyrl.config.errors import flag_name
-from hyrl.config.fields import GROUP_TITLES, GROUPS, _allowed_text, _base, _fields, _kind
+from hyrl.config.fields import GROUP_TITLES, GROUPS, _fields
 from hyrl.config.foreign import FOREIGN_FLAGS, SAME_MEANING
+from hyrl.config.kinds import _allowed_text, _base, _kind
 from hyrl.config.names import RENAMED, VALUE_ALIASES
 from hyrl.config.parser import EXCLUSIVE_FLAGS, RECIPE_MARKER, SGLANG_PASS_PREFIX
 

@@ -12,8 +12,8 @@ from hyrl.config.fields import (
     _GAE_DEFAULTS,
     DEFAULT_LR,
     RunConfig,
-    _check_types,
 )
+from hyrl.config.kinds import _check_types
 from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
 
 

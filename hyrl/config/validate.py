@@ -15,11 +15,11 @@ from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
     TASK_VOCAB_SIZE,
     RunConfig,
-    _check_types,
     _fields,
     batch_schedule,
     engine_returns_routing,
 )
+from hyrl.config.kinds import _check_types
 from hyrl.config.names import canonical_config
 from hyrl.config.parser import parse_args
 from hyrl.config.resolve import eval_pass_ks, resolve
