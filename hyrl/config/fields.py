@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from hyrl.config.concerns.model import ModelFlags
 from hyrl.config.errors import flag_name
 from hyrl.config.kinds import _opt
 from hyrl.config.rollout_layout import rollout_layout
@@ -50,72 +51,7 @@ DEFAULT_LR = 3e-4
 
 
 @dataclass
-class RunConfig:
-    # --- model ---------------------------------------------------------------------------
-    num_layers: int = _opt(2, "number of transformer layers (count)", "model")
-    hidden_size: int = _opt(64, "model width (hidden units)", "model")
-    ffn_hidden_size: int = _opt(
-        128, "dense MLP inner size (units); unused by MoE layers, kept for Megatron parity", "model"
-    )
-    num_attention_heads: int = _opt(4, "number of query attention heads (count)", "model")
-    num_query_groups: int = _opt(
-        2, "number of key/value heads for grouped-query attention (count)", "model"
-    )
-    kv_channels: int = _opt(16, "size of one attention head (units per head)", "model")
-    num_experts: int = _opt(4, "routed experts per MoE layer (count)", "model")
-    moe_ffn_hidden_size: int = _opt(64, "inner size of one expert's MLP (units)", "model")
-    moe_router_topk: int = _opt(2, "experts each token is routed to (count)", "model")
-    qk_layernorm: bool = _opt(
-        True, "normalise queries and keys per head before attention (on/off)", "model"
-    )
-    normalization: str = _opt(
-        "RMSNorm", "normalisation layer type (name)", "model", choices=("RMSNorm", "LayerNorm")
-    )
-    norm_epsilon: float = _opt(
-        1e-6, "epsilon added inside the normalisation (dimensionless)", "model"
-    )
-    rotary_base: float = _opt(
-        1000000.0, "rotary position embedding base (theta, dimensionless)", "model"
-    )
-    vocab_size: int = _opt(16, "vocabulary size (tokens)", "model")
-    max_position_embeddings: int = _opt(64, "longest sequence the model handles (tokens)", "model")
-    untie_embeddings_and_output_weights: bool = _opt(
-        True, "use a separate output projection instead of the input embedding (on/off)", "model"
-    )
-    moe_token_dispatcher_type: str = _opt(
-        "auto",
-        "MoE token dispatcher (name); auto = allgather on CPU, alltoall on GPU",
-        "model",
-        choices=("auto", "allgather", "alltoall"),
-    )
-    moe_permute_fusion: bool = _opt(
-        False,
-        "megatron's fused MoE token permutation (Transformer Engine's moe_permute kernels, TE "
-        ">= 2.1; needs the transformer_engine layer spec); routing replay is unaffected: it "
-        "sets the routing the permutation follows (on/off)",
-        "model",
-    )
-    cross_entropy_loss_fusion: bool = _opt(
-        False,
-        "megatron's fused cross-entropy (refused: it gives -log p at temperature 1 only, "
-        "while hyrl's chunked vocab-parallel log-prob pass also gives the entropy and log p "
-        "at the sampling temperature, a chunk of positions at a time) (on/off)",
-        "model",
-    )
-    transformer_impl: str = _opt(
-        "auto",
-        "transformer layer implementation (name); auto picks transformer_engine when available",
-        "model",
-        choices=("auto", "local", "transformer_engine"),
-    )
-    hf_checkpoint: str | None = _opt(
-        None,
-        "local Hugging Face Qwen3-MoE directory whose weights initialise the actor (and "
-        "the reference and critic trunk unless set otherwise); its config.json must match the "
-        "model flags (path); none = random initialisation",
-        "model",
-    )
-
+class RunConfig(ModelFlags):
     # --- parallelism ---------------------------------------------------------------------
     tensor_model_parallel_size: int = _opt(1, "tensor-parallel size TP (ranks)", "parallelism")
     pipeline_model_parallel_size: int = _opt(1, "pipeline-parallel size PP (ranks)", "parallelism")

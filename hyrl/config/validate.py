@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
+from hyrl.config.concerns import model
 from hyrl.config.errors import ConfigError, _fail, divisors, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
@@ -29,17 +30,7 @@ from hyrl.metrics.target import parse_target as _parse_target
 
 # Fields that count or size something: must be >= 1.
 _POSITIVE_INTS = (
-    "num_layers",
-    "hidden_size",
-    "ffn_hidden_size",
-    "num_attention_heads",
-    "num_query_groups",
-    "kv_channels",
-    "num_experts",
-    "moe_ffn_hidden_size",
-    "moe_router_topk",
-    "vocab_size",
-    "max_position_embeddings",
+    *model.POSITIVE_COUNTS,
     "tensor_model_parallel_size",
     "pipeline_model_parallel_size",
     "num_layers_per_virtual_pipeline_stage",
@@ -130,11 +121,7 @@ def _check_ranges(c: RunConfig) -> None:
             "0 <= beta < 1, or none to switch the measurement off",
         )
 
-    # model numerics
-    if not c.norm_epsilon > 0:
-        _fail("norm_epsilon", c.norm_epsilon, "must be positive", "a number > 0")
-    if not c.rotary_base > 0:
-        _fail("rotary_base", c.rotary_base, "must be positive", "a number > 0")
+    model.check_given(c)
 
     # algorithm
     if not c.eps_clip > 0:
@@ -565,29 +552,6 @@ def _check_routing_replay(c: RunConfig) -> None:
                 "slots, not the model's experts",
                 f"no {flag} in the server flags, or no --{switch.replace('_', '-')}",
             )
-
-
-def _check_kernels(c: RunConfig) -> None:
-    """Kernel choices the layer spec must support (model.build_gpt_model picks the spec; what
-    depends on this machine's Transformer Engine is backend.check_machine's)."""
-    if c.moe_permute_fusion and c.transformer_impl == "local":
-        _fail(
-            "moe_permute_fusion",
-            True,
-            "megatron's fused permutation is a Transformer Engine kernel (TE >= 2.1), and "
-            "--transformer-impl local builds the local layer spec",
-            "--no-moe-permute-fusion, or --transformer-impl auto / transformer_engine",
-        )
-    if c.cross_entropy_loss_fusion:
-        _fail(
-            "cross_entropy_loss_fusion",
-            True,
-            "megatron's fused cross-entropy gives -log p(target) at temperature 1 over the "
-            "whole logits only; hyrl's log-prob pass (hyrl/backends/megatron/logprobs.py) needs "
-            "log p at --rollout-temperature and the entropy, and works through the logits a "
-            "chunk of positions at a time",
-            "--no-cross-entropy-loss-fusion (the chunked vocab-parallel pass runs either way)",
-        )
 
 
 def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
@@ -1190,12 +1154,6 @@ def _check_memory_flags(c: RunConfig) -> None:
         _fail("gpus_per_node", c.gpus_per_node, "must be a positive count", "an integer >= 1")
     if c.gpu_memory_gib is not None and not c.gpu_memory_gib > 0:
         _fail("gpu_memory_gib", c.gpu_memory_gib, "must be positive", "GiB > 0, or none")
-    if c.hf_checkpoint is not None:
-        allowed = "a local Hugging Face model directory (holding config.json and the weights)"
-        if not os.path.isdir(c.hf_checkpoint):
-            _fail("hf_checkpoint", c.hf_checkpoint, "not an existing directory", allowed)
-        if not os.path.isfile(os.path.join(c.hf_checkpoint, "config.json")):
-            _fail("hf_checkpoint", c.hf_checkpoint, "has no config.json", allowed)
 
 
 # Flags a resumed run (--load into a --run-dir holding a run) may change: its length, where it
@@ -1358,9 +1316,10 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
     _check_routing_replay(resolved)
-    _check_kernels(resolved)
+    model.check_kernels(resolved)
     rollout_layout(resolved, world_size)
     _check_memory_flags(resolved)
+    model.check_hf_checkpoint(resolved)
     _check_eval(resolved)
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)
