@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from hyrl.config.concerns.model import ModelFlags
+from hyrl.config.concerns.parallel import ParallelFlags
 from hyrl.config.errors import flag_name
 from hyrl.config.kinds import _opt
 from hyrl.config.rollout_layout import rollout_layout
@@ -51,102 +52,7 @@ DEFAULT_LR = 3e-4
 
 
 @dataclass
-class RunConfig(ModelFlags):
-    # --- parallelism ---------------------------------------------------------------------
-    tensor_model_parallel_size: int = _opt(1, "tensor-parallel size TP (ranks)", "parallelism")
-    pipeline_model_parallel_size: int = _opt(1, "pipeline-parallel size PP (ranks)", "parallelism")
-    num_layers_per_virtual_pipeline_stage: int | None = _opt(
-        None,
-        "layers in each virtual pipeline stage (layers), as Megatron's flag: each pipeline rank "
-        "holds V = L / PP / N model chunks, run by megatron's interleaved 1F1B schedule; "
-        "needs PP > 1; none = one chunk per rank",
-        "parallelism",
-    )
-    num_virtual_stages_per_pipeline_rank: int | None = _opt(
-        None,
-        "virtual pipeline stages V per pipeline rank (chunks), as Megatron's flag: the other "
-        "way to set --num-layers-per-virtual-pipeline-stage (N = L / PP / V); needs PP > 1; "
-        "none = one chunk per rank",
-        "parallelism",
-    )
-    expert_model_parallel_size: int = _opt(1, "expert-parallel size EP (ranks)", "parallelism")
-    expert_tensor_parallel_size: int = _opt(
-        1, "tensor-parallel size inside each expert (ranks)", "parallelism"
-    )
-    sequence_parallel: bool = _opt(
-        False,
-        "shard activations along the sequence across TP ranks (on/off; needs TP > 1)",
-        "parallelism",
-    )
-    recompute_granularity: str | None = _opt(
-        None,
-        "activation recomputation in the backward pass (name): full = whole layers, "
-        "selective = the attention core; none = keep activations",
-        "parallelism",
-        choices=("full", "selective"),
-    )
-    recompute_method: str | None = _opt(
-        None,
-        "which layers full recomputation covers (name): uniform = groups of "
-        "--recompute-num-layers, block = the first --recompute-num-layers per pipeline stage; "
-        "none = uniform with full recomputation",
-        "parallelism",
-        choices=("uniform", "block"),
-    )
-    recompute_num_layers: int | None = _opt(
-        None,
-        "layers per recomputation group (uniform) or layers recomputed (block) (layers); "
-        "none = 1 with full recomputation",
-        "parallelism",
-    )
-    distributed_timeout_minutes: float = _opt(
-        10.0,
-        "timeout of the trainer's NCCL (gloo on CPU) collectives (minutes, > 0), as "
-        "Megatron's flag; ranks waiting for rank 0's generation, rewards and evaluation wait "
-        "in a gloo group of their own without it",
-        "parallelism",
-    )
-    use_distributed_optimizer: bool = _opt(
-        False,
-        "shard the fp32 main params and Adam states over data-parallel ranks (expert "
-        "parameters over expert-data-parallel ranks): megatron-core's distributed optimizer, "
-        "gradients reduce-scattered (on/off)",
-        "parallelism",
-    )
-    bf16: bool = _opt(
-        False,
-        "bfloat16 weights and activations, fp32 main params and Adam states in the "
-        "optimizer (megatron's Float16Module and mixed-precision optimizer) (on/off); off = "
-        "float32 throughout",
-        "parallelism",
-    )
-    accumulate_allreduce_grads_in_fp32: bool = _opt(
-        True,
-        "accumulate and reduce gradients in float32 buffers even under --bf16 (on/off)",
-        "parallelism",
-    )
-    overlap_grad_reduce: bool = _opt(
-        False,
-        "start each gradient bucket's DP reduction as soon as its gradients are ready in "
-        "the last micro-batch's backward pass (on/off)",
-        "parallelism",
-    )
-    ddp_bucket_size: int | None = _opt(
-        None,
-        "parameters per gradient-reduction bucket of megatron's DDP (elements); none = "
-        "megatron's default (40M, or one bucket without overlap)",
-        "parallelism",
-    )
-    gpus_per_node: int | None = _opt(
-        None,
-        "GPUs per node (GPUs), for hyrl plan: TP and EP groups should not cross nodes; "
-        "none = not checked",
-        "parallelism",
-    )
-    gpu_memory_gib: float | None = _opt(
-        None, "memory of one GPU (GiB), for hyrl plan's fit check; none = no check", "parallelism"
-    )
-
+class RunConfig(ParallelFlags, ModelFlags):
     # --- batch ---------------------------------------------------------------------------
     rollout_batch_size: int = _opt(16, "prompts per rollout step, P (prompts)", "batch")
     n_samples_per_prompt: int = _opt(8, "responses sampled per prompt, G (responses)", "batch")
@@ -909,10 +815,6 @@ class RunConfig(ModelFlags):
             return None
         layers_per_rank = self.num_layers // self.pipeline_model_parallel_size
         return layers_per_rank // self.num_layers_per_virtual_pipeline_stage
-
-    def data_parallel_size(self, world_size: int) -> int:
-        """Data-parallel size DP = world size // (TP * PP)."""
-        return world_size // (self.tensor_model_parallel_size * self.pipeline_model_parallel_size)
 
     @property
     def responses_per_rollout(self) -> int:

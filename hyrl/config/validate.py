@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
-from hyrl.config.concerns import model
+from hyrl.config.concerns import model, parallel
 from hyrl.config.errors import ConfigError, _fail, divisors, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
@@ -31,12 +31,7 @@ from hyrl.metrics.target import parse_target as _parse_target
 # Fields that count or size something: must be >= 1.
 _POSITIVE_INTS = (
     *model.POSITIVE_COUNTS,
-    "tensor_model_parallel_size",
-    "pipeline_model_parallel_size",
-    "num_layers_per_virtual_pipeline_stage",
-    "num_virtual_stages_per_pipeline_rank",
-    "expert_model_parallel_size",
-    "expert_tensor_parallel_size",
+    *parallel.POSITIVE_COUNTS,
     "rollout_batch_size",
     "n_samples_per_prompt",
     "global_batch_size",
@@ -80,13 +75,7 @@ def _check_ranges(c: RunConfig) -> None:
             _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1")
     if c.seed < 0:
         _fail("seed", c.seed, "must not be negative", "an integer >= 0")
-    if not c.distributed_timeout_minutes > 0:
-        _fail(
-            "distributed_timeout_minutes",
-            c.distributed_timeout_minutes,
-            "must be positive",
-            "minutes > 0 (Megatron's default: 10)",
-        )
+    parallel.check_given(c)
 
     # optimizer (min_lr against the resolved learning rate: see _check_learning_rates)
     for name in ("lr", "base_lr", "critic_lr", "critic_base_lr"):
@@ -410,123 +399,6 @@ def _check_eval_and_target(c: RunConfig) -> None:
         )
 
 
-def _check_parallelism(c: RunConfig, world_size: int) -> None:
-    tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
-    ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
-    if c.num_layers % pp != 0:
-        _fail(
-            "pipeline_model_parallel_size",
-            pp,
-            f"{c.num_layers} layers (--num-layers) do not split evenly into {pp} stages",
-            f"a PP dividing {c.num_layers}: {divisors(c.num_layers)}",
-        )
-    if world_size % (tp * pp) != 0:
-        _fail(
-            "tensor_model_parallel_size",
-            tp,
-            f"world size {world_size} is not divisible by TP x PP = {tp} x {pp} = {tp * pp}",
-            f"TP x PP dividing the world size {world_size}: TP in {divisors(world_size)}",
-        )
-    if c.num_attention_heads % tp != 0:
-        _fail(
-            "tensor_model_parallel_size",
-            tp,
-            f"{c.num_attention_heads} attention heads (--num-attention-heads) do not split "
-            f"evenly over TP={tp}",
-            f"a TP dividing {c.num_attention_heads}: {divisors(c.num_attention_heads)}",
-        )
-    if c.num_query_groups % tp != 0:
-        _fail(
-            "tensor_model_parallel_size",
-            tp,
-            f"{c.num_query_groups} query groups (--num-query-groups) do not split evenly "
-            f"over TP={tp}",
-            f"a TP dividing {c.num_query_groups}: {divisors(c.num_query_groups)}",
-        )
-    if c.num_attention_heads % c.num_query_groups != 0:
-        _fail(
-            "num_query_groups",
-            c.num_query_groups,
-            f"{c.num_attention_heads} attention heads do not split evenly into "
-            f"{c.num_query_groups} query groups",
-            f"a divisor of {c.num_attention_heads}: {divisors(c.num_attention_heads)}",
-        )
-    if c.vocab_size % tp != 0:
-        _fail(
-            "vocab_size",
-            c.vocab_size,
-            f"the vocabulary does not split evenly over TP={tp}",
-            f"a multiple of {tp}",
-        )
-    if c.ffn_hidden_size % tp != 0:
-        _fail(
-            "ffn_hidden_size",
-            c.ffn_hidden_size,
-            f"does not split evenly over TP={tp}",
-            f"a multiple of {tp}",
-        )
-    if etp != 1:
-        _fail(
-            "expert_tensor_parallel_size",
-            etp,
-            "expert tensor parallelism other than 1 is not supported yet",
-            "1",
-        )
-    if c.moe_ffn_hidden_size % etp != 0:
-        _fail(
-            "moe_ffn_hidden_size",
-            c.moe_ffn_hidden_size,
-            f"does not split evenly over expert TP={etp}",
-            f"a multiple of {etp}",
-        )
-    if c.num_experts % ep != 0:
-        _fail(
-            "expert_model_parallel_size",
-            ep,
-            f"{c.num_experts} experts (--num-experts) do not split evenly over EP={ep}",
-            f"an EP dividing {c.num_experts}: {divisors(c.num_experts)}",
-        )
-    if c.moe_router_topk > c.num_experts:
-        _fail(
-            "moe_router_topk",
-            c.moe_router_topk,
-            f"cannot route each token to more than the {c.num_experts} experts",
-            f"1 <= topk <= {c.num_experts}",
-        )
-    if (world_size // pp) % (ep * etp) != 0:
-        _fail(
-            "expert_model_parallel_size",
-            ep,
-            f"world size {world_size} (per pipeline stage: {world_size // pp}) is not "
-            f"divisible by EP x expert TP = {ep} x {etp} = {ep * etp}",
-            f"an EP dividing {world_size // pp}",
-        )
-    if tp > 1 and c.num_experts > 0 and not c.sequence_parallel:
-        _fail(
-            "sequence_parallel",
-            c.sequence_parallel,
-            f"Megatron requires sequence parallelism with MoE when TP > 1 (TP={tp})",
-            "add --sequence-parallel",
-        )
-    dp = c.data_parallel_size(world_size)
-    if c.overlap_grad_reduce and dp > 1 and c.noise_scale_beta is not None:
-        _fail(
-            "overlap_grad_reduce",
-            c.overlap_grad_reduce,
-            f"the gradient noise scale (--noise-scale-beta={c.noise_scale_beta}) reads each "
-            f"data-parallel rank's gradient before the reduction (DP={dp}), which an overlapped "
-            "reduction overwrites as it runs",
-            "--noise-scale-beta none, or no --overlap-grad-reduce",
-        )
-    if c.ddp_bucket_size is not None and c.ddp_bucket_size < 1:
-        _fail(
-            "ddp_bucket_size",
-            c.ddp_bucket_size,
-            "must be positive",
-            "elements >= 1, or none for megatron's default",
-        )
-
-
 def _check_routing_replay(c: RunConfig) -> None:
     """SGLang's expert-parallel load balancer and redundant experts make the ids a server
     returns physical expert slots, not the model's experts: replay would use wrong experts."""
@@ -587,56 +459,6 @@ def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
             f"micro batch {mbs} x data-parallel size {dp} = {mbs * dp} does not divide "
             f"the global batch B={b}",
             f"a divisor of B / DP = {b // dp}: {divisors(b // dp)}",
-        )
-
-
-def _check_virtual_pipeline(c: RunConfig) -> None:
-    """Virtual pipeline stages (megatron's interleaved schedule): each pipeline rank's L / PP
-    layers split into V >= 2 chunks of N layers (PP > 1: `hyrl.config.applies`)."""
-    per_layer = c.num_layers_per_virtual_pipeline_stage
-    per_rank = c.num_virtual_stages_per_pipeline_rank
-    if per_layer is None and per_rank is None:
-        return
-    pp = c.pipeline_model_parallel_size
-    layers_per_rank = c.num_layers // pp
-    if per_layer is not None and per_rank is not None:
-        _fail(
-            "num_virtual_stages_per_pipeline_rank",
-            per_rank,
-            "given with --num-layers-per-virtual-pipeline-stage: both set the virtual stages",
-            "one of the two flags",
-        )
-    # the ways to split a rank's layers into two or more chunks
-    chunkings = [d for d in divisors(layers_per_rank) if d < layers_per_rank]
-    if per_layer is not None and (layers_per_rank % per_layer != 0 or per_layer == layers_per_rank):
-        _fail(
-            "num_layers_per_virtual_pipeline_stage",
-            per_layer,
-            f"each pipeline rank holds L / PP = {c.num_layers} / {pp} = {layers_per_rank} layers, "
-            f"which {per_layer}-layer virtual stages "
-            + (
-                "make one chunk (the plain schedule)"
-                if per_layer == layers_per_rank
-                else "do not split evenly"
-            ),
-            f"a divisor of {layers_per_rank} below it: {chunkings}"
-            if chunkings
-            else "more layers per pipeline rank (--num-layers), or no virtual stages",
-        )
-    if per_rank is not None and (per_rank < 2 or layers_per_rank % per_rank != 0):
-        counts = [d for d in divisors(layers_per_rank) if d >= 2]
-        _fail(
-            "num_virtual_stages_per_pipeline_rank",
-            per_rank,
-            f"each pipeline rank holds L / PP = {c.num_layers} / {pp} = {layers_per_rank} layers, "
-            + (
-                "and one virtual stage is the plain schedule"
-                if per_rank == 1
-                else f"which do not split evenly into {per_rank} virtual stages"
-            ),
-            f"a divisor of {layers_per_rank} from 2: {counts}"
-            if counts
-            else "more layers per pipeline rank (--num-layers), or no virtual stages",
         )
 
 
@@ -1121,13 +943,6 @@ def _check_prompt_data_and_rewards(c: RunConfig) -> None:
 
 
 def _check_memory_flags(c: RunConfig) -> None:
-    if c.recompute_num_layers is not None and not 1 <= c.recompute_num_layers <= c.num_layers:
-        _fail(
-            "recompute_num_layers",
-            c.recompute_num_layers,
-            "not a count of layers",
-            f"1..{c.num_layers}",
-        )
     if c.use_dynamic_batch_size and c.max_tokens_per_gpu is None:
         _fail(
             "max_tokens_per_gpu",
@@ -1150,10 +965,6 @@ def _check_memory_flags(c: RunConfig) -> None:
                 f"smaller than the longest sequence ({longest} tokens), which could never fit",
                 f"at least {longest}",
             )
-    if c.gpus_per_node is not None and c.gpus_per_node < 1:
-        _fail("gpus_per_node", c.gpus_per_node, "must be a positive count", "an integer >= 1")
-    if c.gpu_memory_gib is not None and not c.gpu_memory_gib > 0:
-        _fail("gpu_memory_gib", c.gpu_memory_gib, "must be positive", "GiB > 0, or none")
 
 
 # Flags a resumed run (--load into a --run-dir holding a run) may change: its length, where it
@@ -1307,8 +1118,8 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     resolved = resolve(cfg)
     check_applies_only_with(resolved)
     _check_learning_rates(resolved, cfg)
-    _check_parallelism(resolved, world_size)
-    _check_virtual_pipeline(resolved)
+    parallel.check_layout(resolved, world_size)
+    parallel.check_virtual_pipeline(resolved)
     _check_batch(resolved, cfg, world_size)
     _check_virtual_pipeline_micro_batches(resolved, world_size)
     _check_batch_schedule(resolved, world_size)
@@ -1318,7 +1129,9 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_routing_replay(resolved)
     model.check_kernels(resolved)
     rollout_layout(resolved, world_size)
+    parallel.check_recompute(resolved)
     _check_memory_flags(resolved)
+    parallel.check_plan_hints(resolved)
     model.check_hf_checkpoint(resolved)
     _check_eval(resolved)
     _check_eval_and_target(resolved)
