@@ -18,6 +18,8 @@ GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 """
 
 from hyrl.config.applies import SGLANG_ONLY
+from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
+from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
@@ -26,7 +28,6 @@ from hyrl.config.fields import (
     GROUPS,
     TASK_VOCAB_SIZE,
     RunConfig,
-    batch_schedule,
     engine_returns_routing,
     offloads_train,
     old_log_probs_from_update,
@@ -44,9 +45,6 @@ from hyrl.config.validate import (
     DATA_EXTENSIONS,
     RESUME_MAY_CHANGE,
     RUN_RECORD_KEYS,
-    autopilot_batches,
-    batch_ramp_unit,
-    critic_autopilot_batches,
     load,
     parse_target,
     resume_allowed,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from hyrl.config.concerns.autopilot import AutopilotFlags
+from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
 from hyrl.config.concerns.model import ModelFlags
 from hyrl.config.concerns.parallel import ParallelFlags
 from hyrl.config.errors import flag_name
@@ -52,118 +54,7 @@ DEFAULT_LR = 3e-4
 
 
 @dataclass
-class RunConfig(ParallelFlags, ModelFlags):
-    # --- batch ---------------------------------------------------------------------------
-    rollout_batch_size: int = _opt(16, "prompts per rollout step, P (prompts)", "batch")
-    n_samples_per_prompt: int = _opt(8, "responses sampled per prompt, G (responses)", "batch")
-    global_batch_size: int | None = _opt(
-        None,
-        "responses per actor optimizer step, B (responses); none = P x G, one optimizer "
-        "step per rollout (or P x G / --num-steps-per-rollout)",
-        "batch",
-    )
-    micro_batch_size: int = _opt(
-        16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch"
-    )
-    batch_ramp: str | None = _opt(
-        None,
-        "change responses per optimizer step during the run: START:END:STEPS goes "
-        "linearly from START to END over STEPS rollout steps (prompts per step follow, G and "
-        "optimizer steps per rollout stay; with --base-lr the lr is re-derived by "
-        "--lr-scaling at every change); START must equal the global batch size",
-        "batch",
-    )
-    batch_schedule: str | None = _opt(
-        None,
-        "how responses per optimizer step B change during the run (name): fixed = "
-        "--global-batch-size throughout, ramp = --batch-ramp, auto = B follows the measured "
-        "gradient noise scale (--autopilot-*; docs/batch-size.md); none = ramp with "
-        "--batch-ramp, else fixed",
-        "batch",
-        choices=("fixed", "ramp", "auto"),
-    )
-    autopilot_objective: str = _opt(
-        "goodput",
-        "with --batch-schedule auto: what the actor's B maximises (name): goodput = the B of "
-        "least predicted time to target, largest R(B) / (1 + B / B_noise) with R(B) measured "
-        "in the run (and --autopilot-profile); critical = k x the noise scale (McCandlish's "
-        "steps/samples compromise, --autopilot-k)",
-        "batch",
-        choices=("goodput", "critical"),
-    )
-    autopilot_min_gain: float = _opt(
-        1.05,
-        "with --batch-schedule auto and the goodput objective: B moves only to a batch whose "
-        "predicted goodput is at least this factor above the B in use's (dimensionless, >= 1; "
-        "a gain inside the noise of the measured throughput is no reason to move)",
-        "batch",
-    )
-    autopilot_profile: str | None = _opt(
-        None,
-        "with --batch-schedule auto and the goodput objective: how throughput changes with B "
-        "where the run has not measured it (path): a `hyrl tune` --out (its report.json) or a "
-        "`hyrl profile-rollout` --out (its profile.json); none = from the run's own timings "
-        "(fixed costs amortise, the rest per token)",
-        "batch",
-    )
-    autopilot_k: float = _opt(
-        1.0,
-        "with --batch-schedule auto: the critic's target B is k x its measured noise scale "
-        "critic/noise_scale, and under --autopilot-objective critical the actor's is k x "
-        "actor/noise_scale (dimensionless, > 0)",
-        "batch",
-    )
-    autopilot_min: int | None = _opt(
-        None,
-        "with --batch-schedule auto: the smallest B the autopilot may choose (responses; "
-        "required, a multiple of the batch unit)",
-        "batch",
-    )
-    autopilot_max: int | None = _opt(
-        None,
-        "with --batch-schedule auto: the largest B the autopilot may choose (responses; "
-        "required, a multiple of the batch unit)",
-        "batch",
-    )
-    autopilot_hysteresis: float = _opt(
-        1.5,
-        "with --batch-schedule auto: B changes only to a target more than this factor away "
-        "from it (dimensionless, >= 1; 1 = any difference)",
-        "batch",
-    )
-    autopilot_warmup: int = _opt(
-        5,
-        "with --batch-schedule auto: noise-scale measurements (rollout steps) before the "
-        "first change and again after each change (count >= 1)",
-        "batch",
-    )
-    use_dynamic_batch_size: bool = _opt(
-        False,
-        "pack micro-batches by token count (--max-tokens-per-gpu) instead of "
-        "--micro-batch-size responses, for log-prob and training passes (on/off)",
-        "batch",
-    )
-    qkv_format: str = _opt(
-        "bshd",
-        "micro-batch layout the model runs (name): bshd = rows padded to their longest, "
-        "thd = each micro-batch's sequences packed end to end as one (megatron's "
-        "PackedSeqParams: no compute or attention mask spent on padding); with "
-        "--use-dynamic-batch-size, --max-tokens-per-gpu then counts packed tokens",
-        "batch",
-        choices=("bshd", "thd"),
-    )
-    max_tokens_per_gpu: int | None = _opt(
-        None,
-        "most tokens (prompt + response) in one micro-batch with --use-dynamic-batch-size (tokens)",
-        "batch",
-    )
-    noise_scale_beta: float | None = _opt(
-        0.99,
-        "EMA decay of the gradient-noise-scale estimates, logged as actor/noise_scale and "
-        "critic/noise_scale (dimensionless, in [0, 1)); none = do not measure",
-        "batch",
-    )
-
+class RunConfig(MicroBatchFlags, AutopilotFlags, BatchFlags, ParallelFlags, ModelFlags):
     # --- optimizer -----------------------------------------------------------------------
     lr: float | None = _opt(
         None,
@@ -817,11 +708,6 @@ class RunConfig(ParallelFlags, ModelFlags):
         return layers_per_rank // self.num_layers_per_virtual_pipeline_stage
 
     @property
-    def responses_per_rollout(self) -> int:
-        """P x G: responses generated per rollout step."""
-        return self.rollout_batch_size * self.n_samples_per_prompt
-
-    @property
     def optimizer_steps_per_rollout(self) -> int:
         """(P x G) // B: actor optimizer steps on each rollout's responses (resolved B)."""
         _require_resolved(self, _BATCH_FIELDS)
@@ -912,14 +798,6 @@ def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> No
 
 def _fields() -> tuple[dataclasses.Field, ...]:
     return dataclasses.fields(RunConfig)
-
-
-def batch_schedule(c: RunConfig) -> str:
-    """How B changes during the run: --batch-schedule, or when not given ramp with
-    --batch-ramp and fixed without."""
-    if c.batch_schedule is not None:
-        return c.batch_schedule
-    return "ramp" if c.batch_ramp is not None else "fixed"
 
 
 def engine_returns_routing(c: RunConfig) -> bool:

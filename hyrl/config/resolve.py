@@ -6,7 +6,8 @@ import dataclasses
 import math
 from typing import Any
 
-from hyrl.config.errors import _fail, divisors, flag_name
+from hyrl.config.concerns import batch
+from hyrl.config.errors import _fail, flag_name
 from hyrl.config.fields import (
     _CRITIC_FROM_ACTOR,
     _GAE_DEFAULTS,
@@ -88,33 +89,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
     --base-global-batch-size is given without --base-lr (the same for the --critic-* forms).
     """
     _check_types(cfg)
-    p, g = cfg.rollout_batch_size, cfg.n_samples_per_prompt
-    n = p * g
-    b, k = cfg.global_batch_size, cfg.num_steps_per_rollout
-    if k is not None:
-        if k < 1:
-            _fail("num_steps_per_rollout", k, "must be a positive count", "an integer >= 1")
-        if n >= 1 and n % k != 0:
-            _fail(
-                "num_steps_per_rollout",
-                k,
-                f"P x G = {p} x {g} = {n} responses per rollout do not split into {k} equal "
-                "optimizer steps",
-                f"a divisor of {n}: {divisors(n)}",
-            )
-        if b is not None and b != n // k:
-            _fail(
-                "num_steps_per_rollout",
-                k,
-                f"disagrees with --global-batch-size={b}: P x G = {n} responses in {k} "
-                f"optimizer steps is B = {n // k} per step",
-                f"--global-batch-size={n // k}, or only one of --global-batch-size and "
-                "--num-steps-per-rollout",
-            )
-        b = n // k
-    elif b is None:
-        b = n
-    updates: dict[str, Any] = {"global_batch_size": b}
+    cfg = dataclasses.replace(cfg, **batch.resolve_batch(cfg))
+    b = cfg.global_batch_size
+    assert b is not None, "resolve_batch filled it"
+    updates: dict[str, Any] = {}
     updates["lr"], updates["base_global_batch_size"] = _resolve_rate(cfg, "", b, DEFAULT_LR)
     if cfg.eval_temperature is None:
         updates["eval_temperature"] = cfg.rollout_temperature

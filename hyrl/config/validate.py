@@ -4,20 +4,18 @@ group exists, and `load` (parse, validate, resolve) for the command line."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
-from hyrl.config.concerns import model, parallel
+from hyrl.config.concerns import autopilot, batch, model, parallel
 from hyrl.config.errors import ConfigError, _fail, divisors, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
     TASK_VOCAB_SIZE,
     RunConfig,
     _fields,
-    batch_schedule,
     engine_returns_routing,
 )
 from hyrl.config.kinds import _check_types
@@ -32,10 +30,8 @@ from hyrl.metrics.target import parse_target as _parse_target
 _POSITIVE_INTS = (
     *model.POSITIVE_COUNTS,
     *parallel.POSITIVE_COUNTS,
-    "rollout_batch_size",
-    "n_samples_per_prompt",
-    "global_batch_size",
-    "micro_batch_size",
+    *batch.POSITIVE_COUNTS,
+    *autopilot.POSITIVE_COUNTS,
     "rollout_concurrency",
     "rollout_max_response_len",
     "inflight_segment_tokens",
@@ -48,9 +44,6 @@ _POSITIVE_INTS = (
     "max_skipped_steps",
     "base_global_batch_size",
     "critic_base_global_batch_size",
-    "autopilot_min",
-    "autopilot_max",
-    "autopilot_warmup",
     "critic_autopilot_min",
     "critic_autopilot_max",
     "n_samples_per_eval_prompt",
@@ -102,13 +95,7 @@ def _check_ranges(c: RunConfig) -> None:
         _fail("adam_eps", c.adam_eps, "must be positive", "a number > 0")
     if not c.clip_grad >= 0:
         _fail("clip_grad", c.clip_grad, "must not be negative", "a number >= 0 (0 = no clipping)")
-    if c.noise_scale_beta is not None and not 0 <= c.noise_scale_beta < 1:
-        _fail(
-            "noise_scale_beta",
-            c.noise_scale_beta,
-            "an EMA decay must lie in [0, 1)",
-            "0 <= beta < 1, or none to switch the measurement off",
-        )
+    batch.check_given(c)
 
     model.check_given(c)
 
@@ -426,117 +413,6 @@ def _check_routing_replay(c: RunConfig) -> None:
             )
 
 
-def _check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
-    p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
-    assert b is not None, "validate checks the resolved config"
-    n = p * g
-    if n % b != 0:
-        _fail(
-            "global_batch_size",
-            b,
-            f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of B={b}",
-            f"a divisor of {n}: {divisors(n)}",
-        )
-    dp = c.data_parallel_size(world_size)
-    if b % dp != 0:
-        if given.global_batch_size is not None:
-            origin = ""
-        elif given.num_steps_per_rollout is not None:
-            origin = f" (B = P x G / --num-steps-per-rollout={given.num_steps_per_rollout})"
-        else:
-            origin = " (B = P x G, the default)"
-        _fail(
-            "global_batch_size",
-            b,
-            f"B={b} responses{origin} do not split evenly over data-parallel size {dp}",
-            f"a multiple of {dp} that divides {n}",
-        )
-    mbs = c.micro_batch_size
-    if b % (mbs * dp) != 0:
-        _fail(
-            "micro_batch_size",
-            mbs,
-            f"micro batch {mbs} x data-parallel size {dp} = {mbs * dp} does not divide "
-            f"the global batch B={b}",
-            f"a divisor of B / DP = {b // dp}: {divisors(b // dp)}",
-        )
-
-
-def _check_virtual_pipeline_micro_batches(c: RunConfig, world_size: int) -> None:
-    """megatron-core 0.16.1's interleaved schedule runs micro-batches in groups of PP
-    (microbatch_group_size_per_vp_stage, default PP) and refuses a count M that is not a
-    multiple of PP (schedules.py, forward_backward_pipelining_with_interleaving). With fixed
-    micro-batches the count of an optimizer step is B / (DP x micro batch): checked here.
-    Token-packed micro-batches and other batch sizes of a schedule are padded with loss-free
-    ones at run time (trainable._run_pipeline)."""
-    if c.virtual_pipeline_model_parallel_size is None or c.use_dynamic_batch_size:
-        return
-    pp, dp = c.pipeline_model_parallel_size, c.data_parallel_size(world_size)
-    batches = [("micro_batch_size", c.global_batch_size, c.micro_batch_size, "B")]
-    if c.critic_global_batch_size is not None and c.critic_micro_batch_size is not None:
-        batches.append(
-            (
-                "critic_micro_batch_size",
-                c.critic_global_batch_size,
-                c.critic_micro_batch_size,
-                "critic B",
-            )
-        )
-    for name, batch, micro, label in batches:
-        assert batch is not None, "validate checks the resolved config"
-        count = batch // (dp * micro)
-        if count % pp != 0:
-            per_rank = batch // dp
-            fits = [m for m in divisors(per_rank) if (per_rank // m) % pp == 0]
-            _fail(
-                name,
-                micro,
-                f"{label}={batch} over DP={dp} makes {count} micro-batches per step; megatron's "
-                f"interleaved schedule (virtual pipeline stages) runs them in groups of PP={pp} "
-                "and needs a multiple of PP",
-                f"a micro batch giving a multiple of {pp} micro-batches: {fits}"
-                if fits
-                else f"a global batch with a multiple of {pp} x DP x micro batch responses",
-            )
-
-
-def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
-    """Every B of a ramp must be a multiple of this: DP x micro batch divides it, and
-    B x (optimizer steps per rollout) must be a whole number of prompt groups of G."""
-    k = c.optimizer_steps_per_rollout
-    dp = c.data_parallel_size(world_size)
-    groups = c.n_samples_per_prompt // math.gcd(c.n_samples_per_prompt, k)
-    return math.lcm(c.micro_batch_size * dp, groups)
-
-
-def _check_batch_ramp(c: RunConfig, world_size: int) -> None:
-    if c.batch_ramp is None:
-        return
-    from hyrl.schedules import parse_batch_ramp
-
-    try:
-        start, end, _ = parse_batch_ramp(c.batch_ramp)
-    except ValueError as err:
-        _fail("batch_ramp", c.batch_ramp, str(err), "START:END:STEPS with integers >= 1")
-    if start != c.global_batch_size:
-        _fail(
-            "batch_ramp",
-            c.batch_ramp,
-            f"START={start} differs from the global batch size "
-            f"B={c.global_batch_size} of the first step",
-            f"START = {c.global_batch_size}",
-        )
-    unit = batch_ramp_unit(c, world_size)
-    if end % unit:
-        _fail(
-            "batch_ramp",
-            c.batch_ramp,
-            f"END={end} is not a multiple of {unit} (data-parallel "
-            "size x micro batch, and whole prompt groups)",
-            f"a multiple of {unit}",
-        )
-
-
 def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
     cb, cm = c.critic_global_batch_size, c.critic_micro_batch_size
     if cb is None:
@@ -569,200 +445,6 @@ def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None
             f"critic micro batch {cm}{m_origin} x data-parallel size {dp} = {cm * dp} does "
             f"not divide the critic batch {cb}{origin}",
             f"a divisor of critic B / DP = {cb // dp}: {divisors(cb // dp)}",
-        )
-
-
-def autopilot_batches(c: RunConfig, world_size: int) -> list[int]:
-    """The actor's B the autopilot may choose: multiples of `batch_ramp_unit` within
-    [--autopilot-min, --autopilot-max] (validated multiples of it)."""
-    assert c.autopilot_min is not None and c.autopilot_max is not None, "validated under auto"
-    unit = batch_ramp_unit(c, world_size)
-    first = -(-c.autopilot_min // unit) * unit
-    return list(range(first, c.autopilot_max + 1, unit))
-
-
-def critic_autopilot_range(c: RunConfig) -> tuple[int, int]:
-    """[smallest, largest] critic B of the autopilot: --critic-autopilot-min/max, else the
-    actor's --autopilot-min/max."""
-    low = c.critic_autopilot_min if c.critic_autopilot_min is not None else c.autopilot_min
-    high = c.critic_autopilot_max if c.critic_autopilot_max is not None else c.autopilot_max
-    assert low is not None and high is not None, "validated under auto"
-    return low, high
-
-
-def critic_autopilot_batches(c: RunConfig, world_size: int, responses: int) -> list[int]:
-    """The critic B the autopilot may choose for a rollout of `responses`: multiples of the
-    critic micro batch x DP that divide it, within critic_autopilot_range."""
-    assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
-    unit = c.critic_micro_batch_size * c.data_parallel_size(world_size)
-    low, high = critic_autopilot_range(c)
-    sizes = range(unit, min(high, responses) + 1, unit)
-    return [b for b in sizes if responses % b == 0 and b >= low]
-
-
-def _check_batch_schedule(c: RunConfig, world_size: int) -> None:
-    """--batch-schedule against --batch-ramp; under auto the autopilot's range, its
-    settings, the lr it re-derives and a noise scale it can measure at every B."""
-    schedule = batch_schedule(c)
-    if schedule == "ramp" and c.batch_ramp is None:
-        _fail(
-            "batch_schedule",
-            c.batch_schedule,
-            "a ramp needs its --batch-ramp START:END:STEPS, which is not given",
-            "add --batch-ramp, or --batch-schedule fixed or auto",
-        )
-    if schedule != "ramp" and c.batch_ramp is not None:
-        _fail(
-            "batch_ramp",
-            c.batch_ramp,
-            f"given with --batch-schedule {schedule}, which does not ramp",
-            "--batch-schedule ramp (or none), or no --batch-ramp",
-        )
-    if schedule != "auto":
-        return
-    if c.autopilot_min is None or c.autopilot_max is None:
-        name = "autopilot_min" if c.autopilot_min is None else "autopilot_max"
-        _fail(
-            name,
-            None,
-            "required with --batch-schedule auto (the range B may move in)",
-            f"{flag_name(name)} N (responses)",
-        )
-    if not c.autopilot_k > 0:
-        _fail("autopilot_k", c.autopilot_k, "must be positive", "a number > 0")
-    if not c.autopilot_min_gain >= 1:
-        _fail(
-            "autopilot_min_gain",
-            c.autopilot_min_gain,
-            "a factor below 1 would move to a batch predicted to be slower",
-            "a number >= 1 (1 = move for any predicted gain)",
-        )
-    if c.autopilot_profile is not None and c.autopilot_objective != "goodput":
-        _fail(
-            "autopilot_profile",
-            c.autopilot_profile,
-            f"only the goodput objective reads a throughput profile (--autopilot-objective "
-            f"is {c.autopilot_objective})",
-            "--autopilot-objective goodput, or no --autopilot-profile",
-        )
-    if not c.autopilot_hysteresis >= 1:
-        _fail(
-            "autopilot_hysteresis",
-            c.autopilot_hysteresis,
-            "a factor below 1 would change B back and forth",
-            "a number >= 1 (1 = change on any difference)",
-        )
-    b, low, high = c.global_batch_size, c.autopilot_min, c.autopilot_max
-    if high < low:
-        _fail("autopilot_max", high, f"below --autopilot-min={low}", f"an integer >= {low}")
-    unit = batch_ramp_unit(c, world_size)
-    for name, value in (("autopilot_min", low), ("autopilot_max", high)):
-        if value % unit:
-            _fail(
-                name,
-                value,
-                f"not a multiple of {unit} (data-parallel size x micro batch, and whole "
-                "prompt groups)",
-                f"a multiple of {unit}",
-            )
-    assert b is not None, "resolve filled --global-batch-size"
-    if not low <= b <= high:
-        _fail(
-            "autopilot_min" if b < low else "autopilot_max",
-            low if b < low else high,
-            f"the run starts at B={b} (--global-batch-size), outside [{low}, {high}]",
-            f"a range that holds B={b}",
-        )
-    rederive = "the autopilot re-derives the learning rate at every change of B"
-    if c.base_lr is None:
-        _fail(
-            "batch_schedule",
-            c.batch_schedule,
-            f"{rederive} from --base-lr, which is not given",
-            "--base-lr LR0 (with --base-global-batch-size B0 and --lr-scaling RULE) instead "
-            "of --lr",
-        )
-    if c.noise_scale_beta is None:
-        _fail(
-            "noise_scale_beta",
-            c.noise_scale_beta,
-            "--batch-schedule auto follows the gradient noise scale, which this switches off",
-            "an EMA decay in [0, 1) (default 0.99)",
-        )
-    dp = c.data_parallel_size(world_size)
-    _check_noise_measurable(c, dp, "autopilot_min", low, c.micro_batch_size, "--micro-batch-size")
-    if c.critic_global_batch_size is None:
-        return  # GRPO: no critic
-    if c.critic_base_lr is None:
-        _fail(
-            "batch_schedule",
-            c.batch_schedule,
-            f"{rederive} and the critic's at every change of its batch, from --critic-base-lr, "
-            "which is not given",
-            "--critic-base-lr LR0 (with --critic-base-global-batch-size and "
-            "--critic-lr-scaling) instead of --critic-lr",
-        )
-    c_low, c_high = critic_autopilot_range(c)
-    c_name = "critic_autopilot_min" if c.critic_autopilot_min is not None else "autopilot_min"
-    if c_high < c_low:
-        _fail(
-            "critic_autopilot_max",
-            c_high,
-            f"below the critic's smallest batch {c_low}",
-            f"an integer >= {c_low}",
-        )
-    cb = c.critic_global_batch_size
-    if not c_low <= cb <= c_high:
-        _fail(
-            "critic_autopilot_min" if cb < c_low else "critic_autopilot_max",
-            c_low if cb < c_low else c_high,
-            f"the critic starts at B={cb} (--critic-global-batch-size), outside "
-            f"[{c_low}, {c_high}]",
-            f"a range that holds {cb}",
-        )
-    assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
-    _check_noise_measurable(
-        c, dp, c_name, c_low, c.critic_micro_batch_size, "--critic-micro-batch-size"
-    )
-    steps = c.optimizer_steps_per_rollout
-    for actor_b in autopilot_batches(c, world_size):
-        responses = actor_b * steps
-        if not critic_autopilot_batches(c, world_size, responses):
-            unit = c.critic_micro_batch_size * dp
-            fits = [b for b in range(unit, responses + 1, unit) if responses % b == 0]
-            _fail(
-                c_name,
-                c_low,
-                f"at actor B={actor_b} a rollout has {responses} responses, and no critic "
-                f"batch in [{c_low}, {c_high}] divides it in multiples of critic micro batch "
-                f"x DP = {c.critic_micro_batch_size * dp}",
-                f"a critic range (--critic-autopilot-min/--critic-autopilot-max) holding one "
-                f"of {fits} and a divisor of every other possible rollout, or a smaller "
-                "--critic-micro-batch-size",
-            )
-
-
-def _check_noise_measurable(
-    c: RunConfig, dp: int, name: str, low: int, micro: int, micro_flag: str
-) -> None:
-    """With one data-parallel rank the noise scale compares micro-batches: every B needs two."""
-    if dp > 1:
-        return
-    if c.use_dynamic_batch_size or c.pipeline_model_parallel_size > 1:
-        _fail(
-            "batch_schedule",
-            c.batch_schedule,
-            "with one data-parallel rank the noise scale needs micro-batches of one size, "
-            "without a pipeline (--use-dynamic-batch-size or PP > 1 here)",
-            "more data-parallel ranks, or no --use-dynamic-batch-size and PP = 1",
-        )
-    if low < 2 * micro:
-        _fail(
-            name,
-            low,
-            f"with one data-parallel rank the noise scale compares micro-batches, and B={low} "
-            f"holds fewer than two of {micro_flag}={micro}",
-            f"an integer >= {2 * micro}, or more data-parallel ranks",
         )
 
 
@@ -1120,10 +802,11 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_learning_rates(resolved, cfg)
     parallel.check_layout(resolved, world_size)
     parallel.check_virtual_pipeline(resolved)
-    _check_batch(resolved, cfg, world_size)
-    _check_virtual_pipeline_micro_batches(resolved, world_size)
-    _check_batch_schedule(resolved, world_size)
-    _check_batch_ramp(resolved, world_size)
+    batch.check_batch(resolved, cfg, world_size)
+    batch.check_micro_batch_groups(resolved, world_size)
+    batch.check_schedule(resolved)
+    autopilot.check_autopilot(resolved, world_size)
+    batch.check_ramp(resolved, world_size)
     _check_critic_batch(resolved, cfg, world_size)
     _check_algorithm_rollout_task(resolved)
     _check_routing_replay(resolved)
