@@ -20,10 +20,10 @@ GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 from hyrl.config.applies import SGLANG_ONLY
 from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
 from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
+from hyrl.config.concerns.optimizer import DEFAULT_LR
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
-    DEFAULT_LR,
     GROUP_TITLES,
     GROUPS,
     TASK_VOCAB_SIZE,

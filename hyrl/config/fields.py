@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from hyrl.config.concerns.autopilot import AutopilotFlags
 from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
 from hyrl.config.concerns.model import ModelFlags
+from hyrl.config.concerns.optimizer import OptimizerFlags
 from hyrl.config.concerns.parallel import ParallelFlags
 from hyrl.config.errors import flag_name
 from hyrl.config.kinds import _opt
@@ -49,59 +50,12 @@ GROUP_TITLES = {
 ARITH_PROMPT_TOKENS = 5
 # Size of the tiny task's tokenizer vocabulary.
 TASK_VOCAB_SIZE = 16
-# Peak learning rate when neither --lr nor --base-lr is given (per optimizer step).
-DEFAULT_LR = 3e-4
 
 
 @dataclass
-class RunConfig(MicroBatchFlags, AutopilotFlags, BatchFlags, ParallelFlags, ModelFlags):
-    # --- optimizer -----------------------------------------------------------------------
-    lr: float | None = _opt(
-        None,
-        "peak learning rate (per optimizer step); none = 3e-4, or --base-lr scaled to B "
-        "(see --lr-scaling) when --base-lr is given",
-        "optimizer",
-    )
-    lr_scaling: str = _opt(
-        "none",
-        "how --base-lr scales with the global batch (name): lr = LR0 x (B / B0)^k with "
-        "k = 1/2 for sqrt, 1 for linear, 0 for none",
-        "optimizer",
-        choices=tuple(LR_SCALING_EXPONENTS),
-    )
-    base_lr: float | None = _opt(
-        None,
-        "peak learning rate LR0 of the base recipe, the one tuned at B0, that the learning "
-        "rate is scaled from (per optimizer step); when given, the learning rate is "
-        "LR0 x (B / B0)^k instead of --lr; none = use --lr",
-        "optimizer",
-    )
-    base_global_batch_size: int | None = _opt(
-        None,
-        "responses per optimizer step of the base recipe, B0 (responses); needs "
-        "--base-lr; none = B (no scaling)",
-        "optimizer",
-    )
-    min_lr: float = _opt(0.0, "learning rate at the end of decay (per optimizer step)", "optimizer")
-    lr_warmup_steps: int = _opt(0, "linear warmup length (optimizer steps)", "optimizer")
-    lr_decay_style: str = _opt(
-        "constant",
-        "learning-rate decay after warmup (name)",
-        "optimizer",
-        choices=("constant", "linear", "cosine"),
-    )
-    weight_decay: float = _opt(
-        0.0, "decoupled weight decay coefficient (per optimizer step)", "optimizer"
-    )
-    adam_beta1: float = _opt(0.9, "Adam first-moment decay (dimensionless, in [0, 1))", "optimizer")
-    adam_beta2: float = _opt(
-        0.999, "Adam second-moment decay (dimensionless, in [0, 1))", "optimizer"
-    )
-    adam_eps: float = _opt(1e-8, "Adam denominator epsilon (dimensionless)", "optimizer")
-    clip_grad: float = _opt(
-        1.0, "clip the global gradient norm to this (L2 norm; 0 = no clipping)", "optimizer"
-    )
-
+class RunConfig(
+    OptimizerFlags, MicroBatchFlags, AutopilotFlags, BatchFlags, ParallelFlags, ModelFlags
+):
     # --- rollout -------------------------------------------------------------------------
     rollout_engine: str = _opt(
         "hf", "generation engine (name)", "rollout", choices=("hf", "sglang")
@@ -746,6 +700,19 @@ class RunConfig(MicroBatchFlags, AutopilotFlags, BatchFlags, ParallelFlags, Mode
             out["critic_lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.critic_lr_scaling]
         out["rollout_layout"] = dataclasses.asdict(rollout_layout(self, world_size))
         return out
+
+
+class ResolvedConfig(RunConfig):
+    """A RunConfig as `hyrl.config.resolve` returns it (and `hyrl.config.load`, to the loop):
+    every flag not given holds the value it stands for, so these fields have their resolved
+    types. The critic's settings and the PPO-only flags are filled under gae only, and
+    --base-global-batch-size with --base-lr only: they keep their optional types."""
+
+    global_batch_size: int
+    lr: float
+    eval_temperature: float
+    loss_agg_mode: str
+    task: str
 
 
 # ------------------------------------------------------------------------------------------

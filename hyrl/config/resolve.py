@@ -3,74 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
-from hyrl.config.concerns import batch
-from hyrl.config.errors import _fail, flag_name
-from hyrl.config.fields import (
-    _CRITIC_FROM_ACTOR,
-    _GAE_DEFAULTS,
-    DEFAULT_LR,
-    RunConfig,
-)
+from hyrl.config.concerns import batch, optimizer
+from hyrl.config.errors import _fail
+from hyrl.config.fields import _CRITIC_FROM_ACTOR, _GAE_DEFAULTS, ResolvedConfig, RunConfig, _fields
 from hyrl.config.kinds import _check_types
-from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
 
 
-def _resolve_rate(
-    cfg: RunConfig, prefix: str, batch: int, fallback: float
-) -> tuple[float, int | None]:
-    """(learning rate, reference batch B0) of the actor (prefix "") or the critic ("critic_").
-
-    With --base-lr: LR0 x (B / B0)^k (see `scaled_lr`), B0 = B when not given; a --lr given as
-    well is an error unless it equals that value (as in a resolved config). Without: --lr, or
-    `fallback` when not given; --lr-scaling other than none or a --base-global-batch-size are
-    errors then (nothing to scale).
-    """
-    lr_name, rule_name = prefix + "lr", prefix + "lr_scaling"
-    ref_name, ref_b_name = prefix + "base_lr", prefix + "base_global_batch_size"
-    lr, base_lr, ref_b = getattr(cfg, lr_name), getattr(cfg, ref_name), getattr(cfg, ref_b_name)
-    rule = getattr(cfg, rule_name) or "none"
-    lr_flag, rule_flag = flag_name(lr_name), flag_name(rule_name)
-    ref_flag, ref_b_flag = flag_name(ref_name), flag_name(ref_b_name)
-    if base_lr is None:
-        if rule != "none":
-            _fail(
-                rule_name,
-                rule,
-                f"scales the reference learning rate {ref_flag}, which is not given",
-                f"add {ref_flag} LR0 and {ref_b_flag} B0, or {rule_flag} none",
-            )
-        if ref_b is not None:
-            _fail(
-                ref_b_name,
-                ref_b,
-                f"the reference batch B0 only applies to {ref_flag}, which is not given",
-                f"add {ref_flag} LR0, or remove {ref_b_flag}",
-            )
-        return (fallback if lr is None else lr), None
-    if not base_lr > 0:
-        _fail(ref_name, base_lr, "the learning rate must be positive", "a number > 0")
-    if ref_b is None:
-        ref_b = batch
-    elif ref_b < 1:
-        _fail(ref_b_name, ref_b, "must be a positive count", "an integer >= 1")
-    rate = scaled_lr(base_lr, batch, ref_b, rule)
-    if lr is not None and not math.isclose(lr, rate, rel_tol=1e-9):
-        _fail(
-            lr_name,
-            lr,
-            f"given together with {ref_flag}={base_lr}, which sets the learning rate "
-            f"({base_lr} x ({batch} / {ref_b})^{LR_SCALING_EXPONENTS[rule]:g} = {rate:.6g}, "
-            f"{rule_flag} {rule})",
-            f"one of them: {lr_flag} for a fixed rate, or {ref_flag} with {rule_flag}",
-        )
-    return rate, ref_b
-
-
-def resolve(cfg: RunConfig) -> RunConfig:
-    """A new RunConfig with every flag not given (None) replaced by the value it stands for.
+def resolve(cfg: RunConfig) -> ResolvedConfig:
+    """A new config, a ResolvedConfig, with every flag not given (None) replaced by the value
+    it stands for.
 
     --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G.
     --lr: with --base-lr, scaled_lr(--base-lr, B, B0, --lr-scaling) for the resolved B, with
@@ -89,11 +32,10 @@ def resolve(cfg: RunConfig) -> RunConfig:
     --base-global-batch-size is given without --base-lr (the same for the --critic-* forms).
     """
     _check_types(cfg)
-    cfg = dataclasses.replace(cfg, **batch.resolve_batch(cfg))
-    b = cfg.global_batch_size
-    assert b is not None, "resolve_batch filled it"
+    b = batch.resolve_global_batch_size(cfg)
+    lr, base_b = optimizer.resolve_rate(cfg, "", b, optimizer.DEFAULT_LR)
+    cfg = dataclasses.replace(cfg, global_batch_size=b, lr=lr, base_global_batch_size=base_b)
     updates: dict[str, Any] = {}
-    updates["lr"], updates["base_global_batch_size"] = _resolve_rate(cfg, "", b, DEFAULT_LR)
     if cfg.eval_temperature is None:
         updates["eval_temperature"] = cfg.rollout_temperature
     if cfg.loss_agg_mode is None:
@@ -114,14 +56,15 @@ def resolve(cfg: RunConfig) -> RunConfig:
                 updates[name] = updates.get(actor_name, getattr(cfg, actor_name))
         critic_batch = updates.get("critic_global_batch_size", cfg.critic_global_batch_size)
         assert critic_batch is not None, "given, or filled from B just above"
-        updates["critic_lr"], updates["critic_base_global_batch_size"] = _resolve_rate(
-            cfg, "critic_", critic_batch, updates["lr"]
+        updates["critic_lr"], updates["critic_base_global_batch_size"] = optimizer.resolve_rate(
+            cfg, "critic_", critic_batch, lr
         )
         updates["critic_lr_scaling"] = cfg.critic_lr_scaling or "none"
         for name, value in _GAE_DEFAULTS.items():
             if getattr(cfg, name) is None:
                 updates[name] = value
-    return dataclasses.replace(cfg, **updates)
+    resolved = dataclasses.replace(cfg, **updates)
+    return ResolvedConfig(**{f.name: getattr(resolved, f.name) for f in _fields()})
 
 
 def eval_pass_ks(cfg: RunConfig) -> list[int]:

@@ -9,7 +9,8 @@ import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
-from hyrl.config.concerns import autopilot, batch, model, parallel
+from hyrl.config.concerns import autopilot, batch, model, optimizer, parallel
+from hyrl.config.concerns.optimizer import rate_origin
 from hyrl.config.errors import ConfigError, _fail, divisors, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
@@ -32,6 +33,7 @@ _POSITIVE_INTS = (
     *parallel.POSITIVE_COUNTS,
     *batch.POSITIVE_COUNTS,
     *autopilot.POSITIVE_COUNTS,
+    *optimizer.POSITIVE_COUNTS,
     "rollout_concurrency",
     "rollout_max_response_len",
     "inflight_segment_tokens",
@@ -42,7 +44,6 @@ _POSITIVE_INTS = (
     "save_interval",
     "log_interval",
     "max_skipped_steps",
-    "base_global_batch_size",
     "critic_base_global_batch_size",
     "critic_autopilot_min",
     "critic_autopilot_max",
@@ -70,31 +71,11 @@ def _check_ranges(c: RunConfig) -> None:
         _fail("seed", c.seed, "must not be negative", "an integer >= 0")
     parallel.check_given(c)
 
-    # optimizer (min_lr against the resolved learning rate: see _check_learning_rates)
-    for name in ("lr", "base_lr", "critic_lr", "critic_base_lr"):
+    optimizer.check_given(c)
+    for name in ("critic_lr", "critic_base_lr"):
         value = getattr(c, name)
         if value is not None and not value > 0:
             _fail(name, value, "the learning rate must be positive", "a number > 0")
-    if not c.min_lr >= 0:
-        _fail("min_lr", c.min_lr, "must not be negative", "a number >= 0")
-    if c.lr_warmup_steps < 0:
-        _fail("lr_warmup_steps", c.lr_warmup_steps, "must not be negative", "an integer >= 0")
-    if not c.lr_warmup_steps < c.num_steps:
-        _fail(
-            "lr_warmup_steps",
-            c.lr_warmup_steps,
-            f"warmup must end before the run does (--num-steps={c.num_steps})",
-            f"0 <= lr_warmup_steps < {c.num_steps}",
-        )
-    if not c.weight_decay >= 0:
-        _fail("weight_decay", c.weight_decay, "must not be negative", "a number >= 0")
-    for name in ("adam_beta1", "adam_beta2"):
-        if not 0 <= getattr(c, name) < 1:
-            _fail(name, getattr(c, name), "an Adam beta must lie in [0, 1)", "0 <= beta < 1")
-    if not c.adam_eps > 0:
-        _fail("adam_eps", c.adam_eps, "must be positive", "a number > 0")
-    if not c.clip_grad >= 0:
-        _fail("clip_grad", c.clip_grad, "must not be negative", "a number >= 0 (0 = no clipping)")
     batch.check_given(c)
 
     model.check_given(c)
@@ -263,34 +244,8 @@ def _check_ranges(c: RunConfig) -> None:
         )
 
 
-def _rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:
-    """Where the resolved learning rate of the actor ("") or the critic ("critic_") came from."""
-    lr = getattr(c, prefix + "lr")
-    if getattr(given, prefix + "lr") is not None:
-        return f"{flag_name(prefix + 'lr')}={lr}"
-    base_lr = getattr(given, prefix + "base_lr")
-    if base_lr is not None:
-        batch = c.global_batch_size if not prefix else c.critic_global_batch_size
-        return (
-            f"{lr:.6g} ({flag_name(prefix + 'base_lr')}={base_lr} scaled "
-            f"{getattr(c, prefix + 'lr_scaling')} from B0="
-            f"{getattr(c, prefix + 'base_global_batch_size')} to B={batch})"
-        )
-    if prefix:
-        return f"{lr} (from the actor's learning rate, {_rate_origin(c, given, '')})"
-    return f"{lr} (the default --lr)"
-
-
-def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
-    """The minimum learning rates against the resolved peak rates (after scaling)."""
-    assert c.lr is not None, "validate checks the resolved config"
-    if not 0 <= c.min_lr <= c.lr:
-        _fail(
-            "min_lr",
-            c.min_lr,
-            f"must lie between 0 and the learning rate {_rate_origin(c, given, '')}",
-            f"0 <= min_lr <= {c.lr}",
-        )
+def _check_critic_min_lr(c: RunConfig, given: RunConfig) -> None:
+    """The critic's minimum learning rate against its resolved peak rate (after scaling)."""
     if c.critic_lr is None or c.critic_min_lr is None:
         return  # no critic
     if 0 <= c.critic_min_lr <= c.critic_lr:
@@ -299,8 +254,7 @@ def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
         _fail(
             "critic_min_lr",
             c.critic_min_lr,
-            f"must lie between 0 and the critic's learning rate "
-            f"{_rate_origin(c, given, 'critic_')}",
+            f"must lie between 0 and the critic's learning rate {rate_origin(c, given, 'critic_')}",
             f"0 <= critic_min_lr <= {c.critic_lr}",
         )
     if given.critic_lr is not None:
@@ -314,7 +268,7 @@ def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
         _fail(
             "critic_base_lr",
             given.critic_base_lr,
-            f"scales to the critic learning rate {_rate_origin(c, given, 'critic_')}, below "
+            f"scales to the critic learning rate {rate_origin(c, given, 'critic_')}, below "
             f"the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
             f"a larger --critic-base-lr, or set --critic-min-lr (0 <= critic_min_lr <= "
             f"{c.critic_lr})",
@@ -322,7 +276,7 @@ def _check_learning_rates(c: RunConfig, given: RunConfig) -> None:
     _fail(
         "min_lr",
         c.min_lr,
-        f"must lie between 0 and the critic's learning rate {_rate_origin(c, given, 'critic_')}",
+        f"must lie between 0 and the critic's learning rate {rate_origin(c, given, 'critic_')}",
         f"0 <= min_lr <= {c.critic_lr}",
     )
 
@@ -799,7 +753,8 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_ranges(cfg)
     resolved = resolve(cfg)
     check_applies_only_with(resolved)
-    _check_learning_rates(resolved, cfg)
+    optimizer.check_min_lr(resolved, cfg)
+    _check_critic_min_lr(resolved, cfg)
     parallel.check_layout(resolved, world_size)
     parallel.check_virtual_pipeline(resolved)
     batch.check_batch(resolved, cfg, world_size)
@@ -846,26 +801,10 @@ def load(argv: list[str], world_size: int) -> RunConfig:
     parse_args, then validate, then resolve; raises ConfigError for the first problem found.
     """
     cfg = parse_args(argv)
-    _check_rate_given_once(cfg)
+    optimizer.check_rate_given_once(cfg, "")
+    optimizer.check_rate_given_once(cfg, "critic_")
     validate(cfg, world_size)
     return resolve(cfg)
-
-
-def _check_rate_given_once(given: RunConfig) -> None:
-    """On the command line a rate is either fixed (--lr) or derived (--base-lr), never both.
-
-    (A resolved config carries both, the derived lr next to its reference, which is why
-    `validate` itself only refuses a pair that disagrees.)
-    """
-    for lr_name, ref_name in (("lr", "base_lr"), ("critic_lr", "critic_base_lr")):
-        if getattr(given, lr_name) is not None and getattr(given, ref_name) is not None:
-            _fail(
-                lr_name,
-                getattr(given, lr_name),
-                f"given together with {flag_name(ref_name)}={getattr(given, ref_name)}",
-                f"one of them: {flag_name(lr_name)} for a fixed rate, or {flag_name(ref_name)} "
-                "with its scaling rule",
-            )
 
 
 def world_size_from_env() -> int:

@@ -13,7 +13,7 @@ from hyrl.config.errors import _fail, flag_name
 from hyrl.config.kinds import _opt
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
+    from hyrl.config.fields import ResolvedConfig, RunConfig
 
 
 @dataclass
@@ -106,7 +106,7 @@ def critic_autopilot_batches(c: RunConfig, world_size: int, responses: int) -> l
     return [b for b in sizes if responses % b == 0 and b >= low]
 
 
-def check_autopilot(c: RunConfig, world_size: int) -> None:
+def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
     """Under --batch-schedule auto: the autopilot's range, its settings, the lr it re-derives
     and a noise scale it can measure at every B (the critic's too under PPO)."""
     if batch_schedule(c) != "auto":
@@ -156,7 +156,6 @@ def check_autopilot(c: RunConfig, world_size: int) -> None:
                 "prompt groups)",
                 f"a multiple of {unit}",
             )
-    assert b is not None, "resolve filled --global-batch-size"
     if not low <= b <= high:
         _fail(
             "autopilot_min" if b < low else "autopilot_max",

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail, divisors
 from hyrl.config.kinds import _opt
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
+    from hyrl.config.fields import ResolvedConfig, RunConfig
 
 
 @dataclass
@@ -104,8 +104,9 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def resolve_batch(cfg: RunConfig) -> dict[str, Any]:
-    """--global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G.
+def resolve_global_batch_size(cfg: RunConfig) -> int:
+    """B, --global-batch-size: as given, else P x G / --num-steps-per-rollout when that is
+    given, else P x G.
 
     Raises ConfigError when --num-steps-per-rollout does not divide P x G or disagrees with
     --global-batch-size.
@@ -133,10 +134,8 @@ def resolve_batch(cfg: RunConfig) -> dict[str, Any]:
                 f"--global-batch-size={n // k}, or only one of --global-batch-size and "
                 "--num-steps-per-rollout",
             )
-        b = n // k
-    elif b is None:
-        b = n
-    return {"global_batch_size": b}
+        return n // k
+    return n if b is None else b
 
 
 def batch_schedule(c: RunConfig) -> str:
@@ -147,11 +146,10 @@ def batch_schedule(c: RunConfig) -> str:
     return "ramp" if c.batch_ramp is not None else "fixed"
 
 
-def check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
+def check_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> None:
     """B divides P x G and splits over the data-parallel ranks in whole micro-batches (`given`:
     the config as parsed, to say where B came from)."""
     p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
-    assert b is not None, "validate checks the resolved config"
     n = p * g
     if n % b != 0:
         _fail(
@@ -185,7 +183,7 @@ def check_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
         )
 
 
-def check_micro_batch_groups(c: RunConfig, world_size: int) -> None:
+def check_micro_batch_groups(c: ResolvedConfig, world_size: int) -> None:
     """megatron-core 0.16.1's interleaved schedule runs micro-batches in groups of PP
     (microbatch_group_size_per_vp_stage, default PP) and refuses a count M that is not a
     multiple of PP (schedules.py, forward_backward_pipelining_with_interleaving). With fixed
@@ -206,7 +204,6 @@ def check_micro_batch_groups(c: RunConfig, world_size: int) -> None:
             )
         )
     for name, batch, micro, label in batches:
-        assert batch is not None, "validate checks the resolved config"
         count = batch // (dp * micro)
         if count % pp != 0:
             per_rank = batch // dp
@@ -232,7 +229,7 @@ def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
     return math.lcm(c.micro_batch_size * dp, groups)
 
 
-def check_ramp(c: RunConfig, world_size: int) -> None:
+def check_ramp(c: ResolvedConfig, world_size: int) -> None:
     """--batch-ramp starts at B and ends at a B the layout can split (`batch_ramp_unit`)."""
     if c.batch_ramp is None:
         return
