@@ -21,6 +21,7 @@ from hyrl.config.applies import SGLANG_ONLY
 from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
 from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
 from hyrl.config.concerns.optimizer import DEFAULT_LR
+from hyrl.config.concerns.rollout import offloads_train
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
@@ -29,7 +30,6 @@ from hyrl.config.fields import (
     TASK_VOCAB_SIZE,
     RunConfig,
     engine_returns_routing,
-    offloads_train,
     old_log_probs_from_update,
 )
 from hyrl.config.parser import (

@@ -13,6 +13,7 @@ from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
 from hyrl.config.concerns.model import ModelFlags
 from hyrl.config.concerns.optimizer import OptimizerFlags
 from hyrl.config.concerns.parallel import ParallelFlags
+from hyrl.config.concerns.rollout import RolloutFlags
 from hyrl.config.errors import flag_name
 from hyrl.config.kinds import _opt
 from hyrl.config.rollout_layout import rollout_layout
@@ -54,147 +55,14 @@ TASK_VOCAB_SIZE = 16
 
 @dataclass
 class RunConfig(
-    OptimizerFlags, MicroBatchFlags, AutopilotFlags, BatchFlags, ParallelFlags, ModelFlags
+    RolloutFlags,
+    OptimizerFlags,
+    MicroBatchFlags,
+    AutopilotFlags,
+    BatchFlags,
+    ParallelFlags,
+    ModelFlags,
 ):
-    # --- rollout -------------------------------------------------------------------------
-    rollout_engine: str = _opt(
-        "hf", "generation engine (name)", "rollout", choices=("hf", "sglang")
-    )
-    rollout_concurrency: int = _opt(64, "most sequences decoded at once (sequences)", "rollout")
-    rollout_max_response_len: int = _opt(2, "longest generated response (tokens)", "rollout")
-    rollout_temperature: float = _opt(1.0, "sampling temperature (dimensionless, > 0)", "rollout")
-    rollout_top_p: float = _opt(1.0, "nucleus sampling mass (probability, in (0, 1])", "rollout")
-    rollout_num_engines: int | None = _opt(
-        None,
-        "rollout engines (count), each a Ray actor in its own placement-group bundle; "
-        "none = hf: one engine inside the trainer process (no Ray), sglang: --rollout-num-gpus "
-        "/ --rollout-num-gpus-per-engine",
-        "rollout",
-    )
-    rollout_num_gpus: int | None = _opt(
-        None,
-        "GPUs given to rollout engines in all (GPUs); none = with --colocate the training "
-        "world size, else --rollout-num-engines x --rollout-num-gpus-per-engine",
-        "rollout",
-    )
-    rollout_num_gpus_per_engine: int | None = _opt(
-        None,
-        "GPUs per rollout engine, SGLang's tensor-parallel size (GPUs); none = 1 for "
-        "sglang, 0 for hf",
-        "rollout",
-    )
-    rollout_max_restarts: int = _opt(
-        3,
-        "restarts allowed per rollout engine over the run before it fails (count); an engine "
-        "that dies is replaced and its in-flight prompts resubmitted",
-        "rollout",
-    )
-    update_weight_transport: str | None = _opt(
-        None,
-        "how new weights reach SGLang (name): tensor = bucketed update_weights_from_tensor "
-        "(same node), distributed = NCCL broadcast group, disk = safetensors + "
-        "update_weights_from_disk (nccl is accepted for distributed, as slime names it); "
-        "none = tensor with --colocate, else distributed",
-        "rollout",
-        choices=("tensor", "distributed", "disk"),
-    )
-    update_weight_buffer_size: int = _opt(
-        512 * 1024**2, "most bytes of weights sent per update bucket (bytes)", "rollout"
-    )
-    colocate: bool = _opt(
-        False,
-        "rollout engines share the training GPUs: SGLang releases its memory while the "
-        "actor trains and resumes it for generation (on/off)",
-        "rollout",
-    )
-    offload_train: bool | None = _opt(
-        None,
-        "with --colocate, the trainer's GPU memory goes to host memory while the engines "
-        "generate (slime's --offload-train): gradient buffers freed, optimizer states, the KL "
-        "reference and the critic parked before the engines resume, the actor's weights after "
-        "the weight sync; all back before the log-prob pass (on/off); none = on with --colocate",
-        "rollout",
-    )
-    sglang_router_url: str | None = _opt(
-        None,
-        "attach to running SGLang servers behind this sglang-router instead of starting "
-        "engines (http://HOST:PORT); none = start engines",
-        "rollout",
-    )
-    sglang_mem_fraction_static: float | None = _opt(
-        None,
-        "fraction of GPU memory SGLang takes for weights and KV cache (fraction in (0, 1)); "
-        "none = SGLang's default",
-        "rollout",
-    )
-    sglang_server_args: str | None = _opt(
-        None,
-        "further sglang.launch_server flags, passed through verbatim (a quoted string); any "
-        "other --sglang-NAME [VALUE] on the command line is appended here as --NAME [VALUE]",
-        "rollout",
-    )
-    sglang_request_timeout_s: float | None = _opt(
-        None,
-        "seconds one request to an SGLang server (a /generate of one response, a weight call) "
-        "may take before the rollout or sync fails naming it (seconds > 0); raise it for long "
-        "responses at high --rollout-concurrency; none = 600",
-        "rollout",
-    )
-    reward_num_workers: int = _opt(
-        0,
-        "Ray worker processes that score rewards off the trainer (count); 0 = score in the "
-        "trainer process (no timeout)",
-        "rollout",
-    )
-    reward_timeout_s: float = _opt(
-        30.0,
-        "seconds one reward call may take on a worker before it scores 0 and counts in "
-        "train/reward_failures (seconds)",
-        "rollout",
-    )
-    ray_address: str | None = _opt(
-        None,
-        "Ray cluster to join for engines and reward workers (address or 'auto'); none = "
-        "start a local Ray when one is needed",
-        "rollout",
-    )
-    # --async-rollout (docs/rollout.md "Asynchronous rollouts")
-    async_rollout: bool = _opt(
-        False,
-        "generate the next rollouts while the actor trains on the current one: rank 0 keeps "
-        "up to --max-staleness rollouts generated ahead by one background worker; the old "
-        "log-probs come from a separate pass (on/off)",
-        "rollout",
-    )
-    max_staleness: int = _opt(
-        1,
-        "most policy versions (weight syncs) the trainer may be ahead of the weights that "
-        "generated a batch it trains on, and the rollouts generated ahead (versions, >= 0); "
-        "0 = generate, wait, train: the synchronous order",
-        "rollout",
-    )
-    stale_policy: str = _opt(
-        "drop",
-        "a batch staler than --max-staleness (after a resume with a smaller one): drop = "
-        "count it (rollout/stale_dropped) and take the next, regenerate = generate its prompts "
-        "again with the current weights (name)",
-        "rollout",
-        choices=("drop", "regenerate"),
-    )
-    inflight_weight_updates: bool = _opt(
-        False,
-        "let a weight sync land in the middle of a generation: the worker generates "
-        "--inflight-segment-tokens at a time, and a response continues with the new "
-        "weights; each token keeps the version and the engine log-prob that sampled it (on/off)",
-        "rollout",
-    )
-    inflight_segment_tokens: int = _opt(
-        64,
-        "new tokens per engine call under --inflight-weight-updates: a weight sync waits for "
-        "at most one segment, and each segment feeds prompt + tokens so far back in (tokens)",
-        "rollout",
-    )
-
     # --- algorithm (GRPO, PPO) -----------------------------------------------------------
     advantage_estimator: str = _opt(
         "grpo",
@@ -783,8 +651,3 @@ def old_log_probs_from_update(c: RunConfig) -> bool:
         and c.kl_coef == 0
         and not c.async_rollout
     )
-
-
-def offloads_train(c: RunConfig) -> bool:
-    """Whether the trainer offloads its GPU memory while colocated engines generate."""
-    return c.colocate if c.offload_train is None else c.offload_train

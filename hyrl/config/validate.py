@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
-from hyrl.config.concerns import autopilot, batch, model, optimizer, parallel
+from hyrl.config.concerns import autopilot, batch, model, optimizer, parallel, rollout
 from hyrl.config.concerns.optimizer import rate_origin
 from hyrl.config.errors import ConfigError, _fail, divisors, flag_name
 from hyrl.config.fields import (
@@ -34,9 +34,7 @@ _POSITIVE_INTS = (
     *batch.POSITIVE_COUNTS,
     *autopilot.POSITIVE_COUNTS,
     *optimizer.POSITIVE_COUNTS,
-    "rollout_concurrency",
-    "rollout_max_response_len",
-    "inflight_segment_tokens",
+    *rollout.POSITIVE_COUNTS,
     "num_steps_per_rollout",
     "dynamic_sampling_max_rounds",
     "critic_global_batch_size",
@@ -178,45 +176,7 @@ def _check_ranges(c: RunConfig) -> None:
             f"0 <= num_critic_only_steps < {c.num_steps}",
         )
 
-    # rollout
-    if not c.rollout_temperature > 0:
-        _fail("rollout_temperature", c.rollout_temperature, "must be positive", "a number > 0")
-    if not 0 < c.rollout_top_p <= 1:
-        _fail(
-            "rollout_top_p",
-            c.rollout_top_p,
-            "must be a probability mass in (0, 1]",
-            "0 < top_p <= 1",
-        )
-    for name in ("rollout_num_engines", "rollout_num_gpus"):
-        if getattr(c, name) is not None and getattr(c, name) < 1:
-            _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1, or none")
-    for name in ("rollout_num_gpus_per_engine", "rollout_max_restarts", "reward_num_workers"):
-        if getattr(c, name) is not None and getattr(c, name) < 0:
-            _fail(name, getattr(c, name), "must not be negative", "an integer >= 0")
-    if c.update_weight_buffer_size < 1024**2:
-        _fail(
-            "update_weight_buffer_size",
-            c.update_weight_buffer_size,
-            "buckets this small make one HTTP request per tensor slice",
-            "bytes >= 1048576 (1 MiB)",
-        )
-    if c.sglang_mem_fraction_static is not None and not 0 < c.sglang_mem_fraction_static < 1:
-        _fail(
-            "sglang_mem_fraction_static",
-            c.sglang_mem_fraction_static,
-            "must be a fraction of GPU memory",
-            "0 < fraction < 1, or none",
-        )
-    if c.sglang_request_timeout_s is not None and not c.sglang_request_timeout_s > 0:
-        _fail(
-            "sglang_request_timeout_s",
-            c.sglang_request_timeout_s,
-            "must be positive",
-            "seconds > 0",
-        )
-    if not c.reward_timeout_s > 0:
-        _fail("reward_timeout_s", c.reward_timeout_s, "must be positive", "seconds > 0")
+    rollout.check_given(c)
     if c.log_interval_s is not None and not c.log_interval_s > 0:
         _fail("log_interval_s", c.log_interval_s, "must be positive", "seconds > 0, or none")
 
@@ -775,18 +735,8 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_eval_and_target(resolved)
     _check_critic_load(resolved)
     _check_save_load(resolved)
-    _check_async_rollout(resolved)
+    rollout.check_staleness(resolved)
     _check_run_dir(resolved, world_size)
-
-
-def _check_async_rollout(c: RunConfig) -> None:
-    if c.max_staleness < 0:
-        _fail(
-            "max_staleness",
-            c.max_staleness,
-            "must not be negative",
-            "an integer >= 0 (0: generate, wait, train)",
-        )
 
 
 def _check_save_load(c: RunConfig) -> None:
