@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from hyrl.config.concerns.algorithm import GAE_DEFAULTS, AlgorithmFlags, old_log_probs_from_update
 from hyrl.config.concerns.autopilot import AutopilotFlags
 from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
 from hyrl.config.concerns.model import ModelFlags
@@ -55,6 +56,7 @@ TASK_VOCAB_SIZE = 16
 
 @dataclass
 class RunConfig(
+    AlgorithmFlags,
     RolloutFlags,
     OptimizerFlags,
     MicroBatchFlags,
@@ -63,133 +65,6 @@ class RunConfig(
     ParallelFlags,
     ModelFlags,
 ):
-    # --- algorithm (GRPO, PPO) -----------------------------------------------------------
-    advantage_estimator: str = _opt(
-        "grpo",
-        "advantage estimator (name): grpo = group-relative, no critic; gae = PPO with a critic",
-        "algorithm",
-        choices=("grpo", "gae"),
-    )
-    grpo_std_normalization: bool = _opt(
-        True, "divide group-relative advantages by the group's reward std (on/off)", "algorithm"
-    )
-    eps_clip: float = _opt(
-        0.2,
-        "PPO-style ratio clip, lower side (ratio offset); --policy-loss ppo (gspo clips its "
-        "sequence ratio by --gspo-eps-clip)",
-        "algorithm",
-    )
-    eps_clip_high: float | None = _opt(
-        None,
-        "ratio clip, upper side (ratio offset); 'none' = same as --eps-clip; --policy-loss ppo",
-        "algorithm",
-    )
-    policy_loss: str = _opt(
-        "ppo",
-        "policy-gradient objective (name): ppo = PPO-clip on each token's ratio; gspo = GSPO "
-        "(Zheng et al. 2025) on each response's length-normalised sequence ratio",
-        "algorithm",
-        choices=("ppo", "gspo"),
-    )
-    gspo_eps_clip: float = _opt(
-        3e-4, "GSPO's sequence-ratio clip, lower side (ratio offset; the paper's 3e-4)", "algorithm"
-    )
-    gspo_eps_clip_high: float = _opt(
-        4e-4, "GSPO's sequence-ratio clip, upper side (ratio offset; the paper's 4e-4)", "algorithm"
-    )
-    loss_agg_mode: str | None = _opt(
-        None,
-        "how per-token terms become the actor's loss (name): token-mean over the global batch "
-        "(DAPO), seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm (token sums "
-        "over --rollout-max-response-len, Dr.GRPO's constant); none = token-mean, "
-        "seq-mean-token-mean with --policy-loss gspo (the paper's)",
-        "algorithm",
-        choices=(
-            "token-mean",
-            "seq-mean-token-mean",
-            "seq-mean-token-sum",
-            "seq-mean-token-sum-norm",
-        ),
-    )
-    kl_loss_coef: float = _opt(
-        0.0, "weight of the KL-to-reference loss term (coefficient)", "algorithm"
-    )
-    kl_loss_type: str = _opt(
-        "low_var_kl",
-        "KL estimator for the KL loss (name)",
-        "algorithm",
-        choices=("low_var_kl", "k1"),
-    )
-    entropy_coef: float = _opt(0.0, "weight of the entropy bonus (coefficient)", "algorithm")
-    gamma: float | None = _opt(
-        None,
-        "discount per token (dimensionless, in [0, 1]); PPO only; none = 1.0 under gae",
-        "algorithm",
-    )
-    lambd: float | None = _opt(
-        None, "GAE lambda (dimensionless, in [0, 1]); PPO only; none = 1.0 under gae", "algorithm"
-    )
-    normalize_advantages: bool | None = _opt(
-        None,
-        "whiten advantages over the global rollout batch (on/off); PPO only; none = on under gae",
-        "algorithm",
-    )
-    kl_coef: float = _opt(
-        0.0,
-        "KL-to-reference penalty subtracted from the per-token reward, PPO-style "
-        "(coefficient); PPO only; --kl-loss-coef is the loss-term form",
-        "algorithm",
-    )
-    num_steps_per_rollout: int | None = _opt(
-        None, "actor optimizer steps per rollout (steps); when given, B = P x G / this", "algorithm"
-    )
-    dynamic_sampling: bool = _opt(
-        False,
-        "DAPO's dynamic sampling: drop prompt groups whose G rewards are all equal (zero "
-        "group advantage) and generate more prompts until P groups with a learning signal are "
-        "collected; GRPO only (on/off)",
-        "algorithm",
-    )
-    dynamic_sampling_max_rounds: int = _opt(
-        8,
-        "most generation rounds of P prompts per rollout step under --dynamic-sampling "
-        "(rounds); still short after them, the step fills P with filtered groups (zero "
-        "advantage: no gradient), counts them (train/dynamic_sampling_filled_groups) and says so",
-        "algorithm",
-    )
-    dynamic_sampling_filter_path: str | None = _opt(
-        None,
-        "your group filter for --dynamic-sampling as module:function, called per prompt "
-        "group as f(rewards, finish_reasons) -> bool, True keeping the group (import path); "
-        "none = keep groups whose rewards are not all equal",
-        "algorithm",
-    )
-    overlong_buffer_len: int | None = _opt(
-        None,
-        "DAPO's soft over-long penalty: responses longer than --rollout-max-response-len - L "
-        "lose up to --overlong-penalty-factor of reward, linearly over the last L tokens "
-        "(tokens, 1..--rollout-max-response-len); none = no penalty",
-        "algorithm",
-    )
-    overlong_penalty_factor: float = _opt(
-        1.0,
-        "reward lost at the length limit under --overlong-buffer-len (reward units, > 0)",
-        "algorithm",
-    )
-    overlong_filtering: bool = _opt(
-        False,
-        "mask responses cut at --rollout-max-response-len out of the actor's loss (DAPO's "
-        "over-long filtering); their rewards still count in their group's baseline (on/off)",
-        "algorithm",
-    )
-    recompute_old_log_probs: bool = _opt(
-        False,
-        "run the separate old-log-prob pass also when the batch is exactly on-policy (one actor "
-        "optimizer step per rollout, no --kl-coef reward penalty); by default the old log-probs "
-        "are then the update's own first forward pass, detached: the same weights (on/off)",
-        "algorithm",
-    )
-
     # --- critic (PPO) --------------------------------------------------------------------
     critic_global_batch_size: int | None = _opt(
         None,
@@ -544,11 +419,6 @@ class RunConfig(
             return None
         return self.responses_per_rollout // self.critic_global_batch_size
 
-    @property
-    def resolved_eps_clip_high(self) -> float:
-        """Upper ratio clip: --eps-clip-high when set, else --eps-clip."""
-        return self.eps_clip if self.eps_clip_high is None else self.eps_clip_high
-
     def to_dict(self, world_size: int) -> dict:
         """Every field plus the derived values; JSON-serialisable (for config.json and wandb).
 
@@ -601,7 +471,7 @@ _CRITIC_FROM_ACTOR = {
     "critic_clip_grad": "clip_grad",
 }
 # Under gae these take a fixed value when not given.
-_GAE_DEFAULTS = {"gamma": 1.0, "lambd": 1.0, "normalize_advantages": True, "value_clip": 0.2}
+_GAE_DEFAULTS = {**GAE_DEFAULTS, "value_clip": 0.2}
 
 
 def _unresolved(cfg: RunConfig) -> list[str]:
@@ -638,16 +508,3 @@ def _fields() -> tuple[dataclasses.Field, ...]:
 def engine_returns_routing(c: RunConfig) -> bool:
     """Whether the engines return the experts they routed each token to."""
     return bool(c.use_rollout_routing_replay or c.measure_routing_mismatch)
-
-
-def old_log_probs_from_update(c: RunConfig) -> bool:
-    """Whether the old log-probs come from the actor update's own forward pass: exactly
-    on-policy (one optimizer step per rollout, so its first forward pass runs the weights that
-    sampled), and nothing needs them before the update (the --kl-coef reward penalty does).
-    Never under --async-rollout: older weights sampled the batch (it is off-policy)."""
-    return (
-        not c.recompute_old_log_probs
-        and c.optimizer_steps_per_rollout == 1
-        and c.kl_coef == 0
-        and not c.async_rollout
-    )

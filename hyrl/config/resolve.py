@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hyrl.config.concerns import batch, optimizer
+from hyrl.config.concerns import algorithm, batch, optimizer
 from hyrl.config.errors import _fail
 from hyrl.config.fields import _CRITIC_FROM_ACTOR, _GAE_DEFAULTS, ResolvedConfig, RunConfig, _fields
 from hyrl.config.kinds import _check_types
@@ -38,10 +38,7 @@ def resolve(cfg: RunConfig) -> ResolvedConfig:
     updates: dict[str, Any] = {}
     if cfg.eval_temperature is None:
         updates["eval_temperature"] = cfg.rollout_temperature
-    if cfg.loss_agg_mode is None:
-        updates["loss_agg_mode"] = (
-            "seq-mean-token-mean" if cfg.policy_loss == "gspo" else "token-mean"
-        )
+    updates.update(algorithm.resolve_algorithm(cfg))
     if cfg.task is None:
         updates["task"] = "prompt_data" if cfg.prompt_data is not None else "arith_mod10"
     if (

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
-from hyrl.config.concerns import autopilot, batch, model, optimizer, parallel, rollout
+from hyrl.config.concerns import algorithm, autopilot, batch, model, optimizer, parallel, rollout
 from hyrl.config.concerns.optimizer import rate_origin
 from hyrl.config.errors import ConfigError, _fail, divisors, flag_name
 from hyrl.config.fields import (
@@ -35,8 +35,7 @@ _POSITIVE_INTS = (
     *autopilot.POSITIVE_COUNTS,
     *optimizer.POSITIVE_COUNTS,
     *rollout.POSITIVE_COUNTS,
-    "num_steps_per_rollout",
-    "dynamic_sampling_max_rounds",
+    *algorithm.POSITIVE_COUNTS,
     "critic_global_batch_size",
     "critic_micro_batch_size",
     "save_interval",
@@ -78,35 +77,7 @@ def _check_ranges(c: RunConfig) -> None:
 
     model.check_given(c)
 
-    # algorithm
-    if not c.eps_clip > 0:
-        _fail("eps_clip", c.eps_clip, "the clip range must be positive", "a number > 0")
-    if c.overlong_buffer_len is not None and not (
-        1 <= c.overlong_buffer_len <= c.rollout_max_response_len
-    ):
-        _fail(
-            "overlong_buffer_len",
-            c.overlong_buffer_len,
-            f"must fit in --rollout-max-response-len={c.rollout_max_response_len}",
-            f"an integer in [1, {c.rollout_max_response_len}], or none",
-        )
-    if not c.overlong_penalty_factor > 0:
-        _fail(
-            "overlong_penalty_factor",
-            c.overlong_penalty_factor,
-            "must be positive",
-            "a number > 0 (the reward lost at the limit)",
-        )
-    for name in ("gspo_eps_clip", "gspo_eps_clip_high"):
-        if not getattr(c, name) > 0:
-            _fail(name, getattr(c, name), "the clip range must be positive", "a number > 0")
-    if c.eps_clip_high is not None and not c.eps_clip_high > 0:
-        _fail(
-            "eps_clip_high",
-            c.eps_clip_high,
-            "the clip range must be positive",
-            "a number > 0, or none (= --eps-clip)",
-        )
+    algorithm.check_given(c)
     if not c.tis_clip >= 1:
         _fail(
             "tis_clip",
@@ -129,16 +100,6 @@ def _check_ranges(c: RunConfig) -> None:
             "the kept ratio range must contain 1 (on-policy tokens)",
             "a number > 1",
         )
-    if not c.kl_loss_coef >= 0:
-        _fail("kl_loss_coef", c.kl_loss_coef, "must not be negative", "a number >= 0")
-    if not c.entropy_coef >= 0:
-        _fail("entropy_coef", c.entropy_coef, "must not be negative", "a number >= 0")
-    for name, what in (("gamma", "a discount"), ("lambd", "GAE lambda")):
-        value = getattr(c, name)
-        if value is not None and not 0 <= value <= 1:
-            _fail(name, value, f"{what} must lie in [0, 1]", "0 <= value <= 1")
-    if not c.kl_coef >= 0:
-        _fail("kl_coef", c.kl_coef, "must not be negative", "a number >= 0")
 
     # critic (None = not given: resolved from the actor's value, checked above)
     if c.critic_min_lr is not None and not c.critic_min_lr >= 0:
@@ -373,13 +334,6 @@ def _check_critic_load(c: RunConfig) -> None:
 
 
 def _check_algorithm_rollout_task(c: RunConfig) -> None:
-    if c.advantage_estimator == "grpo" and c.n_samples_per_prompt < 2:
-        _fail(
-            "n_samples_per_prompt",
-            c.n_samples_per_prompt,
-            "GRPO compares responses within a group, so it needs at least 2 per prompt",
-            "an integer >= 2",
-        )
     if c.task == "arith_mod10":
         if not 1 <= c.task_max_operand <= 9:
             _fail(
@@ -485,15 +439,6 @@ def _check_prompt_data_and_rewards(c: RunConfig) -> None:
             f"given together with --rm-type {c.rm_type}",
             "one of --rm-type and --custom-rm-path",
         )
-    if c.dynamic_sampling_filter_path is not None:
-        module, sep, function = c.dynamic_sampling_filter_path.partition(":")
-        if not (sep and module.strip() and function.strip()):
-            _fail(
-                "dynamic_sampling_filter_path",
-                c.dynamic_sampling_filter_path,
-                "not module:function",
-                "an import path like my_filters:keep_group",
-            )
     if c.custom_rm_path is not None:
         module, sep, function = c.custom_rm_path.partition(":")
         if not (sep and module.strip() and function.strip()):
@@ -723,7 +668,9 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     autopilot.check_autopilot(resolved, world_size)
     batch.check_ramp(resolved, world_size)
     _check_critic_batch(resolved, cfg, world_size)
+    algorithm.check_group_size(resolved)
     _check_algorithm_rollout_task(resolved)
+    algorithm.check_group_filter(resolved)
     _check_routing_replay(resolved)
     model.check_kernels(resolved)
     rollout_layout(resolved, world_size)
