@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from hyrl.config.concerns.algorithm import GAE_DEFAULTS, AlgorithmFlags, old_log_probs_from_update
+from hyrl.config.concerns import algorithm, critic
+from hyrl.config.concerns.algorithm import AlgorithmFlags, old_log_probs_from_update
 from hyrl.config.concerns.autopilot import AutopilotFlags
 from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
+from hyrl.config.concerns.critic import CriticFlags
 from hyrl.config.concerns.model import ModelFlags
 from hyrl.config.concerns.optimizer import OptimizerFlags
 from hyrl.config.concerns.parallel import ParallelFlags
@@ -56,6 +58,7 @@ TASK_VOCAB_SIZE = 16
 
 @dataclass
 class RunConfig(
+    CriticFlags,
     AlgorithmFlags,
     RolloutFlags,
     OptimizerFlags,
@@ -65,100 +68,6 @@ class RunConfig(
     ParallelFlags,
     ModelFlags,
 ):
-    # --- critic (PPO) --------------------------------------------------------------------
-    critic_global_batch_size: int | None = _opt(
-        None,
-        "responses per critic optimizer step (responses); none = --global-batch-size",
-        "critic",
-    )
-    critic_autopilot_min: int | None = _opt(
-        None,
-        "with --batch-schedule auto: the smallest critic B the autopilot may choose "
-        "(responses); none = --autopilot-min",
-        "critic",
-    )
-    critic_autopilot_max: int | None = _opt(
-        None,
-        "with --batch-schedule auto: the largest critic B the autopilot may choose "
-        "(responses); none = --autopilot-max",
-        "critic",
-    )
-    critic_micro_batch_size: int | None = _opt(
-        None,
-        "critic responses per forward/backward pass on one data-parallel rank (responses); "
-        "none = --micro-batch-size",
-        "critic",
-    )
-    critic_lr: float | None = _opt(
-        None,
-        "critic peak learning rate (per critic optimizer step); none = --lr (the actor's "
-        "resolved rate), or --critic-base-lr scaled to the critic batch when that is given",
-        "critic",
-    )
-    critic_lr_scaling: str | None = _opt(
-        None,
-        "how --critic-base-lr scales with the critic batch (name): critic lr = LR0 x "
-        "(critic B / B0)^k, k as for --lr-scaling; none = none",
-        "critic",
-        choices=tuple(LR_SCALING_EXPONENTS),
-    )
-    critic_base_lr: float | None = _opt(
-        None,
-        "critic peak learning rate LR0 of the base recipe at its critic B0 (per "
-        "critic optimizer step); when given, the critic learning rate is LR0 x (critic B / "
-        "B0)^k instead of --critic-lr; none = use --critic-lr",
-        "critic",
-    )
-    critic_base_global_batch_size: int | None = _opt(
-        None,
-        "responses per critic optimizer step of the base recipe, B0 (responses); "
-        "needs --critic-base-lr; none = the critic batch (no scaling)",
-        "critic",
-    )
-    critic_min_lr: float | None = _opt(
-        None,
-        "critic learning rate at the end of decay (per critic optimizer step); none = --min-lr",
-        "critic",
-    )
-    critic_lr_warmup_steps: int | None = _opt(
-        None,
-        "critic linear warmup length (critic optimizer steps); none = --lr-warmup-steps",
-        "critic",
-    )
-    critic_lr_decay_style: str | None = _opt(
-        None,
-        "critic learning-rate decay after warmup (name); none = --lr-decay-style",
-        "critic",
-        choices=("constant", "linear", "cosine"),
-    )
-    critic_weight_decay: float | None = _opt(
-        None,
-        "critic decoupled weight decay coefficient (per critic optimizer step); "
-        "none = --weight-decay",
-        "critic",
-    )
-    critic_clip_grad: float | None = _opt(
-        None,
-        "clip the critic's global gradient norm to this (L2 norm; 0 = no clipping); "
-        "none = --clip-grad",
-        "critic",
-    )
-    num_critic_only_steps: int = _opt(
-        0, "rollout steps at the start in which only the critic trains (rollout steps)", "critic"
-    )
-    value_clip: float | None = _opt(
-        None,
-        "clip range of the value update around the old values (value units; 0 disables); "
-        "none = 0.2 under gae",
-        "critic",
-    )
-    critic_load: str | None = _opt(
-        None,
-        "local Hugging Face Qwen3-MoE directory whose weights initialise the critic trunk "
-        "(path); none = the actor's initial weights",
-        "critic",
-    )
-
     # --- eval ----------------------------------------------------------------------------
     eval_interval: int = _opt(
         0,
@@ -459,19 +368,6 @@ class ResolvedConfig(RunConfig):
 
 # The step counts per rollout need only these resolved.
 _BATCH_FIELDS = ("global_batch_size", "critic_global_batch_size")
-# Under gae each critic setting not given takes the actor's value.
-_CRITIC_FROM_ACTOR = {
-    "critic_global_batch_size": "global_batch_size",
-    "critic_micro_batch_size": "micro_batch_size",
-    "critic_lr": "lr",
-    "critic_min_lr": "min_lr",
-    "critic_lr_warmup_steps": "lr_warmup_steps",
-    "critic_lr_decay_style": "lr_decay_style",
-    "critic_weight_decay": "weight_decay",
-    "critic_clip_grad": "clip_grad",
-}
-# Under gae these take a fixed value when not given.
-_GAE_DEFAULTS = {**GAE_DEFAULTS, "value_clip": 0.2}
 
 
 def _unresolved(cfg: RunConfig) -> list[str]:
@@ -482,7 +378,12 @@ def _unresolved(cfg: RunConfig) -> list[str]:
     if cfg.advantage_estimator == "gae":
         names += [
             n
-            for n in (*_CRITIC_FROM_ACTOR, *_GAE_DEFAULTS, "critic_lr_scaling")
+            for n in (
+                *critic.CRITIC_FROM_ACTOR,
+                *algorithm.GAE_DEFAULTS,
+                *critic.GAE_DEFAULTS,
+                "critic_lr_scaling",
+            )
             if getattr(cfg, n) is None
         ]
         if cfg.critic_base_lr is not None and cfg.critic_base_global_batch_size is None:

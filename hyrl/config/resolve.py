@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hyrl.config.concerns import algorithm, batch, optimizer
+from hyrl.config.concerns import algorithm, batch, critic, optimizer
 from hyrl.config.errors import _fail
-from hyrl.config.fields import _CRITIC_FROM_ACTOR, _GAE_DEFAULTS, ResolvedConfig, RunConfig, _fields
+from hyrl.config.fields import ResolvedConfig, RunConfig, _fields
 from hyrl.config.kinds import _check_types
 
 
@@ -47,21 +47,9 @@ def resolve(cfg: RunConfig) -> ResolvedConfig:
         and updates.get("task", cfg.task) == "arith_mod10"
     ):
         updates["rm_type"] = "exact_match"
-    if cfg.advantage_estimator == "gae":
-        for name, actor_name in _CRITIC_FROM_ACTOR.items():
-            if getattr(cfg, name) is None:
-                updates[name] = updates.get(actor_name, getattr(cfg, actor_name))
-        critic_batch = updates.get("critic_global_batch_size", cfg.critic_global_batch_size)
-        assert critic_batch is not None, "given, or filled from B just above"
-        updates["critic_lr"], updates["critic_base_global_batch_size"] = optimizer.resolve_rate(
-            cfg, "critic_", critic_batch, lr
-        )
-        updates["critic_lr_scaling"] = cfg.critic_lr_scaling or "none"
-        for name, value in _GAE_DEFAULTS.items():
-            if getattr(cfg, name) is None:
-                updates[name] = value
-    resolved = dataclasses.replace(cfg, **updates)
-    return ResolvedConfig(**{f.name: getattr(resolved, f.name) for f in _fields()})
+    actor = dataclasses.replace(cfg, **updates)
+    resolved = ResolvedConfig(**{f.name: getattr(actor, f.name) for f in _fields()})
+    return dataclasses.replace(resolved, **critic.resolve_critic(resolved))
 
 
 def eval_pass_ks(cfg: RunConfig) -> list[int]:

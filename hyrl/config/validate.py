@@ -9,9 +9,17 @@ import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
-from hyrl.config.concerns import algorithm, autopilot, batch, model, optimizer, parallel, rollout
-from hyrl.config.concerns.optimizer import rate_origin
-from hyrl.config.errors import ConfigError, _fail, divisors, flag_name
+from hyrl.config.concerns import (
+    algorithm,
+    autopilot,
+    batch,
+    critic,
+    model,
+    optimizer,
+    parallel,
+    rollout,
+)
+from hyrl.config.errors import ConfigError, _fail, flag_name
 from hyrl.config.fields import (
     ARITH_PROMPT_TOKENS,
     TASK_VOCAB_SIZE,
@@ -36,14 +44,10 @@ _POSITIVE_INTS = (
     *optimizer.POSITIVE_COUNTS,
     *rollout.POSITIVE_COUNTS,
     *algorithm.POSITIVE_COUNTS,
-    "critic_global_batch_size",
-    "critic_micro_batch_size",
+    *critic.POSITIVE_COUNTS,
     "save_interval",
     "log_interval",
     "max_skipped_steps",
-    "critic_base_global_batch_size",
-    "critic_autopilot_min",
-    "critic_autopilot_max",
     "n_samples_per_eval_prompt",
     "eval_max_response_len",
     "task_max_operand",
@@ -69,10 +73,6 @@ def _check_ranges(c: RunConfig) -> None:
     parallel.check_given(c)
 
     optimizer.check_given(c)
-    for name in ("critic_lr", "critic_base_lr"):
-        value = getattr(c, name)
-        if value is not None and not value > 0:
-            _fail(name, value, "the learning rate must be positive", "a number > 0")
     batch.check_given(c)
 
     model.check_given(c)
@@ -101,42 +101,7 @@ def _check_ranges(c: RunConfig) -> None:
             "a number > 1",
         )
 
-    # critic (None = not given: resolved from the actor's value, checked above)
-    if c.critic_min_lr is not None and not c.critic_min_lr >= 0:
-        _fail("critic_min_lr", c.critic_min_lr, "must not be negative", "a number >= 0")
-    if c.critic_lr_warmup_steps is not None and c.critic_lr_warmup_steps < 0:
-        _fail(
-            "critic_lr_warmup_steps",
-            c.critic_lr_warmup_steps,
-            "must not be negative",
-            "an integer >= 0",
-        )
-    if c.critic_weight_decay is not None and not c.critic_weight_decay >= 0:
-        _fail("critic_weight_decay", c.critic_weight_decay, "must not be negative", "a number >= 0")
-    if c.critic_clip_grad is not None and not c.critic_clip_grad >= 0:
-        _fail(
-            "critic_clip_grad",
-            c.critic_clip_grad,
-            "must not be negative",
-            "a number >= 0 (0 = no clipping)",
-        )
-    if c.value_clip is not None and not c.value_clip >= 0:
-        _fail("value_clip", c.value_clip, "must not be negative", ">= 0; 0 disables clipping")
-    if c.num_critic_only_steps < 0:
-        _fail(
-            "num_critic_only_steps",
-            c.num_critic_only_steps,
-            "must not be negative",
-            "an integer >= 0",
-        )
-    if not c.num_critic_only_steps < c.num_steps:
-        _fail(
-            "num_critic_only_steps",
-            c.num_critic_only_steps,
-            f"the actor must train in at least one of the --num-steps={c.num_steps} rollout steps",
-            f"0 <= num_critic_only_steps < {c.num_steps}",
-        )
-
+    critic.check_given(c)
     rollout.check_given(c)
     if c.log_interval_s is not None and not c.log_interval_s > 0:
         _fail("log_interval_s", c.log_interval_s, "must be positive", "seconds > 0, or none")
@@ -163,43 +128,6 @@ def _check_ranges(c: RunConfig) -> None:
             "a held-out fraction must lie in [0, 1)",
             "0 <= fraction < 1",
         )
-
-
-def _check_critic_min_lr(c: RunConfig, given: RunConfig) -> None:
-    """The critic's minimum learning rate against its resolved peak rate (after scaling)."""
-    if c.critic_lr is None or c.critic_min_lr is None:
-        return  # no critic
-    if 0 <= c.critic_min_lr <= c.critic_lr:
-        return
-    if given.critic_min_lr is not None:
-        _fail(
-            "critic_min_lr",
-            c.critic_min_lr,
-            f"must lie between 0 and the critic's learning rate {rate_origin(c, given, 'critic_')}",
-            f"0 <= critic_min_lr <= {c.critic_lr}",
-        )
-    if given.critic_lr is not None:
-        _fail(
-            "critic_lr",
-            c.critic_lr,
-            f"below the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
-            f"a number >= {c.critic_min_lr}, or set --critic-min-lr",
-        )
-    if given.critic_base_lr is not None:
-        _fail(
-            "critic_base_lr",
-            given.critic_base_lr,
-            f"scales to the critic learning rate {rate_origin(c, given, 'critic_')}, below "
-            f"the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
-            f"a larger --critic-base-lr, or set --critic-min-lr (0 <= critic_min_lr <= "
-            f"{c.critic_lr})",
-        )
-    _fail(
-        "min_lr",
-        c.min_lr,
-        f"must lie between 0 and the critic's learning rate {rate_origin(c, given, 'critic_')}",
-        f"0 <= min_lr <= {c.critic_lr}",
-    )
 
 
 def _check_eval(c: RunConfig) -> None:
@@ -286,51 +214,6 @@ def _check_routing_replay(c: RunConfig) -> None:
                 "slots, not the model's experts",
                 f"no {flag} in the server flags, or no --{switch.replace('_', '-')}",
             )
-
-
-def _check_critic_batch(c: RunConfig, given: RunConfig, world_size: int) -> None:
-    cb, cm = c.critic_global_batch_size, c.critic_micro_batch_size
-    if cb is None:
-        return  # no critic
-    assert cm is not None, "resolve fills both critic batch sizes under gae"
-    p, g = c.rollout_batch_size, c.n_samples_per_prompt
-    n = p * g
-    origin = "" if given.critic_global_batch_size is not None else " (from --global-batch-size)"
-    if n % cb != 0:
-        _fail(
-            "critic_global_batch_size",
-            cb,
-            f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of the critic "
-            f"batch {cb}{origin}",
-            f"a divisor of {n}: {divisors(n)}",
-        )
-    dp = c.data_parallel_size(world_size)
-    if cb % dp != 0:
-        _fail(
-            "critic_global_batch_size",
-            cb,
-            f"the critic batch {cb}{origin} does not split evenly over data-parallel size {dp}",
-            f"a multiple of {dp} that divides {n}",
-        )
-    if cb % (cm * dp) != 0:
-        m_origin = "" if given.critic_micro_batch_size is not None else " (from --micro-batch-size)"
-        _fail(
-            "critic_micro_batch_size",
-            cm,
-            f"critic micro batch {cm}{m_origin} x data-parallel size {dp} = {cm * dp} does "
-            f"not divide the critic batch {cb}{origin}",
-            f"a divisor of critic B / DP = {cb // dp}: {divisors(cb // dp)}",
-        )
-
-
-def _check_critic_load(c: RunConfig) -> None:
-    if c.critic_load is None:
-        return
-    allowed = "a local Hugging Face model directory (holding config.json and the weights)"
-    if not os.path.isdir(c.critic_load):
-        _fail("critic_load", c.critic_load, "not an existing directory", allowed)
-    if not os.path.isfile(os.path.join(c.critic_load, "config.json")):
-        _fail("critic_load", c.critic_load, "has no config.json", allowed)
 
 
 def _check_algorithm_rollout_task(c: RunConfig) -> None:
@@ -659,7 +542,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     resolved = resolve(cfg)
     check_applies_only_with(resolved)
     optimizer.check_min_lr(resolved, cfg)
-    _check_critic_min_lr(resolved, cfg)
+    critic.check_min_lr(resolved, cfg)
     parallel.check_layout(resolved, world_size)
     parallel.check_virtual_pipeline(resolved)
     batch.check_batch(resolved, cfg, world_size)
@@ -667,7 +550,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     batch.check_schedule(resolved)
     autopilot.check_autopilot(resolved, world_size)
     batch.check_ramp(resolved, world_size)
-    _check_critic_batch(resolved, cfg, world_size)
+    critic.check_critic_batch(resolved, cfg, world_size)
     algorithm.check_group_size(resolved)
     _check_algorithm_rollout_task(resolved)
     algorithm.check_group_filter(resolved)
@@ -680,7 +563,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     model.check_hf_checkpoint(resolved)
     _check_eval(resolved)
     _check_eval_and_target(resolved)
-    _check_critic_load(resolved)
+    critic.check_critic_load(resolved)
     _check_save_load(resolved)
     rollout.check_staleness(resolved)
     _check_run_dir(resolved, world_size)
