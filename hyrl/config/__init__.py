@@ -20,14 +20,14 @@ GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 from hyrl.config.applies import SGLANG_ONLY
 from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
 from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
+from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS, TASK_VOCAB_SIZE
+from hyrl.config.concerns.evaluation import eval_max_response_len, eval_pass_ks, parse_target
 from hyrl.config.concerns.optimizer import DEFAULT_LR
 from hyrl.config.concerns.rollout import offloads_train
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
 from hyrl.config.fields import (
-    ARITH_PROMPT_TOKENS,
     GROUP_TITLES,
     GROUPS,
-    TASK_VOCAB_SIZE,
     RunConfig,
     engine_returns_routing,
     old_log_probs_from_update,
@@ -40,13 +40,12 @@ from hyrl.config.parser import (
     build_parser,
     parse_args,
 )
-from hyrl.config.resolve import eval_max_response_len, eval_pass_ks, resolve
+from hyrl.config.resolve import resolve
 from hyrl.config.validate import (
     DATA_EXTENSIONS,
     RESUME_MAY_CHANGE,
     RUN_RECORD_KEYS,
     load,
-    parse_target,
     resume_allowed,
     resume_differences,
     validate,

@@ -13,6 +13,7 @@ from hyrl.config.concerns.algorithm import AlgorithmFlags, old_log_probs_from_up
 from hyrl.config.concerns.autopilot import AutopilotFlags
 from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
 from hyrl.config.concerns.critic import CriticFlags
+from hyrl.config.concerns.evaluation import EvalFlags
 from hyrl.config.concerns.model import ModelFlags
 from hyrl.config.concerns.optimizer import OptimizerFlags
 from hyrl.config.concerns.parallel import ParallelFlags
@@ -50,14 +51,9 @@ GROUP_TITLES = {
 }
 
 
-# The arithmetic task's prompt ("a+b=" style, with BOS) is this many tokens long.
-ARITH_PROMPT_TOKENS = 5
-# Size of the tiny task's tokenizer vocabulary.
-TASK_VOCAB_SIZE = 16
-
-
 @dataclass
 class RunConfig(
+    EvalFlags,
     CriticFlags,
     AlgorithmFlags,
     RolloutFlags,
@@ -68,54 +64,6 @@ class RunConfig(
     ParallelFlags,
     ModelFlags,
 ):
-    # --- eval ----------------------------------------------------------------------------
-    eval_interval: int = _opt(
-        0,
-        "rollout steps between evaluations on the held-out prompts (rollout steps; 0 = no "
-        "evaluation); when > 0, evaluation also runs before the first step and after the last",
-        "eval",
-    )
-    n_samples_per_eval_prompt: int = _opt(
-        1, "responses sampled per held-out prompt, k of the mean@k accuracy (responses)", "eval"
-    )
-    eval_temperature: float | None = _opt(
-        None,
-        "sampling temperature for evaluation (dimensionless, >= 0; 0 = greedy); "
-        "none = --rollout-temperature",
-        "eval",
-    )
-    eval_pass_k: str | None = _opt(
-        None,
-        "k values of the logged pass@k, comma-separated, e.g. 1,4 (responses, each at most "
-        "--n-samples-per-eval-prompt); the unbiased estimator of Chen et al. 2021 from n = "
-        "--n-samples-per-eval-prompt samples per prompt; none = 1, 2, 4, ... below n, and n",
-        "eval",
-    )
-    eval_pass_threshold: float = _opt(
-        1.0,
-        "a response counts as correct for pass@k when its reward is at least this (reward "
-        "units; 1.0 = full marks for the built-in rewards, which lie in [0, 1])",
-        "eval",
-    )
-    eval_max_response_len: int | None = _opt(
-        None,
-        "longest generated response during evaluation (tokens); none = --rollout-max-response-len",
-        "eval",
-    )
-    target: str | None = _opt(
-        None,
-        "METRIC=VALUE, e.g. eval/accuracy=0.77 (METRIC under eval/ or train/): the run "
-        "records the step, responses and seconds at which METRIC first reaches VALUE; "
-        "none = no target",
-        "eval",
-    )
-    stop_at_target: bool = _opt(
-        False,
-        "end the run after the rollout step whose record first reaches --target (on/off; "
-        "the checkpoint, summary.json and the records are written as at the last step)",
-        "eval",
-    )
-
     # --- MoE stability: train-inference mismatch ------------------------------------------
     use_tis: bool = _opt(
         False,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hyrl.config.concerns import algorithm, batch, critic, optimizer
-from hyrl.config.errors import _fail
+from hyrl.config.concerns import algorithm, batch, critic, evaluation, optimizer
 from hyrl.config.fields import ResolvedConfig, RunConfig, _fields
 from hyrl.config.kinds import _check_types
 
@@ -36,8 +35,7 @@ def resolve(cfg: RunConfig) -> ResolvedConfig:
     lr, base_b = optimizer.resolve_rate(cfg, "", b, optimizer.DEFAULT_LR)
     cfg = dataclasses.replace(cfg, global_batch_size=b, lr=lr, base_global_batch_size=base_b)
     updates: dict[str, Any] = {}
-    if cfg.eval_temperature is None:
-        updates["eval_temperature"] = cfg.rollout_temperature
+    updates.update(evaluation.resolve_eval(cfg))
     updates.update(algorithm.resolve_algorithm(cfg))
     if cfg.task is None:
         updates["task"] = "prompt_data" if cfg.prompt_data is not None else "arith_mod10"
@@ -50,42 +48,3 @@ def resolve(cfg: RunConfig) -> ResolvedConfig:
     actor = dataclasses.replace(cfg, **updates)
     resolved = ResolvedConfig(**{f.name: getattr(actor, f.name) for f in _fields()})
     return dataclasses.replace(resolved, **critic.resolve_critic(resolved))
-
-
-def eval_pass_ks(cfg: RunConfig) -> list[int]:
-    """The k values of pass@k, ascending: --eval-pass-k, or 1, 2, 4, ... below n and n itself
-    (n = --n-samples-per-eval-prompt; the powers of 2 verl logs, with pass@1 added). Raises
-    ConfigError when --eval-pass-k is not distinct integers in [1, n]."""
-    n = cfg.n_samples_per_eval_prompt
-    if cfg.eval_pass_k is None:
-        ks, k = [], 1
-        while k < n:
-            ks.append(k)
-            k *= 2
-        return [*ks, n]
-    allowed = f"distinct integers in [1, {n}] (--n-samples-per-eval-prompt), comma-separated"
-    parts = [p.strip() for p in cfg.eval_pass_k.split(",")]
-    try:
-        ks = [int(p) for p in parts]
-    except ValueError:
-        _fail("eval_pass_k", cfg.eval_pass_k, "not comma-separated integers", allowed)
-    outside = [k for k in ks if not 1 <= k <= n]
-    if outside:
-        _fail(
-            "eval_pass_k",
-            cfg.eval_pass_k,
-            f"pass@{outside[0]} needs {outside[0]} samples per prompt, and "
-            f"--n-samples-per-eval-prompt is {n}",
-            allowed,
-        )
-    if len(set(ks)) != len(ks):
-        _fail("eval_pass_k", cfg.eval_pass_k, "a k appears twice", allowed)
-    return sorted(ks)
-
-
-def eval_max_response_len(cfg: RunConfig) -> int:
-    """The longest response evaluation generates: --eval-max-response-len, or
-    --rollout-max-response-len when not given."""
-    if cfg.eval_max_response_len is None:
-        return cfg.rollout_max_response_len
-    return cfg.eval_max_response_len

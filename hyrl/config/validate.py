@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from typing import Any
 
 from hyrl.config.applies import check_applies_only_with
@@ -14,15 +13,15 @@ from hyrl.config.concerns import (
     autopilot,
     batch,
     critic,
+    evaluation,
     model,
     optimizer,
     parallel,
     rollout,
 )
+from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS, TASK_VOCAB_SIZE
 from hyrl.config.errors import ConfigError, _fail, flag_name
 from hyrl.config.fields import (
-    ARITH_PROMPT_TOKENS,
-    TASK_VOCAB_SIZE,
     RunConfig,
     _fields,
     engine_returns_routing,
@@ -30,10 +29,8 @@ from hyrl.config.fields import (
 from hyrl.config.kinds import _check_types
 from hyrl.config.names import canonical_config
 from hyrl.config.parser import parse_args
-from hyrl.config.resolve import eval_pass_ks, resolve
+from hyrl.config.resolve import resolve
 from hyrl.config.rollout_layout import rollout_layout
-from hyrl.metrics.target import TARGET_ALLOWED, TargetSyntaxError
-from hyrl.metrics.target import parse_target as _parse_target
 
 # Fields that count or size something: must be >= 1.
 _POSITIVE_INTS = (
@@ -45,23 +42,13 @@ _POSITIVE_INTS = (
     *rollout.POSITIVE_COUNTS,
     *algorithm.POSITIVE_COUNTS,
     *critic.POSITIVE_COUNTS,
+    *evaluation.POSITIVE_COUNTS,
     "save_interval",
     "log_interval",
     "max_skipped_steps",
-    "n_samples_per_eval_prompt",
-    "eval_max_response_len",
     "task_max_operand",
     "num_steps",
 )  # None (not given) is skipped: resolved later.
-
-
-def parse_target(text: str) -> tuple[str, float]:
-    """--target "METRIC=VALUE" -> (METRIC, VALUE) under eval/ or train/ (the rules are
-    `hyrl.metrics.target.parse_target`'s); raises ConfigError on --target otherwise."""
-    try:
-        return _parse_target(text)
-    except TargetSyntaxError as err:
-        raise ConfigError("--target", text, err.problem, TARGET_ALLOWED) from None
 
 
 def _check_ranges(c: RunConfig) -> None:
@@ -107,20 +94,7 @@ def _check_ranges(c: RunConfig) -> None:
         _fail("log_interval_s", c.log_interval_s, "must be positive", "seconds > 0, or none")
 
     # eval, task
-    if c.eval_interval < 0:
-        _fail(
-            "eval_interval",
-            c.eval_interval,
-            "must not be negative",
-            "an integer >= 0 (0 = no evaluation)",
-        )
-    if c.eval_temperature is not None and not c.eval_temperature >= 0:
-        _fail(
-            "eval_temperature",
-            c.eval_temperature,
-            "must not be negative",
-            "a number >= 0 (0 = greedy), or none (= --rollout-temperature)",
-        )
+    evaluation.check_given(c)
     if not 0 <= c.task_eval_fraction < 1:
         _fail(
             "task_eval_fraction",
@@ -130,31 +104,7 @@ def _check_ranges(c: RunConfig) -> None:
         )
 
 
-def _check_eval(c: RunConfig) -> None:
-    """pass@k's k values, the evaluation's response length against the positions, and the
-    TensorBoard directory (on a resolved config: --task is set)."""
-    eval_pass_ks(c)
-    if c.eval_max_response_len is not None:
-        if c.task == "arith_mod10":
-            prompt_len, what = ARITH_PROMPT_TOKENS, f"a {ARITH_PROMPT_TOKENS}-token prompt"
-        elif c.rollout_max_prompt_len is not None:
-            prompt_len = c.rollout_max_prompt_len
-            what = f"a prompt of --rollout-max-prompt-len={prompt_len} tokens"
-        else:
-            prompt_len = c.max_position_embeddings - c.rollout_max_response_len
-            what = (
-                f"a prompt of up to {prompt_len} tokens (--max-position-embeddings - "
-                "--rollout-max-response-len, the prompts kept when loading)"
-            )
-        if prompt_len + c.eval_max_response_len > c.max_position_embeddings:
-            _fail(
-                "eval_max_response_len",
-                c.eval_max_response_len,
-                f"{what} plus the response exceeds "
-                f"--max-position-embeddings={c.max_position_embeddings}",
-                f"at most {c.max_position_embeddings - prompt_len}, or none "
-                "(= --rollout-max-response-len)",
-            )
+def _check_tensorboard_dir(c: RunConfig) -> None:
     if c.tensorboard_dir is not None:
         if not c.tensorboard_dir:
             _fail("tensorboard_dir", "", "an empty path", "a directory path, or none")
@@ -165,28 +115,6 @@ def _check_eval(c: RunConfig) -> None:
                 "exists and is not a directory",
                 "a directory (created when missing), or none",
             )
-
-
-def _check_eval_and_target(c: RunConfig) -> None:
-    if c.target is None:
-        return
-    metric, _ = parse_target(c.target)
-    if metric.startswith("eval/") and c.eval_interval == 0:
-        _fail(
-            "target",
-            c.target,
-            f"{metric} is only measured by evaluation, which is off (--eval-interval=0)",
-            "add --eval-interval N",
-        )
-    match = re.fullmatch(r"eval/(?:[^/]+/)?pass@(\d+)", metric)
-    if match and int(match.group(1)) not in eval_pass_ks(c):
-        logged = ", ".join(f"pass@{k}" for k in eval_pass_ks(c))
-        _fail(
-            "target",
-            c.target,
-            f"{metric} is never logged: evaluation logs {logged} (--eval-pass-k)",
-            f"a logged pass@K, or --eval-pass-k including {match.group(1)}",
-        )
 
 
 def _check_routing_replay(c: RunConfig) -> None:
@@ -561,8 +489,9 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     _check_memory_flags(resolved)
     parallel.check_plan_hints(resolved)
     model.check_hf_checkpoint(resolved)
-    _check_eval(resolved)
-    _check_eval_and_target(resolved)
+    evaluation.check_eval(resolved)
+    _check_tensorboard_dir(resolved)
+    evaluation.check_target(resolved)
     critic.check_critic_load(resolved)
     _check_save_load(resolved)
     rollout.check_staleness(resolved)
