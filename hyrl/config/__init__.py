@@ -22,6 +22,7 @@ from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_b
 from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
 from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS, TASK_VOCAB_SIZE
 from hyrl.config.concerns.evaluation import eval_max_response_len, eval_pass_ks, parse_target
+from hyrl.config.concerns.mismatch import engine_returns_routing
 from hyrl.config.concerns.optimizer import DEFAULT_LR
 from hyrl.config.concerns.rollout import offloads_train
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
@@ -29,7 +30,6 @@ from hyrl.config.fields import (
     GROUP_TITLES,
     GROUPS,
     RunConfig,
-    engine_returns_routing,
     old_log_probs_from_update,
 )
 from hyrl.config.parser import (

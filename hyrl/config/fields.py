@@ -14,6 +14,7 @@ from hyrl.config.concerns.autopilot import AutopilotFlags
 from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
 from hyrl.config.concerns.critic import CriticFlags
 from hyrl.config.concerns.evaluation import EvalFlags
+from hyrl.config.concerns.mismatch import MismatchFlags
 from hyrl.config.concerns.model import ModelFlags
 from hyrl.config.concerns.optimizer import OptimizerFlags
 from hyrl.config.concerns.parallel import ParallelFlags
@@ -53,6 +54,7 @@ GROUP_TITLES = {
 
 @dataclass
 class RunConfig(
+    MismatchFlags,
     EvalFlags,
     CriticFlags,
     AlgorithmFlags,
@@ -64,45 +66,6 @@ class RunConfig(
     ParallelFlags,
     ModelFlags,
 ):
-    # --- MoE stability: train-inference mismatch ------------------------------------------
-    use_tis: bool = _opt(
-        False,
-        "truncated importance sampling: weight each token's policy-gradient term by "
-        "min(pi_old_train / pi_rollout, --tis-clip) (on/off)",
-        "mismatch",
-    )
-    tis_clip: float = _opt(
-        2.0, "upper bound C of the truncated importance weight (ratio)", "mismatch"
-    )
-    use_mis: bool = _opt(
-        False,
-        "masked importance sampling: drop tokens (or responses, --mis-level sequence) "
-        "whose ratio pi_old_train / pi_rollout is outside [--mis-low, --mis-high] (on/off)",
-        "mismatch",
-    )
-    mis_low: float = _opt(0.5, "lower bound L of the kept ratio range (ratio)", "mismatch")
-    mis_high: float = _opt(2.0, "upper bound H of the kept ratio range (ratio)", "mismatch")
-    mis_level: str = _opt(
-        "token",
-        "what --use-mis drops (name): token = single tokens; sequence = whole "
-        "responses, by the geometric mean of their ratios",
-        "mismatch",
-        choices=("token", "sequence"),
-    )
-    use_rollout_routing_replay: bool = _opt(
-        False,
-        "rollout routing replay (R3): the engine returns the experts it routed every "
-        "token to and the trainer's MoE routers reuse them (on/off)",
-        "mismatch",
-    )
-    measure_routing_mismatch: bool = _opt(
-        False,
-        "the engine returns the experts it routed every token to and the trainer logs how "
-        "often its own routing differs (mismatch/routing_diff_frac), without replaying them; "
-        "implied by --use-rollout-routing-replay (on/off)",
-        "mismatch",
-    )
-
     # --- task ----------------------------------------------------------------------------
     task: str | None = _opt(
         None,
@@ -352,8 +315,3 @@ def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> No
 
 def _fields() -> tuple[dataclasses.Field, ...]:
     return dataclasses.fields(RunConfig)
-
-
-def engine_returns_routing(c: RunConfig) -> bool:
-    """Whether the engines return the experts they routed each token to."""
-    return bool(c.use_rollout_routing_replay or c.measure_routing_mismatch)

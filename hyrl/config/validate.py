@@ -14,6 +14,7 @@ from hyrl.config.concerns import (
     batch,
     critic,
     evaluation,
+    mismatch,
     model,
     optimizer,
     parallel,
@@ -24,7 +25,6 @@ from hyrl.config.errors import ConfigError, _fail, flag_name
 from hyrl.config.fields import (
     RunConfig,
     _fields,
-    engine_returns_routing,
 )
 from hyrl.config.kinds import _check_types
 from hyrl.config.names import canonical_config
@@ -65,29 +65,7 @@ def _check_ranges(c: RunConfig) -> None:
     model.check_given(c)
 
     algorithm.check_given(c)
-    if not c.tis_clip >= 1:
-        _fail(
-            "tis_clip",
-            c.tis_clip,
-            "the truncation bound of an importance weight must be at "
-            "least 1 (below 1 every on-policy token would be down-weighted)",
-            "a number >= 1",
-        )
-    if not 0 <= c.mis_low < 1:
-        _fail(
-            "mis_low",
-            c.mis_low,
-            "the kept ratio range must contain 1 (on-policy tokens)",
-            "a number in [0, 1)",
-        )
-    if not c.mis_high > 1:
-        _fail(
-            "mis_high",
-            c.mis_high,
-            "the kept ratio range must contain 1 (on-policy tokens)",
-            "a number > 1",
-        )
-
+    mismatch.check_given(c)
     critic.check_given(c)
     rollout.check_given(c)
     if c.log_interval_s is not None and not c.log_interval_s > 0:
@@ -114,33 +92,6 @@ def _check_tensorboard_dir(c: RunConfig) -> None:
                 c.tensorboard_dir,
                 "exists and is not a directory",
                 "a directory (created when missing), or none",
-            )
-
-
-def _check_routing_replay(c: RunConfig) -> None:
-    """SGLang's expert-parallel load balancer and redundant experts make the ids a server
-    returns physical expert slots, not the model's experts: replay would use wrong experts."""
-
-    if not engine_returns_routing(c) or c.rollout_engine != "sglang":
-        return
-    switch = (
-        "use_rollout_routing_replay" if c.use_rollout_routing_replay else "measure_routing_mismatch"
-    )
-    import shlex
-
-    tokens = shlex.split(c.sglang_server_args or "")
-    for i, token in enumerate(tokens):
-        flag, _, value = token.partition("=")
-        if not value and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
-            value = tokens[i + 1]
-        redundant = flag == "--ep-num-redundant-experts" and value not in ("", "0")
-        if flag == "--enable-eplb" or redundant:
-            _fail(
-                switch,
-                True,
-                f"SGLang's {flag} makes the returned expert ids physical "
-                "slots, not the model's experts",
-                f"no {flag} in the server flags, or no --{switch.replace('_', '-')}",
             )
 
 
@@ -482,7 +433,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     algorithm.check_group_size(resolved)
     _check_algorithm_rollout_task(resolved)
     algorithm.check_group_filter(resolved)
-    _check_routing_replay(resolved)
+    mismatch.check_routing_replay(resolved)
     model.check_kernels(resolved)
     rollout_layout(resolved, world_size)
     parallel.check_recompute(resolved)
