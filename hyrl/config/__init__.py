@@ -20,7 +20,7 @@ GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 from hyrl.config.applies import SGLANG_ONLY
 from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
 from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
-from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS, TASK_VOCAB_SIZE
+from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS, DATA_EXTENSIONS, TASK_VOCAB_SIZE
 from hyrl.config.concerns.evaluation import eval_max_response_len, eval_pass_ks, parse_target
 from hyrl.config.concerns.mismatch import engine_returns_routing
 from hyrl.config.concerns.optimizer import DEFAULT_LR
@@ -42,7 +42,6 @@ from hyrl.config.parser import (
 )
 from hyrl.config.resolve import resolve
 from hyrl.config.validate import (
-    DATA_EXTENSIONS,
     RESUME_MAY_CHANGE,
     RUN_RECORD_KEYS,
     load,

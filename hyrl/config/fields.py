@@ -13,6 +13,7 @@ from hyrl.config.concerns.algorithm import AlgorithmFlags, old_log_probs_from_up
 from hyrl.config.concerns.autopilot import AutopilotFlags
 from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
 from hyrl.config.concerns.critic import CriticFlags
+from hyrl.config.concerns.data import DataFlags
 from hyrl.config.concerns.evaluation import EvalFlags
 from hyrl.config.concerns.mismatch import MismatchFlags
 from hyrl.config.concerns.model import ModelFlags
@@ -54,6 +55,7 @@ GROUP_TITLES = {
 
 @dataclass
 class RunConfig(
+    DataFlags,
     MismatchFlags,
     EvalFlags,
     CriticFlags,
@@ -66,71 +68,6 @@ class RunConfig(
     ParallelFlags,
     ModelFlags,
 ):
-    # --- task ----------------------------------------------------------------------------
-    task: str | None = _opt(
-        None,
-        "training task (name): arith_mod10 = the built-in arithmetic task, prompt_data = "
-        "--prompt-data; none = prompt_data when --prompt-data is given, else arith_mod10",
-        "task",
-        choices=("arith_mod10", "prompt_data"),
-    )
-    prompt_data: str | None = _opt(
-        None,
-        "training prompts, a .jsonl or .parquet file with one prompt per record (path)",
-        "task",
-    )
-    input_key: str = _opt("prompt", "record field holding the prompt text (name)", "task")
-    label_key: str = _opt("label", "record field holding the reference answer (name)", "task")
-    apply_chat_template: bool = _opt(
-        False,
-        "wrap each prompt as a user message in the tokenizer's chat template (on/off)",
-        "task",
-    )
-    tokenizer_path: str | None = _opt(
-        None,
-        "local Hugging Face tokenizer directory for --prompt-data (path); none = --hf-checkpoint",
-        "task",
-    )
-    rollout_max_prompt_len: int | None = _opt(
-        None,
-        "drop prompts longer than this when loading --prompt-data (tokens); none = "
-        "--max-position-embeddings - --rollout-max-response-len",
-        "task",
-    )
-    eval_prompt_data: list[str] | None = _opt(
-        None,
-        "held-out sets as NAME FILE pairs, each logged as eval/NAME/accuracy (names and "
-        "paths); none = the task's own held-out split",
-        "task",
-    )
-    rm_type: str | None = _opt(
-        None,
-        "reward function (name): exact_match, math (math-verify on the boxed or last "
-        "answer), mcq (one choice letter), logic (exact structured answer), and slime's "
-        "deepscaler (math-verify on the last box after the thinking), dapo (math-verify on the "
-        "last 'Answer:' line, 1/0 where slime's is 1/-1) and f1 (SQuAD token F1 of the boxed "
-        "answer, else the response); none = exact_match for arith_mod10, required with "
-        "--prompt-data unless --custom-rm-path",
-        "task",
-        choices=("exact_match", "math", "mcq", "logic", "deepscaler", "dapo", "f1"),
-    )
-    custom_rm_path: str | None = _opt(
-        None,
-        "your reward function as module:function, called as f(response_text, label, "
-        "finish_reason) -> float (import path)",
-        "task",
-    )
-    task_max_operand: int = _opt(
-        9, "largest operand in the arithmetic prompts (integer, 1..9)", "task"
-    )
-    task_eval_fraction: float = _opt(
-        0.2,
-        "fraction of the task's prompts held out for evaluation and never trained on "
-        "(fraction, in [0, 1); round(fraction x prompts) are held out when --eval-interval > 0; "
-        "0 = evaluate on the training prompts themselves, an in-distribution check)",
-        "task",
-    )
-
     # --- run -----------------------------------------------------------------------------
     num_steps: int = _opt(1000, "training length (rollout steps)", "run")
     run_dir: str = _opt("runs/latest", "directory for config.json and metrics.jsonl (path)", "run")

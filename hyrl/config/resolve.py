@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hyrl.config.concerns import algorithm, batch, critic, evaluation, optimizer
+from hyrl.config.concerns import algorithm, batch, critic, data, evaluation, optimizer
 from hyrl.config.fields import ResolvedConfig, RunConfig, _fields
 from hyrl.config.kinds import _check_types
 
@@ -37,14 +37,7 @@ def resolve(cfg: RunConfig) -> ResolvedConfig:
     updates: dict[str, Any] = {}
     updates.update(evaluation.resolve_eval(cfg))
     updates.update(algorithm.resolve_algorithm(cfg))
-    if cfg.task is None:
-        updates["task"] = "prompt_data" if cfg.prompt_data is not None else "arith_mod10"
-    if (
-        cfg.rm_type is None
-        and cfg.custom_rm_path is None
-        and updates.get("task", cfg.task) == "arith_mod10"
-    ):
-        updates["rm_type"] = "exact_match"
+    updates.update(data.resolve_data(cfg))
     actor = dataclasses.replace(cfg, **updates)
     resolved = ResolvedConfig(**{f.name: getattr(actor, f.name) for f in _fields()})
     return dataclasses.replace(resolved, **critic.resolve_critic(resolved))

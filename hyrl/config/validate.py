@@ -13,6 +13,7 @@ from hyrl.config.concerns import (
     autopilot,
     batch,
     critic,
+    data,
     evaluation,
     mismatch,
     model,
@@ -20,7 +21,6 @@ from hyrl.config.concerns import (
     parallel,
     rollout,
 )
-from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS, TASK_VOCAB_SIZE
 from hyrl.config.errors import ConfigError, _fail, flag_name
 from hyrl.config.fields import (
     RunConfig,
@@ -43,10 +43,10 @@ _POSITIVE_INTS = (
     *algorithm.POSITIVE_COUNTS,
     *critic.POSITIVE_COUNTS,
     *evaluation.POSITIVE_COUNTS,
+    *data.POSITIVE_COUNTS,
     "save_interval",
     "log_interval",
     "max_skipped_steps",
-    "task_max_operand",
     "num_steps",
 )  # None (not given) is skipped: resolved later.
 
@@ -71,15 +71,8 @@ def _check_ranges(c: RunConfig) -> None:
     if c.log_interval_s is not None and not c.log_interval_s > 0:
         _fail("log_interval_s", c.log_interval_s, "must be positive", "seconds > 0, or none")
 
-    # eval, task
     evaluation.check_given(c)
-    if not 0 <= c.task_eval_fraction < 1:
-        _fail(
-            "task_eval_fraction",
-            c.task_eval_fraction,
-            "a held-out fraction must lie in [0, 1)",
-            "0 <= fraction < 1",
-        )
+    data.check_given(c)
 
 
 def _check_tensorboard_dir(c: RunConfig) -> None:
@@ -92,181 +85,6 @@ def _check_tensorboard_dir(c: RunConfig) -> None:
                 c.tensorboard_dir,
                 "exists and is not a directory",
                 "a directory (created when missing), or none",
-            )
-
-
-def _check_algorithm_rollout_task(c: RunConfig) -> None:
-    if c.task == "arith_mod10":
-        if not 1 <= c.task_max_operand <= 9:
-            _fail(
-                "task_max_operand",
-                c.task_max_operand,
-                "the arith_mod10 tokenizer has single digits only",
-                "1..9",
-            )
-        n = (c.task_max_operand + 1) ** 2
-        # The same split as hyrl.data.arith.ArithTask; prompts are held out only when evaluating.
-        n_eval = round(c.task_eval_fraction * n) if c.eval_interval > 0 else 0
-        allowed = (
-            f"0 (evaluate on the training prompts), or a fraction holding out between 1 "
-            f"and {n - 1} of the {n} prompts (round(fraction x {n})), e.g. {1 / n:.3g} "
-            f"to {(n - 1) / n:.3g}"
-        )
-        if n - n_eval < 1:
-            _fail(
-                "task_eval_fraction",
-                c.task_eval_fraction,
-                f"holds out {n_eval} of the {n} prompts (--task-max-operand="
-                f"{c.task_max_operand}), leaving {n - n_eval} for training",
-                allowed,
-            )
-        if c.eval_interval > 0 and c.task_eval_fraction > 0 and n_eval < 1:
-            _fail(
-                "task_eval_fraction",
-                c.task_eval_fraction,
-                f"holds out {n_eval} of the {n} prompts (--task-max-operand="
-                f"{c.task_max_operand}), so evaluation (--eval-interval={c.eval_interval}) "
-                "has none",
-                allowed,
-            )
-        if c.max_position_embeddings < ARITH_PROMPT_TOKENS + c.rollout_max_response_len:
-            _fail(
-                "rollout_max_response_len",
-                c.rollout_max_response_len,
-                f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
-                f"--max-position-embeddings={c.max_position_embeddings}",
-                f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS}",
-            )
-    if c.task == "arith_mod10" and c.vocab_size < TASK_VOCAB_SIZE:
-        _fail(
-            "vocab_size",
-            c.vocab_size,
-            f"smaller than the task tokenizer's {TASK_VOCAB_SIZE} tokens",
-            f"an integer >= {TASK_VOCAB_SIZE}",
-        )
-    _check_prompt_data_and_rewards(c)
-
-
-DATA_EXTENSIONS = (".jsonl", ".parquet")
-
-
-def _check_data_file(flag_field: str, path: str, shown: Any = None) -> None:
-    allowed = "an existing " + " or ".join(DATA_EXTENSIONS) + " file"
-    shown = path if shown is None else shown
-    if not path.endswith(DATA_EXTENSIONS):
-        _fail(flag_field, shown, f"{path!r} is not a {' or '.join(DATA_EXTENSIONS)} file", allowed)
-    if not os.path.isfile(path):
-        _fail(flag_field, shown, f"{path!r} does not exist", allowed)
-
-
-def _check_prompt_data_and_rewards(c: RunConfig) -> None:
-    """The task's data, tokenizer and reward (run on a resolved config: task is set)."""
-    if c.task == "prompt_data":
-        if c.prompt_data is None:
-            _fail("task", c.task, "needs the prompts", "--prompt-data FILE")
-        _check_data_file("prompt_data", c.prompt_data)
-        if c.tokenizer_path is None and c.hf_checkpoint is None:
-            _fail(
-                "tokenizer_path",
-                "none",
-                "--prompt-data needs a tokenizer",
-                "--tokenizer-path DIR or --hf-checkpoint DIR (a local Hugging Face directory)",
-            )
-        if c.tokenizer_path is not None and not os.path.isdir(c.tokenizer_path):
-            _fail(
-                "tokenizer_path",
-                c.tokenizer_path,
-                "not an existing directory",
-                "a local Hugging Face tokenizer directory",
-            )
-        if c.rm_type is None and c.custom_rm_path is None:
-            _fail(
-                "rm_type",
-                "none",
-                "--prompt-data needs a reward function",
-                "exact_match, math, mcq, logic, or --custom-rm-path module:function",
-            )
-        if c.eval_interval > 0 and c.eval_prompt_data is None:
-            _fail(
-                "eval_prompt_data",
-                "none",
-                f"--eval-interval={c.eval_interval} evaluates "
-                "held-out prompts, and --prompt-data has no held-out split",
-                "--eval-prompt-data NAME FILE [NAME FILE ...], or --eval-interval 0",
-            )
-    if c.rm_type is not None and c.custom_rm_path is not None:
-        _fail(
-            "custom_rm_path",
-            c.custom_rm_path,
-            f"given together with --rm-type {c.rm_type}",
-            "one of --rm-type and --custom-rm-path",
-        )
-    if c.custom_rm_path is not None:
-        module, sep, function = c.custom_rm_path.partition(":")
-        if not (sep and module.strip() and function.strip()):
-            _fail(
-                "custom_rm_path",
-                c.custom_rm_path,
-                "not module:function",
-                "an import path like my_rewards:score",
-            )
-    if c.eval_prompt_data is not None:
-        items = c.eval_prompt_data
-        shown = " ".join(items)
-        if len(items) % 2:
-            _fail(
-                "eval_prompt_data",
-                shown,
-                f"{len(items)} values do not pair up",
-                "NAME FILE pairs, e.g. --eval-prompt-data aime aime.jsonl gpqa gpqa.jsonl",
-            )
-        names = items[0::2]
-        for name, path in zip(names, items[1::2]):
-            if not name or "/" in name or name.endswith(DATA_EXTENSIONS):
-                _fail(
-                    "eval_prompt_data",
-                    shown,
-                    f"{name!r} is not a name (NAME comes before FILE)",
-                    "NAME FILE pairs, NAME without '/'",
-                )
-            _check_data_file("eval_prompt_data", path, shown)
-        if len(set(names)) != len(names):
-            _fail("eval_prompt_data", shown, "a NAME appears twice", "distinct names")
-    if (
-        c.rollout_max_prompt_len is not None
-        and c.rollout_max_prompt_len + c.rollout_max_response_len > c.max_position_embeddings
-    ):
-        _fail(
-            "rollout_max_prompt_len",
-            c.rollout_max_prompt_len,
-            f"plus --rollout-max-response-len={c.rollout_max_response_len} exceeds "
-            f"--max-position-embeddings={c.max_position_embeddings}",
-            f"at most {c.max_position_embeddings - c.rollout_max_response_len}",
-        )
-
-
-def _check_memory_flags(c: RunConfig) -> None:
-    if c.use_dynamic_batch_size and c.max_tokens_per_gpu is None:
-        _fail(
-            "max_tokens_per_gpu",
-            "none",
-            "--use-dynamic-batch-size packs micro-batches by it",
-            "a token count, e.g. --max-tokens-per-gpu 16384",
-        )
-    if c.max_tokens_per_gpu is not None:
-        longest = (
-            c.max_position_embeddings
-            if c.task == "prompt_data"
-            else ARITH_PROMPT_TOKENS + c.rollout_max_response_len
-        )
-        if c.rollout_max_prompt_len is not None:
-            longest = c.rollout_max_prompt_len + c.rollout_max_response_len
-        if c.max_tokens_per_gpu < longest:
-            _fail(
-                "max_tokens_per_gpu",
-                c.max_tokens_per_gpu,
-                f"smaller than the longest sequence ({longest} tokens), which could never fit",
-                f"at least {longest}",
             )
 
 
@@ -431,13 +249,14 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     batch.check_ramp(resolved, world_size)
     critic.check_critic_batch(resolved, cfg, world_size)
     algorithm.check_group_size(resolved)
-    _check_algorithm_rollout_task(resolved)
+    data.check_task(resolved)
+    data.check_prompts_and_rewards(resolved)
     algorithm.check_group_filter(resolved)
     mismatch.check_routing_replay(resolved)
     model.check_kernels(resolved)
     rollout_layout(resolved, world_size)
     parallel.check_recompute(resolved)
-    _check_memory_flags(resolved)
+    batch.check_token_budget(resolved)
     parallel.check_plan_hints(resolved)
     model.check_hf_checkpoint(resolved)
     evaluation.check_eval(resolved)

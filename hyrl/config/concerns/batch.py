@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS
 from hyrl.config.errors import _fail, divisors
 from hyrl.config.kinds import _opt
 
@@ -275,3 +276,29 @@ def check_schedule(c: RunConfig) -> None:
             f"given with --batch-schedule {schedule}, which does not ramp",
             "--batch-schedule ramp (or none), or no --batch-ramp",
         )
+
+
+def check_token_budget(c: RunConfig) -> None:
+    """--max-tokens-per-gpu, which token-packed micro-batches need, fits the longest sequence."""
+    if c.use_dynamic_batch_size and c.max_tokens_per_gpu is None:
+        _fail(
+            "max_tokens_per_gpu",
+            "none",
+            "--use-dynamic-batch-size packs micro-batches by it",
+            "a token count, e.g. --max-tokens-per-gpu 16384",
+        )
+    if c.max_tokens_per_gpu is not None:
+        longest = (
+            c.max_position_embeddings
+            if c.task == "prompt_data"
+            else ARITH_PROMPT_TOKENS + c.rollout_max_response_len
+        )
+        if c.rollout_max_prompt_len is not None:
+            longest = c.rollout_max_prompt_len + c.rollout_max_response_len
+        if c.max_tokens_per_gpu < longest:
+            _fail(
+                "max_tokens_per_gpu",
+                c.max_tokens_per_gpu,
+                f"smaller than the longest sequence ({longest} tokens), which could never fit",
+                f"at least {longest}",
+            )
