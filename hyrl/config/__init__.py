@@ -41,12 +41,14 @@ from hyrl.config.parser import (
     parse_args,
 )
 from hyrl.config.resolve import resolve
-from hyrl.config.validate import (
+from hyrl.config.resume import (
     RESUME_MAY_CHANGE,
     RUN_RECORD_KEYS,
-    load,
     resume_allowed,
     resume_differences,
+)
+from hyrl.config.validate import (
+    load,
     validate,
     world_size_from_env,
 )

@@ -15,13 +15,14 @@ from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
 from hyrl.config.concerns.critic import CriticFlags
 from hyrl.config.concerns.data import DataFlags
 from hyrl.config.concerns.evaluation import EvalFlags
+from hyrl.config.concerns.logs import LogFlags
 from hyrl.config.concerns.mismatch import MismatchFlags
 from hyrl.config.concerns.model import ModelFlags
 from hyrl.config.concerns.optimizer import OptimizerFlags
 from hyrl.config.concerns.parallel import ParallelFlags
 from hyrl.config.concerns.rollout import RolloutFlags
+from hyrl.config.concerns.run import CheckpointFlags, RunFlags
 from hyrl.config.errors import flag_name
-from hyrl.config.kinds import _opt
 from hyrl.config.rollout_layout import rollout_layout
 from hyrl.schedules import LR_SCALING_EXPONENTS
 
@@ -55,6 +56,9 @@ GROUP_TITLES = {
 
 @dataclass
 class RunConfig(
+    CheckpointFlags,
+    LogFlags,
+    RunFlags,
     DataFlags,
     MismatchFlags,
     EvalFlags,
@@ -68,87 +72,6 @@ class RunConfig(
     ParallelFlags,
     ModelFlags,
 ):
-    # --- run -----------------------------------------------------------------------------
-    num_steps: int = _opt(1000, "training length (rollout steps)", "run")
-    run_dir: str = _opt("runs/latest", "directory for config.json and metrics.jsonl (path)", "run")
-    seed: int = _opt(1234, "random seed for weights, prompts and sampling (integer >= 0)", "run")
-    log_wandb: bool = _opt(False, "also log metrics to Weights & Biases (on/off)", "run")
-    wandb_project: str = _opt("hyrl", "Weights & Biases project (name)", "run")
-    wandb_exp_name: str | None = _opt(
-        None,
-        "the wandb run's name (Megatron-LM's name for it); none = the run directory's parent "
-        "and name, e.g. sweep/b256-sqrt-s1234 (name)",
-        "run",
-    )
-    wandb_entity: str | None = _opt(
-        None,
-        "the wandb team or user the run belongs to (slime's --wandb-team is accepted too); none "
-        "= wandb's default entity (name)",
-        "run",
-    )
-    wandb_group: str | None = _opt(
-        None, "the wandb group, e.g. one sweep's members (name); none = no group", "run"
-    )
-    wandb_mode: str | None = _opt(
-        None,
-        "online, offline (written under RUN_DIR/wandb, synced later with `wandb sync`) or "
-        "disabled; none = WANDB_MODE if set, else offline",
-        "run",
-        choices=("online", "offline", "disabled"),
-    )
-    wandb_tags: str | None = _opt(
-        None, "the wandb run's tags, comma-separated (names); none = no tags", "run"
-    )
-    tensorboard_dir: str | None = _opt(
-        None,
-        "also write every metrics.jsonl record as TensorBoard scalars into this directory "
-        "(path; tag = the key, step = the record's step); none = no TensorBoard mirror",
-        "run",
-    )
-    progress: bool = _opt(
-        True,
-        "show rank 0's progress: on a terminal a bar with the ETA, elsewhere (a job's log file) "
-        "plain lines every --log-interval rollout steps (on/off)",
-        "run",
-    )
-    log_interval: int = _opt(
-        1,
-        "without a terminal, one flushed line every N rollout steps: step/total, samples, "
-        "reward, the latest eval, step time, responses/s, ETA (count; Megatron's name)",
-        "run",
-    )
-    log_interval_s: float | None = _opt(
-        60.0,
-        "without a terminal, a heartbeat line at least this often while a rollout step runs "
-        "with no step line: the stage in progress and for how long (seconds); none = none",
-        "run",
-    )
-    save: str | None = _opt(
-        None,
-        "checkpoint directory: DIR/step_N/ holds the actor, reference, critic, optimizer, "
-        "RNG and loop state, written atomically, and DIR/latest names the newest (path); none = "
-        "no checkpoints",
-        "run",
-    )
-    save_interval: int | None = _opt(
-        None,
-        "rollout steps between checkpoints (rollout steps); none = only at the end and on "
-        "preemption (SIGTERM/SIGUSR1); needs --save",
-        "run",
-    )
-    load: str | None = _opt(
-        None,
-        "resume from this --save directory (its 'latest') or one of its step_N directories "
-        "(path); a --run-dir holding a run is then appended to, if its config.json matches",
-        "run",
-    )
-    max_skipped_steps: int = _opt(
-        3,
-        "optimizer steps in a row that may be skipped for a non-finite loss or gradient norm; "
-        "the run stops (exit 1) when that many are skipped in a row (count >= 1)",
-        "run",
-    )
-
     # --- derived values (not flags) ------------------------------------------------------
     @property
     def virtual_pipeline_model_parallel_size(self) -> int | None:

@@ -1,9 +1,11 @@
-"""Resolution: each flag not given ("none") -> the value it stands for (batch, rates, critic)."""
+"""Resolution: each flag not given ("none") -> the value it stands for. The rules are the
+concerns' own (`hyrl.config.concerns`); this is their order: the actor's side first (B, the
+learning rate scaled to it, evaluation, algorithm and task defaults), then the critic's from
+the resolved actor."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from hyrl.config.concerns import algorithm, batch, critic, data, evaluation, optimizer
 from hyrl.config.fields import ResolvedConfig, RunConfig, _fields
@@ -12,32 +14,35 @@ from hyrl.config.kinds import _check_types
 
 def resolve(cfg: RunConfig) -> ResolvedConfig:
     """A new config, a ResolvedConfig, with every flag not given (None) replaced by the value
-    it stands for.
+    it stands for; values given are kept, and resolving a resolved config changes nothing.
 
-    --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G.
-    --lr: with --base-lr, scaled_lr(--base-lr, B, B0, --lr-scaling) for the resolved B, with
-    --base-global-batch-size B0 <- B when not given; else 3e-4. --eval-temperature <-
-    --rollout-temperature. --loss-agg-mode <- token-mean, seq-mean-token-mean under
-    --policy-loss gspo.
-    Under --advantage-estimator gae: each --critic-* setting takes the actor's value
-    (--critic-lr <- the resolved --lr, ...; the critic batch <- the resolved actor batch)
-    except that --critic-base-lr, when given, sets the critic's rate the same way from the
-    critic batch (--critic-lr-scaling <- none, --critic-base-global-batch-size <- the critic
-    batch); --gamma and --lambd 1.0, --normalize-advantages on, --value-clip 0.2;
-    --critic-load stays none (the actor's initial weights). Under grpo those stay None. Values
-    given are kept; resolving a resolved config changes nothing. Raises ConfigError when
-    --num-steps-per-rollout does not divide P x G or disagrees with --global-batch-size, when
-    --lr and --base-lr are both given (and disagree), and when --lr-scaling (other than none) or
-    --base-global-batch-size is given without --base-lr (the same for the --critic-* forms).
+    --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G
+    (`batch.resolve_global_batch_size`). --lr: with --base-lr, scaled_lr(--base-lr, B, B0,
+    --lr-scaling) for the resolved B, with --base-global-batch-size B0 <- B when not given; else
+    3e-4 (`optimizer.resolve_rate`). --eval-temperature <- --rollout-temperature
+    (`evaluation`). --loss-agg-mode <- token-mean, seq-mean-token-mean under --policy-loss gspo;
+    under gae --gamma and --lambd 1.0, --normalize-advantages on (`algorithm`). --task and
+    --rm-type (`data`). Under --advantage-estimator gae each --critic-* setting takes the
+    actor's resolved value, except that --critic-base-lr, when given, sets the critic's rate
+    from the critic batch as --base-lr does the actor's; --value-clip 0.2; --critic-load stays
+    none (`critic.resolve_critic`). Under grpo those stay None.
+
+    Raises ConfigError when --num-steps-per-rollout does not divide P x G or disagrees with
+    --global-batch-size, when --lr and --base-lr are both given (and disagree), and when
+    --lr-scaling (other than none) or --base-global-batch-size is given without --base-lr (the
+    same for the --critic-* forms).
     """
     _check_types(cfg)
     b = batch.resolve_global_batch_size(cfg)
     lr, base_b = optimizer.resolve_rate(cfg, "", b, optimizer.DEFAULT_LR)
-    cfg = dataclasses.replace(cfg, global_batch_size=b, lr=lr, base_global_batch_size=base_b)
-    updates: dict[str, Any] = {}
-    updates.update(evaluation.resolve_eval(cfg))
-    updates.update(algorithm.resolve_algorithm(cfg))
-    updates.update(data.resolve_data(cfg))
-    actor = dataclasses.replace(cfg, **updates)
+    actor = dataclasses.replace(
+        cfg,
+        global_batch_size=b,
+        lr=lr,
+        base_global_batch_size=base_b,
+        **evaluation.resolve_eval(cfg),
+        **algorithm.resolve_algorithm(cfg),
+        **data.resolve_data(cfg),
+    )
     resolved = ResolvedConfig(**{f.name: getattr(actor, f.name) for f in _fields()})
     return dataclasses.replace(resolved, **critic.resolve_critic(resolved))
