@@ -1,6 +1,8 @@
-"""The flags of `hyrl train` as the fields of `RunConfig`: type, default, help text and group
-(each declared with `hyrl.config.kinds._opt`), and what a flag not given ("none") stands for
-(see `hyrl.config.resolve`).
+"""`RunConfig`, the flags of `hyrl train` as one flat dataclass: it inherits the fields each
+concern declares (`hyrl.config.concerns`), in the order of docs/flags.md and `--help`, and adds
+the values derived from several of them. `ResolvedConfig` is the same config after
+`hyrl.config.resolve`, with the resolved fields' types. Also the groups (sections) the flags
+are listed under.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ GROUP_TITLES = {
 }
 
 
+# The field order is the order of the flags in docs/flags.md and --help. A dataclass takes its
+# bases' fields from the last base to the first: read this list bottom-up (ModelFlags first).
 @dataclass
 class RunConfig(
     CheckpointFlags,
@@ -72,7 +76,8 @@ class RunConfig(
     ParallelFlags,
     ModelFlags,
 ):
-    # --- derived values (not flags) ------------------------------------------------------
+    """Every flag of `hyrl train`; flags not given are None until `hyrl.config.resolve`."""
+
     @property
     def virtual_pipeline_model_parallel_size(self) -> int | None:
         """V model chunks per pipeline rank (megatron's virtual_pipeline_model_parallel_size),
@@ -133,10 +138,6 @@ class ResolvedConfig(RunConfig):
     task: str
 
 
-# ------------------------------------------------------------------------------------------
-# What a flag not given stands for (filled in by hyrl.config.resolve)
-# ------------------------------------------------------------------------------------------
-
 # The step counts per rollout need only these resolved.
 _BATCH_FIELDS = ("global_batch_size", "critic_global_batch_size")
 
@@ -174,4 +175,5 @@ def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> No
 
 
 def _fields() -> tuple[dataclasses.Field, ...]:
+    """RunConfig's fields, in the flags' order."""
     return dataclasses.fields(RunConfig)
