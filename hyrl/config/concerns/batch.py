@@ -221,6 +221,25 @@ def check_micro_batch_groups(c: ResolvedConfig, world_size: int) -> None:
             )
 
 
+def check_schedule(c: RunConfig) -> None:
+    """--batch-schedule against --batch-ramp (under auto see `autopilot.check_autopilot`)."""
+    schedule = batch_schedule(c)
+    if schedule == "ramp" and c.batch_ramp is None:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            "a ramp needs its --batch-ramp START:END:STEPS, which is not given",
+            "add --batch-ramp, or --batch-schedule fixed or auto",
+        )
+    if schedule != "ramp" and c.batch_ramp is not None:
+        _fail(
+            "batch_ramp",
+            c.batch_ramp,
+            f"given with --batch-schedule {schedule}, which does not ramp",
+            "--batch-schedule ramp (or none), or no --batch-ramp",
+        )
+
+
 def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
     """Every B of a ramp must be a multiple of this: DP x micro batch divides it, and
     B x (optimizer steps per rollout) must be a whole number of prompt groups of G."""
@@ -256,25 +275,6 @@ def check_ramp(c: ResolvedConfig, world_size: int) -> None:
             f"END={end} is not a multiple of {unit} (data-parallel "
             "size x micro batch, and whole prompt groups)",
             f"a multiple of {unit}",
-        )
-
-
-def check_schedule(c: RunConfig) -> None:
-    """--batch-schedule against --batch-ramp (under auto see `autopilot.check_autopilot`)."""
-    schedule = batch_schedule(c)
-    if schedule == "ramp" and c.batch_ramp is None:
-        _fail(
-            "batch_schedule",
-            c.batch_schedule,
-            "a ramp needs its --batch-ramp START:END:STEPS, which is not given",
-            "add --batch-ramp, or --batch-schedule fixed or auto",
-        )
-    if schedule != "ramp" and c.batch_ramp is not None:
-        _fail(
-            "batch_ramp",
-            c.batch_ramp,
-            f"given with --batch-schedule {schedule}, which does not ramp",
-            "--batch-schedule ramp (or none), or no --batch-ramp",
         )
 
 

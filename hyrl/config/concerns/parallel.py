@@ -137,6 +137,8 @@ def check_given(c: RunConfig) -> None:
 
 
 def check_layout(c: RunConfig, world_size: int) -> None:
+    """TP, PP and EP against the world size and the model's layers, heads, vocabulary and
+    experts; sequence parallelism under MoE with TP; DDP's overlapped reduction and buckets."""
     tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
     ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
     if c.num_layers % pp != 0:
