@@ -34,7 +34,7 @@ from hyrl.backends.factory import build_backend, shutdown_backend
 from hyrl.batchsize.autopilot import RunAutopilot, measurement
 from hyrl.config import (
     RUN_RECORD_KEYS,
-    RunConfig,
+    ResolvedConfig,
     batch_ramp_unit,
     batch_schedule,
     engine_returns_routing,
@@ -66,7 +66,7 @@ class Trainer:
     """The loop on one rank: the backend's actor (and critic), rank 0's rollout side, the
     weight sync between them, and the records of the run."""
 
-    def __init__(self, cfg: RunConfig, world_size: int):
+    def __init__(self, cfg: ResolvedConfig, world_size: int):
         self.cfg, self.world_size = cfg, world_size
         setup_start = time.perf_counter()
         self.arch = Qwen3MoeArch.from_flags(cfg)
@@ -475,7 +475,6 @@ class Trainer:
         row's entropy) with batch.old_log_probs set from the update's forward pass."""
         cfg = self.cfg
         peak_lr = cfg.lr
-        assert peak_lr is not None, "resolve filled --lr"
         varies = self.batch_ramp is not None or self.autopilot is not None
         if varies and cfg.base_lr is not None:  # re-derived as B changes
             assert cfg.base_global_batch_size is not None, "resolve fills it with --base-lr"
@@ -491,7 +490,6 @@ class Trainer:
             total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout,
         )
         global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
-        assert cfg.loss_agg_mode is not None, "resolve filled --loss-agg-mode"
         weights = loss_weights(  # --loss-agg-mode over this step's global batch; None: token-mean
             batch.loss_mask[global_rows], cfg.loss_agg_mode, cfg.rollout_max_response_len
         )
@@ -526,7 +524,6 @@ class Trainer:
         if self.autopilot is not None:
             return self.autopilot.prompts_per_step, self.autopilot.responses_per_step
         if self.batch_ramp is None:
-            assert cfg.global_batch_size is not None, "resolve filled --global-batch-size"
             return cfg.rollout_batch_size, cfg.global_batch_size
         responses = schedules.batch_at(rollout_step, **self.batch_ramp)
         return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
@@ -740,7 +737,7 @@ class Trainer:
             signal.signal(sig, handler)
 
 
-def train(cfg: RunConfig, world_size: int) -> Path:
+def train(cfg: ResolvedConfig, world_size: int) -> Path:
     trainer = None
     try:
         trainer = Trainer(cfg, world_size)

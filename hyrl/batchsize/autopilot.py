@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hyrl.batchsize.goodput import StepTiming, ThroughputModel, load_profile
-from hyrl.config import RunConfig, autopilot_batches, critic_autopilot_batches
+from hyrl.config import ResolvedConfig, RunConfig, autopilot_batches, critic_autopilot_batches
 
 
 @dataclass(frozen=True)
@@ -164,9 +164,8 @@ class RunAutopilot:
         self.critic_allowed = critic_allowed  # responses per rollout -> the critic's allowed B
 
     @classmethod
-    def from_flags(cls, cfg: RunConfig, world_size: int) -> RunAutopilot:
+    def from_flags(cls, cfg: ResolvedConfig, world_size: int) -> RunAutopilot:
         """The autopilot of a validated, resolved config with --batch-schedule auto."""
-        assert cfg.global_batch_size is not None, "resolve filled --global-batch-size"
         critic_start = cfg.critic_global_batch_size
         throughput = None
         if cfg.autopilot_objective == "goodput":

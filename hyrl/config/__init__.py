@@ -1,12 +1,15 @@
 """Run configuration for `hyrl train`: every flag declared once, parsed and validated up front.
 
-Each flag is one field of `RunConfig` (`fields`); the command-line parser is generated from the
-fields (`--some-name` for field `some_name`, `parser`). `parse_args` turns argv into a
-`RunConfig` and `validate` checks it against the world size (`validate`). Flags whose default
-is "none" mean "not given": `resolve` returns a new `RunConfig` with each of them replaced by
-the value it stands for (the global batch from P x G, the learning rate from the default or
-from a base recipe scaled to the global batch, see `hyrl.schedules.scaled_lr`, the
-critic's settings from the actor's under PPO; `resolve`), and `load` does all three (parse,
+Each flag is one field of `RunConfig` (`fields`), declared by its concern with the rules of
+what it stands for when not given and of its checks (`concerns`: model, parallel, batch,
+autopilot, optimizer, rollout, algorithm, critic, evaluation, mismatch, data, run, logs). The
+command-line parser is generated from the fields (`--some-name` for field `some_name`,
+`parser`). `parse_args` turns argv into a `RunConfig` and `validate` checks it against the
+world size (`validate`). Flags whose default is "none" mean "not given": `resolve` returns a
+`ResolvedConfig` with each of them replaced by the value it stands for (the global batch from
+P x G, the learning rate from the default or from a base recipe scaled to the global batch,
+see `hyrl.schedules.scaled_lr`, the critic's settings from the actor's under PPO), whose
+resolved fields have resolved types (`global_batch_size: int`); `load` does all three (parse,
 validate, resolve) for the command line. All of them raise `ConfigError` (`errors`), which
 names the flag, the offending value and what is allowed, before any process group or model
 exists.
@@ -18,19 +21,16 @@ GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 """
 
 from hyrl.config.applies import SGLANG_ONLY
+from hyrl.config.concerns.algorithm import old_log_probs_from_update
+from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
+from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
+from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS, DATA_EXTENSIONS, TASK_VOCAB_SIZE
+from hyrl.config.concerns.evaluation import eval_max_response_len, eval_pass_ks, parse_target
+from hyrl.config.concerns.mismatch import engine_returns_routing
+from hyrl.config.concerns.optimizer import DEFAULT_LR
+from hyrl.config.concerns.rollout import offloads_train
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
-from hyrl.config.fields import (
-    ARITH_PROMPT_TOKENS,
-    DEFAULT_LR,
-    GROUP_TITLES,
-    GROUPS,
-    TASK_VOCAB_SIZE,
-    RunConfig,
-    batch_schedule,
-    engine_returns_routing,
-    offloads_train,
-    old_log_probs_from_update,
-)
+from hyrl.config.fields import GROUP_TITLES, GROUPS, ResolvedConfig, RunConfig
 from hyrl.config.parser import (
     EXCLUSIVE_FLAGS,
     RECIPE_MARKER,
@@ -41,18 +41,15 @@ from hyrl.config.parser import (
     parse_args,
     parse_given,
 )
-from hyrl.config.resolve import eval_max_response_len, eval_pass_ks, resolve
-from hyrl.config.validate import (
-    DATA_EXTENSIONS,
+from hyrl.config.resolve import resolve
+from hyrl.config.resume import (
     RESUME_MAY_CHANGE,
     RUN_RECORD_KEYS,
-    autopilot_batches,
-    batch_ramp_unit,
-    critic_autopilot_batches,
-    load,
-    parse_target,
     resume_allowed,
     resume_differences,
+)
+from hyrl.config.validate import (
+    load,
     validate,
     world_size_from_env,
 )
@@ -72,6 +69,7 @@ __all__ = [
     "SGLANG_PASS_PREFIX",
     "TASK_VOCAB_SIZE",
     "ConfigError",
+    "ResolvedConfig",
     "RunConfig",
     "appended_wins",
     "autopilot_batches",

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hyrl.config.concerns.mismatch import engine_returns_routing
 from hyrl.config.errors import _fail, flag_name
-from hyrl.config.fields import RunConfig, _fields, engine_returns_routing
+from hyrl.config.fields import RunConfig, _fields
 
 
 def _set(value: Any, default: Any) -> bool:

@@ -10,15 +10,8 @@ import math
 import os
 
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
-from hyrl.config.fields import (
-    GROUP_TITLES,
-    GROUPS,
-    RunConfig,
-    _allowed_text,
-    _base,
-    _fields,
-    _kind,
-)
+from hyrl.config.fields import GROUP_TITLES, GROUPS, RunConfig, _fields
+from hyrl.config.kinds import _allowed_text, _base, _kind
 from hyrl.config.names import VALUE_ALIASES, other_names, renamed_notes, unknown_flag_hint
 
 

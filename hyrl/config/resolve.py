@@ -1,185 +1,48 @@
-"""Resolution: each flag not given ("none") -> the value it stands for (batch, rates, critic)."""
+"""Resolution: each flag not given ("none") -> the value it stands for. The rules are the
+concerns' own (`hyrl.config.concerns`); this is their order: the actor's side first (B, the
+learning rate scaled to it, evaluation, algorithm and task defaults), then the critic's from
+the resolved actor."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any
 
-from hyrl.config.errors import _fail, divisors, flag_name
-from hyrl.config.fields import (
-    _CRITIC_FROM_ACTOR,
-    _GAE_DEFAULTS,
-    DEFAULT_LR,
-    RunConfig,
-    _check_types,
-)
-from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
+from hyrl.config.concerns import algorithm, batch, critic, data, evaluation, optimizer
+from hyrl.config.fields import ResolvedConfig, RunConfig, _fields
+from hyrl.config.kinds import _check_types
 
 
-def _resolve_rate(
-    cfg: RunConfig, prefix: str, batch: int, fallback: float
-) -> tuple[float, int | None]:
-    """(learning rate, reference batch B0) of the actor (prefix "") or the critic ("critic_").
+def resolve(cfg: RunConfig) -> ResolvedConfig:
+    """A new config, a ResolvedConfig, with every flag not given (None) replaced by the value
+    it stands for; values given are kept, and resolving a resolved config changes nothing.
 
-    With --base-lr: LR0 x (B / B0)^k (see `scaled_lr`), B0 = B when not given; a --lr given as
-    well is an error unless it equals that value (as in a resolved config). Without: --lr, or
-    `fallback` when not given; --lr-scaling other than none or a --base-global-batch-size are
-    errors then (nothing to scale).
-    """
-    lr_name, rule_name = prefix + "lr", prefix + "lr_scaling"
-    ref_name, ref_b_name = prefix + "base_lr", prefix + "base_global_batch_size"
-    lr, base_lr, ref_b = getattr(cfg, lr_name), getattr(cfg, ref_name), getattr(cfg, ref_b_name)
-    rule = getattr(cfg, rule_name) or "none"
-    lr_flag, rule_flag = flag_name(lr_name), flag_name(rule_name)
-    ref_flag, ref_b_flag = flag_name(ref_name), flag_name(ref_b_name)
-    if base_lr is None:
-        if rule != "none":
-            _fail(
-                rule_name,
-                rule,
-                f"scales the reference learning rate {ref_flag}, which is not given",
-                f"add {ref_flag} LR0 and {ref_b_flag} B0, or {rule_flag} none",
-            )
-        if ref_b is not None:
-            _fail(
-                ref_b_name,
-                ref_b,
-                f"the reference batch B0 only applies to {ref_flag}, which is not given",
-                f"add {ref_flag} LR0, or remove {ref_b_flag}",
-            )
-        return (fallback if lr is None else lr), None
-    if not base_lr > 0:
-        _fail(ref_name, base_lr, "the learning rate must be positive", "a number > 0")
-    if ref_b is None:
-        ref_b = batch
-    elif ref_b < 1:
-        _fail(ref_b_name, ref_b, "must be a positive count", "an integer >= 1")
-    rate = scaled_lr(base_lr, batch, ref_b, rule)
-    if lr is not None and not math.isclose(lr, rate, rel_tol=1e-9):
-        _fail(
-            lr_name,
-            lr,
-            f"given together with {ref_flag}={base_lr}, which sets the learning rate "
-            f"({base_lr} x ({batch} / {ref_b})^{LR_SCALING_EXPONENTS[rule]:g} = {rate:.6g}, "
-            f"{rule_flag} {rule})",
-            f"one of them: {lr_flag} for a fixed rate, or {ref_flag} with {rule_flag}",
-        )
-    return rate, ref_b
+    --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G
+    (`batch.resolve_global_batch_size`). --lr: with --base-lr, scaled_lr(--base-lr, B, B0,
+    --lr-scaling) for the resolved B, with --base-global-batch-size B0 <- B when not given; else
+    3e-4 (`optimizer.resolve_rate`). --eval-temperature <- --rollout-temperature
+    (`evaluation`). --loss-agg-mode <- token-mean, seq-mean-token-mean under --policy-loss gspo;
+    under gae --gamma and --lambd 1.0, --normalize-advantages on (`algorithm`). --task and
+    --rm-type (`data`). Under --advantage-estimator gae each --critic-* setting takes the
+    actor's resolved value, except that --critic-base-lr, when given, sets the critic's rate
+    from the critic batch as --base-lr does the actor's; --value-clip 0.2; --critic-load stays
+    none (`critic.resolve_critic`). Under grpo those stay None.
 
-
-def resolve(cfg: RunConfig) -> RunConfig:
-    """A new RunConfig with every flag not given (None) replaced by the value it stands for.
-
-    --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G.
-    --lr: with --base-lr, scaled_lr(--base-lr, B, B0, --lr-scaling) for the resolved B, with
-    --base-global-batch-size B0 <- B when not given; else 3e-4. --eval-temperature <-
-    --rollout-temperature. --loss-agg-mode <- token-mean, seq-mean-token-mean under
-    --policy-loss gspo.
-    Under --advantage-estimator gae: each --critic-* setting takes the actor's value
-    (--critic-lr <- the resolved --lr, ...; the critic batch <- the resolved actor batch)
-    except that --critic-base-lr, when given, sets the critic's rate the same way from the
-    critic batch (--critic-lr-scaling <- none, --critic-base-global-batch-size <- the critic
-    batch); --gamma and --lambd 1.0, --normalize-advantages on, --value-clip 0.2;
-    --critic-load stays none (the actor's initial weights). Under grpo those stay None. Values
-    given are kept; resolving a resolved config changes nothing. Raises ConfigError when
-    --num-steps-per-rollout does not divide P x G or disagrees with --global-batch-size, when
-    --lr and --base-lr are both given (and disagree), and when --lr-scaling (other than none) or
-    --base-global-batch-size is given without --base-lr (the same for the --critic-* forms).
+    Raises ConfigError when --num-steps-per-rollout does not divide P x G or disagrees with
+    --global-batch-size, when --lr and --base-lr are both given (and disagree), and when
+    --lr-scaling (other than none) or --base-global-batch-size is given without --base-lr (the
+    same for the --critic-* forms).
     """
     _check_types(cfg)
-    p, g = cfg.rollout_batch_size, cfg.n_samples_per_prompt
-    n = p * g
-    b, k = cfg.global_batch_size, cfg.num_steps_per_rollout
-    if k is not None:
-        if k < 1:
-            _fail("num_steps_per_rollout", k, "must be a positive count", "an integer >= 1")
-        if n >= 1 and n % k != 0:
-            _fail(
-                "num_steps_per_rollout",
-                k,
-                f"P x G = {p} x {g} = {n} responses per rollout do not split into {k} equal "
-                "optimizer steps",
-                f"a divisor of {n}: {divisors(n)}",
-            )
-        if b is not None and b != n // k:
-            _fail(
-                "num_steps_per_rollout",
-                k,
-                f"disagrees with --global-batch-size={b}: P x G = {n} responses in {k} "
-                f"optimizer steps is B = {n // k} per step",
-                f"--global-batch-size={n // k}, or only one of --global-batch-size and "
-                "--num-steps-per-rollout",
-            )
-        b = n // k
-    elif b is None:
-        b = n
-    updates: dict[str, Any] = {"global_batch_size": b}
-    updates["lr"], updates["base_global_batch_size"] = _resolve_rate(cfg, "", b, DEFAULT_LR)
-    if cfg.eval_temperature is None:
-        updates["eval_temperature"] = cfg.rollout_temperature
-    if cfg.loss_agg_mode is None:
-        updates["loss_agg_mode"] = (
-            "seq-mean-token-mean" if cfg.policy_loss == "gspo" else "token-mean"
-        )
-    if cfg.task is None:
-        updates["task"] = "prompt_data" if cfg.prompt_data is not None else "arith_mod10"
-    if (
-        cfg.rm_type is None
-        and cfg.custom_rm_path is None
-        and updates.get("task", cfg.task) == "arith_mod10"
-    ):
-        updates["rm_type"] = "exact_match"
-    if cfg.advantage_estimator == "gae":
-        for name, actor_name in _CRITIC_FROM_ACTOR.items():
-            if getattr(cfg, name) is None:
-                updates[name] = updates.get(actor_name, getattr(cfg, actor_name))
-        critic_batch = updates.get("critic_global_batch_size", cfg.critic_global_batch_size)
-        assert critic_batch is not None, "given, or filled from B just above"
-        updates["critic_lr"], updates["critic_base_global_batch_size"] = _resolve_rate(
-            cfg, "critic_", critic_batch, updates["lr"]
-        )
-        updates["critic_lr_scaling"] = cfg.critic_lr_scaling or "none"
-        for name, value in _GAE_DEFAULTS.items():
-            if getattr(cfg, name) is None:
-                updates[name] = value
-    return dataclasses.replace(cfg, **updates)
-
-
-def eval_pass_ks(cfg: RunConfig) -> list[int]:
-    """The k values of pass@k, ascending: --eval-pass-k, or 1, 2, 4, ... below n and n itself
-    (n = --n-samples-per-eval-prompt; the powers of 2 verl logs, with pass@1 added). Raises
-    ConfigError when --eval-pass-k is not distinct integers in [1, n]."""
-    n = cfg.n_samples_per_eval_prompt
-    if cfg.eval_pass_k is None:
-        ks, k = [], 1
-        while k < n:
-            ks.append(k)
-            k *= 2
-        return [*ks, n]
-    allowed = f"distinct integers in [1, {n}] (--n-samples-per-eval-prompt), comma-separated"
-    parts = [p.strip() for p in cfg.eval_pass_k.split(",")]
-    try:
-        ks = [int(p) for p in parts]
-    except ValueError:
-        _fail("eval_pass_k", cfg.eval_pass_k, "not comma-separated integers", allowed)
-    outside = [k for k in ks if not 1 <= k <= n]
-    if outside:
-        _fail(
-            "eval_pass_k",
-            cfg.eval_pass_k,
-            f"pass@{outside[0]} needs {outside[0]} samples per prompt, and "
-            f"--n-samples-per-eval-prompt is {n}",
-            allowed,
-        )
-    if len(set(ks)) != len(ks):
-        _fail("eval_pass_k", cfg.eval_pass_k, "a k appears twice", allowed)
-    return sorted(ks)
-
-
-def eval_max_response_len(cfg: RunConfig) -> int:
-    """The longest response evaluation generates: --eval-max-response-len, or
-    --rollout-max-response-len when not given."""
-    if cfg.eval_max_response_len is None:
-        return cfg.rollout_max_response_len
-    return cfg.eval_max_response_len
+    b = batch.resolve_global_batch_size(cfg)
+    lr, base_b = optimizer.resolve_rate(cfg, "", b, optimizer.DEFAULT_LR)
+    actor = dataclasses.replace(
+        cfg,
+        global_batch_size=b,
+        lr=lr,
+        base_global_batch_size=base_b,
+        **evaluation.resolve_eval(cfg),
+        **algorithm.resolve_algorithm(cfg),
+        **data.resolve_data(cfg),
+    )
+    resolved = ResolvedConfig(**{f.name: getattr(actor, f.name) for f in _fields()})
+    return dataclasses.replace(resolved, **critic.resolve_critic(resolved))

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import Any
 
-from hyrl.config import RunConfig, resolve
+from hyrl.config import ResolvedConfig, RunConfig, resolve
 from hyrl.config.rollout_layout import rollout_layout
 from hyrl.plan.layout import (
     MAX_RANKS_LISTED,
@@ -407,10 +407,9 @@ def _sglang_plan(c: RunConfig, counts: dict, rollout, seq_len: int, resident: fl
     return out
 
 
-def _suggestions(c: RunConfig, world_size: int, peak: float) -> list[dict]:
+def _suggestions(c: ResolvedConfig, world_size: int, peak: float) -> list[dict]:
     """What-ifs that lower the training peak: each changes one flag (used in error messages)."""
     layout = parallel_layout(c, world_size)
-    assert c.global_batch_size is not None, "make_plan resolved the config"
     tries: list[tuple[str, dict[str, Any]]] = []  # (the flag, the RunConfig fields it sets)
     if not c.use_distributed_optimizer:
         tries.append(("--use-distributed-optimizer", {"use_distributed_optimizer": True}))

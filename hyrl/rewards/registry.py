@@ -19,7 +19,7 @@ says what each does differently from slime's.
 Plugging in your own reward (the hook): write ``f(response_text, label, finish_reason) -> float``
 in a module on PYTHONPATH and pass ``--custom-rm-path module:f`` instead of --rm-type; the
 contract is in hyrl/rewards/custom.py. To make one a built-in instead, add its class to
-BUILTIN_REWARDS below and its name to --rm-type's choices in hyrl/config/fields.py.
+BUILTIN_REWARDS below and its name to --rm-type's choices in hyrl/config/concerns/data.py.
 
 The factory is a functools.partial of a module-level callable, never a lambda or closure, so it
 pickles by reference and Ray ships it to workers that import hyrl.

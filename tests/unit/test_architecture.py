@@ -292,6 +292,32 @@ def test_production_code_reads_no_test_hook():
     assert _lines_naming("HYRL_TEST_", [HELPERS / "subprocess_hooks.py"])  # where they live
 
 
+# What assembles the config from the concerns (hyrl/config/concerns/) and orders them.
+CONFIG_ASSEMBLY = (
+    "hyrl.config.fields",
+    "hyrl.config.parser",
+    "hyrl.config.resolve",
+    "hyrl.config.validate",
+    "hyrl.config.resume",
+    "hyrl.config.applies",
+    "hyrl.config.docs",
+)
+
+
+def test_config_concerns_import_no_assembly():
+    # A concern declares, resolves and checks its own flags; RunConfig, the parser and the
+    # order of resolution and checks import the concerns, never the other way round. A
+    # concern names RunConfig in annotations only (under TYPE_CHECKING, which this reader sees).
+    typing_too = [(src, dst) for src, dst, _ in IMPORTS if _within(src, ("hyrl.config.concerns",))]
+    assert ("hyrl.config.concerns.batch", "hyrl.config.fields") in typing_too
+    run = [
+        f"{src} (line {line}) imports {dst}"
+        for src, dst, line in _imports(with_typing_only=False)
+        if _within(src, ("hyrl.config.concerns",)) and _within(dst, CONFIG_ASSEMBLY)
+    ]
+    assert run == []
+
+
 def test_no_import_cycle_between_modules():
     # Imports inside functions count; those under `if TYPE_CHECKING:` never run and do not.
     assert _cycles(_module_graph(_imports(with_typing_only=False))) == []

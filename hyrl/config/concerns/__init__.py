@@ -1,0 +1,21 @@
+"""The flags of `hyrl train` by concern: one module each, owning its flags' declarations, what
+those not given stand for, and their checks.
+
+A concern module holds, as far as it has them:
+
+    <Name>Flags       a dataclass of its fields, each declared with `hyrl.config.kinds._opt`
+                      (a concern whose fields are not contiguous in the flags' order has two);
+                      `hyrl.config.fields.RunConfig` inherits them all (one flat config: callers
+                      read cfg.global_batch_size), and the parser and docs/flags.md follow
+    POSITIVE_COUNTS   its fields that count or size something: >= 1 when given
+    check_given       the ranges of its values as given, before resolution
+    resolve_*         what its flags not given stand for (a value, or the updates to apply);
+                      `hyrl.config.resolve` calls them in order, the critic's last, on the
+                      resolved actor
+    check_*           its checks on the resolved config, which `hyrl.config.validate.validate`
+                      calls in one fixed order (that order is the order of the errors)
+
+A check names its flag, the value and what is allowed (`hyrl.config.errors._fail`). The
+modules import no config assembly (`fields`, `resolve`, `validate`): RunConfig appears in
+their annotations only.
+"""

@@ -1,0 +1,256 @@
+"""--batch-schedule auto: the range and settings of the autopilot that moves B with the measured
+gradient noise scale (the controller itself is `hyrl.batchsize.autopilot`), the batch sizes it
+may choose for the actor and the critic, and the checks that it can run: the lr it re-derives
+and a noise scale it can measure at every B."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
+from hyrl.config.errors import _fail, flag_name
+from hyrl.config.kinds import _opt
+
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import ResolvedConfig, RunConfig
+
+
+@dataclass
+class AutopilotFlags:
+    autopilot_objective: str = _opt(
+        "goodput",
+        "with --batch-schedule auto: what the actor's B maximises (name): goodput = the B of "
+        "least predicted time to target, largest R(B) / (1 + B / B_noise) with R(B) measured "
+        "in the run (and --autopilot-profile); critical = k x the noise scale (McCandlish's "
+        "steps/samples compromise, --autopilot-k)",
+        "batch",
+        choices=("goodput", "critical"),
+    )
+    autopilot_min_gain: float = _opt(
+        1.05,
+        "with --batch-schedule auto and the goodput objective: B moves only to a batch whose "
+        "predicted goodput is at least this factor above the B in use's (dimensionless, >= 1; "
+        "a gain inside the noise of the measured throughput is no reason to move)",
+        "batch",
+    )
+    autopilot_profile: str | None = _opt(
+        None,
+        "with --batch-schedule auto and the goodput objective: how throughput changes with B "
+        "where the run has not measured it (path): a `hyrl tune` --out (its report.json) or a "
+        "`hyrl profile-rollout` --out (its profile.json); none = from the run's own timings "
+        "(fixed costs amortise, the rest per token)",
+        "batch",
+    )
+    autopilot_k: float = _opt(
+        1.0,
+        "with --batch-schedule auto: the critic's target B is k x its measured noise scale "
+        "critic/noise_scale, and under --autopilot-objective critical the actor's is k x "
+        "actor/noise_scale (dimensionless, > 0)",
+        "batch",
+    )
+    autopilot_min: int | None = _opt(
+        None,
+        "with --batch-schedule auto: the smallest B the autopilot may choose (responses; "
+        "required, a multiple of the batch unit)",
+        "batch",
+    )
+    autopilot_max: int | None = _opt(
+        None,
+        "with --batch-schedule auto: the largest B the autopilot may choose (responses; "
+        "required, a multiple of the batch unit)",
+        "batch",
+    )
+    autopilot_hysteresis: float = _opt(
+        1.5,
+        "with --batch-schedule auto: B changes only to a target more than this factor away "
+        "from it (dimensionless, >= 1; 1 = any difference)",
+        "batch",
+    )
+    autopilot_warmup: int = _opt(
+        5,
+        "with --batch-schedule auto: noise-scale measurements (rollout steps) before the "
+        "first change and again after each change (count >= 1)",
+        "batch",
+    )
+
+
+POSITIVE_COUNTS = ("autopilot_min", "autopilot_max", "autopilot_warmup")
+
+
+def autopilot_batches(c: RunConfig, world_size: int) -> list[int]:
+    """The actor's B the autopilot may choose: multiples of `batch_ramp_unit` within
+    [--autopilot-min, --autopilot-max] (validated multiples of it)."""
+    assert c.autopilot_min is not None and c.autopilot_max is not None, "validated under auto"
+    unit = batch_ramp_unit(c, world_size)
+    first = -(-c.autopilot_min // unit) * unit
+    return list(range(first, c.autopilot_max + 1, unit))
+
+
+def critic_autopilot_range(c: RunConfig) -> tuple[int, int]:
+    """[smallest, largest] critic B of the autopilot: --critic-autopilot-min/max, else the
+    actor's --autopilot-min/max."""
+    low = c.critic_autopilot_min if c.critic_autopilot_min is not None else c.autopilot_min
+    high = c.critic_autopilot_max if c.critic_autopilot_max is not None else c.autopilot_max
+    assert low is not None and high is not None, "validated under auto"
+    return low, high
+
+
+def critic_autopilot_batches(c: RunConfig, world_size: int, responses: int) -> list[int]:
+    """The critic B the autopilot may choose for a rollout of `responses`: multiples of the
+    critic micro batch x DP that divide it, within critic_autopilot_range."""
+    assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
+    unit = c.critic_micro_batch_size * c.data_parallel_size(world_size)
+    low, high = critic_autopilot_range(c)
+    sizes = range(unit, min(high, responses) + 1, unit)
+    return [b for b in sizes if responses % b == 0 and b >= low]
+
+
+def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
+    """Under --batch-schedule auto: the autopilot's range, its settings, the lr it re-derives
+    and a noise scale it can measure at every B (the critic's too under PPO)."""
+    if batch_schedule(c) != "auto":
+        return
+    if c.autopilot_min is None or c.autopilot_max is None:
+        name = "autopilot_min" if c.autopilot_min is None else "autopilot_max"
+        _fail(
+            name,
+            None,
+            "required with --batch-schedule auto (the range B may move in)",
+            f"{flag_name(name)} N (responses)",
+        )
+    if not c.autopilot_k > 0:
+        _fail("autopilot_k", c.autopilot_k, "must be positive", "a number > 0")
+    if not c.autopilot_min_gain >= 1:
+        _fail(
+            "autopilot_min_gain",
+            c.autopilot_min_gain,
+            "a factor below 1 would move to a batch predicted to be slower",
+            "a number >= 1 (1 = move for any predicted gain)",
+        )
+    if c.autopilot_profile is not None and c.autopilot_objective != "goodput":
+        _fail(
+            "autopilot_profile",
+            c.autopilot_profile,
+            f"only the goodput objective reads a throughput profile (--autopilot-objective "
+            f"is {c.autopilot_objective})",
+            "--autopilot-objective goodput, or no --autopilot-profile",
+        )
+    if not c.autopilot_hysteresis >= 1:
+        _fail(
+            "autopilot_hysteresis",
+            c.autopilot_hysteresis,
+            "a factor below 1 would change B back and forth",
+            "a number >= 1 (1 = change on any difference)",
+        )
+    b, low, high = c.global_batch_size, c.autopilot_min, c.autopilot_max
+    if high < low:
+        _fail("autopilot_max", high, f"below --autopilot-min={low}", f"an integer >= {low}")
+    unit = batch_ramp_unit(c, world_size)
+    for name, value in (("autopilot_min", low), ("autopilot_max", high)):
+        if value % unit:
+            _fail(
+                name,
+                value,
+                f"not a multiple of {unit} (data-parallel size x micro batch, and whole "
+                "prompt groups)",
+                f"a multiple of {unit}",
+            )
+    if not low <= b <= high:
+        _fail(
+            "autopilot_min" if b < low else "autopilot_max",
+            low if b < low else high,
+            f"the run starts at B={b} (--global-batch-size), outside [{low}, {high}]",
+            f"a range that holds B={b}",
+        )
+    rederive = "the autopilot re-derives the learning rate at every change of B"
+    if c.base_lr is None:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            f"{rederive} from --base-lr, which is not given",
+            "--base-lr LR0 (with --base-global-batch-size B0 and --lr-scaling RULE) instead "
+            "of --lr",
+        )
+    if c.noise_scale_beta is None:
+        _fail(
+            "noise_scale_beta",
+            c.noise_scale_beta,
+            "--batch-schedule auto follows the gradient noise scale, which this switches off",
+            "an EMA decay in [0, 1) (default 0.99)",
+        )
+    dp = c.data_parallel_size(world_size)
+    _check_noise_measurable(c, dp, "autopilot_min", low, c.micro_batch_size, "--micro-batch-size")
+    if c.critic_global_batch_size is None:
+        return  # GRPO: no critic
+    if c.critic_base_lr is None:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            f"{rederive} and the critic's at every change of its batch, from --critic-base-lr, "
+            "which is not given",
+            "--critic-base-lr LR0 (with --critic-base-global-batch-size and "
+            "--critic-lr-scaling) instead of --critic-lr",
+        )
+    c_low, c_high = critic_autopilot_range(c)
+    c_name = "critic_autopilot_min" if c.critic_autopilot_min is not None else "autopilot_min"
+    if c_high < c_low:
+        _fail(
+            "critic_autopilot_max",
+            c_high,
+            f"below the critic's smallest batch {c_low}",
+            f"an integer >= {c_low}",
+        )
+    cb = c.critic_global_batch_size
+    if not c_low <= cb <= c_high:
+        _fail(
+            "critic_autopilot_min" if cb < c_low else "critic_autopilot_max",
+            c_low if cb < c_low else c_high,
+            f"the critic starts at B={cb} (--critic-global-batch-size), outside "
+            f"[{c_low}, {c_high}]",
+            f"a range that holds {cb}",
+        )
+    assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
+    _check_noise_measurable(
+        c, dp, c_name, c_low, c.critic_micro_batch_size, "--critic-micro-batch-size"
+    )
+    steps = c.optimizer_steps_per_rollout
+    for actor_b in autopilot_batches(c, world_size):
+        responses = actor_b * steps
+        if not critic_autopilot_batches(c, world_size, responses):
+            unit = c.critic_micro_batch_size * dp
+            fits = [b for b in range(unit, responses + 1, unit) if responses % b == 0]
+            _fail(
+                c_name,
+                c_low,
+                f"at actor B={actor_b} a rollout has {responses} responses, and no critic "
+                f"batch in [{c_low}, {c_high}] divides it in multiples of critic micro batch "
+                f"x DP = {c.critic_micro_batch_size * dp}",
+                f"a critic range (--critic-autopilot-min/--critic-autopilot-max) holding one "
+                f"of {fits} and a divisor of every other possible rollout, or a smaller "
+                "--critic-micro-batch-size",
+            )
+
+
+def _check_noise_measurable(
+    c: RunConfig, dp: int, name: str, low: int, micro: int, micro_flag: str
+) -> None:
+    """With one data-parallel rank the noise scale compares micro-batches: every B needs two."""
+    if dp > 1:
+        return
+    if c.use_dynamic_batch_size or c.pipeline_model_parallel_size > 1:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            "with one data-parallel rank the noise scale needs micro-batches of one size, "
+            "without a pipeline (--use-dynamic-batch-size or PP > 1 here)",
+            "more data-parallel ranks, or no --use-dynamic-batch-size and PP = 1",
+        )
+    if low < 2 * micro:
+        _fail(
+            name,
+            low,
+            f"with one data-parallel rank the noise scale compares micro-batches, and B={low} "
+            f"holds fewer than two of {micro_flag}={micro}",
+            f"an integer >= {2 * micro}, or more data-parallel ranks",
+        )

@@ -1,0 +1,304 @@
+"""The batch sizes and their schedule: P prompts x G responses per rollout step, B responses per
+actor optimizer step (resolved from P x G), the micro-batches a step passes through the model
+in, and how B changes during the run (--batch-ramp; --batch-schedule auto is `autopilot`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS
+from hyrl.config.errors import _fail, divisors
+from hyrl.config.kinds import _opt
+
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import ResolvedConfig, RunConfig
+
+
+@dataclass
+class BatchFlags:
+    rollout_batch_size: int = _opt(16, "prompts per rollout step, P (prompts)", "batch")
+    n_samples_per_prompt: int = _opt(8, "responses sampled per prompt, G (responses)", "batch")
+    global_batch_size: int | None = _opt(
+        None,
+        "responses per actor optimizer step, B (responses); none = P x G, one optimizer "
+        "step per rollout (or P x G / --num-steps-per-rollout)",
+        "batch",
+    )
+    micro_batch_size: int = _opt(
+        16, "responses per forward/backward pass on one data-parallel rank (responses)", "batch"
+    )
+    batch_ramp: str | None = _opt(
+        None,
+        "change responses per optimizer step during the run: START:END:STEPS goes "
+        "linearly from START to END over STEPS rollout steps (prompts per step follow, G and "
+        "optimizer steps per rollout stay; with --base-lr the lr is re-derived by "
+        "--lr-scaling at every change); START must equal the global batch size",
+        "batch",
+    )
+    batch_schedule: str | None = _opt(
+        None,
+        "how responses per optimizer step B change during the run (name): fixed = "
+        "--global-batch-size throughout, ramp = --batch-ramp, auto = B follows the measured "
+        "gradient noise scale (--autopilot-*; docs/batch-size.md); none = ramp with "
+        "--batch-ramp, else fixed",
+        "batch",
+        choices=("fixed", "ramp", "auto"),
+    )
+
+    @property
+    def responses_per_rollout(self) -> int:
+        """P x G: responses generated per rollout step."""
+        return self.rollout_batch_size * self.n_samples_per_prompt
+
+
+@dataclass
+class MicroBatchFlags:
+    """How a step's responses pass through the model (micro-batches, packed or padded) and the
+    gradient noise scale measured over them; after `AutopilotFlags` in the flags' order."""
+
+    use_dynamic_batch_size: bool = _opt(
+        False,
+        "pack micro-batches by token count (--max-tokens-per-gpu) instead of "
+        "--micro-batch-size responses, for log-prob and training passes (on/off)",
+        "batch",
+    )
+    qkv_format: str = _opt(
+        "bshd",
+        "micro-batch layout the model runs (name): bshd = rows padded to their longest, "
+        "thd = each micro-batch's sequences packed end to end as one (megatron's "
+        "PackedSeqParams: no compute or attention mask spent on padding); with "
+        "--use-dynamic-batch-size, --max-tokens-per-gpu then counts packed tokens",
+        "batch",
+        choices=("bshd", "thd"),
+    )
+    max_tokens_per_gpu: int | None = _opt(
+        None,
+        "most tokens (prompt + response) in one micro-batch with --use-dynamic-batch-size (tokens)",
+        "batch",
+    )
+    noise_scale_beta: float | None = _opt(
+        0.99,
+        "EMA decay of the gradient-noise-scale estimates, logged as actor/noise_scale and "
+        "critic/noise_scale (dimensionless, in [0, 1)); none = do not measure",
+        "batch",
+    )
+
+
+POSITIVE_COUNTS = (
+    "rollout_batch_size",
+    "n_samples_per_prompt",
+    "global_batch_size",
+    "micro_batch_size",
+)
+
+
+def check_given(c: RunConfig) -> None:
+    """The noise scale's EMA decay."""
+    if c.noise_scale_beta is not None and not 0 <= c.noise_scale_beta < 1:
+        _fail(
+            "noise_scale_beta",
+            c.noise_scale_beta,
+            "an EMA decay must lie in [0, 1)",
+            "0 <= beta < 1, or none to switch the measurement off",
+        )
+
+
+def resolve_global_batch_size(cfg: RunConfig) -> int:
+    """B, --global-batch-size: as given, else P x G / --num-steps-per-rollout when that is
+    given, else P x G.
+
+    Raises ConfigError when --num-steps-per-rollout does not divide P x G or disagrees with
+    --global-batch-size.
+    """
+    p, g = cfg.rollout_batch_size, cfg.n_samples_per_prompt
+    n = p * g
+    b, k = cfg.global_batch_size, cfg.num_steps_per_rollout
+    if k is not None:
+        if k < 1:
+            _fail("num_steps_per_rollout", k, "must be a positive count", "an integer >= 1")
+        if n >= 1 and n % k != 0:
+            _fail(
+                "num_steps_per_rollout",
+                k,
+                f"P x G = {p} x {g} = {n} responses per rollout do not split into {k} equal "
+                "optimizer steps",
+                f"a divisor of {n}: {divisors(n)}",
+            )
+        if b is not None and b != n // k:
+            _fail(
+                "num_steps_per_rollout",
+                k,
+                f"disagrees with --global-batch-size={b}: P x G = {n} responses in {k} "
+                f"optimizer steps is B = {n // k} per step",
+                f"--global-batch-size={n // k}, or only one of --global-batch-size and "
+                "--num-steps-per-rollout",
+            )
+        return n // k
+    return n if b is None else b
+
+
+def batch_schedule(c: RunConfig) -> str:
+    """How B changes during the run: --batch-schedule, or when not given ramp with
+    --batch-ramp and fixed without."""
+    if c.batch_schedule is not None:
+        return c.batch_schedule
+    return "ramp" if c.batch_ramp is not None else "fixed"
+
+
+def check_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> None:
+    """B divides P x G and splits over the data-parallel ranks in whole micro-batches (`given`:
+    the config as parsed, to say where B came from)."""
+    p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
+    n = p * g
+    if n % b != 0:
+        _fail(
+            "global_batch_size",
+            b,
+            f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of B={b}",
+            f"a divisor of {n}: {divisors(n)}",
+        )
+    dp = c.data_parallel_size(world_size)
+    if b % dp != 0:
+        if given.global_batch_size is not None:
+            origin = ""
+        elif given.num_steps_per_rollout is not None:
+            origin = f" (B = P x G / --num-steps-per-rollout={given.num_steps_per_rollout})"
+        else:
+            origin = " (B = P x G, the default)"
+        _fail(
+            "global_batch_size",
+            b,
+            f"B={b} responses{origin} do not split evenly over data-parallel size {dp}",
+            f"a multiple of {dp} that divides {n}",
+        )
+    mbs = c.micro_batch_size
+    if b % (mbs * dp) != 0:
+        _fail(
+            "micro_batch_size",
+            mbs,
+            f"micro batch {mbs} x data-parallel size {dp} = {mbs * dp} does not divide "
+            f"the global batch B={b}",
+            f"a divisor of B / DP = {b // dp}: {divisors(b // dp)}",
+        )
+
+
+def check_micro_batch_groups(c: ResolvedConfig, world_size: int) -> None:
+    """megatron-core 0.16.1's interleaved schedule runs micro-batches in groups of PP
+    (microbatch_group_size_per_vp_stage, default PP) and refuses a count M that is not a
+    multiple of PP (schedules.py, forward_backward_pipelining_with_interleaving). With fixed
+    micro-batches the count of an optimizer step is B / (DP x micro batch): checked here.
+    Token-packed micro-batches and other batch sizes of a schedule are padded with loss-free
+    ones at run time (trainable._run_pipeline)."""
+    if c.virtual_pipeline_model_parallel_size is None or c.use_dynamic_batch_size:
+        return
+    pp, dp = c.pipeline_model_parallel_size, c.data_parallel_size(world_size)
+    batches = [("micro_batch_size", c.global_batch_size, c.micro_batch_size, "B")]
+    if c.critic_global_batch_size is not None and c.critic_micro_batch_size is not None:
+        batches.append(
+            (
+                "critic_micro_batch_size",
+                c.critic_global_batch_size,
+                c.critic_micro_batch_size,
+                "critic B",
+            )
+        )
+    for name, batch, micro, label in batches:
+        count = batch // (dp * micro)
+        if count % pp != 0:
+            per_rank = batch // dp
+            fits = [m for m in divisors(per_rank) if (per_rank // m) % pp == 0]
+            _fail(
+                name,
+                micro,
+                f"{label}={batch} over DP={dp} makes {count} micro-batches per step; megatron's "
+                f"interleaved schedule (virtual pipeline stages) runs them in groups of PP={pp} "
+                "and needs a multiple of PP",
+                f"a micro batch giving a multiple of {pp} micro-batches: {fits}"
+                if fits
+                else f"a global batch with a multiple of {pp} x DP x micro batch responses",
+            )
+
+
+def check_schedule(c: RunConfig) -> None:
+    """--batch-schedule against --batch-ramp (under auto see `autopilot.check_autopilot`)."""
+    schedule = batch_schedule(c)
+    if schedule == "ramp" and c.batch_ramp is None:
+        _fail(
+            "batch_schedule",
+            c.batch_schedule,
+            "a ramp needs its --batch-ramp START:END:STEPS, which is not given",
+            "add --batch-ramp, or --batch-schedule fixed or auto",
+        )
+    if schedule != "ramp" and c.batch_ramp is not None:
+        _fail(
+            "batch_ramp",
+            c.batch_ramp,
+            f"given with --batch-schedule {schedule}, which does not ramp",
+            "--batch-schedule ramp (or none), or no --batch-ramp",
+        )
+
+
+def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
+    """Every B of a ramp must be a multiple of this: DP x micro batch divides it, and
+    B x (optimizer steps per rollout) must be a whole number of prompt groups of G."""
+    k = c.optimizer_steps_per_rollout
+    dp = c.data_parallel_size(world_size)
+    groups = c.n_samples_per_prompt // math.gcd(c.n_samples_per_prompt, k)
+    return math.lcm(c.micro_batch_size * dp, groups)
+
+
+def check_ramp(c: ResolvedConfig, world_size: int) -> None:
+    """--batch-ramp starts at B and ends at a B the layout can split (`batch_ramp_unit`)."""
+    if c.batch_ramp is None:
+        return
+    from hyrl.schedules import parse_batch_ramp
+
+    try:
+        start, end, _ = parse_batch_ramp(c.batch_ramp)
+    except ValueError as err:
+        _fail("batch_ramp", c.batch_ramp, str(err), "START:END:STEPS with integers >= 1")
+    if start != c.global_batch_size:
+        _fail(
+            "batch_ramp",
+            c.batch_ramp,
+            f"START={start} differs from the global batch size "
+            f"B={c.global_batch_size} of the first step",
+            f"START = {c.global_batch_size}",
+        )
+    unit = batch_ramp_unit(c, world_size)
+    if end % unit:
+        _fail(
+            "batch_ramp",
+            c.batch_ramp,
+            f"END={end} is not a multiple of {unit} (data-parallel "
+            "size x micro batch, and whole prompt groups)",
+            f"a multiple of {unit}",
+        )
+
+
+def check_token_budget(c: RunConfig) -> None:
+    """--max-tokens-per-gpu, which token-packed micro-batches need, fits the longest sequence."""
+    if c.use_dynamic_batch_size and c.max_tokens_per_gpu is None:
+        _fail(
+            "max_tokens_per_gpu",
+            "none",
+            "--use-dynamic-batch-size packs micro-batches by it",
+            "a token count, e.g. --max-tokens-per-gpu 16384",
+        )
+    if c.max_tokens_per_gpu is not None:
+        longest = (
+            c.max_position_embeddings
+            if c.task == "prompt_data"
+            else ARITH_PROMPT_TOKENS + c.rollout_max_response_len
+        )
+        if c.rollout_max_prompt_len is not None:
+            longest = c.rollout_max_prompt_len + c.rollout_max_response_len
+        if c.max_tokens_per_gpu < longest:
+            _fail(
+                "max_tokens_per_gpu",
+                c.max_tokens_per_gpu,
+                f"smaller than the longest sequence ({longest} tokens), which could never fit",
+                f"at least {longest}",
+            )

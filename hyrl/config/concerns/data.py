@@ -1,0 +1,264 @@
+"""The task and its data: the built-in arithmetic task or prompt files, the tokenizer, the
+held-out sets, and the reward function."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hyrl.config.errors import _fail
+from hyrl.config.kinds import _opt
+
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import ResolvedConfig, RunConfig
+
+# The arithmetic task's prompt ("a+b=" style, with BOS) is this many tokens long.
+ARITH_PROMPT_TOKENS = 5
+# Size of the tiny task's tokenizer vocabulary.
+TASK_VOCAB_SIZE = 16
+# What a prompt file may be (hyrl.data.prompt_data reads them).
+DATA_EXTENSIONS = (".jsonl", ".parquet")
+
+
+@dataclass
+class DataFlags:
+    task: str | None = _opt(
+        None,
+        "training task (name): arith_mod10 = the built-in arithmetic task, prompt_data = "
+        "--prompt-data; none = prompt_data when --prompt-data is given, else arith_mod10",
+        "task",
+        choices=("arith_mod10", "prompt_data"),
+    )
+    prompt_data: str | None = _opt(
+        None,
+        "training prompts, a .jsonl or .parquet file with one prompt per record (path)",
+        "task",
+    )
+    input_key: str = _opt("prompt", "record field holding the prompt text (name)", "task")
+    label_key: str = _opt("label", "record field holding the reference answer (name)", "task")
+    apply_chat_template: bool = _opt(
+        False,
+        "wrap each prompt as a user message in the tokenizer's chat template (on/off)",
+        "task",
+    )
+    tokenizer_path: str | None = _opt(
+        None,
+        "local Hugging Face tokenizer directory for --prompt-data (path); none = --hf-checkpoint",
+        "task",
+    )
+    rollout_max_prompt_len: int | None = _opt(
+        None,
+        "drop prompts longer than this when loading --prompt-data (tokens); none = "
+        "--max-position-embeddings - --rollout-max-response-len",
+        "task",
+    )
+    eval_prompt_data: list[str] | None = _opt(
+        None,
+        "held-out sets as NAME FILE pairs, each logged as eval/NAME/accuracy (names and "
+        "paths); none = the task's own held-out split",
+        "task",
+    )
+    rm_type: str | None = _opt(
+        None,
+        "reward function (name): exact_match, math (math-verify on the boxed or last "
+        "answer), mcq (one choice letter), logic (exact structured answer), and slime's "
+        "deepscaler (math-verify on the last box after the thinking), dapo (math-verify on the "
+        "last 'Answer:' line, 1/0 where slime's is 1/-1) and f1 (SQuAD token F1 of the boxed "
+        "answer, else the response); none = exact_match for arith_mod10, required with "
+        "--prompt-data unless --custom-rm-path",
+        "task",
+        choices=("exact_match", "math", "mcq", "logic", "deepscaler", "dapo", "f1"),
+    )
+    custom_rm_path: str | None = _opt(
+        None,
+        "your reward function as module:function, called as f(response_text, label, "
+        "finish_reason) -> float (import path)",
+        "task",
+    )
+    task_max_operand: int = _opt(
+        9, "largest operand in the arithmetic prompts (integer, 1..9)", "task"
+    )
+    task_eval_fraction: float = _opt(
+        0.2,
+        "fraction of the task's prompts held out for evaluation and never trained on "
+        "(fraction, in [0, 1); round(fraction x prompts) are held out when --eval-interval > 0; "
+        "0 = evaluate on the training prompts themselves, an in-distribution check)",
+        "task",
+    )
+
+
+POSITIVE_COUNTS = ("task_max_operand",)
+
+
+def check_given(c: RunConfig) -> None:
+    """The held-out fraction."""
+    if not 0 <= c.task_eval_fraction < 1:
+        _fail(
+            "task_eval_fraction",
+            c.task_eval_fraction,
+            "a held-out fraction must lie in [0, 1)",
+            "0 <= fraction < 1",
+        )
+
+
+def resolve_data(cfg: RunConfig) -> dict[str, Any]:
+    """--task <- prompt_data when --prompt-data is given, else arith_mod10; --rm-type <-
+    exact_match for arith_mod10 (unless --custom-rm-path)."""
+    updates: dict[str, Any] = {}
+    if cfg.task is None:
+        updates["task"] = "prompt_data" if cfg.prompt_data is not None else "arith_mod10"
+    if (
+        cfg.rm_type is None
+        and cfg.custom_rm_path is None
+        and updates.get("task", cfg.task) == "arith_mod10"
+    ):
+        updates["rm_type"] = "exact_match"
+    return updates
+
+
+def check_task(c: ResolvedConfig) -> None:
+    """The arithmetic task's operands, held-out split, positions and vocabulary."""
+    if c.task == "arith_mod10":
+        if not 1 <= c.task_max_operand <= 9:
+            _fail(
+                "task_max_operand",
+                c.task_max_operand,
+                "the arith_mod10 tokenizer has single digits only",
+                "1..9",
+            )
+        n = (c.task_max_operand + 1) ** 2
+        # The same split as hyrl.data.arith.ArithTask; prompts are held out only when evaluating.
+        n_eval = round(c.task_eval_fraction * n) if c.eval_interval > 0 else 0
+        allowed = (
+            f"0 (evaluate on the training prompts), or a fraction holding out between 1 "
+            f"and {n - 1} of the {n} prompts (round(fraction x {n})), e.g. {1 / n:.3g} "
+            f"to {(n - 1) / n:.3g}"
+        )
+        if n - n_eval < 1:
+            _fail(
+                "task_eval_fraction",
+                c.task_eval_fraction,
+                f"holds out {n_eval} of the {n} prompts (--task-max-operand="
+                f"{c.task_max_operand}), leaving {n - n_eval} for training",
+                allowed,
+            )
+        if c.eval_interval > 0 and c.task_eval_fraction > 0 and n_eval < 1:
+            _fail(
+                "task_eval_fraction",
+                c.task_eval_fraction,
+                f"holds out {n_eval} of the {n} prompts (--task-max-operand="
+                f"{c.task_max_operand}), so evaluation (--eval-interval={c.eval_interval}) "
+                "has none",
+                allowed,
+            )
+        if c.max_position_embeddings < ARITH_PROMPT_TOKENS + c.rollout_max_response_len:
+            _fail(
+                "rollout_max_response_len",
+                c.rollout_max_response_len,
+                f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
+                f"--max-position-embeddings={c.max_position_embeddings}",
+                f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS}",
+            )
+    if c.task == "arith_mod10" and c.vocab_size < TASK_VOCAB_SIZE:
+        _fail(
+            "vocab_size",
+            c.vocab_size,
+            f"smaller than the task tokenizer's {TASK_VOCAB_SIZE} tokens",
+            f"an integer >= {TASK_VOCAB_SIZE}",
+        )
+
+
+def _check_data_file(flag_field: str, path: str, shown: Any = None) -> None:
+    allowed = "an existing " + " or ".join(DATA_EXTENSIONS) + " file"
+    shown = path if shown is None else shown
+    if not path.endswith(DATA_EXTENSIONS):
+        _fail(flag_field, shown, f"{path!r} is not a {' or '.join(DATA_EXTENSIONS)} file", allowed)
+    if not os.path.isfile(path):
+        _fail(flag_field, shown, f"{path!r} does not exist", allowed)
+
+
+def check_prompts_and_rewards(c: ResolvedConfig) -> None:
+    """The task's data, tokenizer and reward (run on a resolved config: task is set)."""
+    if c.task == "prompt_data":
+        if c.prompt_data is None:
+            _fail("task", c.task, "needs the prompts", "--prompt-data FILE")
+        _check_data_file("prompt_data", c.prompt_data)
+        if c.tokenizer_path is None and c.hf_checkpoint is None:
+            _fail(
+                "tokenizer_path",
+                "none",
+                "--prompt-data needs a tokenizer",
+                "--tokenizer-path DIR or --hf-checkpoint DIR (a local Hugging Face directory)",
+            )
+        if c.tokenizer_path is not None and not os.path.isdir(c.tokenizer_path):
+            _fail(
+                "tokenizer_path",
+                c.tokenizer_path,
+                "not an existing directory",
+                "a local Hugging Face tokenizer directory",
+            )
+        if c.rm_type is None and c.custom_rm_path is None:
+            _fail(
+                "rm_type",
+                "none",
+                "--prompt-data needs a reward function",
+                "exact_match, math, mcq, logic, or --custom-rm-path module:function",
+            )
+        if c.eval_interval > 0 and c.eval_prompt_data is None:
+            _fail(
+                "eval_prompt_data",
+                "none",
+                f"--eval-interval={c.eval_interval} evaluates "
+                "held-out prompts, and --prompt-data has no held-out split",
+                "--eval-prompt-data NAME FILE [NAME FILE ...], or --eval-interval 0",
+            )
+    if c.rm_type is not None and c.custom_rm_path is not None:
+        _fail(
+            "custom_rm_path",
+            c.custom_rm_path,
+            f"given together with --rm-type {c.rm_type}",
+            "one of --rm-type and --custom-rm-path",
+        )
+    if c.custom_rm_path is not None:
+        module, sep, function = c.custom_rm_path.partition(":")
+        if not (sep and module.strip() and function.strip()):
+            _fail(
+                "custom_rm_path",
+                c.custom_rm_path,
+                "not module:function",
+                "an import path like my_rewards:score",
+            )
+    if c.eval_prompt_data is not None:
+        items = c.eval_prompt_data
+        shown = " ".join(items)
+        if len(items) % 2:
+            _fail(
+                "eval_prompt_data",
+                shown,
+                f"{len(items)} values do not pair up",
+                "NAME FILE pairs, e.g. --eval-prompt-data aime aime.jsonl gpqa gpqa.jsonl",
+            )
+        names = items[0::2]
+        for name, path in zip(names, items[1::2]):
+            if not name or "/" in name or name.endswith(DATA_EXTENSIONS):
+                _fail(
+                    "eval_prompt_data",
+                    shown,
+                    f"{name!r} is not a name (NAME comes before FILE)",
+                    "NAME FILE pairs, NAME without '/'",
+                )
+            _check_data_file("eval_prompt_data", path, shown)
+        if len(set(names)) != len(names):
+            _fail("eval_prompt_data", shown, "a NAME appears twice", "distinct names")
+    if (
+        c.rollout_max_prompt_len is not None
+        and c.rollout_max_prompt_len + c.rollout_max_response_len > c.max_position_embeddings
+    ):
+        _fail(
+            "rollout_max_prompt_len",
+            c.rollout_max_prompt_len,
+            f"plus --rollout-max-response-len={c.rollout_max_response_len} exceeds "
+            f"--max-position-embeddings={c.max_position_embeddings}",
+            f"at most {c.max_position_embeddings - c.rollout_max_response_len}",
+        )

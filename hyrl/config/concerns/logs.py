@@ -1,0 +1,92 @@
+"""How a run reports: the wandb mirror, the TensorBoard mirror of metrics.jsonl, and rank 0's
+progress lines (the records themselves are `hyrl.metrics.run_dir`'s)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hyrl.config.errors import _fail
+from hyrl.config.kinds import _opt
+
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import RunConfig
+
+
+@dataclass
+class LogFlags:
+    log_wandb: bool = _opt(False, "also log metrics to Weights & Biases (on/off)", "run")
+    wandb_project: str = _opt("hyrl", "Weights & Biases project (name)", "run")
+    wandb_exp_name: str | None = _opt(
+        None,
+        "the wandb run's name (Megatron-LM's name for it); none = the run directory's parent "
+        "and name, e.g. sweep/b256-sqrt-s1234 (name)",
+        "run",
+    )
+    wandb_entity: str | None = _opt(
+        None,
+        "the wandb team or user the run belongs to (slime's --wandb-team is accepted too); none "
+        "= wandb's default entity (name)",
+        "run",
+    )
+    wandb_group: str | None = _opt(
+        None, "the wandb group, e.g. one sweep's members (name); none = no group", "run"
+    )
+    wandb_mode: str | None = _opt(
+        None,
+        "online, offline (written under RUN_DIR/wandb, synced later with `wandb sync`) or "
+        "disabled; none = WANDB_MODE if set, else offline",
+        "run",
+        choices=("online", "offline", "disabled"),
+    )
+    wandb_tags: str | None = _opt(
+        None, "the wandb run's tags, comma-separated (names); none = no tags", "run"
+    )
+    tensorboard_dir: str | None = _opt(
+        None,
+        "also write every metrics.jsonl record as TensorBoard scalars into this directory "
+        "(path; tag = the key, step = the record's step); none = no TensorBoard mirror",
+        "run",
+    )
+    progress: bool = _opt(
+        True,
+        "show rank 0's progress: on a terminal a bar with the ETA, elsewhere (a job's log file) "
+        "plain lines every --log-interval rollout steps (on/off)",
+        "run",
+    )
+    log_interval: int = _opt(
+        1,
+        "without a terminal, one flushed line every N rollout steps: step/total, samples, "
+        "reward, the latest eval, step time, responses/s, ETA (count; Megatron's name)",
+        "run",
+    )
+    log_interval_s: float | None = _opt(
+        60.0,
+        "without a terminal, a heartbeat line at least this often while a rollout step runs "
+        "with no step line: the stage in progress and for how long (seconds); none = none",
+        "run",
+    )
+
+
+POSITIVE_COUNTS = ("log_interval",)
+
+
+def check_given(c: RunConfig) -> None:
+    """The heartbeat interval."""
+    if c.log_interval_s is not None and not c.log_interval_s > 0:
+        _fail("log_interval_s", c.log_interval_s, "must be positive", "seconds > 0, or none")
+
+
+def check_tensorboard_dir(c: RunConfig) -> None:
+    """--tensorboard-dir names a directory."""
+    if c.tensorboard_dir is not None:
+        if not c.tensorboard_dir:
+            _fail("tensorboard_dir", "", "an empty path", "a directory path, or none")
+        if os.path.exists(c.tensorboard_dir) and not os.path.isdir(c.tensorboard_dir):
+            _fail(
+                "tensorboard_dir",
+                c.tensorboard_dir,
+                "exists and is not a directory",
+                "a directory (created when missing), or none",
+            )

@@ -1,0 +1,324 @@
+"""The parallel layout of the trainer: tensor, pipeline (virtual stages included) and expert
+parallelism, how the layers and heads split over them, activation recomputation, precision,
+megatron's DDP and distributed optimizer, and the machine facts `hyrl plan` checks against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hyrl.config.errors import _fail, divisors
+from hyrl.config.kinds import _opt
+
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import RunConfig
+
+
+@dataclass
+class ParallelFlags:
+    tensor_model_parallel_size: int = _opt(1, "tensor-parallel size TP (ranks)", "parallelism")
+    pipeline_model_parallel_size: int = _opt(1, "pipeline-parallel size PP (ranks)", "parallelism")
+    num_layers_per_virtual_pipeline_stage: int | None = _opt(
+        None,
+        "layers in each virtual pipeline stage (layers), as Megatron's flag: each pipeline rank "
+        "holds V = L / PP / N model chunks, run by megatron's interleaved 1F1B schedule; "
+        "needs PP > 1; none = one chunk per rank",
+        "parallelism",
+    )
+    num_virtual_stages_per_pipeline_rank: int | None = _opt(
+        None,
+        "virtual pipeline stages V per pipeline rank (chunks), as Megatron's flag: the other "
+        "way to set --num-layers-per-virtual-pipeline-stage (N = L / PP / V); needs PP > 1; "
+        "none = one chunk per rank",
+        "parallelism",
+    )
+    expert_model_parallel_size: int = _opt(1, "expert-parallel size EP (ranks)", "parallelism")
+    expert_tensor_parallel_size: int = _opt(
+        1, "tensor-parallel size inside each expert (ranks)", "parallelism"
+    )
+    sequence_parallel: bool = _opt(
+        False,
+        "shard activations along the sequence across TP ranks (on/off; needs TP > 1)",
+        "parallelism",
+    )
+    recompute_granularity: str | None = _opt(
+        None,
+        "activation recomputation in the backward pass (name): full = whole layers, "
+        "selective = the attention core; none = keep activations",
+        "parallelism",
+        choices=("full", "selective"),
+    )
+    recompute_method: str | None = _opt(
+        None,
+        "which layers full recomputation covers (name): uniform = groups of "
+        "--recompute-num-layers, block = the first --recompute-num-layers per pipeline stage; "
+        "none = uniform with full recomputation",
+        "parallelism",
+        choices=("uniform", "block"),
+    )
+    recompute_num_layers: int | None = _opt(
+        None,
+        "layers per recomputation group (uniform) or layers recomputed (block) (layers); "
+        "none = 1 with full recomputation",
+        "parallelism",
+    )
+    distributed_timeout_minutes: float = _opt(
+        10.0,
+        "timeout of the trainer's NCCL (gloo on CPU) collectives (minutes, > 0), as "
+        "Megatron's flag; ranks waiting for rank 0's generation, rewards and evaluation wait "
+        "in a gloo group of their own without it",
+        "parallelism",
+    )
+    use_distributed_optimizer: bool = _opt(
+        False,
+        "shard the fp32 main params and Adam states over data-parallel ranks (expert "
+        "parameters over expert-data-parallel ranks): megatron-core's distributed optimizer, "
+        "gradients reduce-scattered (on/off)",
+        "parallelism",
+    )
+    bf16: bool = _opt(
+        False,
+        "bfloat16 weights and activations, fp32 main params and Adam states in the "
+        "optimizer (megatron's Float16Module and mixed-precision optimizer) (on/off); off = "
+        "float32 throughout",
+        "parallelism",
+    )
+    accumulate_allreduce_grads_in_fp32: bool = _opt(
+        True,
+        "accumulate and reduce gradients in float32 buffers even under --bf16 (on/off)",
+        "parallelism",
+    )
+    overlap_grad_reduce: bool = _opt(
+        False,
+        "start each gradient bucket's DP reduction as soon as its gradients are ready in "
+        "the last micro-batch's backward pass (on/off)",
+        "parallelism",
+    )
+    ddp_bucket_size: int | None = _opt(
+        None,
+        "parameters per gradient-reduction bucket of megatron's DDP (elements); none = "
+        "megatron's default (40M, or one bucket without overlap)",
+        "parallelism",
+    )
+    gpus_per_node: int | None = _opt(
+        None,
+        "GPUs per node (GPUs), for hyrl plan: TP and EP groups should not cross nodes; "
+        "none = not checked",
+        "parallelism",
+    )
+    gpu_memory_gib: float | None = _opt(
+        None, "memory of one GPU (GiB), for hyrl plan's fit check; none = no check", "parallelism"
+    )
+
+    def data_parallel_size(self, world_size: int) -> int:
+        """Data-parallel size DP = world size // (TP * PP)."""
+        return world_size // (self.tensor_model_parallel_size * self.pipeline_model_parallel_size)
+
+
+POSITIVE_COUNTS = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "num_layers_per_virtual_pipeline_stage",
+    "num_virtual_stages_per_pipeline_rank",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+)
+
+
+def check_given(c: RunConfig) -> None:
+    """The collectives' timeout."""
+    if not c.distributed_timeout_minutes > 0:
+        _fail(
+            "distributed_timeout_minutes",
+            c.distributed_timeout_minutes,
+            "must be positive",
+            "minutes > 0 (Megatron's default: 10)",
+        )
+
+
+def check_layout(c: RunConfig, world_size: int) -> None:
+    """TP, PP and EP against the world size and the model's layers, heads, vocabulary and
+    experts; sequence parallelism under MoE with TP; DDP's overlapped reduction and buckets."""
+    tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
+    ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
+    if c.num_layers % pp != 0:
+        _fail(
+            "pipeline_model_parallel_size",
+            pp,
+            f"{c.num_layers} layers (--num-layers) do not split evenly into {pp} stages",
+            f"a PP dividing {c.num_layers}: {divisors(c.num_layers)}",
+        )
+    if world_size % (tp * pp) != 0:
+        _fail(
+            "tensor_model_parallel_size",
+            tp,
+            f"world size {world_size} is not divisible by TP x PP = {tp} x {pp} = {tp * pp}",
+            f"TP x PP dividing the world size {world_size}: TP in {divisors(world_size)}",
+        )
+    if c.num_attention_heads % tp != 0:
+        _fail(
+            "tensor_model_parallel_size",
+            tp,
+            f"{c.num_attention_heads} attention heads (--num-attention-heads) do not split "
+            f"evenly over TP={tp}",
+            f"a TP dividing {c.num_attention_heads}: {divisors(c.num_attention_heads)}",
+        )
+    if c.num_query_groups % tp != 0:
+        _fail(
+            "tensor_model_parallel_size",
+            tp,
+            f"{c.num_query_groups} query groups (--num-query-groups) do not split evenly "
+            f"over TP={tp}",
+            f"a TP dividing {c.num_query_groups}: {divisors(c.num_query_groups)}",
+        )
+    if c.num_attention_heads % c.num_query_groups != 0:
+        _fail(
+            "num_query_groups",
+            c.num_query_groups,
+            f"{c.num_attention_heads} attention heads do not split evenly into "
+            f"{c.num_query_groups} query groups",
+            f"a divisor of {c.num_attention_heads}: {divisors(c.num_attention_heads)}",
+        )
+    if c.vocab_size % tp != 0:
+        _fail(
+            "vocab_size",
+            c.vocab_size,
+            f"the vocabulary does not split evenly over TP={tp}",
+            f"a multiple of {tp}",
+        )
+    if c.ffn_hidden_size % tp != 0:
+        _fail(
+            "ffn_hidden_size",
+            c.ffn_hidden_size,
+            f"does not split evenly over TP={tp}",
+            f"a multiple of {tp}",
+        )
+    if etp != 1:
+        _fail(
+            "expert_tensor_parallel_size",
+            etp,
+            "expert tensor parallelism other than 1 is not supported yet",
+            "1",
+        )
+    if c.moe_ffn_hidden_size % etp != 0:
+        _fail(
+            "moe_ffn_hidden_size",
+            c.moe_ffn_hidden_size,
+            f"does not split evenly over expert TP={etp}",
+            f"a multiple of {etp}",
+        )
+    if c.num_experts % ep != 0:
+        _fail(
+            "expert_model_parallel_size",
+            ep,
+            f"{c.num_experts} experts (--num-experts) do not split evenly over EP={ep}",
+            f"an EP dividing {c.num_experts}: {divisors(c.num_experts)}",
+        )
+    if c.moe_router_topk > c.num_experts:
+        _fail(
+            "moe_router_topk",
+            c.moe_router_topk,
+            f"cannot route each token to more than the {c.num_experts} experts",
+            f"1 <= topk <= {c.num_experts}",
+        )
+    if (world_size // pp) % (ep * etp) != 0:
+        _fail(
+            "expert_model_parallel_size",
+            ep,
+            f"world size {world_size} (per pipeline stage: {world_size // pp}) is not "
+            f"divisible by EP x expert TP = {ep} x {etp} = {ep * etp}",
+            f"an EP dividing {world_size // pp}",
+        )
+    if tp > 1 and c.num_experts > 0 and not c.sequence_parallel:
+        _fail(
+            "sequence_parallel",
+            c.sequence_parallel,
+            f"Megatron requires sequence parallelism with MoE when TP > 1 (TP={tp})",
+            "add --sequence-parallel",
+        )
+    dp = c.data_parallel_size(world_size)
+    if c.overlap_grad_reduce and dp > 1 and c.noise_scale_beta is not None:
+        _fail(
+            "overlap_grad_reduce",
+            c.overlap_grad_reduce,
+            f"the gradient noise scale (--noise-scale-beta={c.noise_scale_beta}) reads each "
+            f"data-parallel rank's gradient before the reduction (DP={dp}), which an overlapped "
+            "reduction overwrites as it runs",
+            "--noise-scale-beta none, or no --overlap-grad-reduce",
+        )
+    if c.ddp_bucket_size is not None and c.ddp_bucket_size < 1:
+        _fail(
+            "ddp_bucket_size",
+            c.ddp_bucket_size,
+            "must be positive",
+            "elements >= 1, or none for megatron's default",
+        )
+
+
+def check_virtual_pipeline(c: RunConfig) -> None:
+    """Virtual pipeline stages (megatron's interleaved schedule): each pipeline rank's L / PP
+    layers split into V >= 2 chunks of N layers (PP > 1: `hyrl.config.applies`)."""
+    per_layer = c.num_layers_per_virtual_pipeline_stage
+    per_rank = c.num_virtual_stages_per_pipeline_rank
+    if per_layer is None and per_rank is None:
+        return
+    pp = c.pipeline_model_parallel_size
+    layers_per_rank = c.num_layers // pp
+    if per_layer is not None and per_rank is not None:
+        _fail(
+            "num_virtual_stages_per_pipeline_rank",
+            per_rank,
+            "given with --num-layers-per-virtual-pipeline-stage: both set the virtual stages",
+            "one of the two flags",
+        )
+    # the ways to split a rank's layers into two or more chunks
+    chunkings = [d for d in divisors(layers_per_rank) if d < layers_per_rank]
+    if per_layer is not None and (layers_per_rank % per_layer != 0 or per_layer == layers_per_rank):
+        _fail(
+            "num_layers_per_virtual_pipeline_stage",
+            per_layer,
+            f"each pipeline rank holds L / PP = {c.num_layers} / {pp} = {layers_per_rank} layers, "
+            f"which {per_layer}-layer virtual stages "
+            + (
+                "make one chunk (the plain schedule)"
+                if per_layer == layers_per_rank
+                else "do not split evenly"
+            ),
+            f"a divisor of {layers_per_rank} below it: {chunkings}"
+            if chunkings
+            else "more layers per pipeline rank (--num-layers), or no virtual stages",
+        )
+    if per_rank is not None and (per_rank < 2 or layers_per_rank % per_rank != 0):
+        counts = [d for d in divisors(layers_per_rank) if d >= 2]
+        _fail(
+            "num_virtual_stages_per_pipeline_rank",
+            per_rank,
+            f"each pipeline rank holds L / PP = {c.num_layers} / {pp} = {layers_per_rank} layers, "
+            + (
+                "and one virtual stage is the plain schedule"
+                if per_rank == 1
+                else f"which do not split evenly into {per_rank} virtual stages"
+            ),
+            f"a divisor of {layers_per_rank} from 2: {counts}"
+            if counts
+            else "more layers per pipeline rank (--num-layers), or no virtual stages",
+        )
+
+
+def check_recompute(c: RunConfig) -> None:
+    """--recompute-num-layers counts layers of the model."""
+    if c.recompute_num_layers is not None and not 1 <= c.recompute_num_layers <= c.num_layers:
+        _fail(
+            "recompute_num_layers",
+            c.recompute_num_layers,
+            "not a count of layers",
+            f"1..{c.num_layers}",
+        )
+
+
+def check_plan_hints(c: RunConfig) -> None:
+    """The machine facts `hyrl plan` reads (--gpus-per-node, --gpu-memory-gib)."""
+    if c.gpus_per_node is not None and c.gpus_per_node < 1:
+        _fail("gpus_per_node", c.gpus_per_node, "must be a positive count", "an integer >= 1")
+    if c.gpu_memory_gib is not None and not c.gpu_memory_gib > 0:
+        _fail("gpu_memory_gib", c.gpu_memory_gib, "must be positive", "GiB > 0, or none")

@@ -1,0 +1,216 @@
+"""Rollout: generation (the engine, its sampling, where engines run and how new weights reach
+them), the reward workers, and generating ahead of training (--async-rollout, in-flight weight
+updates). Where the engines run is resolved and checked by `hyrl.config.rollout_layout`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hyrl.config.errors import _fail
+from hyrl.config.kinds import _opt
+
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import RunConfig
+
+
+@dataclass
+class RolloutFlags:
+    rollout_engine: str = _opt(
+        "hf", "generation engine (name)", "rollout", choices=("hf", "sglang")
+    )
+    rollout_concurrency: int = _opt(64, "most sequences decoded at once (sequences)", "rollout")
+    rollout_max_response_len: int = _opt(2, "longest generated response (tokens)", "rollout")
+    rollout_temperature: float = _opt(1.0, "sampling temperature (dimensionless, > 0)", "rollout")
+    rollout_top_p: float = _opt(1.0, "nucleus sampling mass (probability, in (0, 1])", "rollout")
+    rollout_num_engines: int | None = _opt(
+        None,
+        "rollout engines (count), each a Ray actor in its own placement-group bundle; "
+        "none = hf: one engine inside the trainer process (no Ray), sglang: --rollout-num-gpus "
+        "/ --rollout-num-gpus-per-engine",
+        "rollout",
+    )
+    rollout_num_gpus: int | None = _opt(
+        None,
+        "GPUs given to rollout engines in all (GPUs); none = with --colocate the training "
+        "world size, else --rollout-num-engines x --rollout-num-gpus-per-engine",
+        "rollout",
+    )
+    rollout_num_gpus_per_engine: int | None = _opt(
+        None,
+        "GPUs per rollout engine, SGLang's tensor-parallel size (GPUs); none = 1 for "
+        "sglang, 0 for hf",
+        "rollout",
+    )
+    rollout_max_restarts: int = _opt(
+        3,
+        "restarts allowed per rollout engine over the run before it fails (count); an engine "
+        "that dies is replaced and its in-flight prompts resubmitted",
+        "rollout",
+    )
+    update_weight_transport: str | None = _opt(
+        None,
+        "how new weights reach SGLang (name): tensor = bucketed update_weights_from_tensor "
+        "(same node), distributed = NCCL broadcast group, disk = safetensors + "
+        "update_weights_from_disk (nccl is accepted for distributed, as slime names it); "
+        "none = tensor with --colocate, else distributed",
+        "rollout",
+        choices=("tensor", "distributed", "disk"),
+    )
+    update_weight_buffer_size: int = _opt(
+        512 * 1024**2, "most bytes of weights sent per update bucket (bytes)", "rollout"
+    )
+    colocate: bool = _opt(
+        False,
+        "rollout engines share the training GPUs: SGLang releases its memory while the "
+        "actor trains and resumes it for generation (on/off)",
+        "rollout",
+    )
+    offload_train: bool | None = _opt(
+        None,
+        "with --colocate, the trainer's GPU memory goes to host memory while the engines "
+        "generate (slime's --offload-train): gradient buffers freed, optimizer states, the KL "
+        "reference and the critic parked before the engines resume, the actor's weights after "
+        "the weight sync; all back before the log-prob pass (on/off); none = on with --colocate",
+        "rollout",
+    )
+    sglang_router_url: str | None = _opt(
+        None,
+        "attach to running SGLang servers behind this sglang-router instead of starting "
+        "engines (http://HOST:PORT); none = start engines",
+        "rollout",
+    )
+    sglang_mem_fraction_static: float | None = _opt(
+        None,
+        "fraction of GPU memory SGLang takes for weights and KV cache (fraction in (0, 1)); "
+        "none = SGLang's default",
+        "rollout",
+    )
+    sglang_server_args: str | None = _opt(
+        None,
+        "further sglang.launch_server flags, passed through verbatim (a quoted string); any "
+        "other --sglang-NAME [VALUE] on the command line is appended here as --NAME [VALUE]",
+        "rollout",
+    )
+    sglang_request_timeout_s: float | None = _opt(
+        None,
+        "seconds one request to an SGLang server (a /generate of one response, a weight call) "
+        "may take before the rollout or sync fails naming it (seconds > 0); raise it for long "
+        "responses at high --rollout-concurrency; none = 600",
+        "rollout",
+    )
+    reward_num_workers: int = _opt(
+        0,
+        "Ray worker processes that score rewards off the trainer (count); 0 = score in the "
+        "trainer process (no timeout)",
+        "rollout",
+    )
+    reward_timeout_s: float = _opt(
+        30.0,
+        "seconds one reward call may take on a worker before it scores 0 and counts in "
+        "train/reward_failures (seconds)",
+        "rollout",
+    )
+    ray_address: str | None = _opt(
+        None,
+        "Ray cluster to join for engines and reward workers (address or 'auto'); none = "
+        "start a local Ray when one is needed",
+        "rollout",
+    )
+    # --async-rollout (docs/rollout.md "Asynchronous rollouts")
+    async_rollout: bool = _opt(
+        False,
+        "generate the next rollouts while the actor trains on the current one: rank 0 keeps "
+        "up to --max-staleness rollouts generated ahead by one background worker; the old "
+        "log-probs come from a separate pass (on/off)",
+        "rollout",
+    )
+    max_staleness: int = _opt(
+        1,
+        "most policy versions (weight syncs) the trainer may be ahead of the weights that "
+        "generated a batch it trains on, and the rollouts generated ahead (versions, >= 0); "
+        "0 = generate, wait, train: the synchronous order",
+        "rollout",
+    )
+    stale_policy: str = _opt(
+        "drop",
+        "a batch staler than --max-staleness (after a resume with a smaller one): drop = "
+        "count it (rollout/stale_dropped) and take the next, regenerate = generate its prompts "
+        "again with the current weights (name)",
+        "rollout",
+        choices=("drop", "regenerate"),
+    )
+    inflight_weight_updates: bool = _opt(
+        False,
+        "let a weight sync land in the middle of a generation: the worker generates "
+        "--inflight-segment-tokens at a time, and a response continues with the new "
+        "weights; each token keeps the version and the engine log-prob that sampled it (on/off)",
+        "rollout",
+    )
+    inflight_segment_tokens: int = _opt(
+        64,
+        "new tokens per engine call under --inflight-weight-updates: a weight sync waits for "
+        "at most one segment, and each segment feeds prompt + tokens so far back in (tokens)",
+        "rollout",
+    )
+
+
+POSITIVE_COUNTS = ("rollout_concurrency", "rollout_max_response_len", "inflight_segment_tokens")
+
+
+def check_given(c: RunConfig) -> None:
+    """Sampling, engine counts, the weight buckets, SGLang's memory and timeouts, rewards."""
+    if not c.rollout_temperature > 0:
+        _fail("rollout_temperature", c.rollout_temperature, "must be positive", "a number > 0")
+    if not 0 < c.rollout_top_p <= 1:
+        _fail(
+            "rollout_top_p",
+            c.rollout_top_p,
+            "must be a probability mass in (0, 1]",
+            "0 < top_p <= 1",
+        )
+    for name in ("rollout_num_engines", "rollout_num_gpus"):
+        if getattr(c, name) is not None and getattr(c, name) < 1:
+            _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1, or none")
+    for name in ("rollout_num_gpus_per_engine", "rollout_max_restarts", "reward_num_workers"):
+        if getattr(c, name) is not None and getattr(c, name) < 0:
+            _fail(name, getattr(c, name), "must not be negative", "an integer >= 0")
+    if c.update_weight_buffer_size < 1024**2:
+        _fail(
+            "update_weight_buffer_size",
+            c.update_weight_buffer_size,
+            "buckets this small make one HTTP request per tensor slice",
+            "bytes >= 1048576 (1 MiB)",
+        )
+    if c.sglang_mem_fraction_static is not None and not 0 < c.sglang_mem_fraction_static < 1:
+        _fail(
+            "sglang_mem_fraction_static",
+            c.sglang_mem_fraction_static,
+            "must be a fraction of GPU memory",
+            "0 < fraction < 1, or none",
+        )
+    if c.sglang_request_timeout_s is not None and not c.sglang_request_timeout_s > 0:
+        _fail(
+            "sglang_request_timeout_s",
+            c.sglang_request_timeout_s,
+            "must be positive",
+            "seconds > 0",
+        )
+    if not c.reward_timeout_s > 0:
+        _fail("reward_timeout_s", c.reward_timeout_s, "must be positive", "seconds > 0")
+
+
+def check_staleness(c: RunConfig) -> None:
+    """--max-staleness counts policy versions."""
+    if c.max_staleness < 0:
+        _fail(
+            "max_staleness",
+            c.max_staleness,
+            "must not be negative",
+            "an integer >= 0 (0: generate, wait, train)",
+        )
+
+
+def offloads_train(c: RunConfig) -> bool:
+    """Whether the trainer offloads its GPU memory while colocated engines generate."""
+    return c.colocate if c.offload_train is None else c.offload_train

@@ -1,0 +1,81 @@
+"""The run: how long (--num-steps), where its records go (--run-dir), its seed, its checkpoints
+(--save, --save-interval), the checkpoint it resumes (--load), and how many non-finite steps in
+a row it survives. Resuming into a --run-dir that holds a run is checked by
+`hyrl.config.resume`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hyrl.config.errors import _fail
+from hyrl.config.kinds import _opt
+
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import RunConfig
+
+
+@dataclass
+class RunFlags:
+    num_steps: int = _opt(1000, "training length (rollout steps)", "run")
+    run_dir: str = _opt("runs/latest", "directory for config.json and metrics.jsonl (path)", "run")
+    seed: int = _opt(1234, "random seed for weights, prompts and sampling (integer >= 0)", "run")
+
+
+@dataclass
+class CheckpointFlags:
+    """Checkpoints, resuming, and the stop after non-finite steps; after `LogFlags` in the
+    flags' order."""
+
+    save: str | None = _opt(
+        None,
+        "checkpoint directory: DIR/step_N/ holds the actor, reference, critic, optimizer, "
+        "RNG and loop state, written atomically, and DIR/latest names the newest (path); none = "
+        "no checkpoints",
+        "run",
+    )
+    save_interval: int | None = _opt(
+        None,
+        "rollout steps between checkpoints (rollout steps); none = only at the end and on "
+        "preemption (SIGTERM/SIGUSR1); needs --save",
+        "run",
+    )
+    load: str | None = _opt(
+        None,
+        "resume from this --save directory (its 'latest') or one of its step_N directories "
+        "(path); a --run-dir holding a run is then appended to, if its config.json matches",
+        "run",
+    )
+    max_skipped_steps: int = _opt(
+        3,
+        "optimizer steps in a row that may be skipped for a non-finite loss or gradient norm; "
+        "the run stops (exit 1) when that many are skipped in a row (count >= 1)",
+        "run",
+    )
+
+
+POSITIVE_COUNTS = ("num_steps", "save_interval", "max_skipped_steps")
+
+
+def check_given(c: RunConfig) -> None:
+    """The seed."""
+    if c.seed < 0:
+        _fail("seed", c.seed, "must not be negative", "an integer >= 0")
+
+
+def check_run_dir(c: RunConfig) -> None:
+    """--run-dir names a directory, new or existing (one holding a run: `hyrl.config.resume`)."""
+    if not c.run_dir:
+        _fail("run_dir", c.run_dir, "the run directory must be named", "a path")
+    if os.path.exists(c.run_dir) and not os.path.isdir(c.run_dir):
+        _fail(
+            "run_dir", c.run_dir, "exists and is not a directory", "a new directory or an empty one"
+        )
+
+
+def check_save_load(c: RunConfig) -> None:
+    """--save and --load name directories."""
+    for name in ("save", "load"):
+        if getattr(c, name) == "":
+            _fail(name, "", "an empty path", "a directory path, or none")

@@ -1,0 +1,122 @@
+"""How a flag is declared (`_opt`: default, help, group, choices) and the kinds of value a
+flag takes: their names in messages, and the type check every config passes first.
+
+Every field of `RunConfig` is declared with `_opt`; the parser, the checks and docs/flags.md
+read a field's kind from its annotation (`_kind`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import field
+from typing import TYPE_CHECKING
+
+from hyrl.config.errors import _fail
+
+if TYPE_CHECKING:  # not imported when run: fields.py imports this module
+    from hyrl.config.fields import RunConfig
+
+
+def _opt(default, help: str, group: str, choices: tuple | None = None):
+    """A RunConfig field: its default, help text (with its unit), group and choices."""
+    metadata: dict[str, str | tuple] = {"help": help, "group": group}
+    if choices is not None:
+        metadata["choices"] = tuple(choices)
+    return field(default=default, metadata=metadata)
+
+
+# "opt" kinds also take None ("none" on the command line): the flag was not given.
+_KINDS = {
+    int: "int",
+    float: "float",
+    str: "str",
+    bool: "bool",
+    int | None: "optint",
+    float | None: "optfloat",
+    str | None: "optstr",
+    bool | None: "optbool",
+    list[str] | None: "optlist",
+}
+_KIND_NAMES = {
+    "int": "an integer",
+    "float": "a finite number",
+    "str": "a string",
+    "bool": "true or false",
+    "optint": "an integer or 'none'",
+    "optfloat": "a finite number or 'none'",
+    "optstr": "a string or 'none'",
+    "optbool": "true, false or none",
+    "optlist": "one or more strings, or none",
+}
+_TYPE_NAMES = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "int | None": int | None,
+    "float | None": float | None,
+    "str | None": str | None,
+    "bool | None": bool | None,
+    "list[str] | None": list[str] | None,
+}
+
+
+def _resolve_type(annotation):
+    # `from __future__ import annotations` leaves field types as strings.
+    if isinstance(annotation, str):
+        return _TYPE_NAMES[annotation]
+    return annotation
+
+
+def _base(kind: str) -> str:
+    """The kind without its optional marker: optint -> int."""
+    return kind[3:] if kind.startswith("opt") else kind
+
+
+def _kind(f: dataclasses.Field) -> str:
+    return _KINDS[_resolve_type(f.type)]
+
+
+def _allowed_text(kind: str, choices: tuple | None) -> str:
+    if choices:
+        return (
+            "one of "
+            + ", ".join(str(c) for c in choices)
+            + (", none" if kind.startswith("opt") else "")
+        )
+    return _KIND_NAMES[kind]
+
+
+def _check_types(cfg: RunConfig) -> None:
+    """Every value has its field's type and, where it has choices, is one of them."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        kind = _kind(f)
+        base = _base(kind)
+        if value is None and kind != base:
+            continue  # not given
+        if base == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif base == "bool":
+            ok = isinstance(value, bool)
+        elif base == "str":
+            ok = isinstance(value, str)
+        elif base == "list":
+            ok = isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+        else:
+            ok = (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            )
+        if not ok:
+            _fail(
+                f.name,
+                value,
+                f"wrong type ({type(value).__name__})",
+                _allowed_text(kind, f.metadata.get("choices")),
+            )
+        choices = f.metadata.get("choices")
+        if choices and value not in choices:
+            _fail(f.name, value, "not a valid choice", _allowed_text(kind, choices))
