@@ -24,7 +24,6 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from hyrl import schedules
 from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
@@ -35,7 +34,6 @@ from hyrl.batchsize.autopilot import RunAutopilot, measurement
 from hyrl.config import (
     RUN_RECORD_KEYS,
     ResolvedConfig,
-    batch_ramp_unit,
     batch_schedule,
     engine_returns_routing,
     old_log_probs_from_update,
@@ -52,7 +50,7 @@ from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.side import RolloutSide
 from hyrl.rows import DataParallelRows, all_rows, scatter_routing
-from hyrl.schedules import scaled_lr
+from hyrl.step_plan import StepPlan
 
 
 class TrainingStopped(RuntimeError):
@@ -79,15 +77,10 @@ class Trainer:
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
         self.advantage_settings = AdvantageSettings.from_flags(cfg)
         self.old_log_probs_from_update = old_log_probs_from_update(cfg)
-        self.batch_ramp = None
-        if cfg.batch_ramp:
-            start_b, end_b, ramp_steps = schedules.parse_batch_ramp(cfg.batch_ramp)
-            self.batch_ramp = dict(
-                start=start_b, end=end_b, steps=ramp_steps, unit=batch_ramp_unit(cfg, world_size)
-            )
         # --batch-schedule auto: B (and the critic's) follow the noise scale (_steer)
         auto = batch_schedule(cfg) == "auto"
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
+        self.plan = StepPlan(cfg, world_size, self.autopilot)  # P, B and lr of every step
         self.resume_state, resumed_rng = None, None
         self.resume_dir: Path | None = None  # the step directory resumed from (its queue: run)
         if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
@@ -197,7 +190,7 @@ class Trainer:
         One record per actor optimizer step (a skipped one included); a critic-only warm-up
         rollout gets one too. The rollout's own metrics go on the first."""
         cfg = self.cfg
-        prompts_per_step, responses_per_step = self._batch_sizes(rollout_step)
+        prompts_per_step, responses_per_step = self.plan.actor_batch(rollout_step)
         trains_actor = rollout_step > cfg.num_critic_only_steps
         on_policy = trains_actor and self.old_log_probs_from_update  # no separate pass
         batch, rollout_metrics = self._prepare(
@@ -340,7 +333,7 @@ class Trainer:
             from hyrl.checkpoint.trainer_state import read_rollout_queue
 
             saved = [QueuedRollout.from_state_dict(s) for s in read_rollout_queue(self.resume_dir)]
-        prompts_per_step = self._batch_sizes(first_step)[0]
+        prompts_per_step = self.plan.actor_batch(first_step)[0]
         return RolloutQueue(
             lambda: side.rollout_versioned(prompts_per_step),
             cfg.max_staleness,
@@ -395,36 +388,13 @@ class Trainer:
 
     def _critic_updates(self, batch: TokenBatch) -> dict:
         """Every critic optimizer step of this rollout; their statistics averaged."""
-        cfg, critic = self.cfg, self.critic
+        critic = self.critic
         assert critic is not None, "called only when the backend built a critic"
-        size = cfg.critic_global_batch_size
-        # resolve fills every critic setting under gae, the estimator that builds a critic
-        assert (
-            size is not None
-            and cfg.critic_lr is not None
-            and cfg.critic_min_lr is not None
-            and cfg.critic_lr_warmup_steps is not None
-            and cfg.critic_lr_decay_style is not None
-        ), "resolve filled the critic's settings"
-        critic_lr = cfg.critic_lr
-        if self.autopilot is not None:  # its own B, and the lr re-derived for it
-            size = self.autopilot.critic_responses_per_step
-            assert size is not None and cfg.critic_base_lr is not None, "validated under auto"
-            assert cfg.critic_base_global_batch_size is not None and cfg.critic_lr_scaling
-            critic_lr = scaled_lr(
-                cfg.critic_base_lr, size, cfg.critic_base_global_batch_size, cfg.critic_lr_scaling
-            )
+        size = self.plan.critic_batch()
         steps = len(batch) // size
         history = []
         for j in range(steps):
-            lr = schedules.lr_at(
-                critic.optimizer_steps,
-                lr=critic_lr,
-                min_lr=cfg.critic_min_lr,
-                warmup_steps=cfg.critic_lr_warmup_steps,
-                decay_style=cfg.critic_lr_decay_style,
-                total_steps=cfg.num_steps * steps,
-            )
+            lr = self.plan.critic_lr(critic.optimizer_steps, size, steps)
             history.append(
                 critic.train_step(
                     batch.select(self.rows.of_step(j, size)),
@@ -474,21 +444,7 @@ class Trainer:
         """Optimizer step k of the rollout: (its metrics, None), or on policy (metrics, every
         row's entropy) with batch.old_log_probs set from the update's forward pass."""
         cfg = self.cfg
-        peak_lr = cfg.lr
-        varies = self.batch_ramp is not None or self.autopilot is not None
-        if varies and cfg.base_lr is not None:  # re-derived as B changes
-            assert cfg.base_global_batch_size is not None, "resolve fills it with --base-lr"
-            peak_lr = scaled_lr(
-                cfg.base_lr, responses_per_step, cfg.base_global_batch_size, cfg.lr_scaling
-            )
-        lr = schedules.lr_at(
-            self.actor.optimizer_steps,
-            lr=peak_lr,
-            min_lr=cfg.min_lr,
-            warmup_steps=cfg.lr_warmup_steps,
-            decay_style=cfg.lr_decay_style,
-            total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout,
-        )
+        lr = self.plan.actor_lr(self.actor.optimizer_steps, responses_per_step)
         global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
         weights = loss_weights(  # --loss-agg-mode over this step's global batch; None: token-mean
             batch.loss_mask[global_rows], cfg.loss_agg_mode, cfg.rollout_max_response_len
@@ -516,17 +472,6 @@ class Trainer:
         # one step per rollout: the step's rows are the rollout's, each DP rank's share
         batch.old_log_probs, entropy = self.backend.gather_rows(local_old)
         return metrics, entropy
-
-    def _batch_sizes(self, rollout_step: int) -> tuple[int, int]:
-        """(P prompts, B responses per optimizer step) for this rollout step (--batch-ramp,
-        or the autopilot's)."""
-        cfg = self.cfg
-        if self.autopilot is not None:
-            return self.autopilot.prompts_per_step, self.autopilot.responses_per_step
-        if self.batch_ramp is None:
-            return cfg.rollout_batch_size, cfg.global_batch_size
-        responses = schedules.batch_at(rollout_step, **self.batch_ramp)
-        return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
 
     def _steer(self, rollout_metrics: dict, last_record: dict) -> None:
         """The autopilot takes this rollout step's noise scales on rank 0 and sets the next

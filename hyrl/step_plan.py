@@ -1,0 +1,123 @@
+"""What one rollout step trains with: P prompts, B responses per optimizer step and the learning
+rate of every optimizer step, for the actor and the critic, in one place for the three ways B is
+set (--global-batch-size fixed, --batch-ramp, --batch-schedule auto).
+
+    plan = StepPlan(cfg, world_size, autopilot)      # autopilot: the run's, or None
+    P, B = plan.actor_batch(rollout_step)
+    lr = plan.actor_lr(optimizer_step, B)            # warmup/decay of the peak at B
+    critic_B = plan.critic_batch()
+    critic_lr = plan.critic_lr(critic_optimizer_step, critic_B, critic_steps_per_rollout)
+
+The peak rate is --lr (--critic-lr) unless B moves during the run and the rate was given as a
+base recipe's (--base-lr at --base-global-batch-size, and the critic's): then it is re-derived
+for today's B by the --lr-scaling rule (`schedules.scaled_lr`). The autopilot decides B for
+the next step between rollout steps; this plan only reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from hyrl import schedules
+from hyrl.config import ResolvedConfig, batch_ramp_unit
+
+
+class BatchSource(Protocol):
+    """The autopilot as the plan reads it: the batch sizes it chose for the next step."""
+
+    @property
+    def prompts_per_step(self) -> int: ...
+
+    @property
+    def responses_per_step(self) -> int: ...
+
+    @property
+    def critic_responses_per_step(self) -> int | None: ...
+
+
+class StepPlan:
+    def __init__(self, cfg: ResolvedConfig, world_size: int, autopilot: BatchSource | None):
+        self.cfg, self.autopilot = cfg, autopilot
+        self.ramp: dict | None = None
+        if cfg.batch_ramp:
+            start, end, steps = schedules.parse_batch_ramp(cfg.batch_ramp)
+            unit = batch_ramp_unit(cfg, world_size)
+            self.ramp = dict(start=start, end=end, steps=steps, unit=unit)
+
+    # -- the actor -----------------------------------------------------------------------------
+    def actor_batch(self, rollout_step: int) -> tuple[int, int]:
+        """(P prompts, B responses per optimizer step) for this rollout step."""
+        cfg = self.cfg
+        if self.autopilot is not None:
+            return self.autopilot.prompts_per_step, self.autopilot.responses_per_step
+        if self.ramp is None:
+            return cfg.rollout_batch_size, cfg.global_batch_size
+        responses = schedules.batch_at(rollout_step, **self.ramp)
+        return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
+
+    def actor_peak_lr(self, responses_per_step: int) -> float:
+        """--lr, or under a ramp or the autopilot with --base-lr the rate re-derived for B."""
+        cfg = self.cfg
+        varies = self.ramp is not None or self.autopilot is not None
+        if not (varies and cfg.base_lr is not None):
+            return cfg.lr
+        assert cfg.base_global_batch_size is not None, "resolve fills it with --base-lr"
+        return schedules.scaled_lr(
+            cfg.base_lr, responses_per_step, cfg.base_global_batch_size, cfg.lr_scaling
+        )
+
+    def actor_lr(self, optimizer_step: int, responses_per_step: int) -> float:
+        """The actor's rate at its optimizer step (0-based) when B = responses_per_step."""
+        cfg = self.cfg
+        return schedules.lr_at(
+            optimizer_step,
+            lr=self.actor_peak_lr(responses_per_step),
+            min_lr=cfg.min_lr,
+            warmup_steps=cfg.lr_warmup_steps,
+            decay_style=cfg.lr_decay_style,
+            total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout,
+        )
+
+    # -- the critic (gae) ----------------------------------------------------------------------
+    def critic_batch(self) -> int:
+        """The critic's responses per optimizer step: --critic-global-batch-size, or the
+        autopilot's."""
+        size = self.cfg.critic_global_batch_size
+        if self.autopilot is not None:
+            size = self.autopilot.critic_responses_per_step
+        assert size is not None, "resolve fills it under gae; the autopilot sets it then"
+        return size
+
+    def critic_peak_lr(self, responses_per_step: int) -> float:
+        """--critic-lr, or under the autopilot the rate re-derived for its B from
+        --critic-base-lr."""
+        cfg = self.cfg
+        assert cfg.critic_lr is not None, "resolve fills the critic's settings under gae"
+        if self.autopilot is None:
+            return cfg.critic_lr
+        assert cfg.critic_base_lr is not None, "validated under --batch-schedule auto"
+        assert cfg.critic_base_global_batch_size is not None and cfg.critic_lr_scaling
+        return schedules.scaled_lr(
+            cfg.critic_base_lr,
+            responses_per_step,
+            cfg.critic_base_global_batch_size,
+            cfg.critic_lr_scaling,
+        )
+
+    def critic_lr(self, optimizer_step: int, responses_per_step: int, steps_per_rollout: int):
+        """The critic's rate at its optimizer step (0-based) when its B = responses_per_step
+        and a rollout holds steps_per_rollout of its steps."""
+        cfg = self.cfg
+        assert (
+            cfg.critic_min_lr is not None
+            and cfg.critic_lr_warmup_steps is not None
+            and cfg.critic_lr_decay_style is not None
+        ), "resolve fills the critic's settings under gae"
+        return schedules.lr_at(
+            optimizer_step,
+            lr=self.critic_peak_lr(responses_per_step),
+            min_lr=cfg.critic_min_lr,
+            warmup_steps=cfg.critic_lr_warmup_steps,
+            decay_style=cfg.critic_lr_decay_style,
+            total_steps=cfg.num_steps * steps_per_rollout,
+        )
