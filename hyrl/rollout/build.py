@@ -26,8 +26,9 @@ from hyrl.rollout.base import RolloutEngine
 
 if TYPE_CHECKING:
     from hyrl.rollout.fleet import RolloutFleet
-    from hyrl.rollout.sglang.colocated import ColocatedTensorSync
-    from hyrl.rollout.sglang.weight_sync import DistributedWeightSync, SyncStats
+    from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+    from hyrl.rollout.sglang.weight_sync.session import SyncStats
+    from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync
 
 
 def start_ray(cfg: RunConfig, layout: RolloutLayout) -> bool:
@@ -287,7 +288,7 @@ def make_sglang_engine(
     import ray
 
     from hyrl.rollout.sglang.engine import SGLangEngine
-    from hyrl.rollout.sglang.weight_sync import free_port
+    from hyrl.rollout.sglang.server import free_port
 
     host = ray.util.get_node_ip_address()  # reachable from the trainer's node (distributed sync)
     server = sglang_server_process(
@@ -347,7 +348,7 @@ class SGLangFleet:
         self._ipc_sync: ColocatedTensorSync | None = None
         if mode == "distributed":
             from hyrl.rollout.sglang.client import SGLangClient
-            from hyrl.rollout.sglang.weight_sync import DistributedWeightSync
+            from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
 
             urls = fleet.call_all("server_url")
             if device is None:
@@ -373,7 +374,7 @@ class SGLangFleet:
             self.fleet.update_weights(hf_state_dict)
             self._collect_stats()
             return
-        from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors
+        from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
 
         self.last_sync_stats = self._distributed.sync(checkpoint_named_tensors(hf_state_dict))
         self.fleet.stage_weights(hf_state_dict)
@@ -398,7 +399,7 @@ class SGLangFleet:
         and which training rank sits on each server's GPUs (``rank_devices``: every training
         rank's (host, GPU)); raises when an engine GPU has no training rank."""
         from hyrl.rollout.sglang.client import SGLangClient
-        from hyrl.rollout.sglang.colocated import ColocatedTensorSync, match_engine_ranks
+        from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync, match_engine_ranks
 
         urls = self.fleet.call_all("server_url")
         # an engine keeps its bundle, so its GPUs, across replacements
@@ -412,7 +413,7 @@ class SGLangFleet:
         """Rank 0's part of ``colocated.stream_by_ipc`` (every training rank runs it with its own
         copy of the same buckets): each server gets the CUDA IPC handles of the training ranks
         on its GPUs. Nothing is kept for replacements (hyrl.rollout.fleet)."""
-        from hyrl.rollout.sglang.colocated import stream_by_ipc
+        from hyrl.rollout.sglang.weight_sync.tensor import stream_by_ipc
 
         self.last_sync_stats = stream_by_ipc(buckets, self._ipc_sync, serializer)
         self.fleet.mark_synced()

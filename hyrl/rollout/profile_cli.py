@@ -146,8 +146,7 @@ def main(argv: list[str]) -> int:
         import shlex
 
         from hyrl.rollout.profile import sglang_engine_factory
-        from hyrl.rollout.sglang.server import SGLangServerProcess
-        from hyrl.rollout.sglang.weight_sync import free_port
+        from hyrl.rollout.sglang.server import SGLangServerProcess, free_port
 
         url, model = args.sglang_url, args.sglang_url
         if args.model_path is not None:

@@ -59,9 +59,9 @@ class WeightSync:
     def _by_cuda_ipc(self, actor, engine, resume_engines) -> dict:
         """--colocate, tensor mode: every rank keeps each bucket (the gathers leave it whole on
         every GPU) and hands the engine on its GPU CUDA IPC handles of its own copy, through
-        rank 0 (hyrl.rollout.sglang.colocated). Peak bytes: the most on rank 0."""
-        from hyrl.rollout.sglang.colocated import stream_by_ipc, this_device
-        from hyrl.rollout.sglang.weight_sync import sglang_serializer
+        rank 0 (hyrl.rollout.sglang.weight_sync.tensor). Peak bytes: the most on rank 0."""
+        from hyrl.rollout.sglang.weight_sync.payload import sglang_serializer
+        from hyrl.rollout.sglang.weight_sync.tensor import stream_by_ipc, this_device
 
         rank = self.backend.rank
         devices = self.backend.all_gather_object(this_device())
@@ -91,7 +91,7 @@ class WeightSync:
         system the ranks and servers share), rank 0 the index after gathering the shard names;
         the engines load it, and the previous sync's directory is removed. Peak bytes: a bucket
         and its host copy on the rank that writes it."""
-        from hyrl.rollout.sglang.weight_sync import write_index, write_shard
+        from hyrl.models.weight_buckets import write_index, write_shard
 
         rank, world_size = self.backend.rank, self.backend.world_size
         self.disk_syncs += 1

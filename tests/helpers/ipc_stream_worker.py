@@ -18,7 +18,11 @@ from fake_sglang_server import (
 from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
 from hyrl.models.weight_buckets import iter_buckets
 from hyrl.rollout.sglang.client import SGLangClient
-from hyrl.rollout.sglang.colocated import ColocatedTensorSync, match_engine_ranks, stream_by_ipc
+from hyrl.rollout.sglang.weight_sync.tensor import (
+    ColocatedTensorSync,
+    match_engine_ranks,
+    stream_by_ipc,
+)
 
 
 def main(out_path: str, scenario: str) -> None:

@@ -120,8 +120,8 @@ def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
     import functools
 
     from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.models.weight_buckets import write_index, write_shard
     from hyrl.rollout.base import DiskCheckpoint
-    from hyrl.rollout.sglang.weight_sync import write_index, write_shard
 
     checkpoint = tmp_path / "sync-000001"
     checkpoint.mkdir()
@@ -294,7 +294,7 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
 
     from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
     from hyrl.models.weight_buckets import iter_buckets
-    from hyrl.rollout.sglang.weight_sync import free_port
+    from hyrl.rollout.sglang.server import free_port
 
     urls = [f.url for f in fakes]
     fleet = RolloutFleet(

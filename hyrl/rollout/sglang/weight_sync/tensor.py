@@ -1,30 +1,33 @@
-"""--colocate + --update-weight-transport tensor: each engine gets every bucket by CUDA IPC from the
-training ranks on its own GPUs (slime's colocated path); nothing goes through Ray.
+"""``--update-weight-transport tensor``, SGLang's side: each bucket posted to
+``/update_weights_from_tensor`` as CUDA IPC handles (``payload.py``), on two paths.
+
+* ``TensorWeightSync`` (an engine actor feeds its own server: the engines on GPUs of their own):
+  each bucket is moved to ``device`` (the engine's GPU; no copy when it is there already),
+  serialized and posted to every server at once (``post_to_all``) with one copy of the payload
+  per TP rank. The server has copied the tensors when the call returns, so the bucket is freed
+  before the next one is moved. With ``device=None`` CPU tensors travel as file-descriptor
+  handles (``payload.py``).
+* ``ColocatedTensorSync`` (--colocate: each engine is fed by the training ranks on its own GPUs,
+  slime's colocated path; nothing goes through Ray). The weight stream leaves the whole bucket
+  on every training rank (TP and EP all-gathers, DP replicas), on that rank's GPU. Per bucket,
+  every rank serializes its own copy, the handles are gathered to rank 0, and rank 0 posts
+  ``/update_weights_from_tensor`` to every engine at once (one thread per engine,
+  ``post_to_all``; a post returns once that engine has copied the bucket) with one entry per
+  engine TP rank: the handles of the training rank on that TP rank's GPU, so each server
+  process reads a copy on its own GPU. Each rank's copy travels flattened (one flat copy, one
+  IPC handle; ``payload.flatten_bucket``); the flat copy is dropped with the bucket. Rank 0
+  then broadcasts whether the bucket went in. Until then every rank keeps its copy (the
+  servers read it in place); on a failure every rank raises (rank 0 the server's error, the
+  others a RuntimeError quoting it) instead of waiting forever in the next gather. Rank 0's
+  ``ColocatedTensorSync`` pauses before the first bucket and flushes + continues after the
+  last (continues also after a failure), as every weight sync does (``session.py``).
+* ``match_engine_ranks`` maps engine k's TP rank j (its j-th GPU, as Ray gave them) to the
+  training rank on the same host and physical GPU, and raises naming the engine and GPU that
+  no training rank sits on.
 
     devices = all ranks' this_device()              # (host, physical GPU) per training rank
     engine_ranks = match_engine_ranks(devices, engine_devices)   # rank 0, once per layout
     stream_by_ipc(buckets, sync_on_rank0_else_None, serializer)  # every rank, same buckets
-
-Semantics:
-
-* The weight stream leaves the whole bucket on every training rank (TP and EP all-gathers, DP
-  replicas), on that rank's GPU. Per bucket, every rank serializes its own copy (SGLang's
-  ``MultiprocessingSerializer``: CUDA IPC handles, not bytes), the handles are gathered to rank
-  0, and rank 0 posts ``/update_weights_from_tensor`` to every engine at once (one thread per
-  engine, ``post_to_all``; a post returns once that engine has copied the bucket) with one entry
-  per engine TP rank: the handles of the training rank on that TP rank's GPU, so each server
-  process reads a copy on its own GPU.
-* SGLang's serializer sends each rank's copy flattened (``load_format="flattened_bucket"``:
-  one flat copy of the bucket, one IPC handle; ``weight_sync.flatten_bucket``); the flat copy
-  is dropped with the bucket.
-* Rank 0 then broadcasts whether the bucket went in. Until then every rank keeps its copy (the
-  servers read it in place); on a failure every rank raises (rank 0 the server's error, the
-  others a RuntimeError quoting it) instead of waiting forever in the next gather. Rank 0's
-  ``ColocatedTensorSync`` pauses before the first bucket and flushes + continues after the last
-  (continues also after a failure), as every weight sync does.
-* ``match_engine_ranks`` maps engine k's TP rank j (its j-th GPU, as Ray gave them) to the
-  training rank on the same host and physical GPU, and raises naming the engine and GPU that
-  no training rank sits on.
 """
 
 from __future__ import annotations
@@ -39,13 +42,60 @@ import torch
 
 from hyrl.models.weight_buckets import NamedTensors, tensor_bytes
 from hyrl.rollout.sglang.client import SGLangClient
-from hyrl.rollout.sglang.weight_sync import (
+from hyrl.rollout.sglang.weight_sync.payload import (
+    FLATTENED_BUCKET,
     Serializer,
-    _PausedSync,
     load_format_of,
-    post_to_all,
     release_payload,
+    sglang_serializer,
 )
+from hyrl.rollout.sglang.weight_sync.session import PausedSync, copied_bytes, post_to_all
+
+
+class TensorWeightSync(PausedSync):
+    mode = "tensor"
+
+    def __init__(
+        self,
+        clients: Sequence[SGLangClient],
+        buffer_bytes: int,
+        tp_size: int = 1,
+        device: str | torch.device | None = None,
+        serializer: Serializer | None = None,
+        load_format: str | None = None,
+        pause_mode: str = "abort",
+    ):
+        super().__init__(clients, buffer_bytes, pause_mode)
+        self.tp_size = tp_size
+        self.device = device
+        self.serializer = serializer
+        self.load_format = load_format
+
+    def _send(self, bucket: NamedTensors, weight_version: str) -> int:
+        if self.serializer is None:
+            self.serializer = sglang_serializer()
+        serialize = self.serializer
+        load_format = load_format_of(serialize, self.load_format)
+        moved = bucket
+        if self.device is not None:
+            moved = [(n, t.detach().to(self.device)) for n, t in bucket]
+        payload = serialize(moved)
+        # every server at once; each call returns once the server has copied the bucket
+        try:
+            post_to_all(
+                self.clients,
+                lambda client: client.update_weights_from_tensor(
+                    [payload] * self.tp_size,
+                    load_format=load_format,
+                    flush_cache=False,
+                    weight_version=weight_version,
+                ),
+            )
+        finally:
+            release_payload(serialize)
+        flat = sum(tensor_bytes(t) for _, t in moved) if load_format == FLATTENED_BUCKET else 0
+        return copied_bytes(bucket, moved) + flat  # the device moves and the flat copy
+
 
 Device = tuple[str, int]  # (host name, physical GPU id)
 
@@ -78,7 +128,7 @@ def match_engine_ranks(
     return plan
 
 
-class ColocatedTensorSync(_PausedSync):
+class ColocatedTensorSync(PausedSync):
     """Rank 0's side: pause / per bucket one post to every engine at once / flush + continue."""
 
     mode = "tensor"
