@@ -1,4 +1,4 @@
-"""SGLangFleet (hyrl/rollout/build.py): SGLang engine actors on Ray, weight sync through the
+"""SGLangFleet (hyrl/rollout/sglang/fleet.py): SGLang engine actors on Ray, weight sync through the
 fleet or over a broadcast group, memory release for colocation.
 
 Protocol tests: the engine actors drive tests/helpers/fake_sglang_server.py servers (a test double
@@ -23,9 +23,9 @@ from fake_sglang_server import (  # noqa: E402
 )
 
 from hyrl.rollout.base import SamplingParams  # noqa: E402
-from hyrl.rollout.build import SGLangFleet  # noqa: E402
 from hyrl.rollout.fleet import RolloutFleet  # noqa: E402
 from hyrl.rollout.sglang.engine import SGLangEngine  # noqa: E402
+from hyrl.rollout.sglang.fleet import SGLangFleet  # noqa: E402
 
 # neither this module nor the fake's can be imported by the Ray workers: ship them by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -212,7 +212,7 @@ def test_distributed_sync_broadcasts_to_every_server_and_stages_nothing_for_repl
 def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path, monkeypatch):
     """What make_sglang_engine asks SGLang for (the launch itself needs a GPU: tests/gpu)."""
     from hyrl.models.qwen3_moe.config import TINY
-    from hyrl.rollout.build import make_sglang_engine, write_rollout_model
+    from hyrl.rollout.sglang.launch import make_sglang_engine, write_rollout_model
 
     launched = {}
 
@@ -271,7 +271,7 @@ def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them
     from transformers import AutoConfig
 
     from hyrl.models.qwen3_moe.config import TINY
-    from hyrl.rollout.build import write_rollout_model
+    from hyrl.rollout.sglang.launch import write_rollout_model
 
     model = write_rollout_model(TINY, tmp_path / "model", [EOS])
     written = json.loads((tmp_path / "model" / "config.json").read_text())
