@@ -12,7 +12,7 @@ from __future__ import annotations
 from hyrl.backends.base import TrainBackend, TrainedActor, TrainedCritic, TrainedModel
 from hyrl.metrics.timers import StageTimers
 from hyrl.rollout.side import RolloutSide
-from hyrl.rollout.weight_update import WeightSync
+from hyrl.weight_sync import WeightSyncMode
 
 
 class EngineHandover:
@@ -23,7 +23,7 @@ class EngineHandover:
         self,
         backend: TrainBackend,
         rollout_side: RolloutSide | None,
-        weight_sync: WeightSync,
+        weight_sync: WeightSyncMode,
         offloading: bool,
     ):
         self.backend, self.rollout_side = backend, rollout_side  # rollout_side: rank 0's

@@ -43,7 +43,6 @@ from hyrl.config import (
     offloads_train,
     old_log_probs_from_update,
 )
-from hyrl.config.rollout_layout import rollout_layout
 from hyrl.evaluation import eval_schedule, evaluate
 from hyrl.handover import EngineHandover
 from hyrl.metrics import flops
@@ -55,9 +54,9 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.side import RolloutSide
-from hyrl.rollout.weight_update import WeightSync
 from hyrl.rows import DataParallelRows, all_rows, scatter_routing
 from hyrl.schedules import scaled_lr
+from hyrl.weight_sync import weight_sync_for
 
 
 class TrainingStopped(RuntimeError):
@@ -134,13 +133,7 @@ class Trainer:
             self.logger.write_config(config)
             if self.resume_state is not None:
                 self.rollout_side.task.load_state_dict(self.resume_state["task"])
-        weight_sync = WeightSync(
-            rollout_layout(cfg, world_size).update_weight_mode,
-            cfg.colocate,
-            cfg.update_weight_buffer_size,
-            self.run_dir,
-            self.backend,
-        )
+        weight_sync = weight_sync_for(cfg, world_size, self.backend, self.run_dir)
         self.handover = EngineHandover(
             self.backend, self.rollout_side, weight_sync, offloads_train(cfg)
         )

@@ -185,12 +185,26 @@ RULES = {
             "hyrl.rollout.build",
         ),
     ),
-    # hyrl.backends.base is the TrainBackend protocol, an interface: anyone may name it
-    "rollout does not import backends": (
-        ("hyrl.rollout",),
-        ("hyrl.backends.megatron", "hyrl.backends.factory"),
-    ),
+    # the engines know nothing of the trainer, not even its TrainBackend protocol: the trainer
+    # and the engines meet in hyrl.weight_sync only
+    "rollout imports nothing of backends": (("hyrl.rollout",), ("hyrl.backends",)),
     "backends do not import rollout": (("hyrl.backends",), ("hyrl.rollout",)),
+    "the engines and the trainer backends do not import the weight sync that joins them": (
+        ("hyrl.rollout", "hyrl.backends"),
+        ("hyrl.weight_sync",),
+    ),
+    # a mode reaches the trainer through TrainBackend and an engine through RolloutEngine
+    "weight sync imports no backend internals, engine package or loop": (
+        ("hyrl.weight_sync",),
+        (
+            "hyrl.backends.megatron",
+            "hyrl.backends.factory",
+            "hyrl.rollout.sglang",
+            "megatron",
+            "sglang",
+            *LOOP,
+        ),
+    ),
     "nothing imports upward into the command line or the loop": (
         ("hyrl",),
         ("hyrl.cli", *LOOP),

@@ -122,14 +122,24 @@ class SGLangFleet:
             self._ipc_sync = ColocatedTensorSync(clients, engine_ranks)
         self._ipc_sync.clients, self._ipc_sync.engine_ranks = clients, engine_ranks
 
-    def update_weights_by_ipc(self, buckets, serializer) -> None:
-        """Rank 0's part of ``colocated.stream_by_ipc`` (every training rank runs it with its own
-        copy of the same buckets): each server gets the CUDA IPC handles of the training ranks
-        on its GPUs. Nothing is kept for replacements (hyrl.rollout.fleet)."""
-        from hyrl.rollout.sglang.weight_sync.tensor import stream_by_ipc
+    def begin_ipc_update(self, serializer) -> None:
+        """--colocate tensor, after ``prepare_ipc_sync``: rank 0's part of the training ranks'
+        CUDA IPC sync (hyrl.weight_sync.tensor.send_by_cuda_ipc): each server gets the handles
+        of the training ranks on its GPUs (``ColocatedTensorSync``)."""
+        assert self._ipc_sync is not None, "prepare_ipc_sync comes before each sync"
+        self._ipc_sync.begin_ipc_update(serializer)
 
-        self.last_sync_stats = stream_by_ipc(buckets, self._ipc_sync, serializer)
-        self.fleet.mark_synced()
+    def load_ipc_payloads(self, payloads, num_bytes: int) -> None:
+        assert self._ipc_sync is not None, "prepare_ipc_sync comes before each sync"
+        self._ipc_sync.load_ipc_payloads(payloads, num_bytes)
+
+    def end_ipc_update(self, succeeded: bool = True) -> None:
+        """Nothing is kept for replacements (hyrl.rollout.fleet)."""
+        assert self._ipc_sync is not None, "prepare_ipc_sync comes before each sync"
+        self._ipc_sync.end_ipc_update(succeeded)
+        if succeeded:
+            self.last_sync_stats = self._ipc_sync.last_stats
+            self.fleet.mark_synced()
 
     def _collect_stats(self) -> None:
         stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]

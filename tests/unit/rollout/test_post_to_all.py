@@ -49,7 +49,7 @@ def test_colocated_sync_posts_each_engine_its_ranks_payloads_at_once():
     clients = [BarrierClient(barrier), BarrierClient(barrier)]
     sync = ColocatedTensorSync(clients, [[1, 0], [2, 3]])  # type: ignore[arg-type]
     sync._open = SyncCounters(start=time.perf_counter())  # as begin() opens it
-    sync.send_payloads(["r0", "r1", "r2", "r3"], num_bytes=8)
+    sync.load_ipc_payloads(["r0", "r1", "r2", "r3"], num_bytes=8)
     assert clients[0].posts == [["r1", "r0"]] and clients[1].posts == [["r2", "r3"]]
 
 

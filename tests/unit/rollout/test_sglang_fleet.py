@@ -291,10 +291,12 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
     import functools
 
     import torch.distributed as dist
+    from torch_ranks import DefaultGroupRanks
 
     from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
     from hyrl.models.weight_buckets import iter_buckets
     from hyrl.rollout.sglang.server import free_port
+    from hyrl.weight_sync.tensor import send_by_cuda_ipc
 
     urls = [f.url for f in fakes]
     fleet = RolloutFleet(
@@ -310,9 +312,8 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
     )
     try:
         engine.prepare_ipc_sync([("h", 0)])
-        engine.update_weights_by_ipc(
-            iter_buckets(split_fused_experts(hf_state_dict_with_shift(6.0)), 200), pickle_serializer
-        )
+        buckets = iter_buckets(split_fused_experts(hf_state_dict_with_shift(6.0)), 200)
+        send_by_cuda_ipc(buckets, DefaultGroupRanks(), engine, pickle_serializer)
         assert [f.shift for f in fakes] == [6, 6]
         assert engine.last_sync_stats.buckets == 4
         fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
@@ -322,9 +323,8 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
         fleet.call_all("server_url")  # returns once the replacement has started
         assert fakes[1].shift == 0  # nothing staged: it waits for the next sync
         engine.prepare_ipc_sync([("h", 0)])
-        engine.update_weights_by_ipc(
-            iter_buckets(split_fused_experts(hf_state_dict_with_shift(2.0)), 200), pickle_serializer
-        )
+        buckets = iter_buckets(split_fused_experts(hf_state_dict_with_shift(2.0)), 200)
+        send_by_cuda_ipc(buckets, DefaultGroupRanks(), engine, pickle_serializer)
         assert [f.shift for f in fakes] == [2, 2]
         generations = engine.generate(PROMPTS, PARAMS)
         assert [g.response_ids for g in generations] == [expected_tokens(p, 2) for p in PROMPTS]

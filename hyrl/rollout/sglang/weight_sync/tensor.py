@@ -8,35 +8,28 @@
   before the next one is moved. With ``device=None`` CPU tensors travel as file-descriptor
   handles (``payload.py``).
 * ``ColocatedTensorSync`` (--colocate: each engine is fed by the training ranks on its own GPUs,
-  slime's colocated path; nothing goes through Ray). The weight stream leaves the whole bucket
-  on every training rank (TP and EP all-gathers, DP replicas), on that rank's GPU. Per bucket,
-  every rank serializes its own copy, the handles are gathered to rank 0, and rank 0 posts
+  slime's colocated path; nothing goes through Ray). Every training rank serializes its own
+  copy of each bucket and rank 0 hands the gathered payloads over (the trainer's side:
+  hyrl.weight_sync.tensor.send_by_cuda_ipc); ``load_ipc_payloads`` posts
   ``/update_weights_from_tensor`` to every engine at once (one thread per engine,
   ``post_to_all``; a post returns once that engine has copied the bucket) with one entry per
-  engine TP rank: the handles of the training rank on that TP rank's GPU, so each server
+  engine TP rank: the payload of the training rank on that TP rank's GPU, so each server
   process reads a copy on its own GPU. Each rank's copy travels flattened (one flat copy, one
-  IPC handle; ``payload.flatten_bucket``); the flat copy is dropped with the bucket. Rank 0
-  then broadcasts whether the bucket went in. Until then every rank keeps its copy (the
-  servers read it in place); on a failure every rank raises (rank 0 the server's error, the
-  others a RuntimeError quoting it) instead of waiting forever in the next gather. Rank 0's
-  ``ColocatedTensorSync`` pauses before the first bucket and flushes + continues after the
-  last (continues also after a failure), as every weight sync does (``session.py``).
+  IPC handle; ``payload.flatten_bucket``). ``begin_ipc_update`` pauses before the first bucket
+  and ``end_ipc_update`` flushes + continues after the last (continues also after a
+  failure), as every weight sync does (``session.py``).
 * ``match_engine_ranks`` maps engine k's TP rank j (its j-th GPU, as Ray gave them) to the
   training rank on the same host and physical GPU, and raises naming the engine and GPU that
   no training rank sits on.
 
-    devices = all ranks' this_device()              # (host, physical GPU) per training rank
-    engine_ranks = match_engine_ranks(devices, engine_devices)   # rank 0, once per layout
-    stream_by_ipc(buckets, sync_on_rank0_else_None, serializer)  # every rank, same buckets
+    engine_ranks = match_engine_ranks(rank_devices, engine_devices)  # rank 0, before each sync
+    sync = ColocatedTensorSync(clients, engine_ranks)  # driven by send_by_cuda_ipc on rank 0
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 
@@ -49,7 +42,12 @@ from hyrl.rollout.sglang.weight_sync.payload import (
     release_payload,
     sglang_serializer,
 )
-from hyrl.rollout.sglang.weight_sync.session import PausedSync, copied_bytes, post_to_all
+from hyrl.rollout.sglang.weight_sync.session import (
+    PausedSync,
+    SyncStats,
+    copied_bytes,
+    post_to_all,
+)
 
 
 class TensorWeightSync(PausedSync):
@@ -100,15 +98,6 @@ class TensorWeightSync(PausedSync):
 Device = tuple[str, int]  # (host name, physical GPU id)
 
 
-def this_device() -> Device:
-    """This process's current CUDA device as (host name, physical GPU id)."""
-    index = torch.cuda.current_device()
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible:
-        index = int(visible.split(",")[index])
-    return socket.gethostname(), index
-
-
 def match_engine_ranks(
     rank_devices: Sequence[Device], engine_devices: Sequence[Sequence[Device]]
 ) -> list[list[int]]:
@@ -129,7 +118,8 @@ def match_engine_ranks(
 
 
 class ColocatedTensorSync(PausedSync):
-    """Rank 0's side: pause / per bucket one post to every engine at once / flush + continue."""
+    """Rank 0's side, a ``CudaIpcReceiver`` (hyrl.rollout.base): pause / per bucket one post to
+    every engine at once / flush + continue; ``last_stats``: the latest sync's SyncStats."""
 
     mode = "tensor"
 
@@ -145,8 +135,15 @@ class ColocatedTensorSync(PausedSync):
             raise ValueError(f"{len(engine_ranks)} rank lists for {len(self.clients)} engines")
         self.engine_ranks = [list(r) for r in engine_ranks]
         self.load_format = load_format
+        self.last_stats: SyncStats | None = None
 
-    def send_payloads(self, payloads: Sequence[str], num_bytes: int) -> None:
+    def begin_ipc_update(self, serializer: Serializer) -> None:
+        """Pause every engine and open its session; the posts name the serializer's
+        load_format (``load_format_of``)."""
+        self.load_format = load_format_of(serializer, self.load_format)
+        self.begin()
+
+    def load_ipc_payloads(self, payloads: Sequence[str], num_bytes: int) -> None:
         """One bucket, already serialized by every training rank (``payloads[rank]``)."""
         start = time.perf_counter()
         ranks_of = {id(client): ranks for client, ranks in zip(self.clients, self.engine_ranks)}
@@ -165,45 +162,10 @@ class ColocatedTensorSync(PausedSync):
         opened.buckets += 1
 
     def _send(self, bucket: NamedTensors, weight_version: str) -> int:
-        raise TypeError("ColocatedTensorSync takes serialized buckets: use stream_by_ipc")
+        raise TypeError(
+            "ColocatedTensorSync takes serialized buckets: hyrl.weight_sync.tensor.send_by_cuda_ipc"
+        )
 
-
-def stream_by_ipc(
-    buckets: Iterable[NamedTensors], sync: ColocatedTensorSync | None, serializer: Serializer
-):
-    """Collective (every training rank, the same buckets; ``sync`` on rank 0 only): see the
-    module doc. Returns rank 0's SyncStats (None elsewhere)."""
-    import torch.distributed as dist
-
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if rank == 0:
-        assert sync is not None, "rank 0 holds the sync"
-        sync.load_format = load_format_of(serializer, sync.load_format)
-        sync.begin()
-    succeeded, stats = False, None
-    try:
-        for bucket in buckets:
-            payload = serializer(bucket)
-            # gather_object fills rank 0's list with every rank's payload
-            payloads: list[Any] | None = [None] * world if rank == 0 else None
-            dist.gather_object(payload, payloads, dst=0)
-            status, error = ["ok"], None
-            if rank == 0:
-                assert sync is not None and payloads is not None, "rank 0 holds both"
-                try:
-                    sync.send_payloads(payloads, sum(tensor_bytes(t) for _, t in bucket))
-                except Exception as err:  # noqa: BLE001 - every rank must hear of it
-                    status, error = [f"{type(err).__name__}: {err}"], err
-            dist.broadcast_object_list(status, src=0)  # the servers have copied: free the copies
-            release_payload(serializer)
-            del bucket, payload, payloads
-            if error is not None:
-                raise error
-            if status[0] != "ok":
-                raise RuntimeError(f"weight sync by CUDA IPC failed on rank 0: {status[0]}")
-        succeeded = True
-    finally:
-        if rank == 0:
-            assert sync is not None, "rank 0 holds the sync"
-            stats = sync.end(succeeded)
-    return stats
+    def end_ipc_update(self, succeeded: bool = True) -> None:
+        """Close the sessions, flush (after a complete sync) and continue (``PausedSync.end``)."""
+        self.last_stats = self.end(succeeded)
