@@ -1,4 +1,7 @@
-"""Build the rollout side the flags ask for (see `hyrl.config.rollout_layout.rollout_layout`).
+"""The engine factory: the rollout engine the flags ask for (see
+`hyrl.config.rollout_layout.rollout_layout`), and the one door into an engine's own package
+(hyrl.rollout.sglang): whatever else needs an engine kind's part (its preflight, the CUDA IPC
+serializer every training rank encodes with, an engine for `hyrl profile-rollout`) gets it here.
 
     hf, --rollout-num-engines none   one HFRolloutEngine inside the trainer's rank 0, no Ray
     hf, --rollout-num-engines N      RolloutFleet of N HFRolloutEngine Ray actors
@@ -12,6 +15,7 @@ and the reward pool share one instance; whoever started it shuts it down (`stop_
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import torch
 
@@ -131,3 +135,35 @@ def build_engine(
     from hyrl.rollout.sglang.build import build_sglang_engine
 
     return build_sglang_engine(cfg, layout, arch, pad_id, eos_id, run_dir)
+
+
+def preflight_engine(cfg: RunConfig) -> None:
+    """The engine's checks against this machine and the flags, before any process group
+    (SGLang: hyrl.rollout.sglang.preflight; the hf engine has none)."""
+    if cfg.rollout_engine == "sglang":
+        from hyrl.rollout.sglang.preflight import preflight_sglang
+
+        preflight_sglang(cfg)
+
+
+# --- hyrl profile-rollout: an engine at a server's URL, and a server on this machine ---------
+
+
+def sglang_engine_at(url: str, concurrency: int, stop_token_ids: Sequence[int]) -> RolloutEngine:
+    """An SGLang engine sending to the server or router at ``url``, at most ``concurrency``
+    requests in flight; its ``last_request_latencies_s`` are the latest generate's."""
+    from hyrl.rollout.sglang.engine import SGLangEngine
+
+    return SGLangEngine(url, concurrency=concurrency, stop_token_ids=stop_token_ids)
+
+
+def launch_sglang_server(model_path: str, log_path: str, **server_options):
+    """One SGLang server on this machine's GPUs, on a free port, started and answering (its
+    ``url``; ``kill()`` stops it). ``server_options``: SGLangServerProcess's (tp_size,
+    mem_fraction_static, max_running_requests, random_seed, server_args). Raises SGLangError (a
+    RuntimeError) with the log's tail when it does not come up."""
+    from hyrl.rollout.sglang.server import SGLangServerProcess, free_port
+
+    server = SGLangServerProcess(model_path, port=free_port(), log_path=log_path, **server_options)
+    server.start()
+    return server

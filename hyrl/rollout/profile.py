@@ -383,15 +383,10 @@ def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int]
     """make_engine(c): a client of the server (or router) at `url` that keeps at most c requests
     in flight; the server is the same for every c (its --max-running-requests must be >= the
     largest c, which `hyrl profile-rollout --model-path` sets)."""
-    from hyrl.rollout.sglang.engine import SGLangEngine
+    from hyrl.rollout.build import sglang_engine_at
 
-    class _ProfiledSGLang(SGLangEngine):
-        @property
-        def last_request_latencies_s(self) -> list[float]:
-            return self.client.last_request_latencies_s
-
-    def make_engine(concurrency: int):
-        return _ProfiledSGLang(url, concurrency=concurrency, stop_token_ids=stop_token_ids)
+    def make_engine(concurrency: int) -> RolloutEngine:
+        return sglang_engine_at(url, concurrency, stop_token_ids)
 
     return make_engine
 

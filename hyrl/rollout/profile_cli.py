@@ -145,26 +145,22 @@ def main(argv: list[str]) -> int:
     else:
         import shlex
 
+        from hyrl.rollout.build import launch_sglang_server
         from hyrl.rollout.profile import sglang_engine_factory
-        from hyrl.rollout.sglang.server import SGLangServerProcess, free_port
 
         url, model = args.sglang_url, args.sglang_url
         if args.model_path is not None:
-            server = SGLangServerProcess(
-                args.model_path,
-                port=free_port(),
-                tp_size=args.num_gpus_per_engine,
-                mem_fraction_static=args.sglang_mem_fraction_static,
-                max_running_requests=concurrencies[-1],
-                random_seed=args.seed,
-                server_args=shlex.split(args.sglang_server_args),
-                log_path=os.path.join(args.out, "sglang_server.log"),
-            )
-            from hyrl.rollout.sglang.client import SGLangError
-
             try:
-                server.start()
-            except SGLangError as err:
+                server = launch_sglang_server(
+                    args.model_path,
+                    os.path.join(args.out, "sglang_server.log"),
+                    tp_size=args.num_gpus_per_engine,
+                    mem_fraction_static=args.sglang_mem_fraction_static,
+                    max_running_requests=concurrencies[-1],
+                    random_seed=args.seed,
+                    server_args=shlex.split(args.sglang_server_args),
+                )
+            except RuntimeError as err:  # SGLangError: it did not come up (its log's last lines)
                 print(
                     f"hyrl profile-rollout: error: --model-path {args.model_path}: {err}",
                     file=sys.stderr,

@@ -215,6 +215,12 @@ RULES = {
         ("hyrl.backends.megatron.cpu_compat",),
         ("hyrl.backends.megatron", "hyrl.checkpoint.mcore_io", "hyrl.checkpoint.trainer_state"),
     ),
+    # the one door into an engine's package: its preflight, serializer and engines go through it
+    "only the engine factory imports the SGLang engine package": (
+        ("hyrl",),
+        ("hyrl.rollout.sglang",),
+        ("hyrl.rollout.sglang", "hyrl.rollout.build"),
+    ),
     "SGLang is imported only by the SGLang engine package": (
         ("hyrl",),
         ("sglang",),
@@ -239,6 +245,11 @@ def test_import_rule(rule):
 def test_a_broken_rule_is_reported():
     # The check can fail: the loop does import the backend factory, so forbidding it reports it.
     assert any("hyrl.trainer" in v for v in _violations(LOOP, ("hyrl.backends.factory",)))
+    # ... and the engine factory imports the SGLang package, the rule's one allowed importer
+    assert any(
+        v.startswith("hyrl.rollout.build ")
+        for v in _violations(("hyrl",), ("hyrl.rollout.sglang",))
+    )
 
 
 def test_no_import_cycle_between_modules():

@@ -142,6 +142,11 @@ class SGLangEngine(BucketReceiver):
         if succeeded:
             self.last_sync_stats = stats
 
+    @property
+    def last_request_latencies_s(self) -> list[float]:
+        """Per prompt of the latest generate: seconds from its request to its answer."""
+        return self.client.last_request_latencies_s
+
     def server_url(self) -> str:
         """The URL this engine generates from (its own server when it launched one)."""
         return self.client.base_url
