@@ -1,7 +1,8 @@
 """`hyrl profile-rollout`: decode throughput against concurrency, the parser and the command.
 
 The flags are validated before anything heavy is imported; the measuring, tables and files are
-`hyrl.rollout.profile`.
+`hyrl.rollout.profile`. The engines it measures are made here (`hf_engine_factory`,
+`sglang_engine_factory`; SGLang's through the engine factory, hyrl.rollout.build).
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hyrl.cli_args import parse_args
+
+if TYPE_CHECKING:  # not imported when run: the flags are checked before torch is imported
+    from hyrl.rollout.base import RolloutEngine
 
 
 def main(argv: list[str]) -> int:
@@ -128,7 +134,6 @@ def main(argv: list[str]) -> int:
     from hyrl.rollout.base import SamplingParams
     from hyrl.rollout.profile import (
         ProgressBar,
-        hf_engine_factory,
         print_table,
         profile_engine,
         write_outputs,
@@ -146,7 +151,6 @@ def main(argv: list[str]) -> int:
         import shlex
 
         from hyrl.rollout.build import launch_sglang_server
-        from hyrl.rollout.profile import sglang_engine_factory
 
         url, model = args.sglang_url, args.sglang_url
         if args.model_path is not None:
@@ -203,3 +207,36 @@ def main(argv: list[str]) -> int:
     else:
         print_table(result, written)
     return 0
+
+
+# --- the hf engine ---------------------------------------------------------------------------
+
+
+def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], RolloutEngine]:
+    """make_engine(c) for the tiny Qwen3-MoE on CPU; every c starts from the same weights and
+    random state (torch seeded with `seed`)."""
+    import torch
+
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.hf_engine import HFRolloutEngine
+
+    def make_engine(concurrency: int) -> HFRolloutEngine:
+        torch.manual_seed(seed)
+        return HFRolloutEngine(TINY, concurrency=concurrency, pad_id=pad_id, eos_id=eos_id)
+
+    return make_engine
+
+
+# --- the sglang engine -----------------------------------------------------------------------
+
+
+def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int], RolloutEngine]:
+    """make_engine(c): a client of the server (or router) at `url` that keeps at most c requests
+    in flight; the server is the same for every c (its --max-running-requests must be >= the
+    largest c, which `hyrl profile-rollout --model-path` sets)."""
+    from hyrl.rollout.build import sglang_engine_at
+
+    def make_engine(concurrency: int) -> RolloutEngine:
+        return sglang_engine_at(url, concurrency, stop_token_ids)
+
+    return make_engine
