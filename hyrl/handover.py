@@ -13,10 +13,9 @@ from pathlib import Path
 
 from hyrl.backends.base import TrainBackend, TrainedActor, TrainedCritic, TrainedModel
 from hyrl.config import RunConfig, offloads_train
-from hyrl.config.rollout_layout import rollout_layout
 from hyrl.metrics.timers import StageTimers
 from hyrl.rollout.side import RolloutSide
-from hyrl.rollout.weight_update import WeightSync
+from hyrl.weight_sync import WeightSyncMode, weight_sync_for
 
 
 class EngineHandover:
@@ -27,7 +26,7 @@ class EngineHandover:
         self,
         backend: TrainBackend,
         rollout_side: RolloutSide | None,
-        weight_sync: WeightSync,
+        weight_sync: WeightSyncMode,
         offloading: bool,
     ):
         self.backend, self.rollout_side = backend, rollout_side  # rollout_side: rank 0's
@@ -97,11 +96,5 @@ def engine_handover(
     """The handover the flags ask for: the weight-update mode of the rollout layout,
     --colocate, --update-weight-buffer-size, --offload-train (the run directory holds a
     disk-mode sync's files). rollout_side: rank 0's, None on the others."""
-    weight_sync = WeightSync(
-        rollout_layout(cfg, world_size).update_weight_mode,
-        cfg.colocate,
-        cfg.update_weight_buffer_size,
-        Path(cfg.run_dir),
-        backend,
-    )
+    weight_sync = weight_sync_for(cfg, world_size, backend, Path(cfg.run_dir))
     return EngineHandover(backend, rollout_side, weight_sync, offloads_train(cfg))

@@ -25,10 +25,9 @@ def preflight(cfg: RunConfig) -> None:
 
         step_dir, state = check_resumable(cfg, world_size_from_env())
         check_load_owner(cfg, state, step_dir, world_size_from_env())  # one run, same flags
-    if cfg.rollout_engine == "sglang":
-        from hyrl.rollout.sglang.preflight import preflight_sglang
+    from hyrl.rollout.build import preflight_engine
 
-        preflight_sglang(cfg)
+    preflight_engine(cfg)  # SGLang's: installed, its flags through its own parser
     if cfg.batch_schedule == "auto" and cfg.autopilot_profile is not None:
         from hyrl.batchsize.goodput import ProfileError, load_profile
 
@@ -75,10 +74,9 @@ def preflight_evaluation(cfg: RunConfig, world_size: int) -> None:
         from hyrl.checkpoint.trainer_state import check_resumable
 
         check_resumable(cfg, world_size)
-    if cfg.rollout_engine == "sglang":
-        from hyrl.rollout.sglang.preflight import preflight_sglang
+    from hyrl.rollout.build import preflight_engine
 
-        preflight_sglang(cfg)
+    preflight_engine(cfg)
 
 
 def preflight_data(cfg: RunConfig) -> None:

@@ -10,11 +10,17 @@ A bucket is a list of (name, tensor) pairs, consecutive in the input, of at most
 read lazily, so a generator that gathers one parameter at a time never runs ahead of the bucket
 being filled: what the pipeline holds at once is one bucket plus the tensors that did not fit in
 it (at most one parameter's worth) plus whatever the producer holds for the parameter in flight.
+
+On disk (--update-weight-transport disk) a bucket is one safetensors shard (``write_shard``) and
+the shards of one sync make a Hugging Face checkpoint with ``write_index``'s
+``model.safetensors.index.json``, which a server loads as it loads any checkpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 
 import torch
 
@@ -69,3 +75,27 @@ def iter_buckets(
         yield current
         current = []
         live.release(current_bytes)
+
+
+def write_shard(bucket: NamedTensors, path: str | Path) -> dict[str, str]:
+    """One bucket as one safetensors file; returns its part of the index's weight_map."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    # clone(): split expert views share storage, which safetensors refuses to write.
+    save_file({n: t.detach().cpu().clone() for n, t in bucket}, path, metadata={"format": "pt"})
+    return {n: path.name for n, _ in bucket}
+
+
+def write_index(
+    directory: str | Path,
+    weight_map: Mapping[str, str],
+    total_bytes: int,
+    config_json: Mapping | None = None,
+) -> None:
+    """``model.safetensors.index.json`` (SGLang loads only the shards it names) (+ config.json)."""
+    directory = Path(directory)
+    index = {"metadata": {"total_size": total_bytes}, "weight_map": dict(weight_map)}
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
+    if config_json is not None:
+        (directory / "config.json").write_text(json.dumps(dict(config_json), indent=1))

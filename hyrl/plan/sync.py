@@ -1,8 +1,8 @@
 """The predicted time of one weight sync (the actor's weights to the SGLang engines): a model
 from the bytes to move and link bandwidths, not a measurement (pure arithmetic, no torch).
 
-What a sync does (hyrl/backends/megatron/weights.py, iter_full_parameters; hyrl/rollout/sglang/
-weight_sync.py and colocated.py), and what the model charges for it, one step after the other
+What a sync does (hyrl/backends/megatron/weights.py, iter_full_parameters; hyrl/weight_sync/ and
+hyrl/rollout/sglang/weight_sync/), and what the model charges for it, one step after the other
 (the stream builds the next bucket only after the last one is in):
 
 - TP all-gather: every rank gathers the TP-split parameters (attention q/k/v/o, embedding,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -234,6 +234,30 @@ class DiskLoader(Protocol):
     """An engine that loads a checkpoint the trainer ranks wrote (``weight_sync='disk'``)."""
 
     def load_weights_from_disk(self, checkpoint: DiskCheckpoint) -> None: ...
+
+
+class CudaIpcReceiver(Protocol):
+    """Takes each bucket as the payloads every training rank made of its own copy on its GPU
+    (CUDA IPC handles; --colocate, ``weight_sync='tensor'``), handed over on rank 0:
+    ``begin_ipc_update`` (``serializer``: what every rank encodes with, which says what the
+    payloads are), ``load_ipc_payloads`` per bucket (``payloads[rank]``; returns once the
+    engines have copied the bucket), ``end_ipc_update(succeeded)`` (always called)."""
+
+    def begin_ipc_update(self, serializer: Callable[[NamedTensors], str]) -> None: ...
+
+    def load_ipc_payloads(self, payloads: Sequence[str], num_bytes: int) -> None: ...
+
+    def end_ipc_update(self, succeeded: bool = True) -> None: ...
+
+
+class CudaIpcEngine(RolloutEngine, CudaIpcReceiver, Protocol):
+    """A RolloutEngine fed by CUDA IPC from the training ranks on its GPUs."""
+
+    def prepare_ipc_sync(self, rank_devices: Sequence[tuple[str, int]]) -> None:
+        """Before each sync: which training rank sits on each of the engines' GPUs
+        (``rank_devices``: every training rank's (host, physical GPU), by rank); raises when an
+        engine GPU has no training rank."""
+        ...
 
 
 class BucketReceiver:

@@ -8,11 +8,12 @@
 
 A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
 
-* Engines: engine i is a Ray actor (a separate process) that builds its engine with
-  ``make_engine(i)`` (the index lets engines seed their own sampling streams) and runs one call
-  at a time. The fleet creates ONE placement group with
-  ``num_engines`` bundles ``{"CPU": num_cpus_per_engine, "GPU": num_gpus_per_engine}`` (zero
-  entries left out) and puts engine i, and every replacement of engine i, into bundle i. Ray sets
+* Engines (the actor and the driver's record of it: hyrl.rollout.fleet_engine): engine i is a
+  Ray actor (a separate process) that builds its engine with ``make_engine(i)`` (the index lets
+  engines seed their own sampling streams) and runs one call at a time. The fleet creates ONE
+  placement group with ``num_engines`` bundles
+  ``{"CPU": num_cpus_per_engine, "GPU": num_gpus_per_engine}`` (zero entries left out) and
+  puts engine i, and every replacement of engine i, into bundle i. Ray sets
   ``CUDA_VISIBLE_DEVICES`` in the actor to its bundle's GPUs, so the engine sees them as
   ``cuda:0..`` and reads their physical ids with ``ray.get_gpu_ids()`` (a server-launching engine
   passes those on); the fleet reports them in ``engine_gpu_ids``. The constructor waits up to
@@ -46,28 +47,9 @@ A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
   when they arrive, and those engines serve again after that.
 * Accounting (``stats()``): restarts per engine, prompts resubmitted after a death, chunks served
   per engine, and the peak number of prompts in flight per engine (never above the concurrency).
-* ``update_weights_stream(buckets)`` (what the trainer sends): one ``ray.put`` per bucket, which
-  every engine loads (``begin_weight_update`` / ``load_weight_bucket`` / ``end_weight_update``
-  on its engine) before the next bucket is taken; the call returns when all have ended. The
-  driver holds one bucket at a time, and nothing is kept once every engine has it.
-* Replacements after a streamed sync (``update_weights_stream``, or a sync outside the fleet
-  that ``mark_synced`` records: NCCL, CUDA IPC): nothing is staged for them at any sync (a copy
-  of every bucket to host and the object store at every sync would cost more than the sync).
-  A replacement starts from its factory's weights and takes no prompt until the next sync
-  reaches it (every sync goes to every started engine, replacements included); the rollout in
-  progress goes on on the engines that hold the newest weights. When none is left (every live
-  engine is a replacement waiting for the next sync), ``generate`` raises ``RolloutFleetError``
-  naming them: serving older weights silently would make the rollout off-policy. A checkpoint
-  on disk (``load_weights_from_disk``) and a whole state dict (``update_weights``) are objects
-  the fleet already has, and replacements load them before they serve.
-* ``load_weights_from_disk(checkpoint)``: every engine loads a checkpoint the trainer wrote to a
-  shared file system (``DiskCheckpoint``), and so does every later replacement: nothing goes
-  through the object store.
-* ``update_weights(hf_state_dict)``: one ``ray.put`` of a whole state dict the caller holds;
-  every engine loads it and the call returns when all have (a dead engine is replaced, and the
-  replacement loads the same weights).
-* ``mark_synced()``: the running engines took a sync outside the fleet (over NCCL, by CUDA
-  IPC); later replacements wait for the next sync (above).
+* Weights (``update_weights_stream``, ``update_weights``, ``load_weights_from_disk``,
+  ``mark_synced``, ``stage_weights``) and what a replacement loads before it serves:
+  hyrl.rollout.fleet_weights.
 * ``kill_engine(i)`` kills engine i's process (``ray.kill``) and waits until Ray reports it
   dead (``ray.kill`` only asks: a call sent at once could still be served by the old process),
   and nothing else: the fleet finds out at its next call on that engine, as it would after a
@@ -88,8 +70,6 @@ cannot import (a test module) must be registered with
 from __future__ import annotations
 
 import math
-import os
-import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -97,33 +77,19 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from hyrl.ray_actors import ActorSlot, describe
 from hyrl.rollout.base import (
     GENERATION_PROGRESS,
     BucketEngine,
     DiskCheckpoint,
-    DiskLoader,
     Generation,
     SamplingParams,
 )
+from hyrl.rollout.fleet_engine import EngineSlot, RolloutFleetError, describe_error
+from hyrl.rollout.fleet_weights import StreamedSync, stream_to_engines
 
 if TYPE_CHECKING:
     from ray import ObjectRef
     from ray.util.placement_group import PlacementGroup
-
-MAX_MESSAGE_CHARS = 300  # an engine's exception text is cut to this in fleet errors
-
-
-class RolloutFleetError(RuntimeError):
-    """A fleet failure; `engine_index` names the engine responsible, when one is."""
-
-    def __init__(self, message: str, engine_index: int | None = None):
-        super().__init__(message)
-        self.engine_index = engine_index
-
-
-def _describe(exc: BaseException) -> str:
-    return describe(exc, MAX_MESSAGE_CHARS)
 
 
 def chunk_bounds(num_prompts: int, num_engines: int, concurrency: int) -> list[tuple[int, int]]:
@@ -138,92 +104,6 @@ def chunk_bounds(num_prompts: int, num_engines: int, concurrency: int) -> list[t
         bounds.append((start, stop))
         start = stop
     return bounds
-
-
-class _EngineActor:
-    """The body of one engine actor: builds its engine in its own process, one call at a time."""
-
-    def __init__(self, make_engine: Callable[[int], BucketEngine], engine_index: int):
-        self._engine = make_engine(engine_index)
-
-    def prepare(self, weights) -> dict[str, Any]:
-        """Load the newest weights, if any, and say where this engine runs."""
-        import ray
-
-        if weights is not None:
-            self.update_weights(weights)
-        return {
-            "pid": os.getpid(),
-            "node_ip": ray.util.get_node_ip_address(),
-            "host": socket.gethostname(),
-            "gpu_ids": list(ray.get_gpu_ids()),
-        }
-
-    def update_weights(self, weights) -> None:
-        """A state dict, or a checkpoint on disk."""
-        if isinstance(weights, DiskCheckpoint):
-            # a checkpoint goes only to engines built for weight_sync='disk' (SGLang's)
-            cast(DiskLoader, self._engine).load_weights_from_disk(weights)
-        else:
-            self._engine.update_weights(weights)
-
-    def begin_weight_update(self) -> None:
-        self._engine.begin_weight_update()
-
-    def load_weight_bucket(self, bucket) -> None:
-        self._engine.load_weight_bucket(bucket)
-
-    def end_weight_update(self, succeeded: bool) -> None:
-        self._engine.end_weight_update(succeeded)
-
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
-        return self._engine.generate(prompts, params)
-
-    def call(self, method: str, *args) -> Any:
-        return getattr(self._engine, method)(*args)
-
-
-class StreamedSync:
-    """The marker of a sync the fleet keeps nothing of (streamed, or outside the fleet): the
-    engines that took it hold the newest weights; a later replacement waits for the next."""
-
-
-def put_bucket(bucket) -> Any:
-    """One bucket into the object store, from host memory: a CUDA tensor pickled as it is would
-    be rebuilt on the same device index inside an actor that may not have it."""
-    import ray
-
-    return ray.put([(name, tensor.detach().to("cpu")) for name, tensor in bucket])
-
-
-class _Slot(ActorSlot):
-    """One engine position (one placement-group bundle); its actor is replaced when it dies."""
-
-    actor: Any  # a Ray actor handle of _EngineActor (Ray's handles carry no method types)
-
-    def __init__(self, index: int, options: dict, factory_ref, startup_timeout_s: float):
-        super().__init__(index, _EngineActor, options, (factory_ref, index), startup_timeout_s)
-        # the one outstanding ObjectRef on this actor, or None when idle
-        self.call: ObjectRef[Any] | None = None
-        self.call_kind = ""  # "start" | "load" | "generate" | "abandoned"
-        self.chunk: int | None = None  # chunk index while call_kind == "generate"
-        self.started = False  # the current actor has built its engine and loaded its weights
-        # the weights the current actor has (or is loading)
-        self.weights_ref: ObjectRef[Any] | StreamedSync | DiskCheckpoint | None = None
-        self.retired = False  # died more than max_restarts times; never used again
-        self.last_error = ""
-        self.chunks_served = 0
-        self.peak_in_flight = 0  # prompts
-        self.gpu_ids: list = []
-        self.host = ""  # the host name the current actor runs on
-
-    @property
-    def idle(self) -> bool:
-        return self.actor is not None and self.started and self.call is None
-
-    def kill(self) -> None:
-        super().kill()
-        self.call, self.call_kind, self.chunk, self.started = None, "", None, False
 
 
 class RolloutFleet:
@@ -270,7 +150,7 @@ class RolloutFleet:
         self.resubmitted_prompts = 0  # prompts sent again after their engine died, fleet's life
         self._closed = False
         self._owns_ray = False
-        self._slots: list[_Slot] = []
+        self._slots: list[EngineSlot] = []
         self._placement_group: PlacementGroup | None = None
         # the last update_weights' object; replacements load it
         self._weights_ref: ObjectRef[Any] | StreamedSync | DiskCheckpoint | None = None
@@ -291,7 +171,7 @@ class RolloutFleet:
             self._create_placement_group(placement_strategy)
             self._factory_ref = ray.put(make_engine)
             self._slots = [
-                _Slot(i, self._actor_options(i), self._factory_ref, self.startup_timeout_s)
+                EngineSlot(i, self._actor_options(i), self._factory_ref, self.startup_timeout_s)
                 for i in range(num_engines)
             ]
             for slot in self._slots:
@@ -322,8 +202,7 @@ class RolloutFleet:
         self._run(deque(), [], [], None, until_all_idle=True)
 
     def update_weights_stream(self, buckets) -> None:
-        """Stream buckets to every engine, one ray.put per bucket (see the module doc)."""
-        import ray
+        """Stream buckets to every engine, one ray.put per bucket (hyrl.rollout.fleet_weights)."""
 
         self._check_open()
         self._run(deque(), [], [], None, until_all_idle=True)  # replacements up, nothing running
@@ -332,45 +211,12 @@ class RolloutFleet:
         self._weights_ref = synced
         for slot in targets:
             slot.weights_ref = synced
-        dead: dict[int, BaseException] = {}
-        failure: list = []
-
-        def on_all(call, *args) -> None:
-            live = [s for s in targets if s.index not in dead]
-            refs = [getattr(s.actor, call).remote(*args) for s in live]
-            for slot, ref in zip(live, refs):
-                try:
-                    ray.get(ref)
-                except ray.exceptions.RayActorError as exc:
-                    dead[slot.index] = exc
-                except ray.exceptions.RayTaskError as exc:
-                    failure.append(
-                        RolloutFleetError(
-                            f"engine {slot.index} raised in {call}, not restarted: "
-                            f"{_describe(exc.cause if exc.cause is not None else exc)}",
-                            engine_index=slot.index,
-                        )
-                    )
-                    failure[-1].__cause__ = exc
-
-        streamed = False
-        try:
-            on_all("begin_weight_update")
-            for bucket in buckets:
-                if failure:
-                    break
-                ref = put_bucket(bucket)
-                del bucket
-                on_all("load_weight_bucket", ref)
-                del ref
-            streamed = not failure
-        finally:
-            on_all("end_weight_update", streamed)
+        dead, failures = stream_to_engines(targets, buckets)
         for slot in targets:
             if slot.index in dead:
                 self._replace(slot, dead[slot.index])
-        if failure:
-            raise failure[0]
+        if failures:
+            raise failures[0]
         self._run(deque(), [], [], None, until_all_idle=True)
 
     def load_weights_from_disk(self, checkpoint: DiskCheckpoint) -> None:
@@ -417,7 +263,7 @@ class RolloutFleet:
                 results.append(ray.get(ref))
             except Exception as exc:  # re-raised naming the engine
                 raise RolloutFleetError(
-                    f"engine {slot.index} failed in {method}: {_describe(exc)}", slot.index
+                    f"engine {slot.index} failed in {method}: {describe_error(exc)}", slot.index
                 ) from exc
         return results
 
@@ -538,7 +384,7 @@ class RolloutFleet:
             "scheduling_strategy": strategy,
         }
 
-    def _prepare(self, slot: _Slot) -> None:
+    def _prepare(self, slot: EngineSlot) -> None:
         """The first call of a slot's new actor: build its engine, load the newest weights."""
         streamed = isinstance(self._weights_ref, StreamedSync)  # nothing to load: the next sync
         slot.call = slot.actor.prepare.remote(None if streamed else self._weights_ref)
@@ -546,9 +392,9 @@ class RolloutFleet:
         slot.weights_ref = None if streamed else self._weights_ref
         slot.started = False
 
-    def _replace(self, slot: _Slot, exc: BaseException) -> None:
+    def _replace(self, slot: EngineSlot, exc: BaseException) -> None:
         """A death: a new actor in the same bundle, or RolloutFleetError past max_restarts."""
-        slot.last_error = _describe(exc)
+        slot.last_error = describe_error(exc)
         if slot.restarts >= self.max_restarts:
             slot.kill()
             slot.retired = True
@@ -647,7 +493,7 @@ class RolloutFleet:
                     slot.call_kind, slot.chunk = "abandoned", None
             raise
 
-    def _check_someone_serves(self, live: list[_Slot]) -> None:
+    def _check_someone_serves(self, live: list[EngineSlot]) -> None:
         """Raise when prompts wait and no live engine holds (or is loading) the newest weights:
         every one is a replacement waiting for the next sync (module doc)."""
         if any(s.weights_ref is self._weights_ref for s in live):
@@ -663,7 +509,7 @@ class RolloutFleet:
 
     def _collect(
         self,
-        slot: _Slot,
+        slot: EngineSlot,
         ref,
         bounds: list[tuple[int, int]],
         results: list[Generation | None],
@@ -695,7 +541,7 @@ class RolloutFleet:
                 what = "update_weights"
             raise RolloutFleetError(
                 f"engine {slot.index} raised in {what}, not restarted: "
-                f"{_describe(exc.cause if exc.cause is not None else exc)}",
+                f"{describe_error(exc.cause if exc.cause is not None else exc)}",
                 engine_index=slot.index,
             ) from exc
         if kind == "start":

@@ -118,7 +118,7 @@ class HFRolloutEngine(BucketReceiver):
         pass
 
     def sync_metrics(self) -> dict[str, float]:
-        return {}  # the weights are copied in process: weight_update measures all of it
+        return {}  # the weights are copied in process: the weight sync measures all of it
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:

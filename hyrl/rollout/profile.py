@@ -358,44 +358,6 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
-# --- the hf engine ---------------------------------------------------------------------------
-
-
-def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], RolloutEngine]:
-    """make_engine(c) for the tiny Qwen3-MoE on CPU; every c starts from the same weights and
-    random state (torch seeded with `seed`)."""
-    import torch
-
-    from hyrl.models.qwen3_moe.config import TINY
-    from hyrl.rollout.hf_engine import HFRolloutEngine
-
-    def make_engine(concurrency: int) -> HFRolloutEngine:
-        torch.manual_seed(seed)
-        return HFRolloutEngine(TINY, concurrency=concurrency, pad_id=pad_id, eos_id=eos_id)
-
-    return make_engine
-
-
-# --- the sglang engine -----------------------------------------------------------------------
-
-
-def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int], RolloutEngine]:
-    """make_engine(c): a client of the server (or router) at `url` that keeps at most c requests
-    in flight; the server is the same for every c (its --max-running-requests must be >= the
-    largest c, which `hyrl profile-rollout --model-path` sets)."""
-    from hyrl.rollout.sglang.engine import SGLangEngine
-
-    class _ProfiledSGLang(SGLangEngine):
-        @property
-        def last_request_latencies_s(self) -> list[float]:
-            return self.client.last_request_latencies_s
-
-    def make_engine(concurrency: int):
-        return _ProfiledSGLang(url, concurrency=concurrency, stop_token_ids=stop_token_ids)
-
-    return make_engine
-
-
 # --- outputs ---------------------------------------------------------------------------------
 
 

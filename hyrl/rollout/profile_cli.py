@@ -1,7 +1,8 @@
 """`hyrl profile-rollout`: decode throughput against concurrency, the parser and the command.
 
 The flags are validated before anything heavy is imported; the measuring, tables and files are
-`hyrl.rollout.profile`.
+`hyrl.rollout.profile`. The engines it measures are made here (`hf_engine_factory`,
+`sglang_engine_factory`; SGLang's through the engine factory, hyrl.rollout.build).
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hyrl.cli_args import parse_args
+
+if TYPE_CHECKING:  # not imported when run: the flags are checked before torch is imported
+    from hyrl.rollout.base import RolloutEngine
 
 
 def main(argv: list[str]) -> int:
@@ -128,7 +134,6 @@ def main(argv: list[str]) -> int:
     from hyrl.rollout.base import SamplingParams
     from hyrl.rollout.profile import (
         ProgressBar,
-        hf_engine_factory,
         print_table,
         profile_engine,
         write_outputs,
@@ -145,27 +150,21 @@ def main(argv: list[str]) -> int:
     else:
         import shlex
 
-        from hyrl.rollout.profile import sglang_engine_factory
-        from hyrl.rollout.sglang.server import SGLangServerProcess
-        from hyrl.rollout.sglang.weight_sync import free_port
+        from hyrl.rollout.build import launch_sglang_server
 
         url, model = args.sglang_url, args.sglang_url
         if args.model_path is not None:
-            server = SGLangServerProcess(
-                args.model_path,
-                port=free_port(),
-                tp_size=args.num_gpus_per_engine,
-                mem_fraction_static=args.sglang_mem_fraction_static,
-                max_running_requests=concurrencies[-1],
-                random_seed=args.seed,
-                server_args=shlex.split(args.sglang_server_args),
-                log_path=os.path.join(args.out, "sglang_server.log"),
-            )
-            from hyrl.rollout.sglang.client import SGLangError
-
             try:
-                server.start()
-            except SGLangError as err:
+                server = launch_sglang_server(
+                    args.model_path,
+                    os.path.join(args.out, "sglang_server.log"),
+                    tp_size=args.num_gpus_per_engine,
+                    mem_fraction_static=args.sglang_mem_fraction_static,
+                    max_running_requests=concurrencies[-1],
+                    random_seed=args.seed,
+                    server_args=shlex.split(args.sglang_server_args),
+                )
+            except RuntimeError as err:  # SGLangError: it did not come up (its log's last lines)
                 print(
                     f"hyrl profile-rollout: error: --model-path {args.model_path}: {err}",
                     file=sys.stderr,
@@ -208,3 +207,36 @@ def main(argv: list[str]) -> int:
     else:
         print_table(result, written)
     return 0
+
+
+# --- the hf engine ---------------------------------------------------------------------------
+
+
+def hf_engine_factory(pad_id: int, eos_id: int, seed: int) -> Callable[[int], RolloutEngine]:
+    """make_engine(c) for the tiny Qwen3-MoE on CPU; every c starts from the same weights and
+    random state (torch seeded with `seed`)."""
+    import torch
+
+    from hyrl.models.qwen3_moe.config import TINY
+    from hyrl.rollout.hf_engine import HFRolloutEngine
+
+    def make_engine(concurrency: int) -> HFRolloutEngine:
+        torch.manual_seed(seed)
+        return HFRolloutEngine(TINY, concurrency=concurrency, pad_id=pad_id, eos_id=eos_id)
+
+    return make_engine
+
+
+# --- the sglang engine -----------------------------------------------------------------------
+
+
+def sglang_engine_factory(url: str, stop_token_ids: list[int]) -> Callable[[int], RolloutEngine]:
+    """make_engine(c): a client of the server (or router) at `url` that keeps at most c requests
+    in flight; the server is the same for every c (its --max-running-requests must be >= the
+    largest c, which `hyrl profile-rollout --model-path` sets)."""
+    from hyrl.rollout.build import sglang_engine_at
+
+    def make_engine(concurrency: int) -> RolloutEngine:
+        return sglang_engine_at(url, concurrency, stop_token_ids)
+
+    return make_engine

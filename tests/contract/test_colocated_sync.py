@@ -1,7 +1,8 @@
 """--colocate --update-weight-transport tensor (the 30B GRPO recipe's sync) against SGLang 0.5.23's
-own scheduler code: every training rank serializes its copy of each bucket, rank 0 posts them
-inside one weight-update session (hyrl/rollout/sglang/colocated.py). One gloo rank here, whose
-"GPU" the engine's one TP rank sits on."""
+own scheduler code: every training rank serializes its copy of each bucket
+(hyrl/weight_sync/tensor.py), rank 0 posts them inside one weight-update session
+(hyrl/rollout/sglang/weight_sync/tensor.py). One gloo rank here, whose "GPU" the engine's one TP
+rank sits on."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import torch
 import torch.distributed as dist
 from fake_sglang_server import hf_state_dict_with_shift
 from sglang_scheduler import SchedulerServer
+from torch_ranks import DefaultGroupRanks
 
 from hyrl.models.weight_buckets import iter_buckets
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
-from hyrl.rollout.sglang.colocated import ColocatedTensorSync, stream_by_ipc
-from hyrl.rollout.sglang.weight_sync import checkpoint_named_tensors, sglang_serializer
+from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors, sglang_serializer
+from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync
+from hyrl.weight_sync.tensor import send_by_cuda_ipc
 
 
 @contextlib.contextmanager
@@ -34,8 +37,9 @@ def test_colocated_buckets_are_loaded_inside_one_session_per_sync():
         sync = ColocatedTensorSync([SGLangClient(server.url, timeout_s=60.0)], [[0]])
         for shift in (2.0, 7.0):
             named = checkpoint_named_tensors(hf_state_dict_with_shift(shift))
-            stats = stream_by_ipc(iter_buckets(named, 200), sync, sglang_serializer(cuda=False))
-            assert stats is not None and stats.buckets == 4
+            ranks = DefaultGroupRanks()
+            send_by_cuda_ipc(iter_buckets(named, 200), ranks, sync, sglang_serializer(cuda=False))
+            assert sync.last_stats is not None and sync.last_stats.buckets == 4
             loads = server.recorded()["loaded"][-4:]
             assert [n for load in loads for n in load["names"]] == [n for n, _ in named]
             assert sum(s for load in loads for s in load["sums"]) == shift
@@ -59,8 +63,8 @@ def test_a_flattened_bucket_of_mixed_dtypes_reaches_the_model_as_the_tensors_it_
     bucket = mixed_bucket()
     with SchedulerServer() as server, one_training_rank():
         sync = ColocatedTensorSync([SGLangClient(server.url, timeout_s=60.0)], [[0]])
-        stats = stream_by_ipc([bucket], sync, serializer)
-        assert stats is not None and stats.buckets == 1
+        send_by_cuda_ipc([bucket], DefaultGroupRanks(), sync, serializer)
+        assert sync.last_stats is not None and sync.last_stats.buckets == 1
         load = server.recorded()["loaded"][-1]  # one load_weights call: the whole bucket
     assert load["names"] == [n for n, _ in bucket]
     assert load["shapes"] == [list(t.shape) for _, t in bucket]
@@ -71,7 +75,7 @@ def test_a_flattened_bucket_of_mixed_dtypes_reaches_the_model_as_the_tensors_it_
 def test_sglang_refuses_a_flattened_payload_posted_without_its_load_format():
     """The load_format is part of the payload: without it SGLang reads a dict as named tensors
     and the load fails (hyrl posts both from the serializer: load_format_of)."""
-    from hyrl.rollout.sglang.weight_sync import load_format_of
+    from hyrl.rollout.sglang.weight_sync.payload import load_format_of
 
     serializer = sglang_serializer(cuda=False)
     with SchedulerServer() as server, one_training_rank():

@@ -14,7 +14,7 @@ from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.server_args import prepare_server_args
 
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B, TINY
-from hyrl.rollout.build import rollout_eos_ids, write_rollout_model
+from hyrl.rollout.sglang.launch import rollout_eos_ids, write_rollout_model
 
 
 def sglang_model_config(model_dir) -> ModelConfig:

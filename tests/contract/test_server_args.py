@@ -8,7 +8,8 @@ from sglang.srt.server_args import prepare_server_args
 from hyrl.config.rollout_layout import rollout_layout
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B
 from hyrl.plan.cli import config_from_dry_run, recipe_dry_run
-from hyrl.rollout.build import sglang_server_options, sglang_server_process, write_rollout_model
+from hyrl.rollout.sglang.build import sglang_server_options
+from hyrl.rollout.sglang.launch import sglang_server_process, write_rollout_model
 from hyrl.rollout.sglang.preflight import SGLangArgsRefused, parse_sglang_cli
 
 RECIPES = ("recipes/qwen3_30b_a3b/grpo.sh", "recipes/qwen3_30b_a3b/ppo.sh")

@@ -17,14 +17,11 @@ from fake_sglang_server import hf_state_dict_with_shift
 from sglang_scheduler import SchedulerServer
 
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
-from hyrl.rollout.sglang.weight_sync import (
-    DiskWeightSync,
-    DistributedWeightSync,
-    TensorWeightSync,
-    checkpoint_named_tensors,
-    free_port,
-    sglang_serializer,
-)
+from hyrl.rollout.sglang.server import free_port
+from hyrl.rollout.sglang.weight_sync.disk import DiskWeightSync
+from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors, sglang_serializer
+from hyrl.rollout.sglang.weight_sync.tensor import TensorWeightSync
 
 
 @pytest.fixture(scope="module")

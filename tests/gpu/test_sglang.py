@@ -59,8 +59,7 @@ def test_real_sglang_generates_and_takes_new_weights_from_tensor(tiny_checkpoint
     from hyrl.models.qwen3_moe.config import TINY
     from hyrl.rollout.base import SamplingParams
     from hyrl.rollout.sglang.engine import SGLangEngine
-    from hyrl.rollout.sglang.server import SGLangServerProcess
-    from hyrl.rollout.sglang.weight_sync import free_port
+    from hyrl.rollout.sglang.server import SGLangServerProcess, free_port
 
     path, model = tiny_checkpoint
     server = SGLangServerProcess(
@@ -135,8 +134,7 @@ def test_real_sglang_returns_the_experts_transformers_routes_to(tiny_checkpoint,
     from hyrl.models.qwen3_moe.config import TINY
     from hyrl.rollout.base import SamplingParams
     from hyrl.rollout.sglang.engine import SGLangEngine
-    from hyrl.rollout.sglang.server import SGLangServerProcess
-    from hyrl.rollout.sglang.weight_sync import free_port
+    from hyrl.rollout.sglang.server import SGLangServerProcess, free_port
 
     path, model = tiny_checkpoint
     server = SGLangServerProcess(

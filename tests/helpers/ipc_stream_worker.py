@@ -1,5 +1,6 @@
-"""Run by torchrun (2 gloo ranks) from tests/unit/rollout/test_colocated_ipc.py: colocated tensor
-sync, each engine TP rank fed by the training rank on its GPU. Rank 0 hosts the fake server (TP 2).
+"""Run by torchrun (2 gloo ranks) from tests/unit/weight_sync/test_colocated_ipc.py: colocated
+tensor sync (hyrl.weight_sync.tensor.send_by_cuda_ipc on every rank, ColocatedTensorSync on rank
+0), each engine TP rank fed by the training rank on its GPU. Rank 0 hosts the fake server (TP 2).
 
 Usage: torchrun --nproc-per-node 2 tests/helpers/ipc_stream_worker.py OUT.json ok|fail
 """
@@ -14,11 +15,13 @@ from fake_sglang_server import (
     pickle_deserializer,
     pickle_serializer,
 )
+from torch_ranks import DefaultGroupRanks
 
 from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
 from hyrl.models.weight_buckets import iter_buckets
 from hyrl.rollout.sglang.client import SGLangClient
-from hyrl.rollout.sglang.colocated import ColocatedTensorSync, match_engine_ranks, stream_by_ipc
+from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync, match_engine_ranks
+from hyrl.weight_sync.tensor import send_by_cuda_ipc
 
 
 def main(out_path: str, scenario: str) -> None:
@@ -37,10 +40,10 @@ def main(out_path: str, scenario: str) -> None:
             fake.fail("/update_weights_from_tensor")
         sync = ColocatedTensorSync([SGLangClient(fake.url)], engine_ranks)
     try:
-        stats = stream_by_ipc(buckets, sync, pickle_serializer)
+        send_by_cuda_ipc(buckets, DefaultGroupRanks(), sync, pickle_serializer)
         result["error"] = None
         if rank == 0:
-            result["buckets"] = stats.buckets
+            result["buckets"] = sync.last_stats.buckets
     except Exception as err:  # noqa: BLE001 - the test reads it
         result["error"] = f"{type(err).__name__}: {err}"
     if rank == 0:

@@ -210,12 +210,26 @@ RULES = {
             "hyrl.rollout.build",
         ),
     ),
-    # hyrl.backends.base is the TrainBackend protocol, an interface: anyone may name it
-    "rollout does not import backends": (
-        ("hyrl.rollout",),
-        ("hyrl.backends.megatron", "hyrl.backends.factory"),
-    ),
+    # the engines know nothing of the trainer, not even its TrainBackend protocol: the trainer
+    # and the engines meet in hyrl.weight_sync only
+    "rollout imports nothing of backends": (("hyrl.rollout",), ("hyrl.backends",)),
     "backends do not import rollout": (("hyrl.backends",), ("hyrl.rollout",)),
+    "the engines and the trainer backends do not import the weight sync that joins them": (
+        ("hyrl.rollout", "hyrl.backends"),
+        ("hyrl.weight_sync",),
+    ),
+    # a mode reaches the trainer through TrainBackend and an engine through RolloutEngine
+    "weight sync imports no backend internals, engine package or loop": (
+        ("hyrl.weight_sync",),
+        (
+            "hyrl.backends.megatron",
+            "hyrl.backends.factory",
+            "hyrl.rollout.sglang",
+            "megatron",
+            "sglang",
+            *LOOP,
+        ),
+    ),
     "nothing imports upward into the command line or the loop": (
         ("hyrl",),
         ("hyrl.cli", *LOOP),
@@ -232,6 +246,12 @@ RULES = {
         ("hyrl",),
         ("hyrl.backends.megatron.cpu_compat",),
         ("hyrl.backends.megatron",),
+    ),
+    # the one door into an engine's package: its preflight, serializer and engines go through it
+    "only the engine factory imports the SGLang engine package": (
+        ("hyrl",),
+        ("hyrl.rollout.sglang",),
+        ("hyrl.rollout.sglang", "hyrl.rollout.build"),
     ),
     "SGLang is imported only by the SGLang engine package": (
         ("hyrl",),
@@ -257,6 +277,11 @@ def test_import_rule(rule):
 def test_a_broken_rule_is_reported():
     # The check can fail: the loop does import the backend factory, so forbidding it reports it.
     assert any("hyrl.trainer" in v for v in _violations(LOOP, ("hyrl.backends.factory",)))
+    # ... and the engine factory imports the SGLang package, the rule's one allowed importer
+    assert any(
+        v.startswith("hyrl.rollout.build ")
+        for v in _violations(("hyrl",), ("hyrl.rollout.sglang",))
+    )
 
 
 def test_no_checkpoint_module_imports_a_backend_when_it_is_imported():

@@ -22,11 +22,11 @@ Semantics:
 * ``update_weights_stream(buckets)`` receives FULL tensors under Hugging Face checkpoint names,
   bucket by bucket: the trainer gathers the TP shards and EP experts one parameter at a time and
   renames them through hyrl's HF<->Megatron mapping table (``hyrl.models.qwen3_moe.hf_mapping``).
-  Each bucket is sent with the chosen strategy (``weight_sync.py``: "tensor" | "distributed" |
+  Each bucket is sent with the chosen strategy (``weight_sync/``: "tensor" | "distributed" |
   "disk"; ``weight_sync_options`` go to its constructor) before the next one is taken. The
   engine is a ``BucketReceiver``: engines on Ray get the same stream as begin / bucket / end
   calls. ``update_weights(hf_state_dict)`` takes a whole state dict (fused experts), split into
-  the per-expert checkpoint names (``weight_sync.checkpoint_named_tensors``) and cut into
+  the per-expert checkpoint names (``weight_sync.payload.checkpoint_named_tensors``) and cut into
   buckets of ``buffer_bytes``. Weights are
   sent to ``weight_sync_urls`` - each server directly, never through a router, which does not
   fan weight routes out - defaulting to ``[base_url]``. ``last_sync_stats`` holds the
@@ -48,13 +48,11 @@ from hyrl.models.weight_buckets import NamedTensors
 from hyrl.rollout.base import BucketReceiver, Generation, SamplingParams
 from hyrl.rollout.sglang.client import SGLangClient
 from hyrl.rollout.sglang.server import SGLangServerProcess
-from hyrl.rollout.sglang.weight_sync import (
-    DiskWeightSync,
-    DistributedWeightSync,
-    SyncStats,
-    TensorWeightSync,
-    checkpoint_named_tensors,
-)
+from hyrl.rollout.sglang.weight_sync.disk import DiskWeightSync
+from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
+from hyrl.rollout.sglang.weight_sync.session import SyncStats
+from hyrl.rollout.sglang.weight_sync.tensor import TensorWeightSync
 
 WEIGHT_SYNC_MODES = {
     "tensor": TensorWeightSync,
@@ -143,6 +141,11 @@ class SGLangEngine(BucketReceiver):
         stats = self.weight_sync.end(succeeded)
         if succeeded:
             self.last_sync_stats = stats
+
+    @property
+    def last_request_latencies_s(self) -> list[float]:
+        """Per prompt of the latest generate: seconds from its request to its answer."""
+        return self.client.last_request_latencies_s
 
     def server_url(self) -> str:
         """The URL this engine generates from (its own server when it launched one)."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -100,6 +101,13 @@ def strip_sglang_prefix(extra_flags: Sequence[str]) -> list[str]:
         else:
             flags.append(token)  # the value of the previous flag
     return check_not_managed(flags)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now: a server's, or a weight-update group's rendezvous."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> str:

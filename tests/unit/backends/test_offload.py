@@ -177,7 +177,7 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
     side.cfg = SimpleNamespace(colocate=True)
     side.engine, side.engines_released = _FakeEngine(events), True
 
-    class _Transfer:  # what the real WeightSync does first on rank 0, then it reads the weights
+    class _Transfer:  # what a real weight-sync mode does first on rank 0, then reads the weights
         def sync(self, synced_actor, engine, resume_engines):
             resume_engines()
             events.append(

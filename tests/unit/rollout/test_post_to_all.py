@@ -1,13 +1,14 @@
-"""Every engine at once (hyrl/rollout/sglang/weight_sync.py ``post_to_all``): one bucket's post
-goes to every server concurrently, and returns only once every server has answered."""
+"""Every engine at once (hyrl/rollout/sglang/weight_sync/session.py ``post_to_all``): one
+bucket's post goes to every server concurrently, and returns only once every server has
+answered."""
 
 import threading
 import time
 
 import pytest
 
-from hyrl.rollout.sglang.colocated import ColocatedTensorSync
-from hyrl.rollout.sglang.weight_sync import TensorWeightSync, _SyncCounters, post_to_all
+from hyrl.rollout.sglang.weight_sync.session import SyncCounters, post_to_all
+from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync, TensorWeightSync
 
 
 class BarrierClient:
@@ -47,8 +48,8 @@ def test_colocated_sync_posts_each_engine_its_ranks_payloads_at_once():
     barrier = threading.Barrier(2)
     clients = [BarrierClient(barrier), BarrierClient(barrier)]
     sync = ColocatedTensorSync(clients, [[1, 0], [2, 3]])  # type: ignore[arg-type]
-    sync._open = _SyncCounters(start=time.perf_counter())  # as begin() opens it
-    sync.send_payloads(["r0", "r1", "r2", "r3"], num_bytes=8)
+    sync._open = SyncCounters(start=time.perf_counter())  # as begin() opens it
+    sync.load_ipc_payloads(["r0", "r1", "r2", "r3"], num_bytes=8)
     assert clients[0].posts == [["r1", "r0"]] and clients[1].posts == [["r2", "r3"]]
 
 
@@ -58,6 +59,6 @@ def test_tensor_sync_posts_every_server_at_once():
     barrier = threading.Barrier(2)
     clients = [BarrierClient(barrier), BarrierClient(barrier)]
     sync = TensorWeightSync(clients, 1 << 20, tp_size=2, serializer=lambda named: "payload")  # type: ignore[arg-type]
-    sync._open = _SyncCounters(start=time.perf_counter())  # as begin() opens it
+    sync._open = SyncCounters(start=time.perf_counter())  # as begin() opens it
     sync.send([("w", torch.ones(2))])
     assert [c.posts for c in clients] == [[["payload", "payload"]]] * 2

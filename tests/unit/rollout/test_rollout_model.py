@@ -11,7 +11,7 @@ import json
 from qwen_checkpoint import ENDOFTEXT, IM_END, qwen_checkpoint
 
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B, TINY
-from hyrl.rollout.build import rollout_eos_ids, write_rollout_model
+from hyrl.rollout.sglang.launch import rollout_eos_ids, write_rollout_model
 
 
 def test_eos_ids_come_from_the_checkpoint_then_the_tokenizer(tmp_path):

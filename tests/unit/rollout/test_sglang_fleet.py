@@ -1,4 +1,4 @@
-"""SGLangFleet (hyrl/rollout/build.py): SGLang engine actors on Ray, weight sync through the
+"""SGLangFleet (hyrl/rollout/sglang/fleet.py): SGLang engine actors on Ray, weight sync through the
 fleet or over a broadcast group, memory release for colocation.
 
 Protocol tests: the engine actors drive tests/helpers/fake_sglang_server.py servers (a test double
@@ -23,9 +23,9 @@ from fake_sglang_server import (  # noqa: E402
 )
 
 from hyrl.rollout.base import SamplingParams  # noqa: E402
-from hyrl.rollout.build import SGLangFleet  # noqa: E402
 from hyrl.rollout.fleet import RolloutFleet  # noqa: E402
 from hyrl.rollout.sglang.engine import SGLangEngine  # noqa: E402
+from hyrl.rollout.sglang.fleet import SGLangFleet  # noqa: E402
 
 # neither this module nor the fake's can be imported by the Ray workers: ship them by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -120,8 +120,8 @@ def test_a_checkpoint_the_trainer_wrote_reaches_every_server_and_replacements(
     import functools
 
     from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.models.weight_buckets import write_index, write_shard
     from hyrl.rollout.base import DiskCheckpoint
-    from hyrl.rollout.sglang.weight_sync import write_index, write_shard
 
     checkpoint = tmp_path / "sync-000001"
     checkpoint.mkdir()
@@ -212,7 +212,7 @@ def test_distributed_sync_broadcasts_to_every_server_and_stages_nothing_for_repl
 def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path, monkeypatch):
     """What make_sglang_engine asks SGLang for (the launch itself needs a GPU: tests/gpu)."""
     from hyrl.models.qwen3_moe.config import TINY
-    from hyrl.rollout.build import make_sglang_engine, write_rollout_model
+    from hyrl.rollout.sglang.launch import make_sglang_engine, write_rollout_model
 
     launched = {}
 
@@ -271,7 +271,7 @@ def test_rollout_config_names_the_architecture_and_bfloat16_as_sglang_reads_them
     from transformers import AutoConfig
 
     from hyrl.models.qwen3_moe.config import TINY
-    from hyrl.rollout.build import write_rollout_model
+    from hyrl.rollout.sglang.launch import write_rollout_model
 
     model = write_rollout_model(TINY, tmp_path / "model", [EOS])
     written = json.loads((tmp_path / "model" / "config.json").read_text())
@@ -291,10 +291,12 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
     import functools
 
     import torch.distributed as dist
+    from torch_ranks import DefaultGroupRanks
 
     from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
     from hyrl.models.weight_buckets import iter_buckets
-    from hyrl.rollout.sglang.weight_sync import free_port
+    from hyrl.rollout.sglang.server import free_port
+    from hyrl.weight_sync.tensor import send_by_cuda_ipc
 
     urls = [f.url for f in fakes]
     fleet = RolloutFleet(
@@ -310,9 +312,8 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
     )
     try:
         engine.prepare_ipc_sync([("h", 0)])
-        engine.update_weights_by_ipc(
-            iter_buckets(split_fused_experts(hf_state_dict_with_shift(6.0)), 200), pickle_serializer
-        )
+        buckets = iter_buckets(split_fused_experts(hf_state_dict_with_shift(6.0)), 200)
+        send_by_cuda_ipc(buckets, DefaultGroupRanks(), engine, pickle_serializer)
         assert [f.shift for f in fakes] == [6, 6]
         assert engine.last_sync_stats.buckets == 4
         fakes[1].weights = {name: torch.zeros_like(t) for name, t in fakes[1].weights.items()}
@@ -322,9 +323,8 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
         fleet.call_all("server_url")  # returns once the replacement has started
         assert fakes[1].shift == 0  # nothing staged: it waits for the next sync
         engine.prepare_ipc_sync([("h", 0)])
-        engine.update_weights_by_ipc(
-            iter_buckets(split_fused_experts(hf_state_dict_with_shift(2.0)), 200), pickle_serializer
-        )
+        buckets = iter_buckets(split_fused_experts(hf_state_dict_with_shift(2.0)), 200)
+        send_by_cuda_ipc(buckets, DefaultGroupRanks(), engine, pickle_serializer)
         assert [f.shift for f in fakes] == [2, 2]
         generations = engine.generate(PROMPTS, PARAMS)
         assert [g.response_ids for g in generations] == [expected_tokens(p, 2) for p in PROMPTS]

@@ -21,13 +21,9 @@ from fake_sglang_server import (
 from hyrl.rollout.base import SamplingParams
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError, to_sglang_sampling_params
 from hyrl.rollout.sglang.engine import SGLangEngine
-from hyrl.rollout.sglang.server import SGLangServerProcess, strip_sglang_prefix
-from hyrl.rollout.sglang.weight_sync import (
-    DistributedWeightSync,
-    bucket_named_tensors,
-    checkpoint_named_tensors,
-    free_port,
-)
+from hyrl.rollout.sglang.server import SGLangServerProcess, free_port, strip_sglang_prefix
+from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+from hyrl.rollout.sglang.weight_sync.payload import bucket_named_tensors, checkpoint_named_tensors
 
 EOS = 1
 

@@ -219,7 +219,7 @@ def test_sglang_sync_frees_each_bucket_before_taking_the_next(mode, monkeypatch)
     from fake_sglang_server import FakeSGLangServer, pickle_serializer
 
     from hyrl.rollout.sglang.engine import SGLangEngine
-    from hyrl.rollout.sglang.weight_sync import free_port
+    from hyrl.rollout.sglang.server import free_port
 
     weights = {
         "model.embed_tokens.weight": torch.zeros(16, 4),

@@ -1,0 +1,161 @@
+"""The SGLang engines hyrl starts, as one RolloutEngine: a RolloutFleet of engine actors (each
+launching its server: ``launch.make_sglang_engine``) and the weight sync across them.
+
+    fleet = SGLangFleet(RolloutFleet(factory, ...), "distributed", buffer_bytes, gpus_per_engine)
+    fleet.generate(prompts, params)                 # the RolloutFleet's dispatch
+    fleet.update_weights_stream(buckets)            # by the run's weight-sync mode
+
+By mode (the trainer's side of each: hyrl.weight_sync):
+
+* "tensor" without --colocate and "disk": each bucket through the fleet to every engine actor,
+  which loads its own server (``weight_sync.tensor.TensorWeightSync`` on the server's GPU,
+  ``weight_sync.disk.DiskWeightSync``); a replacement engine loads the newest weights before it
+  serves. A checkpoint the trainer ranks wrote (``load_weights_from_disk``) goes to every actor.
+* "distributed": this process broadcasts each bucket over one NCCL group with every server
+  (``weight_sync.distributed.DistributedWeightSync``) and tells the fleet the engines synced; a
+  whole state dict (``update_weights``) is also staged for replacements.
+* "tensor" with --colocate: the training ranks hand each server CUDA IPC handles of their own
+  copies (``weight_sync.tensor.ColocatedTensorSync``); this process posts them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from hyrl.rollout.fleet import RolloutFleet
+    from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+    from hyrl.rollout.sglang.weight_sync.session import SyncStats
+    from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync
+
+
+class SGLangFleet:
+    """RolloutEngine over a RolloutFleet of SGLang engine actors.
+
+    generate: the fleet (placement, concurrency per engine, restarts, resubmission).
+    update_weights_stream (and update_weights, a whole dict): "tensor"/"disk" through the fleet,
+    bucket by bucket (each actor loads its own server, and a replacement loads the newest
+    weights before it serves); "distributed": this process broadcasts each bucket over one NCCL
+    group with every server and also hands the fleet the buckets, which only a replacement
+    engine reads (kept only with --rollout-max-restarts > 0).
+    release_memory/resume_memory: on every engine (--colocate).
+    """
+
+    def __init__(
+        self,
+        fleet: RolloutFleet,
+        mode: str,
+        buffer_bytes: int,
+        gpus_per_engine: int,
+        *,
+        backend: str = "nccl",
+        device: torch.device | None = None,
+    ):
+        self.fleet = fleet
+        self.mode = mode
+        self.last_sync_stats: SyncStats | None = None
+        self._distributed: DistributedWeightSync | None = None
+        # --colocate tensor: the servers fed by the training ranks
+        self._ipc_sync: ColocatedTensorSync | None = None
+        if mode == "distributed":
+            from hyrl.rollout.sglang.client import SGLangClient
+            from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+
+            urls = fleet.call_all("server_url")
+            if device is None:
+                device = torch.device("cuda", torch.cuda.current_device())
+            import ray
+
+            # the servers may run on other nodes: they rendezvous at this node's address
+            self._distributed = DistributedWeightSync(
+                [SGLangClient(url) for url in urls],
+                buffer_bytes,
+                master_address=ray.util.get_node_ip_address(),
+                backend=backend,
+                tp_sizes=gpus_per_engine,
+                device=device,
+            )
+            self._distributed.connect()
+
+    def generate(self, prompts, params):
+        return self.fleet.generate(prompts, params)
+
+    def update_weights(self, hf_state_dict) -> None:
+        if self._distributed is None:
+            self.fleet.update_weights(hf_state_dict)
+            self._collect_stats()
+            return
+        from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
+
+        self.last_sync_stats = self._distributed.sync(checkpoint_named_tensors(hf_state_dict))
+        self.fleet.stage_weights(hf_state_dict)
+
+    def update_weights_stream(self, buckets) -> None:
+        """tensor/disk: each bucket through the fleet to every engine actor; distributed: each
+        bucket broadcast from here. Nothing is kept for replacements (hyrl.rollout.fleet)."""
+        if self._distributed is None:
+            self.fleet.update_weights_stream(buckets)
+            self._collect_stats()
+            return
+        self.last_sync_stats = self._distributed.sync_buckets(buckets)
+        self.fleet.mark_synced()
+
+    def load_weights_from_disk(self, checkpoint) -> None:
+        """disk: every engine loads the checkpoint the trainer ranks wrote."""
+        self.fleet.load_weights_from_disk(checkpoint)
+        self._collect_stats()
+
+    def prepare_ipc_sync(self, rank_devices) -> None:
+        """--colocate tensor, before each sync: the servers' URLs (a replacement has a new one)
+        and which training rank sits on each server's GPUs (``rank_devices``: every training
+        rank's (host, GPU)); raises when an engine GPU has no training rank."""
+        from hyrl.rollout.sglang.client import SGLangClient
+        from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync, match_engine_ranks
+
+        urls = self.fleet.call_all("server_url")
+        # an engine keeps its bundle, so its GPUs, across replacements
+        engine_ranks = match_engine_ranks(rank_devices, self.fleet.engine_devices)
+        clients = [SGLangClient(url) for url in urls]
+        if self._ipc_sync is None:
+            self._ipc_sync = ColocatedTensorSync(clients, engine_ranks)
+        self._ipc_sync.clients, self._ipc_sync.engine_ranks = clients, engine_ranks
+
+    def begin_ipc_update(self, serializer) -> None:
+        """--colocate tensor, after ``prepare_ipc_sync``: rank 0's part of the training ranks'
+        CUDA IPC sync (hyrl.weight_sync.tensor.send_by_cuda_ipc): each server gets the handles
+        of the training ranks on its GPUs (``ColocatedTensorSync``)."""
+        assert self._ipc_sync is not None, "prepare_ipc_sync comes before each sync"
+        self._ipc_sync.begin_ipc_update(serializer)
+
+    def load_ipc_payloads(self, payloads, num_bytes: int) -> None:
+        assert self._ipc_sync is not None, "prepare_ipc_sync comes before each sync"
+        self._ipc_sync.load_ipc_payloads(payloads, num_bytes)
+
+    def end_ipc_update(self, succeeded: bool = True) -> None:
+        """Nothing is kept for replacements (hyrl.rollout.fleet)."""
+        assert self._ipc_sync is not None, "prepare_ipc_sync comes before each sync"
+        self._ipc_sync.end_ipc_update(succeeded)
+        if succeeded:
+            self.last_sync_stats = self._ipc_sync.last_stats
+            self.fleet.mark_synced()
+
+    def _collect_stats(self) -> None:
+        stats = [s for s in self.fleet.call_all("sync_stats") if s is not None]
+        self.last_sync_stats = max(stats, key=lambda s: s.elapsed_s) if stats else None
+
+    def release_memory(self) -> None:
+        self.fleet.call_all("release_memory")
+
+    def resume_memory(self) -> None:
+        self.fleet.call_all("resume_memory")
+
+    def close(self) -> None:
+        if self._distributed is not None:
+            self._distributed.close()
+        self.fleet.close()
+
+    def sync_metrics(self) -> dict[str, float]:
+        latest = self.last_sync_stats.metrics() if self.last_sync_stats is not None else {}
+        return {**self.fleet.sync_metrics(), **latest}
