@@ -69,3 +69,42 @@ def test_an_imported_set_trains_one_step_and_its_heldout_set_is_evaluated(tmp_pa
     assert 0.0 <= evaluation["eval/heldout/accuracy"] <= 1.0
     assert step["step"] == 1 and step["samples"] == 8 and step["actor/optimizer_steps"] == 1
     assert step["batch/prompts_per_step"] == 4
+
+
+def test_every_layouts_sample_imports_and_passes_hyrl_trains_data_checks(tmp_path, capsys):
+    # The problem/answer sets get an English instruction the tiny tokenizer cannot train on,
+    # so this is --preflight-only: every check that opens the files (records, labels, the
+    # tokenizer, the reward) before any process group, on each imported file.
+    samples = ROOT / "tests" / "data" / "import_samples"
+    out = {}
+    for name, preset in (
+        ("math500_sample.jsonl", "math500"),
+        ("aime_sample.parquet", "aime"),
+        ("dapo_sample.parquet", "dapo-math"),
+        ("slime_aime_sample.jsonl", "aime"),
+    ):
+        out[name] = tmp_path / f"{name.split('.')[0]}.jsonl"
+        assert hyrl_main(["data", "import", str(samples / name), "--preset", preset,
+                          "--out", str(out[name])]) == 0  # fmt: skip
+    capsys.readouterr()
+    evals = [arg for name in list(out)[1:] for arg in (name.split("_")[0], str(out[name]))]
+    proc = run_recipe(
+        tmp_path / "run",
+        "--preflight-only",
+        "--prompt-data", str(out["math500_sample.jsonl"]),
+        "--rm-type", "math",
+        "--eval-prompt-data", *evals,
+        recipe=GRPO_DATA,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bad = run_recipe(
+        tmp_path / "run2",
+        "--preflight-only",
+        "--prompt-data", str(out["math500_sample.jsonl"]),
+        "--label-key", "answer",  # the source's column, not the imported file's
+        "--rm-type", "math",
+        recipe=GRPO_DATA,
+        timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "no key 'answer' (--label-key)" in bad.stderr
