@@ -13,7 +13,8 @@ previous checkpoint in use.
 HYRL_TEST_GENERATION_DELAY_S=S: rank 0 sleeps S seconds after each engine call
 (RolloutSide._engine_call returns, out of the engine lock, so a rollout's first segment starts on
 the weights it found): a generation slower than --distributed-timeout-minutes, or one a weight
-sync lands in (--inflight-weight-updates).
+sync lands in (--inflight-weight-updates), or a rollout longer than --log-interval-s (the
+heartbeat).
 """
 
 from __future__ import annotations
