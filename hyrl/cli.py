@@ -48,8 +48,8 @@ commands:
 # command -> "module:function"; the module is imported only when its command runs, so
 # `hyrl cost` loads no torch. Each function takes the command's arguments, returns the exit code.
 COMMANDS = {
-    "train": "hyrl.train:main",
-    "eval": "hyrl.eval_cli:main",
+    "train": "hyrl.train.cli:main",
+    "eval": "hyrl.evaluation.cli:main",
     "sweep": "hyrl.batchsize.sweep_cli:main",
     "analyze": "hyrl.batchsize.analyze_cli:main",
     "profile-rollout": "hyrl.rollout.profile_cli:main",

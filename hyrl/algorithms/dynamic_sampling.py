@@ -2,7 +2,7 @@
 rewards are all equal has zero group-relative advantage, so it adds no gradient and only dilutes
 the batch. Such groups are dropped and more prompts generated until P groups with a signal are
 collected, which changes what a batch costs: `samples` stays the responses the update consumed,
-`samples_generated` counts every response decoded (hyrl.trainer records both)."""
+`samples_generated` counts every response decoded (hyrl.train.trainer records both)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What the RL loop needs from the trainer, whatever trains it: `TrainBackend` (the ranks,
 their collectives, the models' state) and `TrainedModel` (the actor and the critic). The
-loop (hyrl.trainer) talks only to these; hyrl.backends.megatron implements them."""
+loop (hyrl.train.trainer) talks only to these; hyrl.backends.megatron implements them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which TrainBackend trains: megatron-core today. Imported lazily, so the loop (hyrl.trainer)
+"""Which TrainBackend trains: megatron-core today. Imported lazily, so the loop (hyrl.train.trainer)
 names no backend package and loading it costs nothing until a run starts."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from hyrl.batchsize.analyze import AnalysisError, analyze, collect_runs, parse_target
-from hyrl.cli_args import parse_args
+from hyrl.config.parser import parse_or_exit_code
 
 
 def main(argv: list[str]) -> int:
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         help="alignment band: samples ratios within 1 +/- this (default 0.2)",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="where the report goes")
-    args = parse_args(parser, argv)
+    args = parse_or_exit_code(parser, argv)
     if isinstance(args, int):
         return args
     from hyrl.batchsize.report import print_summary, write_report

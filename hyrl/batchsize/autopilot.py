@@ -25,7 +25,7 @@ responses, which move with the actor's B, so when they no longer admit its B it 
 (a forced change, counted like any other): to its target when warm, else to the nearest
 allowed B below.
 
-Pure Python (no torch): the loop (`hyrl.trainer`) calls `RunAutopilot.observe` once per
+Pure Python (no torch): the loop (`hyrl.train.trainer`) calls `RunAutopilot.observe` once per
 rollout step on rank 0 and broadcasts `state_dict`, which also goes into the checkpoint so a
 resumed run continues with the same B, counters, last measurement and throughput table.
 """

@@ -13,7 +13,7 @@ import json
 import math
 import sys
 
-from hyrl.cli_args import parse_args
+from hyrl.config.parser import parse_or_exit_code
 
 
 class CostError(ValueError):
@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
         help="fraction of time cut, 0 <= F < 1 (0.1 = 10%%)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parse_args(parser, argv)
+    args = parse_or_exit_code(parser, argv)
     if isinstance(args, int):
         return args
     try:

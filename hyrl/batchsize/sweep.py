@@ -30,9 +30,9 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
 
 One concern per module: `sweep_plan` (arguments, members), `sweep_probe` (the recipe's dry
 runs), `sweep_record` (sweep.json and the member directories), this one (checking, running
-the members and the summary). Only the standard library, `hyrl.config`, `hyrl.metrics.run_dir` and
-`hyrl.recipes` (standard library only) and rich are imported: the trainer is reached through
-the recipe, as a subprocess.
+the members and the summary). Only the standard library, `hyrl.config`, `hyrl.metrics.run_dir`
+and `hyrl.config.recipe_dry_run` (standard library only) and rich are imported: the trainer is
+reached through the recipe, as a subprocess.
 """
 
 from __future__ import annotations

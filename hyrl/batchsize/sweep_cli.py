@@ -19,7 +19,7 @@ from hyrl.batchsize.sweep import (
     print_summary,
     run_sweep,
 )
-from hyrl.cli_args import parse_args
+from hyrl.config.parser import parse_or_exit_code
 
 
 def main(argv: list[str]) -> int:
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
         "it launches, print one line per member (its resolved values and the "
         "flags the sweep appends) and stop: nothing runs, nothing is written",
     )
-    args = parse_args(parser, argv)
+    args = parse_or_exit_code(parser, argv)
     if isinstance(args, int):
         return args
     if args.dry_run:

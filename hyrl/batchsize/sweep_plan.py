@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
+from hyrl.config.schedules import LR_SCALING_EXPONENTS, scaled_lr
 
 DEFAULT_MULTS = (1, 2, 4, 8, 16)
 DEFAULT_RULE = "sqrt"

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hyrl.batchsize.sweep_plan import SweepError, base_numbers, member_flags
-from hyrl.recipes import dry_run, error_lines
+from hyrl.config.recipe_dry_run import dry_run, error_lines
 
 PROBE_DIR = ".probe-never-created"
 DRY_RUN_DIR = ".dry-run-never-created"

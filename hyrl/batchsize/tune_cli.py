@@ -17,7 +17,7 @@ from hyrl.batchsize.tune import (
     run_tune,
     summary_lines,
 )
-from hyrl.cli_args import parse_args
+from hyrl.config.parser import parse_or_exit_code
 
 
 def main(argv: list[str]) -> int:
@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
         f"{DEFAULT_FRACTION})",
     )
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
-    args = parse_args(parser, argv)
+    args = parse_or_exit_code(parser, argv)
     if isinstance(args, int):
         return args
     try:

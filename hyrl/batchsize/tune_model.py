@@ -60,7 +60,7 @@ plans it).
    with t_gen, t_reward the worker's own (perf/worker_rollout_s, perf/worker_reward_s).
 4. Time (`predict`). T = S / R, so T(B) / T(B0) = [S(B)/S(B0)] / [R(B)/R(B0)].
 5. Recommendation (`recommend`): the candidate with the least predicted T (ties: the smaller
-   B), its lr = scaled_lr(lr0, B, B0, rule) (`hyrl.schedules`), its concurrency C(m), the
+   B), its lr = scaled_lr(lr0, B, B0, rule) (`hyrl.config.schedules`), its concurrency C(m), the
    same argmin at the low and high ends of the noise-scale spread (the uncertainty), and the
    B_noise interval over which it stays the fastest (`noise_range_of`): where that interval
    ends inside the spread, the recommendation flips there. Under PPO
@@ -79,8 +79,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from hyrl.batchsize.runs import finite_or_none as _finite
+from hyrl.config.schedules import scaled_lr
 from hyrl.metrics.run_dir import number as _num
-from hyrl.schedules import scaled_lr
 
 # perf/<stage>_s timers and how each scales with the batch (module docstring, step 3)
 DECODE_STAGES = ("rollout",)

@@ -2,7 +2,7 @@
 
 Each save writes `manifest.json` into the step directory (with the rest, before the rename that
 makes it complete): every file of the step and its size in bytes. Before a resume loads it
-(hyrl.preflight, then every rank: ``check_loadable``), the step is checked without reading its
+(hyrl.train.preflight, then every rank: ``check_loadable``), the step is checked without reading its
 tensors:
 
 - every file of the manifest is there with its size (a truncated or missing file is named);

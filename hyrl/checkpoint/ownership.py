@@ -9,7 +9,7 @@ is new and kept by every resume into it. Its checkpoints carry it:
 - every step's trainer_state.json (`run_id`, `run_dir`, and `config`: the resolved config the
   step was saved under).
 
-Before any process group (hyrl.preflight):
+Before any process group (hyrl.train.preflight):
 
 - ``check_save_dir``: --save DIR that belongs to another run is refused (naming --save),
   unless this run is that run (resumed into its own run directory). A --save directory with

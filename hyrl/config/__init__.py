@@ -8,7 +8,7 @@ command-line parser is generated from the fields (`--some-name` for field `some_
 world size (`validate`). Flags whose default is "none" mean "not given": `resolve` returns a
 `ResolvedConfig` with each of them replaced by the value it stands for (the global batch from
 P x G, the learning rate from the default or from a base recipe scaled to the global batch,
-see `hyrl.schedules.scaled_lr`, the critic's settings from the actor's under PPO), whose
+see `hyrl.config.schedules.scaled_lr`, the critic's settings from the actor's under PPO), whose
 resolved fields have resolved types (`global_batch_size: int`); `load` does all three (parse,
 validate, resolve) for the command line. All of them raise `ConfigError` (`errors`), which
 names the flag, the offending value and what is allowed, before any process group or model
@@ -16,11 +16,10 @@ exists.
 
 The package uses the standard library only (no torch, no megatron) so that it is quick to
 import and usable on a login node. The names below are its public face. The learning-rate
-rule it uses has its own owner (`hyrl.schedules`); the rollout layout (which engines, how many
-GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
+rule it uses has its own owner (`hyrl.config.schedules`); the rollout layout (which engines,
+how many GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 """
 
-from hyrl.config.applies import SGLANG_ONLY
 from hyrl.config.concerns.algorithm import old_log_probs_from_update
 from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
 from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
@@ -29,6 +28,7 @@ from hyrl.config.concerns.evaluation import eval_max_response_len, eval_pass_ks,
 from hyrl.config.concerns.mismatch import engine_returns_routing
 from hyrl.config.concerns.optimizer import DEFAULT_LR
 from hyrl.config.concerns.rollout import offloads_train
+from hyrl.config.conditional_flags import SGLANG_ONLY
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
 from hyrl.config.fields import GROUP_TITLES, GROUPS, ResolvedConfig, RunConfig
 from hyrl.config.parser import (

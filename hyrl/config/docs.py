@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from hyrl.config.applies import APPLIES_ONLY_WITH
+from hyrl.config.conditional_flags import APPLIES_ONLY_WITH
 from hyrl.config.errors import flag_name
 from hyrl.config.fields import GROUP_TITLES, GROUPS, _fields
 from hyrl.config.foreign import FOREIGN_FLAGS, SAME_MEANING
@@ -97,8 +97,8 @@ def render() -> str:
         "## Flags that apply only with another",
         "",
         "Given without the condition, these flags would do nothing, so validation refuses them "
-        "(`hyrl/config/applies.py`). In the texts, {--name} stands for the value of --name and "
-        "{flag} for the flag refused.",
+        "(`hyrl/config/conditional_flags.py`). In the texts, {--name} stands for the value of "
+        "--name and {flag} for the flag refused.",
         "",
         "| flags | apply only with | refused as | allowed |",
         "|---|---|---|---|",

@@ -26,7 +26,7 @@ from hyrl.config.concerns.rollout import RolloutFlags
 from hyrl.config.concerns.run import CheckpointFlags, RunFlags
 from hyrl.config.errors import flag_name
 from hyrl.config.rollout_layout import rollout_layout
-from hyrl.schedules import LR_SCALING_EXPONENTS
+from hyrl.config.schedules import LR_SCALING_EXPONENTS
 
 GROUPS = (
     "model",

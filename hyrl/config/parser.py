@@ -1,5 +1,6 @@
 """The `hyrl train` command line: the parser generated from RunConfig's fields, `parse_args`,
-SGLang pass-through flags and the recipe marker (`appended_wins`)."""
+SGLang pass-through flags and the recipe marker (`appended_wins`); and what every other `hyrl
+<command>`'s parser shares (`parse_or_exit_code`)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,15 @@ class _RaisingParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # argparse's API: called on a parse error
         raise ConfigError("command line", None, message, self.hint)
+
+
+def parse_or_exit_code(parser: argparse.ArgumentParser, argv: list[str]):
+    """argparse's namespace, or the exit code it asked for (2 on a bad flag, 0 on --help), so a
+    command's `main` returns its code instead of exiting the process."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 2
 
 
 def build_parser(prog: str = "hyrl train") -> argparse.ArgumentParser:

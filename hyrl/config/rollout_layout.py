@@ -54,7 +54,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
     """Resolve and check the rollout flags; raises ConfigError naming the flag.
 
     The flags that do not apply to the engine (SGLang-only flags with hf, engine flags with
-    --sglang-router-url) are refused before, by validation (`hyrl.config.applies`).
+    --sglang-router-url) are refused before, by validation (`hyrl.config.conditional_flags`).
 
     hf: --rollout-num-engines none = one engine in the trainer process; N = N engines as Ray
     actors with --rollout-num-gpus-per-engine GPUs each (none = 0). sglang: engines take

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 
-from hyrl.config.applies import check_applies_only_with
 from hyrl.config.concerns import (
     algorithm,
     autopilot,
@@ -23,6 +22,7 @@ from hyrl.config.concerns import (
     rollout,
     run,
 )
+from hyrl.config.conditional_flags import check_applies_only_with
 from hyrl.config.errors import ConfigError, _fail
 from hyrl.config.fields import ResolvedConfig, RunConfig
 from hyrl.config.kinds import _check_types
@@ -74,7 +74,7 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     Takes a config as parsed (flags not given still None) or a resolved one: it checks the
     values given, then resolves (see `resolve`) and checks the resolved values. Order: types,
     ranges, resolution (learning-rate scaling included), flags given without the condition
-    they apply under (`hyrl.config.applies`: PPO-only flags under grpo, SGLang-only flags
+    they apply under (`hyrl.config.conditional_flags`: PPO-only flags under grpo, SGLang-only flags
     under hf, ...), minimum learning rates against the resolved rates, parallel layout, batch
     divisibility (actor, --batch-schedule and its autopilot, batch ramp, then critic),
     algorithm/rollout/task (held-out split included), evaluation (pass@k, response length,

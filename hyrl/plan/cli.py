@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 from hyrl.config import ConfigError, RunConfig, load
+from hyrl.config.recipe_dry_run import dry_run, error_lines
 from hyrl.plan.make import check_fit, make_plan
 from hyrl.plan.render import format_plan
 from hyrl.plan.sync import LINK_FLAGS, Links
-from hyrl.recipes import dry_run, error_lines
 
 
 class PlanError(ValueError):
@@ -69,7 +69,7 @@ def recipe_dry_run(recipe: str, extra: list[str]) -> dict:
     if done.config is None:
         raise PlanError(
             f"{recipe} --dry-run printed no JSON on stdout (does it pass --dry-run "
-            "on to hyrl.train?)"
+            "on to hyrl.train.cli?)"
         )
     return done.config
 

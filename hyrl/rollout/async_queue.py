@@ -1,8 +1,8 @@
 """--async-rollout: rank 0's queue of rollouts generated ahead of the trainer.
 
-One background worker (a ThreadPoolExecutor of one thread) runs the rollout side's generation
+One background worker (a ThreadPoolExecutor of one thread) runs the rollout manager's generation
 and scoring of one rollout step per job, in submission order, so prompts leave the task in
-order. The engines are guarded by the rollout side's `EngineLock`, which the worker holds for
+order. The engines are guarded by the rollout manager's `EngineLock`, which the worker holds for
 each generation call and the trainer for each weight sync, and which a waiting sync takes
 before the worker's next call. Without --inflight-weight-updates a generation call is a whole round
 of responses, so no weights change in the middle of one; with it (hyrl.rollout.partial) a call
@@ -80,7 +80,7 @@ class QueuedRollout:
     """One rollout step's generation, as the worker made it."""
 
     batch: Any  # a RolloutBatch
-    routed: list | None  # the engine's routing, kept apart (RolloutSide.rollout)
+    routed: list | None  # the engine's routing, kept apart (RolloutManager.rollout)
     prompts: list  # the task's prompts it was generated for (regenerate takes them)
     # the policy version of each generation call (one per round; per segment,
     # --inflight-weight-updates)

@@ -16,7 +16,7 @@ from hyrl.models.weight_buckets import NamedTensors
 
 class GenerationProgress:
     """Responses generated of the engine call in progress in this process, for the heartbeat of
-    a job's log. The rollout side opens a count around each engine call (`counting`), and
+    a job's log. The rollout manager opens a count around each engine call (`counting`), and
     whoever in this process sees responses finish adds them: the SGLang client per answer, the
     hf engine per chunk, the Ray fleet per chunk an engine returns (an engine actor's own
     count stays in its process). Thread-safe; `snapshot` is (done, total) or None between
@@ -77,7 +77,7 @@ class Generation:
     # rows are the LAST positions of that range (the earlier ones are routed by the trainer).
     routed_experts: torch.Tensor | None = None
     # --async-rollout: the policy version (weight syncs) that sampled each response token, set
-    # by the rollout side; tokens of one response differ only under --inflight-weight-updates
+    # by the rollout manager; tokens of one response differ only under --inflight-weight-updates
     response_versions: list[int] | None = None
 
 

@@ -2,7 +2,7 @@
 per-token policy versions it leaves behind.
 
 `generate_in_segments` asks for at most `segment_tokens` new tokens per engine call and feeds
-each unfinished response back as prompt + tokens so far, so the caller (the rollout side) can
+each unfinished response back as prompt + tokens so far, so the caller (the rollout manager) can
 release the engine lock between calls; a weight sync that arrives then lands between two
 segments and the next segment continues the same responses with the new weights. Each token
 keeps the engine's log-prob and the policy version of the call that sampled it. Sampling is

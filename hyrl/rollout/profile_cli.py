@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hyrl.cli_args import parse_args
+from hyrl.config.parser import parse_or_exit_code
 
 if TYPE_CHECKING:  # not imported when run: the flags are checked before torch is imported
     from hyrl.rollout.base import RolloutEngine
@@ -101,7 +101,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0, help="prompt order and weights (default 0)")
     parser.add_argument("--json", action="store_true", help="print profile.json to stdout")
     parser.add_argument("--out", required=True, metavar="DIR", help="where the profile goes")
-    args = parse_args(parser, argv)
+    args = parse_or_exit_code(parser, argv)
     if isinstance(args, int):
         return args
     from hyrl.rollout.profile import ProfileError, validate_flags

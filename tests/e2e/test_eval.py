@@ -12,7 +12,7 @@ import pytest
 from recipe_runs import records, run_recipe
 from testpaths import DATA, ROOT
 
-from hyrl.eval_cli import main
+from hyrl.evaluation.cli import main
 
 
 @pytest.fixture(scope="module")

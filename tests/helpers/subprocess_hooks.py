@@ -11,7 +11,7 @@ HYRL_TEST_CRASH_IN_SAVE=N: every rank os._exit(17) in the middle of the save aft
 N, once the first model (the actor) is written and nothing else: a crash mid-save must leave the
 previous checkpoint in use.
 HYRL_TEST_GENERATION_DELAY_S=S: rank 0 sleeps S seconds after each engine call
-(RolloutSide._engine_call returns, out of the engine lock, so a rollout's first segment starts on
+(RolloutManager._engine_call returns, out of the engine lock, so a rollout's first segment starts on
 the weights it found): a generation slower than --distributed-timeout-minutes, or one a weight
 sync lands in (--inflight-weight-updates), or a rollout longer than --log-interval-s (the
 heartbeat).
@@ -31,9 +31,9 @@ from types import ModuleType
 HOOK_SITE = Path(__file__).resolve().parent / "hook_site"
 
 
-def _delay_each_generation(side: ModuleType) -> None:
+def _delay_each_generation(manager: ModuleType) -> None:
     delay_s = float(os.environ["HYRL_TEST_GENERATION_DELAY_S"])
-    engine_call = side.RolloutSide._engine_call
+    engine_call = manager.RolloutManager._engine_call
 
     @functools.wraps(engine_call)
     def engine_call_then_sleep(self, prompt_ids, sampling):
@@ -41,7 +41,7 @@ def _delay_each_generation(side: ModuleType) -> None:
         time.sleep(delay_s)  # after the call, outside the lock: a sync may land in the pause
         return result
 
-    side.RolloutSide._engine_call = engine_call_then_sleep
+    manager.RolloutManager._engine_call = engine_call_then_sleep
 
 
 def _crash_in_save(train_checkpoint: ModuleType) -> None:
@@ -76,7 +76,7 @@ def _die_as_a_killed_job() -> None:
 # variable -> (the module patched, the patch, given the module just imported)
 HOOKS: dict[str, tuple[str, Callable[[ModuleType], None]]] = {
     "HYRL_TEST_CRASH_IN_SAVE": ("hyrl.backends.megatron.train_checkpoint", _crash_in_save),
-    "HYRL_TEST_GENERATION_DELAY_S": ("hyrl.rollout.side", _delay_each_generation),
+    "HYRL_TEST_GENERATION_DELAY_S": ("hyrl.rollout.manager", _delay_each_generation),
 }
 
 

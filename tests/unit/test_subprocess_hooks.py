@@ -13,8 +13,8 @@ from testpaths import ROOT
 # each hooked function, printed as "patched" or "hyrl's own" by a fresh interpreter
 PROBE = """
 from hyrl.backends.megatron import train_checkpoint
-from hyrl.rollout import side
-for hooked in (train_checkpoint.save_mcore, side.RolloutSide._engine_call):
+from hyrl.rollout import manager
+for hooked in (train_checkpoint.save_mcore, manager.RolloutManager._engine_call):
     print("patched" if hasattr(hooked, "__wrapped__") else "hyrl's own")
 """
 

@@ -253,7 +253,7 @@ def check_ramp(c: ResolvedConfig, world_size: int) -> None:
     """--batch-ramp starts at B and ends at a B the layout can split (`batch_ramp_unit`)."""
     if c.batch_ramp is None:
         return
-    from hyrl.schedules import parse_batch_ramp
+    from hyrl.config.schedules import parse_batch_ramp
 
     try:
         start, end, _ = parse_batch_ramp(c.batch_ramp)

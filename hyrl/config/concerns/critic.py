@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hyrl.config.concerns.optimizer import rate_origin, resolve_rate
 from hyrl.config.errors import _fail, divisors
 from hyrl.config.kinds import _opt
-from hyrl.schedules import LR_SCALING_EXPONENTS
+from hyrl.config.schedules import LR_SCALING_EXPONENTS
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig

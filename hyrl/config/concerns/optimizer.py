@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail, flag_name
 from hyrl.config.kinds import _opt
-from hyrl.schedules import LR_SCALING_EXPONENTS, scaled_lr
+from hyrl.config.schedules import LR_SCALING_EXPONENTS, scaled_lr
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig

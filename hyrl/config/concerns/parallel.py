@@ -257,7 +257,7 @@ def check_layout(c: RunConfig, world_size: int) -> None:
 
 def check_virtual_pipeline(c: RunConfig) -> None:
     """Virtual pipeline stages (megatron's interleaved schedule): each pipeline rank's L / PP
-    layers split into V >= 2 chunks of N layers (PP > 1: `hyrl.config.applies`)."""
+    layers split into V >= 2 chunks of N layers (PP > 1: `hyrl.config.conditional_flags`)."""
     per_layer = c.num_layers_per_virtual_pipeline_stage
     per_rank = c.num_virtual_stages_per_pipeline_rank
     if per_layer is None and per_rank is None:

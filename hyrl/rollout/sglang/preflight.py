@@ -1,5 +1,5 @@
 """The SGLang engine's flag checks against this machine and the installed sglang, before any
-process group (hyrl.preflight calls them): a refused flag exits 2 naming it."""
+process group (hyrl.train.preflight calls them): a refused flag exits 2 naming it."""
 
 from __future__ import annotations
 

@@ -158,22 +158,22 @@ class _OneRank:
 def test_trainer_parks_training_state_before_the_engines_resume_and_weights_after_the_sync(
     distributed,
 ):
-    """The colocated sequence of the loop (hyrl.handover.EngineHandover) on one rank, the
-    engine and the weight transfer faked: at the sync the grads and Adam states are gone and
-    the weights are there; after it nothing is left on the device until the engines have
+    """The colocated sequence of the loop (hyrl.train.sync_and_offload.SyncAndOffload) on one
+    rank, the engine and the weight transfer faked: at the sync the grads and Adam states are
+    gone and the weights are there; after it nothing is left on the device until the engines have
     released their memory again."""
     from types import SimpleNamespace
 
-    from hyrl.handover import EngineHandover
     from hyrl.metrics.timers import StageTimers
-    from hyrl.rollout.side import RolloutSide
+    from hyrl.rollout.manager import RolloutManager
+    from hyrl.train.sync_and_offload import SyncAndOffload
 
     torch.manual_seed(0)
     actor = _actor(bf16=False)
     batch = _batch(actor, seed=1)
     actor.train_step(batch, batch.num_response_tokens, lr=1e-3)
     events = []
-    side = RolloutSide.__new__(RolloutSide)  # rank 0's engines, faked
+    side = RolloutManager.__new__(RolloutManager)  # rank 0's engines, faked
     side.cfg = SimpleNamespace(colocate=True)
     side.engine, side.engines_released = _FakeEngine(events), True
 
@@ -189,7 +189,7 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
             )
             return {}
 
-    handover = EngineHandover(_OneRank(), side, _Transfer(), offloading=True)
+    sync_and_offload = SyncAndOffload(_OneRank(), side, _Transfer(), offloading=True)
     numel = sum(p.numel() for p in actor.model.parameters())
     resident = (
         sum(g.numel() * g.element_size() for g in _grad_buffers(actor))
@@ -200,19 +200,19 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
     before = _snapshot(actor)
 
     timers = StageTimers()
-    handover.sync(actor, None, timers)
+    sync_and_offload.sync(actor, None, timers)
     assert events == ["engines resume", {"grads": 0, "adam": 0, "weights": numel * 4}]
     assert all(p.untyped_storage().nbytes() == 0 for p in actor.model.parameters())
-    assert handover.metrics["perf/offload_freed_bytes"] == resident
-    assert handover.trainer_offloaded and set(timers.pop()) == {
+    assert sync_and_offload.metrics["perf/offload_freed_bytes"] == resident
+    assert sync_and_offload.trainer_offloaded and set(timers.pop()) == {
         "perf/offload_s",
         "perf/weight_sync_s",
     }
 
-    handover.reclaim([actor])  # what a checkpoint does: engines first, then the trainer
-    assert events[-1] == "engines release" and not handover.trainer_offloaded
+    sync_and_offload.reclaim([actor])  # what a checkpoint does: engines first, then the trainer
+    assert events[-1] == "engines release" and not sync_and_offload.trainer_offloaded
     after = _snapshot(actor)
     for part in before:
         assert _bitwise_equal(after[part], before[part]), part
-    handover.restore([actor], StageTimers())  # nothing offloaded: nothing to do
+    sync_and_offload.restore([actor], StageTimers())  # nothing offloaded: nothing to do
     assert _bitwise_equal(_snapshot(actor)["adam"], before["adam"])

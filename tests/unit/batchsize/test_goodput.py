@@ -25,7 +25,7 @@ from hyrl.batchsize.goodput import (
 )
 from hyrl.batchsize.tune_model import samples_ratio
 from hyrl.config import ConfigError, parse_args, resolve, validate
-from hyrl.preflight import preflight
+from hyrl.train.preflight import preflight
 
 STAGES = {"rollout": 1.0, "actor_train": 0.5, "weight_sync": 0.2, "overhead": 0.1}
 ALLOWED = [128, 256, 512]

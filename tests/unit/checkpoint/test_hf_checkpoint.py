@@ -22,7 +22,7 @@ def test_actor_reference_and_engine_hold_the_checkpoint_weights(hf_dir, tmp_path
     from transformers import Qwen3MoeForCausalLM
 
     from hyrl.backends.megatron.model import destroy_distributed
-    from hyrl.trainer import Trainer
+    from hyrl.train.trainer import Trainer
 
     expected = Qwen3MoeForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).state_dict()
     cfg = load(
@@ -42,7 +42,7 @@ def test_actor_reference_and_engine_hold_the_checkpoint_weights(hf_dir, tmp_path
     trainer = Trainer(cfg, world_size=1)
     try:
         actor_weights = trainer.actor.export_hf_state_dict()
-        engine_weights = trainer.rollout_side.engine.model.state_dict()
+        engine_weights = trainer.rollout_manager.engine.model.state_dict()
         assert actor_weights.keys() == expected.keys()
         for name, tensor in expected.items():
             assert torch.equal(actor_weights[name], tensor), name
@@ -88,7 +88,7 @@ def test_weights_that_config_json_does_not_describe_are_refused_before_any_proce
 ):
     from safetensors.torch import load_file, save_file
 
-    from hyrl.preflight import preflight
+    from hyrl.train.preflight import preflight
 
     other = _copy_without_weights(hf_dir, tmp_path / "other")
     tensors = load_file(hf_dir / "model.safetensors")

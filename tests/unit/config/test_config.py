@@ -23,7 +23,7 @@ from hyrl.config import (
     validate,
     world_size_from_env,
 )
-from hyrl.config.applies import SGLANG_ONLY
+from hyrl.config.conditional_flags import SGLANG_ONLY
 from hyrl.config.rollout_layout import rollout_layout
 
 
@@ -141,7 +141,7 @@ def test_config_module_imports_neither_torch_nor_megatron():
 def test_no_config_module_nor_the_rollout_layout_imports_torch_or_megatron():
     code = (
         "import sys, hyrl.config.rollout_layout; from hyrl.config import *; "
-        "import hyrl.config.applies, hyrl.config.docs, hyrl.config.validate; "
+        "import hyrl.config.conditional_flags, hyrl.config.docs, hyrl.config.validate; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'megatron')]; "
         "assert not bad, bad"
     )

@@ -1,5 +1,5 @@
-"""Specification of hyrl.config.applies: a flag that applies only under a condition is refused,
-not ignored, when given without it; one table says which flags and when."""
+"""Specification of hyrl.config.conditional_flags: a flag that applies only under a condition is
+refused, not ignored, when given without it; one table says which flags and when."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from hyrl.config import ConfigError, RunConfig, build_parser, parse_args, validate
-from hyrl.config.applies import APPLIES_ONLY_WITH
+from hyrl.config.conditional_flags import APPLIES_ONLY_WITH
 
 
 def test_every_row_restricts_declared_fields_under_a_condition_in_flag_terms():

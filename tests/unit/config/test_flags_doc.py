@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from hyrl.config import EXCLUSIVE_FLAGS, GROUP_TITLES, RunConfig, flag_name
-from hyrl.config.applies import APPLIES_ONLY_WITH
+from hyrl.config.conditional_flags import APPLIES_ONLY_WITH
 from hyrl.config.docs import FLAGS_MD, RECIPES_MD, REGENERATE, recipes_with_foreign, render
 from hyrl.config.foreign import FOREIGN_FLAGS, SAME_MEANING
 

@@ -24,7 +24,7 @@ class FakeBatch:
 
 class FakeSide:
     """Draws prompts 0, 1, 2, ... in order, generates under an engine lock with the version
-    the engines hold, as RolloutSide.rollout_versioned does; logs what ran on which thread."""
+    the engines hold, as RolloutManager.rollout_versioned does; logs what ran on which thread."""
 
     def __init__(self, prompts_per_step: int = 2, delay_s: float = 0.0):
         self.lock = threading.Lock()

@@ -278,8 +278,8 @@ def test_a_waiting_weight_sync_goes_before_the_workers_next_segment():
 
 
 class SegmentedSide:
-    """RolloutSide's use of the lock under --inflight-weight-updates: each rollout is P = 2 prompts
-    generated in 6 segments of one token, each segment a call under the lock at the engines'
+    """RolloutManager's use of the lock under --inflight-weight-updates: each rollout is P = 2
+    prompts generated in 6 segments of one token, each segment a call under the lock at the engines'
     version, 20 ms apart; the trainer's sync moves the version under the lock."""
 
     def __init__(self):

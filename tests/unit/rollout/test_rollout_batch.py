@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hyrl.evaluation import eval_schedule
+from hyrl.evaluation.heldout import eval_schedule
 from hyrl.rollout.base import Generation, RolloutBatch
 
 

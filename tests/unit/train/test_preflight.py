@@ -1,11 +1,12 @@
-"""Machine-dependent flag checks (hyrl.preflight) that refuse a run before any process group."""
+"""Machine-dependent flag checks (hyrl.train.preflight) that refuse a run before any process
+group."""
 
 import importlib.util
 
 import pytest
 
 from hyrl.config import ConfigError, parse_args, resolve
-from hyrl.preflight import preflight
+from hyrl.train.preflight import preflight
 
 
 def test_tensorboard_dir_without_the_tensorboard_package_is_refused(tmp_path, monkeypatch):

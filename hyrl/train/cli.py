@@ -1,6 +1,6 @@
 """`hyrl train FLAGS` (launch/*.sh run `python -m hyrl train` on every rank): parse and
 validate the flags, print the resolved configuration with --dry-run, or check this machine and
-run the loop (hyrl.trainer). Nothing heavier than the config is imported before the
+run the loop (hyrl.train.trainer). Nothing heavier than the config is imported before the
 flags are known to be valid: a refused flag costs no torch import."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
         world_size = world_size_from_env()
         cfg = load(argv, world_size)  # parsed, validated, every derived value resolved
         if not dry_run:  # a dry run plans for the cluster from any machine: no machine checks
-            from hyrl.preflight import preflight
+            from hyrl.train.preflight import preflight
 
             preflight(cfg)
     except ConfigError as err:
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps(cfg.to_dict(world_size), indent=2, sort_keys=True))
             print(describe_for_dry_run(cfg, world_size), file=sys.stderr)
         return 0
-    from hyrl.trainer import train
+    from hyrl.train.trainer import train
 
     run_dir = train(cfg, world_size)
     if os.environ.get("RANK", "0") == "0":
@@ -57,5 +57,5 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m hyrl.train FLAGS, the same as python -m hyrl train
+if __name__ == "__main__":  # python -m hyrl.train.cli FLAGS, the same as python -m hyrl train
     sys.exit(main(sys.argv[1:]))

@@ -13,7 +13,7 @@ from hyrl.config import RunConfig, eval_max_response_len, eval_pass_ks
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import SamplingParams
-from hyrl.rollout.side import RolloutSide
+from hyrl.rollout.manager import RolloutManager
 
 
 def eval_schedule(cfg: RunConfig) -> set[int]:
@@ -35,7 +35,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
-def evaluate(cfg: RunConfig, rollout: RolloutSide, device: torch.device) -> tuple[dict, float]:
+def evaluate(cfg: RunConfig, rollout: RolloutManager, device: torch.device) -> tuple[dict, float]:
     """mean@k accuracy and pass@k on each held-out set (one engine call for all of them) and
     its seconds; the training RNG stream is left untouched (device: where an in-process engine
     draws). Named sets (--eval-prompt-data) log eval/NAME/accuracy and eval/NAME/pass@K, and
@@ -90,38 +90,38 @@ def evaluate_model(
 ) -> tuple[dict, float, dict[str, int]] | None:
     """`evaluate` of a saved model, built as a run builds it (every rank): the backend at this
     layout with the actor's weights of step_dir (--load, resharded) or of cfg.hf_checkpoint,
-    rank 0's rollout side, the weights synced to its engines (hyrl.handover). Rank 0 gets
-    (metrics, seconds, prompts per set), the others None.
+    rank 0's rollout manager, the weights synced to its engines (hyrl.train.sync_and_offload).
+    Rank 0 gets (metrics, seconds, prompts per set), the others None.
 
     The engine samples from the checkpoint's saved RNG state (that of its rank 0) unless seed
     is given, then from torch.manual_seed(seed): a run that evaluated and saved at the same
     step evaluated from that very state, on the in-process hf engine (engines on Ray and
     SGLang servers sample with generators of their own)."""
     from hyrl.backends.factory import build_backend, shutdown_backend
-    from hyrl.handover import engine_handover
-    from hyrl.rollout.side import RolloutSide
+    from hyrl.rollout.manager import RolloutManager
+    from hyrl.train.sync_and_offload import sync_and_offload_for
 
     arch = Qwen3MoeArch.from_flags(cfg)
-    side: RolloutSide | None = None
+    manager: RolloutManager | None = None
     try:
         backend = build_backend(cfg, world_size, arch)
         rng = backend.load_weights(step_dir) if step_dir is not None else None
         if backend.rank == 0:
-            side = RolloutSide(cfg, world_size, arch, backend.device(), Path(cfg.run_dir))
-        handover = engine_handover(cfg, world_size, backend, side)
+            manager = RolloutManager(cfg, world_size, arch, backend.device(), Path(cfg.run_dir))
+        sync_and_offload = sync_and_offload_for(cfg, world_size, backend, manager)
         backend.wait_for_rank_0()  # rank 0 started the engines
-        handover.sync(backend.actor, backend.critic, StageTimers())
+        sync_and_offload.sync(backend.actor, backend.critic, StageTimers())
         result = None
-        if side is not None:
+        if manager is not None:
             if seed is not None:
                 torch.manual_seed(seed)
             elif rng is not None:  # last: nothing draws before the evaluation
                 backend.set_rng_state(rng)
-            metrics, eval_s = evaluate(cfg, side, backend.device())
-            result = metrics, eval_s, {name: len(p) for name, p in side.eval_sets.items()}
+            metrics, eval_s = evaluate(cfg, manager, backend.device())
+            result = metrics, eval_s, {name: len(p) for name, p in manager.eval_sets.items()}
         backend.wait_for_rank_0()  # the others wait for rank 0's evaluation, then all end
         return result
     finally:
-        if side is not None:
-            side.close()
+        if manager is not None:
+            manager.close()
         shutdown_backend()

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from hyrl import schedules
-from hyrl.config import ResolvedConfig, batch_ramp_unit
+from hyrl.config import ResolvedConfig, batch_ramp_unit, schedules
 
 
 class BatchSource(Protocol):

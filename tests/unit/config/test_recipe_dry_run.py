@@ -1,10 +1,11 @@
-"""hyrl.recipes: the one way `hyrl plan` and `hyrl sweep` ask a recipe for its configuration."""
+"""hyrl.config.recipe_dry_run: the one way `hyrl plan` and `hyrl sweep` ask a recipe for its
+configuration."""
 
 from __future__ import annotations
 
 import os
 
-from hyrl.recipes import dry_run, error_lines
+from hyrl.config.recipe_dry_run import dry_run, error_lines
 
 
 def recipe(tmp_path, body: str):

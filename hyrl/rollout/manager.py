@@ -45,7 +45,7 @@ def max_prompt_len(cfg: RunConfig) -> int:
     return cfg.max_position_embeddings - cfg.rollout_max_response_len
 
 
-class RolloutSide:
+class RolloutManager:
     def __init__(
         self,
         cfg: RunConfig,

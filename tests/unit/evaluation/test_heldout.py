@@ -1,4 +1,4 @@
-"""Specification of hyrl.evaluation: the unbiased pass@k estimator (Chen et al. 2021) on
+"""Specification of hyrl.evaluation.heldout: the unbiased pass@k estimator (Chen et al. 2021) on
 hand-computed numbers, and what evaluate logs per held-out set."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hyrl.config import parse_args, resolve
-from hyrl.evaluation import evaluate, pass_at_k
+from hyrl.evaluation.heldout import evaluate, pass_at_k
 from hyrl.rewards.pool import ScoredBatch
 from hyrl.rollout.base import Generation
 
@@ -57,7 +57,7 @@ def test_pass_at_k_refuses_counts_outside_their_ranges(n, c, k):
 
 
 class _Rollout:
-    """The part of RolloutSide evaluate uses: held-out sets, generate and score; each prompt's
+    """The part of RolloutManager evaluate uses: held-out sets, generate and score; each prompt's
     responses get the rewards listed for it, in order."""
 
     def __init__(self, sets: dict[str, list[list[float]]]):

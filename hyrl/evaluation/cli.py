@@ -1,5 +1,5 @@
 """`hyrl eval`: mean@k accuracy and pass@k of a saved model on held-out prompts, measured as a
-run's own evaluation measures them (hyrl.evaluation), reported as JSON and markdown.
+run's own evaluation measures them (hyrl.evaluation.heldout), reported as JSON and markdown.
 
     hyrl eval --load CKPT | --hf-checkpoint DIR [--eval-prompt-data [NAME] FILE ...]
               [--n-samples K] [--eval-temperature T] [--eval-pass-k 1,4] [--seed S]
@@ -344,7 +344,7 @@ def _choose_held_out_sets(values: dict, given: dict, subject: Subject) -> None:
                 "the held-out sets need a reward function to score the responses",
                 "exact_match, math, mcq, logic, or --custom-rm-path module:function",
             )
-        # The rollout side loads a training stream, which an evaluation never draws from: the
+        # The rollout manager loads a training stream, which an evaluation never draws from: the
         # first held-out file stands in for the run's training data (which may be gone).
         values["prompt_data"] = sets[1] if len(sets) > 1 else None
     elif subject.held_out_none and "task_eval_fraction" not in given:
@@ -506,7 +506,7 @@ def main(argv: list[str]) -> int:
             given = parse_eval_flags(argv)
             as_json, out = bool(given.pop("json", False)), given.pop("out", None)
             cfg, subject = eval_config(given, world_size, _engine_dir(stack, out, world_size))
-            from hyrl.preflight import preflight_evaluation
+            from hyrl.train.preflight import preflight_evaluation
 
             preflight_evaluation(cfg, world_size)
         except ConfigError as err:
@@ -524,7 +524,7 @@ def main(argv: list[str]) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        from hyrl.evaluation import evaluate_model
+        from hyrl.evaluation.heldout import evaluate_model
 
         with _stdout_to_stderr():
             step_dir = Path(subject.path) if subject.kind == "checkpoint" else None

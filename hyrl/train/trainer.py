@@ -1,5 +1,5 @@
-"""The RL loop. Every rank runs `Trainer.run`; rank 0 also owns the rollout side (the engines,
-the task, the rewards). hyrl.train.main validates the flags and calls `train` here.
+"""The RL loop. Every rank runs `Trainer.run`; rank 0 also owns the rollout manager (the engines,
+the task, the rewards). hyrl.train.cli.main validates the flags and calls `train` here.
 
 One rollout step (`Trainer.rollout_step`):
   prepare  prompts -> responses (engine) -> rewards -> old log-probs -> advantages
@@ -10,7 +10,7 @@ One rollout step (`Trainer.rollout_step`):
   log      one record per actor optimizer step
 Under --async-rollout rank 0 takes the rollout from a queue generated ahead by a worker thread
 (hyrl.rollout.async_queue) and tops it up before training on it; the weight sync holds the
-rollout side's engine lock, so it never lands in the middle of an engine call (with
+rollout manager's engine lock, so it never lands in the middle of an engine call (with
 --inflight-weight-updates it lands between the segments of one generation).
 The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
 hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
@@ -38,8 +38,7 @@ from hyrl.config import (
     engine_returns_routing,
     old_log_probs_from_update,
 )
-from hyrl.evaluation import eval_schedule, evaluate
-from hyrl.handover import engine_handover
+from hyrl.evaluation.heldout import eval_schedule, evaluate
 from hyrl.metrics import flops
 from hyrl.metrics.progress import ProgressReport
 from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
@@ -48,9 +47,10 @@ from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
-from hyrl.rollout.side import RolloutSide
-from hyrl.rows import DataParallelRows, all_rows, scatter_routing
-from hyrl.step_plan import StepPlan
+from hyrl.rollout.manager import RolloutManager
+from hyrl.train.data_parallel import DataParallelRows, all_rows, scatter_routing
+from hyrl.train.step_plan import StepPlan
+from hyrl.train.sync_and_offload import sync_and_offload_for
 
 
 class TrainingStopped(RuntimeError):
@@ -61,7 +61,7 @@ PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
 class Trainer:
-    """The loop on one rank: the backend's actor (and critic), rank 0's rollout side, the
+    """The loop on one rank: the backend's actor (and critic), rank 0's rollout manager, the
     weight sync between them, and the records of the run."""
 
     def __init__(self, cfg: ResolvedConfig, world_size: int):
@@ -101,11 +101,11 @@ class Trainer:
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
-        self.rollout_side: RolloutSide | None = None  # rank 0's: engines, task, rewards
+        self.rollout_manager: RolloutManager | None = None  # rank 0's: engines, task, rewards
         self._previous_handlers = {}
         if self.rank == 0:
             print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
-            self.rollout_side = RolloutSide(
+            self.rollout_manager = RolloutManager(
                 cfg, world_size, self.arch, self.backend.device(), self.run_dir
             )
             # what the weights began from: a resume keeps its run's own statement
@@ -121,8 +121,10 @@ class Trainer:
             self.logger = RunDirectory(self.run_dir, wandb_run, tensorboard)
             self.logger.write_config(config)
             if self.resume_state is not None:
-                self.rollout_side.task.load_state_dict(self.resume_state["task"])
-        self.handover = engine_handover(cfg, world_size, self.backend, self.rollout_side)
+                self.rollout_manager.task.load_state_dict(self.resume_state["task"])
+        self.sync_and_offload = sync_and_offload_for(
+            cfg, world_size, self.backend, self.rollout_manager
+        )
         self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
         # --async-rollout: rank 0's queue of rollouts generated ahead (built in run)
         self.rollout_queue: RolloutQueue | None = None
@@ -166,18 +168,20 @@ class Trainer:
         return identity
 
     def _sync(self, timers: StageTimers | None = None, version: int | None = None) -> None:
-        """The weights to the engines (and --offload-train around it: hyrl.handover); version:
-        the policy version they are (None: unchanged). Rank 0 holds the engine lock: a
+        """The weights to the engines (and --offload-train around it: hyrl.train.sync_and_offload);
+        version: the policy version they are (None: unchanged). Rank 0 holds the engine lock: a
         generation on --async-rollout's worker finishes first, while the other ranks wait in
         the backend's wait group (no NCCL timeout there). With --inflight-weight-updates the
         worker's call is one segment, and the sync goes before its next one."""
-        side = self.rollout_side
-        with side.engine_lock.weight_sync() if side is not None else nullcontext():
+        manager = self.rollout_manager
+        with manager.engine_lock.weight_sync() if manager is not None else nullcontext():
             if self.cfg.async_rollout:
                 self.backend.wait_for_rank_0()
-            self.handover.sync(self.actor, self.critic, StageTimers() if timers is None else timers)
-            if side is not None and version is not None:
-                side.weights_version = version
+            self.sync_and_offload.sync(
+                self.actor, self.critic, StageTimers() if timers is None else timers
+            )
+            if manager is not None and version is not None:
+                manager.weights_version = version
 
     def _policy_version(self, rollout_steps_done: int) -> int:
         """The policy version after this many rollout steps: weight syncs of trained weights
@@ -242,7 +246,7 @@ class Trainer:
             timers, prompts_per_step, responses_per_step, rollout_step
         )
         # the engines released their memory in _rollout
-        self.handover.restore(list(self._trainables().values()), timers)
+        self.sync_and_offload.restore(list(self._trainables().values()), timers)
         batch = rollout.to_token_batch(self.pad_multiple)
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
         metrics.update(queue_metrics)
@@ -309,11 +313,11 @@ class Trainer:
         metrics (rollout/staleness_*, perf/engine_idle_s; {} without the queue)."""
         rollout, routed, queue_metrics = None, None, {}
         if self.rank == 0:
-            assert self.rollout_side is not None, "rank 0 built the rollout side in __init__"
+            assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
             if self.cfg.async_rollout:
                 rollout, routed, queue_metrics = self._take_queued(timers, rollout_step)
             else:
-                rollout, routed = self.rollout_side.rollout(timers, prompts_per_step)
+                rollout, routed = self.rollout_manager.rollout(timers, prompts_per_step)
         rollout = self.backend.broadcast_from_rank_0(rollout)
         rollout.routed_experts = (
             scatter_routing(routed, len(rollout), responses_per_step, self.rows, self.backend)
@@ -326,8 +330,8 @@ class Trainer:
     def _start_queue(self, first_step: int) -> RolloutQueue:
         """Rank 0's queue, refilled from the checkpoint resumed from before any new prompt.
         P is the first step's (--batch-ramp is refused with --async-rollout)."""
-        side, cfg = self.rollout_side, self.cfg
-        assert side is not None, "rank 0 built the rollout side in __init__"
+        manager, cfg = self.rollout_manager, self.cfg
+        assert manager is not None, "rank 0 built the rollout manager in __init__"
         saved: list[QueuedRollout] = []
         if self.resume_dir is not None:
             from hyrl.checkpoint.trainer_state import read_rollout_queue
@@ -335,10 +339,10 @@ class Trainer:
             saved = [QueuedRollout.from_state_dict(s) for s in read_rollout_queue(self.resume_dir)]
         prompts_per_step = self.plan.actor_batch(first_step)[0]
         return RolloutQueue(
-            lambda: side.rollout_versioned(prompts_per_step),
+            lambda: manager.rollout_versioned(prompts_per_step),
             cfg.max_staleness,
             cfg.stale_policy,
-            regenerate=lambda prompts: side.rollout_versioned(len(prompts), prompts),
+            regenerate=lambda prompts: manager.rollout_versioned(len(prompts), prompts),
             saved=saved,
         )
 
@@ -347,9 +351,9 @@ class Trainer:
         it), then the queue topped up: K in flight, fewer near the end unless a checkpoint
         will keep them (--save: a longer resumed run continues as this one would have)."""
         queue = self.rollout_queue
-        assert queue is not None and self.rollout_side is not None, "run built it on rank 0"
+        assert queue is not None and self.rollout_manager is not None, "run built it on rank 0"
         with timers("trainer_idle"):  # the engines hold the trainer's version: it synced last
-            taken = queue.take(self.rollout_side.weights_version)
+            taken = queue.take(self.rollout_manager.weights_version)
         left = self.cfg.num_steps - rollout_step
         queue.top_up(self.cfg.max_staleness if self.cfg.save else min(self.cfg.max_staleness, left))
         self.run_log.samples_generated += taken.dropped_responses  # decoded, never trained on
@@ -586,7 +590,7 @@ class Trainer:
         records[-1]["perf/overhead_s"] = (
             records[-1]["time"] - run_log.last_record_time - sum(stage_times.values())
         )
-        records[-1].update(self.handover.metrics)
+        records[-1].update(self.sync_and_offload.metrics)
         if rollout_step == run_log.first_step:
             records[0]["perf/setup_s"] = self.setup_s
         eval_s = 0.0
@@ -603,10 +607,10 @@ class Trainer:
         run_log.pause(eval_s)  # the clock resumes after the evaluation
 
     def _evaluate(self) -> tuple[dict, float]:
-        assert self.rollout_side is not None, "evaluations are due on rank 0 only"
+        assert self.rollout_manager is not None, "evaluations are due on rank 0 only"
         if self.rollout_queue is not None:  # the worker idle: one thread uses the rewards
             self.rollout_queue.wait()
-        return evaluate(self.cfg, self.rollout_side, self.backend.device())
+        return evaluate(self.cfg, self.rollout_manager, self.backend.device())
 
     def _skipped_steps(self) -> int:
         """Optimizer steps skipped for a non-finite loss or gradient norm, actor and critic."""
@@ -645,10 +649,10 @@ class Trainer:
         began = time.perf_counter()
         loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
         if self.rank == 0:
-            assert self.rollout_side is not None, "rank 0 built the rollout side in __init__"
+            assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
             loop_state = {
                 **self.run_log.state_dict(),
-                "task": self.rollout_side.task.state_dict(),
+                "task": self.rollout_manager.task.state_dict(),
                 # whose checkpoint this is, under which flags (hyrl.checkpoint.ownership)
                 "run_id": self.run_id,
                 "run_dir": str(self.run_dir),
@@ -662,9 +666,9 @@ class Trainer:
                 queued = self.rollout_queue.drain()
                 loop_state[ROLLOUT_QUEUE_KEY] = [q.state_dict() for q in queued]
         # the checkpoint reads weights and optimizer states
-        reclaimed = self.handover.trainer_offloaded
+        reclaimed = self.sync_and_offload.trainer_offloaded
         if reclaimed:
-            self.handover.reclaim(list(self._trainables().values()))
+            self.sync_and_offload.reclaim(list(self._trainables().values()))
         path = self.backend.save_checkpoint(save_dir, rollout_step, loop_state)
         if self.rank == 0:
             print(f"hyrl: checkpoint {path} written", flush=True)
@@ -673,11 +677,11 @@ class Trainer:
         return time.perf_counter() - began
 
     def close(self) -> None:
-        """Stop the rollout side (engines, reward workers, Ray if it started it)."""
+        """Stop the rollout manager (engines, reward workers, Ray if it started it)."""
         if self.rollout_queue is not None:  # its worker uses the engines
             self.rollout_queue.close()
-        if self.rollout_side is not None:
-            self.rollout_side.close()
+        if self.rollout_manager is not None:
+            self.rollout_manager.close()
         for sig, handler in self._previous_handlers.items():
             signal.signal(sig, handler)
 

@@ -1,4 +1,4 @@
-"""hyrl.step_plan.StepPlan: P, B and the learning rate of every optimizer step, for a fixed B,
+"""hyrl.train.step_plan.StepPlan: P, B and the learning rate of every optimizer step, for a fixed B,
 a --batch-ramp and the autopilot, actor and critic."""
 
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from hyrl.config import parse_args, resolve
-from hyrl.step_plan import StepPlan
+from hyrl.train.step_plan import StepPlan
 
 
 def plan_of(*flags, autopilot=None, world_size=1):

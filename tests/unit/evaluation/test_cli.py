@@ -8,7 +8,7 @@ import pytest
 from testpaths import DATA
 
 from hyrl.config import ConfigError
-from hyrl.eval_cli import main, parse_eval_flags
+from hyrl.evaluation.cli import main, parse_eval_flags
 from hyrl.models.qwen3_moe.config import TINY
 
 

@@ -1,4 +1,4 @@
-"""Specification of hyrl.schedules (lr_at, scaled_lr), with values computed by hand.
+"""Specification of hyrl.config.schedules (lr_at, scaled_lr), with values computed by hand.
 
 Running example: lr 1.0, min_lr 0.1, 4 warmup steps, 12 steps in all, so decay runs over the
 8 steps 4..12: step 6 is a quarter of the way, step 8 half way, step 12 the end.
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from hyrl.schedules import DECAY_STYLES, LR_SCALING_EXPONENTS, lr_at, scaled_lr
+from hyrl.config.schedules import DECAY_STYLES, LR_SCALING_EXPONENTS, lr_at, scaled_lr
 
 
 def lr(
@@ -99,7 +99,7 @@ def test_unknown_decay_style_raises():
 
 
 def test_batch_ramp_goes_linearly_from_start_to_end_in_multiples_of_the_unit():
-    from hyrl.schedules import batch_at
+    from hyrl.config.schedules import batch_at
 
     ramp = dict(start=128, end=512, steps=4, unit=32)
     # exact values 128, 224, 320, 416, 512, then END held
@@ -110,7 +110,7 @@ def test_batch_ramp_goes_linearly_from_start_to_end_in_multiples_of_the_unit():
 
 
 def test_batch_ramp_text_must_be_three_positive_integers():
-    from hyrl.schedules import parse_batch_ramp
+    from hyrl.config.schedules import parse_batch_ramp
 
     assert parse_batch_ramp("128:512:200") == (128, 512, 200)
     for bad in ("128:512", "a:b:c", "0:512:10", "128:512:0"):

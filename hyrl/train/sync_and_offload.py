@@ -14,22 +14,22 @@ from pathlib import Path
 from hyrl.backends.base import TrainBackend, TrainedActor, TrainedCritic, TrainedModel
 from hyrl.config import RunConfig, offloads_train
 from hyrl.metrics.timers import StageTimers
-from hyrl.rollout.side import RolloutSide
+from hyrl.rollout.manager import RolloutManager
 from hyrl.weight_sync import WeightSyncMode, weight_sync_for
 
 
-class EngineHandover:
+class SyncAndOffload:
     """The weight sync and the GPU memory around it, on one rank. `metrics`: the latest sync's
     account (the engine's own, perf/offload_freed_bytes), for the next record."""
 
     def __init__(
         self,
         backend: TrainBackend,
-        rollout_side: RolloutSide | None,
+        rollout_manager: RolloutManager | None,
         weight_sync: WeightSyncMode,
         offloading: bool,
     ):
-        self.backend, self.rollout_side = backend, rollout_side  # rollout_side: rank 0's
+        self.backend, self.rollout_manager = backend, rollout_manager  # rollout_manager: rank 0's
         self.weight_sync, self.offloading = weight_sync, offloading
         self.trainer_offloaded = False
         self.metrics: dict = {}
@@ -68,19 +68,19 @@ class EngineHandover:
     def reclaim(self, trainables: list[TrainedModel]) -> None:
         """Outside a rollout step (a checkpoint): rank 0 releases the engines, then every rank
         restores the trainer."""
-        if self.rollout_side is not None:
-            self.rollout_side.release_engines()
+        if self.rollout_manager is not None:
+            self.rollout_manager.release_engines()
         self.backend.wait_for_rank_0()
         self.restore(trainables, StageTimers())
 
     def _sync_weights(self, actor: TrainedActor) -> None:
-        engine = self.rollout_side.engine if self.rollout_side is not None else None
+        engine = self.rollout_manager.engine if self.rollout_manager is not None else None
         self.metrics.update(self.weight_sync.sync(actor, engine, self._engines_resume))
 
     def _engines_resume(self) -> None:
         """Rank 0: the engines retake their memory right before they take the weights."""
-        if self.rollout_side is not None:
-            self.rollout_side.resume_engines()
+        if self.rollout_manager is not None:
+            self.rollout_manager.resume_engines()
 
     def _free_cached_blocks(self, barrier: bool) -> None:
         """Hand this rank's freed blocks back to the driver; with barrier, wait for every rank
@@ -90,11 +90,11 @@ class EngineHandover:
             self.backend.wait_for_rank_0()
 
 
-def engine_handover(
-    cfg: RunConfig, world_size: int, backend: TrainBackend, rollout_side: RolloutSide | None
-) -> EngineHandover:
-    """The handover the flags ask for: the weight-update mode of the rollout layout,
+def sync_and_offload_for(
+    cfg: RunConfig, world_size: int, backend: TrainBackend, rollout_manager: RolloutManager | None
+) -> SyncAndOffload:
+    """The sync and offload the flags ask for: the weight-update mode of the rollout layout,
     --colocate, --update-weight-buffer-size, --offload-train (the run directory holds a
-    disk-mode sync's files). rollout_side: rank 0's, None on the others."""
+    disk-mode sync's files). rollout_manager: rank 0's, None on the others."""
     weight_sync = weight_sync_for(cfg, world_size, backend, Path(cfg.run_dir))
-    return EngineHandover(backend, rollout_side, weight_sync, offloads_train(cfg))
+    return SyncAndOffload(backend, rollout_manager, weight_sync, offloads_train(cfg))

@@ -1,6 +1,6 @@
-"""Specification of hyrl.rows: the rollout rows of each data-parallel rank."""
+"""Specification of hyrl.train.data_parallel: the rollout rows of each data-parallel rank."""
 
-from hyrl.rows import DataParallelRows
+from hyrl.train.data_parallel import DataParallelRows
 
 
 def test_no_grad_share_is_contiguous_per_dp_rank():
