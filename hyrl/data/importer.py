@@ -50,6 +50,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyrl.data.files import pyarrow_parquet, read_jsonl
+
 SOURCE_EXTENSIONS = (".parquet", ".jsonl", ".json")
 LAYOUTS = (
     "verl (prompt + reward_model.ground_truth)",
@@ -158,12 +160,7 @@ def source_files(source: str) -> list[str]:
 
 
 def _read_parquet(path: str) -> Iterator[tuple[str, Any]]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise ImportDataError(
-            f"{path}: reading .parquet needs pyarrow (pip install pyarrow): {exc}"
-        ) from exc
+    pq = pyarrow_parquet(path, ImportDataError)
     try:
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a bad file
@@ -176,17 +173,8 @@ def _read_parquet(path: str) -> Iterator[tuple[str, Any]]:
 
 
 def _read_jsonl(path: str) -> Iterator[tuple[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ImportDataError(
-                    f"{path} line {line_number}: not valid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
-            yield f"line {line_number}", raw
+    for line_number, raw in read_jsonl(path, ImportDataError):
+        yield f"line {line_number}", raw
 
 
 def _read_json_list(path: str) -> Iterator[tuple[str, Any]]:

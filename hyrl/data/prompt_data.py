@@ -22,9 +22,9 @@ import math
 import os
 from typing import Any
 
+from hyrl.config import DATA_EXTENSIONS
+from hyrl.data.files import pyarrow_parquet, read_jsonl
 from hyrl.data.stream import Prompt, PromptStream
-
-DATA_EXTENSIONS = (".jsonl", ".parquet")
 
 
 class PromptDataError(ValueError):
@@ -68,29 +68,14 @@ def _record(raw: Any, where: str, input_key: str, label_key: str) -> dict[str, s
 
 
 def _read_jsonl(path: str, input_key: str, label_key: str) -> list[dict[str, str]]:
-    records = []
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path} line {line_number}"
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PromptDataError(
-                    f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
-            records.append(_record(raw, where, input_key, label_key))
-    return records
+    return [
+        _record(raw, f"{path} line {line_number}", input_key, label_key)
+        for line_number, raw in read_jsonl(path, PromptDataError)
+    ]
 
 
 def _read_parquet(path: str, input_key: str, label_key: str) -> list[dict[str, str]]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:
-        raise PromptDataError(
-            f"{path}: reading .parquet needs pyarrow (pip install pyarrow): {exc}"
-        ) from exc
+    pq = pyarrow_parquet(path, PromptDataError)
     try:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several types for a bad file

@@ -1,4 +1,5 @@
-"""The interface every reward function implements, and how a label with several answers is read."""
+"""The interface every reward function implements, what every built-in reward shares (the
+length-limit rule, math-verify's time budget), and how a label with several answers is read."""
 
 from __future__ import annotations
 
@@ -13,6 +14,30 @@ class RewardFn(Protocol):
         finish_reason: "stop" if the response ended with eos, "length" if it hit the limit.
         """
         ...
+
+
+class BuiltinReward:
+    """The rule of every built-in reward: a response cut by the length limit
+    (finish_reason != "stop") scores 0.0, unless ``reward_truncated=True`` (hyrl/rewards/math.py
+    says why)."""
+
+    def __init__(self, *, reward_truncated: bool = False):
+        self.reward_truncated = reward_truncated
+
+    def scores_zero_as_cut(self, finish_reason: str) -> bool:
+        """True iff the response was cut by the length limit and so scores 0.0."""
+        return finish_reason != "stop" and not self.reward_truncated
+
+
+class MathVerifyReward(BuiltinReward):
+    """A built-in reward that compares with math-verify, each call within ``timeout_s`` seconds
+    (``math_verify_match`` of hyrl/rewards/math.py)."""
+
+    def __init__(self, *, reward_truncated: bool = False, timeout_s: float = 5.0):
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        super().__init__(reward_truncated=reward_truncated)
+        self.timeout_s = float(timeout_s)
 
 
 def accepted_answers(label: str) -> list[str]:

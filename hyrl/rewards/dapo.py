@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 
+from hyrl.rewards.base import MathVerifyReward
 from hyrl.rewards.math import math_verify_match
 
 TAIL_CHARS = 300
@@ -43,19 +44,13 @@ def find_answer_line(response_text: str) -> str | None:
     return matches[-1].strip() if matches else None
 
 
-class DAPOReward:
+class DAPOReward(MathVerifyReward):
     """1.0 iff the last "Answer:" line equals the label by math-verify, else 0.0 (module doc)."""
-
-    def __init__(self, *, reward_truncated: bool = False, timeout_s: float = 5.0):
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        self.reward_truncated = reward_truncated
-        self.timeout_s = float(timeout_s)
 
     def __call__(self, response_text: str, label: str, finish_reason: str) -> float:
         if not label.strip():
             raise ValueError("dapo label is empty; it must be the answer, e.g. '42'")
-        if finish_reason != "stop" and not self.reward_truncated:
+        if self.scores_zero_as_cut(finish_reason):
             return 0.0
         answer = find_answer_line(response_text)
         if answer is None:

@@ -25,7 +25,7 @@ rllm/rewards/math_reward.py) is tabled in docs/recipes.md, "Reward functions".
 
 from __future__ import annotations
 
-from hyrl.rewards.base import accepted_answers
+from hyrl.rewards.base import MathVerifyReward, accepted_answers
 from hyrl.rewards.math import find_last_boxed, math_verify_match
 
 THINK_END = "</think>"
@@ -40,20 +40,14 @@ def solution_after_thinking(response_text: str) -> str | None:
     return None
 
 
-class DeepScaleRReward:
+class DeepScaleRReward(MathVerifyReward):
     """1.0 iff the last box after the thinking equals an accepted answer by math-verify, else 0.0
     (module doc)."""
-
-    def __init__(self, *, reward_truncated: bool = False, timeout_s: float = 5.0):
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        self.reward_truncated = reward_truncated
-        self.timeout_s = float(timeout_s)
 
     def __call__(self, response_text: str, label: str, finish_reason: str) -> float:
         if not label.strip():
             raise ValueError("deepscaler label is empty; it must be the answer, e.g. '42'")
-        if finish_reason != "stop" and not self.reward_truncated:
+        if self.scores_zero_as_cut(finish_reason):
             return 0.0
         solution = solution_after_thinking(response_text)
         if solution is None:

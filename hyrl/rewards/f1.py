@@ -32,7 +32,7 @@ import re
 import string
 from collections import Counter
 
-from hyrl.rewards.base import accepted_answers
+from hyrl.rewards.base import BuiltinReward, accepted_answers
 from hyrl.rewards.math import find_last_boxed
 
 YES_NO = ("yes", "no", "noanswer")
@@ -60,11 +60,8 @@ def token_f1(answer: str, label: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-class F1Reward:
+class F1Reward(BuiltinReward):
     """The best token F1 of the response's answer against the label's answers (module doc)."""
-
-    def __init__(self, *, reward_truncated: bool = False):
-        self.reward_truncated = reward_truncated
 
     def __call__(self, response_text: str, label: str, finish_reason: str) -> float:
         labels = accepted_answers(label)
@@ -73,7 +70,7 @@ class F1Reward:
                 raise ValueError(
                     f"f1 label {label[:80]!r} has an answer with no words after normalisation"
                 )
-        if finish_reason != "stop" and not self.reward_truncated:
+        if self.scores_zero_as_cut(finish_reason):
             return 0.0
         boxed, unclosed = find_last_boxed(response_text)
         if unclosed:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hyrl.rewards.base import BuiltinReward
 from hyrl.rewards.math import find_last_boxed
 
 MAX_SCANNED_CHARS = 8_000  # only the tail is searched: the scan can be quadratic ("[1, [1, ...")
@@ -82,17 +83,14 @@ def extract_structured_answer(response_text: str) -> Any:
     return find_last_json(response_text)
 
 
-class LogicReward:
+class LogicReward(BuiltinReward):
     """1.0 iff the response's last JSON answer equals the label after normalisation (module doc)."""
-
-    def __init__(self, *, reward_truncated: bool = False):
-        self.reward_truncated = reward_truncated
 
     def __call__(self, response_text: str, label: str, finish_reason: str) -> float:
         expected = _structured(label)
         if expected is None:
             raise ValueError(f"logic label must be a JSON object or list, got {label[:80]!r}")
-        if finish_reason != "stop" and not self.reward_truncated:
+        if self.scores_zero_as_cut(finish_reason):
             return 0.0
         answer = extract_structured_answer(response_text)
         return float(answer is not None and normalize(answer) == normalize(expected))

@@ -48,6 +48,8 @@ from collections.abc import Sequence
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
+from hyrl.rewards.base import MathVerifyReward
+
 logger = logging.getLogger(__name__)
 
 BOX_COMMANDS = ("\\boxed", "\\fbox")
@@ -199,7 +201,7 @@ def math_verify_match(
         return False
 
 
-class MathReward:
+class MathReward(MathVerifyReward):
     """1.0 iff the response's final answer equals the label by math-verify, else 0.0.
 
     See the module doc.
@@ -213,11 +215,8 @@ class MathReward:
         timeout_s: float = 5.0,
         max_answer_chars: int = 1000,
     ):
-        if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        super().__init__(reward_truncated=reward_truncated, timeout_s=timeout_s)
         self.fallback_to_last_number = fallback_to_last_number
-        self.reward_truncated = reward_truncated
-        self.timeout_s = float(timeout_s)
         self.max_answer_chars = max_answer_chars  # longer extracted answers score 0 unparsed
 
     def extract_answer(self, response_text: str) -> str | None:
@@ -230,7 +229,7 @@ class MathReward:
         return find_last_number(response_text)
 
     def __call__(self, response_text: str, label: str, finish_reason: str) -> float:
-        if finish_reason != "stop" and not self.reward_truncated:
+        if self.scores_zero_as_cut(finish_reason):
             return 0.0
         answer = self.extract_answer(response_text)
         if answer is None:

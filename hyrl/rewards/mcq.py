@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import re
 
+from hyrl.rewards.base import BuiltinReward
+
 LETTERS = "ABCDEFGHIJ"
 _LETTER_LIST = r"\(?[A-Ja-j]\)?(?:\s*(?:,|/|&|\bor\b|\band\b)\s*\(?[A-Ja-j]\)?)*"
 # "answer is X", "answer: X", "correct option is X", markdown bold around "answer:" allowed.
@@ -105,14 +107,11 @@ def _label_letter(label: str) -> str:
     return m.group(1).upper()
 
 
-class MCQReward:
+class MCQReward(BuiltinReward):
     """1.0 iff the response's chosen letter equals the label letter, else 0.0 (module doc)."""
-
-    def __init__(self, *, reward_truncated: bool = False):
-        self.reward_truncated = reward_truncated
 
     def __call__(self, response_text: str, label: str, finish_reason: str) -> float:
         expected = _label_letter(label)
-        if finish_reason != "stop" and not self.reward_truncated:
+        if self.scores_zero_as_cut(finish_reason):
             return 0.0
         return float(extract_choice(response_text) == expected)

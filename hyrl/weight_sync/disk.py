@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
-from hyrl.backends.base import TrainBackend, TrainedActor
+from hyrl.backends.base import TrainedActor
 from hyrl.models.weight_buckets import LiveBytes, tensor_bytes, write_index, write_shard
 from hyrl.rollout.base import DiskCheckpoint, DiskLoader, RolloutEngine
 from hyrl.weight_sync.base import WeightSyncMode
@@ -26,15 +25,8 @@ from hyrl.weight_sync.base import WeightSyncMode
 class DiskMode(WeightSyncMode):
     name = "disk"
 
-    def __init__(
-        self,
-        backend: TrainBackend,
-        buffer_bytes: int,
-        *,
-        colocate: bool = False,
-        run_dir: Path | None = None,
-    ):
-        super().__init__(backend, buffer_bytes, colocate=colocate, run_dir=run_dir)
+    def __init__(self, *args: Any, **kwargs: Any):  # WeightSyncMode's arguments
+        super().__init__(*args, **kwargs)
         self.disk_syncs = 0  # the directory of sync N: RUN_DIR/rollout_weights/sync-N
 
     def sync(

@@ -27,8 +27,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 
@@ -53,16 +52,9 @@ def this_device() -> Device:
 class TensorMode(ThroughRank0):
     name = "tensor"
 
-    def __init__(
-        self,
-        backend: TrainBackend,
-        buffer_bytes: int,
-        *,
-        colocate: bool = False,
-        run_dir: Path | None = None,
-        serializer: Serializer | None = None,
-    ):
-        super().__init__(backend, buffer_bytes, colocate=colocate, run_dir=run_dir)
+    def __init__(self, *args: Any, serializer: Serializer | None = None, **kwargs: Any):
+        # WeightSyncMode's arguments, and the serializer
+        super().__init__(*args, **kwargs)
         self.serializer = serializer  # None: the engine factory's, at the first --colocate sync
 
     def sync(

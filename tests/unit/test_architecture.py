@@ -284,6 +284,29 @@ def test_a_broken_rule_is_reported():
     )
 
 
+CPU_COMPAT = "hyrl.backends.megatron.cpu_compat"
+
+
+def test_cpu_compat_is_one_door_and_imports_no_other_hyrl_module():
+    # Callers use the package's names (its __init__), never one of its modules; its modules
+    # import one another and megatron or torch, nothing else of hyrl.
+    edges = {(src, dst) for src, dst, _ in IMPORTS}
+    assert (CPU_COMPAT, f"{CPU_COMPAT}.kernels") in edges
+    assert ("hyrl.backends.megatron.model", CPU_COMPAT) in edges
+    inside = (CPU_COMPAT,)
+    into_its_modules = [
+        f"{src} (line {line}) imports {dst}"
+        for src, dst, line in IMPORTS
+        if not _within(src, inside) and _within(dst, inside) and dst != CPU_COMPAT
+    ]
+    out_of_it = [
+        f"{src} (line {line}) imports {dst}"
+        for src, dst, line in IMPORTS
+        if _within(src, inside) and dst in MODULES and not _within(dst, inside)
+    ]
+    assert into_its_modules == [] and out_of_it == []
+
+
 def test_no_checkpoint_module_imports_a_backend_when_it_is_imported():
     # `hyrl convert` imports the megatron conversions in main, once its flags parse
     everywhere = {(src, dst) for src, dst, _ in IMPORTS}

@@ -174,10 +174,10 @@ def test_cuda_as_cpu_mode_places_cuda_tensors_on_the_cpu():
     """What megatron's optimizers need from the mode, each branch of its fast path: device
     keywords naming CUDA, `.cuda()` with and without arguments, `.type()` naming CUDA types;
     everything else passes through untouched."""
-    from hyrl.backends.megatron import cpu_compat
+    from hyrl.backends.megatron.cpu_compat.cuda_as_cpu import CudaAsCpu
 
     tensor = torch.ones(3)
-    with cpu_compat._CudaAsCpu():
+    with CudaAsCpu():
         made = [
             torch.zeros(2, device="cuda"),
             torch.tensor([1.0], device=torch.device("cuda", 0)),
@@ -242,15 +242,15 @@ def test_core_attention_is_torch_sdpa_with_megatron_outputs_and_gradients(actor,
 def test_one_cuda_as_cpu_mode_on_the_stack_and_none_in_torchs_optimizer_step(actor):
     """megatron's wrapped optimizer methods call each other: one mode stays on the stack (each
     mode on it would see every torch call again); torch's own Adam step runs without it."""
-    from hyrl.backends.megatron import cpu_compat
+    from hyrl.backends.megatron.cpu_compat.cuda_as_cpu import CudaAsCpu, under_cuda_as_cpu
 
     def modes():
         stack = torch.overrides._get_current_function_mode_stack()
-        return sum(isinstance(mode, cpu_compat._CudaAsCpu) for mode in stack)
+        return sum(isinstance(mode, CudaAsCpu) for mode in stack)
 
     seen = []
-    inner = cpu_compat._under_cuda_as_cpu(lambda: seen.append(("inner", modes())))
-    outer = cpu_compat._under_cuda_as_cpu(lambda: (seen.append(("outer", modes())), inner()))
+    inner = under_cuda_as_cpu(lambda: seen.append(("inner", modes())))
+    outer = under_cuda_as_cpu(lambda: (seen.append(("outer", modes())), inner()))
     outer()
     assert seen == [("outer", 1), ("inner", 1)] and modes() == 0
 
@@ -263,7 +263,7 @@ def test_one_cuda_as_cpu_mode_on_the_stack_and_none_in_torchs_optimizer_step(act
     handle = adam.register_step_pre_hook(lambda *_: inside_step.append(modes()))
     try:
         # as megatron's step_with_ready_grads calls it (parameters without a grad: no update)
-        cpu_compat._under_cuda_as_cpu(adam.step)()
+        under_cuda_as_cpu(adam.step)()
     finally:
         handle.remove()
     assert inside_step == [0]
@@ -386,20 +386,20 @@ def test_gradient_norm_and_clip_use_foreach_ops_with_megatrons_results(actor):
     from megatron.core import utils
     from megatron.core.optimizer import clip_grads
 
-    from hyrl.backends.megatron import cpu_compat
+    from hyrl.backends.megatron.cpu_compat.cuda_as_cpu import CudaAsCpu
 
     assert clip_grads.l2_norm_impl is not utils.local_multi_tensor_l2_norm
     assert clip_grads.multi_tensor_scale_impl is not utils.local_multi_tensor_scale
     generator = torch.Generator().manual_seed(7)
     tensors = [torch.randn(*shape, generator=generator) for shape in ((3, 5), (7,), (2, 2, 4))]
     flag = torch.zeros(1, dtype=torch.int)
-    with cpu_compat._CudaAsCpu():  # megatron's code names device="cuda"; the optimizer's mode
+    with CudaAsCpu():  # megatron's code names device="cuda"; the optimizer's mode
         expected, _ = utils.local_multi_tensor_l2_norm(2048, flag, [tensors], False)
         norm, _ = clip_grads.l2_norm_impl(2048, flag, [tensors], False)
         total = clip_grads.get_grad_norm_fp32(tensors, grad_stats_parallel_group=None)
     assert norm.shape == (1,) and torch.equal(norm, expected)
     mixed = [tensors[0], tensors[1].bfloat16()]  # not all float32: megatron's loop, its rounding
-    with cpu_compat._CudaAsCpu():
+    with CudaAsCpu():
         expected, _ = utils.local_multi_tensor_l2_norm(2048, flag, [mixed], False)
         norm, _ = clip_grads.l2_norm_impl(2048, flag, [mixed], False)
     assert torch.equal(norm, expected)

@@ -329,6 +329,14 @@ def test_a_row_missing_the_layouts_column_is_refused(tmp_path):
         import_rows(write_jsonl(tmp_path / "r.jsonl", rows), PRESETS["aime"])
 
 
+def test_a_jsonl_line_that_is_not_json_is_refused_naming_file_and_line(tmp_path):
+    # blank lines are skipped but counted: the bad line is the file's third
+    source = tmp_path / "r.jsonl"
+    source.write_text('{"problem": "Find 1.", "answer": "1"}\n\n{"problem": "Find 2.", \n')
+    with pytest.raises(ImportDataError, match=r"r.jsonl line 3: not valid JSON \(Expecting"):
+        import_rows(str(source), PRESETS["aime"])
+
+
 def test_out_is_never_replaced_without_force_and_is_written_whole(tmp_path, capsys):
     src = write_jsonl(tmp_path / "s.jsonl", [{"problem": "Find 1.", "answer": "1"}])
     out = tmp_path / "o.jsonl"

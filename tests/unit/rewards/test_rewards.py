@@ -499,6 +499,32 @@ def test_custom_reward_errors_name_the_flag(reward_module, path, message):
     assert info.match(message)
 
 
+# --- what every built-in shares (hyrl/rewards/base.py) ------------------------------------------
+@pytest.mark.parametrize(
+    "cls,response,label",
+    [
+        (ExactMatchReward, "42", "42"),
+        (MathReward, r"\boxed{42}", "42"),
+        (MCQReward, "Answer: B", "B"),
+        (LogicReward, '{"a": 1}', '{"a": 1}'),
+        (DeepScaleRReward, r"</think>\boxed{42}", "42"),
+        (DAPOReward, "Answer: 42", "42"),
+        (F1Reward, "Paris", "Paris"),
+    ],
+)
+def test_every_builtin_scores_a_cut_response_0_unless_truncated_rewarded(cls, response, label):
+    assert cls()(response, label, "stop") == 1.0
+    assert cls()(response, label, "length") == 0.0
+    assert cls(reward_truncated=True)(response, label, "length") == 1.0
+
+
+@pytest.mark.parametrize("cls", [MathReward, DeepScaleRReward, DAPOReward])
+@pytest.mark.parametrize("timeout_s", [0, -1.0])
+def test_math_verify_rewards_refuse_a_budget_that_is_not_positive(cls, timeout_s):
+    with pytest.raises(ValueError, match=f"timeout_s must be > 0, got {timeout_s}"):
+        cls(timeout_s=timeout_s)
+
+
 # --- registry ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "rm_type,cls",
