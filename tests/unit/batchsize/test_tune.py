@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from hyrl.batchsize import tune
-from hyrl.batchsize.tune import TuneError, TunePlan, check_tune, model, neighbours, verify_rows
-from hyrl.batchsize.tune_cli import main as tune_main
-from hyrl.batchsize.tune_model import (
+from hyrl.batchsize.tune import run as tune
+from hyrl.batchsize.tune.cli import main as tune_main
+from hyrl.batchsize.tune.model import (
     StepCosts,
     TuneModelError,
     critic_batch,
@@ -32,7 +31,8 @@ from hyrl.batchsize.tune_model import (
     step_costs,
     steps_ratio,
 )
-from hyrl.batchsize.tune_report import write_report
+from hyrl.batchsize.tune.report import write_report
+from hyrl.batchsize.tune.run import TuneError, TunePlan, check_tune, model, neighbours, verify_rows
 from hyrl.cli import COMMANDS
 
 REF_STAGES = {
@@ -357,7 +357,7 @@ def test_report_files_are_written_and_agree(tmp_path):
 
 
 def test_tune_is_a_command():
-    assert COMMANDS["tune"] == "hyrl.batchsize.tune_cli:main"
+    assert COMMANDS["tune"] == "hyrl.batchsize.tune.cli:main"
 
 
 @pytest.fixture
@@ -471,7 +471,7 @@ def test_ppo_probes_time_the_actor_from_their_first_step(tmp_path):
 
 
 def test_an_async_step_overlaps_generation_with_the_trainer_by_hand():
-    from hyrl.batchsize.tune_model import step_seconds
+    from hyrl.batchsize.tune.model import step_seconds
 
     # trainer-bound: max(gen 0.2 + reward 0.01, actor 0.4 + other 0.04) + sync 0.05
     assert step_seconds(REF_STAGES) == pytest.approx(0.70)
@@ -504,7 +504,7 @@ def test_async_records_give_the_worker_generation_and_an_overlapped_prediction(t
     # 0.4 x 4 x 0.8 = 1.28 + 0.04 overhead; sync 0.05: max(0.54, 1.32) + 0.05
     x4 = report["candidates"][2]
     assert x4["step_s"] == pytest.approx(1.32 + 0.05)
-    from hyrl.batchsize.tune_report import render_markdown
+    from hyrl.batchsize.tune.report import render_markdown
 
     assert "overlap the trainer's stages" in render_markdown(report, [])
 
@@ -620,6 +620,6 @@ def test_a_verdict_inside_the_spread_of_r_is_named(tmp_path):
     assert x2["throughput_ratio"] == pytest.approx((256 / 1.2) / (128 / 0.7))
     rec = report["recommendation"]
     assert rec["mult"] == 1 and rec["within_throughput_spread"] == [2]
-    from hyrl.batchsize.tune_report import spread_text
+    from hyrl.batchsize.tune.report import spread_text
 
     assert "the T ratio range of x2 overlaps x1's" in spread_text(report)

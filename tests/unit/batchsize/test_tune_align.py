@@ -1,4 +1,4 @@
-"""`hyrl tune`'s alignment check (hyrl.batchsize.tune_align, tune.run_align_check) against a
+"""`hyrl tune`'s alignment check (hyrl.batchsize.tune.align, tune.run_align_check) against a
 stand-in recipe whose curves are known in closed form, so every verdict is checkable by hand.
 
 The stand-in recipe (a Python script behind bash, as a recipe is) takes the flags `hyrl sweep`
@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hyrl.batchsize.tune import TunePlan, run_align_check
-from hyrl.batchsize.tune_align import (
+from hyrl.batchsize.tune.align import (
     SLACK,
     AlignCheckError,
     budget_steps,
@@ -27,6 +26,7 @@ from hyrl.batchsize.tune_align import (
     start_value,
     verdicts,
 )
+from hyrl.batchsize.tune.run import TunePlan, run_align_check
 
 FAKE = r"""
 import json, math, sys

@@ -1,12 +1,12 @@
 """`hyrl tune RECIPE --out DIR [...] [-- FLAGS]`: the parser and the command (the procedure is
-`hyrl.batchsize.tune`, the model `hyrl.batchsize.tune_model`)."""
+`hyrl.batchsize.tune.run`, the model `hyrl.batchsize.tune.model`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from hyrl.batchsize.tune import (
+from hyrl.batchsize.tune.run import (
     DEFAULT_FRACTION,
     DEFAULT_MULTS,
     DEFAULT_PASS1_STEPS,

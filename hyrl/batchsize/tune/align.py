@@ -1,5 +1,5 @@
 """`hyrl tune`'s alignment check (pure: which members, their budgets and the verdicts; the runs
-are `hyrl.batchsize.tune.run_align_check`).
+are `hyrl.batchsize.tune.run.run_align_check`).
 
 The samples model assumes every batch trains at its best lr; under a scaling rule a large batch
 can be pushed past the stable lr, and then its curve against samples departs from the

@@ -1,5 +1,5 @@
 """`hyrl tune`'s report: report.json, report.md and the plots (matplotlib, Agg), from the dict
-`hyrl.batchsize.tune.model` returns."""
+`hyrl.batchsize.tune.run.model` returns."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def render_markdown(report: dict, plots: list[str]) -> str:
     lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots]
     lines += [
         "",
-        "How it is computed: `hyrl/batchsize/tune_model.py` (docstring) and docs/batch-size.md "
+        "How it is computed: `hyrl/batchsize/tune/model.py` (docstring) and docs/batch-size.md "
         '"hyrl tune".',
     ]
     return "\n".join(lines) + "\n"

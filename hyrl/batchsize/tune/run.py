@@ -1,5 +1,5 @@
 """`hyrl tune`: the two-pass profiling procedure that predicts the fastest batch size without a
-full sweep (the model is `hyrl.batchsize.tune_model`; its docstring gives every formula).
+full sweep (the model is `hyrl.batchsize.tune.model`; its docstring gives every formula).
 
 Steps, each one a directory under --out (re-running the same command skips a finished step):
 
@@ -14,7 +14,7 @@ Steps, each one a directory under --out (re-running the same command skips a fin
    timers are read, each against its round's x1).
 3. The model and the report: `DIR/report.json`, `DIR/report.md`, `DIR/noise_scale.png`,
    `DIR/prediction.png`.
-4. The alignment check (`DIR/align`, `hyrl.batchsize.tune_align`): the reference to a level
+4. The alignment check (`DIR/align`, `hyrl.batchsize.tune.align`): the reference to a level
    between its start and the target, then the recommendation and its larger neighbour from the
    same start; a candidate whose curve departs is rejected with every larger one.
 5. --verify K: the recommendation, the reference and the K candidates nearest to the
@@ -59,7 +59,7 @@ from hyrl.batchsize.sweep_plan import (
 )
 from hyrl.batchsize.sweep_probe import validate_members
 from hyrl.batchsize.sweep_record import is_done, move_aside
-from hyrl.batchsize.tune_align import (
+from hyrl.batchsize.tune.align import (
     DEFAULT_FRACTION,
     AlignCheckError,
     budget_steps,
@@ -68,7 +68,7 @@ from hyrl.batchsize.tune_align import (
     start_value,
     verdicts,
 )
-from hyrl.batchsize.tune_model import (
+from hyrl.batchsize.tune.model import (
     LATER_FRACTION,
     NoiseEstimate,
     StepCosts,
@@ -417,7 +417,7 @@ def profile_concurrencies(plan: TunePlan) -> list[int]:
 
 def run_profile(plan: TunePlan, console) -> dict | None:
     """`hyrl profile-rollout` at the candidates' concurrencies (num-prompts = the largest C);
-    None when every candidate decodes at the same C, where the rates cancel (tune_model)."""
+    None when every candidate decodes at the same C, where the rates cancel (tune.model)."""
     out = plan.out / "profile"
     done = out / "profile.json"
     cs = profile_concurrencies(plan)
@@ -585,7 +585,7 @@ def probe_rounds(ref: dict[str, float], costs: Mapping[int, Sequence[StepCosts]]
 
 def per_token_over_rounds(ref: dict[str, float], rounds: Sequence[dict]) -> dict[int, dict]:
     """Every multiplier's seconds per token, x1 pass 1's own (`ref`), the others pass 1's times
-    the median over the rounds of u_m / u_1 of that round (tune_model, step 3, takes only
+    the median over the rounds of u_m / u_1 of that round (tune.model, step 3, takes only
     u_m / u_1 from the probes)."""
     out: dict[int, dict] = {1: dict(ref)}
     for m in sorted(rounds[0]):
@@ -607,7 +607,7 @@ def overlaps(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def _overlapped(config: dict) -> bool:
-    """--async-rollout with K >= 1: generation overlaps the trainer (tune_model.step_seconds)."""
+    """--async-rollout with K >= 1: generation overlaps the trainer (tune.model.step_seconds)."""
     return bool(config.get("async_rollout")) and int(config.get("max_staleness") or 0) >= 1
 
 
@@ -690,7 +690,7 @@ def align_args(plan: TunePlan, level_value: float | None) -> list[str]:
 
 
 def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
-    """The alignment check (`hyrl.batchsize.tune_align`): the reference to the level, then the
+    """The alignment check (`hyrl.batchsize.tune.align`): the reference to the level, then the
     recommendation and its larger neighbour, analysed against the reference at the level."""
     metric, target = parse_target(str(plan.config["target"]))
     try:
@@ -750,7 +750,7 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     prediction once before the alignment check, so a failed check keeps it)."""
     from rich.console import Console
 
-    from hyrl.batchsize.tune_report import write_report
+    from hyrl.batchsize.tune.report import write_report
 
     console = console or Console()
     plan.out.mkdir(parents=True, exist_ok=True)
@@ -800,7 +800,7 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
 
 
 def summary_lines(report: dict) -> list[str]:
-    from hyrl.batchsize.tune_report import noise_text
+    from hyrl.batchsize.tune.report import noise_text
 
     rec = report["recommendation"]
     n = report["noise"]
