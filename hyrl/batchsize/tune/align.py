@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 
 from hyrl.batchsize.runs import finite_or_none
 
-DEFAULT_FRACTION = 0.5
 SLACK = 1.5  # a candidate may use this many times the reference's samples to the level
 
 

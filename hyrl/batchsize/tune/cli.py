@@ -1,12 +1,13 @@
-"""`hyrl tune RECIPE --out DIR [...] [-- FLAGS]`: the parser and the command (the procedure is
-`hyrl.batchsize.tune.run`, the model `hyrl.batchsize.tune.model`)."""
+"""`hyrl tune RECIPE --out DIR [...] [-- FLAGS]`: the parser and the command (the checks are
+`hyrl.batchsize.tune.plan`, the procedure `hyrl.batchsize.tune.run`, the model
+`hyrl.batchsize.tune.model`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from hyrl.batchsize.tune.run import (
+from hyrl.batchsize.tune.plan import (
     DEFAULT_FRACTION,
     DEFAULT_MULTS,
     DEFAULT_PASS1_STEPS,
@@ -14,9 +15,8 @@ from hyrl.batchsize.tune.run import (
     DEFAULT_PROBE_STEPS,
     TuneError,
     check_tune,
-    run_tune,
-    summary_lines,
 )
+from hyrl.batchsize.tune.run import run_tune, summary_lines
 from hyrl.cli_args import parse_args
 
 

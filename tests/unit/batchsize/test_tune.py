@@ -31,8 +31,9 @@ from hyrl.batchsize.tune.model import (
     step_costs,
     steps_ratio,
 )
+from hyrl.batchsize.tune.plan import TuneError, TunePlan, check_tune
 from hyrl.batchsize.tune.report import write_report
-from hyrl.batchsize.tune.run import TuneError, TunePlan, check_tune, model, neighbours, verify_rows
+from hyrl.batchsize.tune.run import model, neighbours, verify_rows
 from hyrl.cli import COMMANDS
 
 REF_STAGES = {

@@ -26,7 +26,8 @@ from hyrl.batchsize.tune.align import (
     start_value,
     verdicts,
 )
-from hyrl.batchsize.tune.run import TunePlan, run_align_check
+from hyrl.batchsize.tune.plan import TunePlan
+from hyrl.batchsize.tune.run import run_align_check
 
 FAKE = r"""
 import json, math, sys
