@@ -28,11 +28,7 @@ profile-rollout`, also a subprocess. No torch here.
 
 from __future__ import annotations
 
-import json
-import shlex
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -40,9 +36,6 @@ from pathlib import Path
 
 from hyrl.batchsize.analyze import AnalysisError, analyze, json_safe, parse_target
 from hyrl.batchsize.runs import load_run
-from hyrl.batchsize.sweep import SweepError, failed_members, run_sweep
-from hyrl.batchsize.sweep_plan import member_flags
-from hyrl.batchsize.sweep_record import is_done, move_aside
 from hyrl.batchsize.tune.align import (
     AlignCheckError,
     budget_steps,
@@ -51,12 +44,18 @@ from hyrl.batchsize.tune.align import (
     start_value,
     verdicts,
 )
+from hyrl.batchsize.tune.members import (
+    member_dirs,
+    run_member,
+    run_probes,
+    run_profile,
+    run_sweep_step,
+)
 from hyrl.batchsize.tune.model import (
     LATER_FRACTION,
     NoiseEstimate,
     StepCosts,
     TuneModelError,
-    concurrency,
     decode_rates,
     noise_estimate,
     predict,
@@ -64,165 +63,7 @@ from hyrl.batchsize.tune.model import (
     seconds_per_token,
     step_costs,
 )
-from hyrl.batchsize.tune.plan import TuneError, TunePlan, align_args, align_plan, probe_members
-from hyrl.metrics.run_dir import read_sweep
-
-PROFILE_REPEATS = 3
-PROFILE_TIMEOUT_S = 1800
-
-
-def _python(env: dict) -> str:
-    return env.get("PYTHON") or sys.executable
-
-
-def _run_sweep(plan: TunePlan, step: str, mults, max_samples, extra, console, progress) -> Path:
-    out = plan.out / step
-    try:
-        sweep = run_sweep(
-            plan.recipe,
-            out,
-            mults,
-            plan.rule,
-            max_samples=max_samples,
-            extra_args=extra,
-            env=plan.env,
-            console=console,
-            show_progress=progress,
-        )
-    except SweepError as err:
-        raise TuneError(f"{step}: {err}") from None
-    failed = failed_members(sweep)
-    if failed:
-        raise TuneError(
-            f"{step}: member(s) failed: "
-            + ", ".join(
-                f"{m['name']} (exit {m['returncode']}, log {out / m['log']})" for m in failed
-            )
-            + "; rerun the same command to retry (finished steps are kept)"
-        )
-    return out
-
-
-def _member_dirs(sweep_dir: Path) -> dict[int, Path]:
-    sweep = read_sweep(sweep_dir)
-    return {m["mult"]: sweep_dir / m["run_dir"] for m in sweep["members"]}
-
-
-def run_probes(plan: TunePlan, console) -> dict[int, list[Path]]:
-    """The update probes one after the other (never side by side: they are timed), each as
-    `hyrl sweep` runs a member (its flags from `member_flags`); a probe whose run directory
-    holds summary.json is done and kept, an unfinished one is moved aside and rerun."""
-    out = plan.out / "probes"
-    out.mkdir(parents=True, exist_ok=True)
-    record = {
-        "recipe": str(plan.recipe),
-        "args": plan.probe_args,
-        "base": plan.base,
-        "rounds": plan.probe_rounds,
-    }
-    members = probe_members(plan)
-    record["members"] = [m["name"] for m in members]
-    earlier = out / "probes.json"
-    if earlier.is_file() and json.loads(earlier.read_text()) != json_safe(record):
-        raise TuneError(
-            f"--out {plan.out}: its probes were run with other arguments ({earlier}); "
-            "allowed: the same command as before, or a new --out"
-        )
-    earlier.write_text(json.dumps(json_safe(record), indent=2) + "\n", encoding="utf-8")
-    dirs: dict[int, list[Path]] = {}
-    for m in members:
-        dirs.setdefault(m["mult"], []).append(
-            _run_member(
-                plan, console, out, m, plan.probe_args, f"pass 2: update probe {m['name']} "
-                f"({plan.probe_steps} steps, round {m['round']} of {plan.probe_rounds})",
-                "pass 2: probe",
-            )
-        )  # fmt: skip
-    return dirs
-
-
-def _run_member(
-    plan: TunePlan, console, out: Path, member: dict, args: list[str], status: str, what: str
-) -> Path:
-    """One member, as `hyrl sweep` runs it (its flags from `member_flags`, after `args`), never
-    side by side with another (they are timed); a member whose run directory holds
-    summary.json is done and kept, an unfinished one is moved aside and rerun. Its run
-    directory."""
-    run_dir = out / member["run_dir"]
-    if is_done(out, member):
-        return run_dir
-    move_aside(out, member)
-    cmd = ["bash", str(plan.recipe), *args, *member_flags(member, plan.base, run_dir)]
-    log = out / f"{member['name']}.log"
-    with open(log, "w", encoding="utf-8") as f:
-        f.write("# " + shlex.join(cmd) + "\n")
-        f.flush()
-        with console.status(status):
-            rc = subprocess.run(
-                cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=plan.env,
-            ).returncode  # fmt: skip
-    if rc != 0 or not is_done(out, member):
-        raise TuneError(
-            f"{what} {member['name']} exited {rc}; see {log} (rerun the same command to retry; "
-            "finished steps are kept)"
-        )
-    return run_dir
-
-
-def profile_concurrencies(plan: TunePlan) -> list[int]:
-    N0 = plan.base["P0"] * plan.base["G"]
-    cap = int(plan.config["rollout_concurrency"])
-    return sorted({concurrency(m * N0, cap) for m in plan.mults})
-
-
-def run_profile(plan: TunePlan, console) -> dict | None:
-    """`hyrl profile-rollout` at the candidates' concurrencies (num-prompts = the largest C);
-    None when every candidate decodes at the same C, where the rates cancel (tune.model)."""
-    out = plan.out / "profile"
-    done = out / "profile.json"
-    cs = profile_concurrencies(plan)
-    if len(cs) == 1:
-        return None
-    if done.is_file():
-        profile = json.loads(done.read_text())
-        if profile.get("parameters", {}).get("concurrencies") == cs:
-            return profile
-    c = plan.config
-    cmd = [
-        _python(plan.env),
-        "-m",
-        "hyrl",
-        "profile-rollout",
-        "--engine",
-        c["rollout_engine"],
-        "--concurrency",
-        ",".join(map(str, cs)),
-        "--num-prompts",
-        str(cs[-1]),
-        "--max-new-tokens",
-        str(c["rollout_max_response_len"]),
-        "--repeats",
-        str(PROFILE_REPEATS),
-        "--seed",
-        str(c.get("seed") or 0),
-        "--out",
-        str(out),
-    ]
-    if c["rollout_engine"] == "sglang":
-        cmd += ["--model-path", str(c["hf_checkpoint"])]
-        cmd += ["--num-gpus-per-engine", str(c.get("rollout_num_gpus_per_engine") or 1)]
-    log = plan.out / "profile.log"
-    with open(log, "w", encoding="utf-8") as f:
-        f.write("# " + " ".join(cmd) + "\n")
-        f.flush()
-        with console.status(f"pass 2: decode profile at C = {','.join(map(str, cs))}"):
-            rc = subprocess.run(
-                cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=plan.env, timeout=PROFILE_TIMEOUT_S,
-            ).returncode  # fmt: skip
-    if rc != 0 or not done.is_file():
-        raise TuneError(f"pass 2: `hyrl profile-rollout` exited {rc}; see {log}")
-    return json.loads(done.read_text())
+from hyrl.batchsize.tune.plan import TuneError, TunePlan, align_args, align_plan
 
 
 def _costs(run_dir: Path, what: str, later_fraction: float) -> tuple[StepCosts, list, dict]:
@@ -420,12 +261,14 @@ def verify_rows(report: dict, analysis: dict, mults_by_name: dict[str, int]) -> 
 def run_verify(plan: TunePlan, report: dict, console, progress: bool) -> dict:
     rec = report["recommendation"]["mult"]
     mults = sorted({1, rec, *neighbours(plan.mults, rec, plan.verify)})
-    out = _run_sweep(plan, "verify", mults, plan.verify_samples, plan.extra_args, console, progress)
+    out = run_sweep_step(
+        plan, "verify", mults, plan.verify_samples, plan.extra_args, console, progress
+    )
     try:
         analysis = analyze([out], parse_target(str(plan.config["target"])))
     except AnalysisError as err:
         raise TuneError(f"verify: {err}") from None
-    names = {d.name: m for m, d in _member_dirs(out).items()}
+    names = {d.name: m for m, d in member_dirs(out).items()}
     return {
         "sweep_dir": str(out),
         "mults": mults,
@@ -451,7 +294,7 @@ def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
     planned = {m["mult"]: m for m in align_plan(plan, [1, *checked])}
     args = align_args(plan, at)
     ref = planned[1]
-    ref_dir = _run_member(
+    ref_dir = run_member(
         plan, console, out, ref, args, f"align check: {ref['name']} to {metric} = {at:.4g}",
         "align check:",
     )  # fmt: skip
@@ -469,7 +312,7 @@ def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
         member = dict(
             planned[m], num_steps=budget_steps(s_half, planned[m]["responses_per_rollout"])
         )
-        dirs[m] = _run_member(
+        dirs[m] = run_member(
             plan, console, out, member, args,
             f"align check: {member['name']} (at most {member['num_steps']} steps)", "align check:",
         )  # fmt: skip
@@ -503,7 +346,7 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     console.print(f"[bold]pass 1[/]: {plan.budget_samples} responses at the reference batch")
-    pass1_dir = _run_sweep(
+    pass1_dir = run_sweep_step(
         plan, "pass1", [1], plan.budget_samples, plan.extra_args, console, show_progress
     )
     timings["pass1_s"] = time.monotonic() - t0
@@ -514,7 +357,7 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     console.print(f"[bold]pass 2[/]: update probes, {plan.probe_steps} steps per candidate")
     probes = run_probes(plan, console)
     timings["probes_s"] = time.monotonic() - t
-    pass1 = _member_dirs(pass1_dir)[1]
+    pass1 = member_dirs(pass1_dir)[1]
     report = model(plan, pass1, profile, probes)
     # the prediction on disk before the runs that check it: a check that fails keeps it
     report["timings_s"] = dict(timings)
