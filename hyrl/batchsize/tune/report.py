@@ -1,5 +1,5 @@
 """`hyrl tune`'s report: report.json, report.md and the plots (matplotlib, Agg), from the dict
-`hyrl.batchsize.tune.run.model` returns."""
+`hyrl.batchsize.tune.prediction.predict_report` returns."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hyrl.batchsize.tune import run as tune
+from hyrl.batchsize.tune import prediction
 from hyrl.batchsize.tune.cli import main as tune_main
 from hyrl.batchsize.tune.model import (
     StepCosts,
@@ -32,8 +32,9 @@ from hyrl.batchsize.tune.model import (
     steps_ratio,
 )
 from hyrl.batchsize.tune.plan import TuneError, TunePlan, check_tune
+from hyrl.batchsize.tune.prediction import predict_report
 from hyrl.batchsize.tune.report import write_report
-from hyrl.batchsize.tune.run import model, neighbours, verify_rows
+from hyrl.batchsize.tune.run import neighbours, verify_rows
 from hyrl.cli import COMMANDS
 
 REF_STAGES = {
@@ -125,14 +126,14 @@ def _plan(tmp_path: Path, mults=(1, 2, 4), concurrency: int = 256) -> TunePlan:
 
 def _report(tmp_path: Path, **kw) -> dict:
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
-    return model(_plan(tmp_path, **kw), _pass1(tmp_path), PROFILE, probes)
+    return predict_report(_plan(tmp_path, **kw), _pass1(tmp_path), PROFILE, probes)
 
 
 # --- the model, by hand --------------------------------------------------------------------
 
 
 def test_stage_costs_are_medians_of_the_later_half_without_the_first_step(tmp_path):
-    costs, _, _ = tune._costs(_pass1(tmp_path), "pass 1", 0.5)
+    costs, _, _ = prediction._costs(_pass1(tmp_path), "pass 1", 0.5)
     assert costs.n_steps == 4  # steps 5..8 of 2..8
     assert costs.seconds == pytest.approx(REF_STAGES)
     assert costs.response_tokens == 2.0 and costs.responses_per_rollout == 128
@@ -187,7 +188,7 @@ def test_the_spread_of_the_noise_scale_moves_the_recommendation(tmp_path):
     pass1 = _pass1(tmp_path, noise=lambda step: values.get(step, 1e6))
     # x4's update costs 1.3x the per-token cost at B0: R peaks at x2
     probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.3)}
-    report = model(_plan(tmp_path), pass1, PROFILE, probes)
+    report = predict_report(_plan(tmp_path), pass1, PROFILE, probes)
     noise = report["noise"]
     assert (noise["low"], noise["value"], noise["high"]) == pytest.approx((35, 1520, 3500))
     by_mult = {c["mult"]: c for c in report["candidates"]}
@@ -217,7 +218,7 @@ def test_the_spread_of_the_noise_scale_moves_the_recommendation(tmp_path):
 def test_one_concurrency_for_every_candidate_needs_no_profile(tmp_path):
     # --rollout-concurrency 128 = N0: every candidate decodes at C = 128, generation ~ N
     probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.0)}
-    report = model(_plan(tmp_path, concurrency=128), _pass1(tmp_path), None, probes)
+    report = predict_report(_plan(tmp_path, concurrency=128), _pass1(tmp_path), None, probes)
     by_mult = {c["mult"]: c for c in report["candidates"]}
     assert by_mult[4]["stage_s"]["rollout"] == pytest.approx(0.8)  # 0.2 x 4
     assert report["decode_responses_per_s"] is None
@@ -227,7 +228,7 @@ def test_a_profile_without_a_needed_concurrency_is_named(tmp_path):
     probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.0)}
     profile = {"rows": [{"c": 128, "responses_per_s": 100.0}]}
     with pytest.raises(TuneError, match="no row at concurrency 256"):
-        model(_plan(tmp_path), _pass1(tmp_path), profile, probes)
+        predict_report(_plan(tmp_path), _pass1(tmp_path), profile, probes)
 
 
 def test_samples_ratio_is_mccandlishs_examples_not_his_steps():
@@ -290,7 +291,7 @@ def test_ppo_records_give_the_critic_its_own_batch(tmp_path):
         r["critic/noise_scale"] = 70.0
     (pass1 / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
-    rec = model(_plan(tmp_path), pass1, PROFILE, probes)["recommendation"]
+    rec = predict_report(_plan(tmp_path), pass1, PROFILE, probes)["recommendation"]
     assert rec["mult"] == 2  # the actor's choice, as above: N = 256
     # divisors of 256 that are multiples of 32, log-nearest to 70: 64 (|ln 64/70| < |ln 128/70|)
     assert rec["critic_batch"] == 64
@@ -492,12 +493,12 @@ def test_async_records_give_the_worker_generation_and_an_overlapped_prediction(t
         rec["perf/trainer_idle_s"] = 0.0
         recs.append(rec)
     pass1 = _write_run(tmp_path / "pass1", 1, recs)
-    costs, _, _ = tune._costs(pass1, "pass 1", 0.5)
+    costs, _, _ = prediction._costs(pass1, "pass 1", 0.5)
     assert costs.seconds == pytest.approx(REF_STAGES)  # the worker's stages read as its own
     plan = _plan(tmp_path)
     plan.config.update(async_rollout=True, max_staleness=1)
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
-    report = model(plan, pass1, PROFILE, probes)
+    report = predict_report(plan, pass1, PROFILE, probes)
     assert report["overlapped"] is True
     ref = report["candidates"][0]
     assert ref["step_s"] == pytest.approx(0.44 + 0.05)  # trainer-bound at B0
@@ -574,7 +575,7 @@ def test_without_a_positive_mean_gradient_or_enough_steps_the_moving_average_is_
 def test_a_candidate_the_alignment_check_rejected_is_not_recommended(tmp_path):
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
     # unchecked, x2 is the least predicted T (0.9643x, the hand computation above)
-    report = model(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes, rejected_from=2)
+    report = predict_report(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes, rejected_from=2)
     # x2 and every larger candidate rejected: x1 is what is left
     assert report["recommendation"]["mult"] == 1
     assert report["recommendation"]["time_ratio"] == pytest.approx(1.0)
@@ -590,7 +591,7 @@ def test_probe_rounds_cancel_a_load_that_changes_between_rounds(tmp_path):
         for m, f in ((1, 1.0), (2, 0.9), (4, 0.8))
     }
     pass1 = _pass1(tmp_path)
-    report = model(_plan(tmp_path), pass1, PROFILE, probes)
+    report = predict_report(_plan(tmp_path), pass1, PROFILE, probes)
     by_mult = {c["mult"]: c for c in report["candidates"]}
     r2 = (256 / 1.08) / (128 / 0.7)  # the hand computation of the single-round test
     assert by_mult[2]["throughput_ratio"] == pytest.approx(r2)
@@ -598,7 +599,7 @@ def test_probe_rounds_cancel_a_load_that_changes_between_rounds(tmp_path):
     assert report["probe_rounds"] == 2
     # without rounds (a probe each, against pass 1) the slow round would have counted: x2's
     # actor update 2 x 0.72 = 1.44 s, weight sync and other still fixed at pass 1's
-    slow = model(_plan(tmp_path), pass1, PROFILE, {2: probes[2][1], 4: probes[4][1]})
+    slow = predict_report(_plan(tmp_path), pass1, PROFILE, {2: probes[2][1], 4: probes[4][1]})
     assert {c["mult"]: c for c in slow["candidates"]}[2]["throughput_ratio"] < r2
 
 
@@ -612,7 +613,7 @@ def test_a_verdict_inside_the_spread_of_r_is_named(tmp_path):
         2: [_probe(tmp_path, 2, f, name=f"x2r{r}") for r, f in ((1, 0.9), (2, 1.2))],
         4: [_probe(tmp_path, 4, 0.8, name=f"x4r{r}") for r in (1, 2)],
     }
-    report = model(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes)
+    report = predict_report(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes)
     x2 = {c["mult"]: c for c in report["candidates"]}[2]
     low, high = (256 / 1.32) / (128 / 0.7), (256 / 1.08) / (128 / 0.7)
     assert x2["throughput_ratio_range"] == pytest.approx([low, high])
