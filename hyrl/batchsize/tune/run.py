@@ -33,23 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hyrl.batchsize.analyze import AnalysisError, analyze, parse_target
-from hyrl.batchsize.runs import load_run
-from hyrl.batchsize.tune.align import (
-    AlignCheckError,
-    budget_steps,
-    level,
-    members,
-    start_value,
-    verdicts,
-)
-from hyrl.batchsize.tune.members import (
-    member_dirs,
-    run_member,
-    run_probes,
-    run_profile,
-    run_sweep_step,
-)
-from hyrl.batchsize.tune.plan import TuneError, TunePlan, align_args, align_plan
+from hyrl.batchsize.tune.align import run_align_check
+from hyrl.batchsize.tune.members import member_dirs, run_probes, run_profile, run_sweep_step
+from hyrl.batchsize.tune.plan import TuneError, TunePlan
 from hyrl.batchsize.tune.prediction import predict_report
 
 
@@ -110,62 +96,6 @@ def run_verify(plan: TunePlan, report: dict, console, progress: bool) -> dict:
         "verify_samples": plan.verify_samples,
         "target": plan.config["target"],
         "rows": verify_rows(report, analysis, names),
-    }
-
-
-def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
-    """The alignment check (`hyrl.batchsize.tune.align`): the reference to the level, then the
-    recommendation and its larger neighbour, analysed against the reference at the level."""
-    metric, target = parse_target(str(plan.config["target"]))
-    try:
-        start = start_value(load_run(pass1).records, metric)
-        at = level(start, target, plan.align_fraction)
-    except AlignCheckError as err:
-        raise TuneError(f"align check: {err}; allowed: --align-check off") from None
-    out = plan.out / "align"
-    out.mkdir(parents=True, exist_ok=True)
-    rec = int(report["recommendation"]["mult"])
-    checked = members(plan.mults, rec)
-    planned = {m["mult"]: m for m in align_plan(plan, [1, *checked])}
-    args = align_args(plan, at)
-    ref = planned[1]
-    ref_dir = run_member(
-        plan, console, out, ref, args, f"align check: {ref['name']} to {metric} = {at:.4g}",
-        "align check:",
-    )  # fmt: skip
-    reached = load_run(ref_dir).summary or {}
-    s_half = reached.get("samples_to_target")
-    if not reached.get("reached") or not s_half:
-        raise TuneError(
-            f"align check: the reference {ref['name']} did not reach {metric} = {at:.4g} "
-            f"({plan.align_fraction:g} of the way from {start:.4g} to {target:g}) within the "
-            f"recipe's --num-steps; see {ref_dir}; allowed: a larger `-- --num-steps`, a "
-            "smaller --align-fraction, or --align-check off"
-        )
-    dirs = {1: ref_dir}
-    for m in checked:
-        member = dict(
-            planned[m], num_steps=budget_steps(s_half, planned[m]["responses_per_rollout"])
-        )
-        dirs[m] = run_member(
-            plan, console, out, member, args,
-            f"align check: {member['name']} (at most {member['num_steps']} steps)", "align check:",
-        )  # fmt: skip
-    try:
-        analysis = analyze(list(dirs.values()), (metric, at), reference=ref_dir.name)
-    except AnalysisError as err:
-        raise TuneError(f"align check: {err}") from None
-    rows, rejected_from = verdicts(analysis, {d.name: m for m, d in dirs.items()})
-    return {
-        "dir": str(out),
-        "metric": metric,
-        "start": start,
-        "level": at,
-        "fraction": plan.align_fraction,
-        "reference_samples_to_level": s_half,
-        "tolerance": analysis["tolerance"],
-        "rows": rows,
-        "rejected_from": rejected_from,
     }
 
 
