@@ -34,7 +34,7 @@ from hyrl.batchsize.tune.model import (
 from hyrl.batchsize.tune.plan import TuneError, TunePlan, check_tune
 from hyrl.batchsize.tune.prediction import predict_report
 from hyrl.batchsize.tune.report import write_report
-from hyrl.batchsize.tune.run import neighbours, verify_rows
+from hyrl.batchsize.tune.verify import neighbours, verify_rows
 from hyrl.cli import COMMANDS
 
 REF_STAGES = {
