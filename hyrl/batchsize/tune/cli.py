@@ -16,7 +16,8 @@ from hyrl.batchsize.tune.plan import (
     TuneError,
     check_tune,
 )
-from hyrl.batchsize.tune.run import run_tune, summary_lines
+from hyrl.batchsize.tune.report import summary_lines
+from hyrl.batchsize.tune.run import run_tune
 from hyrl.cli_args import parse_args
 
 

@@ -3,23 +3,25 @@ full sweep (the model is `hyrl.batchsize.tune.model`; its docstring gives every 
 
 Steps, each one a directory under --out (re-running the same command skips a finished step):
 
-0. Check (`check_tune`): every argument, the recipe's resolved configuration (a dry run), and a
-   dry run of every probe member (and, with --verify, of every verify member at its budget)
-   before anything starts.
+0. Check (`check_tune`, `hyrl.batchsize.tune.plan`): every argument, the recipe's resolved
+   configuration (a dry run), and a dry run of every probe member (and, with --verify, of every
+   verify member at its budget) before anything starts.
 1. Pass 1 (`DIR/pass1`): one run of the recipe at its reference batch for --budget-samples
    responses (a one-member `hyrl sweep`): the noise scale over training and the stage costs.
+   Every run tune starts is `hyrl.batchsize.tune.members`.
 2. Pass 2: the decode profile (`DIR/profile`, `hyrl profile-rollout` at the concurrencies the
    candidates need) and the update probes (`DIR/probes`: every candidate and x1 for
    --probe-steps rollout steps, evaluation off, in --probe-rounds rounds; only their step
    timers are read, each against its round's x1).
 3. The model and the report: `DIR/report.json`, `DIR/report.md`, `DIR/noise_scale.png`,
-   `DIR/prediction.png`.
+   `DIR/prediction.png` (`hyrl.batchsize.tune.prediction`, `hyrl.batchsize.tune.report`).
 4. The alignment check (`DIR/align`, `hyrl.batchsize.tune.align`): the reference to a level
    between its start and the target, then the recommendation and its larger neighbour from the
    same start; a candidate whose curve departs is rejected with every larger one.
 5. --verify K: the recommendation, the reference and the K candidates nearest to the
    recommendation run as a `hyrl sweep` with equal sample budgets (`DIR/verify`), analysed by
-   `hyrl analyze`; the report gains a "predicted vs measured" table.
+   `hyrl analyze`; the report gains a "predicted vs measured" table
+   (`hyrl.batchsize.tune.verify`).
 
 Reads and writes run directories and config.json only, through `hyrl sweep` (which launches
 the recipe as a subprocess) and `hyrl.batchsize.runs`; the profile is `python -m hyrl
@@ -89,35 +91,3 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     report["timings_s"] = timings
     report["files"] = [str(p.name) for p in write_report(report, plan.out)]
     return report
-
-
-def summary_lines(report: dict) -> list[str]:
-    from hyrl.batchsize.tune.report import noise_text
-
-    rec = report["recommendation"]
-    n = report["noise"]
-    lines = [
-        f"B_noise (actor) = {noise_text(n['value'])} ({n['spread']} {noise_text(n['low'])} to "
-        f"{noise_text(n['high'])})",
-        f"recommended: B = {rec['responses_per_step']} responses per step "
-        f"(P = {rec['prompts_per_step']}), lr = {rec['lr']:.4g}, C = {rec['concurrency']}; "
-        f"predicted T ratio {rec['time_ratio']:.3g}x; over the noise scale's spread the best B "
-        f"is x{rec['mult_low']} to x{rec['mult_high']}",
-    ]
-    check = report.get("align_check")
-    if check:
-        verdicts_text = ", ".join(f"x{r['mult']} {r['verdict']}" for r in check["rows"])
-        lines.append(
-            f"align check to {check['metric']} = {check['level']:.4g}: {verdicts_text or 'none'}"
-            + (
-                f" (predicted x{report['predicted_recommendation']['mult']}, then measured)"
-                if report.get("predicted_recommendation")
-                else ""
-            )
-        )
-    if rec.get("critic_batch") is not None:
-        lines.append(
-            f"critic: batch {rec['critic_batch']}, lr {rec['critic_lr']:.4g} "
-            f"(B_noise,critic = {rec['critic_noise_scale']:.4g})"
-        )
-    return lines
