@@ -52,9 +52,9 @@ bench: $(STAMP)
 		--threads $(BENCH_THREADS) --out $(BENCH_OUT) $(BENCH_FLAGS)
 
 # Two workers (pytest-xdist), each taking whole test files (module fixtures run once);
-# TEST_WORKERS=0 runs serially.
+# TEST_WORKERS=0 runs serially. The slowest 20 tests are listed at the end.
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20
 
 $(CONTRACT_STAMP): requirements-contract.txt requirements.txt pyproject.toml
 	@test -x $(CONTRACT_VENV)/bin/python || python3 -m venv $(CONTRACT_VENV)

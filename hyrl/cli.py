@@ -58,7 +58,7 @@ COMMANDS = {
     "checkpoint": "hyrl.checkpoint.verify_cli:main",
     "data": "hyrl.data.import_cli:main",
     "cost": "hyrl.batchsize.cost:main",
-    "tune": "hyrl.batchsize.tune_cli:main",
+    "tune": "hyrl.batchsize.tune.cli:main",
 }
 
 

@@ -8,7 +8,7 @@ so T is least where the goodput
     G(B) = R(B) / (1 + B / B_noise)        (throughput x statistical efficiency per sample)
 is largest (Pollux, Qiao et al., OSDI 2021, eq. 1 and sec. 3.1; S_min cancels). Relative to a
 batch B0: G(B) / G(B0) = [R(B) / R(B0)] x (1 + B0/B_noise) / (1 + B/B_noise) = 1 / T ratio, the
-`hyrl tune` model's T(B)/T(B0) (`hyrl.batchsize.tune_model.samples_ratio`) inverted.
+`hyrl tune` model's T(B)/T(B0) (`hyrl.batchsize.tune.model.samples_ratio`) inverted.
 
 R(B), responses per second of the loop at B (`ThroughputModel`):
 - at a B the run has measured (every rollout step there but the first after a change, which
@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyrl.batchsize.tune_model import (
+from hyrl.batchsize.tune.model import (
     DECODE_STAGES,
     FIXED_STAGES,
     STAGES,

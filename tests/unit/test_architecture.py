@@ -210,6 +210,17 @@ RULES = {
             "hyrl.rollout.build",
         ),
     ),
+    # tune's model is formulas on what was measured; the runs that measure are tune's other modules
+    "tune's model starts no run: no subprocess, sweep, recipe or other tune module": (
+        ("hyrl.batchsize.tune.model",),
+        (
+            "subprocess",
+            "hyrl.batchsize.sweep",
+            "hyrl.batchsize.sweep_probe",
+            "hyrl.config.recipe_dry_run",
+            "hyrl.batchsize.tune",
+        ),
+    ),
     # the engines know nothing of the trainer, not even its TrainBackend protocol: the trainer
     # and the engines meet in hyrl.weight_sync only
     "rollout imports nothing of backends": (("hyrl.rollout",), ("hyrl.backends",)),

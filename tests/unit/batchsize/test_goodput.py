@@ -23,7 +23,7 @@ from hyrl.batchsize.goodput import (
     goodput,
     load_profile,
 )
-from hyrl.batchsize.tune_model import samples_ratio
+from hyrl.batchsize.tune.model import samples_ratio
 from hyrl.config import ConfigError, parse_args, resolve, validate
 from hyrl.train.preflight import preflight
 

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from hyrl.batchsize import tune
-from hyrl.batchsize.tune import TuneError, TunePlan, check_tune, model, neighbours, verify_rows
-from hyrl.batchsize.tune_cli import main as tune_main
-from hyrl.batchsize.tune_model import (
+from hyrl.batchsize.tune import prediction
+from hyrl.batchsize.tune.cli import main as tune_main
+from hyrl.batchsize.tune.model import (
     StepCosts,
     TuneModelError,
     critic_batch,
@@ -32,7 +31,10 @@ from hyrl.batchsize.tune_model import (
     step_costs,
     steps_ratio,
 )
-from hyrl.batchsize.tune_report import write_report
+from hyrl.batchsize.tune.plan import TuneError, TunePlan, check_tune
+from hyrl.batchsize.tune.prediction import predict_report
+from hyrl.batchsize.tune.report import write_report
+from hyrl.batchsize.tune.verify import neighbours, verify_rows
 from hyrl.cli import COMMANDS
 
 REF_STAGES = {
@@ -124,14 +126,14 @@ def _plan(tmp_path: Path, mults=(1, 2, 4), concurrency: int = 256) -> TunePlan:
 
 def _report(tmp_path: Path, **kw) -> dict:
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
-    return model(_plan(tmp_path, **kw), _pass1(tmp_path), PROFILE, probes)
+    return predict_report(_plan(tmp_path, **kw), _pass1(tmp_path), PROFILE, probes)
 
 
 # --- the model, by hand --------------------------------------------------------------------
 
 
 def test_stage_costs_are_medians_of_the_later_half_without_the_first_step(tmp_path):
-    costs, _, _ = tune._costs(_pass1(tmp_path), "pass 1", 0.5)
+    costs, _, _ = prediction._costs(_pass1(tmp_path), "pass 1", 0.5)
     assert costs.n_steps == 4  # steps 5..8 of 2..8
     assert costs.seconds == pytest.approx(REF_STAGES)
     assert costs.response_tokens == 2.0 and costs.responses_per_rollout == 128
@@ -186,7 +188,7 @@ def test_the_spread_of_the_noise_scale_moves_the_recommendation(tmp_path):
     pass1 = _pass1(tmp_path, noise=lambda step: values.get(step, 1e6))
     # x4's update costs 1.3x the per-token cost at B0: R peaks at x2
     probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.3)}
-    report = model(_plan(tmp_path), pass1, PROFILE, probes)
+    report = predict_report(_plan(tmp_path), pass1, PROFILE, probes)
     noise = report["noise"]
     assert (noise["low"], noise["value"], noise["high"]) == pytest.approx((35, 1520, 3500))
     by_mult = {c["mult"]: c for c in report["candidates"]}
@@ -216,7 +218,7 @@ def test_the_spread_of_the_noise_scale_moves_the_recommendation(tmp_path):
 def test_one_concurrency_for_every_candidate_needs_no_profile(tmp_path):
     # --rollout-concurrency 128 = N0: every candidate decodes at C = 128, generation ~ N
     probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.0)}
-    report = model(_plan(tmp_path, concurrency=128), _pass1(tmp_path), None, probes)
+    report = predict_report(_plan(tmp_path, concurrency=128), _pass1(tmp_path), None, probes)
     by_mult = {c["mult"]: c for c in report["candidates"]}
     assert by_mult[4]["stage_s"]["rollout"] == pytest.approx(0.8)  # 0.2 x 4
     assert report["decode_responses_per_s"] is None
@@ -226,7 +228,7 @@ def test_a_profile_without_a_needed_concurrency_is_named(tmp_path):
     probes = {2: _probe(tmp_path, 2, 1.0), 4: _probe(tmp_path, 4, 1.0)}
     profile = {"rows": [{"c": 128, "responses_per_s": 100.0}]}
     with pytest.raises(TuneError, match="no row at concurrency 256"):
-        model(_plan(tmp_path), _pass1(tmp_path), profile, probes)
+        predict_report(_plan(tmp_path), _pass1(tmp_path), profile, probes)
 
 
 def test_samples_ratio_is_mccandlishs_examples_not_his_steps():
@@ -289,7 +291,7 @@ def test_ppo_records_give_the_critic_its_own_batch(tmp_path):
         r["critic/noise_scale"] = 70.0
     (pass1 / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
-    rec = model(_plan(tmp_path), pass1, PROFILE, probes)["recommendation"]
+    rec = predict_report(_plan(tmp_path), pass1, PROFILE, probes)["recommendation"]
     assert rec["mult"] == 2  # the actor's choice, as above: N = 256
     # divisors of 256 that are multiples of 32, log-nearest to 70: 64 (|ln 64/70| < |ln 128/70|)
     assert rec["critic_batch"] == 64
@@ -357,7 +359,7 @@ def test_report_files_are_written_and_agree(tmp_path):
 
 
 def test_tune_is_a_command():
-    assert COMMANDS["tune"] == "hyrl.batchsize.tune_cli:main"
+    assert COMMANDS["tune"] == "hyrl.batchsize.tune.cli:main"
 
 
 @pytest.fixture
@@ -471,7 +473,7 @@ def test_ppo_probes_time_the_actor_from_their_first_step(tmp_path):
 
 
 def test_an_async_step_overlaps_generation_with_the_trainer_by_hand():
-    from hyrl.batchsize.tune_model import step_seconds
+    from hyrl.batchsize.tune.model import step_seconds
 
     # trainer-bound: max(gen 0.2 + reward 0.01, actor 0.4 + other 0.04) + sync 0.05
     assert step_seconds(REF_STAGES) == pytest.approx(0.70)
@@ -491,12 +493,12 @@ def test_async_records_give_the_worker_generation_and_an_overlapped_prediction(t
         rec["perf/trainer_idle_s"] = 0.0
         recs.append(rec)
     pass1 = _write_run(tmp_path / "pass1", 1, recs)
-    costs, _, _ = tune._costs(pass1, "pass 1", 0.5)
+    costs, _, _ = prediction._costs(pass1, "pass 1", 0.5)
     assert costs.seconds == pytest.approx(REF_STAGES)  # the worker's stages read as its own
     plan = _plan(tmp_path)
     plan.config.update(async_rollout=True, max_staleness=1)
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
-    report = model(plan, pass1, PROFILE, probes)
+    report = predict_report(plan, pass1, PROFILE, probes)
     assert report["overlapped"] is True
     ref = report["candidates"][0]
     assert ref["step_s"] == pytest.approx(0.44 + 0.05)  # trainer-bound at B0
@@ -504,7 +506,7 @@ def test_async_records_give_the_worker_generation_and_an_overlapped_prediction(t
     # 0.4 x 4 x 0.8 = 1.28 + 0.04 overhead; sync 0.05: max(0.54, 1.32) + 0.05
     x4 = report["candidates"][2]
     assert x4["step_s"] == pytest.approx(1.32 + 0.05)
-    from hyrl.batchsize.tune_report import render_markdown
+    from hyrl.batchsize.tune.report import render_markdown
 
     assert "overlap the trainer's stages" in render_markdown(report, [])
 
@@ -573,7 +575,7 @@ def test_without_a_positive_mean_gradient_or_enough_steps_the_moving_average_is_
 def test_a_candidate_the_alignment_check_rejected_is_not_recommended(tmp_path):
     probes = {2: _probe(tmp_path, 2, 0.9), 4: _probe(tmp_path, 4, 0.8)}
     # unchecked, x2 is the least predicted T (0.9643x, the hand computation above)
-    report = model(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes, rejected_from=2)
+    report = predict_report(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes, rejected_from=2)
     # x2 and every larger candidate rejected: x1 is what is left
     assert report["recommendation"]["mult"] == 1
     assert report["recommendation"]["time_ratio"] == pytest.approx(1.0)
@@ -589,7 +591,7 @@ def test_probe_rounds_cancel_a_load_that_changes_between_rounds(tmp_path):
         for m, f in ((1, 1.0), (2, 0.9), (4, 0.8))
     }
     pass1 = _pass1(tmp_path)
-    report = model(_plan(tmp_path), pass1, PROFILE, probes)
+    report = predict_report(_plan(tmp_path), pass1, PROFILE, probes)
     by_mult = {c["mult"]: c for c in report["candidates"]}
     r2 = (256 / 1.08) / (128 / 0.7)  # the hand computation of the single-round test
     assert by_mult[2]["throughput_ratio"] == pytest.approx(r2)
@@ -597,7 +599,7 @@ def test_probe_rounds_cancel_a_load_that_changes_between_rounds(tmp_path):
     assert report["probe_rounds"] == 2
     # without rounds (a probe each, against pass 1) the slow round would have counted: x2's
     # actor update 2 x 0.72 = 1.44 s, weight sync and other still fixed at pass 1's
-    slow = model(_plan(tmp_path), pass1, PROFILE, {2: probes[2][1], 4: probes[4][1]})
+    slow = predict_report(_plan(tmp_path), pass1, PROFILE, {2: probes[2][1], 4: probes[4][1]})
     assert {c["mult"]: c for c in slow["candidates"]}[2]["throughput_ratio"] < r2
 
 
@@ -611,7 +613,7 @@ def test_a_verdict_inside_the_spread_of_r_is_named(tmp_path):
         2: [_probe(tmp_path, 2, f, name=f"x2r{r}") for r, f in ((1, 0.9), (2, 1.2))],
         4: [_probe(tmp_path, 4, 0.8, name=f"x4r{r}") for r in (1, 2)],
     }
-    report = model(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes)
+    report = predict_report(_plan(tmp_path), _pass1(tmp_path), PROFILE, probes)
     x2 = {c["mult"]: c for c in report["candidates"]}[2]
     low, high = (256 / 1.32) / (128 / 0.7), (256 / 1.08) / (128 / 0.7)
     assert x2["throughput_ratio_range"] == pytest.approx([low, high])
@@ -620,6 +622,6 @@ def test_a_verdict_inside_the_spread_of_r_is_named(tmp_path):
     assert x2["throughput_ratio"] == pytest.approx((256 / 1.2) / (128 / 0.7))
     rec = report["recommendation"]
     assert rec["mult"] == 1 and rec["within_throughput_spread"] == [2]
-    from hyrl.batchsize.tune_report import spread_text
+    from hyrl.batchsize.tune.report import spread_text
 
     assert "the T ratio range of x2 overlaps x1's" in spread_text(report)

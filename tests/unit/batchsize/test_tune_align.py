@@ -1,5 +1,6 @@
-"""`hyrl tune`'s alignment check (hyrl.batchsize.tune_align, tune.run_align_check) against a
-stand-in recipe whose curves are known in closed form, so every verdict is checkable by hand.
+"""`hyrl tune`'s alignment check (hyrl.batchsize.tune.align: the verdicts, run_align_check)
+against a stand-in recipe whose curves are known in closed form, so every verdict is checkable
+by hand.
 
 The stand-in recipe (a Python script behind bash, as a recipe is) takes the flags `hyrl sweep`
 appends; with --dry-run it prints the resolved configuration, otherwise it writes a run
@@ -17,16 +18,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hyrl.batchsize.tune import TunePlan, run_align_check
-from hyrl.batchsize.tune_align import (
+from hyrl.batchsize.tune.align import (
     SLACK,
     AlignCheckError,
     budget_steps,
     level,
     members,
+    run_align_check,
     start_value,
     verdicts,
 )
+from hyrl.batchsize.tune.plan import TunePlan
 
 FAKE = r"""
 import json, math, sys

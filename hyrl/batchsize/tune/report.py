@@ -1,5 +1,5 @@
 """`hyrl tune`'s report: report.json, report.md and the plots (matplotlib, Agg), from the dict
-`hyrl.batchsize.tune.model` returns."""
+`hyrl.batchsize.tune.prediction.predict_report` returns, and the lines printed at the end."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def render_markdown(report: dict, plots: list[str]) -> str:
     lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots]
     lines += [
         "",
-        "How it is computed: `hyrl/batchsize/tune_model.py` (docstring) and docs/batch-size.md "
+        "How it is computed: `hyrl/batchsize/tune/model.py` (docstring) and docs/batch-size.md "
         '"hyrl tune".',
     ]
     return "\n".join(lines) + "\n"
@@ -343,3 +343,35 @@ def write_report(report: dict, out_dir) -> list[Path]:
     content = json_safe(dict(report, files=[p.name for p in files]))
     js.write_text(json.dumps(content, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return files
+
+
+def summary_lines(report: dict) -> list[str]:
+    """What `hyrl tune` prints when it is done: the noise scale, the recommendation, the
+    alignment check's verdicts and the critic's batch."""
+    rec = report["recommendation"]
+    n = report["noise"]
+    lines = [
+        f"B_noise (actor) = {noise_text(n['value'])} ({n['spread']} {noise_text(n['low'])} to "
+        f"{noise_text(n['high'])})",
+        f"recommended: B = {rec['responses_per_step']} responses per step "
+        f"(P = {rec['prompts_per_step']}), lr = {rec['lr']:.4g}, C = {rec['concurrency']}; "
+        f"predicted T ratio {rec['time_ratio']:.3g}x; over the noise scale's spread the best B "
+        f"is x{rec['mult_low']} to x{rec['mult_high']}",
+    ]
+    check = report.get("align_check")
+    if check:
+        verdicts_text = ", ".join(f"x{r['mult']} {r['verdict']}" for r in check["rows"])
+        lines.append(
+            f"align check to {check['metric']} = {check['level']:.4g}: {verdicts_text or 'none'}"
+            + (
+                f" (predicted x{report['predicted_recommendation']['mult']}, then measured)"
+                if report.get("predicted_recommendation")
+                else ""
+            )
+        )
+    if rec.get("critic_batch") is not None:
+        lines.append(
+            f"critic: batch {rec['critic_batch']}, lr {rec['critic_lr']:.4g} "
+            f"(B_noise,critic = {rec['critic_noise_scale']:.4g})"
+        )
+    return lines

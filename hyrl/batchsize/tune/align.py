@@ -1,5 +1,6 @@
-"""`hyrl tune`'s alignment check (pure: which members, their budgets and the verdicts; the runs
-are `hyrl.batchsize.tune.run_align_check`).
+"""`hyrl tune`'s step 4, the alignment check: which members, their budgets and the verdicts
+(pure functions), and the check's runs (`run_align_check`, each member through
+`hyrl.batchsize.tune.members`, its arguments from `hyrl.batchsize.tune.plan`).
 
 The samples model assumes every batch trains at its best lr; under a scaling rule a large batch
 can be pushed past the stable lr, and then its curve against samples departs from the
@@ -26,10 +27,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from hyrl.batchsize.runs import finite_or_none
+from hyrl.batchsize.analyze import AnalysisError, analyze, parse_target
+from hyrl.batchsize.runs import finite_or_none, load_run
+from hyrl.batchsize.tune.members import run_member
+from hyrl.batchsize.tune.plan import TuneError, TunePlan, align_args, align_plan
 
-DEFAULT_FRACTION = 0.5
 SLACK = 1.5  # a candidate may use this many times the reference's samples to the level
 
 
@@ -106,3 +110,59 @@ def verdicts(analysis: Mapping, names: Mapping[str, int]) -> tuple[list[dict], i
     rows.sort(key=lambda row: row["mult"])
     failing = [row["mult"] for row in rows if row["verdict"] == "rejected"]
     return rows, min(failing, default=None)
+
+
+def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
+    """The check's runs: the reference to the level, then the recommendation and its larger
+    neighbour, analysed against the reference at the level (`verdicts`)."""
+    metric, target = parse_target(str(plan.config["target"]))
+    try:
+        start = start_value(load_run(pass1).records, metric)
+        at = level(start, target, plan.align_fraction)
+    except AlignCheckError as err:
+        raise TuneError(f"align check: {err}; allowed: --align-check off") from None
+    out = plan.out / "align"
+    out.mkdir(parents=True, exist_ok=True)
+    rec = int(report["recommendation"]["mult"])
+    checked = members(plan.mults, rec)
+    planned = {m["mult"]: m for m in align_plan(plan, [1, *checked])}
+    args = align_args(plan, at)
+    ref = planned[1]
+    ref_dir = run_member(
+        plan, console, out, ref, args, f"align check: {ref['name']} to {metric} = {at:.4g}",
+        "align check:",
+    )  # fmt: skip
+    reached = load_run(ref_dir).summary or {}
+    s_half = reached.get("samples_to_target")
+    if not reached.get("reached") or not s_half:
+        raise TuneError(
+            f"align check: the reference {ref['name']} did not reach {metric} = {at:.4g} "
+            f"({plan.align_fraction:g} of the way from {start:.4g} to {target:g}) within the "
+            f"recipe's --num-steps; see {ref_dir}; allowed: a larger `-- --num-steps`, a "
+            "smaller --align-fraction, or --align-check off"
+        )
+    dirs = {1: ref_dir}
+    for m in checked:
+        member = dict(
+            planned[m], num_steps=budget_steps(s_half, planned[m]["responses_per_rollout"])
+        )
+        dirs[m] = run_member(
+            plan, console, out, member, args,
+            f"align check: {member['name']} (at most {member['num_steps']} steps)", "align check:",
+        )  # fmt: skip
+    try:
+        analysis = analyze(list(dirs.values()), (metric, at), reference=ref_dir.name)
+    except AnalysisError as err:
+        raise TuneError(f"align check: {err}") from None
+    rows, rejected_from = verdicts(analysis, {d.name: m for m, d in dirs.items()})
+    return {
+        "dir": str(out),
+        "metric": metric,
+        "start": start,
+        "level": at,
+        "fraction": plan.align_fraction,
+        "reference_samples_to_level": s_half,
+        "tolerance": analysis["tolerance"],
+        "rows": rows,
+        "rejected_from": rejected_from,
+    }

@@ -1,12 +1,13 @@
-"""`hyrl tune RECIPE --out DIR [...] [-- FLAGS]`: the parser and the command (the procedure is
-`hyrl.batchsize.tune`, the model `hyrl.batchsize.tune_model`)."""
+"""`hyrl tune RECIPE --out DIR [...] [-- FLAGS]`: the parser and the command (the checks are
+`hyrl.batchsize.tune.plan`, the procedure `hyrl.batchsize.tune.run`, the model
+`hyrl.batchsize.tune.model`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from hyrl.batchsize.tune import (
+from hyrl.batchsize.tune.plan import (
     DEFAULT_FRACTION,
     DEFAULT_MULTS,
     DEFAULT_PASS1_STEPS,
@@ -14,9 +15,9 @@ from hyrl.batchsize.tune import (
     DEFAULT_PROBE_STEPS,
     TuneError,
     check_tune,
-    run_tune,
-    summary_lines,
 )
+from hyrl.batchsize.tune.report import summary_lines
+from hyrl.batchsize.tune.run import run_tune
 from hyrl.config.parser import parse_or_exit_code
 
 
