@@ -50,7 +50,7 @@ commands:
 COMMANDS = {
     "train": "hyrl.train.cli:main",
     "eval": "hyrl.evaluation.cli:main",
-    "sweep": "hyrl.batchsize.sweep_cli:main",
+    "sweep": "hyrl.batchsize.sweep.cli:main",
     "analyze": "hyrl.batchsize.analyze_cli:main",
     "profile-rollout": "hyrl.rollout.profile_cli:main",
     "plan": "hyrl.plan.cli:main",

@@ -1,5 +1,5 @@
 """Verdicts over seeds: a sweep with --seeds runs every member once per seed, one seed after the
-other (`hyrl.batchsize.sweep_plan`), so each member's runs are spread over the sweep's time and
+other (`hyrl.batchsize.sweep.plan`), so each member's runs are spread over the sweep's time and
 a member sits next to its own seed's reference. The analysis pairs them and gives the spread.
 
 - A run's seed is its config.json `seed`; its group is its name without the sweep's `-s{seed}`

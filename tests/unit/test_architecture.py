@@ -216,7 +216,6 @@ RULES = {
         (
             "subprocess",
             "hyrl.batchsize.sweep",
-            "hyrl.batchsize.sweep_probe",
             "hyrl.config.recipe_dry_run",
             "hyrl.batchsize.tune",
         ),

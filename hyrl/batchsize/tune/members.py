@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from hyrl.batchsize.analyze import json_safe
-from hyrl.batchsize.sweep import SweepError, failed_members, run_sweep
-from hyrl.batchsize.sweep_plan import member_flags
-from hyrl.batchsize.sweep_record import is_done, move_aside
+from hyrl.batchsize.sweep.plan import member_flags
+from hyrl.batchsize.sweep.record import is_done, move_aside
+from hyrl.batchsize.sweep.run import SweepError, failed_members, run_sweep
 from hyrl.batchsize.tune.model import concurrency
 from hyrl.batchsize.tune.plan import TuneError, TunePlan, probe_members
 from hyrl.metrics.run_dir import read_sweep

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyrl.batchsize.sweep import SweepError, base_from_config, check_sweep, probe
-from hyrl.batchsize.sweep_plan import check_rule, parse_mults, plan_members, positive_int
-from hyrl.batchsize.sweep_probe import validate_members
+from hyrl.batchsize.sweep.plan import check_rule, parse_mults, plan_members, positive_int
+from hyrl.batchsize.sweep.probe import validate_members
+from hyrl.batchsize.sweep.run import SweepError, base_from_config, check_sweep, probe
 
 DEFAULT_MULTS = "1,2,4,8,16"
 DEFAULT_PASS1_STEPS = 24  # rollout steps of pass 1 when --budget-samples is not given

@@ -1,4 +1,4 @@
-"""hyrl.batchsize.sweep and `hyrl sweep`: plan, validate, run, resume a batch-size sweep.
+"""hyrl.batchsize.sweep.run and `hyrl sweep`: plan, validate, run, resume a batch-size sweep.
 
 The runs go through a fake recipe (a bash script written here) that mimics what matters of
 `hyrl train`: later flags win, `--dry-run` prints the resolved configuration as JSON on stdout,
@@ -22,7 +22,7 @@ from rich.console import Console
 from testpaths import ROOT
 
 from hyrl.batchsize.analyze import collect_runs
-from hyrl.batchsize.sweep import SweepError, plan_members, run_sweep
+from hyrl.batchsize.sweep.run import SweepError, plan_members, run_sweep
 from hyrl.cli import main
 
 BASE = {"P0": 16, "G": 8, "B0": 128, "lr": 3e-4}
@@ -528,7 +528,7 @@ def test_sigterm_stops_the_members_and_the_rerun_resumes(recipe, calls, tmp_path
 def test_sweep_imports_no_trainer_code():
     # hyrl.config.rollout_layout is the config's pure rollout arithmetic (no engine, no torch).
     code = (
-        "import sys, hyrl.batchsize.sweep, hyrl.cli; "
+        "import sys, hyrl.batchsize.sweep.run, hyrl.cli; "
         "bad = [m for m in sys.modules if m == 'torch' or (m.startswith(('hyrl.train.cli', "
         "'hyrl.backends', 'hyrl.rollout')) and m not in ('hyrl.rollout', "
         "'hyrl.config.rollout_layout'))]; assert not bad, bad"
@@ -544,7 +544,7 @@ def test_sweep_imports_no_trainer_code():
     ],
 )
 def test_a_recipe_whose_batch_changes_during_the_run_is_refused(changes, says):
-    from hyrl.batchsize.sweep_probe import base_from_config
+    from hyrl.batchsize.sweep.probe import base_from_config
 
     config = {
         "rollout_batch_size": 16,
@@ -561,8 +561,8 @@ def test_a_recipe_whose_batch_changes_during_the_run_is_refused(changes, says):
 
 
 def test_under_log_wandb_members_are_grouped_by_sweep_and_tagged_with_b_lr_rule_and_seed():
-    from hyrl.batchsize.sweep_plan import member_flags
-    from hyrl.batchsize.sweep_probe import base_from_config
+    from hyrl.batchsize.sweep.plan import member_flags
+    from hyrl.batchsize.sweep.probe import base_from_config
 
     config = {
         "rollout_batch_size": 16,

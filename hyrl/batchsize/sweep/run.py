@@ -28,8 +28,8 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    NAME.incomplete-<UTC time> (never deleted) and the member runs again, as do failed members.
    A sweep.json written with other arguments is refused.
 
-One concern per module: `sweep_plan` (arguments, members), `sweep_probe` (the recipe's dry
-runs), `sweep_record` (sweep.json and the member directories), this one (checking, running
+One concern per module: `plan` (arguments, members), `probe` (the recipe's dry
+runs), `record` (sweep.json and the member directories), this one (checking, running
 the members and the summary). Only the standard library, `hyrl.config`, `hyrl.metrics.run_dir`
 and `hyrl.config.recipe_dry_run` (standard library only) and rich are imported: the trainer is
 reached through the recipe, as a subprocess.
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from hyrl.batchsize.sweep_plan import (
+from hyrl.batchsize.sweep.plan import (
     DEFAULT_MULTS,
     DEFAULT_RULE,
     RULES,
@@ -63,8 +63,8 @@ from hyrl.batchsize.sweep_plan import (
     plan_members,
     positive_int,
 )
-from hyrl.batchsize.sweep_probe import base_from_config, probe, validate_members
-from hyrl.batchsize.sweep_record import (
+from hyrl.batchsize.sweep.probe import base_from_config, probe, validate_members
+from hyrl.batchsize.sweep.record import (
     check_same_sweep,
     is_done,
     move_aside,

@@ -1,7 +1,7 @@
 """`hyrl sweep RECIPE --out DIR [--dry-run] [...] [-- EXTRA RECIPE FLAGS]`: the parser and the
 command.
 
-The sweep itself (probe, plan, validate, run, resume) is `hyrl.batchsize.sweep`; --dry-run
+The sweep itself (probe, plan, validate, run, resume) is `hyrl.batchsize.sweep.run`; --dry-run
 stops after the validation, prints the plan and writes nothing.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hyrl.batchsize.sweep import (
+from hyrl.batchsize.sweep.run import (
     SweepError,
     check_sweep,
     dry_run_lines,

@@ -1,5 +1,5 @@
 """A sweep's members, planned (pure): the arguments checked, then one member per seed and batch
-multiplier with its learning rate re-derived by the rule (step 2 of `hyrl.batchsize.sweep`)."""
+multiplier with its learning rate re-derived by the rule (step 2 of `hyrl.batchsize.sweep.run`)."""
 
 from __future__ import annotations
 

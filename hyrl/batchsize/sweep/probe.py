@@ -1,5 +1,5 @@
 """Asking the recipe: the probe that gives the reference numbers, and the dry run of every
-member before anything is launched (steps 1 and 3 of `hyrl.batchsize.sweep`)."""
+member before anything is launched (steps 1 and 3 of `hyrl.batchsize.sweep.run`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hyrl.batchsize.sweep_plan import SweepError, base_numbers, member_flags
+from hyrl.batchsize.sweep.plan import SweepError, base_numbers, member_flags
 from hyrl.config.recipe_dry_run import dry_run, error_lines
 
 PROBE_DIR = ".probe-never-created"

@@ -1,6 +1,6 @@
 """The sweep's record on disk: sweep.json (through `hyrl.metrics.run_dir`), the check that a
 re-run repeats the arguments, and the member directories: done, or moved aside to rerun
-(steps 4 and 5 of `hyrl.batchsize.sweep`)."""
+(steps 4 and 5 of `hyrl.batchsize.sweep.run`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hyrl.batchsize.sweep_plan import SweepError
+from hyrl.batchsize.sweep.plan import SweepError
 from hyrl.metrics.run_dir import (
     SWEEP_FILE,
     RunFileError,
