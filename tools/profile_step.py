@@ -46,8 +46,8 @@ def _batch(seed: int):
 
 def _actor(micro_batch_size: int = 32):
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout, init_distributed
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
     init_distributed(ParallelLayout(), seed=1234)

@@ -10,9 +10,10 @@ import torch
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import grpo_loss
 from hyrl.backends.megatron import weights
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
 from hyrl.backends.megatron.model import ParallelLayout, build_model_chunks
-from hyrl.backends.megatron.trainable import MegatronTrainable, OptimizerSettings, only_chunk
+from hyrl.backends.megatron.trainable import MegatronTrainable, only_chunk
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
