@@ -13,6 +13,7 @@ from hyrl.backends.megatron import weights
 from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
 from hyrl.backends.megatron.model import ParallelLayout, build_model_chunks
+from hyrl.backends.megatron.pipeline import from_last_stage
 from hyrl.backends.megatron.trainable import MegatronTrainable, only_chunk
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -248,7 +249,7 @@ class MegatronActor(MegatronTrainable):
             return metrics, None
         # the last pipeline stage ran the loss: its rows go to every stage
         old = self._cat_padded(kept, batch.tokens.shape[1]) if kept else None
-        return metrics, self._from_last_stage(old)
+        return metrics, from_last_stage(old)
 
     def routing_metrics(self) -> dict[str, float]:
         """Routing against the engine's, summed over every rank's log-prob passes since the

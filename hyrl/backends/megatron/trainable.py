@@ -18,6 +18,7 @@ from hyrl.backends.megatron.ddp_optimizer import (
 )
 from hyrl.backends.megatron.model import causal_attention_mask
 from hyrl.backends.megatron.packing import PackedRows
+from hyrl.backends.megatron.pipeline import from_last_stage, pipelined, run_pipeline
 from hyrl.metrics.noise_scale import GradientNoiseScale
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ class MegatronTrainable:
             and self.config.moe_token_dispatcher_type == "allgather"
         ):  # every DP rank runs as many micro-batches here (_padded_micro_batches)
             totals = self._agreed_maxima(totals)
-        if self._pipelined():
+        if pipelined():
             totals = [max(totals)] * len(totals)
         return [
             (
@@ -202,7 +203,7 @@ class MegatronTrainable:
                 shapes += [shapes[-1] if shapes else (1, batch.tokens.shape[1])] * (
                     self._agreed_count(len(shapes)) - len(shapes)
                 )
-        if self._pipelined() and shapes:
+        if pipelined() and shapes:
             # stages pass activations of one fixed shape (megatron allows variable lengths
             # only with the alltoall dispatcher): every micro-batch grows to the largest
             shapes = [(max(r for r, _ in shapes), max(n for _, n in shapes))] * len(shapes)
@@ -277,7 +278,7 @@ class MegatronTrainable:
             ddp.zero_grad_buffer()
         self.optimizer.zero_grad(set_to_none=True)
         dp_size = parallel_state.get_data_parallel_world_size()
-        if self._pipelined():
+        if pipelined():
             return self._accumulate_pipelined(batch, loss_fn, total_tokens)
         micro_batches = list(self._micro_batches(batch))
         # Dynamic micro-batches differ in size, and the estimator needs one small-batch size.
@@ -351,74 +352,6 @@ class MegatronTrainable:
         torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
         return [float(p) for p in parts], float(len(batch))
 
-    # -- pipeline parallelism (PP > 1): megatron's schedules ------------------------------------
-    @staticmethod
-    def _pipelined() -> bool:
-        from megatron.core import parallel_state
-
-        return parallel_state.get_pipeline_model_parallel_world_size() > 1
-
-    def _run_pipeline(
-        self, chunks: list, micro_batches: list, on_last_stage, forward_only: bool
-    ) -> list[dict]:
-        """Every (micro-batch, rows) through megatron's pipeline schedule (1F1B; interleaved
-        over the chunks under virtual pipeline stages; or forward only): `on_last_stage(
-        micro_batch, rows, output)` turns the last stage's output into (loss, stats dict); the
-        stats of every micro-batch come back on the last stage, [] on the others (collective
-        over the pipeline group)."""
-        from megatron.core.pipeline_parallel import get_forward_backward_func
-
-        micro_batches = self._interleavable(micro_batches, len(chunks))
-
-        def forward_step(data_iterator, model):
-            micro_batch, rows = next(data_iterator)
-            micro_batch = micro_batch.to(self.device)
-            output = self._outputs(model, micro_batch)
-
-            def loss_func(output_tensor):
-                loss, stats = on_last_stage(micro_batch, rows, output_tensor)
-                # (loss, token count, stats): with calculate_per_token_loss megatron leaves the
-                # loss as it is (hyrl's is already a share of the global token mean)
-                return loss, torch.ones((), dtype=torch.int, device=self.device), stats
-
-            return output, loss_func
-
-        results = get_forward_backward_func()(
-            forward_step_func=forward_step,
-            # the interleaved schedule runs each chunk's forward over every micro-batch in
-            # order, from an iterator of its own
-            data_iterator=(
-                iter(micro_batches) if len(chunks) == 1 else [iter(micro_batches) for _ in chunks]
-            ),
-            model=chunks,
-            num_microbatches=len(micro_batches),
-            # the activations' shape between stages: [T, 1] packed (equal T: _micro_batches)
-            seq_length=max(
-                mb.tokens.shape[1] if mb.packing is None else mb.packing.total
-                for mb, _ in micro_batches
-            ),
-            micro_batch_size=max(1 if mb.packing else len(mb) for mb, _ in micro_batches),
-            forward_only=forward_only,
-        )
-        return list(results or [])  # the last stage's list of stats; nothing elsewhere
-
-    def _interleavable(self, micro_batches: list, num_chunks: int) -> list:
-        """Under virtual pipeline stages, the micro-batches grown by loss-free copies of the
-        last one (0 rows of the batch: they add nothing) to a multiple of PP: megatron-core
-        0.16.1's interleaved schedule runs groups of PP micro-batches
-        (microbatch_group_size_per_vp_stage) and refuses any other count. Validation refuses
-        fixed micro-batches that would need this; token-packed ones and other B of a batch
-        schedule get it here."""
-        from megatron.core import parallel_state
-
-        if num_chunks == 1 or not micro_batches:
-            return micro_batches
-        pp = parallel_state.get_pipeline_model_parallel_world_size()
-        missing = -len(micro_batches) % pp
-        last, _ = micro_batches[-1]
-        filler = replace(last.without_loss(), packing=last.packing)  # the same shape
-        return micro_batches + [(filler, 0)] * missing
-
     def _forward_only(
         self, chunks: list, batch: TokenBatch, outputs_of
     ) -> tuple[torch.Tensor, ...]:
@@ -426,7 +359,7 @@ class MegatronTrainable:
         of [n, l] tensors per micro-batch; they come back as [N, L] tensors on the CPU, on
         every pipeline stage."""
         length = batch.tokens.shape[1]
-        if not self._pipelined():
+        if not pipelined():
             module = only_chunk(chunks)
             parts = []
             for micro_batch, rows in self._micro_batches(batch):
@@ -443,32 +376,20 @@ class MegatronTrainable:
             outs = outputs_of(micro_batch, output)
             return output.new_zeros(()), {str(i): t[:rows].detach() for i, t in enumerate(outs)}
 
-        results = self._run_pipeline(
-            chunks, list(self._micro_batches(batch)), on_last_stage, forward_only=True
+        results = run_pipeline(
+            chunks,
+            list(self._micro_batches(batch)),
+            self._outputs,
+            on_last_stage,
+            forward_only=True,
+            device=self.device,
         )
         gathered = (
             self._cat_padded([tuple(r[str(i)] for i in range(len(r))) for r in results], length)
             if results
             else None
         )  # the last stage's, in host memory; sent as objects
-        return self._from_last_stage(gathered)
-
-    def _from_last_stage(self, value):
-        """The last pipeline stage's value (a tensor, or a dict of them) on every stage of this
-        rank's pipeline (collective over the pipeline group); the value itself without PP."""
-        if not self._pipelined():
-            return value
-        from megatron.core import parallel_state
-
-        from hyrl.backends.megatron.collectives import collective_device
-
-        group = parallel_state.get_pipeline_model_parallel_group()
-        last = torch.distributed.get_process_group_ranks(group)[-1]
-        holder = [value]
-        torch.distributed.broadcast_object_list(
-            holder, src=last, group=group, device=collective_device(group)
-        )
-        return holder[0]
+        return from_last_stage(gathered)
 
     def _accumulate_pipelined(
         self, batch: TokenBatch, loss_fn, total_tokens: float
@@ -482,14 +403,19 @@ class MegatronTrainable:
             loss, stats = loss_fn(micro_batch, output, rows)
             return loss, {"loss": loss.detach(), **{k: v.detach() for k, v in stats.items()}}
 
-        results = self._run_pipeline(
-            self.ddp_chunks, list(self._micro_batches(batch)), on_last_stage, forward_only=False
+        results = run_pipeline(
+            self.ddp_chunks,
+            list(self._micro_batches(batch)),
+            self._outputs,
+            on_last_stage,
+            forward_only=False,
+            device=self.device,
         )
         sums: dict[str, float] = {}
         for stats in results:
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value)
-        sums = self._from_last_stage(sums)
+        sums = from_last_stage(sums)
         self._small_batch = self._per_rank_small_batch(batch, total_tokens)
         return {k: torch.tensor(v, dtype=torch.float64) for k, v in sums.items()}
 
