@@ -12,6 +12,7 @@ from hyrl.algorithms.losses import grpo_loss
 from hyrl.backends.megatron import weights
 from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
+from hyrl.backends.megatron.micro_batches import cat_padded
 from hyrl.backends.megatron.model import ParallelLayout, build_model_chunks
 from hyrl.backends.megatron.pipeline import from_last_stage
 from hyrl.backends.megatron.trainable import MegatronTrainable, only_chunk
@@ -178,7 +179,7 @@ class MegatronActor(MegatronTrainable):
                 log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
                 self._routing_counts += self.replay.comparison(routed, responses)
             outputs.append((log_probs[:rows], entropy[:rows]))  # not the loss-free padding rows
-        log_probs, entropy = self._cat_padded(outputs, batch.tokens.shape[1])
+        log_probs, entropy = cat_padded(outputs, batch.tokens.shape[1])
         return log_probs, entropy
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
@@ -248,7 +249,7 @@ class MegatronActor(MegatronTrainable):
         if not on_policy:
             return metrics, None
         # the last pipeline stage ran the loss: its rows go to every stage
-        old = self._cat_padded(kept, batch.tokens.shape[1]) if kept else None
+        old = cat_padded(kept, batch.tokens.shape[1]) if kept else None
         return metrics, from_last_stage(old)
 
     def routing_metrics(self) -> dict[str, float]:

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
-from hyrl.algorithms.batch import TokenBatch, split_to_count, token_budget_ranges
-from hyrl.backends.megatron import cpu_compat, grads
+from hyrl.algorithms.batch import TokenBatch
+from hyrl.backends.megatron import cpu_compat, grads, micro_batches
 from hyrl.backends.megatron.ddp_optimizer import (
     OptimizerSettings,
     holds_experts,
     sub_optimizers,
     wrap_for_training,
 )
+from hyrl.backends.megatron.micro_batches import cat_padded
 from hyrl.backends.megatron.model import causal_attention_mask
-from hyrl.backends.megatron.packing import PackedRows
 from hyrl.backends.megatron.pipeline import from_last_stage, pipelined, run_pipeline
 from hyrl.metrics.noise_scale import GradientNoiseScale
 
@@ -113,150 +112,10 @@ class MegatronTrainable:
         return per_position if batch.packing is None else batch.packing.pack(per_position, fill)
 
     def _micro_batches(self, batch: TokenBatch) -> list[tuple[TokenBatch, int]]:
-        """(micro-batch, rows of `batch` it holds) pairs (see _padded_micro_batches); under
-        --qkv-format thd each micro-batch carries its rows' packed layout (`packing`): their
-        own lengths end to end, a multiple of TP tokens, and where the expert dispatch (the
-        allgather dispatcher under EP) or the pipeline needs equal shapes, the most tokens any
-        rank or micro-batch packs (collective over DP under EP)."""
-        from megatron.core import parallel_state
-
-        parts = list(self._padded_micro_batches(batch))
-        if not self.optim.packed_sequences or not parts:
-            return parts
-        multiple = self.optim.pad_to_multiple_of
-        totals = [
-            PackedRows.needed(part.sequence_lengths(), part.tokens.shape[1], multiple)
-            for part, _ in parts
-        ]
-        if (
-            parallel_state.get_expert_model_parallel_world_size() > 1
-            and self.config.moe_token_dispatcher_type == "allgather"
-        ):  # every DP rank runs as many micro-batches here (_padded_micro_batches)
-            totals = self._agreed_maxima(totals)
-        if pipelined():
-            totals = [max(totals)] * len(totals)
-        return [
-            (
-                replace(
-                    part,
-                    packing=PackedRows.of(
-                        part.sequence_lengths(), part.tokens.shape[1], multiple, total
-                    ),
-                ),
-                rows,
-            )
-            for (part, rows), total in zip(parts, totals)
-        ]
-
-    def _agreed_maxima(self, values: list[int]) -> list[int]:
-        """Each value the largest over the DP ranks (collective; every rank passes as many)."""
-        from megatron.core import parallel_state
-
-        if parallel_state.get_data_parallel_world_size() == 1:
-            return values
-        local = torch.tensor(values, dtype=torch.int64, device=self.device)
-        torch.distributed.all_reduce(
-            local, op=torch.distributed.ReduceOp.MAX, group=parallel_state.get_data_parallel_group()
-        )
-        return [int(v) for v in local.cpu()]
-
-    def _padded_micro_batches(self, batch: TokenBatch):
-        """(micro-batch, rows of `batch` it holds) pairs: --micro-batch-size rows, or with
-        --use-dynamic-batch-size contiguous runs of rows packed to --max-tokens-per-gpu and
-        trimmed to their longest sequence.
-
-        Under EP > 1 every data-parallel rank runs the same number of micro-batches (collective):
-        the expert dispatch of each forward pass is a collective over the EP ranks; with
-        megatron's allgather dispatcher, which gathers equal token counts, also of the same
-        shapes. A rank's micro-batch is
-        then grown by rows and positions that carry no loss (TokenBatch.with_rows), and a rank
-        with fewer rows than micro-batches runs loss-free copies; the first `rows` rows of each
-        micro-batch are the real ones. Under PP > 1 all micro-batches of a pass share one shape
-        (the pipeline's activations are exchanged at a fixed shape)."""
-        from megatron.core import parallel_state
-
-        budget = self.optim.max_tokens_per_micro_batch
-        if budget is None:
-            size = self.optim.micro_batch_size
-            for start in range(0, len(batch), size):
-                part = batch.select(slice(start, start + size))
-                yield part, len(part)
-            return
-        lengths = batch.sequence_lengths()
-        multiple = self.optim.pad_to_multiple_of
-        ranges = token_budget_ranges(lengths, budget, multiple, self.optim.packed_sequences)
-        expert_parallel = parallel_state.get_expert_model_parallel_world_size() > 1
-        if expert_parallel:
-            ranges = split_to_count(ranges, self._agreed_count(len(ranges)))
-        # (rows, length): each range trimmed to its longest sequence, in multiples for SP
-        shapes = [
-            (
-                stop - start,
-                min(-(-max(lengths[start:stop]) // multiple) * multiple, batch.tokens.shape[1]),
-            )
-            for start, stop in ranges
-        ]
-        if expert_parallel:
-            if self.config.moe_token_dispatcher_type == "allgather":
-                shapes = self._agreed_shapes(shapes)  # it gathers equal token counts
-            else:  # alltoall exchanges any counts: only the number of micro-batches is agreed
-                shapes += [shapes[-1] if shapes else (1, batch.tokens.shape[1])] * (
-                    self._agreed_count(len(shapes)) - len(shapes)
-                )
-        if pipelined() and shapes:
-            # stages pass activations of one fixed shape (megatron allows variable lengths
-            # only with the alltoall dispatcher): every micro-batch grows to the largest
-            shapes = [(max(r for r, _ in shapes), max(n for _, n in shapes))] * len(shapes)
-        for index, (rows, length) in enumerate(shapes):
-            if index < len(ranges):
-                start, stop = ranges[index]
-                yield batch.select(slice(start, stop)).trim(length).with_rows(rows), stop - start
-            else:  # this rank has fewer rows than the agreed number of micro-batches
-                yield batch.select(slice(0, 1)).trim(length).without_loss().with_rows(rows), 0
-
-    def _agreed_shapes(self, shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The (rows, length) of every micro-batch, the largest over the DP ranks (collective;
-        every rank passes as many shapes, or fewer when it has fewer rows: _agreed_count)."""
-        from megatron.core import parallel_state
-
-        count = self._agreed_count(len(shapes))
-        local = torch.zeros((count, 2), dtype=torch.int64, device=self.device)
-        if shapes:
-            local[: len(shapes)] = torch.tensor(shapes, dtype=torch.int64)
-        torch.distributed.all_reduce(
-            local, op=torch.distributed.ReduceOp.MAX, group=parallel_state.get_data_parallel_group()
-        )
-        return [(int(r), int(n)) for r, n in local.cpu()]
-
-    def _agreed_count(self, local_count: int) -> int:
-        """The most micro-batches any data-parallel rank needs (collective over DP): every rank
-        runs that many, so the expert dispatch of each forward pass meets on every EP rank."""
-        from megatron.core import parallel_state
-
-        if parallel_state.get_data_parallel_world_size() == 1:
-            return local_count
-        count = torch.tensor([local_count], dtype=torch.int64, device=self.device)
-        torch.distributed.all_reduce(
-            count, op=torch.distributed.ReduceOp.MAX, group=parallel_state.get_data_parallel_group()
-        )
-        return int(count.item())
-
-    @staticmethod
-    def _pad_to(output: torch.Tensor, length: int) -> torch.Tensor:
-        """A trimmed micro-batch's [n, l, ...] output zero-padded back to [n, length, ...]."""
-        if output.shape[1] == length:
-            return output
-        pad = output.new_zeros((output.shape[0], length - output.shape[1], *output.shape[2:]))
-        return torch.cat([output, pad], dim=1)
-
-    @classmethod
-    def _cat_padded(
-        cls, parts: list[tuple[torch.Tensor, ...]], length: int
-    ) -> tuple[torch.Tensor, ...]:
-        """Micro-batches' tuples of [n, l] outputs as [N, length] tensors in host memory."""
-        return tuple(
-            torch.cat([cls._pad_to(part[i], length) for part in parts]).cpu()
-            for i in range(len(parts[0]))
+        """(micro-batch, rows of `batch` it holds) pairs: micro_batches.split with this model's
+        settings and token dispatcher (collective over DP under EP)."""
+        return micro_batches.split(
+            batch, self.optim, self.config.moe_token_dispatcher_type, self.device
         )
 
     def _accumulate(
@@ -370,7 +229,7 @@ class MegatronTrainable:
                         for t in outputs_of(micro_batch, self._outputs(module, micro_batch))
                     )
                 )  # not the padding rows
-            return self._cat_padded(parts, length)
+            return cat_padded(parts, length)
 
         def on_last_stage(micro_batch, rows, output):
             outs = outputs_of(micro_batch, output)
@@ -385,7 +244,7 @@ class MegatronTrainable:
             device=self.device,
         )
         gathered = (
-            self._cat_padded([tuple(r[str(i)] for i in range(len(r))) for r in results], length)
+            cat_padded([tuple(r[str(i)] for i in range(len(r))) for r in results], length)
             if results
             else None
         )  # the last stage's, in host memory; sent as objects
