@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from hyrl.algorithms.batch import TokenBatch
-from hyrl.backends.megatron import cpu_compat, grads, micro_batches
+from hyrl.backends.megatron import cpu_compat, gradient_noise, grads, micro_batches
 from hyrl.backends.megatron.ddp_optimizer import (
     OptimizerSettings,
-    holds_experts,
     sub_optimizers,
     wrap_for_training,
 )
@@ -56,8 +55,8 @@ class MegatronTrainable:
             if optim.noise_scale_beta is None
             else GradientNoiseScale(beta=optim.noise_scale_beta)
         )
-        # (|g_b|^2 list, b) measured by _accumulate for _step
-        self._small_batch: tuple[list[float], float] | None = None
+        # measured by _accumulate for _step
+        self._small_batch: gradient_noise.SmallBatches | None = None
 
     @property
     def model(self) -> GPTModel:
@@ -164,52 +163,16 @@ class MegatronTrainable:
                 loss, stats = loss_fn(micro_batch, self._outputs(self.ddp, micro_batch), rows)
                 loss.backward()
             if per_micro_batch:
-                share = self._loss_share(micro_batch, batch, total_tokens)
+                share = gradient_noise.loss_share(micro_batch, batch, total_tokens, self.device)
                 small_sq.append(self._grad_norms().squared_norm(since=before) / share**2)
             for key, value in {"loss": loss.detach(), **stats}.items():
                 sums[key] = sums.get(key, 0.0) + value.detach().double()
         self._small_batch = (
             (small_sq, float(self.optim.micro_batch_size))
             if per_micro_batch
-            else self._per_rank_small_batch(batch, total_tokens)
+            else self._per_rank_small_batches(batch, total_tokens)
         )
         return sums
-
-    def _loss_share(self, part: TokenBatch, whole: TokenBatch | None, total_tokens: float) -> float:
-        """The share of the global batch's loss `part` carries, such that its gradient divided
-        by it is the gradient of the loss taken over `part` alone (the noise scale's small
-        batch on the loss's own normalisation): its response tokens over total_tokens under
-        token-mean; under the seq-mean-* --loss-agg-modes (loss_weights set), its sequences over
-        those of the global batch, which is `whole` (DP = 1) or, with whole None, every DP
-        rank's `part` (collective over DP)."""
-        from megatron.core import parallel_state
-
-        if part.loss_weights is None:
-            return part.num_response_tokens / total_tokens
-        mine = float((part.loss_mask.sum(dim=-1) > 0).sum())  # padding rows carry no loss
-        if whole is not None:
-            return mine / float((whole.loss_mask.sum(dim=-1) > 0).sum())
-        total = torch.tensor([mine], dtype=torch.float64, device=self.device)
-        if parallel_state.get_data_parallel_world_size() > 1:
-            torch.distributed.all_reduce(total, group=parallel_state.get_data_parallel_group())
-        return mine / float(total)
-
-    def _per_rank_small_batch(self, batch: TokenBatch, total_tokens: float):
-        """Under DP > 1 (and the noise scale on), every DP rank's |g|^2 before the reduction,
-        rescaled from its share of the global token mean to a mean over its own tokens, with
-        b = this rank's rows (collective over DP); None otherwise."""
-        from megatron.core import parallel_state
-
-        dp_size = parallel_state.get_data_parallel_world_size()
-        if self.noise_scale is None or dp_size == 1:
-            return None
-        share = self._loss_share(batch, None, total_tokens)
-        local = torch.tensor(
-            [self._grad_norms().squared_norm() / share**2], dtype=torch.float64, device=self.device
-        )
-        parts = [torch.empty_like(local) for _ in range(dp_size)]
-        torch.distributed.all_gather(parts, local, group=parallel_state.get_data_parallel_group())
-        return [float(p) for p in parts], float(len(batch))
 
     def _forward_only(
         self, chunks: list, batch: TokenBatch, outputs_of
@@ -275,7 +238,7 @@ class MegatronTrainable:
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + float(value)
         sums = from_last_stage(sums)
-        self._small_batch = self._per_rank_small_batch(batch, total_tokens)
+        self._small_batch = self._per_rank_small_batches(batch, total_tokens)
         return {k: torch.tensor(v, dtype=torch.float64) for k, v in sums.items()}
 
     def _micro_batch_context(self, micro_batch: TokenBatch):
@@ -288,17 +251,27 @@ class MegatronTrainable:
         buffers (the `main_grad`s its backward hooks accumulate into)."""
         if getattr(self, "_grad_buffer_norms", None) is None:
             self._grad_buffer_norms = grads.GradBufferNorms(
-                self.ddp_chunks, self.chunks, self._noise_includes_experts()
+                self.ddp_chunks, self.chunks, gradient_noise.includes_experts()
             )
         return self._grad_buffer_norms
 
-    @staticmethod
-    def _noise_includes_experts() -> bool:
-        # Under EP an expert's local gradient mixes tokens of every EP rank, so it is no
-        # per-rank (small-batch) gradient: the noise scale then covers the dense parameters.
-        from megatron.core import parallel_state
+    def _per_rank_small_batches(self, batch: TokenBatch, total_tokens: float):
+        """Every DP rank's gradient as a small batch (DP > 1 and the noise scale on; collective
+        over DP: gradient_noise.per_rank_small_batches); None otherwise."""
+        if self.noise_scale is None:
+            return None
+        return gradient_noise.per_rank_small_batches(
+            batch, total_tokens, lambda: self._grad_norms().squared_norm(), self.device
+        )
 
-        return parallel_state.get_expert_model_parallel_world_size() == 1
+    def _update_noise_scale(self, grad_norm: float) -> dict[str, float]:
+        """The noise-scale metrics of this step (gradient_noise.update); none when it is not
+        measured or accumulation measured no small batches."""
+        if self.noise_scale is None or self._small_batch is None:
+            return {}
+        return gradient_noise.update(
+            self.noise_scale, self._small_batch, grad_norm, self.optimizer, self.metric_prefix
+        )
 
     def _step(self, sums: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
         """Reduce grads, clip, Adam step, all by megatron-core; statistics summed over DP ranks
@@ -391,41 +364,6 @@ class MegatronTrainable:
         self.consecutive_skips = int(state["consecutive_skips"])
         if self.noise_scale is not None and state["noise_scale"] is not None:
             self.noise_scale.load_state_dict(state["noise_scale"])
-
-    def _update_noise_scale(self, grad_norm: float) -> dict[str, float]:
-        """Feed this step's small-batch norms and the reduced step gradient to the estimator.
-
-        grad_norm: the norm of the whole reduced gradient (megatron's, before clipping); under
-        EP > 1 the estimate covers the dense parameters, whose reduced norm the dense part of
-        the optimizer gives (the experts' part is a separate optimizer over expert-DP)."""
-        import math
-
-        if self.noise_scale is None or self._small_batch is None:
-            return {}
-        small_sq, b_small = self._small_batch
-        if self._noise_includes_experts():
-            big_sq = grad_norm**2
-        else:
-            big_sq = sum(
-                float(sub.get_grad_norm()) ** 2
-                for sub in sub_optimizers(self.optimizer)
-                if not holds_experts(sub)
-            )
-        b_big = b_small * len(small_sq)  # micro-batches of one rank, or one share per DP rank
-        if not all(math.isfinite(x) for x in (*small_sq, big_sq)):
-            return {}  # a non-finite step would poison the moving averages for good
-        self.noise_scale.update(small_sq, big_sq, b_small, b_big)
-        p = self.metric_prefix
-        measured = {
-            f"{p}/noise_scale": self.noise_scale.b_simple,
-            f"{p}/noise_grad_sq": self.noise_scale.grad_sq,
-            f"{p}/noise_trace_sigma": self.noise_scale.trace_sigma,
-            # this step's own unbiased estimates: hyrl tune's ratio of means and its bootstrap
-            f"{p}/noise_grad_sq_step": self.noise_scale.step_grad_sq,
-            f"{p}/noise_trace_sigma_step": self.noise_scale.step_trace_sigma,
-        }
-        # B_simple is undefined while the averaged |G|^2 is not positive: not measured, left out
-        return {k: v for k, v in measured.items() if math.isfinite(v)}
 
     # -- --offload-train: GPU memory handed to colocated engines (hyrl.backends.megatron.offload)
     def _offload(self):
