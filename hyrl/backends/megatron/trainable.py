@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING
 import torch
 
 from hyrl.algorithms.batch import TokenBatch
-from hyrl.backends.megatron import cpu_compat, gradient_noise, grads, micro_batches
-from hyrl.backends.megatron.ddp_optimizer import (
-    OptimizerSettings,
-    sub_optimizers,
-    wrap_for_training,
+from hyrl.backends.megatron import (
+    cpu_compat,
+    gradient_noise,
+    grads,
+    micro_batches,
+    optimizer_step,
 )
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings, wrap_for_training
 from hyrl.backends.megatron.micro_batches import cat_padded
 from hyrl.backends.megatron.model import causal_attention_mask
 from hyrl.backends.megatron.pipeline import from_last_stage, pipelined, run_pipeline
@@ -274,44 +276,33 @@ class MegatronTrainable:
         )
 
     def _step(self, sums: dict[str, torch.Tensor], lr: float) -> dict[str, float]:
-        """Reduce grads, clip, Adam step, all by megatron-core; statistics summed over DP ranks
-        (each is a share of the global token mean) and returned as `<prefix>/<name>`.
+        """Reduce grads, clip, Adam step, all by megatron-core (hyrl.backends.megatron.
+        optimizer_step, in megatron's order); statistics summed over DP ranks (each is a share
+        of the global token mean) and returned as `<prefix>/<name>`.
 
-        The order is megatron's own ChainedOptimizer.step (copy to main grads, grad norm, clip,
-        step, params back) with hyrl's numerical guard between the norm and the clip: when the
-        loss or the gradient norm is not finite on any rank (every rank agrees through one
-        all-reduce over the world group), the update is skipped: no Adam step, optimizer_steps
-        (hence the lr schedule) and the noise-scale averages unchanged, the grads dropped at the
-        next zero_grad. `<prefix>/skipped` is 1 for such a step.
+        When the loss or the gradient norm is not finite on any rank, the update is skipped: no
+        Adam step, optimizer_steps (hence the lr schedule) and the noise-scale averages
+        unchanged, the grads dropped at the next zero_grad. `<prefix>/skipped` is 1 for such a
+        step.
         """
-        from megatron.core import parallel_state
-        from megatron.core.distributed import finalize_model_grads
-
-        # DP (or the distributed optimizer's reduce-scatter) and expert-DP reductions, the TP
-        # sums of sequence-parallel norms, router and q/k norms, embedding grads across PP
-        finalize_model_grads(self.ddp_chunks)
-        found_inf = self.optimizer.prepare_grads()  # main grads (fp32 under bf16); fp16 only
-        grad_norm = float(self.optimizer.get_grad_norm())
-        skipped = found_inf or not self._all_ranks_finite(sums["loss"], grad_norm)
+        found_inf, grad_norm = optimizer_step.reduce_grads(self.ddp_chunks, self.optimizer)
+        skipped = found_inf or not optimizer_step.all_ranks_finite(
+            sums["loss"], grad_norm, self.device
+        )
         if skipped:
             self.skipped_steps += 1
             self.consecutive_skips += 1
             noise_metrics = {}
         else:
             noise_metrics = self._update_noise_scale(grad_norm)
-            self._clip(grad_norm)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            self.optimizer.step_with_ready_grads()
+            optimizer_step.clip(self.optimizer, self.optim.clip_grad, grad_norm)
+            optimizer_step.adam_step(self.optimizer, lr)
             self.optimizer_steps += 1
             self.consecutive_skips = 0
 
-        keys = sorted(sums)
-        totals = torch.stack([sums[k].reshape(()) for k in keys]).to(self.device)
-        if parallel_state.get_data_parallel_world_size() > 1:
-            torch.distributed.all_reduce(totals, group=parallel_state.get_data_parallel_group())
         p = self.metric_prefix
-        metrics = {f"{p}/{k}": float(v) for k, v in zip(keys, totals.cpu())}
+        totals = optimizer_step.summed_over_dp(sums, self.device)
+        metrics = {f"{p}/{k}": v for k, v in totals.items()}
         metrics.update(
             {
                 f"{p}/grad_norm": grad_norm,
@@ -322,30 +313,6 @@ class MegatronTrainable:
             }
         )
         return metrics
-
-    def _clip(self, grad_norm: float) -> None:
-        """Scale every main grad by clip / norm when the norm exceeds --clip-grad (megatron's
-        clip_grad_by_total_norm_fp32, with the norm computed once for the guard)."""
-        from megatron.core.optimizer import clip_grads
-
-        if self.optim.clip_grad <= 0:
-            return
-        for sub in sub_optimizers(self.optimizer):
-            params = sub.get_parameters()
-            if params:
-                clip_grads.clip_grad_by_total_norm_fp32(params, self.optim.clip_grad, grad_norm)
-
-    def _all_ranks_finite(self, local_loss: torch.Tensor, grad_norm: float) -> bool:
-        """True when no rank saw a non-finite loss share or gradient norm (collective)."""
-        import math
-
-        bad = torch.tensor(
-            [0.0 if torch.isfinite(local_loss).all() and math.isfinite(grad_norm) else 1.0],
-            device=self.device,
-        )
-        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
-            torch.distributed.all_reduce(bad)  # a sum over the world: every rank decides alike
-        return float(bad) == 0.0
 
     # -- checkpoint state (hyrl.backends.megatron.train_checkpoint) ---------------------------
     def state_dict(self) -> dict:
