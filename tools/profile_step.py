@@ -92,7 +92,7 @@ REGIONS = (
     ("loss", "hyrl.backends.megatron.actor", "grpo_loss"),
     ("log-probs", "hyrl.backends.megatron.actor", "vocab_parallel_log_probs_and_entropy"),
     ("backward", "torch", "Tensor.backward"),
-    ("optimizer step", "hyrl.backends.megatron.trainable", "MegatronTrainable._step"),
+    ("optimizer step", "hyrl.backends.megatron.trained_model", "MegatronTrainedModel._step"),
     (
         "DDP finalize",
         "megatron.core.distributed.distributed_data_parallel",

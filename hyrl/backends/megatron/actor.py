@@ -15,7 +15,7 @@ from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
 from hyrl.backends.megatron.micro_batches import cat_padded
 from hyrl.backends.megatron.model import ParallelLayout, build_model_chunks
 from hyrl.backends.megatron.pipeline import from_last_stage
-from hyrl.backends.megatron.trainable import MegatronTrainable, only_chunk
+from hyrl.backends.megatron.trained_model import MegatronTrainedModel, only_chunk
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
@@ -62,7 +62,7 @@ class ActorSettings:
         )
 
 
-class MegatronActor(MegatronTrainable):
+class MegatronActor(MegatronTrainedModel):
     metric_prefix = "actor"
 
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: ActorSettings):

@@ -2,7 +2,7 @@
 the order of megatron's own ChainedOptimizer.step (reduce and copy to main grads, grad norm,
 clip, Adam step, params back) with hyrl's numerical guard between the norm and the clip: when
 the loss or the gradient norm is not finite on any rank, every rank skips the update
-(`all_ranks_finite`). The trained model (hyrl.backends.megatron.trainable) calls these in
+(`all_ranks_finite`). The trained model (hyrl.backends.megatron.trained_model) calls these in
 that order and keeps the step counters."""
 
 from __future__ import annotations

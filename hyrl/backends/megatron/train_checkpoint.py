@@ -112,7 +112,7 @@ def save_checkpoint(
     """Write save_dir/step_<rollout_step> atomically and point `latest` at it.
 
     models: {"actor": GPTModel, "reference": ..., "critic": ...} (the ones this run has);
-    trainables: {"actor": MegatronTrainable, "critic": ...} whose per-rank state is saved;
+    trainables: {"actor": MegatronTrainedModel, "critic": ...} whose per-rank state is saved;
     loop_state: rank 0's JSON-serialisable loop state (other ranks may pass {}); under
     ROLLOUT_QUEUE_KEY the queued rollouts of --async-rollout, torch.saved apart.
     """

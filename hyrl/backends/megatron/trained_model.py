@@ -1,4 +1,10 @@
-"""What the actor and the critic share: a sharded GPTModel, micro-batching, AdamW, one step."""
+"""What the actor and the critic share: MegatronTrainedModel, one rank's shard of a model with
+its own optimizer (hyrl.backends.base.TrainedModel on megatron-core), which MegatronActor and
+MegatronCritic extend with their passes and losses. It composes one concern per module:
+megatron's DDP and optimizer (`ddp_optimizer`), the rows cut into micro-batches
+(`micro_batches`), the pipeline schedules under PP (`pipeline`), the gradient noise scale
+(`gradient_noise`) and the optimizer step (`optimizer_step`); what stays here is gradient
+accumulation over the micro-batches, the step's counters and --offload-train's entry points."""
 
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
 
 
 def only_chunk(chunks: list):
+    """The one chunk of a model this rank holds; an error under virtual pipeline stages."""
     if len(chunks) != 1:
         raise RuntimeError(
             f"this rank holds the model in {len(chunks)} chunks (virtual pipeline stages): "
@@ -34,7 +41,7 @@ def only_chunk(chunks: list):
     return chunks[0]
 
 
-class MegatronTrainable:
+class MegatronTrainedModel:
     """One rank's shard of a model with its own optimizer. Every rank calls every method.
 
     `chunks` are the bare GPTModels (weights, checkpoints, routing hooks): one, or under
@@ -334,10 +341,10 @@ class MegatronTrainable:
 
     # -- --offload-train: GPU memory handed to colocated engines (hyrl.backends.megatron.offload)
     def _offload(self):
-        from hyrl.backends.megatron.offload import TrainableOffload
+        from hyrl.backends.megatron.offload import TrainedModelOffload
 
         if getattr(self, "_offload_state", None) is None:
-            self._offload_state = TrainableOffload(self, self.frozen_models())
+            self._offload_state = TrainedModelOffload(self, self.frozen_models())
         return self._offload_state
 
     def frozen_models(self) -> list[torch.nn.Module]:
