@@ -16,7 +16,7 @@ from hyrl.backends.megatron.packing import PackedRows
 from hyrl.backends.megatron.pipeline import pipelined
 
 
-def split(
+def split_micro_batches(
     batch: TokenBatch, optim: OptimizerSettings, dispatcher: str, device: torch.device
 ) -> list[tuple[TokenBatch, int]]:
     """(micro-batch, rows of `batch` it holds) pairs (see _padded_micro_batches); `dispatcher`

@@ -14,15 +14,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from hyrl.algorithms.batch import TokenBatch
-from hyrl.backends.megatron import (
-    cpu_compat,
-    gradient_noise,
-    grads,
-    micro_batches,
-    optimizer_step,
-)
+from hyrl.backends.megatron import cpu_compat, gradient_noise, grads, optimizer_step
 from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings, wrap_for_training
-from hyrl.backends.megatron.micro_batches import cat_padded
+from hyrl.backends.megatron.micro_batches import cat_padded, split_micro_batches
 from hyrl.backends.megatron.model import causal_attention_mask
 from hyrl.backends.megatron.pipeline import from_last_stage, pipelined, run_pipeline
 from hyrl.metrics.noise_scale import GradientNoiseScale
@@ -120,9 +114,9 @@ class MegatronTrainedModel:
         return per_position if batch.packing is None else batch.packing.pack(per_position, fill)
 
     def _micro_batches(self, batch: TokenBatch) -> list[tuple[TokenBatch, int]]:
-        """(micro-batch, rows of `batch` it holds) pairs: micro_batches.split with this model's
+        """(micro-batch, rows of `batch` it holds) pairs: split_micro_batches with this model's
         settings and token dispatcher (collective over DP under EP)."""
-        return micro_batches.split(
+        return split_micro_batches(
             batch, self.optim, self.config.moe_token_dispatcher_type, self.device
         )
 
