@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> dict:
     from bench_weight_sync import machine  # tools/ is this script's folder
 
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
     init_distributed(ParallelLayout(), seed=args.seed)

@@ -211,8 +211,8 @@ def main() -> None:
         parser.error("--repeats and --memcpy-repeats: at least 1")
 
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe import hf_mapping
     from hyrl.rollout.hf_engine import HFRolloutEngine
 

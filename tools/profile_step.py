@@ -46,8 +46,8 @@ def _batch(seed: int):
 
 def _actor(micro_batch_size: int = 32):
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout, init_distributed
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
     init_distributed(ParallelLayout(), seed=1234)
@@ -92,7 +92,7 @@ REGIONS = (
     ("loss", "hyrl.backends.megatron.actor", "grpo_loss"),
     ("log-probs", "hyrl.backends.megatron.actor", "vocab_parallel_log_probs_and_entropy"),
     ("backward", "torch", "Tensor.backward"),
-    ("optimizer step", "hyrl.backends.megatron.trainable", "MegatronTrainable._step"),
+    ("optimizer step", "hyrl.backends.megatron.trained_model", "MegatronTrainedModel._step"),
     (
         "DDP finalize",
         "megatron.core.distributed.distributed_data_parallel",

@@ -9,7 +9,7 @@ import math
 from hyrl.config import ARITH_PROMPT_TOKENS, RunConfig
 
 GIB = 2**30
-# Bytes per element as hyrl's trainer runs megatron-core (hyrl/backends/megatron/trainable.py,
+# Bytes per element as hyrl's trainer runs megatron-core (hyrl/backends/megatron/ddp_optimizer.py,
 # wrap_for_training), by precision flag: see bytes_per_param.
 BYTES_FP32, BYTES_BF16 = 4, 2
 # megatron-core 0.16.1's DDP gradient buffer under --use-distributed-optimizer: every parameter
@@ -245,7 +245,7 @@ def attention_span(c: RunConfig, tokens_per_micro_batch: int, seq_len: int) -> i
 
 def bytes_per_param(c: RunConfig) -> dict:
     """Bytes per parameter of weights, gradients and optimizer states as wrap_for_training runs
-    megatron-core 0.16.1 (hyrl/backends/megatron/trainable.py):
+    megatron-core 0.16.1 (hyrl/backends/megatron/ddp_optimizer.py):
 
     weights    2 under --bf16 (Float16Module), else 4
     gradients  4 with --accumulate-allreduce-grads-in-fp32 (DDP's fp32 main_grad buffer), else

@@ -19,8 +19,8 @@ ROUTER = "decoder.layers.{i}.mlp.router.weight"
 @pytest.fixture(scope="module")
 def pair():
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.rollout.hf_engine import HFRolloutEngine
 
     init_distributed(ParallelLayout(), seed=5)
@@ -155,7 +155,7 @@ from hyrl.algorithms.batch import pack
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
 from hyrl.backends.megatron.model import ParallelLayout, init_distributed
 from hyrl.backends.megatron.routing_replay import local_rows, moe_routers
-from hyrl.backends.megatron.trainable import OptimizerSettings
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.models.qwen3_moe.config import TINY
 
 init_distributed(ParallelLayout(), seed=5)

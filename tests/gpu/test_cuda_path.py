@@ -87,8 +87,8 @@ def test_packed_sequences_give_the_padded_log_probs_on_cuda(cuda_megatron, impl)
 
     from hyrl.algorithms.batch import pack
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -115,8 +115,8 @@ def test_fused_permutation_gives_the_unfused_log_probs_with_routing_replay_on_cu
     pytest.importorskip("transformer_engine", reason="Transformer Engine is not installed")
     from hyrl.algorithms.batch import pack
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
     torch.backends.cuda.matmul.allow_tf32 = False

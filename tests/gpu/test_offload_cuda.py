@@ -27,8 +27,8 @@ def distributed():
 
 def _actor(bf16: bool):
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
     arch = dataclasses.replace(

@@ -20,8 +20,8 @@ pytestmark = [
 def cuda_actor():
     pytest.importorskip("megatron.core", reason="megatron-core is not installed")
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
     arch = dataclasses.replace(

@@ -15,8 +15,8 @@ import torch
 
 from hyrl.algorithms.batch import pack
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.models.qwen3_moe.config import TINY
 
 

@@ -16,13 +16,13 @@ import torch
 from hyrl.algorithms.batch import pack
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
 from hyrl.backends.megatron.critic import CriticSettings, MegatronCritic
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.model import (
     ParallelLayout,
     causal_attention_mask,
     destroy_distributed,
     init_distributed,
 )
-from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.models.qwen3_moe.config import TINY
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings, wrap_for_training
 from hyrl.backends.megatron.model import (
     ParallelLayout,
     build_gpt_model,
@@ -22,7 +23,6 @@ from hyrl.backends.megatron.model import (
     destroy_distributed,
     init_distributed,
 )
-from hyrl.backends.megatron.trainable import OptimizerSettings, wrap_for_training
 from hyrl.config import RunConfig, resolve
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 

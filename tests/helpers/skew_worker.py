@@ -13,8 +13,8 @@ import torch
 
 from hyrl.algorithms.batch import pack
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.models.qwen3_moe.config import TINY
 
 # rows 0-3 short (one micro-batch of 4 under the budget), rows 4-7 long (one row each)

@@ -14,8 +14,8 @@ import torch
 
 from hyrl.backends.megatron import weights
 from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-from hyrl.backends.megatron.trainable import OptimizerSettings
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import TINY
 from hyrl.models.weight_buckets import LiveBytes, tensor_bytes

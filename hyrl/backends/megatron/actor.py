@@ -10,9 +10,12 @@ import torch
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import grpo_loss
 from hyrl.backends.megatron import weights
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
+from hyrl.backends.megatron.micro_batches import cat_padded
 from hyrl.backends.megatron.model import ParallelLayout, build_model_chunks
-from hyrl.backends.megatron.trainable import MegatronTrainable, OptimizerSettings, only_chunk
+from hyrl.backends.megatron.pipeline import from_last_stage
+from hyrl.backends.megatron.trained_model import MegatronTrainedModel, only_chunk
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
@@ -59,7 +62,7 @@ class ActorSettings:
         )
 
 
-class MegatronActor(MegatronTrainable):
+class MegatronActor(MegatronTrainedModel):
     metric_prefix = "actor"
 
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: ActorSettings):
@@ -176,7 +179,7 @@ class MegatronActor(MegatronTrainable):
                 log_probs, entropy = self._log_probs(model, mb, with_entropy=True)
                 self._routing_counts += self.replay.comparison(routed, responses)
             outputs.append((log_probs[:rows], entropy[:rows]))  # not the loss-free padding rows
-        log_probs, entropy = self._cat_padded(outputs, batch.tokens.shape[1])
+        log_probs, entropy = cat_padded(outputs, batch.tokens.shape[1])
         return log_probs, entropy
 
     def train_step(self, batch: TokenBatch, total_tokens: float, lr: float) -> dict[str, float]:
@@ -246,8 +249,8 @@ class MegatronActor(MegatronTrainable):
         if not on_policy:
             return metrics, None
         # the last pipeline stage ran the loss: its rows go to every stage
-        old = self._cat_padded(kept, batch.tokens.shape[1]) if kept else None
-        return metrics, self._from_last_stage(old)
+        old = cat_padded(kept, batch.tokens.shape[1]) if kept else None
+        return metrics, from_last_stage(old)
 
     def routing_metrics(self) -> dict[str, float]:
         """Routing against the engine's, summed over every rank's log-prob passes since the

@@ -10,8 +10,9 @@ import torch
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.ppo import value_loss
 from hyrl.backends.megatron import weights
+from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.model import ParallelLayout, build_model_chunks
-from hyrl.backends.megatron.trainable import MegatronTrainable, OptimizerSettings
+from hyrl.backends.megatron.trained_model import MegatronTrainedModel
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
@@ -35,7 +36,7 @@ class CriticSettings:
         )
 
 
-class MegatronCritic(MegatronTrainable):
+class MegatronCritic(MegatronTrainedModel):
     metric_prefix = "critic"
 
     def __init__(self, arch: Qwen3MoeArch, layout: ParallelLayout, settings: CriticSettings):

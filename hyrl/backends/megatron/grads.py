@@ -1,6 +1,6 @@
 """Per-rank squared gradient norms for the gradient noise scale (hyrl/metrics/noise_scale.py).
 
-Reduction, clipping and the optimizer step are megatron-core's (trainable.wrap_for_training);
+Reduction, clipping and the optimizer step are megatron-core's (ddp_optimizer.wrap_for_training);
 what megatron does not give is the norm of a gradient *before* the data-parallel reduction (one
 rank's, or one micro-batch's), the "small batch" of McCandlish et al. (2018). Counting follows
 megatron's own grad norm: TP-sharded tensors count on every TP rank, replicated ones once,

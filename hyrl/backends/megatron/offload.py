@@ -1,4 +1,4 @@
-"""--offload-train: a trainable's GPU memory handed to colocated engines while they generate.
+"""--offload-train: a trained model's GPU memory handed to colocated engines while they generate.
 
 Two parts, offloaded separately because the weights must stay for the weight sync:
 - training state (`offload_training_state`): megatron-core's gradient buffers, freed by its own
@@ -128,39 +128,39 @@ def _parameters(chunks: list[torch.nn.Module]) -> list[torch.nn.Parameter]:
     return [p for chunk in chunks for p in chunk.parameters()]
 
 
-class TrainableOffload:
-    """One trainable's (MegatronTrainable's) offload on this rank: every rank runs its own."""
+class TrainedModelOffload:
+    """A MegatronTrainedModel's offload on this rank: every rank runs its own."""
 
-    def __init__(self, trainable, frozen_models: list[torch.nn.Module]):
-        self.trainable, self.frozen_models = trainable, frozen_models
+    def __init__(self, trained, frozen_models: list[torch.nn.Module]):
+        self.trained, self.frozen_models = trained, frozen_models
         self.optimizer_states, self.weights, self.frozen = HostCopies(), HostCopies(), HostCopies()
         self.grads_offloaded = False
 
     def _on_cuda(self) -> bool:
-        return self.trainable.device.type == "cuda"
+        return self.trained.device.type == "cuda"
 
     def offload_training_state(self) -> int:
         """Gradient buffers freed, optimizer states and frozen models parked; storage bytes."""
-        trainable, freed = self.trainable, 0
+        trained, freed = self.trained, 0
         if not self.grads_offloaded:
             # the main params' .grad (copies when grads are not reduced in fp32) go now; the
             # next step's zero_grad would drop them anyway
-            trainable.optimizer.zero_grad(set_to_none=True)
-            for ddp in trainable.ddp_chunks:
+            trained.optimizer.zero_grad(set_to_none=True)
+            for ddp in trained.ddp_chunks:
                 freed += grad_buffer_bytes(ddp)
                 ddp.offload_grad_buffers(synchronize=self._on_cuda(), empty_cache=False)
             self.grads_offloaded = True
-        weights = storage_ids(_parameters(trainable.chunks))
+        weights = storage_ids(_parameters(trained.chunks))
         freed += self.optimizer_states.offload(
-            optimizer_tensors(trainable.optimizer), trainable.device, skip=weights
+            optimizer_tensors(trained.optimizer), trained.device, skip=weights
         )
         for model in self.frozen_models:
-            freed += self.frozen.offload(model.parameters(), trainable.device)
+            freed += self.frozen.offload(model.parameters(), trained.device)
         return freed
 
     def offload_weights(self) -> int:
         """The model's parameters parked (after the weight sync); storage bytes."""
-        return self.weights.offload(_parameters(self.trainable.chunks), self.trainable.device)
+        return self.weights.offload(_parameters(self.trained.chunks), self.trained.device)
 
     def restore(self) -> None:
         """Everything offloaded back on the device, in the state it left."""
@@ -168,7 +168,7 @@ class TrainableOffload:
         self.frozen.restore()
         self.optimizer_states.restore()
         if self.grads_offloaded:
-            for ddp in self.trainable.ddp_chunks:
+            for ddp in self.trained.ddp_chunks:
                 ddp.restore_grad_buffers(synchronize=self._on_cuda())
             self.grads_offloaded = False
 

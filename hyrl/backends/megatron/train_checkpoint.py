@@ -66,16 +66,16 @@ OPTIMIZER_SHARDING = {
 }
 
 
-def _optimizer_sharded_state_dict(trainable, is_loading: bool) -> dict:
+def _optimizer_sharded_state_dict(trained, is_loading: bool) -> dict:
     # keyed by the model's sharded keys, under the local spec's names as save_mcore writes them
-    model_sharded = rename_sharded_keys(sharded_state_dict_of(trainable.chunks), TE_TO_LOCAL_KEYS)
-    return trainable.optimizer.sharded_state_dict(
+    model_sharded = rename_sharded_keys(sharded_state_dict_of(trained.chunks), TE_TO_LOCAL_KEYS)
+    return trained.optimizer.sharded_state_dict(
         model_sharded, is_loading=is_loading, metadata=OPTIMIZER_SHARDING
     )
 
 
-def save_optimizer(trainable, directory: Path) -> None:
-    """A trainable's Adam moments and fp32 main params (megatron's optimizer, distributed or
+def save_optimizer(trained, directory: Path) -> None:
+    """A trained model's Adam moments and fp32 main params (megatron's optimizer, distributed or
     not) as a megatron distributed checkpoint (collective)."""
     from megatron.core import dist_checkpointing
 
@@ -83,20 +83,20 @@ def save_optimizer(trainable, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
     torch.distributed.barrier()
     dist_checkpointing.save(
-        _optimizer_sharded_state_dict(trainable, is_loading=False), str(directory)
+        _optimizer_sharded_state_dict(trained, is_loading=False), str(directory)
     )
 
 
-def load_optimizer(trainable, directory: Path) -> None:
-    """save_optimizer's states, resharded to this run's layout (collective; the trainable's
+def load_optimizer(trained, directory: Path) -> None:
+    """save_optimizer's states, resharded to this run's layout (collective; the trained model's
     weights are loaded first: the states are matched to its parameters)."""
     from megatron.core import dist_checkpointing
 
-    cpu_compat.prepare_optimizer_states_for_load(trainable.optimizer)
+    cpu_compat.prepare_optimizer_states_for_load(trained.optimizer)
     state = dist_checkpointing.load(
-        _optimizer_sharded_state_dict(trainable, is_loading=True), str(directory)
+        _optimizer_sharded_state_dict(trained, is_loading=True), str(directory)
     )
-    trainable.optimizer.load_state_dict(state)
+    trained.optimizer.load_state_dict(state)
 
 
 # -- save and load (collective: every rank calls) -----------------------------------------------
@@ -112,15 +112,15 @@ def save_checkpoint(
     """Write save_dir/step_<rollout_step> atomically and point `latest` at it.
 
     models: {"actor": GPTModel, "reference": ..., "critic": ...} (the ones this run has);
-    trainables: {"actor": MegatronTrainable, "critic": ...} whose per-rank state is saved;
+    trainables: {"actor": MegatronTrainedModel, "critic": ...} whose per-rank state is saved;
     loop_state: rank 0's JSON-serialisable loop state (other ranks may pass {}); under
     ROLLOUT_QUEUE_KEY the queued rollouts of --async-rollout, torch.saved apart.
     """
     tmp = trainer_state.begin_save(save_dir, rollout_step, loop_state)
     for name, model in models.items():
         save_mcore(model, tmp / name, arch)
-    for name, trainable in trainables.items():
-        save_optimizer(trainable, tmp / optimizer_dir_name(name))
+    for name, trained in trainables.items():
+        save_optimizer(trained, tmp / optimizer_dir_name(name))
     per_rank = {name: t.state_dict() for name, t in trainables.items()}
     per_rank["rng"] = rng_state()
     return trainer_state.finish_save(
@@ -135,13 +135,13 @@ def load_checkpoint(step_dir: Path, arch, models: dict, trainables: dict) -> dic
     which saved state: trainer_state.read_rank_state)."""
     for name, model in models.items():
         load_mcore_into(model, step_dir / name, arch)
-    for name, trainable in trainables.items():
-        trainable.reload_weights()  # main params from the loaded weights before the states land
-        load_optimizer(trainable, step_dir / optimizer_dir_name(name))
+    for name, trained in trainables.items():
+        trained.reload_weights()  # main params from the loaded weights before the states land
+        load_optimizer(trained, step_dir / optimizer_dir_name(name))
     running = current_layout(next(iter(models.values())))
     per_rank, rng = trainer_state.read_rank_state(step_dir, running)
-    for name, trainable in trainables.items():
-        trainable.load_state_dict(per_rank[name])
+    for name, trained in trainables.items():
+        trained.load_state_dict(per_rank[name])
     return rng
 
 

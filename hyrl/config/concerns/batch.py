@@ -190,7 +190,7 @@ def check_micro_batch_groups(c: ResolvedConfig, world_size: int) -> None:
     multiple of PP (schedules.py, forward_backward_pipelining_with_interleaving). With fixed
     micro-batches the count of an optimizer step is B / (DP x micro batch): checked here.
     Token-packed micro-batches and other batch sizes of a schedule are padded with loss-free
-    ones at run time (trainable._run_pipeline)."""
+    ones at run time (pipeline.interleavable)."""
     if c.virtual_pipeline_model_parallel_size is None or c.use_dynamic_batch_size:
         return
     pp, dp = c.pipeline_model_parallel_size, c.data_parallel_size(world_size)

@@ -78,8 +78,8 @@ def test_noise_scale_small_batch_norms_are_each_ranks_own_gradient(results, name
     small_sq = results[name]["small_sq"]
     assert small_sq is not None and len(small_sq) == 2
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-    from hyrl.backends.megatron.trainable import OptimizerSettings
     from hyrl.models.qwen3_moe.config import TINY
 
     sys.path.insert(0, str(WORKER.parent))

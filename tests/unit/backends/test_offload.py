@@ -21,8 +21,8 @@ def distributed():
 
 def _actor(bf16: bool):
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout
-    from hyrl.backends.megatron.trainable import OptimizerSettings
 
     optim = OptimizerSettings(micro_batch_size=4, bf16=bf16, use_distributed_optimizer=bf16)
     return MegatronActor(TINY, ParallelLayout(), ActorSettings(optim=optim, keep_reference=True))

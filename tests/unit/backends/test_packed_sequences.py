@@ -47,8 +47,8 @@ def test_the_block_causal_mask_keeps_each_segment_to_itself():
 @pytest.fixture(scope="module")
 def actor():
     from hyrl.backends.megatron.actor import ActorSettings, MegatronActor
+    from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
     from hyrl.backends.megatron.model import ParallelLayout, destroy_distributed, init_distributed
-    from hyrl.backends.megatron.trainable import OptimizerSettings
 
     init_distributed(ParallelLayout(), seed=3)
     torch.manual_seed(0)

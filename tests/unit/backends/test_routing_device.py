@@ -9,14 +9,16 @@ import torch
 
 from hyrl.algorithms.batch import RoutedExperts
 from hyrl.backends.megatron.actor import MegatronActor
-from hyrl.backends.megatron.trainable import MegatronTrainable
+from hyrl.backends.megatron.trained_model import MegatronTrainedModel
 
 
 def test_engine_routing_puts_ids_and_positions_on_the_trainer_device():
     ids = torch.tensor([[[0, 1]], [[2, 3]]], dtype=torch.int16)  # 2 positions, 1 layer, top-2
     routed = RoutedExperts([(1, ids), (0, ids[:1])], seq_len=4, layers=1, top_k=2)
     loss_mask = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 0]], dtype=torch.float32)
-    actor = SimpleNamespace(device=torch.device("meta"), packed_like=MegatronTrainable.packed_like)
+    actor = SimpleNamespace(
+        device=torch.device("meta"), packed_like=MegatronTrainedModel.packed_like
+    )
     mb = SimpleNamespace(routed_experts=routed, loss_mask=loss_mask, packing=None)
 
     engine_ids, responses = MegatronActor._engine_routing(actor, mb)

@@ -128,7 +128,7 @@ def test_micro_batches_per_step_must_be_a_multiple_of_pp(cfg_of):
 
 def test_dynamic_micro_batches_are_not_counted_in_advance(cfg_of):
     """Packed by tokens, the count is known only at run time: the trainer pads it with
-    loss-free micro-batches (trainable._interleavable)."""
+    loss-free micro-batches (pipeline.interleavable)."""
     validate(
         cfg_of(
             *PP2_4_LAYERS,
