@@ -30,7 +30,6 @@ from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import loss_weights
 from hyrl.algorithms.overlong import shape_overlong
 from hyrl.backends.factory import build_backend, shutdown_backend
-from hyrl.batchsize.autopilot import RunAutopilot, measurement
 from hyrl.config import (
     RUN_RECORD_KEYS,
     ResolvedConfig,
@@ -48,6 +47,7 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.manager import RolloutManager
+from hyrl.train.autopilot import RunAutopilot, measurement
 from hyrl.train.data_parallel import DataParallelRows, all_rows, scatter_routing
 from hyrl.train.step_plan import StepPlan
 from hyrl.train.sync_and_offload import sync_and_offload_for

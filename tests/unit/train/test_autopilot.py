@@ -1,4 +1,4 @@
-"""The batch-size autopilot's controller (hyrl.batchsize.autopilot) on scripted noise-scale
+"""The batch-size autopilot's controller (hyrl.train.autopilot) on scripted noise-scale
 sequences: the B it picks, computed by hand."""
 
 import json
@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from hyrl.batchsize.autopilot import (
+from hyrl.config import parse_args, resolve, validate
+from hyrl.train.autopilot import (
     AutopilotSettings,
     BatchAutopilot,
     RunAutopilot,
     fit,
     measurement,
 )
-from hyrl.config import parse_args, resolve, validate
 
 # Multiples of 16 from 32 to 256.
 ALLOWED = list(range(32, 257, 16))
