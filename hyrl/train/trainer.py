@@ -38,7 +38,7 @@ from hyrl.config import (
     old_log_probs_from_update,
 )
 from hyrl.evaluation.heldout import eval_schedule, evaluate
-from hyrl.metrics import flops
+from hyrl.metrics import flops, step_record
 from hyrl.metrics.progress import ProgressReport
 from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
 from hyrl.metrics.run_log import RunLog
@@ -200,10 +200,10 @@ class Trainer:
         batch, rollout_metrics = self._prepare(
             timers, prompts_per_step, responses_per_step, on_policy, rollout_step
         )
-        rollout_metrics["batch/prompts_per_step"] = prompts_per_step
-        rollout_metrics["batch/responses_per_step"] = responses_per_step
-        if self.autopilot is not None:
-            rollout_metrics.update(self.autopilot.metrics())
+        autopilot_metrics = self.autopilot.metrics() if self.autopilot is not None else None
+        rollout_metrics.update(
+            step_record.batch_metrics(prompts_per_step, responses_per_step, autopilot_metrics)
+        )
         if self.critic is not None:
             with timers("critic_train"):
                 rollout_metrics.update(self._critic_updates(batch))
@@ -211,26 +211,25 @@ class Trainer:
             records, old_metrics = self._actor_updates(batch, timers, responses_per_step, on_policy)
             rollout_metrics.update(old_metrics)
         else:
-            records = [
-                {
-                    "step": self.actor.optimizer_steps,
-                    "samples": self.run_log.samples,
-                    "samples_generated": self.run_log.samples_generated,
-                    "train/skipped_steps": self._skipped_steps(),
-                }
-            ]
+            records = [self._update_record()]
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
             self._sync(timers, version=self._policy_version(rollout_step))
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
-        passes = flops.StepPasses(  # the model passes this step ran, for perf/mfu
+        work = self._work(batch, trains_actor, on_policy) if self.rank == 0 else None
+        self._log(rollout_step, records, rollout_metrics, timers, work)
+        return rollout_metrics, records[-1]
+
+    def _work(self, batch: TokenBatch, trains_actor: bool, on_policy: bool) -> step_record.StepWork:
+        """The rows trained and the model passes this step ran over them, for perf/mfu."""
+        passes = flops.StepPasses(
             actor_update=trains_actor,
             actor_forwards=int(not on_policy) + int(self.actor.ref_chunks is not None),
             critic_update=self.critic is not None,
             critic_forwards=int(self.advantage_settings.needs_values),
         )
-        work = (flops.trained_sequence_lengths(batch), passes)
-        self._log_rollout_step(rollout_step, records, rollout_metrics, timers, work)
-        return rollout_metrics, records[-1]
+        lengths = flops.trained_sequence_lengths(batch)
+        gpu = flops.device_gpu(self.backend.device())
+        return step_record.StepWork(self.arch, lengths, passes, self.world_size, gpu)
 
     def _prepare(
         self,
@@ -406,14 +405,7 @@ class Trainer:
                     lr,
                 )
             )
-        keys = dict.fromkeys(k for h in history for k in h)  # a skipped step has no noise metrics
-        averaged = {
-            k: sum(h[k] for h in history if k in h) / sum(k in h for h in history) for k in keys
-        }
-        averaged["critic/skipped"] = sum(h["critic/skipped"] for h in history)  # a count
-        averaged["critic/optimizer_steps"] = history[-1]["critic/optimizer_steps"]
-        averaged["critic/lr"] = history[-1]["critic/lr"]
-        return averaged
+        return step_record.critic_metrics(history)
 
     def _actor_updates(
         self, batch: TokenBatch, timers: StageTimers, responses_per_step: int, on_policy: bool
@@ -429,18 +421,19 @@ class Trainer:
                 old_metrics = self._old_log_prob_metrics(batch, entropy)
             if not metrics["actor/skipped"]:
                 self.run_log.samples += responses_per_step
-            metrics["train/loss"] = metrics["actor/loss"]
-            records.append(
-                {
-                    "step": self.actor.optimizer_steps,
-                    "samples": self.run_log.samples,
-                    "samples_generated": self.run_log.samples_generated,
-                    "time": time.perf_counter(),
-                    **metrics,
-                    "train/skipped_steps": self._skipped_steps(),
-                }
-            )
+            records.append(self._update_record(metrics, time.perf_counter()))
         return records, old_metrics
+
+    def _update_record(self, actor_metrics: dict | None = None, at: float | None = None) -> dict:
+        run_log = self.run_log
+        return step_record.update_record(
+            self.actor.optimizer_steps,
+            run_log.samples,
+            run_log.samples_generated,
+            self._skipped_steps(),
+            actor_metrics,
+            at,
+        )
 
     def _actor_update(
         self, batch: TokenBatch, k: int, responses_per_step: int, on_policy: bool
@@ -508,16 +501,7 @@ class Trainer:
             if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
                 eval_metrics, eval_s = self._evaluate()
                 run_log.pause(eval_s)
-                run_log.write(
-                    {
-                        "step": 0,
-                        "rollout_step": 0,
-                        "samples": 0,
-                        "elapsed_s": 0.0,
-                        **eval_metrics,
-                        "perf/eval_s": eval_s,
-                    }
-                )
+                run_log.write(step_record.initial_evaluation_record(eval_metrics, eval_s))
             # rank 0: a bar on a terminal, else a plain line every --log-interval steps
             report: ProgressReport | nullcontext = nullcontext()
             if self.rank == 0 and cfg.progress:
@@ -560,50 +544,31 @@ class Trainer:
         finally:
             run_log.close(ended)
 
-    def _log_rollout_step(
+    def _log(
         self,
         rollout_step: int,
         records: list[dict],
         rollout_metrics: dict,
         timers: StageTimers,
-        work: tuple[list[int], flops.StepPasses],
+        work: step_record.StepWork | None,
     ) -> None:
-        """The step's stage times, weight-sync and evaluation metrics on its records, each
-        written with its elapsed_s and perf/step_s; an evaluation stays off the clock. The last
-        also gets perf/tokens_per_s_per_gpu and perf/mfu (hyrl.metrics.flops)."""
+        """The step's records completed (hyrl.metrics.step_record) and written; an evaluation
+        due now closes the last one and stays off the elapsed_s clock."""
         run_log = self.run_log
-        records[0].update(rollout_metrics)
-        stage_times = timers.pop()  # stage timers of the whole rollout step
-        records[-1].update(stage_times)
-        if self.rank == 0:
-            records[-1].update(
-                flops.step_perf(
-                    self.arch,
-                    *work,
-                    records[-1]["time"] - run_log.last_record_time,  # the whole rollout step
-                    self.world_size,
-                    flops.device_gpu(self.backend.device()),
-                )
-            )
-        # perf/overhead_s: the rollout step's wall time not spent in a timed stage
-        # (generation, reward, log-probs/values, training, weight sync)
-        records[-1]["perf/overhead_s"] = (
-            records[-1]["time"] - run_log.last_record_time - sum(stage_times.values())
+        step_record.close_rollout_step(
+            records,
+            rollout_metrics,
+            timers.pop(),  # stage timers of the whole rollout step
+            records[-1]["time"] - run_log.last_record_time,
+            self.sync_and_offload.metrics,
+            work,
+            self.setup_s if rollout_step == run_log.first_step else None,
         )
-        records[-1].update(self.sync_and_offload.metrics)
-        if rollout_step == run_log.first_step:
-            records[0]["perf/setup_s"] = self.setup_s
         eval_s = 0.0
-        if rollout_step in self.eval_due:  # evaluation stays off the elapsed_s clock
+        if rollout_step in self.eval_due:  # their times were taken before the evaluation
             eval_metrics, eval_s = self._evaluate()
-            records[-1].update(eval_metrics)
-            records[-1]["perf/eval_s"] = eval_s
-        for record in records:  # their times were taken before the evaluation
-            now = record.pop("time")
-            record.update(rollout_step=rollout_step, elapsed_s=now - run_log.start)
-            record["perf/step_s"] = now - run_log.last_record_time
-            run_log.last_record_time = now
-            run_log.write(record)
+            records[-1].update(step_record.evaluation_metrics(eval_metrics, eval_s))
+        run_log.write_rollout_step(rollout_step, records)
         run_log.pause(eval_s)  # the clock resumes after the evaluation
 
     def _evaluate(self) -> tuple[dict, float]:
