@@ -18,7 +18,6 @@ hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -50,14 +49,8 @@ from hyrl.rollout.manager import RolloutManager
 from hyrl.train.autopilot import RunAutopilot, measurement
 from hyrl.train.data_parallel import DataParallelRows, all_rows, scatter_routing
 from hyrl.train.step_plan import StepPlan
+from hyrl.train.stopping import Preemption, TrainingStopped, check_skipped_steps, skipped_steps
 from hyrl.train.sync_and_offload import sync_and_offload_for
-
-
-class TrainingStopped(RuntimeError):
-    """Every rank stops the run (after the metrics of the last step are written): exit 1."""
-
-
-PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
 class Trainer:
@@ -102,7 +95,6 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
         self.rollout_manager: RolloutManager | None = None  # rank 0's: engines, task, rewards
-        self._previous_handlers = {}
         if self.rank == 0:
             print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
             self.rollout_manager = RolloutManager(
@@ -133,15 +125,8 @@ class Trainer:
         self._sync(version=self._policy_version(steps_done))
         if resumed_rng is not None:  # last: nothing draws from the generators before the loop
             self.backend.set_rng_state(resumed_rng)
-        # the preemption signal received, if any (every rank has a handler)
-        self.stop_signal: str | None = None
-        self._previous_handlers = {
-            sig: signal.signal(sig, self._on_preemption_signal) for sig in PREEMPTION_SIGNALS
-        }
+        self.preemption = Preemption()  # every rank has a handler
         self.setup_s = time.perf_counter() - setup_start
-
-    def _on_preemption_signal(self, signum, frame) -> None:
-        self.stop_signal = signal.Signals(signum).name  # acted on at the next rollout-step boundary
 
     def _trainables(self) -> dict:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
@@ -430,7 +415,7 @@ class Trainer:
             self.actor.optimizer_steps,
             run_log.samples,
             run_log.samples_generated,
-            self._skipped_steps(),
+            skipped_steps(self._trainables().values()),
             actor_metrics,
             at,
         )
@@ -515,8 +500,10 @@ class Trainer:
                     self._steer(rollout_metrics, last_record)  # before a save: it holds B
                     if progress is not None:
                         progress.step(rollout_step, rollout_metrics, last_record)
-                    self._check_skipped_steps(rollout_step)
-                    preempted = self.backend.any_rank(self.stop_signal is not None)
+                    check_skipped_steps(
+                        self._trainables().values(), cfg.max_skipped_steps, rollout_step
+                    )
+                    preempted = self.backend.any_rank(self.preemption.received)
                     reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
                     if cfg.save and (
                         preempted
@@ -527,7 +514,8 @@ class Trainer:
                         # checkpoints stay off the elapsed_s clock, as evaluation
                         run_log.pause(self._save(cfg.save, rollout_step))
                     if preempted:
-                        self._report_preemption(rollout_step)
+                        if self.rank == 0:
+                            print(self.preemption.message(rollout_step, cfg.save), flush=True)
                         ended = "preempted"
                         break
                     if reached:
@@ -577,37 +565,6 @@ class Trainer:
             self.rollout_queue.wait()
         return evaluate(self.cfg, self.rollout_manager, self.backend.device())
 
-    def _skipped_steps(self) -> int:
-        """Optimizer steps skipped for a non-finite loss or gradient norm, actor and critic."""
-        return sum(part.skipped_steps for part in self._trainables().values())
-
-    def _check_skipped_steps(self, rollout_step: int) -> None:
-        """Stop (every rank alike: the skip decision is all-reduced) after --max-skipped-steps
-        skipped optimizer steps in a row of the actor or the critic."""
-        for part in self._trainables().values():
-            if part.consecutive_skips >= self.cfg.max_skipped_steps:
-                raise TrainingStopped(
-                    f"the {part.metric_prefix} skipped {part.consecutive_skips} optimizer steps "
-                    f"in a row (up to rollout step {rollout_step}) for a non-finite loss or "
-                    f"gradient norm (--max-skipped-steps={self.cfg.max_skipped_steps}); "
-                    "metrics.jsonl holds their records (actor/skipped, critic/skipped, "
-                    "train/skipped_steps)"
-                )
-
-    def _report_preemption(self, rollout_step: int) -> None:
-        if self.rank == 0:
-            cfg = self.cfg
-            saved = (
-                f"checkpoint {cfg.save}/step_{rollout_step} written; resume with --load {cfg.save}"
-                if cfg.save
-                else "no checkpoint written (no --save)"
-            )
-            print(
-                f"hyrl: {self.stop_signal or 'a preemption signal'} received: "
-                f"stopping after rollout step {rollout_step}; {saved}",
-                flush=True,
-            )
-
     def _save(self, save_dir: str, rollout_step: int) -> float:
         """A checkpoint in save_dir (--save) of the state after this rollout step
         (collective); its seconds."""
@@ -647,8 +604,7 @@ class Trainer:
             self.rollout_queue.close()
         if self.rollout_manager is not None:
             self.rollout_manager.close()
-        for sig, handler in self._previous_handlers.items():
-            signal.signal(sig, handler)
+        self.preemption.close()
 
 
 def train(cfg: ResolvedConfig, world_size: int) -> Path:
