@@ -30,7 +30,6 @@ from hyrl.algorithms.losses import loss_weights
 from hyrl.algorithms.overlong import shape_overlong
 from hyrl.backends.factory import build_backend, shutdown_backend
 from hyrl.config import (
-    RUN_RECORD_KEYS,
     ResolvedConfig,
     batch_schedule,
     engine_returns_routing,
@@ -46,6 +45,7 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.manager import RolloutManager
+from hyrl.train import checkpointing
 from hyrl.train.autopilot import RunAutopilot, measurement
 from hyrl.train.data_parallel import DataParallelRows, all_rows, scatter_routing
 from hyrl.train.step_plan import StepPlan
@@ -74,23 +74,13 @@ class Trainer:
         auto = batch_schedule(cfg) == "auto"
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
         self.plan = StepPlan(cfg, world_size, self.autopilot)  # P, B and lr of every step
-        self.resume_state, resumed_rng = None, None
-        self.resume_dir: Path | None = None  # the step directory resumed from (its queue: run)
-        if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
-            from hyrl.checkpoint.trainer_state import check_resumable
-
-            step_dir, self.resume_state = check_resumable(cfg, world_size)
-            self.resume_dir = step_dir
-            resumed_rng = self.backend.load_checkpoint(step_dir)
-            if self.autopilot is not None and "autopilot" in self.resume_state:
-                self.autopilot.load_state_dict(self.resume_state["autopilot"])
-                self.autopilot.resumed()
-            if self.rank == 0:
-                print(
-                    f"hyrl: resuming from {step_dir} (after rollout step "
-                    f"{self.resume_state['rollout_step']})",
-                    flush=True,
-                )
+        # --load: weights, optimizer states and counters; the loop state is read in run()
+        self.resumed = (
+            checkpointing.resume(cfg, world_size, self.backend, self.autopilot)
+            if cfg.load
+            else None
+        )
+        self.resume_state = self.resumed.state if self.resumed is not None else None
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
@@ -104,7 +94,7 @@ class Trainer:
             config = {
                 **cfg.to_dict(world_size),
                 "initial_model": self.backend.initial_model(),
-                **self._run_identity(),
+                **checkpointing.run_identity(cfg.run_dir, self.resumed),
             }
             self.run_id = config["run_id"]
             wandb_run = start_wandb(cfg, self.run_dir, config) if cfg.log_wandb else None
@@ -123,34 +113,13 @@ class Trainer:
         steps_done = self.resume_state["rollout_step"] if self.resume_state is not None else 0
         # with --offload-train: the trainer offloaded for generation
         self._sync(version=self._policy_version(steps_done))
-        if resumed_rng is not None:  # last: nothing draws from the generators before the loop
-            self.backend.set_rng_state(resumed_rng)
+        if self.resumed is not None:  # last: nothing draws from the generators before the loop
+            self.backend.set_rng_state(self.resumed.rng_state)
         self.preemption = Preemption()  # every rank has a handler
         self.setup_s = time.perf_counter() - setup_start
 
     def _trainables(self) -> dict:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
-
-    def _run_identity(self) -> dict:
-        """config.json's run_id (and forked_from): kept from the run directory's own run when
-        it resumes into it, new otherwise; a resume into a new run directory is a fork of the
-        checkpoint's run (hyrl.checkpoint.ownership). Rank 0."""
-        from hyrl.checkpoint.ownership import new_run_id, run_record
-
-        previous = run_record(self.cfg.run_dir)
-        if previous is not None and previous.get("run_id"):
-            return {k: previous[k] for k in RUN_RECORD_KEYS if k in previous}
-        identity: dict = {"run_id": new_run_id()}
-        if previous is None and self.resume_state is not None:
-            parent = self.resume_state.get("run_id")
-            identity["forked_from"] = {"run_id": parent, "checkpoint": str(self.resume_dir)}
-            print(
-                f"hyrl: a fork: run {identity['run_id']} in the new run directory "
-                f"{self.cfg.run_dir} starts from {self.resume_dir} "
-                f"(run {parent or 'without an id'})",
-                flush=True,
-            )
-        return identity
 
     def _sync(self, timers: StageTimers | None = None, version: int | None = None) -> None:
         """The weights to the engines (and --offload-train around it: hyrl.train.sync_and_offload);
@@ -317,10 +286,12 @@ class Trainer:
         manager, cfg = self.rollout_manager, self.cfg
         assert manager is not None, "rank 0 built the rollout manager in __init__"
         saved: list[QueuedRollout] = []
-        if self.resume_dir is not None:
+        if self.resumed is not None:
             from hyrl.checkpoint.trainer_state import read_rollout_queue
 
-            saved = [QueuedRollout.from_state_dict(s) for s in read_rollout_queue(self.resume_dir)]
+            saved = [
+                QueuedRollout.from_state_dict(s) for s in read_rollout_queue(self.resumed.step_dir)
+            ]
         prompts_per_step = self.plan.actor_batch(first_step)[0]
         return RolloutQueue(
             lambda: manager.rollout_versioned(prompts_per_step),
@@ -567,35 +538,24 @@ class Trainer:
 
     def _save(self, save_dir: str, rollout_step: int) -> float:
         """A checkpoint in save_dir (--save) of the state after this rollout step
-        (collective); its seconds."""
+        (collective, hyrl.train.checkpointing); its seconds."""
         began = time.perf_counter()
-        loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
+        state = {}
         if self.rank == 0:
             assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
-            loop_state = {
-                **self.run_log.state_dict(),
-                "task": self.rollout_manager.task.state_dict(),
-                # whose checkpoint this is, under which flags (hyrl.checkpoint.ownership)
-                "run_id": self.run_id,
-                "run_dir": str(self.run_dir),
-                "config": self.cfg.to_dict(self.world_size),
-            }
-            if self.autopilot is not None:
-                loop_state["autopilot"] = self.autopilot.state_dict()
-            if self.rollout_queue is not None:  # the rollouts generated ahead, done, with it
-                from hyrl.checkpoint.trainer_state import ROLLOUT_QUEUE_KEY
-
-                queued = self.rollout_queue.drain()
-                loop_state[ROLLOUT_QUEUE_KEY] = [q.state_dict() for q in queued]
-        # the checkpoint reads weights and optimizer states
-        reclaimed = self.sync_and_offload.trainer_offloaded
-        if reclaimed:
-            self.sync_and_offload.reclaim(list(self._trainables().values()))
-        path = self.backend.save_checkpoint(save_dir, rollout_step, loop_state)
-        if self.rank == 0:
-            print(f"hyrl: checkpoint {path} written", flush=True)
-        if reclaimed:  # the engines get the (unchanged) weights back
-            self._sync()
+            state = checkpointing.loop_state(
+                self.cfg,
+                self.world_size,
+                self.run_log,
+                self.rollout_manager.task.state_dict(),
+                self.run_id,
+                self.autopilot,
+                self.rollout_queue,
+            )
+        parts = list(self._trainables().values())
+        checkpointing.save(
+            self.backend, self.sync_and_offload, parts, save_dir, rollout_step, state, self._sync
+        )
         return time.perf_counter() - began
 
     def close(self) -> None:
