@@ -70,6 +70,7 @@ class Trainer:
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
         self.advantage_settings = AdvantageSettings.from_flags(cfg)
         self.old_log_probs_from_update = old_log_probs_from_update(cfg)
+        self.corrections = mismatch.Corrections.from_flags(cfg)  # train-inference mismatch
         # --batch-schedule auto: B (and the critic's) follow the noise scale (_steer)
         auto = batch_schedule(cfg) == "auto"
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
@@ -315,35 +316,12 @@ class Trainer:
         return taken.rollout.batch, taken.rollout.routed, taken.metrics()
 
     def _old_log_prob_metrics(self, batch: TokenBatch, entropy) -> dict:
-        """train/entropy and the mismatch/* metrics of the trainer's old log-probs against the
-        engine's; sets batch.pg_weights, the importance weights of --use-tis / --use-mis."""
-        assert batch.old_log_probs is not None, "the log-prob pass or the update computed them"
-        assert batch.rollout_log_probs is not None, "a RolloutBatch carries the engine's"
-        mask = batch.loss_mask
-        metrics = {"train/entropy": float((entropy * mask).sum() / mask.sum().clamp(min=1))}
-        mismatch_metrics, batch.pg_weights = self._corrections(
-            batch.old_log_probs, batch.rollout_log_probs, mask
-        )
-        metrics.update(mismatch_metrics)
+        """train/entropy and mismatch/* of the old log-probs (sets batch.pg_weights for
+        --use-tis / --use-mis), and the routing metrics when the engine returns routing."""
+        metrics = self.corrections.of_old_log_probs(batch, entropy)
         if engine_returns_routing(self.cfg):  # collective
             metrics.update(self.actor.routing_metrics())
         return metrics
-
-    def _corrections(self, train_log_probs, rollout_log_probs, mask, with_metrics=True):
-        """(mismatch/* metrics, --use-tis / --use-mis weights or None) of these rows."""
-        cfg = self.cfg
-        return mismatch.corrections(
-            train_log_probs,
-            rollout_log_probs,
-            mask,
-            use_tis=cfg.use_tis,
-            tis_clip=cfg.tis_clip,
-            use_mis=cfg.use_mis,
-            mis_low=cfg.mis_low,
-            mis_high=cfg.mis_high,
-            mis_level=cfg.mis_level,
-            with_metrics=with_metrics,
-        )
 
     def _critic_updates(self, batch: TokenBatch) -> dict:
         """Every critic optimizer step of this rollout; their statistics averaged."""
@@ -409,19 +387,12 @@ class Trainer:
         total_tokens = batch.loss_mask[global_rows].sum().item()
         if not on_policy:
             return self.actor.train_step(local_batch, total_tokens, lr), None
-        weigh = cfg.use_tis or cfg.use_mis
-        metrics, local_old = self.actor.train_step_on_policy(
-            local_batch,
-            total_tokens,
-            lr,
-            (
-                lambda old, rollout, mask: self._corrections(
-                    old, rollout, mask, with_metrics=False
-                )[1]
-            )
-            if weigh
-            else None,
+        weigh = (  # a micro-batch's --use-tis / --use-mis weights, inside the update
+            (lambda old, rollout, mask: self.corrections(old, rollout, mask, False)[1])
+            if self.corrections.weighs
+            else None
         )
+        metrics, local_old = self.actor.train_step_on_policy(local_batch, total_tokens, lr, weigh)
         # one step per rollout: the step's rows are the rollout's, each DP rank's share
         batch.old_log_probs, entropy = self.backend.gather_rows(local_old)
         return metrics, entropy
