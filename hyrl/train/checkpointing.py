@@ -3,6 +3,7 @@ models and optimizer states the backend's):
 - resume (--load): the step directory checked, the backend's weights, optimizer states and
   counters loaded, the autopilot's state restored (`resume`); the run's identity in
   config.json (`run_identity`: kept, new, or a fork of the checkpoint's run);
+  the rollouts --async-rollout's queue held (`queued_rollouts`);
 - save (--save): the loop state rank 0 adds to the step (`loop_state`: samples, the clock,
   the target tracker, the task's position, whose run under which flags, the autopilot, the
   rollouts queued under --async-rollout), and the save itself with --offload-train's weights
@@ -57,6 +58,16 @@ def resume(
             flush=True,
         )
     return Resumed(step_dir, state, rng_state)
+
+
+def queued_rollouts(resumed: Resumed | None) -> list[dict]:
+    """The rollouts --async-rollout's queue held at the checkpoint resumed from (state dicts,
+    oldest first; none without a resume or a queue)."""
+    if resumed is None:
+        return []
+    from hyrl.checkpoint.trainer_state import read_rollout_queue
+
+    return read_rollout_queue(resumed.step_dir)
 
 
 def run_identity(run_dir: str, resumed: Resumed | None) -> dict:

@@ -42,7 +42,7 @@ from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
+from hyrl.rollout.async_queue import RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.manager import RolloutManager
 from hyrl.train import checkpointing
@@ -268,8 +268,15 @@ class Trainer:
         rollout, routed, queue_metrics = None, None, {}
         if self.rank == 0:
             assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
-            if self.cfg.async_rollout:
-                rollout, routed, queue_metrics = self._take_queued(timers, rollout_step)
+            if self.rollout_queue is not None:  # --async-rollout
+                cfg = self.cfg
+                left = cfg.num_steps - rollout_step  # K in flight, fewer near the end unless
+                # a checkpoint keeps them (a longer resumed run continues as this one would)
+                in_flight = cfg.max_staleness if cfg.save else min(cfg.max_staleness, left)
+                taken = self.rollout_manager.take_queued(self.rollout_queue, timers, in_flight)
+                self.run_log.samples_generated += taken.dropped_responses  # never trained on
+                rollout, routed = taken.rollout.batch, taken.rollout.routed
+                queue_metrics = taken.metrics()
             else:
                 rollout, routed = self.rollout_manager.rollout(timers, prompts_per_step)
         rollout = self.backend.broadcast_from_rank_0(rollout)
@@ -279,41 +286,6 @@ class Trainer:
             else None
         )
         return rollout, queue_metrics
-
-    # -- --async-rollout: rank 0's queue (hyrl.rollout.async_queue) ---------------------------
-    def _start_queue(self, first_step: int) -> RolloutQueue:
-        """Rank 0's queue, refilled from the checkpoint resumed from before any new prompt.
-        P is the first step's (--batch-ramp is refused with --async-rollout)."""
-        manager, cfg = self.rollout_manager, self.cfg
-        assert manager is not None, "rank 0 built the rollout manager in __init__"
-        saved: list[QueuedRollout] = []
-        if self.resumed is not None:
-            from hyrl.checkpoint.trainer_state import read_rollout_queue
-
-            saved = [
-                QueuedRollout.from_state_dict(s) for s in read_rollout_queue(self.resumed.step_dir)
-            ]
-        prompts_per_step = self.plan.actor_batch(first_step)[0]
-        return RolloutQueue(
-            lambda: manager.rollout_versioned(prompts_per_step),
-            cfg.max_staleness,
-            cfg.stale_policy,
-            regenerate=lambda prompts: manager.rollout_versioned(len(prompts), prompts),
-            saved=saved,
-        )
-
-    def _take_queued(self, timers: StageTimers, rollout_step: int):
-        """The oldest queued rollout within --max-staleness (perf/trainer_idle_s: waiting for
-        it), then the queue topped up: K in flight, fewer near the end unless a checkpoint
-        will keep them (--save: a longer resumed run continues as this one would have)."""
-        queue = self.rollout_queue
-        assert queue is not None and self.rollout_manager is not None, "run built it on rank 0"
-        with timers("trainer_idle"):  # the engines hold the trainer's version: it synced last
-            taken = queue.take(self.rollout_manager.weights_version)
-        left = self.cfg.num_steps - rollout_step
-        queue.top_up(self.cfg.max_staleness if self.cfg.save else min(self.cfg.max_staleness, left))
-        self.run_log.samples_generated += taken.dropped_responses  # decoded, never trained on
-        return taken.rollout.batch, taken.rollout.routed, taken.metrics()
 
     def _old_log_prob_metrics(self, batch: TokenBatch, entropy) -> dict:
         """train/entropy and mismatch/* of the old log-probs (sets batch.pg_weights for
@@ -420,8 +392,10 @@ class Trainer:
         timers = StageTimers()
         self.run_log = run_log = RunLog(cfg.target, self.logger, self.run_dir, self.resume_state)
         first_step = run_log.first_step
-        if cfg.async_rollout and self.rank == 0:
-            self.rollout_queue = self._start_queue(first_step)
+        if cfg.async_rollout and self.rollout_manager is not None:  # rank 0
+            self.rollout_queue = self.rollout_manager.start_queue(
+                self.plan.actor_batch(first_step)[0], checkpointing.queued_rollouts(self.resumed)
+            )
         self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
         ended = "error"  # summary.json's "ended": why the run stopped (a raise leaves "error")
         try:
