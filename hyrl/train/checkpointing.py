@@ -4,10 +4,10 @@ models and optimizer states the backend's):
   counters loaded, the autopilot's state restored (`resume`); the run's identity in
   config.json (`run_identity`: kept, new, or a fork of the checkpoint's run);
   the rollouts --async-rollout's queue held (`queued_rollouts`);
-- save (--save): the loop state rank 0 adds to the step (`loop_state`: samples, the clock,
-  the target tracker, the task's position, whose run under which flags, the autopilot, the
-  rollouts queued under --async-rollout), and the save itself with --offload-train's weights
-  brought back for it (`save`).
+- save (--save): when (`due`), the loop state rank 0 adds to the step (`loop_state`:
+  samples, the clock, the target tracker, the task's position, whose run under which flags,
+  the autopilot, the rollouts queued under --async-rollout), and the save itself with
+  --offload-train's weights brought back for it (`save`).
 """
 
 from __future__ import annotations
@@ -90,6 +90,17 @@ def run_identity(run_dir: str, resumed: Resumed | None) -> dict:
             flush=True,
         )
     return identity
+
+
+def due(cfg: ResolvedConfig, rollout_step: int, stops: bool) -> bool:
+    """Whether a run with --save writes a checkpoint after this rollout step: every
+    --save-interval steps, after the last step, and when the run stops early (stops: a
+    preemption, --stop-at-target)."""
+    return (
+        stops
+        or rollout_step == cfg.num_steps
+        or bool(cfg.save_interval and rollout_step % cfg.save_interval == 0)
+    )
 
 
 def loop_state(

@@ -2,7 +2,8 @@
 - a preemption signal (SIGTERM, SIGUSR1: Slurm's notice before the time limit) on any rank:
   the step finishes, a checkpoint is written under --save, and the run exits 0 (`Preemption`);
 - --max-skipped-steps optimizer steps in a row of the actor or the critic skipped for a
-  non-finite loss or gradient norm: the run exits 1 (`check_skipped_steps`, `TrainingStopped`).
+  non-finite loss or gradient norm: the run exits 1 (`check_skipped_steps`, `TrainingStopped`);
+- --target reached under --stop-at-target: a checkpoint under --save, exit 0 (`target_reached`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ class Preemption:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
+
+
+def target_reached(target: str | None, rollout_step: int) -> str:
+    """What rank 0 says when --stop-at-target ends the run after this rollout step."""
+    return (
+        f"hyrl: --target {target} reached at rollout step {rollout_step}; "
+        "--stop-at-target ends the run"
+    )
 
 
 def skipped_steps(parts: Iterable[TrainedModel]) -> int:

@@ -49,7 +49,13 @@ from hyrl.train import checkpointing
 from hyrl.train.autopilot import RunAutopilot, measurement
 from hyrl.train.data_parallel import DataParallelRows, all_rows, scatter_routing
 from hyrl.train.step_plan import StepPlan
-from hyrl.train.stopping import Preemption, TrainingStopped, check_skipped_steps, skipped_steps
+from hyrl.train.stopping import (
+    Preemption,
+    TrainingStopped,
+    check_skipped_steps,
+    skipped_steps,
+    target_reached,
+)
 from hyrl.train.sync_and_offload import sync_and_offload_for
 
 
@@ -421,27 +427,18 @@ class Trainer:
                     )
                     preempted = self.backend.any_rank(self.preemption.received)
                     reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
-                    if cfg.save and (
-                        preempted
-                        or reached
-                        or rollout_step == cfg.num_steps
-                        or (cfg.save_interval and rollout_step % cfg.save_interval == 0)
-                    ):
+                    if cfg.save and checkpointing.due(cfg, rollout_step, preempted or reached):
                         # checkpoints stay off the elapsed_s clock, as evaluation
                         run_log.pause(self._save(cfg.save, rollout_step))
-                    if preempted:
-                        if self.rank == 0:
-                            print(self.preemption.message(rollout_step, cfg.save), flush=True)
-                        ended = "preempted"
-                        break
-                    if reached:
+                    if preempted or reached:
                         if self.rank == 0:
                             print(
-                                f"hyrl: --target {cfg.target} reached at rollout step "
-                                f"{rollout_step}; --stop-at-target ends the run",
+                                self.preemption.message(rollout_step, cfg.save)
+                                if preempted
+                                else target_reached(cfg.target, rollout_step),
                                 flush=True,
                             )
-                        ended = "target"
+                        ended = "preempted" if preempted else "target"
                         break
                 else:
                     ended = "num_steps"

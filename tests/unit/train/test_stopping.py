@@ -11,6 +11,7 @@ from hyrl.train.stopping import (
     TrainingStopped,
     check_skipped_steps,
     skipped_steps,
+    target_reached,
 )
 
 
@@ -41,3 +42,9 @@ def test_skipped_steps_stop_the_run_at_max_skipped_steps_in_a_row():
     check_skipped_steps(parts, 4, rollout_step=9)  # 3 in a row < 4: goes on
     with pytest.raises(TrainingStopped, match=r"the critic skipped 3 optimizer steps in a row"):
         check_skipped_steps(parts, 3, rollout_step=9)
+
+
+def test_stop_at_target_says_which_target_and_step():
+    assert target_reached("eval/accuracy=0.8", 12) == (
+        "hyrl: --target eval/accuracy=0.8 reached at rollout step 12; --stop-at-target ends the run"
+    )
