@@ -27,7 +27,7 @@ from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import loss_weights
-from hyrl.algorithms.overlong import shape_overlong
+from hyrl.algorithms.overlong import OverlongShaping
 from hyrl.backends.factory import build_backend, shutdown_backend
 from hyrl.config import (
     ResolvedConfig,
@@ -77,6 +77,7 @@ class Trainer:
         self.advantage_settings = AdvantageSettings.from_flags(cfg)
         self.old_log_probs_from_update = old_log_probs_from_update(cfg)
         self.corrections = mismatch.Corrections.from_flags(cfg)  # train-inference mismatch
+        self.overlong = OverlongShaping.from_flags(cfg)  # DAPO's over-long reward shaping
         # --batch-schedule auto: B (and the critic's) follow the noise scale (_steer)
         auto = batch_schedule(cfg) == "auto"
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
@@ -210,7 +211,11 @@ class Trainer:
         batch = rollout.to_token_batch(self.pad_multiple)
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
         metrics.update(queue_metrics)
-        rewards = self._overlong(rollout, batch, metrics)
+        lengths = [len(r) for r in rollout.responses]
+        rewards, shaped = self.overlong(  # the rewards the advantages take
+            rollout.rewards_tensor(), lengths, rollout.finish_reasons, batch.loss_mask
+        )
+        metrics.update(shaped)
         mask = batch.loss_mask
         self.run_log.samples_generated += rollout.responses_generated
         with timers("logprob"):
@@ -246,22 +251,6 @@ class Trainer:
             batch.returns, batch.old_values = result.returns, values
         metrics.update(result.metrics)
         return batch, metrics
-
-    def _overlong(self, rollout: RolloutBatch, batch: TokenBatch, metrics: dict):
-        """The rewards the advantages take (hyrl.algorithms.overlong.shape_overlong)."""
-        cfg = self.cfg
-        rewards, shaped = shape_overlong(
-            rollout.rewards_tensor(),
-            [len(r) for r in rollout.responses],
-            rollout.finish_reasons,
-            batch.loss_mask,
-            cfg.rollout_max_response_len,
-            cfg.overlong_buffer_len,
-            cfg.overlong_penalty_factor,
-            cfg.overlong_filtering,
-        )
-        metrics.update(shaped)
-        return rewards
 
     def _rollout(
         self, timers: StageTimers, prompts_per_step: int, responses_per_step: int, rollout_step: int
