@@ -38,7 +38,7 @@ from hyrl.config import (
 from hyrl.evaluation.heldout import eval_schedule, evaluate
 from hyrl.metrics import flops, step_record
 from hyrl.metrics.progress import ProgressReport
-from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
+from hyrl.metrics.run_dir import open_run_directory
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -105,11 +105,7 @@ class Trainer:
                 **checkpointing.run_identity(cfg.run_dir, self.resumed),
             }
             self.run_id = config["run_id"]
-            wandb_run = start_wandb(cfg, self.run_dir, config) if cfg.log_wandb else None
-            tensorboard = start_tensorboard(cfg.tensorboard_dir) if cfg.tensorboard_dir else None
-            # appends to metrics.jsonl
-            self.logger = RunDirectory(self.run_dir, wandb_run, tensorboard)
-            self.logger.write_config(config)
+            self.logger = open_run_directory(cfg, self.run_dir, config)
             if self.resume_state is not None:
                 self.rollout_manager.task.load_state_dict(self.resume_state["task"])
         self.sync_and_offload = sync_and_offload_for(
