@@ -126,20 +126,9 @@ class Trainer:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
 
     def _sync(self, timers: StageTimers | None = None, version: int | None = None) -> None:
-        """The weights to the engines (and --offload-train around it: hyrl.train.sync_and_offload);
-        version: the policy version they are (None: unchanged). Rank 0 holds the engine lock: a
-        generation on --async-rollout's worker finishes first, while the other ranks wait in
-        the backend's wait group (no NCCL timeout there). With --inflight-weight-updates the
-        worker's call is one segment, and the sync goes before its next one."""
-        manager = self.rollout_manager
-        with manager.engine_lock.weight_sync() if manager is not None else nullcontext():
-            if self.cfg.async_rollout:
-                self.backend.wait_for_rank_0()
-            self.sync_and_offload.sync(
-                self.actor, self.critic, StageTimers() if timers is None else timers
-            )
-            if manager is not None and version is not None:
-                manager.weights_version = version
+        """The weights to the engines (hyrl.train.sync_and_offload); version: the policy
+        version they then hold (None: unchanged)."""
+        self.sync_and_offload.sync_engines(self.actor, self.critic, timers, version)
 
     def _policy_version(self, rollout_steps_done: int) -> int:
         """The policy version after this many rollout steps: weight syncs of trained weights
