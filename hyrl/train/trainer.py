@@ -46,7 +46,7 @@ from hyrl.rollout.async_queue import RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.manager import RolloutManager
 from hyrl.train import checkpointing
-from hyrl.train.autopilot import RunAutopilot, measurement
+from hyrl.train.autopilot import RunAutopilot
 from hyrl.train.data_parallel import DataParallelRows, all_rows, scatter_routing
 from hyrl.train.step_plan import StepPlan
 from hyrl.train.stopping import (
@@ -355,13 +355,8 @@ class Trainer:
         if self.autopilot is None:
             return
         if self.rank == 0:
-            made = self.autopilot.observe(
-                measurement(last_record, "actor"),
-                measurement(rollout_metrics, "critic"),
-                {**rollout_metrics, **last_record},  # the step's timers and response length
-            )
-            for part, old, new in made:
-                print(f"hyrl: autopilot: the {part}'s B {old} -> {new} responses", flush=True)
+            for line in self.autopilot.observe_step(rollout_metrics, last_record):
+                print(line, flush=True)
         self.autopilot.load_state_dict(
             self.backend.broadcast_from_rank_0(self.autopilot.state_dict())
         )
