@@ -6,12 +6,15 @@ One rollout step (`Trainer.rollout_step`):
   critic   (PPO) its optimizer steps on the rollout
   actor    optimizer steps (global batch B each, split over DP ranks and micro-batches); when
            exactly on-policy the old log-probs are the update's own forward pass instead
-  sync     the new weights to the engines
-  log      one record per actor optimizer step
+  sync     the new weights to the engines (hyrl.train.sync_and_offload)
+  log      one record per actor optimizer step (hyrl.metrics.step_record, RunLog)
 Under --async-rollout rank 0 takes the rollout from a queue generated ahead by a worker thread
-(hyrl.rollout.async_queue) and tops it up before training on it; the weight sync holds the
+(RolloutManager.take_queued) and tops it up before training on it; the weight sync holds the
 rollout manager's engine lock, so it never lands in the middle of an engine call (with
 --inflight-weight-updates it lands between the segments of one generation).
+Between rollout steps: the autopilot steers B (hyrl.train.autopilot), the run stops early on a
+preemption, skipped steps or --stop-at-target (hyrl.train.stopping), and a checkpoint is
+written when due (hyrl.train.checkpointing).
 The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
 hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
 """
