@@ -29,7 +29,6 @@ from pathlib import Path
 from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
-from hyrl.algorithms.losses import loss_weights
 from hyrl.algorithms.overlong import OverlongShaping
 from hyrl.backends.factory import build_backend, shutdown_backend
 from hyrl.config import (
@@ -60,6 +59,7 @@ from hyrl.train.stopping import (
     target_reached,
 )
 from hyrl.train.sync_and_offload import sync_and_offload_for
+from hyrl.train.updates import RolloutUpdates
 
 
 class Trainer:
@@ -85,6 +85,7 @@ class Trainer:
         auto = batch_schedule(cfg) == "auto"
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
         self.plan = StepPlan(cfg, world_size, self.autopilot)  # P, B and lr of every step
+        self.updates = RolloutUpdates(cfg, self.backend, self.rows, self.plan, self.corrections)
         # --load: weights, optimizer states and counters; the loop state is read in run()
         self.resumed = (
             checkpointing.resume(cfg, world_size, self.backend, self.autopilot)
@@ -156,7 +157,7 @@ class Trainer:
         )
         if self.critic is not None:
             with timers("critic_train"):
-                rollout_metrics.update(self._critic_updates(batch))
+                rollout_metrics.update(self.updates.critic_steps(batch))
         if trains_actor:
             records, old_metrics = self._actor_updates(batch, timers, responses_per_step, on_policy)
             rollout_metrics.update(old_metrics)
@@ -278,24 +279,6 @@ class Trainer:
             metrics.update(self.actor.routing_metrics())
         return metrics
 
-    def _critic_updates(self, batch: TokenBatch) -> dict:
-        """Every critic optimizer step of this rollout; their statistics averaged."""
-        critic = self.critic
-        assert critic is not None, "called only when the backend built a critic"
-        size = self.plan.critic_batch()
-        steps = len(batch) // size
-        history = []
-        for j in range(steps):
-            lr = self.plan.critic_lr(critic.optimizer_steps, size, steps)
-            history.append(
-                critic.train_step(
-                    batch.select(self.rows.of_step(j, size)),
-                    batch.loss_mask[j * size : (j + 1) * size].sum().item(),
-                    lr,
-                )
-            )
-        return step_record.critic_metrics(history)
-
     def _actor_updates(
         self, batch: TokenBatch, timers: StageTimers, responses_per_step: int, on_policy: bool
     ) -> tuple[list[dict], dict]:
@@ -305,7 +288,7 @@ class Trainer:
         records, old_metrics = [], {}
         for k in range(self.cfg.optimizer_steps_per_rollout):
             with timers("actor_train"):
-                metrics, entropy = self._actor_update(batch, k, responses_per_step, on_policy)
+                metrics, entropy = self.updates.actor_step(batch, k, responses_per_step, on_policy)
             if entropy is not None:
                 old_metrics = self._old_log_prob_metrics(batch, entropy)
             if not metrics["actor/skipped"]:
@@ -323,34 +306,6 @@ class Trainer:
             actor_metrics,
             at,
         )
-
-    def _actor_update(
-        self, batch: TokenBatch, k: int, responses_per_step: int, on_policy: bool
-    ) -> tuple[dict, object]:
-        """Optimizer step k of the rollout: (its metrics, None), or on policy (metrics, every
-        row's entropy) with batch.old_log_probs set from the update's forward pass."""
-        cfg = self.cfg
-        lr = self.plan.actor_lr(self.actor.optimizer_steps, responses_per_step)
-        global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
-        weights = loss_weights(  # --loss-agg-mode over this step's global batch; None: token-mean
-            batch.loss_mask[global_rows], cfg.loss_agg_mode, cfg.rollout_max_response_len
-        )
-        if weights is not None:
-            batch.loss_weights = batch.loss_mask.new_zeros(batch.loss_mask.shape)
-            batch.loss_weights[global_rows] = weights
-        local_batch = batch.select(self.rows.of_step(k, responses_per_step))
-        total_tokens = batch.loss_mask[global_rows].sum().item()
-        if not on_policy:
-            return self.actor.train_step(local_batch, total_tokens, lr), None
-        weigh = (  # a micro-batch's --use-tis / --use-mis weights, inside the update
-            (lambda old, rollout, mask: self.corrections(old, rollout, mask, False)[1])
-            if self.corrections.weighs
-            else None
-        )
-        metrics, local_old = self.actor.train_step_on_policy(local_batch, total_tokens, lr, weigh)
-        # one step per rollout: the step's rows are the rollout's, each DP rank's share
-        batch.old_log_probs, entropy = self.backend.gather_rows(local_old)
-        return metrics, entropy
 
     def _steer(self, rollout_metrics: dict, last_record: dict) -> None:
         """The autopilot takes this rollout step's noise scales on rank 0 and sets the next
