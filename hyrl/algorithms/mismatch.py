@@ -14,8 +14,12 @@ functions; the trainer applies them to the whole rollout batch before it is spli
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
+
+from hyrl.algorithms.batch import TokenBatch
 
 # exp() of a log-ratio beyond this would overflow float32; ratios this far out are all "huge".
 _MAX_LOG_RATIO = 20.0
@@ -156,3 +160,61 @@ def corrections(
         )
         weights = keep if weights is None else weights * keep
     return metrics, weights
+
+
+@dataclass(frozen=True)
+class Corrections:
+    """The corrections a run's flags ask for (--use-tis, --tis-clip, --use-mis, --mis-low,
+    --mis-high, --mis-level), applied by `corrections`."""
+
+    use_tis: bool
+    tis_clip: float
+    use_mis: bool
+    mis_low: float
+    mis_high: float
+    mis_level: str
+
+    @classmethod
+    def from_flags(cls, flags) -> Corrections:
+        return cls(
+            flags.use_tis,
+            flags.tis_clip,
+            flags.use_mis,
+            flags.mis_low,
+            flags.mis_high,
+            flags.mis_level,
+        )
+
+    @property
+    def weighs(self) -> bool:
+        """Whether the policy gradient takes weights (--use-tis or --use-mis)."""
+        return self.use_tis or self.use_mis
+
+    def __call__(
+        self, train_log_probs: Tensor, rollout_log_probs: Tensor, mask: Tensor, with_metrics=True
+    ) -> tuple[dict[str, float], Tensor | None]:
+        """`corrections` of these rows under the run's flags."""
+        return corrections(
+            train_log_probs,
+            rollout_log_probs,
+            mask,
+            use_tis=self.use_tis,
+            tis_clip=self.tis_clip,
+            use_mis=self.use_mis,
+            mis_low=self.mis_low,
+            mis_high=self.mis_high,
+            mis_level=self.mis_level,
+            with_metrics=with_metrics,
+        )
+
+    def of_old_log_probs(self, batch: TokenBatch, entropy: Tensor) -> dict[str, float]:
+        """train/entropy (every row's, [N, L], averaged over response tokens) and the mismatch/*
+        metrics of the batch's old log-probs against the engine's; sets batch.pg_weights, the
+        importance weights of --use-tis / --use-mis (None without either)."""
+        assert batch.old_log_probs is not None, "the log-prob pass or the update computed them"
+        assert batch.rollout_log_probs is not None, "a RolloutBatch carries the engine's"
+        mask = batch.loss_mask
+        metrics = {"train/entropy": float((entropy * mask).sum() / mask.sum().clamp(min=1))}
+        mismatch, batch.pg_weights = self(batch.old_log_probs, batch.rollout_log_probs, mask)
+        metrics.update(mismatch)
+        return metrics

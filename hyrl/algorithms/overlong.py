@@ -4,6 +4,8 @@ of the loss, so that a cut-off answer is not punished (or rewarded) for its cont
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -50,3 +52,37 @@ def shape_overlong(
         loss_mask[truncated] = 0.0
         metrics["train/overlong_filtered_frac"] = float(truncated.double().mean())
     return rewards, metrics
+
+
+@dataclass(frozen=True)
+class OverlongShaping:
+    """`shape_overlong` under a run's flags (--rollout-max-response-len, --overlong-buffer-len,
+    --overlong-penalty-factor, --overlong-filtering)."""
+
+    max_len: int
+    buffer_len: int | None
+    penalty_factor: float
+    filtering: bool
+
+    @classmethod
+    def from_flags(cls, flags) -> OverlongShaping:
+        return cls(
+            flags.rollout_max_response_len,
+            flags.overlong_buffer_len,
+            flags.overlong_penalty_factor,
+            flags.overlong_filtering,
+        )
+
+    def __call__(
+        self, rewards: Tensor, lengths: list[int], finish_reasons: list[str], loss_mask: Tensor
+    ) -> tuple[Tensor, dict[str, float]]:
+        return shape_overlong(
+            rewards,
+            lengths,
+            finish_reasons,
+            loss_mask,
+            self.max_len,
+            self.buffer_len,
+            self.penalty_factor,
+            self.filtering,
+        )

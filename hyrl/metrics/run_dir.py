@@ -242,3 +242,13 @@ def start_tensorboard(log_dir: str | os.PathLike):
         ) from err
 
     return SummaryWriter(log_dir=str(log_dir))
+
+
+def open_run_directory(cfg, run_dir: Path, config: dict) -> RunDirectory:
+    """Rank 0's writer of a run: its wandb (--log-wandb) and TensorBoard (--tensorboard-dir)
+    mirrors started as the flags ask, config.json written; metrics.jsonl is appended to."""
+    wandb_run = start_wandb(cfg, run_dir, config) if cfg.log_wandb else None
+    tensorboard = start_tensorboard(cfg.tensorboard_dir) if cfg.tensorboard_dir else None
+    directory = RunDirectory(run_dir, wandb_run, tensorboard)
+    directory.write_config(config)
+    return directory

@@ -53,6 +53,17 @@ class RunLog:
         if self.tracker is not None and self.tracker.update(record):
             write_summary(self.run_dir, summary(self.tracker, self.totals))
 
+    def write_rollout_step(self, rollout_step: int, records: list[dict]) -> None:
+        """A rollout step's records (hyrl.metrics.step_record), each stamped with rollout_step,
+        elapsed_s and perf/step_s (since the previous record) from the time it was taken
+        ("time", a perf_counter, popped), then written."""
+        for record in records:
+            now = record.pop("time")
+            record.update(rollout_step=rollout_step, elapsed_s=now - self.start)
+            record["perf/step_s"] = now - self.last_record_time
+            self.last_record_time = now
+            self.write(record)
+
     @property
     def reached(self) -> bool:
         """Whether a record has reached --target (rank 0 knows; False without a target)."""

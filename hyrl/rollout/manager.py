@@ -23,7 +23,7 @@ from hyrl.config.rollout_layout import rollout_layout
 from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.rollout.async_queue import EngineLock, QueuedRollout
+from hyrl.rollout.async_queue import EngineLock, QueuedRollout, RolloutQueue, Taken
 from hyrl.rollout.base import (
     GENERATION_PROGRESS,
     Generation,
@@ -193,6 +193,27 @@ class RolloutManager:
             )
         finally:
             self._calls.versions = self._calls.prompts = None
+
+    # -- --async-rollout: the rollouts generated ahead (hyrl.rollout.async_queue) ------------
+    def start_queue(self, prompts_per_step: int, saved: list[dict]) -> RolloutQueue:
+        """The queue a worker thread generates ahead into, refilled first from a checkpoint's
+        queued rollouts (saved: their state dicts) before any new prompt. P stays the first
+        step's (--batch-ramp is refused with --async-rollout)."""
+        return RolloutQueue(
+            lambda: self.rollout_versioned(prompts_per_step),
+            self.cfg.max_staleness,
+            self.cfg.stale_policy,
+            regenerate=lambda prompts: self.rollout_versioned(len(prompts), prompts),
+            saved=[QueuedRollout.from_state_dict(s) for s in saved],
+        )
+
+    def take_queued(self, queue: RolloutQueue, timers: StageTimers, in_flight: int) -> Taken:
+        """The oldest queued rollout within --max-staleness (perf/trainer_idle_s: waiting for
+        it), then the queue topped up to in_flight rollouts."""
+        with timers("trainer_idle"):  # the engines hold the trainer's version: it synced last
+            taken = queue.take(self.weights_version)
+        queue.top_up(in_flight)
+        return taken
 
     def _round(self, timers: StageTimers, prompts_per_step: int, given: list | None = None):
         """P prompts x G responses (of the given prompts, else the task's next P):

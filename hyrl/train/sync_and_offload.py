@@ -5,10 +5,13 @@ A rollout step under --offload-train: [trainer offloaded] generate -> engines re
 -> `restore` (every rank) -> log-probs, values, training -> `sync`: park the training state
 (grads freed, optimizer states, reference, critic), empty_cache, barrier -> engines resume and
 take the weights (the sync reads them on every rank) -> park the actor's weights, empty_cache.
+The loop calls `sync_engines`: the sync under rank 0's engine lock, which every engine call
+holds too (hyrl.rollout.manager), and the policy version the engines then hold.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 from hyrl.backends.base import TrainBackend, TrainedActor, TrainedCritic, TrainedModel
@@ -28,11 +31,33 @@ class SyncAndOffload:
         rollout_manager: RolloutManager | None,
         weight_sync: WeightSyncMode,
         offloading: bool,
+        generates_ahead: bool = False,
     ):
         self.backend, self.rollout_manager = backend, rollout_manager  # rollout_manager: rank 0's
         self.weight_sync, self.offloading = weight_sync, offloading
+        self.generates_ahead = generates_ahead  # --async-rollout: a worker thread generates
         self.trainer_offloaded = False
         self.metrics: dict = {}
+
+    def sync_engines(
+        self,
+        actor: TrainedActor,
+        critic: TrainedCritic | None,
+        timers: StageTimers | None = None,
+        version: int | None = None,
+    ) -> None:
+        """`sync` under the engine lock; version: the policy version the engines then hold
+        (None: unchanged). Rank 0 holds the lock: a generation on --async-rollout's worker
+        finishes first, while the other ranks wait in the backend's wait group (no NCCL
+        timeout there). With --inflight-weight-updates the worker's call is one segment, and
+        the sync goes before its next one."""
+        manager = self.rollout_manager
+        with manager.engine_lock.weight_sync() if manager is not None else nullcontext():
+            if self.generates_ahead:
+                self.backend.wait_for_rank_0()
+            self.sync(actor, critic, StageTimers() if timers is None else timers)
+            if manager is not None and version is not None:
+                manager.weights_version = version
 
     def sync(self, actor: TrainedActor, critic: TrainedCritic | None, timers: StageTimers) -> None:
         """The weight sync; with --offload-train the engines resume only once every rank has
@@ -95,6 +120,8 @@ def sync_and_offload_for(
 ) -> SyncAndOffload:
     """The sync and offload the flags ask for: the weight-update mode of the rollout layout,
     --colocate, --update-weight-buffer-size, --offload-train (the run directory holds a
-    disk-mode sync's files). rollout_manager: rank 0's, None on the others."""
+    disk-mode sync's files), --async-rollout. rollout_manager: rank 0's, None on the others."""
     weight_sync = weight_sync_for(cfg, world_size, backend, Path(cfg.run_dir))
-    return SyncAndOffload(backend, rollout_manager, weight_sync, offloads_train(cfg))
+    return SyncAndOffload(
+        backend, rollout_manager, weight_sync, offloads_train(cfg), cfg.async_rollout
+    )

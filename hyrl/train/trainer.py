@@ -6,19 +6,21 @@ One rollout step (`Trainer.rollout_step`):
   critic   (PPO) its optimizer steps on the rollout
   actor    optimizer steps (global batch B each, split over DP ranks and micro-batches); when
            exactly on-policy the old log-probs are the update's own forward pass instead
-  sync     the new weights to the engines
-  log      one record per actor optimizer step
+  sync     the new weights to the engines (hyrl.train.sync_and_offload)
+  log      one record per actor optimizer step (hyrl.metrics.step_record, RunLog)
 Under --async-rollout rank 0 takes the rollout from a queue generated ahead by a worker thread
-(hyrl.rollout.async_queue) and tops it up before training on it; the weight sync holds the
+(RolloutManager.take_queued) and tops it up before training on it; the weight sync holds the
 rollout manager's engine lock, so it never lands in the middle of an engine call (with
 --inflight-weight-updates it lands between the segments of one generation).
+Between rollout steps: the autopilot steers B (hyrl.train.autopilot), the run stops early on a
+preemption, skipped steps or --stop-at-target (hyrl.train.stopping), and a checkpoint is
+written when due (hyrl.train.checkpointing).
 The trainer is reached through hyrl.backends.base.TrainBackend, the engines through
 hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -27,37 +29,37 @@ from pathlib import Path
 from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
 from hyrl.algorithms.batch import TokenBatch
-from hyrl.algorithms.losses import loss_weights
-from hyrl.algorithms.overlong import shape_overlong
+from hyrl.algorithms.overlong import OverlongShaping
 from hyrl.backends.factory import build_backend, shutdown_backend
-from hyrl.batchsize.autopilot import RunAutopilot, measurement
 from hyrl.config import (
-    RUN_RECORD_KEYS,
     ResolvedConfig,
     batch_schedule,
     engine_returns_routing,
     old_log_probs_from_update,
 )
 from hyrl.evaluation.heldout import eval_schedule, evaluate
-from hyrl.metrics import flops
+from hyrl.metrics import flops, step_record
 from hyrl.metrics.progress import ProgressReport
-from hyrl.metrics.run_dir import RunDirectory, start_tensorboard, start_wandb
+from hyrl.metrics.run_dir import open_run_directory
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
+from hyrl.rollout.async_queue import RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.manager import RolloutManager
+from hyrl.train import checkpointing
+from hyrl.train.autopilot import RunAutopilot
 from hyrl.train.data_parallel import DataParallelRows, all_rows, scatter_routing
 from hyrl.train.step_plan import StepPlan
+from hyrl.train.stopping import (
+    Preemption,
+    TrainingStopped,
+    check_skipped_steps,
+    skipped_steps,
+    target_reached,
+)
 from hyrl.train.sync_and_offload import sync_and_offload_for
-
-
-class TrainingStopped(RuntimeError):
-    """Every rank stops the run (after the metrics of the last step are written): exit 1."""
-
-
-PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+from hyrl.train.updates import RolloutUpdates
 
 
 class Trainer:
@@ -77,32 +79,24 @@ class Trainer:
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
         self.advantage_settings = AdvantageSettings.from_flags(cfg)
         self.old_log_probs_from_update = old_log_probs_from_update(cfg)
+        self.corrections = mismatch.Corrections.from_flags(cfg)  # train-inference mismatch
+        self.overlong = OverlongShaping.from_flags(cfg)  # DAPO's over-long reward shaping
         # --batch-schedule auto: B (and the critic's) follow the noise scale (_steer)
         auto = batch_schedule(cfg) == "auto"
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
         self.plan = StepPlan(cfg, world_size, self.autopilot)  # P, B and lr of every step
-        self.resume_state, resumed_rng = None, None
-        self.resume_dir: Path | None = None  # the step directory resumed from (its queue: run)
-        if cfg.load:  # weights, optimizer states and counters; the loop state is read in run()
-            from hyrl.checkpoint.trainer_state import check_resumable
-
-            step_dir, self.resume_state = check_resumable(cfg, world_size)
-            self.resume_dir = step_dir
-            resumed_rng = self.backend.load_checkpoint(step_dir)
-            if self.autopilot is not None and "autopilot" in self.resume_state:
-                self.autopilot.load_state_dict(self.resume_state["autopilot"])
-                self.autopilot.resumed()
-            if self.rank == 0:
-                print(
-                    f"hyrl: resuming from {step_dir} (after rollout step "
-                    f"{self.resume_state['rollout_step']})",
-                    flush=True,
-                )
+        self.updates = RolloutUpdates(cfg, self.backend, self.rows, self.plan, self.corrections)
+        # --load: weights, optimizer states and counters; the loop state is read in run()
+        self.resumed = (
+            checkpointing.resume(cfg, world_size, self.backend, self.autopilot)
+            if cfg.load
+            else None
+        )
+        self.resume_state = self.resumed.state if self.resumed is not None else None
 
         self.run_dir = Path(cfg.run_dir)
         self.logger = None
         self.rollout_manager: RolloutManager | None = None  # rank 0's: engines, task, rewards
-        self._previous_handlers = {}
         if self.rank == 0:
             print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
             self.rollout_manager = RolloutManager(
@@ -112,14 +106,10 @@ class Trainer:
             config = {
                 **cfg.to_dict(world_size),
                 "initial_model": self.backend.initial_model(),
-                **self._run_identity(),
+                **checkpointing.run_identity(cfg.run_dir, self.resumed),
             }
             self.run_id = config["run_id"]
-            wandb_run = start_wandb(cfg, self.run_dir, config) if cfg.log_wandb else None
-            tensorboard = start_tensorboard(cfg.tensorboard_dir) if cfg.tensorboard_dir else None
-            # appends to metrics.jsonl
-            self.logger = RunDirectory(self.run_dir, wandb_run, tensorboard)
-            self.logger.write_config(config)
+            self.logger = open_run_directory(cfg, self.run_dir, config)
             if self.resume_state is not None:
                 self.rollout_manager.task.load_state_dict(self.resume_state["task"])
         self.sync_and_offload = sync_and_offload_for(
@@ -131,57 +121,18 @@ class Trainer:
         steps_done = self.resume_state["rollout_step"] if self.resume_state is not None else 0
         # with --offload-train: the trainer offloaded for generation
         self._sync(version=self._policy_version(steps_done))
-        if resumed_rng is not None:  # last: nothing draws from the generators before the loop
-            self.backend.set_rng_state(resumed_rng)
-        # the preemption signal received, if any (every rank has a handler)
-        self.stop_signal: str | None = None
-        self._previous_handlers = {
-            sig: signal.signal(sig, self._on_preemption_signal) for sig in PREEMPTION_SIGNALS
-        }
+        if self.resumed is not None:  # last: nothing draws from the generators before the loop
+            self.backend.set_rng_state(self.resumed.rng_state)
+        self.preemption = Preemption()  # every rank has a handler
         self.setup_s = time.perf_counter() - setup_start
-
-    def _on_preemption_signal(self, signum, frame) -> None:
-        self.stop_signal = signal.Signals(signum).name  # acted on at the next rollout-step boundary
 
     def _trainables(self) -> dict:
         return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
 
-    def _run_identity(self) -> dict:
-        """config.json's run_id (and forked_from): kept from the run directory's own run when
-        it resumes into it, new otherwise; a resume into a new run directory is a fork of the
-        checkpoint's run (hyrl.checkpoint.ownership). Rank 0."""
-        from hyrl.checkpoint.ownership import new_run_id, run_record
-
-        previous = run_record(self.cfg.run_dir)
-        if previous is not None and previous.get("run_id"):
-            return {k: previous[k] for k in RUN_RECORD_KEYS if k in previous}
-        identity: dict = {"run_id": new_run_id()}
-        if previous is None and self.resume_state is not None:
-            parent = self.resume_state.get("run_id")
-            identity["forked_from"] = {"run_id": parent, "checkpoint": str(self.resume_dir)}
-            print(
-                f"hyrl: a fork: run {identity['run_id']} in the new run directory "
-                f"{self.cfg.run_dir} starts from {self.resume_dir} "
-                f"(run {parent or 'without an id'})",
-                flush=True,
-            )
-        return identity
-
     def _sync(self, timers: StageTimers | None = None, version: int | None = None) -> None:
-        """The weights to the engines (and --offload-train around it: hyrl.train.sync_and_offload);
-        version: the policy version they are (None: unchanged). Rank 0 holds the engine lock: a
-        generation on --async-rollout's worker finishes first, while the other ranks wait in
-        the backend's wait group (no NCCL timeout there). With --inflight-weight-updates the
-        worker's call is one segment, and the sync goes before its next one."""
-        manager = self.rollout_manager
-        with manager.engine_lock.weight_sync() if manager is not None else nullcontext():
-            if self.cfg.async_rollout:
-                self.backend.wait_for_rank_0()
-            self.sync_and_offload.sync(
-                self.actor, self.critic, StageTimers() if timers is None else timers
-            )
-            if manager is not None and version is not None:
-                manager.weights_version = version
+        """The weights to the engines (hyrl.train.sync_and_offload); version: the policy
+        version they then hold (None: unchanged)."""
+        self.sync_and_offload.sync_engines(self.actor, self.critic, timers, version)
 
     def _policy_version(self, rollout_steps_done: int) -> int:
         """The policy version after this many rollout steps: weight syncs of trained weights
@@ -200,37 +151,36 @@ class Trainer:
         batch, rollout_metrics = self._prepare(
             timers, prompts_per_step, responses_per_step, on_policy, rollout_step
         )
-        rollout_metrics["batch/prompts_per_step"] = prompts_per_step
-        rollout_metrics["batch/responses_per_step"] = responses_per_step
-        if self.autopilot is not None:
-            rollout_metrics.update(self.autopilot.metrics())
+        autopilot_metrics = self.autopilot.metrics() if self.autopilot is not None else None
+        rollout_metrics.update(
+            step_record.batch_metrics(prompts_per_step, responses_per_step, autopilot_metrics)
+        )
         if self.critic is not None:
             with timers("critic_train"):
-                rollout_metrics.update(self._critic_updates(batch))
+                rollout_metrics.update(self.updates.critic_steps(batch))
         if trains_actor:
             records, old_metrics = self._actor_updates(batch, timers, responses_per_step, on_policy)
             rollout_metrics.update(old_metrics)
         else:
-            records = [
-                {
-                    "step": self.actor.optimizer_steps,
-                    "samples": self.run_log.samples,
-                    "samples_generated": self.run_log.samples_generated,
-                    "train/skipped_steps": self._skipped_steps(),
-                }
-            ]
+            records = [self._update_record()]
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
             self._sync(timers, version=self._policy_version(rollout_step))
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
-        passes = flops.StepPasses(  # the model passes this step ran, for perf/mfu
+        work = self._work(batch, trains_actor, on_policy) if self.rank == 0 else None
+        self._log(rollout_step, records, rollout_metrics, timers, work)
+        return rollout_metrics, records[-1]
+
+    def _work(self, batch: TokenBatch, trains_actor: bool, on_policy: bool) -> step_record.StepWork:
+        """The rows trained and the model passes this step ran over them, for perf/mfu."""
+        passes = flops.StepPasses(
             actor_update=trains_actor,
             actor_forwards=int(not on_policy) + int(self.actor.ref_chunks is not None),
             critic_update=self.critic is not None,
             critic_forwards=int(self.advantage_settings.needs_values),
         )
-        work = (flops.trained_sequence_lengths(batch), passes)
-        self._log_rollout_step(rollout_step, records, rollout_metrics, timers, work)
-        return rollout_metrics, records[-1]
+        lengths = flops.trained_sequence_lengths(batch)
+        gpu = flops.device_gpu(self.backend.device())
+        return step_record.StepWork(self.arch, lengths, passes, self.world_size, gpu)
 
     def _prepare(
         self,
@@ -250,7 +200,11 @@ class Trainer:
         batch = rollout.to_token_batch(self.pad_multiple)
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
         metrics.update(queue_metrics)
-        rewards = self._overlong(rollout, batch, metrics)
+        lengths = [len(r) for r in rollout.responses]
+        rewards, shaped = self.overlong(  # the rewards the advantages take
+            rollout.rewards_tensor(), lengths, rollout.finish_reasons, batch.loss_mask
+        )
+        metrics.update(shaped)
         mask = batch.loss_mask
         self.run_log.samples_generated += rollout.responses_generated
         with timers("logprob"):
@@ -287,22 +241,6 @@ class Trainer:
         metrics.update(result.metrics)
         return batch, metrics
 
-    def _overlong(self, rollout: RolloutBatch, batch: TokenBatch, metrics: dict):
-        """The rewards the advantages take (hyrl.algorithms.overlong.shape_overlong)."""
-        cfg = self.cfg
-        rewards, shaped = shape_overlong(
-            rollout.rewards_tensor(),
-            [len(r) for r in rollout.responses],
-            rollout.finish_reasons,
-            batch.loss_mask,
-            cfg.rollout_max_response_len,
-            cfg.overlong_buffer_len,
-            cfg.overlong_penalty_factor,
-            cfg.overlong_filtering,
-        )
-        metrics.update(shaped)
-        return rewards
-
     def _rollout(
         self, timers: StageTimers, prompts_per_step: int, responses_per_step: int, rollout_step: int
     ) -> tuple[RolloutBatch, dict]:
@@ -314,8 +252,15 @@ class Trainer:
         rollout, routed, queue_metrics = None, None, {}
         if self.rank == 0:
             assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
-            if self.cfg.async_rollout:
-                rollout, routed, queue_metrics = self._take_queued(timers, rollout_step)
+            if self.rollout_queue is not None:  # --async-rollout
+                cfg = self.cfg
+                left = cfg.num_steps - rollout_step  # K in flight, fewer near the end unless
+                # a checkpoint keeps them (a longer resumed run continues as this one would)
+                in_flight = cfg.max_staleness if cfg.save else min(cfg.max_staleness, left)
+                taken = self.rollout_manager.take_queued(self.rollout_queue, timers, in_flight)
+                self.run_log.samples_generated += taken.dropped_responses  # never trained on
+                rollout, routed = taken.rollout.batch, taken.rollout.routed
+                queue_metrics = taken.metrics()
             else:
                 rollout, routed = self.rollout_manager.rollout(timers, prompts_per_step)
         rollout = self.backend.broadcast_from_rank_0(rollout)
@@ -326,94 +271,13 @@ class Trainer:
         )
         return rollout, queue_metrics
 
-    # -- --async-rollout: rank 0's queue (hyrl.rollout.async_queue) ---------------------------
-    def _start_queue(self, first_step: int) -> RolloutQueue:
-        """Rank 0's queue, refilled from the checkpoint resumed from before any new prompt.
-        P is the first step's (--batch-ramp is refused with --async-rollout)."""
-        manager, cfg = self.rollout_manager, self.cfg
-        assert manager is not None, "rank 0 built the rollout manager in __init__"
-        saved: list[QueuedRollout] = []
-        if self.resume_dir is not None:
-            from hyrl.checkpoint.trainer_state import read_rollout_queue
-
-            saved = [QueuedRollout.from_state_dict(s) for s in read_rollout_queue(self.resume_dir)]
-        prompts_per_step = self.plan.actor_batch(first_step)[0]
-        return RolloutQueue(
-            lambda: manager.rollout_versioned(prompts_per_step),
-            cfg.max_staleness,
-            cfg.stale_policy,
-            regenerate=lambda prompts: manager.rollout_versioned(len(prompts), prompts),
-            saved=saved,
-        )
-
-    def _take_queued(self, timers: StageTimers, rollout_step: int):
-        """The oldest queued rollout within --max-staleness (perf/trainer_idle_s: waiting for
-        it), then the queue topped up: K in flight, fewer near the end unless a checkpoint
-        will keep them (--save: a longer resumed run continues as this one would have)."""
-        queue = self.rollout_queue
-        assert queue is not None and self.rollout_manager is not None, "run built it on rank 0"
-        with timers("trainer_idle"):  # the engines hold the trainer's version: it synced last
-            taken = queue.take(self.rollout_manager.weights_version)
-        left = self.cfg.num_steps - rollout_step
-        queue.top_up(self.cfg.max_staleness if self.cfg.save else min(self.cfg.max_staleness, left))
-        self.run_log.samples_generated += taken.dropped_responses  # decoded, never trained on
-        return taken.rollout.batch, taken.rollout.routed, taken.metrics()
-
     def _old_log_prob_metrics(self, batch: TokenBatch, entropy) -> dict:
-        """train/entropy and the mismatch/* metrics of the trainer's old log-probs against the
-        engine's; sets batch.pg_weights, the importance weights of --use-tis / --use-mis."""
-        assert batch.old_log_probs is not None, "the log-prob pass or the update computed them"
-        assert batch.rollout_log_probs is not None, "a RolloutBatch carries the engine's"
-        mask = batch.loss_mask
-        metrics = {"train/entropy": float((entropy * mask).sum() / mask.sum().clamp(min=1))}
-        mismatch_metrics, batch.pg_weights = self._corrections(
-            batch.old_log_probs, batch.rollout_log_probs, mask
-        )
-        metrics.update(mismatch_metrics)
+        """train/entropy and mismatch/* of the old log-probs (sets batch.pg_weights for
+        --use-tis / --use-mis), and the routing metrics when the engine returns routing."""
+        metrics = self.corrections.of_old_log_probs(batch, entropy)
         if engine_returns_routing(self.cfg):  # collective
             metrics.update(self.actor.routing_metrics())
         return metrics
-
-    def _corrections(self, train_log_probs, rollout_log_probs, mask, with_metrics=True):
-        """(mismatch/* metrics, --use-tis / --use-mis weights or None) of these rows."""
-        cfg = self.cfg
-        return mismatch.corrections(
-            train_log_probs,
-            rollout_log_probs,
-            mask,
-            use_tis=cfg.use_tis,
-            tis_clip=cfg.tis_clip,
-            use_mis=cfg.use_mis,
-            mis_low=cfg.mis_low,
-            mis_high=cfg.mis_high,
-            mis_level=cfg.mis_level,
-            with_metrics=with_metrics,
-        )
-
-    def _critic_updates(self, batch: TokenBatch) -> dict:
-        """Every critic optimizer step of this rollout; their statistics averaged."""
-        critic = self.critic
-        assert critic is not None, "called only when the backend built a critic"
-        size = self.plan.critic_batch()
-        steps = len(batch) // size
-        history = []
-        for j in range(steps):
-            lr = self.plan.critic_lr(critic.optimizer_steps, size, steps)
-            history.append(
-                critic.train_step(
-                    batch.select(self.rows.of_step(j, size)),
-                    batch.loss_mask[j * size : (j + 1) * size].sum().item(),
-                    lr,
-                )
-            )
-        keys = dict.fromkeys(k for h in history for k in h)  # a skipped step has no noise metrics
-        averaged = {
-            k: sum(h[k] for h in history if k in h) / sum(k in h for h in history) for k in keys
-        }
-        averaged["critic/skipped"] = sum(h["critic/skipped"] for h in history)  # a count
-        averaged["critic/optimizer_steps"] = history[-1]["critic/optimizer_steps"]
-        averaged["critic/lr"] = history[-1]["critic/lr"]
-        return averaged
 
     def _actor_updates(
         self, batch: TokenBatch, timers: StageTimers, responses_per_step: int, on_policy: bool
@@ -424,58 +288,24 @@ class Trainer:
         records, old_metrics = [], {}
         for k in range(self.cfg.optimizer_steps_per_rollout):
             with timers("actor_train"):
-                metrics, entropy = self._actor_update(batch, k, responses_per_step, on_policy)
+                metrics, entropy = self.updates.actor_step(batch, k, responses_per_step, on_policy)
             if entropy is not None:
                 old_metrics = self._old_log_prob_metrics(batch, entropy)
             if not metrics["actor/skipped"]:
                 self.run_log.samples += responses_per_step
-            metrics["train/loss"] = metrics["actor/loss"]
-            records.append(
-                {
-                    "step": self.actor.optimizer_steps,
-                    "samples": self.run_log.samples,
-                    "samples_generated": self.run_log.samples_generated,
-                    "time": time.perf_counter(),
-                    **metrics,
-                    "train/skipped_steps": self._skipped_steps(),
-                }
-            )
+            records.append(self._update_record(metrics, time.perf_counter()))
         return records, old_metrics
 
-    def _actor_update(
-        self, batch: TokenBatch, k: int, responses_per_step: int, on_policy: bool
-    ) -> tuple[dict, object]:
-        """Optimizer step k of the rollout: (its metrics, None), or on policy (metrics, every
-        row's entropy) with batch.old_log_probs set from the update's forward pass."""
-        cfg = self.cfg
-        lr = self.plan.actor_lr(self.actor.optimizer_steps, responses_per_step)
-        global_rows = slice(k * responses_per_step, (k + 1) * responses_per_step)
-        weights = loss_weights(  # --loss-agg-mode over this step's global batch; None: token-mean
-            batch.loss_mask[global_rows], cfg.loss_agg_mode, cfg.rollout_max_response_len
+    def _update_record(self, actor_metrics: dict | None = None, at: float | None = None) -> dict:
+        run_log = self.run_log
+        return step_record.update_record(
+            self.actor.optimizer_steps,
+            run_log.samples,
+            run_log.samples_generated,
+            skipped_steps(self._trainables().values()),
+            actor_metrics,
+            at,
         )
-        if weights is not None:
-            batch.loss_weights = batch.loss_mask.new_zeros(batch.loss_mask.shape)
-            batch.loss_weights[global_rows] = weights
-        local_batch = batch.select(self.rows.of_step(k, responses_per_step))
-        total_tokens = batch.loss_mask[global_rows].sum().item()
-        if not on_policy:
-            return self.actor.train_step(local_batch, total_tokens, lr), None
-        weigh = cfg.use_tis or cfg.use_mis
-        metrics, local_old = self.actor.train_step_on_policy(
-            local_batch,
-            total_tokens,
-            lr,
-            (
-                lambda old, rollout, mask: self._corrections(
-                    old, rollout, mask, with_metrics=False
-                )[1]
-            )
-            if weigh
-            else None,
-        )
-        # one step per rollout: the step's rows are the rollout's, each DP rank's share
-        batch.old_log_probs, entropy = self.backend.gather_rows(local_old)
-        return metrics, entropy
 
     def _steer(self, rollout_metrics: dict, last_record: dict) -> None:
         """The autopilot takes this rollout step's noise scales on rank 0 and sets the next
@@ -483,13 +313,8 @@ class Trainer:
         if self.autopilot is None:
             return
         if self.rank == 0:
-            made = self.autopilot.observe(
-                measurement(last_record, "actor"),
-                measurement(rollout_metrics, "critic"),
-                {**rollout_metrics, **last_record},  # the step's timers and response length
-            )
-            for part, old, new in made:
-                print(f"hyrl: autopilot: the {part}'s B {old} -> {new} responses", flush=True)
+            for line in self.autopilot.observe_step(rollout_metrics, last_record):
+                print(line, flush=True)
         self.autopilot.load_state_dict(
             self.backend.broadcast_from_rank_0(self.autopilot.state_dict())
         )
@@ -500,24 +325,17 @@ class Trainer:
         timers = StageTimers()
         self.run_log = run_log = RunLog(cfg.target, self.logger, self.run_dir, self.resume_state)
         first_step = run_log.first_step
-        if cfg.async_rollout and self.rank == 0:
-            self.rollout_queue = self._start_queue(first_step)
+        if cfg.async_rollout and self.rollout_manager is not None:  # rank 0
+            self.rollout_queue = self.rollout_manager.start_queue(
+                self.plan.actor_batch(first_step)[0], checkpointing.queued_rollouts(self.resumed)
+            )
         self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
         ended = "error"  # summary.json's "ended": why the run stopped (a raise leaves "error")
         try:
             if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
                 eval_metrics, eval_s = self._evaluate()
                 run_log.pause(eval_s)
-                run_log.write(
-                    {
-                        "step": 0,
-                        "rollout_step": 0,
-                        "samples": 0,
-                        "elapsed_s": 0.0,
-                        **eval_metrics,
-                        "perf/eval_s": eval_s,
-                    }
-                )
+                run_log.write(step_record.initial_evaluation_record(eval_metrics, eval_s))
             # rank 0: a bar on a terminal, else a plain line every --log-interval steps
             report: ProgressReport | nullcontext = nullcontext()
             if self.rank == 0 and cfg.progress:
@@ -531,79 +349,54 @@ class Trainer:
                     self._steer(rollout_metrics, last_record)  # before a save: it holds B
                     if progress is not None:
                         progress.step(rollout_step, rollout_metrics, last_record)
-                    self._check_skipped_steps(rollout_step)
-                    preempted = self.backend.any_rank(self.stop_signal is not None)
+                    check_skipped_steps(
+                        self._trainables().values(), cfg.max_skipped_steps, rollout_step
+                    )
+                    preempted = self.backend.any_rank(self.preemption.received)
                     reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
-                    if cfg.save and (
-                        preempted
-                        or reached
-                        or rollout_step == cfg.num_steps
-                        or (cfg.save_interval and rollout_step % cfg.save_interval == 0)
-                    ):
+                    if cfg.save and checkpointing.due(cfg, rollout_step, preempted or reached):
                         # checkpoints stay off the elapsed_s clock, as evaluation
                         run_log.pause(self._save(cfg.save, rollout_step))
-                    if preempted:
-                        self._report_preemption(rollout_step)
-                        ended = "preempted"
-                        break
-                    if reached:
+                    if preempted or reached:
                         if self.rank == 0:
                             print(
-                                f"hyrl: --target {cfg.target} reached at rollout step "
-                                f"{rollout_step}; --stop-at-target ends the run",
+                                self.preemption.message(rollout_step, cfg.save)
+                                if preempted
+                                else target_reached(cfg.target, rollout_step),
                                 flush=True,
                             )
-                        ended = "target"
+                        ended = "preempted" if preempted else "target"
                         break
                 else:
                     ended = "num_steps"
         finally:
             run_log.close(ended)
 
-    def _log_rollout_step(
+    def _log(
         self,
         rollout_step: int,
         records: list[dict],
         rollout_metrics: dict,
         timers: StageTimers,
-        work: tuple[list[int], flops.StepPasses],
+        work: step_record.StepWork | None,
     ) -> None:
-        """The step's stage times, weight-sync and evaluation metrics on its records, each
-        written with its elapsed_s and perf/step_s; an evaluation stays off the clock. The last
-        also gets perf/tokens_per_s_per_gpu and perf/mfu (hyrl.metrics.flops)."""
+        """The step's records completed (hyrl.metrics.step_record) and written; an evaluation
+        due now closes the last one and stays off the elapsed_s clock."""
         run_log = self.run_log
-        records[0].update(rollout_metrics)
-        stage_times = timers.pop()  # stage timers of the whole rollout step
-        records[-1].update(stage_times)
-        if self.rank == 0:
-            records[-1].update(
-                flops.step_perf(
-                    self.arch,
-                    *work,
-                    records[-1]["time"] - run_log.last_record_time,  # the whole rollout step
-                    self.world_size,
-                    flops.device_gpu(self.backend.device()),
-                )
-            )
-        # perf/overhead_s: the rollout step's wall time not spent in a timed stage
-        # (generation, reward, log-probs/values, training, weight sync)
-        records[-1]["perf/overhead_s"] = (
-            records[-1]["time"] - run_log.last_record_time - sum(stage_times.values())
+        step_record.close_rollout_step(
+            records,
+            rollout_metrics,
+            timers.pop(),  # stage timers of the whole rollout step
+            records[-1]["time"] - run_log.last_record_time,
+            self.sync_and_offload.metrics,
+            work,
+            self.setup_s if rollout_step == run_log.first_step else None,
         )
-        records[-1].update(self.sync_and_offload.metrics)
-        if rollout_step == run_log.first_step:
-            records[0]["perf/setup_s"] = self.setup_s
         eval_s = 0.0
-        if rollout_step in self.eval_due:  # evaluation stays off the elapsed_s clock
+        if rollout_step in self.eval_due:  # their times were taken before the evaluation
             eval_metrics, eval_s = self._evaluate()
-            records[-1].update(eval_metrics)
-            records[-1]["perf/eval_s"] = eval_s
-        for record in records:  # their times were taken before the evaluation
-            now = record.pop("time")
-            record.update(rollout_step=rollout_step, elapsed_s=now - run_log.start)
-            record["perf/step_s"] = now - run_log.last_record_time
-            run_log.last_record_time = now
-            run_log.write(record)
+            records[-1].update(step_record.evaluation_metrics(eval_metrics, eval_s))
+        run_log.write_rollout_step(rollout_step, records)
         run_log.pause(eval_s)  # the clock resumes after the evaluation
 
     def _evaluate(self) -> tuple[dict, float]:
@@ -612,68 +405,26 @@ class Trainer:
             self.rollout_queue.wait()
         return evaluate(self.cfg, self.rollout_manager, self.backend.device())
 
-    def _skipped_steps(self) -> int:
-        """Optimizer steps skipped for a non-finite loss or gradient norm, actor and critic."""
-        return sum(part.skipped_steps for part in self._trainables().values())
-
-    def _check_skipped_steps(self, rollout_step: int) -> None:
-        """Stop (every rank alike: the skip decision is all-reduced) after --max-skipped-steps
-        skipped optimizer steps in a row of the actor or the critic."""
-        for part in self._trainables().values():
-            if part.consecutive_skips >= self.cfg.max_skipped_steps:
-                raise TrainingStopped(
-                    f"the {part.metric_prefix} skipped {part.consecutive_skips} optimizer steps "
-                    f"in a row (up to rollout step {rollout_step}) for a non-finite loss or "
-                    f"gradient norm (--max-skipped-steps={self.cfg.max_skipped_steps}); "
-                    "metrics.jsonl holds their records (actor/skipped, critic/skipped, "
-                    "train/skipped_steps)"
-                )
-
-    def _report_preemption(self, rollout_step: int) -> None:
-        if self.rank == 0:
-            cfg = self.cfg
-            saved = (
-                f"checkpoint {cfg.save}/step_{rollout_step} written; resume with --load {cfg.save}"
-                if cfg.save
-                else "no checkpoint written (no --save)"
-            )
-            print(
-                f"hyrl: {self.stop_signal or 'a preemption signal'} received: "
-                f"stopping after rollout step {rollout_step}; {saved}",
-                flush=True,
-            )
-
     def _save(self, save_dir: str, rollout_step: int) -> float:
         """A checkpoint in save_dir (--save) of the state after this rollout step
-        (collective); its seconds."""
+        (collective, hyrl.train.checkpointing); its seconds."""
         began = time.perf_counter()
-        loop_state = {}  # its elapsed_s: up to now, before the checkpoint's own seconds
+        state = {}
         if self.rank == 0:
             assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
-            loop_state = {
-                **self.run_log.state_dict(),
-                "task": self.rollout_manager.task.state_dict(),
-                # whose checkpoint this is, under which flags (hyrl.checkpoint.ownership)
-                "run_id": self.run_id,
-                "run_dir": str(self.run_dir),
-                "config": self.cfg.to_dict(self.world_size),
-            }
-            if self.autopilot is not None:
-                loop_state["autopilot"] = self.autopilot.state_dict()
-            if self.rollout_queue is not None:  # the rollouts generated ahead, done, with it
-                from hyrl.checkpoint.trainer_state import ROLLOUT_QUEUE_KEY
-
-                queued = self.rollout_queue.drain()
-                loop_state[ROLLOUT_QUEUE_KEY] = [q.state_dict() for q in queued]
-        # the checkpoint reads weights and optimizer states
-        reclaimed = self.sync_and_offload.trainer_offloaded
-        if reclaimed:
-            self.sync_and_offload.reclaim(list(self._trainables().values()))
-        path = self.backend.save_checkpoint(save_dir, rollout_step, loop_state)
-        if self.rank == 0:
-            print(f"hyrl: checkpoint {path} written", flush=True)
-        if reclaimed:  # the engines get the (unchanged) weights back
-            self._sync()
+            state = checkpointing.loop_state(
+                self.cfg,
+                self.world_size,
+                self.run_log,
+                self.rollout_manager.task.state_dict(),
+                self.run_id,
+                self.autopilot,
+                self.rollout_queue,
+            )
+        parts = list(self._trainables().values())
+        checkpointing.save(
+            self.backend, self.sync_and_offload, parts, save_dir, rollout_step, state, self._sync
+        )
         return time.perf_counter() - began
 
     def close(self) -> None:
@@ -682,8 +433,7 @@ class Trainer:
             self.rollout_queue.close()
         if self.rollout_manager is not None:
             self.rollout_manager.close()
-        for sig, handler in self._previous_handlers.items():
-            signal.signal(sig, handler)
+        self.preemption.close()
 
 
 def train(cfg: ResolvedConfig, world_size: int) -> Path:

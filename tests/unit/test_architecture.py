@@ -192,9 +192,10 @@ RULES = {
             "hyrl.batchsize",
         ),
     ),
+    # the loop hands the records' builders plain values (hyrl.metrics.step_record)
     "metrics import no loop, backend or engine": (
         ("hyrl.metrics",),
-        (*LOOP, "hyrl.backends", "hyrl.rollout", "hyrl.cli"),
+        ("hyrl.train", "hyrl.backends", "hyrl.rollout", "hyrl.cli"),
     ),
     "the analysis reads run directories only": (
         ("hyrl.batchsize",),
@@ -203,7 +204,7 @@ RULES = {
             "megatron",
             "sglang",
             "hyrl.backends",
-            *LOOP,
+            "hyrl.train",  # the loop and its autopilot controller: the analysis shares goodput
             "hyrl.rollout.sglang",
             "hyrl.rollout.manager",
             "hyrl.rollout.fleet",

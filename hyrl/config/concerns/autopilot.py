@@ -1,5 +1,5 @@
 """--batch-schedule auto: the range and settings of the autopilot that moves B with the measured
-gradient noise scale (the controller itself is `hyrl.batchsize.autopilot`), the batch sizes it
+gradient noise scale (the controller itself is `hyrl.train.autopilot`), the batch sizes it
 may choose for the actor and the critic, and the checks that it can run: the lr it re-derives
 and a noise scale it can measure at every B."""
 

@@ -7,9 +7,15 @@ import math
 import pytest
 import torch
 
-from hyrl.algorithms.batch import pack
+from hyrl.algorithms.batch import TokenBatch, pack
 from hyrl.algorithms.losses import grpo_loss
-from hyrl.algorithms.mismatch import corrections, mis_keep, mismatch_metrics, tis_weights
+from hyrl.algorithms.mismatch import (
+    Corrections,
+    corrections,
+    mis_keep,
+    mismatch_metrics,
+    tis_weights,
+)
 from hyrl.config import ConfigError, RunConfig, validate
 
 # Two response tokens in row 0 (log-ratios +0.1 and -0.5), one in row 1 (log-ratio +1.0).
@@ -254,3 +260,24 @@ def test_corrections_without_metrics_give_the_same_weights_and_no_batch_metrics(
     )
     assert torch.equal(weights, lean_weights)
     assert set(lean) == {"mismatch/tis_clipped_frac", "mismatch/mis_masked_frac"} < set(full)
+
+
+def test_the_flags_corrections_set_the_batchs_weights_and_report_its_entropy():
+    # the response above: TIS clips exp(2) to 2, MIS (high 5) drops it, so weights [1, 0];
+    # entropy 0.5 and 1.5 on the two response tokens (4.0 off the mask takes no part): 1.0
+    cfg = RunConfig(use_tis=True, tis_clip=2.0, use_mis=True, mis_high=5.0, mis_level="token")
+    fixes = Corrections.from_flags(cfg)
+    assert fixes.weighs and not Corrections.from_flags(RunConfig()).weighs
+    mask = torch.tensor([[0.0, 1.0, 1.0]])
+    batch = TokenBatch(
+        tokens=torch.zeros(1, 3, dtype=torch.long),
+        targets=torch.zeros(1, 3, dtype=torch.long),
+        loss_mask=mask,
+        advantages=torch.zeros(1),
+        old_log_probs=torch.tensor([[0.0, -1.0, -1.0]]),
+        rollout_log_probs=torch.tensor([[0.0, -1.0, -3.0]]),
+    )
+    metrics = fixes.of_old_log_probs(batch, torch.tensor([[4.0, 0.5, 1.5]]))
+    assert metrics["train/entropy"] == pytest.approx(1.0)
+    assert metrics["mismatch/mis_masked_frac"] == 0.5
+    assert batch.pg_weights[0, 1:].tolist() == pytest.approx([1.0, 0.0])

@@ -14,7 +14,6 @@ import math
 
 import pytest
 
-from hyrl.batchsize.autopilot import AutopilotSettings, RunAutopilot
 from hyrl.batchsize.goodput import (
     Profile,
     ProfileError,
@@ -25,6 +24,7 @@ from hyrl.batchsize.goodput import (
 )
 from hyrl.batchsize.tune.model import samples_ratio
 from hyrl.config import ConfigError, parse_args, resolve, validate
+from hyrl.train.autopilot import AutopilotSettings, RunAutopilot
 from hyrl.train.preflight import preflight
 
 STAGES = {"rollout": 1.0, "actor_train": 0.5, "weight_sync": 0.2, "overhead": 0.1}

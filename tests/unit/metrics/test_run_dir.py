@@ -330,3 +330,21 @@ def test_plot_run_draws_every_logged_quantity_against_samples(tmp_path):
         "throughput" in done.stdout
     )
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_opening_a_run_directory_writes_config_and_appends_to_metrics(tmp_path):
+    from types import SimpleNamespace
+
+    from hyrl.metrics.run_dir import open_run_directory
+
+    cfg = SimpleNamespace(log_wandb=False, tensorboard_dir=str(tmp_path / "tb"))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')  # a resumed run's earlier record
+    directory = open_run_directory(cfg, run_dir, {"run_id": "r1"})
+    directory.log({"step": 2, "train/loss": 0.5})
+    directory.close()
+    assert json.loads((run_dir / "config.json").read_text()) == {"run_id": "r1"}
+    assert [r["step"] for r in read_metrics(run_dir)] == [1, 2]
+    mirrored = EventAccumulator(str(tmp_path / "tb")).Reload().Scalars("train/loss")
+    assert [(e.step, e.value) for e in mirrored] == [(2, 0.5)]  # the TensorBoard mirror

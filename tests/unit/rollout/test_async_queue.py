@@ -56,7 +56,7 @@ def queue_of(side: FakeSide, k: int, policy: str = "drop", saved=()) -> RolloutQ
 
 
 def train_loop(side: FakeSide, queue: RolloutQueue, k: int, steps: int):
-    """The trainer's use of the queue (Trainer._take_queued): take, top up, train, sync."""
+    """The trainer's use of the queue (RolloutManager.take_queued): take, top up, train, sync."""
     taken = []
     for step in range(1, steps + 1):
         got = queue.take(side.version)

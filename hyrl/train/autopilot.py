@@ -25,9 +25,9 @@ responses, which move with the actor's B, so when they no longer admit its B it 
 (a forced change, counted like any other): to its target when warm, else to the nearest
 allowed B below.
 
-Pure Python (no torch): the loop (`hyrl.train.trainer`) calls `RunAutopilot.observe` once per
-rollout step on rank 0 and broadcasts `state_dict`, which also goes into the checkpoint so a
-resumed run continues with the same B, counters, last measurement and throughput table.
+Pure Python (no torch): the loop (`hyrl.train.trainer`) calls `RunAutopilot.observe_step` once
+per rollout step on rank 0 and broadcasts `state_dict`, which also goes into the checkpoint so
+a resumed run continues with the same B, counters, last measurement and throughput table.
 """
 
 from __future__ import annotations
@@ -239,6 +239,17 @@ class RunAutopilot:
             if new != old:
                 made.append(("critic", old, new))
         return made
+
+    def observe_step(self, rollout_metrics: dict, last_record: dict) -> list[str]:
+        """`observe` of one rollout step: the actor's noise scale from its last record, the
+        critic's from the rollout's metrics, the step's timers and response length from both;
+        the changes made, as the lines the loop prints."""
+        made = self.observe(
+            measurement(last_record, "actor"),
+            measurement(rollout_metrics, "critic"),
+            {**rollout_metrics, **last_record},
+        )
+        return [f"hyrl: autopilot: the {part}'s B {b} -> {new} responses" for part, b, new in made]
 
     def metrics(self) -> dict[str, float]:
         """autopilot/* (and batch/critic_responses_per_step) for the rollout step's record."""

@@ -1,4 +1,4 @@
-"""The batch-size autopilot's controller (hyrl.batchsize.autopilot) on scripted noise-scale
+"""The batch-size autopilot's controller (hyrl.train.autopilot) on scripted noise-scale
 sequences: the B it picks, computed by hand."""
 
 import json
@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from hyrl.batchsize.autopilot import (
+from hyrl.config import parse_args, resolve, validate
+from hyrl.train.autopilot import (
     AutopilotSettings,
     BatchAutopilot,
     RunAutopilot,
     fit,
     measurement,
 )
-from hyrl.config import parse_args, resolve, validate
 
 # Multiples of 16 from 32 to 256.
 ALLOWED = list(range(32, 257, 16))
@@ -138,3 +138,25 @@ def test_ppo_critic_follows_its_own_noise_scale_within_divisors_of_the_rollout()
     assert metrics["autopilot/critic_noise_scale_used"] == 500.0
     # the critic's target from its last measurement, within the new rollout's sizes
     assert metrics["autopilot/critic_target_b"] == 256
+
+
+def test_a_rollout_steps_records_feed_the_actor_and_critic_noise_scales():
+    # the same PPO autopilot: the actor's noise scale is on the step's last record, the
+    # critic's with the rollout's metrics (a zero gradient norm: no measurement)
+    cfg = _resolved(
+        "--advantage-estimator", "gae", "--rollout-batch-size", "32",
+        "--global-batch-size", "128", "--critic-global-batch-size", "128",
+        "--critic-micro-batch-size", "32", "--critic-base-lr", "1e-3",
+        "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
+        "--critic-autopilot-min", "64", "--critic-autopilot-max", "512",
+        "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.2", "--base-lr", "3e-4",
+        "--autopilot-objective", "critical",
+    )  # fmt: skip
+    pilot = RunAutopilot.from_flags(cfg, 1)
+    rollout_metrics = {"critic/noise_scale": 500.0, "critic/grad_norm": 1.0}
+    last_record = {"actor/noise_scale": 100.0, "actor/grad_norm": 0.5}
+    assert pilot.observe_step(rollout_metrics, last_record) == [
+        "hyrl: autopilot: the actor's B 128 -> 96 responses",
+        "hyrl: autopilot: the critic's B 128 -> 192 responses",
+    ]
+    assert pilot.observe_step({"critic/noise_scale": 9.0, "critic/grad_norm": 0.0}, {}) == []

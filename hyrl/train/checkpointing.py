@@ -1,0 +1,155 @@
+"""The loop's side of a training checkpoint (the files are hyrl.checkpoint.trainer_state's, the
+models and optimizer states the backend's):
+- resume (--load): the step directory checked, the backend's weights, optimizer states and
+  counters loaded, the autopilot's state restored (`resume`); the run's identity in
+  config.json (`run_identity`: kept, new, or a fork of the checkpoint's run);
+  the rollouts --async-rollout's queue held (`queued_rollouts`);
+- save (--save): when (`due`), the loop state rank 0 adds to the step (`loop_state`:
+  samples, the clock, the target tracker, the task's position, whose run under which flags,
+  the autopilot, the rollouts queued under --async-rollout), and the save itself with
+  --offload-train's weights brought back for it (`save`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hyrl.config import RUN_RECORD_KEYS, ResolvedConfig
+
+if TYPE_CHECKING:
+    from hyrl.backends.base import TrainBackend, TrainedModel
+    from hyrl.metrics.run_log import RunLog
+    from hyrl.rollout.async_queue import RolloutQueue
+    from hyrl.train.autopilot import RunAutopilot
+    from hyrl.train.sync_and_offload import SyncAndOffload
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What --load gave the run: the step directory, its loop state (read by the loop's
+    RunLog and the task) and the RNG states to set once setup is done."""
+
+    step_dir: Path
+    state: dict
+    rng_state: Any
+
+
+def resume(
+    cfg: ResolvedConfig,
+    world_size: int,
+    backend: TrainBackend,
+    autopilot: RunAutopilot | None,
+) -> Resumed:
+    """--load: weights, optimizer states and counters into the backend, the autopilot's B
+    and counters (collective: every rank)."""
+    from hyrl.checkpoint.trainer_state import check_resumable
+
+    step_dir, state = check_resumable(cfg, world_size)
+    rng_state = backend.load_checkpoint(step_dir)
+    if autopilot is not None and "autopilot" in state:
+        autopilot.load_state_dict(state["autopilot"])
+        autopilot.resumed()
+    if backend.rank == 0:
+        print(
+            f"hyrl: resuming from {step_dir} (after rollout step {state['rollout_step']})",
+            flush=True,
+        )
+    return Resumed(step_dir, state, rng_state)
+
+
+def queued_rollouts(resumed: Resumed | None) -> list[dict]:
+    """The rollouts --async-rollout's queue held at the checkpoint resumed from (state dicts,
+    oldest first; none without a resume or a queue)."""
+    if resumed is None:
+        return []
+    from hyrl.checkpoint.trainer_state import read_rollout_queue
+
+    return read_rollout_queue(resumed.step_dir)
+
+
+def run_identity(run_dir: str, resumed: Resumed | None) -> dict:
+    """config.json's run_id (and forked_from): kept from the run directory's own run when
+    it resumes into it, new otherwise; a resume into a new run directory is a fork of the
+    checkpoint's run (hyrl.checkpoint.ownership). Rank 0."""
+    from hyrl.checkpoint.ownership import new_run_id, run_record
+
+    previous = run_record(run_dir)
+    if previous is not None and previous.get("run_id"):
+        return {k: previous[k] for k in RUN_RECORD_KEYS if k in previous}
+    identity: dict = {"run_id": new_run_id()}
+    if previous is None and resumed is not None:
+        parent = resumed.state.get("run_id")
+        identity["forked_from"] = {"run_id": parent, "checkpoint": str(resumed.step_dir)}
+        print(
+            f"hyrl: a fork: run {identity['run_id']} in the new run directory "
+            f"{run_dir} starts from {resumed.step_dir} "
+            f"(run {parent or 'without an id'})",
+            flush=True,
+        )
+    return identity
+
+
+def due(cfg: ResolvedConfig, rollout_step: int, stops: bool) -> bool:
+    """Whether a run with --save writes a checkpoint after this rollout step: every
+    --save-interval steps, after the last step, and when the run stops early (stops: a
+    preemption, --stop-at-target)."""
+    return (
+        stops
+        or rollout_step == cfg.num_steps
+        or bool(cfg.save_interval and rollout_step % cfg.save_interval == 0)
+    )
+
+
+def loop_state(
+    cfg: ResolvedConfig,
+    world_size: int,
+    run_log: RunLog,
+    task_state: dict,
+    run_id: str,
+    autopilot: RunAutopilot | None,
+    rollout_queue: RolloutQueue | None,
+) -> dict:
+    """Rank 0's part of the checkpoint after this rollout step: its elapsed_s up to now,
+    before the checkpoint's own seconds. The queued rollouts are drained (done) into it."""
+    state = {
+        **run_log.state_dict(),
+        "task": task_state,
+        # whose checkpoint this is, under which flags (hyrl.checkpoint.ownership)
+        "run_id": run_id,
+        "run_dir": str(Path(cfg.run_dir)),
+        "config": cfg.to_dict(world_size),
+    }
+    if autopilot is not None:
+        state["autopilot"] = autopilot.state_dict()
+    if rollout_queue is not None:  # the rollouts generated ahead, done, with it
+        from hyrl.checkpoint.trainer_state import ROLLOUT_QUEUE_KEY
+
+        state[ROLLOUT_QUEUE_KEY] = [q.state_dict() for q in rollout_queue.drain()]
+    return state
+
+
+def save(
+    backend: TrainBackend,
+    sync_and_offload: SyncAndOffload,
+    trainables: list[TrainedModel],
+    save_dir: str,
+    rollout_step: int,
+    state: dict,
+    sync: Callable[[], None],
+) -> Path:
+    """The checkpoint of this rollout step in save_dir (collective; state: rank 0's
+    `loop_state`, {} elsewhere). Under --offload-train the trainer's memory comes back first
+    (the checkpoint reads weights and optimizer states) and `sync` gives the engines the
+    unchanged weights back after."""
+    reclaimed = sync_and_offload.trainer_offloaded
+    if reclaimed:
+        sync_and_offload.reclaim(trainables)
+    path = backend.save_checkpoint(save_dir, rollout_step, state)
+    if backend.rank == 0:
+        print(f"hyrl: checkpoint {path} written", flush=True)
+    if reclaimed:
+        sync()
+    return path
