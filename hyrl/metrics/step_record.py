@@ -83,6 +83,12 @@ class StepWork:
     world_size: int
     gpu: flops.Gpu | None
 
+    @classmethod
+    def of_batch(cls, arch, batch, passes: flops.StepPasses, world_size: int, device) -> StepWork:
+        """The work of training on batch's rows (a TokenBatch) on device's kind of GPU."""
+        lengths = flops.trained_sequence_lengths(batch)
+        return cls(arch, lengths, passes, world_size, flops.device_gpu(device))
+
 
 def close_rollout_step(
     records: list[dict],

@@ -251,6 +251,17 @@ class RunAutopilot:
         )
         return [f"hyrl: autopilot: the {part}'s B {b} -> {new} responses" for part, b, new in made]
 
+    def steer(
+        self, rollout_metrics: dict, last_record: dict, rank: int, broadcast_from_rank_0: Callable
+    ) -> None:
+        """One rollout step seen: rank 0 observes it (`observe_step`) and prints the changes;
+        every rank then takes rank 0's state, so the next step's batch sizes agree (a
+        collective: broadcast_from_rank_0 is the backend's)."""
+        if rank == 0:
+            for line in self.observe_step(rollout_metrics, last_record):
+                print(line, flush=True)
+        self.load_state_dict(broadcast_from_rank_0(self.state_dict()))
+
     def metrics(self) -> dict[str, float]:
         """autopilot/* (and batch/critic_responses_per_step) for the rollout step's record."""
         out: dict[str, float] = {}

@@ -2,8 +2,9 @@
 the task, the rewards). hyrl.train.cli.main validates the flags and calls `train` here.
 
 One rollout step (`Trainer.rollout_step`):
-  prepare  prompts -> responses (engine) -> rewards -> old log-probs -> advantages
-  critic   (PPO) its optimizer steps on the rollout
+  prepare  prompts -> responses (engine) -> rewards (rank 0, hyrl.rollout.manager), broadcast;
+           shaped rewards -> old log-probs -> advantages (every rank, hyrl.train.prepare)
+  critic   (PPO) its optimizer steps on the rollout (hyrl.train.updates)
   actor    optimizer steps (global batch B each, split over DP ranks and micro-batches); when
            exactly on-policy the old log-probs are the update's own forward pass instead
   sync     the new weights to the engines (hyrl.train.sync_and_offload)
@@ -27,7 +28,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from hyrl.algorithms import mismatch
-from hyrl.algorithms.advantages import AdvantageSettings, compute_advantages
+from hyrl.algorithms.advantages import AdvantageSettings
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.overlong import OverlongShaping
 from hyrl.backends.factory import build_backend, shutdown_backend
@@ -38,7 +39,7 @@ from hyrl.config import (
     old_log_probs_from_update,
 )
 from hyrl.evaluation.heldout import eval_schedule, evaluate
-from hyrl.metrics import flops, step_record
+from hyrl.metrics import step_record
 from hyrl.metrics.progress import ProgressReport
 from hyrl.metrics.run_dir import open_run_directory
 from hyrl.metrics.run_log import RunLog
@@ -49,7 +50,8 @@ from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.manager import RolloutManager
 from hyrl.train import checkpointing
 from hyrl.train.autopilot import RunAutopilot
-from hyrl.train.data_parallel import DataParallelRows, all_rows, scatter_routing
+from hyrl.train.data_parallel import DataParallelRows, scatter_routing
+from hyrl.train.prepare import RolloutPreparation
 from hyrl.train.step_plan import StepPlan
 from hyrl.train.stopping import (
     Preemption,
@@ -77,15 +79,21 @@ class Trainer:
             self.backend.dp_rank, self.backend.dp_size, cfg.optimizer_steps_per_rollout
         )
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
-        self.advantage_settings = AdvantageSettings.from_flags(cfg)
         self.old_log_probs_from_update = old_log_probs_from_update(cfg)
-        self.corrections = mismatch.Corrections.from_flags(cfg)  # train-inference mismatch
-        self.overlong = OverlongShaping.from_flags(cfg)  # DAPO's over-long reward shaping
-        # --batch-schedule auto: B (and the critic's) follow the noise scale (_steer)
+        corrections = mismatch.Corrections.from_flags(cfg)  # train-inference mismatch
+        self.preparation = RolloutPreparation(  # shaped rewards, no-grad passes, advantages
+            self.backend,
+            self.rows,
+            OverlongShaping.from_flags(cfg),  # DAPO's over-long reward shaping
+            AdvantageSettings.from_flags(cfg),
+            corrections,
+            engine_returns_routing(cfg),
+        )
+        # --batch-schedule auto: B (and the critic's) follow the noise scale (steer)
         auto = batch_schedule(cfg) == "auto"
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
         self.plan = StepPlan(cfg, world_size, self.autopilot)  # P, B and lr of every step
-        self.updates = RolloutUpdates(cfg, self.backend, self.rows, self.plan, self.corrections)
+        self.updates = RolloutUpdates(cfg, self.backend, self.rows, self.plan, corrections)
         # --load: weights, optimizer states and counters; the loop state is read in run()
         self.resumed = (
             checkpointing.resume(cfg, world_size, self.backend, self.autopilot)
@@ -166,21 +174,13 @@ class Trainer:
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
             self._sync(timers, version=self._policy_version(rollout_step))
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
-        work = self._work(batch, trains_actor, on_policy) if self.rank == 0 else None
+        work = None  # the rows trained and the passes over them, for perf/mfu
+        if self.rank == 0:
+            passes = self.preparation.passes(trains_actor, on_policy)
+            device = self.backend.device()
+            work = step_record.StepWork.of_batch(self.arch, batch, passes, self.world_size, device)
         self._log(rollout_step, records, rollout_metrics, timers, work)
         return rollout_metrics, records[-1]
-
-    def _work(self, batch: TokenBatch, trains_actor: bool, on_policy: bool) -> step_record.StepWork:
-        """The rows trained and the model passes this step ran over them, for perf/mfu."""
-        passes = flops.StepPasses(
-            actor_update=trains_actor,
-            actor_forwards=int(not on_policy) + int(self.actor.ref_chunks is not None),
-            critic_update=self.critic is not None,
-            critic_forwards=int(self.advantage_settings.needs_values),
-        )
-        lengths = flops.trained_sequence_lengths(batch)
-        gpu = flops.device_gpu(self.backend.device())
-        return step_record.StepWork(self.arch, lengths, passes, self.world_size, gpu)
 
     def _prepare(
         self,
@@ -190,8 +190,9 @@ class Trainer:
         on_policy: bool,
         rollout_step: int,
     ) -> tuple[TokenBatch, dict]:
-        """The rollout packed; old/reference log-probs, values, advantages for every row. On
-        policy the old log-probs (and their metrics) come with the actor's update instead."""
+        """The rollout packed; shaped rewards, old/reference log-probs, values, advantages for
+        every row (hyrl.train.prepare). On policy the old log-probs (and their metrics) come
+        with the actor's update instead."""
         rollout, queue_metrics = self._rollout(
             timers, prompts_per_step, responses_per_step, rollout_step
         )
@@ -200,45 +201,8 @@ class Trainer:
         batch = rollout.to_token_batch(self.pad_multiple)
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
         metrics.update(queue_metrics)
-        lengths = [len(r) for r in rollout.responses]
-        rewards, shaped = self.overlong(  # the rewards the advantages take
-            rollout.rewards_tensor(), lengths, rollout.finish_reasons, batch.loss_mask
-        )
-        metrics.update(shaped)
-        mask = batch.loss_mask
         self.run_log.samples_generated += rollout.responses_generated
-        with timers("logprob"):
-            if not on_policy:
-                batch.old_log_probs, entropy = all_rows(
-                    self.actor.log_probs, batch, self.rows, self.backend
-                )
-            if self.actor.ref_chunks is not None:
-                batch.ref_log_probs = all_rows(
-                    lambda b: self.actor.log_probs(b, reference=True)[0],
-                    batch,
-                    self.rows,
-                    self.backend,
-                )
-        if not on_policy:
-            metrics.update(self._old_log_prob_metrics(batch, entropy))
-        values = None
-        if self.advantage_settings.needs_values:
-            critic = self.critic
-            assert critic is not None, "gae's values come from the critic the backend built"
-            with timers("value"):
-                values = all_rows(critic.values, batch, self.rows, self.backend) * mask
-        result = compute_advantages(
-            self.advantage_settings,
-            rewards,
-            mask,
-            batch.old_log_probs,
-            batch.ref_log_probs,
-            values,
-        )
-        batch.advantages = result.advantages
-        if values is not None:
-            batch.returns, batch.old_values = result.returns, values
-        metrics.update(result.metrics)
+        metrics.update(self.preparation.prepare(rollout, batch, on_policy, timers))
         return batch, metrics
 
     def _rollout(
@@ -271,14 +235,6 @@ class Trainer:
         )
         return rollout, queue_metrics
 
-    def _old_log_prob_metrics(self, batch: TokenBatch, entropy) -> dict:
-        """train/entropy and mismatch/* of the old log-probs (sets batch.pg_weights for
-        --use-tis / --use-mis), and the routing metrics when the engine returns routing."""
-        metrics = self.corrections.of_old_log_probs(batch, entropy)
-        if engine_returns_routing(self.cfg):  # collective
-            metrics.update(self.actor.routing_metrics())
-        return metrics
-
     def _actor_updates(
         self, batch: TokenBatch, timers: StageTimers, responses_per_step: int, on_policy: bool
     ) -> tuple[list[dict], dict]:
@@ -290,7 +246,7 @@ class Trainer:
             with timers("actor_train"):
                 metrics, entropy = self.updates.actor_step(batch, k, responses_per_step, on_policy)
             if entropy is not None:
-                old_metrics = self._old_log_prob_metrics(batch, entropy)
+                old_metrics = self.preparation.old_log_prob_metrics(batch, entropy)
             if not metrics["actor/skipped"]:
                 self.run_log.samples += responses_per_step
             records.append(self._update_record(metrics, time.perf_counter()))
@@ -305,18 +261,6 @@ class Trainer:
             skipped_steps(self._trainables().values()),
             actor_metrics,
             at,
-        )
-
-    def _steer(self, rollout_metrics: dict, last_record: dict) -> None:
-        """The autopilot takes this rollout step's noise scales on rank 0 and sets the next
-        step's batch sizes on every rank (collective)."""
-        if self.autopilot is None:
-            return
-        if self.rank == 0:
-            for line in self.autopilot.observe_step(rollout_metrics, last_record):
-                print(line, flush=True)
-        self.autopilot.load_state_dict(
-            self.backend.broadcast_from_rank_0(self.autopilot.state_dict())
         )
 
     # -- the loop -------------------------------------------------------------------------------
@@ -346,7 +290,9 @@ class Trainer:
             with report as progress:
                 for rollout_step in range(first_step, cfg.num_steps + 1):
                     rollout_metrics, last_record = self.rollout_step(rollout_step, timers)
-                    self._steer(rollout_metrics, last_record)  # before a save: it holds B
+                    if self.autopilot is not None:  # B of the next step; before a save
+                        broadcast = self.backend.broadcast_from_rank_0
+                        self.autopilot.steer(rollout_metrics, last_record, self.rank, broadcast)
                     if progress is not None:
                         progress.step(rollout_step, rollout_metrics, last_record)
                     check_skipped_steps(
