@@ -160,3 +160,20 @@ def test_a_rollout_steps_records_feed_the_actor_and_critic_noise_scales():
         "hyrl: autopilot: the critic's B 128 -> 192 responses",
     ]
     assert pilot.observe_step({"critic/noise_scale": 9.0, "critic/grad_norm": 0.0}, {}) == []
+
+
+def test_steer_observes_on_rank_0_and_every_rank_takes_rank_0s_state(capsys):
+    # the GRPO autopilot of above on two ranks, the broadcast faked: rank 0 moves B and prints
+    # it; rank 1 sees nothing itself and ends with rank 0's B
+    args = (
+        "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
+        "--autopilot-warmup", "1", "--base-lr", "3e-4", "--autopilot-objective", "critical",
+    )  # fmt: skip
+    rank0, rank1 = (RunAutopilot.from_flags(_resolved(*args), 1) for _ in range(2))
+    sent = []
+    last_record = {"actor/noise_scale": 1000.0, "actor/grad_norm": 0.5}
+    rank0.steer({}, last_record, 0, lambda state: sent.append(state) or state)
+    assert capsys.readouterr().out == "hyrl: autopilot: the actor's B 128 -> 256 responses\n"
+    rank1.steer({}, {"actor/noise_scale": 1.0, "actor/grad_norm": 0.5}, 1, lambda _: sent[0])
+    assert capsys.readouterr().out == ""
+    assert rank0.responses_per_step == rank1.responses_per_step == 256
