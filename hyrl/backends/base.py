@@ -151,7 +151,8 @@ class TrainBackend(Protocol):
         ...
 
     def load_checkpoint(self, step_dir: Path) -> Any:
-        """Weights, optimizer states and counters of a checkpoint; its saved RNG state."""
+        """Weights, optimizer states and counters of a checkpoint; the RNG state this rank
+        restores, or None (a rank that no saved state belongs to, e.g. under another layout)."""
         ...
 
     def load_weights(self, step_dir: Path) -> Any:

@@ -30,11 +30,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Resumed:
     """What --load gave the run: the step directory, its loop state (read by the loop's
-    RunLog and the task) and the RNG states to set once setup is done."""
+    RunLog and the task) and the RNG states to set once setup is done (None where the backend
+    restores none: this rank's saved states belong to another layout)."""
 
     step_dir: Path
     state: dict
-    rng_state: Any
+    rng_state: Any | None
 
 
 def resume(

@@ -129,8 +129,9 @@ class Trainer:
         steps_done = self.resume_state["rollout_step"] if self.resume_state is not None else 0
         # with --offload-train: the trainer offloaded for generation
         self._sync(version=self._policy_version(steps_done))
-        if self.resumed is not None:  # last: nothing draws from the generators before the loop
-            self.backend.set_rng_state(self.resumed.rng_state)
+        rng_state = self.resumed.rng_state if self.resumed is not None else None
+        if rng_state is not None:  # last: nothing draws from the generators before the loop
+            self.backend.set_rng_state(rng_state)
         self.preemption = Preemption()  # every rank has a handler
         self.setup_s = time.perf_counter() - setup_start
 
