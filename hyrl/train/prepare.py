@@ -50,8 +50,8 @@ class RolloutPreparation:
         self, rollout: RolloutBatch, batch: TokenBatch, on_policy: bool, timers: StageTimers
     ) -> dict:
         """Sets batch's (rollout's rows, packed) old and reference log-probs, advantages and
-        (gae) returns and old values; their metrics. On policy the old log-probs are left to
-        the update."""
+        (gae) returns and old values, and under --overlong-filtering zeroes the truncated
+        rows' loss mask; their metrics. On policy the old log-probs are left to the update."""
         rewards, metrics = self.overlong(  # the rewards the advantages take
             rollout.rewards_tensor(),
             [len(r) for r in rollout.responses],
