@@ -88,6 +88,25 @@ def test_state_round_trips_through_json_and_continues_identically():
     ]
 
 
+# the tiny GRPO recipe's defaults (P=16, G=8, B=128, micro batch 16 on one rank: unit 16) under
+# the autopilot, B in [64, 256], moving after one measurement to the critical batch
+GRPO_AUTOPILOT = (
+    "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
+    "--autopilot-warmup", "1", "--base-lr", "3e-4", "--autopilot-objective", "critical",
+)  # fmt: skip
+# PPO with two actor steps per rollout of 256 (B=128), the critic's micro batch 32 on one rank,
+# the critic's B in [64, 512]
+PPO_AUTOPILOT = (
+    "--advantage-estimator", "gae", "--rollout-batch-size", "32",
+    "--global-batch-size", "128", "--critic-global-batch-size", "128",
+    "--critic-micro-batch-size", "32", "--critic-base-lr", "1e-3",
+    "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
+    "--critic-autopilot-min", "64", "--critic-autopilot-max", "512",
+    "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.2", "--base-lr", "3e-4",
+    "--autopilot-objective", "critical",
+)  # fmt: skip
+
+
 def _resolved(*argv: str):
     cfg = parse_args(["--run-dir", "/nonexistent/run", *argv])
     validate(cfg, 1)
@@ -96,10 +115,7 @@ def _resolved(*argv: str):
 
 def test_grpo_autopilot_from_flags_moves_p_with_b_and_logs_its_state():
     # P=16, G=8, one optimizer step: B=128; micro batch 16 on one rank: unit 16
-    cfg = _resolved(
-        "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
-        "--autopilot-warmup", "1", "--base-lr", "3e-4", "--autopilot-objective", "critical",
-    )  # fmt: skip
+    cfg = _resolved(*GRPO_AUTOPILOT)
     pilot = RunAutopilot.from_flags(cfg, 1)
     assert (pilot.prompts_per_step, pilot.responses_per_step) == (16, 128)
     assert pilot.metrics() == {"autopilot/changes": 0}
@@ -115,15 +131,7 @@ def test_grpo_autopilot_from_flags_moves_p_with_b_and_logs_its_state():
 
 def test_ppo_critic_follows_its_own_noise_scale_within_divisors_of_the_rollout():
     # two actor steps per rollout of 256 (B=128); critic micro batch 32 on one rank
-    cfg = _resolved(
-        "--advantage-estimator", "gae", "--rollout-batch-size", "32",
-        "--global-batch-size", "128", "--critic-global-batch-size", "128",
-        "--critic-micro-batch-size", "32", "--critic-base-lr", "1e-3",
-        "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
-        "--critic-autopilot-min", "64", "--critic-autopilot-max", "512",
-        "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.2", "--base-lr", "3e-4",
-        "--autopilot-objective", "critical",
-    )  # fmt: skip
+    cfg = _resolved(*PPO_AUTOPILOT)
     pilot = RunAutopilot.from_flags(cfg, 1)
     assert (pilot.responses_per_step, pilot.critic_responses_per_step) == (128, 128)
     # actor noise 100 -> 96 (P = 96 x 2 / 8 = 24): a rollout of 192; critic noise 500 -> the
@@ -143,15 +151,7 @@ def test_ppo_critic_follows_its_own_noise_scale_within_divisors_of_the_rollout()
 def test_a_rollout_steps_records_feed_the_actor_and_critic_noise_scales():
     # the same PPO autopilot: the actor's noise scale is on the step's last record, the
     # critic's with the rollout's metrics (a zero gradient norm: no measurement)
-    cfg = _resolved(
-        "--advantage-estimator", "gae", "--rollout-batch-size", "32",
-        "--global-batch-size", "128", "--critic-global-batch-size", "128",
-        "--critic-micro-batch-size", "32", "--critic-base-lr", "1e-3",
-        "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
-        "--critic-autopilot-min", "64", "--critic-autopilot-max", "512",
-        "--autopilot-warmup", "1", "--autopilot-hysteresis", "1.2", "--base-lr", "3e-4",
-        "--autopilot-objective", "critical",
-    )  # fmt: skip
+    cfg = _resolved(*PPO_AUTOPILOT)
     pilot = RunAutopilot.from_flags(cfg, 1)
     rollout_metrics = {"critic/noise_scale": 500.0, "critic/grad_norm": 1.0}
     last_record = {"actor/noise_scale": 100.0, "actor/grad_norm": 0.5}
@@ -165,11 +165,7 @@ def test_a_rollout_steps_records_feed_the_actor_and_critic_noise_scales():
 def test_steer_observes_on_rank_0_and_every_rank_takes_rank_0s_state(capsys):
     # the GRPO autopilot of above on two ranks, the broadcast faked: rank 0 moves B and prints
     # it; rank 1 sees nothing itself and ends with rank 0's B
-    args = (
-        "--batch-schedule", "auto", "--autopilot-min", "64", "--autopilot-max", "256",
-        "--autopilot-warmup", "1", "--base-lr", "3e-4", "--autopilot-objective", "critical",
-    )  # fmt: skip
-    rank0, rank1 = (RunAutopilot.from_flags(_resolved(*args), 1) for _ in range(2))
+    rank0, rank1 = (RunAutopilot.from_flags(_resolved(*GRPO_AUTOPILOT), 1) for _ in range(2))
     sent = []
     last_record = {"actor/noise_scale": 1000.0, "actor/grad_norm": 0.5}
     rank0.steer({}, last_record, 0, lambda state: sent.append(state) or state)
