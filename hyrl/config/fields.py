@@ -14,19 +14,19 @@ from hyrl.config.concerns import algorithm, critic
 from hyrl.config.concerns.algorithm import AlgorithmFlags, old_log_probs_from_update
 from hyrl.config.concerns.autopilot import AutopilotFlags
 from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
-from hyrl.config.concerns.critic import CriticFlags
+from hyrl.config.concerns.critic import CriticFlags, CriticSettings, critic_settings
 from hyrl.config.concerns.data import DataFlags
 from hyrl.config.concerns.evaluation import EvalFlags
 from hyrl.config.concerns.logs import LogFlags
 from hyrl.config.concerns.mismatch import MismatchFlags
 from hyrl.config.concerns.model import ModelFlags
-from hyrl.config.concerns.optimizer import OptimizerFlags
+from hyrl.config.concerns.optimizer import OptimizerFlags, lr_schedule
 from hyrl.config.concerns.parallel import ParallelFlags
 from hyrl.config.concerns.rollout import RolloutFlags
 from hyrl.config.concerns.run import CheckpointFlags, RunFlags
 from hyrl.config.errors import flag_name
 from hyrl.config.rollout_layout import rollout_layout
-from hyrl.config.schedules import LR_SCALING_EXPONENTS
+from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule
 
 GROUPS = (
     "model",
@@ -129,13 +129,23 @@ class ResolvedConfig(RunConfig):
     """A RunConfig as `hyrl.config.resolve` returns it (and `hyrl.config.load`, to the loop):
     every flag not given holds the value it stands for, so these fields have their resolved
     types. The critic's settings and the PPO-only flags are filled under gae only, and
-    --base-global-batch-size with --base-lr only: they keep their optional types."""
+    --base-global-batch-size with --base-lr only: they keep their optional types in the
+    fields, and are read typed through `actor_lr_schedule()` and `critic()`."""
 
     global_batch_size: int
     lr: float
     eval_temperature: float
     loss_agg_mode: str
     task: str
+
+    def actor_lr_schedule(self) -> LrSchedule:
+        """The actor's learning-rate schedule: --lr at B (or --base-lr at
+        --base-global-batch-size, scaled by --lr-scaling), warmup and decay."""
+        return lr_schedule(self, "")
+
+    def critic(self) -> CriticSettings | None:
+        """The critic's batch sizes and learning-rate schedule under gae; None under grpo."""
+        return critic_settings(self)
 
 
 # The step counts per rollout need only these resolved.

@@ -1,9 +1,11 @@
 """Learning-rate schedules: linear warmup, then constant, linear or cosine decay to min_lr;
-the peak rate scaled with the global batch (`scaled_lr`); batch-size ramps."""
+the peak rate scaled with the global batch (`scaled_lr`); one model's schedule as a resolved
+config sets it (`LrSchedule`); batch-size ramps."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 DECAY_STYLES = ("constant", "linear", "cosine")
 
@@ -57,6 +59,42 @@ def lr_at(
     else:  # cosine (Loshchilov & Hutter 2017)
         factor = 0.5 * (1.0 + math.cos(math.pi * progress))
     return min_lr + (lr - min_lr) * factor
+
+
+@dataclass(frozen=True)
+class LrSchedule:
+    """One model's learning rate as a resolved config sets it: the actor's, or the critic's
+    under PPO (`hyrl.config.ResolvedConfig.actor_lr_schedule`, `.critic`).
+
+    `lr` is the peak rate at the configured batch; `base` is the base recipe it was scaled
+    from, (LR0, B0) of --base-lr and --base-global-batch-size (or the critic's), or None when
+    the rate was given as --lr; `scaling` is the --lr-scaling rule."""
+
+    lr: float
+    min_lr: float
+    warmup_steps: int
+    decay_style: str
+    base: tuple[float, int] | None
+    scaling: str
+
+    def peak_at(self, batch: int) -> float:
+        """The peak rate at `batch` responses per optimizer step: LR0 x (batch / B0)^k from the
+        base recipe (`scaled_lr`), or `lr` when the rate was given as --lr (nothing to scale)."""
+        if self.base is None:
+            return self.lr
+        base_lr, base_batch = self.base
+        return scaled_lr(base_lr, batch, base_batch, self.scaling)
+
+    def at(self, step: int, *, peak: float, total_steps: int) -> float:
+        """The rate of optimizer step `step` (0-based) of `total_steps` whose peak is `peak`."""
+        return lr_at(
+            step,
+            lr=peak,
+            min_lr=self.min_lr,
+            warmup_steps=self.warmup_steps,
+            decay_style=self.decay_style,
+            total_steps=total_steps,
+        )
 
 
 def parse_batch_ramp(text: str) -> tuple[int, int, int]:

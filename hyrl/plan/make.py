@@ -260,11 +260,11 @@ def make_plan(cfg: RunConfig, world_size: int, links: Links | None = None) -> di
         )
     critic_activations = 0.0
     critic_act_lines: list = []
-    if c.advantage_estimator == "gae":
+    critic_settings = c.critic()
+    if critic_settings is not None:
         critic = params_per_gpu(c, counts, value_head=True)
         lines += _model_state_lines("critic", critic, layout, c)
-        assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
-        c_tokens, c_text = _micro_batch_tokens(c, c.critic_micro_batch_size, seq_len)
+        c_tokens, c_text = _micro_batch_tokens(c, critic_settings.micro_batch_size, seq_len)
         c_act, critic_act_lines = _activation_line("critic", c, c_tokens, seq_len, c_text, False)
         critic_activations = c_act["total"]
     lines.append(

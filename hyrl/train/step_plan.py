@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from hyrl.config import ResolvedConfig, batch_ramp_unit, schedules
+from hyrl.config import CriticSettings, ResolvedConfig, batch_ramp_unit, schedules
 
 
 class BatchSource(Protocol):
@@ -37,6 +37,8 @@ class BatchSource(Protocol):
 class StepPlan:
     def __init__(self, cfg: ResolvedConfig, world_size: int, autopilot: BatchSource | None):
         self.cfg, self.autopilot = cfg, autopilot
+        self.actor_schedule = cfg.actor_lr_schedule()
+        self.critic = cfg.critic()  # None under grpo
         self.ramp: dict | None = None
         if cfg.batch_ramp:
             start, end, steps = schedules.parse_batch_ramp(cfg.batch_ramp)
@@ -56,67 +58,48 @@ class StepPlan:
 
     def actor_peak_lr(self, responses_per_step: int) -> float:
         """--lr, or under a ramp or the autopilot with --base-lr the rate re-derived for B."""
-        cfg = self.cfg
-        varies = self.ramp is not None or self.autopilot is not None
-        if not (varies and cfg.base_lr is not None):
-            return cfg.lr
-        assert cfg.base_global_batch_size is not None, "resolve fills it with --base-lr"
-        return schedules.scaled_lr(
-            cfg.base_lr, responses_per_step, cfg.base_global_batch_size, cfg.lr_scaling
-        )
+        if self.ramp is None and self.autopilot is None:
+            return self.actor_schedule.lr
+        return self.actor_schedule.peak_at(responses_per_step)
 
     def actor_lr(self, optimizer_step: int, responses_per_step: int) -> float:
         """The actor's rate at its optimizer step (0-based) when B = responses_per_step."""
         cfg = self.cfg
-        return schedules.lr_at(
+        return self.actor_schedule.at(
             optimizer_step,
-            lr=self.actor_peak_lr(responses_per_step),
-            min_lr=cfg.min_lr,
-            warmup_steps=cfg.lr_warmup_steps,
-            decay_style=cfg.lr_decay_style,
+            peak=self.actor_peak_lr(responses_per_step),
             total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout,
         )
 
     # -- the critic (gae) ----------------------------------------------------------------------
+    def _critic(self) -> CriticSettings:
+        if self.critic is None:
+            raise ValueError("no critic: the run's --advantage-estimator is not gae")
+        return self.critic
+
     def critic_batch(self) -> int:
         """The critic's responses per optimizer step: --critic-global-batch-size, or the
         autopilot's."""
-        size = self.cfg.critic_global_batch_size
-        if self.autopilot is not None:
-            size = self.autopilot.critic_responses_per_step
-        assert size is not None, "resolve fills it under gae; the autopilot sets it then"
+        critic = self._critic()
+        if self.autopilot is None:
+            return critic.global_batch_size
+        size = self.autopilot.critic_responses_per_step
+        assert size is not None, "the autopilot of a run with a critic chooses its B too"
         return size
 
     def critic_peak_lr(self, responses_per_step: int) -> float:
         """--critic-lr, or under the autopilot the rate re-derived for its B from
         --critic-base-lr."""
-        cfg = self.cfg
-        assert cfg.critic_lr is not None, "resolve fills the critic's settings under gae"
+        schedule = self._critic().lr_schedule
         if self.autopilot is None:
-            return cfg.critic_lr
-        assert cfg.critic_base_lr is not None, "validated under --batch-schedule auto"
-        assert cfg.critic_base_global_batch_size is not None and cfg.critic_lr_scaling
-        return schedules.scaled_lr(
-            cfg.critic_base_lr,
-            responses_per_step,
-            cfg.critic_base_global_batch_size,
-            cfg.critic_lr_scaling,
-        )
+            return schedule.lr
+        return schedule.peak_at(responses_per_step)
 
     def critic_lr(self, optimizer_step: int, responses_per_step: int, steps_per_rollout: int):
         """The critic's rate at its optimizer step (0-based) when its B = responses_per_step
         and a rollout holds steps_per_rollout of its steps."""
-        cfg = self.cfg
-        assert (
-            cfg.critic_min_lr is not None
-            and cfg.critic_lr_warmup_steps is not None
-            and cfg.critic_lr_decay_style is not None
-        ), "resolve fills the critic's settings under gae"
-        return schedules.lr_at(
+        return self._critic().lr_schedule.at(
             optimizer_step,
-            lr=self.critic_peak_lr(responses_per_step),
-            min_lr=cfg.critic_min_lr,
-            warmup_steps=cfg.critic_lr_warmup_steps,
-            decay_style=cfg.critic_lr_decay_style,
-            total_steps=cfg.num_steps * steps_per_rollout,
+            peak=self.critic_peak_lr(responses_per_step),
+            total_steps=self.cfg.num_steps * steps_per_rollout,
         )

@@ -9,10 +9,10 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyrl.config.concerns.optimizer import rate_origin, resolve_rate
+from hyrl.config.concerns.optimizer import lr_schedule, rate_origin, resolve_rate
 from hyrl.config.errors import _fail, divisors
 from hyrl.config.kinds import _opt
-from hyrl.config.schedules import LR_SCALING_EXPONENTS
+from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig
@@ -134,6 +134,30 @@ CRITIC_FROM_ACTOR = {
 }
 # Under gae these take a fixed value when not given.
 GAE_DEFAULTS = {"value_clip": 0.2}
+
+
+@dataclass(frozen=True)
+class CriticSettings:
+    """The critic's batch sizes and learning-rate schedule as a resolved config under gae sets
+    them (each --critic-* setting, or the actor's value it took)."""
+
+    global_batch_size: int
+    micro_batch_size: int
+    lr_schedule: LrSchedule
+
+
+def critic_settings(c: RunConfig) -> CriticSettings | None:
+    """The critic's settings of a resolved config, typed; None under grpo (no critic). Raises
+    ValueError under gae when resolve has not filled them."""
+    if c.advantage_estimator != "gae":
+        return None
+    batch, micro = c.critic_global_batch_size, c.critic_micro_batch_size
+    if batch is None or micro is None:
+        raise ValueError(
+            "the critic's batch sizes are not resolved (--critic-global-batch-size, "
+            "--critic-micro-batch-size still none): call hyrl.config.resolve(cfg) first"
+        )
+    return CriticSettings(batch, micro, lr_schedule(c, "critic_"))
 
 
 def check_given(c: RunConfig) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail, flag_name
 from hyrl.config.kinds import _opt
-from hyrl.config.schedules import LR_SCALING_EXPONENTS, scaled_lr
+from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule, scaled_lr
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig
@@ -149,6 +149,35 @@ def resolve_rate(
             f"one of them: {lr_flag} for a fixed rate, or {ref_flag} with {rule_flag}",
         )
     return rate, ref_b
+
+
+def lr_schedule(c: RunConfig, prefix: str) -> LrSchedule:
+    """The learning-rate schedule a resolved config gives the actor (prefix "") or, under gae,
+    the critic ("critic_"), with its fields' resolved types. Raises ValueError when resolve
+    has not filled them (a config not resolved, or the critic's under grpo)."""
+    names = ("lr", "min_lr", "lr_warmup_steps", "lr_decay_style", "lr_scaling")
+    lr, min_lr, warmup, decay, scaling = (getattr(c, prefix + n) for n in names)
+    base_lr, base_batch = (
+        getattr(c, prefix + "base_lr"),
+        getattr(c, prefix + "base_global_batch_size"),
+    )
+    if None in (lr, min_lr, warmup, decay, scaling) or (base_lr is None) != (base_batch is None):
+        missing = [flag_name(prefix + n) for n in names if getattr(c, prefix + n) is None]
+        if base_lr is not None and base_batch is None:
+            missing.append(flag_name(prefix + "base_global_batch_size"))
+        raise ValueError(
+            f"the {'critic' if prefix else 'actor'}'s learning rate is not resolved "
+            f"({', '.join(missing)} still none): call hyrl.config.resolve(cfg) first"
+            + (" (a critic exists under --advantage-estimator gae only)" if prefix else "")
+        )
+    return LrSchedule(
+        lr=lr,
+        min_lr=min_lr,
+        warmup_steps=warmup,
+        decay_style=decay,
+        base=None if base_lr is None else (base_lr, base_batch),
+        scaling=scaling,
+    )
 
 
 def rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:

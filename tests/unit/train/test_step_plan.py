@@ -6,6 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from hyrl.config import parse_args, resolve
+from hyrl.config.concerns.critic import critic_settings
+from hyrl.config.concerns.optimizer import lr_schedule
 from hyrl.train.step_plan import StepPlan
 
 
@@ -60,3 +62,34 @@ def test_without_the_autopilot_the_critic_trains_at_its_own_flags():
                    "--critic-lr", "5e-5")  # fmt: skip
     assert plan.critic_batch() == 32
     assert plan.critic_lr(0, 32, steps_per_rollout=4) == 5e-5
+
+
+# -- the typed settings the plan reads (hyrl.config.ResolvedConfig) ------------------------------
+def test_the_resolved_schedules_carry_the_base_recipe_and_the_critics_settings_typed():
+    cfg = resolve(parse_args(["--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
+                              "--global-batch-size", "64", "--base-lr", "1e-6",
+                              "--base-global-batch-size", "1024", "--lr-scaling", "sqrt",
+                              "--advantage-estimator", "gae", "--critic-global-batch-size", "32",
+                              "--critic-lr", "2e-3", "--lr-warmup-steps", "3",
+                              "--micro-batch-size", "4"]))  # fmt: skip
+    actor = cfg.actor_lr_schedule()
+    assert actor.base == (1e-6, 1024) and actor.scaling == "sqrt"
+    assert actor.lr == pytest.approx(2.5e-7)  # 1e-6 x (64 / 1024)^(1/2)
+    assert actor.peak_at(4096) == pytest.approx(2e-6)  # scaled_lr's docstring example
+    critic = cfg.critic()
+    assert critic is not None
+    assert (critic.global_batch_size, critic.micro_batch_size) == (32, 4)  # the actor's micro batch
+    # the critic's rate was given (no base), its warmup taken from the actor's
+    assert critic.lr_schedule.base is None and critic.lr_schedule.peak_at(4096) == 2e-3
+    assert critic.lr_schedule.warmup_steps == 3
+
+
+def test_grpo_has_no_critic_and_an_unresolved_config_is_refused_by_name():
+    given = parse_args(["--advantage-estimator", "gae"])
+    assert resolve(parse_args([])).critic() is None
+    with pytest.raises(ValueError, match="--critic-global-batch-size"):
+        critic_settings(given)
+    with pytest.raises(ValueError, match="--lr still none"):
+        lr_schedule(given, "")
+    with pytest.raises(ValueError, match="no critic"):
+        plan_of().critic_batch()
