@@ -10,6 +10,7 @@ import difflib
 import math
 import os
 
+from hyrl.config.concerns import batch, critic, data, optimizer
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
 from hyrl.config.fields import GROUP_TITLES, GROUPS, RunConfig, _fields
 from hyrl.config.kinds import _allowed_text, _base, _kind
@@ -333,12 +334,12 @@ RECIPE_MARKER = "--"
 # Flags that exclude each other, as groups: a side is its leading flag and the flags that only
 # go with it. When a recipe's flags (before RECIPE_MARKER) hold one side and the appended ones
 # the other, the recipe's side is dropped: what is appended wins. Given by the user on both
-# sides, validation refuses them as before.
+# sides, validation refuses them as before. Each concern names its own pairs.
 EXCLUSIVE_FLAGS = (
-    (("lr",), ("base_lr", "base_global_batch_size", "lr_scaling")),
-    (("critic_lr",), ("critic_base_lr", "critic_base_global_batch_size", "critic_lr_scaling")),
-    (("global_batch_size",), ("num_steps_per_rollout",)),
-    (("rm_type",), ("custom_rm_path",)),
+    *optimizer.EXCLUSIVE_FLAGS,
+    *critic.EXCLUSIVE_FLAGS,
+    *batch.EXCLUSIVE_FLAGS,
+    *data.EXCLUSIVE_FLAGS,
 )
 
 

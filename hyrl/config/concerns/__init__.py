@@ -8,6 +8,8 @@ A concern module holds, as far as it has them:
                       `hyrl.config.fields.RunConfig` inherits them all (one flat config: callers
                       read cfg.global_batch_size), and the parser and docs/flags.md follow
     POSITIVE_COUNTS   its fields that count or size something: >= 1 when given
+    EXCLUSIVE_FLAGS   its flags that exclude each other, as pairs of sides (`hyrl.config.parser`:
+                      a recipe's side gives way to the other side appended to it)
     check_given       the ranges of its values as given, before resolution
     resolve_*         what its flags not given stand for (a value, or the updates to apply);
                       `hyrl.config.resolve` calls them in order, the critic's last, on the

@@ -92,6 +92,9 @@ POSITIVE_COUNTS = (
     "global_batch_size",
     "micro_batch_size",
 )
+# Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): B, or the optimizer
+# steps per rollout it is derived from.
+EXCLUSIVE_FLAGS = ((("global_batch_size",), ("num_steps_per_rollout",)),)
 
 
 def check_given(c: RunConfig) -> None:

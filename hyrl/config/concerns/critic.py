@@ -121,6 +121,10 @@ POSITIVE_COUNTS = (
     "critic_autopilot_min",
     "critic_autopilot_max",
 )
+# Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): as the actor's.
+EXCLUSIVE_FLAGS = (
+    (("critic_lr",), ("critic_base_lr", "critic_base_global_batch_size", "critic_lr_scaling")),
+)
 # Under gae each critic setting not given takes the actor's value.
 CRITIC_FROM_ACTOR = {
     "critic_global_batch_size": "global_batch_size",

@@ -89,6 +89,9 @@ class DataFlags:
 
 
 POSITIVE_COUNTS = ("task_max_operand",)
+# Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): a built-in reward or
+# one's own.
+EXCLUSIVE_FLAGS = ((("rm_type",), ("custom_rm_path",)),)
 
 
 def check_given(c: RunConfig) -> None:

@@ -70,6 +70,9 @@ class OptimizerFlags:
 
 
 POSITIVE_COUNTS = ("base_global_batch_size",)
+# Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): the fixed rate or the
+# base recipe it is scaled from.
+EXCLUSIVE_FLAGS = ((("lr",), ("base_lr", "base_global_batch_size", "lr_scaling")),)
 
 
 def check_given(c: RunConfig) -> None:
