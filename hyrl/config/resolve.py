@@ -11,21 +11,25 @@ from hyrl.config.concerns import algorithm, batch, critic, data, evaluation, opt
 from hyrl.config.fields import ResolvedConfig, RunConfig, _fields
 from hyrl.config.kinds import _check_types
 
+# The concerns of the actor's side in the order they resolve, each on the values resolved
+# before it (the rate is scaled to the resolved B); the critic resolves last, from the actor's.
+_ACTOR_SIDE = (batch, optimizer, evaluation, algorithm, data)
+
 
 def resolve(cfg: RunConfig) -> ResolvedConfig:
     """A new config, a ResolvedConfig, with every flag not given (None) replaced by the value
     it stands for; values given are kept, and resolving a resolved config changes nothing.
 
     --global-batch-size: P x G / --num-steps-per-rollout when that is given, else P x G
-    (`batch.resolve_global_batch_size`). --lr: with --base-lr, scaled_lr(--base-lr, B, B0,
+    (`batch.resolve`). --lr: with --base-lr, scaled_lr(--base-lr, B, B0,
     --lr-scaling) for the resolved B, with --base-global-batch-size B0 <- B when not given; else
-    3e-4 (`optimizer.resolve_rate`). --eval-temperature <- --rollout-temperature
+    3e-4 (`optimizer.resolve`). --eval-temperature <- --rollout-temperature
     (`evaluation`). --loss-agg-mode <- token-mean, seq-mean-token-mean under --policy-loss gspo;
     under gae --gamma and --lambd 1.0, --normalize-advantages on (`algorithm`). --task and
     --rm-type (`data`). Under --advantage-estimator gae each --critic-* setting takes the
     actor's resolved value, except that --critic-base-lr, when given, sets the critic's rate
     from the critic batch as --base-lr does the actor's; --value-clip 0.2; --critic-load stays
-    none (`critic.resolve_critic`). Under grpo those stay None.
+    none (`critic.resolve`). Under grpo those stay None.
 
     Raises ConfigError when --num-steps-per-rollout does not divide P x G or disagrees with
     --global-batch-size, when --lr and --base-lr are both given (and disagree), and when
@@ -33,16 +37,7 @@ def resolve(cfg: RunConfig) -> ResolvedConfig:
     same for the --critic-* forms).
     """
     _check_types(cfg)
-    b = batch.resolve_global_batch_size(cfg)
-    lr, base_b = optimizer.resolve_rate(cfg, "", b, optimizer.DEFAULT_LR)
-    actor = dataclasses.replace(
-        cfg,
-        global_batch_size=b,
-        lr=lr,
-        base_global_batch_size=base_b,
-        **evaluation.resolve_eval(cfg),
-        **algorithm.resolve_algorithm(cfg),
-        **data.resolve_data(cfg),
-    )
-    resolved = ResolvedConfig(**{f.name: getattr(actor, f.name) for f in _fields()})
-    return dataclasses.replace(resolved, **critic.resolve_critic(resolved))
+    for concern in _ACTOR_SIDE:
+        cfg = dataclasses.replace(cfg, **concern.resolve(cfg))
+    resolved = ResolvedConfig(**{f.name: getattr(cfg, f.name) for f in _fields()})
+    return dataclasses.replace(resolved, **critic.resolve(resolved))

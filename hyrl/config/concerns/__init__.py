@@ -11,9 +11,10 @@ A concern module holds, as far as it has them:
     EXCLUSIVE_FLAGS   its flags that exclude each other, as pairs of sides (`hyrl.config.parser`:
                       a recipe's side gives way to the other side appended to it)
     check_given       the ranges of its values as given, before resolution
-    resolve_*         what its flags not given stand for (a value, or the updates to apply);
-                      `hyrl.config.resolve` calls them in order, the critic's last, on the
-                      resolved actor
+    resolve           what its flags not given stand for, as the fields to update;
+                      `hyrl.config.resolve` calls each concern's in order, each on the values
+                      resolved before it (the rate on the resolved B), the critic's last, on
+                      the resolved actor
     check_*           its checks on the resolved config, which `hyrl.config.validate.validate`
                       calls in one fixed order (that order is the order of the errors)
 

@@ -195,7 +195,7 @@ def check_given(c: RunConfig) -> None:
         _fail("kl_coef", c.kl_coef, "must not be negative", "a number >= 0")
 
 
-def resolve_algorithm(cfg: RunConfig) -> dict[str, Any]:
+def resolve(cfg: RunConfig) -> dict[str, Any]:
     """--loss-agg-mode <- token-mean, seq-mean-token-mean under --policy-loss gspo; under
     --advantage-estimator gae --gamma and --lambd <- 1.0, --normalize-advantages <- on
     (GAE_DEFAULTS; under grpo they stay None)."""

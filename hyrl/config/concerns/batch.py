@@ -108,6 +108,11 @@ def check_given(c: RunConfig) -> None:
         )
 
 
+def resolve(cfg: RunConfig) -> dict[str, int]:
+    """The batch's flags not given: --global-batch-size (`resolve_global_batch_size`)."""
+    return {"global_batch_size": resolve_global_batch_size(cfg)}
+
+
 def resolve_global_batch_size(cfg: RunConfig) -> int:
     """B, --global-batch-size: as given, else P x G / --num-steps-per-rollout when that is
     given, else P x G.

@@ -207,7 +207,7 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def resolve_critic(c: ResolvedConfig) -> dict[str, Any]:
+def resolve(c: ResolvedConfig) -> dict[str, Any]:
     """Under --advantage-estimator gae, on a config whose actor side is resolved: each
     --critic-* setting not given takes the actor's value (CRITIC_FROM_ACTOR: --critic-lr <- the
     resolved --lr, the critic batch <- B, ...), except that --critic-base-lr, when given, sets

@@ -105,7 +105,7 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def resolve_data(cfg: RunConfig) -> dict[str, Any]:
+def resolve(cfg: RunConfig) -> dict[str, Any]:
     """--task <- prompt_data when --prompt-data is given, else arith_mod10; --rm-type <-
     exact_match for arith_mod10 (unless --custom-rm-path)."""
     updates: dict[str, Any] = {}

@@ -88,7 +88,7 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def resolve_eval(cfg: RunConfig) -> dict[str, Any]:
+def resolve(cfg: RunConfig) -> dict[str, Any]:
     """--eval-temperature <- --rollout-temperature."""
     if cfg.eval_temperature is None:
         return {"eval_temperature": cfg.rollout_temperature}

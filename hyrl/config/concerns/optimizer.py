@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hyrl.config.errors import _fail, flag_name
 from hyrl.config.kinds import _opt
@@ -152,6 +152,15 @@ def resolve_rate(
             f"one of them: {lr_flag} for a fixed rate, or {ref_flag} with {rule_flag}",
         )
     return rate, ref_b
+
+
+def resolve(c: RunConfig) -> dict[str, Any]:
+    """The actor's rate on a config whose B is resolved: --lr, or --base-lr scaled to B from
+    --base-global-batch-size (B0 <- B when not given), else DEFAULT_LR (`resolve_rate`)."""
+    if c.global_batch_size is None:
+        raise ValueError("the rate is scaled to the resolved B: resolve the batch first")
+    lr, base_batch = resolve_rate(c, "", c.global_batch_size, DEFAULT_LR)
+    return {"lr": lr, "base_global_batch_size": base_batch}
 
 
 def lr_schedule(c: RunConfig, prefix: str) -> LrSchedule:
