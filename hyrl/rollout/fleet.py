@@ -84,8 +84,13 @@ from hyrl.rollout.base import (
     Generation,
     SamplingParams,
 )
-from hyrl.rollout.fleet_engine import EngineSlot, RolloutFleetError, describe_error
-from hyrl.rollout.fleet_weights import StreamedSync, stream_to_engines
+from hyrl.rollout.fleet_engine import (
+    EngineSlot,
+    RolloutFleetError,
+    StreamedSync,
+    describe_error,
+)
+from hyrl.rollout.fleet_weights import stream_to_engines
 
 if TYPE_CHECKING:
     from ray import ObjectRef

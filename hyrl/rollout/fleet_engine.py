@@ -30,8 +30,6 @@ from hyrl.rollout.base import (
 if TYPE_CHECKING:
     from ray import ObjectRef
 
-    from hyrl.rollout.fleet_weights import StreamedSync
-
 MAX_MESSAGE_CHARS = 300  # an engine's exception text is cut to this in fleet errors
 
 
@@ -41,6 +39,12 @@ class RolloutFleetError(RuntimeError):
     def __init__(self, message: str, engine_index: int | None = None):
         super().__init__(message)
         self.engine_index = engine_index
+
+
+class StreamedSync:
+    """The marker of a sync the fleet keeps nothing of (streamed, or outside the fleet): the
+    engines that took it hold the newest weights; a later replacement waits for the next
+    (hyrl.rollout.fleet_weights)."""
 
 
 def describe_error(exc: BaseException) -> str:

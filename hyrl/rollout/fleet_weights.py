@@ -28,8 +28,8 @@ engine started later (a replacement) loads before it serves.
 
 The fleet records the weights its engines should hold in one reference (``_weights_ref``): a
 state dict's or a checkpoint's object, which an engine that does not hold it loads before it
-serves, or a ``StreamedSync`` marker, which no engine can load: an engine that missed it waits
-for the next sync.
+serves, or a ``StreamedSync`` marker (hyrl.rollout.fleet_engine), which no engine can load:
+an engine that missed it waits for the next sync.
 """
 
 from __future__ import annotations
@@ -39,11 +39,6 @@ from typing import Any
 
 from hyrl.models.weight_buckets import NamedTensors
 from hyrl.rollout.fleet_engine import EngineSlot, RolloutFleetError, describe_error
-
-
-class StreamedSync:
-    """The marker of a sync the fleet keeps nothing of (streamed, or outside the fleet): the
-    engines that took it hold the newest weights; a later replacement waits for the next."""
 
 
 def put_bucket(bucket) -> Any:
