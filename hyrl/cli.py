@@ -54,7 +54,7 @@ COMMANDS = {
     "analyze": "hyrl.batchsize.analyze_cli:main",
     "profile-rollout": "hyrl.rollout.profile_cli:main",
     "plan": "hyrl.plan.cli:main",
-    "convert": "hyrl.checkpoint.cli:main",
+    "convert": "hyrl.backends.megatron.convert_cli:main",
     "checkpoint": "hyrl.checkpoint.verify_cli:main",
     "data": "hyrl.data.import_cli:main",
     "cost": "hyrl.batchsize.cost:main",

@@ -1,4 +1,4 @@
-"""Run by torchrun from tests/unit/checkpoint/test_convert.py: reshard an hyrl mcore checkpoint on
+"""Run by torchrun from tests/unit/backends/test_convert.py: reshard an hyrl mcore checkpoint on
 load, and save one.
 
 Loads CKPT_IN (saved at TP=1) into a GPTModel built at TP x EP, gathers the full weights, compares

@@ -1,9 +1,9 @@
 """`hyrl convert`'s conversions of Qwen3-MoE: Hugging Face directory <-> Megatron distributed
-checkpoint (the command line: hyrl.checkpoint.cli).
+checkpoint (the command line: hyrl.backends.megatron.convert_cli).
 
 Conversion runs in one process (world size 1, TP=EP=PP=1): a distributed checkpoint's keys are
 global, so it is resharded when it is loaded, and a checkpoint written at TP=1 loads at TP=2 x
-EP=2 (tests/unit/checkpoint/test_convert.py proves both directions). --tp/--ep/--pp therefore do
+EP=2 (tests/unit/backends/test_convert.py proves both directions). --tp/--ep/--pp therefore do
 not change what is written: they are checked against the architecture (so a layout that cannot
 be built is refused now, not at the first training step) and recorded as the intended layout.
 

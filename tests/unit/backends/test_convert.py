@@ -16,9 +16,9 @@ import torch
 from testpaths import HELPERS
 from torchrun_worker import run_ranks
 
+from hyrl.backends.megatron import convert_cli as cli
 from hyrl.backends.megatron.convert import hf_to_mcore, mcore_to_hf
 from hyrl.backends.megatron.model_checkpoint import load_mcore_into
-from hyrl.checkpoint import cli
 from hyrl.checkpoint.hf_io import (
     ConversionError,
     load_hf_state_dict,
