@@ -1,5 +1,5 @@
 """`hyrl eval`: mean@k accuracy and pass@k of a saved model on held-out prompts, measured as a
-run's own evaluation measures them (hyrl.evaluation.heldout), reported as JSON and markdown.
+run's own evaluation measures them (hyrl.train.heldout), reported as JSON and markdown.
 
     hyrl eval --load CKPT | --hf-checkpoint DIR [--eval-prompt-data [NAME] FILE ...]
               [--n-samples K] [--eval-temperature T] [--eval-pass-k 1,4] [--seed S]
@@ -524,7 +524,7 @@ def main(argv: list[str]) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        from hyrl.evaluation.heldout import evaluate_model
+        from hyrl.train.heldout import evaluate_model
 
         with _stdout_to_stderr():
             step_dir = Path(subject.path) if subject.kind == "checkpoint" else None

@@ -38,7 +38,6 @@ from hyrl.config import (
     engine_returns_routing,
     old_log_probs_from_update,
 )
-from hyrl.evaluation.heldout import eval_schedule, evaluate
 from hyrl.metrics import step_record
 from hyrl.metrics.progress import ProgressReport
 from hyrl.metrics.run_dir import open_run_directory
@@ -51,6 +50,7 @@ from hyrl.rollout.manager import RolloutManager
 from hyrl.train import checkpointing
 from hyrl.train.autopilot import RunAutopilot
 from hyrl.train.data_parallel import DataParallelRows, scatter_routing
+from hyrl.train.heldout import eval_schedule, evaluate
 from hyrl.train.prepare import RolloutPreparation
 from hyrl.train.step_plan import StepPlan
 from hyrl.train.stopping import (

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hyrl.evaluation.heldout import eval_schedule
 from hyrl.rollout.base import Generation, RolloutBatch
+from hyrl.train.heldout import eval_schedule
 
 
 def _batch() -> RolloutBatch:

@@ -1,4 +1,4 @@
-"""Specification of hyrl.evaluation.heldout: the unbiased pass@k estimator (Chen et al. 2021) on
+"""Specification of hyrl.train.heldout: the unbiased pass@k estimator (Chen et al. 2021) on
 hand-computed numbers, and what evaluate logs per held-out set."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from hyrl.config import parse_args, resolve
-from hyrl.evaluation.heldout import evaluate, pass_at_k
 from hyrl.rewards.pool import ScoredBatch
 from hyrl.rollout.base import Generation
+from hyrl.train.heldout import evaluate, pass_at_k
 
 
 @pytest.mark.parametrize(
