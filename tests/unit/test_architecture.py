@@ -370,6 +370,27 @@ def test_no_import_cycle_between_modules():
     assert _cycles(_module_graph(_imports(with_typing_only=False))) == []
 
 
+def _package_graph(imports: list[tuple[str, str, int]]) -> dict[str, set[str]]:
+    """hyrl's top-level packages and modules (hyrl.train, hyrl.config, ...) and which of them
+    each imports."""
+    graph: dict[str, set[str]] = {}
+    for src, dst, _ in imports:
+        if src.startswith("hyrl.") and dst.startswith("hyrl."):
+            a, b = (".".join(name.split(".")[:2]) for name in (src, dst))
+            if a != b:
+                graph.setdefault(a, set()).add(b)
+    return graph
+
+
+def test_no_two_packages_import_each_other():
+    # One level up from the modules, annotations counted too: the parts form layers (the loop
+    # uses the config, never the config the loop), so no package reaches back into one that
+    # reaches it.
+    graph = _package_graph(_imports(with_typing_only=True))
+    assert "hyrl.config" in graph["hyrl.train"]
+    assert _cycles(graph) == []
+
+
 def test_the_one_cycle_of_annotations_is_the_configs_assembly():
     # Counting the imports under `if TYPE_CHECKING:` as well, one cycle remains, by design: the
     # concerns name the config they make up (RunConfig, ResolvedConfig) in their annotations.
