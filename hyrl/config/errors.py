@@ -34,6 +34,14 @@ def _fail(name: str, value: Any, problem: str, allowed: str) -> NoReturn:
     raise ConfigError(flag_name(name), value, problem, allowed)
 
 
+def not_resolved(names: list[str]) -> ValueError:
+    """The error for a config read before `hyrl.config.resolve` filled the fields `names`."""
+    return ValueError(
+        f"RunConfig is not resolved ({', '.join(flag_name(n) for n in names)} still none): "
+        "call hyrl.config.resolve(cfg) or hyrl.config.load(argv, world_size) first"
+    )
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending: what a message offers when a size must divide n."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]

@@ -24,7 +24,7 @@ from hyrl.config.concerns.optimizer import OptimizerFlags, lr_schedule
 from hyrl.config.concerns.parallel import ParallelFlags
 from hyrl.config.concerns.rollout import RolloutFlags
 from hyrl.config.concerns.run import CheckpointFlags, RunFlags
-from hyrl.config.errors import flag_name
+from hyrl.config.errors import not_resolved
 from hyrl.config.rollout_layout import rollout_layout
 from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule
 
@@ -177,11 +177,7 @@ def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> No
     """Raise ValueError unless `cfg` is resolved (in the fields `only`, when given)."""
     names = [n for n in _unresolved(cfg) if only is None or n in only]
     if names:
-        raise ValueError(
-            f"RunConfig is not resolved ({', '.join(flag_name(n) for n in names)} "
-            "still none): call hyrl.config.resolve(cfg) or "
-            "hyrl.config.load(argv, world_size) first"
-        )
+        raise not_resolved(names)
 
 
 def _fields() -> tuple[dataclasses.Field, ...]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hyrl.config.concerns.optimizer import lr_schedule, rate_origin, resolve_rate
-from hyrl.config.errors import _fail, divisors
+from hyrl.config.errors import _fail, divisors, not_resolved
 from hyrl.config.kinds import _opt
 from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule
 
@@ -157,10 +157,8 @@ def critic_settings(c: RunConfig) -> CriticSettings | None:
         return None
     batch, micro = c.critic_global_batch_size, c.critic_micro_batch_size
     if batch is None or micro is None:
-        raise ValueError(
-            "the critic's batch sizes are not resolved (--critic-global-batch-size, "
-            "--critic-micro-batch-size still none): call hyrl.config.resolve(cfg) first"
-        )
+        names = ("critic_global_batch_size", "critic_micro_batch_size")
+        raise not_resolved([n for n in names if getattr(c, n) is None])
     return CriticSettings(batch, micro, lr_schedule(c, "critic_"))
 
 

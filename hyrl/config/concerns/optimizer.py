@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hyrl.config.errors import _fail, flag_name
+from hyrl.config.errors import _fail, flag_name, not_resolved
 from hyrl.config.kinds import _opt
 from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule, scaled_lr
 
@@ -167,21 +167,18 @@ def lr_schedule(c: RunConfig, prefix: str) -> LrSchedule:
     """The learning-rate schedule a resolved config gives the actor (prefix "") or, under gae,
     the critic ("critic_"), with its fields' resolved types. Raises ValueError when resolve
     has not filled them (a config not resolved, or the critic's under grpo)."""
-    names = ("lr", "min_lr", "lr_warmup_steps", "lr_decay_style", "lr_scaling")
-    lr, min_lr, warmup, decay, scaling = (getattr(c, prefix + n) for n in names)
+    schedule = ("lr", "min_lr", "lr_warmup_steps", "lr_decay_style", "lr_scaling")
+    names = [prefix + n for n in schedule]
+    lr, min_lr, warmup, decay, scaling = (getattr(c, n) for n in names)
     base_lr, base_batch = (
         getattr(c, prefix + "base_lr"),
         getattr(c, prefix + "base_global_batch_size"),
     )
-    if None in (lr, min_lr, warmup, decay, scaling) or (base_lr is None) != (base_batch is None):
-        missing = [flag_name(prefix + n) for n in names if getattr(c, prefix + n) is None]
-        if base_lr is not None and base_batch is None:
-            missing.append(flag_name(prefix + "base_global_batch_size"))
-        raise ValueError(
-            f"the {'critic' if prefix else 'actor'}'s learning rate is not resolved "
-            f"({', '.join(missing)} still none): call hyrl.config.resolve(cfg) first"
-            + (" (a critic exists under --advantage-estimator gae only)" if prefix else "")
-        )
+    missing = [n for n in names if getattr(c, n) is None]
+    if base_lr is not None and base_batch is None:
+        missing.append(prefix + "base_global_batch_size")
+    if missing:
+        raise not_resolved(missing)
     return LrSchedule(
         lr=lr,
         min_lr=min_lr,
