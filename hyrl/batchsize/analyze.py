@@ -52,6 +52,12 @@ from hyrl.batchsize.curves import (
     metric_curve,
     samples_to_reach,
 )
+from hyrl.batchsize.over_seeds import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_CONFIDENCE,
+    Settings,
+    over_seeds,
+)
 from hyrl.batchsize.runs import AnalysisError, Run, collect_runs, finite_or_none, load_run
 from hyrl.batchsize.seeds import group_name, run_seed, seed_groups, seed_references
 from hyrl.metrics.run_dir import number as _num
@@ -75,6 +81,7 @@ __all__ = [
 ]
 
 DEFAULT_TOLERANCE = 0.2
+BOOTSTRAP_RANGE = (100, 100_000)  # --bootstrap: fewer resamples make 5% quantiles coarse
 
 
 def _finite(value) -> bool:
@@ -188,10 +195,14 @@ def analyze(
     reference: str | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
     n_levels: int = DEFAULT_LEVELS,
+    n_boot: int = DEFAULT_BOOTSTRAP,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> dict:
     """Analyse runs against `target` = (metric, value). `paths`: run directories, sweep
     directories or `Run`s. The reference defaults to sweep.json's, else the run with the fewest
-    responses per optimizer step. Returns a JSON-safe dict (see the module docstring)."""
+    responses per optimizer step. Returns a JSON-safe dict (see the module docstring); with
+    more than one seed of some member, its "over_seeds" holds the seed-aware statistics and
+    verdicts of `hyrl.batchsize.over_seeds` (`n_boot` resamples, `confidence`)."""
     metric, value = target
     value = _num(value)
     if not isinstance(metric, str) or not metric or not math.isfinite(value):
@@ -202,6 +213,20 @@ def analyze(
         )
     if not isinstance(n_levels, int) or n_levels < 1:
         raise AnalysisError(f"n_levels {n_levels!r}: must be an integer >= 1")
+    low, high = BOOTSTRAP_RANGE
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or not low <= n_boot <= high:
+        raise AnalysisError(
+            f"--bootstrap {n_boot!r}: must be an integer from {low} to {high} (resamples of "
+            "the seeds)"
+        )
+    if not (
+        isinstance(confidence, (int, float))
+        and not isinstance(confidence, bool)
+        and 0.5 < confidence < 1
+    ):
+        raise AnalysisError(
+            f"--confidence {confidence!r}: must be a number above 0.5 and below 1 (e.g. 0.9)"
+        )
     runs, sweep_reference, notes = collect_runs(paths)
     if not runs:
         raise AnalysisError("PATH: no run directories given")
@@ -344,6 +369,21 @@ def analyze(
                 f"{r['name']} is aligned on the levels it reached but never reached "
                 f"the target (best {r['best_value']})"
             )
+    seeded = over_seeds(
+        runs,
+        rows,
+        ref_name,
+        Settings(
+            metric=metric,
+            target=value,
+            start_value=start_value,
+            higher_is_better=higher,
+            levels=tuple(levels),
+            tolerance=tolerance,
+            n_boot=n_boot,
+            confidence=confidence,
+        ),
+    )
     return json_safe(
         {
             "reference": ref_name,
@@ -363,6 +403,7 @@ def analyze(
             "critical_batch_run": critical["name"] if critical else None,
             "unreached": unreached,
             "runs": rows,
+            **({"over_seeds": seeded} if seeded is not None else {}),
             "notes": notes,
         }
     )

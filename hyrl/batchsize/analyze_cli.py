@@ -9,7 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hyrl.batchsize.analyze import AnalysisError, analyze, collect_runs, parse_target
+from hyrl.batchsize.analyze import (
+    BOOTSTRAP_RANGE,
+    AnalysisError,
+    analyze,
+    collect_runs,
+    parse_target,
+)
+from hyrl.batchsize.over_seeds import DEFAULT_BOOTSTRAP, DEFAULT_CONFIDENCE
 from hyrl.config.parser import parse_or_exit_code
 
 
@@ -18,7 +25,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="hyrl analyze",
         description="Samples, throughput and time to a validation target; "
-        "alignment against a reference run; critical batch; fastest valid run.",
+        "alignment against a reference run; critical batch; fastest valid run; with several "
+        "seeds per member, seed-mean curves and bootstrapped verdicts.",
     )
     parser.add_argument(
         "paths",
@@ -39,7 +47,24 @@ def main(argv: list[str]) -> int:
         "--tolerance",
         type=float,
         default=0.2,
-        help="alignment band: samples ratios within 1 +/- this (default 0.2)",
+        help="alignment band: samples ratios within 1 +/- this (default 0.2); over seeds, the "
+        "floor of the material margin tau",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=DEFAULT_BOOTSTRAP,
+        metavar="N",
+        help="resamples of the seeds for the verdicts over seeds, from "
+        f"{BOOTSTRAP_RANGE[0]} to {BOOTSTRAP_RANGE[1]} (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=DEFAULT_CONFIDENCE,
+        metavar="C",
+        help="share of seed bootstraps a verdict over seeds needs, above 0.5 and below 1 "
+        f"(default {DEFAULT_CONFIDENCE})",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="where the report goes")
     args = parse_or_exit_code(parser, argv)
@@ -50,7 +75,14 @@ def main(argv: list[str]) -> int:
     try:
         target = parse_target(args.target)
         runs, sweep_reference, notes = collect_runs(args.paths)
-        result = analyze(runs, target, args.reference or sweep_reference, args.tolerance)
+        result = analyze(
+            runs,
+            target,
+            args.reference or sweep_reference,
+            args.tolerance,
+            n_boot=args.bootstrap,
+            confidence=args.confidence,
+        )
         result["notes"] = notes + result["notes"]
     except AnalysisError as err:
         print(f"hyrl analyze: error: {err}", file=sys.stderr)

@@ -3,7 +3,8 @@
 Plots: the metric against cumulative samples (the invariance picture), against wall-clock and
 against optimizer steps, each with the target as a horizontal line, and the share of each loop
 stage per run. Runs are labelled by name and B (responses per optimizer step); the reference is
-drawn thicker, runs that are not aligned dashed.
+drawn thicker, runs that are not aligned dashed. With several seeds per member, the "Over
+seeds" section and the seed-mean plots come from `hyrl.batchsize.report_seeds`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from pathlib import Path
 
 from hyrl.batchsize.curves import metric_curve
+from hyrl.batchsize.report_seeds import SINGLE_SEED, over_seeds_section, plot_seed_means
 from hyrl.batchsize.runs import Run
 
 # --- formatting ------------------------------------------------------------------------------
@@ -154,6 +156,9 @@ def reading(result: dict) -> str:
                 f"{format_duration(row['time_to_target_s'])} against "
                 f"{format_duration(pair['time_to_target_s'])} for {against}, {change}."
             )
+    seeded = result.get("over_seeds")
+    if seeded:
+        parts.append(f"Over seeds, the verdict to act on: {seeded['fastest_sentence']}.")
     return " ".join(parts)
 
 
@@ -171,6 +176,8 @@ def render_markdown(result: dict, plots: list[str]) -> str:
         f"- fastest valid run: **{result['fastest_valid'] or 'none'}**",
         f"- fastest run to reach the target, aligned or not: {_fastest_reached(result)}",
         f"- never reached the target: {', '.join(result['unreached']) or 'none'}",
+        "- over seeds: "
+        + (result["over_seeds"]["fastest_sentence"] if result.get("over_seeds") else SINGLE_SEED),
         "",
         "| run | P | B | lr | S (samples) | R (resp/s) | T | staleness | S ratio | R ratio | "
         "T ratio | T ratio predicted | aligned |",
@@ -188,8 +195,10 @@ def render_markdown(result: dict, plots: list[str]) -> str:
             f"{_x(r['throughput_ratio'])} | {_x(r['time_ratio'])} | "
             f"{_x(r['predicted_time_ratio'])} | {'yes' if r['aligned'] else 'no'} |"
         )
+    if result.get("over_seeds"):
+        lines += ["", *over_seeds_section(result["over_seeds"])]
     if result.get("groups"):
-        lines += ["", *over_seeds(result)]
+        lines += ["", *per_seed_table(result)]
     lines += ["", "## Reading", "", reading(result), "", "## Alignment", ""]
     for r in result["runs"]:
         lines.append(
@@ -226,15 +235,17 @@ def _of_seeds(k: int, n: int) -> str:
     return "" if k == n else f" ({k} of {n} seeds)"
 
 
-def over_seeds(result: dict) -> list[str]:
-    """The '## Over seeds' section: each member's median and range over seeds of the ratios to
-    the same seed's reference, and the verdicts taken over seeds."""
+def per_seed_table(result: dict) -> list[str]:
+    """The '### Per seed' table: each member's median and range over seeds of the single-run
+    ratios to the same seed's reference (`hyrl.batchsize.seeds`). The verdicts over seeds are
+    the "Over seeds" section's (`report_seeds`), not drawn from these medians."""
     lines = [
-        "## Over seeds",
+        "### Per seed: single-run ratios to the same seed's reference",
         "",
         "Ratios are to the reference run of the same seed; median over seeds, with the range "
         "(min to max) in brackets. A seed that never reached the target counts as never; a "
-        "seed whose run reached it but whose reference did not has no ratio.",
+        "seed whose run reached it but whose reference did not has no ratio. The verdicts are "
+        "the seed-mean statistics' above.",
         "",
         "| member | B | lr | seeds | reached | aligned | S ratio | R ratio | T ratio | median T |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
@@ -252,21 +263,6 @@ def over_seeds(result: dict) -> list[str]:
             f"{_of_seeds(g.get('time_ratio_seeds', n), n)} | "
             f"{format_duration(g['time_to_target_s_median'])} |"
         )
-    valid, reached = result.get("fastest_valid_group"), result.get("fastest_reached_group")
-    lines += [
-        "",
-        f"- fastest valid member over seeds (aligned and reached on most seeds, least median "
-        f"T): **{valid or 'none'}**",
-        f"- fastest member to reach the target over seeds, aligned or not: {reached or 'none'}",
-    ]
-    within = result.get("within_spread") or []
-    if valid and within:
-        lines.append(
-            f"- within the seed spread of {valid}: {', '.join(within)}: their T ratio ranges "
-            "overlap, so the verdict between them rests on noise"
-        )
-    elif valid:
-        lines.append(f"- no other member's T ratio range overlaps {valid}'s")
     return lines
 
 
@@ -363,7 +359,7 @@ def _plots(result: dict, runs: list[Run], out: Path) -> list[Path]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
-    return written
+    return written + plot_seed_means(result, out)
 
 
 def write_report(result: dict, runs: list[Run], out_dir) -> list[Path]:
@@ -406,15 +402,11 @@ def print_summary(result: dict, written: list[Path], file=None) -> None:
         f"fastest valid: {result['fastest_valid'] or 'none'}   "
         f"fastest reached: {_fastest_reached(result)}"
     )
-    if result.get("groups"):
-        console.print(
-            f"over seeds: fastest valid {result.get('fastest_valid_group') or 'none'}, "
-            f"fastest reached {result.get('fastest_reached_group') or 'none'}"
-            + (
-                f", within its seed spread: {', '.join(result['within_spread'])}"
-                if result.get("within_spread")
-                else ""
-            )
-        )
+    seeded = result.get("over_seeds")
+    if seeded:
+        for line in seeded["verdicts"]:
+            console.print(f"over seeds: {line}", highlight=False)
+    else:
+        console.print(f"over seeds: {SINGLE_SEED}", highlight=False)
     for p in written:
         console.print(f"wrote {p}", highlight=False, soft_wrap=True)

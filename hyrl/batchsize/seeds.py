@@ -16,6 +16,8 @@ a member sits next to its own seed's reference. The analysis pairs them and give
   fastest reached group the least median T whether aligned or not. A group whose T ratio
   range overlaps the fastest valid group's is "within the seed spread" of it: the verdict
   between them rests on noise.
+  These medians and ranges stay in report.json and the report's per-seed table; the report's
+  verdicts over seeds come from the seed-mean curves of `hyrl.batchsize.over_seeds`.
 
 Pure: reads `Run`s and the analysis rows only.
 """
