@@ -13,11 +13,18 @@ reference's however small its noise scale. So after predicting, tune measures:
 2. The recommendation and its next larger candidate (`members`; x2 when the recommendation is
    x1), each from the same start and seed, for at most SLACK x S_half responses, also stopped
    at the level.
-3. `hyrl analyze` of the three against the level: a candidate is kept when it reached the level
-   and its curve is aligned with the reference's (the analysis's tolerance); otherwise it is
-   rejected with the analysis's reason, and so is every larger candidate (a larger batch under
-   the same rule departs further). The recommendation is then the least predicted time among
-   the candidates left: predicted, then measured.
+3. `hyrl analyze` of the three against the level, then a one-sided verdict (`verdicts`): a
+   candidate is rejected when it did not reach the level, or when it needs materially *more*
+   samples than the reference: its per-level samples ratios r (run / reference, the analysis's
+   `alignment_ratios`) with the takeoff weighted down (`weighted_samples_ratio`)
+       w = (level_i - start) / (level - start),   ratio = exp(sum w log r / sum w)
+   above 1 + tolerance (the analysis's, default 0.2), or its ratio at the level alone above
+   1 + 2 x tolerance (a curve that ends far behind). A candidate that needs fewer samples is
+   never rejected: learning faster per sample costs no time. A rejected candidate takes every
+   larger one with it (a larger batch under the same rule departs further). The
+   recommendation is then the least predicted time among the candidates left: predicted,
+   then measured. The analysis's two-sided `aligned` flag (every ratio within 1 +/- tolerance)
+   is kept in each row for reference, but no longer decides.
 
 Cost: the reference to halfway, and two candidates to at most SLACK x that: about a third of one
 sweep member's budget each on a task whose target takes the whole budget.
@@ -35,6 +42,7 @@ from hyrl.batchsize.tune.members import run_member
 from hyrl.batchsize.tune.plan import TuneError, TunePlan, align_args, align_plan
 
 SLACK = 1.5  # a candidate may use this many times the reference's samples to the level
+_EPS = 1e-9  # slack on the thresholds against float round-off
 
 
 class AlignCheckError(ValueError):
@@ -76,25 +84,106 @@ def budget_steps(samples_to_level: float, responses_per_rollout: int) -> int:
     return max(1, math.ceil(SLACK * samples_to_level / responses_per_rollout))
 
 
+def _weighted_terms(
+    ratios: Sequence[Mapping[str, float]], start: float, level: float
+) -> list[tuple[float, float]]:
+    """(w, r) of each usable level: w = (level_i - start) / (level - start) > 0 and r a finite,
+    positive ratio."""
+    span = level - start
+    if span == 0 or not math.isfinite(span):
+        raise ValueError(f"level {level!r} must differ from start {start!r}, both finite")
+    terms = []
+    for item in ratios:
+        lv, r = finite_or_none(item.get("level")), finite_or_none(item.get("ratio"))
+        if lv is None or r is None or r <= 0:
+            continue
+        w = (lv - start) / span
+        if w > 0:
+            terms.append((w, r))
+    return terms
+
+
+def weighted_samples_ratio(
+    ratios: Sequence[Mapping[str, float]], start: float, level: float
+) -> float | None:
+    """A curve's samples ratio (run / reference) with the takeoff weighted down: over the
+    levels level_i both curves reached, each with its ratio r_i (`ratios`: an analysis row's
+    `alignment_ratios`, each {"level", "ratio"}),
+
+        w_i = (level_i - start) / (level - start)
+        ratio = exp( sum_i w_i log r_i / sum_i w_i )
+
+    a weighted geometric mean: a level near the start (the takeoff, where a few evaluations'
+    noise moves the ratio most) counts little, the check's level counts 1. It works for a
+    falling metric too (both differences negative). Levels at or behind the start (w <= 0) and
+    ratios that are not finite and positive are left out; None when no level is left.
+    ValueError when level equals start."""
+    terms = _weighted_terms(ratios, start, level)
+    if not terms:
+        return None
+    return math.exp(sum(w * math.log(r) for w, r in terms) / sum(w for w, _ in terms))
+
+
+def verdict(
+    row: Mapping, start: float, at: float, tolerance: float
+) -> tuple[bool, str, float | None]:
+    """(kept, reason, weighted ratio) of one candidate's analysis row against the reference at
+    the check's level `at` (start: the reference's starting value). Rejected when it did not
+    reach the level, when `weighted_samples_ratio` > 1 + tolerance, or when its samples ratio
+    at the level alone > 1 + 2 x tolerance; a ratio below 1 never rejects."""
+    ratios = row.get("alignment_ratios") or []
+    curve = weighted_samples_ratio(ratios, start, at)
+    if not row["reached"]:
+        return (
+            False,
+            f"did not reach the level within {SLACK:g}x the reference's samples (best "
+            f"{row['best_value']})",
+            curve,
+        )
+    if curve is None:
+        return (
+            False,
+            f"no level in common with the reference to compare: {row.get('alignment_reason')}",
+            None,
+        )
+    n = len(_weighted_terms(ratios, start, at))
+    at_level = finite_or_none(row.get("samples_ratio"))
+    if curve > 1 + tolerance + _EPS:
+        return (
+            False,
+            f"needs {curve:.2f}x the reference's samples (weighted; more than 1 + {tolerance:g})",
+            curve,
+        )
+    if at_level is not None and at_level > 1 + 2 * tolerance + _EPS:
+        return (
+            False,
+            f"needs {at_level:.2f}x the reference's samples at the level (more than "
+            f"1 + 2 x {tolerance:g}; {curve:.2f}x weighted over {n} levels)",
+            curve,
+        )
+    return (
+        True,
+        f"needs {curve:.2f}x the reference's samples (weighted over {n} levels; fewer is "
+        "never rejected)",
+        curve,
+    )
+
+
 def verdicts(analysis: Mapping, names: Mapping[str, int]) -> tuple[list[dict], int | None]:
-    """(one row per candidate: mult, name, reached, aligned, samples and time ratios, verdict,
-    reason), and the smallest rejected multiplier (every candidate from it up is rejected;
-    None when both were kept)."""
+    """(one row per candidate: mult, name, reached, aligned (the analysis's two-sided flag,
+    informative only), samples and time ratios, the weighted samples ratio, verdict, reason),
+    and the smallest rejected multiplier (every candidate from it up is rejected; None when
+    all were kept). The verdict is `verdict`'s, at the analysis's target (the check's level),
+    start value and tolerance."""
+    start = float(analysis["start_value"])
+    at = float(analysis["target"]["value"])
+    tolerance = float(analysis["tolerance"])
     rows = []
     for r in analysis["runs"]:
         m = names.get(r["name"])
         if m is None or m == 1:
             continue
-        ok = bool(r["reached"]) and bool(r["aligned"])
-        if not r["reached"]:
-            why = (
-                f"did not reach the level within {SLACK:g}x the reference's samples (best "
-                f"{r['best_value']})"
-            )
-        elif not r["aligned"]:
-            why = f"its curve departs from the reference's: {r['alignment_reason']}"
-        else:
-            why = "aligned and reached the level"
+        ok, why, curve = verdict(r, start, at, tolerance)
         rows.append(
             {
                 "mult": m,
@@ -102,6 +191,7 @@ def verdicts(analysis: Mapping, names: Mapping[str, int]) -> tuple[list[dict], i
                 "reached": r["reached"],
                 "aligned": r["aligned"],
                 "samples_ratio": r["samples_ratio"],
+                "weighted_samples_ratio": curve,
                 "time_ratio": r["time_ratio"],
                 "verdict": "kept" if ok else "rejected",
                 "reason": why,
@@ -114,7 +204,8 @@ def verdicts(analysis: Mapping, names: Mapping[str, int]) -> tuple[list[dict], i
 
 def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
     """The check's runs: the reference to the level, then the recommendation and its larger
-    neighbour, analysed against the reference at the level (`verdicts`)."""
+    neighbour, analysed against the reference at the level and judged one-sided
+    (`verdicts`)."""
     metric, target = parse_target(str(plan.config["target"]))
     try:
         start = start_value(load_run(pass1).records, metric)
@@ -154,7 +245,10 @@ def run_align_check(plan: TunePlan, report: dict, pass1: Path, console) -> dict:
         analysis = analyze(list(dirs.values()), (metric, at), reference=ref_dir.name)
     except AnalysisError as err:
         raise TuneError(f"align check: {err}") from None
-    rows, rejected_from = verdicts(analysis, {d.name: m for m, d in dirs.items()})
+    try:
+        rows, rejected_from = verdicts(analysis, {d.name: m for m, d in dirs.items()})
+    except ValueError as err:  # the reference's first evaluation already at the level
+        raise TuneError(f"align check: {err}; allowed: --align-check off") from None
     return {
         "dir": str(out),
         "metric": metric,

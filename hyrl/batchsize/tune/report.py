@@ -87,6 +87,7 @@ def align_lines(report: dict) -> list[str]:
     check = report.get("align_check")
     if not check:
         return []
+    tol = check["tolerance"]
     lines = [
         "",
         "## Alignment check (predicted, then measured)",
@@ -95,15 +96,21 @@ def align_lines(report: dict) -> list[str]:
         f"({check['fraction']:g} of the way from its start {check['start']:.4g} to the "
         f"target), after {check['reference_samples_to_level']:,.0f} responses; each candidate "
         "below ran from the same start and seed, stopped at that level, and was compared with "
-        f"it against samples (tolerance 1 +/- {check['tolerance']:g}).",
+        "it against samples, one-sided: rejected when it did not reach the level, when it needs "
+        f"more than 1 + {tol:g} times the reference's samples over the levels (the geometric "
+        "mean of the per-level ratios weighted by w = (level - start) / (check's level - start), "
+        f"so the takeoff counts little), or more than 1 + {2 * tol:g} at the level alone. "
+        "Needing fewer samples is never rejected: it costs no time.",
         "",
-        "| candidate | verdict | S ratio to the level | T ratio to the level | why |",
-        "|---|---|---:|---:|---|",
+        "| candidate | verdict | S ratio, weighted | S ratio to the level | T ratio to the level "
+        "| why |",
+        "|---|---|---:|---:|---:|---|",
     ]
     for r in check["rows"]:
         lines.append(
-            f"| x{r['mult']} ({r['name']}) | {r['verdict']} | {_x(r['samples_ratio'])} | "
-            f"{_x(r['time_ratio'])} | {r['reason']} |"
+            f"| x{r['mult']} ({r['name']}) | {r['verdict']} | "
+            f"{_x(r.get('weighted_samples_ratio'))} | {_x(r['samples_ratio'])} | "
+            f"{_x(r['time_ratio'])} | {r['verdict']}: {r['reason']} |"
         )
     predicted = report.get("predicted_recommendation")
     if predicted is not None:
