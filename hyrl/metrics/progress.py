@@ -15,7 +15,9 @@ from datetime import timedelta
 from typing import Any, TextIO
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """Seconds as H:MM:SS, rounded to the second (negative: 0:00:00); also the studies' clock
+    (hyrl.batchsize.sweep.progress)."""
     return str(timedelta(seconds=round(max(0.0, seconds))))
 
 
@@ -145,6 +147,6 @@ class ProgressReport:
         parts.append(f"step {step_s:.2f} s")
         if step_s > 0:
             parts.append(f"{made / step_s:.1f} resp/s")
-        parts.append(f"ETA {_clock(eta)}")
+        parts.append(f"ETA {clock(eta)}")
         print("hyrl: " + " | ".join(parts), file=self.out, flush=True)
         self._last_line = time.perf_counter()

@@ -87,7 +87,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--max-parallel", default="1", metavar="N", help="members running at once (default 1)"
     )
-    parser.add_argument("--no-progress", action="store_true", help="no live progress display")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress: neither the live display (on a terminal) nor the flushed line as "
+        "each member starts and ends, with its result and an ETA (off a terminal)",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",

@@ -22,17 +22,19 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    and prints each member's resolved values and appended flags (`dry_run_lines`).
 4. Run: up to --max-parallel members at once, `bash RECIPE EXTRA... MEMBER FLAGS`, output to
    DIR/NAME.log, environment inherited. sweep.json is rewritten atomically before the launch
-   and whenever a member starts or ends.
+   and whenever a member starts or ends. On a terminal a rich display shows the members; off
+   one (a log file, a pipe) a flushed line as each member starts and ends, with its result
+   and the sweep's ETA (`hyrl.batchsize.sweep.progress`).
 5. Resume: a member whose run directory holds summary.json (written at the end of every run) is
    done and skipped. A member directory without it (an interrupted or failed run) is renamed to
    NAME.incomplete-<UTC time> (never deleted) and the member runs again, as do failed members.
    A sweep.json written with other arguments is refused.
 
 One concern per module: `plan` (arguments, members), `probe` (the recipe's dry
-runs), `record` (sweep.json and the member directories), this one (checking, running
-the members and the summary). Only the standard library, `hyrl.config`, `hyrl.metrics.run_dir`
-and `hyrl.config.recipe_dry_run` (standard library only) and rich are imported: the trainer is
-reached through the recipe, as a subprocess.
+runs), `record` (sweep.json and the member directories), `progress` (the lines off a
+terminal), this one (checking, running the members and the summary). Only the standard
+library, `hyrl.config`, `hyrl.metrics.run_dir` and `hyrl.metrics.progress` (standard library
+only) and rich are imported: the trainer is reached through the recipe, as a subprocess.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from hyrl.batchsize.sweep.plan import (
     positive_int,
 )
 from hyrl.batchsize.sweep.probe import base_from_config, probe, validate_members
+from hyrl.batchsize.sweep.progress import RunsProgress, StudyLog, run_result, samples_text
 from hyrl.batchsize.sweep.record import (
     check_same_sweep,
     is_done,
@@ -147,7 +150,8 @@ class _Display:
             self.progress.start_task(self.tasks[name])
             self.progress.update(self.tasks[name], status="running")
 
-    def finished(self, member: dict, members: list[dict]) -> None:
+    def finished(self, member: dict, members: list[dict], eta: str = "") -> None:
+        """A member ended; eta: the sweep's ETA text, shown beside the counts."""
         if self.progress is None:
             return
         task = self.tasks[member["name"]]
@@ -161,7 +165,7 @@ class _Display:
         self.progress.update(
             self.overall,
             completed=len(ended),
-            status=f"{len(ended) - failed} done, {failed} failed",
+            status=f"{len(ended) - failed} done, {failed} failed" + (f", {eta}" if eta else ""),
         )
 
 
@@ -328,16 +332,28 @@ def run_sweep(
     console=None,
     show_progress: bool = True,
     poll_s: float = 0.2,
+    study_log: StudyLog | None = None,
+    label: str = "",
 ) -> dict:
     """Probe, plan, validate and run a sweep into `out_dir`; returns sweep.json's content.
 
-    `seeds` None = the recipe's own seed. `env` None = this process's environment (NPROC, PYTHON,
-    CUDA_VISIBLE_DEVICES... reach the recipe unchanged). A member that exits non-zero is marked
-    failed and the others go on; the caller decides the exit code (see `failed_members`).
+    Progress (unless `show_progress` is False): on a terminal `console` (None: a new one)
+    shows a rich display; off one a flushed line as each member starts and ends, to
+    `study_log` (None: a "hyrl sweep" log on the console's file; `hyrl tune` passes its own,
+    with `label`, the step, before each member's place). `seeds` None = the recipe's own seed.
+    `env` None = this process's environment (NPROC, PYTHON, CUDA_VISIBLE_DEVICES... reach the
+    recipe unchanged). A member that exits non-zero is marked failed and the others go on;
+    the caller decides the exit code (see `failed_members`).
     Raises SweepError (nothing launched) for a bad argument, a failing probe, a member the
     recipe rejects in a dry run, or an --out holding another sweep. On KeyboardInterrupt the
     running members are stopped, recorded as pending again, and the interrupt is re-raised.
     """
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
+    if study_log is None:  # its clock starts here: the checks count in the study's time
+        study_log = StudyLog.for_console("hyrl sweep", console, show_progress)
     checked = check_sweep(
         recipe,
         out_dir,
@@ -380,13 +396,26 @@ def run_sweep(
         # Members running side by side must not share a rendezvous port; the launcher picks a
         # free one when MASTER_PORT is unset.
         env.pop("MASTER_PORT")
-    if console is None:
-        from rich.console import Console
-
-        console = Console()
+    budgets = {m["name"]: member_budget(m, cfg) for m, cfg in zip(members, checked.resolved)}
+    lines = RunsProgress(
+        study_log,
+        [(m["name"], budgets.get(m["name"])) for m in members],
+        checked.max_parallel,
+        label,
+    )
+    study_log.line(
+        (f"{label}: " if label else "")
+        + f"{len(members)} member(s) planned and dry-run ({study_log.elapsed_text()}); "
+        f"{sum(m['status'] != 'done' for m in members)} to run, at most "
+        f"{checked.max_parallel} at a time, into {out}"
+    )
+    for m in members:
+        if m["status"] == "done":
+            lines.skipped(m["name"], run_result(out / m["run_dir"]), m.get("wall_s"))
     queue = [m for m in members if m["status"] != "done"]
     running: dict[str, tuple[dict, subprocess.Popen, TextIO, float]] = {}
-    with _Display(members, console, show_progress) as display, _signals_interrupt():
+    live = show_progress and bool(console.is_terminal)  # off a terminal: the lines instead
+    with _Display(members, console, live) as display, _signals_interrupt():
         try:
             while queue or running:
                 while queue and len(running) < checked.max_parallel:
@@ -395,6 +424,7 @@ def run_sweep(
                     running[m["name"]] = (m, proc, log, time.monotonic())
                     m.update(status="running", returncode=None, wall_s=None)
                     display.started(m["name"])
+                    lines.started(m["name"], member_details(m, budgets.get(m["name"])))
                     write_sweep_json(out, sweep)
                 for name in list(running):
                     m, proc, log, t0 = running[name]
@@ -414,7 +444,8 @@ def run_sweep(
                             "exited 0 but did not finish (no summary.json, or its "
                             '"ended" says preempted)'
                         )
-                    display.finished(m, members)
+                    lines.ended(m["name"], ok, member_result(out, m), m["wall_s"])
+                    display.finished(m, members, lines.eta_text())
                     write_sweep_json(out, sweep)
                 if running:
                     time.sleep(poll_s)
@@ -426,6 +457,36 @@ def run_sweep(
             write_sweep_json(out, sweep)
             raise
     return sweep
+
+
+def member_budget(member: dict, config: dict | None) -> int | None:
+    """A member's samples: its rollout steps (the sweep's, else the recipe's resolved
+    --num-steps) x the responses of its rollout step; None when neither is known."""
+    steps = member.get("num_steps")
+    if steps is None and config is not None:
+        steps = config.get("num_steps")
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        return None
+    return steps * int(member["responses_per_rollout"])
+
+
+def member_details(member: dict, budget: float | None) -> str:
+    """What a started member is: 'B=256, lr 4.24e-04, 128,000 samples'."""
+    text = f"B={member['responses_per_step']}, lr {member['lr']:.2e}"
+    if member.get("fixed_lr_control"):
+        text += " (fixed-lr control)"
+    return text + ("" if budget is None else f", {samples_text(budget)} samples")
+
+
+def member_result(out_dir: Path, member: dict) -> str:
+    """An ended member's result: `run_result` of its run directory when it finished, else
+    'failed (exit 1, log: PATH)'."""
+    if member["status"] == "done":
+        return run_result(out_dir / member["run_dir"])
+    why = f"exit {member['returncode']}"
+    if member.get("error"):
+        why += ", but it did not finish"
+    return f"failed ({why}, log: {out_dir / member['log']})"
 
 
 # The resolved values a dry run prints per member: the planned numbers, then the layout.

@@ -102,7 +102,12 @@ def main(argv: list[str]) -> int:
         help=f"how far towards the target the check runs, from the start (0 < F < 1; default "
         f"{DEFAULT_FRACTION})",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no live progress display")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress: neither the live display (on a terminal) nor the flushed line as "
+        "each run starts and ends, with its result and an ETA (off a terminal)",
+    )
     args = parse_or_exit_code(parser, argv)
     if isinstance(args, int):
         return args

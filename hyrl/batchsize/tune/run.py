@@ -23,6 +23,13 @@ Steps, each one a directory under --out (re-running the same command skips a fin
    `hyrl analyze`; the report gains a "predicted vs measured" table
    (`hyrl.batchsize.tune.verify`).
 
+Progress: on a terminal a header per step and a spinner per run; off one (a log file, a pipe)
+also a flushed line as each step and each run starts and ends, with what it measured (the run's
+result from its summary.json, the profile's responses/s), the tune's elapsed time and, for the
+runs with a sample budget (pass 1, the probes, verify), an ETA of their step from the seconds
+per sample of its runs done so far (hyrl.batchsize.sweep.progress). The alignment check's runs
+stop at a level, so they get no ETA.
+
 Reads and writes run directories and config.json only, through `hyrl sweep` (which launches
 the recipe as a subprocess) and `hyrl.batchsize.runs`; the profile is `python -m hyrl
 profile-rollout`, also a subprocess. No torch here.
@@ -32,21 +39,45 @@ from __future__ import annotations
 
 import time
 
+from hyrl.batchsize.sweep.progress import StudyLog, duration
+from hyrl.batchsize.sweep.run import member_budget
+from hyrl.batchsize.tune import align
 from hyrl.batchsize.tune.align import run_align_check
-from hyrl.batchsize.tune.members import member_dirs, run_probes, run_profile, run_sweep_step
-from hyrl.batchsize.tune.plan import TunePlan
+from hyrl.batchsize.tune.members import (
+    member_dirs,
+    reporting,
+    run_probes,
+    run_profile,
+    run_sweep_step,
+    step_runs,
+)
+from hyrl.batchsize.tune.plan import TunePlan, align_plan
 from hyrl.batchsize.tune.prediction import predict_report
 from hyrl.batchsize.tune.verify import run_verify
 
 
 def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     """Steps 1 to 5 (after `check_tune`); returns report.json's content, also written (the
-    prediction once before the alignment check, so a failed check keeps it)."""
+    prediction once before the alignment check, so a failed check keeps it). Progress as
+    the module says (`show_progress` False: none but the steps' headers)."""
     from rich.console import Console
 
+    console = console or Console()
+    log = StudyLog.for_console("hyrl tune", console, show_progress, scope="tune")
+    with reporting(log):
+        return _run_steps(plan, console, show_progress, log)
+
+
+def _step_done(log: StudyLog, step: str, began: float) -> float:
+    """The line that ends a step; its seconds."""
+    seconds = time.monotonic() - began
+    log.line(f"{step} done in {duration(seconds)} | {log.elapsed_text()}")
+    return seconds
+
+
+def _run_steps(plan: TunePlan, console, show_progress: bool, log: StudyLog) -> dict:
     from hyrl.batchsize.tune.report import write_report
 
-    console = console or Console()
     plan.out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t0 = time.monotonic()
@@ -54,26 +85,35 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
     pass1_dir = run_sweep_step(
         plan, "pass1", [1], plan.budget_samples, plan.extra_args, console, show_progress
     )
-    timings["pass1_s"] = time.monotonic() - t0
+    timings["pass1_s"] = _step_done(log, "pass 1", t0)
     t = time.monotonic()
     profile = run_profile(plan, console)
     timings["profile_s"] = time.monotonic() - t
     t = time.monotonic()
     console.print(f"[bold]pass 2[/]: update probes, {plan.probe_steps} steps per candidate")
     probes = run_probes(plan, console)
-    timings["probes_s"] = time.monotonic() - t
+    timings["probes_s"] = _step_done(log, "pass 2 (probes)", t)
     pass1 = member_dirs(pass1_dir)[1]
     report = predict_report(plan, pass1, profile, probes)
     # the prediction on disk before the runs that check it: a check that fails keeps it
     report["timings_s"] = dict(timings)
     write_report(report, plan.out)
+    rec = report["recommendation"]
+    log.line(
+        f"prediction: x{rec['mult']} (B = {rec['responses_per_step']}), time to the target "
+        f"{rec['time_ratio']:.3g} x the reference's | {log.elapsed_text()}"
+    )
     if plan.align_check:
         t = time.monotonic()
         console.print(
             f"[bold]align check[/]: x{report['recommendation']['mult']} and its larger "
             "neighbour against the reference"
         )
-        check = run_align_check(plan, report, pass1, console)
+        planned = align_plan(plan, [1, *align.members(plan.mults, int(rec["mult"]))])
+        # the reference runs to a level, the others to a budget set by it: no ETA
+        runs = [(m["name"], member_budget(m, None)) for m in planned]
+        with step_runs("align check", runs, eta=False):
+            check = run_align_check(plan, report, pass1, console)
         rejected = check["rejected_from"]
         if rejected is not None and rejected <= report["recommendation"]["mult"]:
             # predicted, then measured: the recommendation itself was rejected
@@ -81,12 +121,14 @@ def run_tune(plan: TunePlan, console=None, show_progress: bool = True) -> dict:
             report = predict_report(plan, pass1, profile, probes, check["rejected_from"])
             report["predicted_recommendation"] = predicted
         report["align_check"] = check
-        timings["align_check_s"] = time.monotonic() - t
+        timings["align_check_s"] = _step_done(
+            log, f"align check (rejected from x{rejected})" if rejected else "align check", t
+        )
     if plan.verify:
         t = time.monotonic()
         console.print(f"[bold]verify[/]: {plan.verify_samples} responses per member")
         report["verify"] = run_verify(plan, report, console, show_progress)
-        timings["verify_s"] = time.monotonic() - t
+        timings["verify_s"] = _step_done(log, "verify", t)
     timings["total_s"] = time.monotonic() - t0
     report["timings_s"] = timings
     report["files"] = [str(p.name) for p in write_report(report, plan.out)]

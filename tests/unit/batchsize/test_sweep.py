@@ -12,8 +12,11 @@ import io
 import json
 import math
 import os
+import queue
+import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -99,6 +102,10 @@ if os.environ.get("FAKE_SLEEP"):
         f.write(str(os.getpid()))
     import time
     time.sleep(float(os.environ["FAKE_SLEEP"]))
+if os.environ.get("FAKE_WAIT_FOR"):  # hold the run until the test creates this file
+    import time
+    while not os.path.exists(os.environ["FAKE_WAIT_FOR"]):
+        time.sleep(0.02)
 fail = str(B) == os.environ.get("FAKE_FAIL_B")
 with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
     for step in (1, 2)[: 1 if fail else 2]:
@@ -108,8 +115,14 @@ print(f"training {run_dir}")
 if fail:
     print("boom: simulated crash", file=sys.stderr)
     sys.exit(3)
+summary = {"steps": 2, "samples": 2 * P * G}
+if os.environ.get("FAKE_TARGET"):  # eval/accuracy=V: reached at step 1 (0.2) or 2 (0.4), or not
+    value = float(os.environ["FAKE_TARGET"].split("=")[1])
+    step = next((s for s in (1, 2) if 0.2 * s >= value), None)
+    summary.update(target={"metric": "eval/accuracy", "value": value}, reached=step is not None,
+                   samples_to_target=step and step * P * G, time_to_target_s=step and 1.0 * step)
 with open(os.path.join(run_dir, "summary.json"), "w") as f:
-    json.dump({"steps": 2, "samples": 2 * P * G}, f)
+    json.dump(summary, f)
 PY
 """
 
@@ -125,7 +138,7 @@ def recipe(tmp_path) -> Path:
 def calls(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "calls.txt"
     monkeypatch.setenv("FAKE_CALLS", str(path))
-    for var in ("FAKE_FAIL_B", "FAKE_BAD_B", "FAKE_SLEEP"):
+    for var in ("FAKE_FAIL_B", "FAKE_BAD_B", "FAKE_SLEEP", "FAKE_WAIT_FOR", "FAKE_TARGET"):
         monkeypatch.delenv(var, raising=False)
     return path
 
@@ -523,6 +536,76 @@ def test_sigterm_stops_the_members_and_the_rerun_resumes(recipe, calls, tmp_path
     result = quiet_sweep(recipe, out, batch_mults=[1, 2, 4], max_parallel=2)
     assert all(m["status"] == "done" for m in result["members"])
     assert len([p for p in out.glob("*.incomplete-*") if p.is_dir()]) == 2
+
+
+def test_off_a_terminal_each_member_prints_a_flushed_line_as_it_starts_and_ends(
+    recipe, calls, tmp_path
+):
+    out, gate = tmp_path / "sweep", tmp_path / "go"
+    argv = [sys.executable, "-m", "hyrl", "sweep", str(recipe), "--out", str(out),
+            "--batch-mults", "1,2,4", "--max-samples", "1024"]  # fmt: skip
+    # every member waits for the gate file; its target is reached at its second step
+    env = {**os.environ, "FAKE_WAIT_FOR": str(gate), "FAKE_TARGET": "eval/accuracy=0.3"}
+    env.pop("PYTHONUNBUFFERED", None)  # stdout block-buffered, as in `make demo > log`
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or ()])
+    reader.start()
+    try:
+        # stdout is a pipe: the first member's line comes while it runs, not when the sweep ends
+        first = [lines.get(timeout=60), lines.get(timeout=60)]
+        assert proc.poll() is None
+        assert "3 member(s) planned and dry-run" in first[0]
+        assert first[1] == (
+            "hyrl sweep: [1/3] b128-ref-s1234 started (B=128, lr 3.00e-04, 1,024 samples)\n"
+        )
+        gate.touch()
+        proc.wait(timeout=60)
+    finally:
+        gate.touch()  # members run in their own sessions: let them end
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join()
+    assert proc.returncode == 0, err.read_text()
+    text = "".join(first) + "".join(lines.get() for _ in range(lines.qsize()))
+    events = re.findall(
+        r"^hyrl sweep: \[(\d)/3\] (\S+) (started .*|done in [^:]+: .*)$", text, re.M
+    )
+    names = ["b128-ref-s1234", "b256-sqrt-s1234", "b512-sqrt-s1234"]
+    assert [(i, n) for i, n, _ in events] == [
+        (str(k), n) for k, n in enumerate(names, 1) for _ in "se"
+    ]
+    assert [e.split(" ", 1)[0] for _, _, e in events] == ["started", "done"] * 3  # in order
+    ends = [e for _, _, e in events if e.startswith("done")]
+    # reached at step 2: 2 x P x G = 256, 512, 1,024 samples; the ETA from the members done
+    for end, samples, left in zip(ends, ("256", "512", "1,024"), (2, 1, 0)):
+        assert f": eval/accuracy=0.3 reached at {samples} samples, 2.0 s | " in end
+        assert f"| {3 - left} done, 0 failed, {left} to go | study " in end
+        assert re.search(r"elapsed, ETA \d+:\d\d:\d\d$", end), end
+    assert "sweep " in text and "analyse with:" in text  # the summary table follows
+
+
+def test_a_resumed_sweep_names_the_members_finished_earlier(recipe, calls, tmp_path):
+    out, text = tmp_path / "sweep", io.StringIO()
+    quiet_sweep(recipe, out, batch_mults=[1, 2], console=Console(file=text))
+    assert text.getvalue().count(" started (") == 2 and text.getvalue().count(" done in ") == 2
+    again = io.StringIO()
+    quiet_sweep(recipe, out, batch_mults=[1, 2], console=Console(file=again))
+    assert again.getvalue().splitlines()[1:] == [
+        "hyrl sweep: [1/2] b128-ref-s1234 skipped: finished earlier (256 samples)",
+        "hyrl sweep: [2/2] b256-sqrt-s1234 skipped: finished earlier (512 samples)",
+    ]
+    # --no-progress: no lines
+    calls.unlink()
+    (out / "b256-sqrt-s1234" / "summary.json").unlink()
+    quiet = io.StringIO()
+    quiet_sweep(recipe, out, batch_mults=[1, 2], console=Console(file=quiet), show_progress=False)
+    assert launched(calls) == ["b256-sqrt-s1234"] and quiet.getvalue() == ""
 
 
 def test_sweep_imports_no_trainer_code():

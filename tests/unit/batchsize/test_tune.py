@@ -12,14 +12,27 @@ decode profile: 100 responses/s at C = 128, 160 at C = 256.
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
+import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from hyrl.batchsize.sweep.plan import plan_members
+from hyrl.batchsize.sweep.progress import StudyLog
 from hyrl.batchsize.tune import prediction
 from hyrl.batchsize.tune.cli import main as tune_main
+from hyrl.batchsize.tune.members import (
+    reporting,
+    run_member,
+    run_probes,
+    run_profile,
+    step_runs,
+)
 from hyrl.batchsize.tune.model import (
     StepCosts,
     TuneModelError,
@@ -625,3 +638,93 @@ def test_a_verdict_inside_the_spread_of_r_is_named(tmp_path):
     from hyrl.batchsize.tune.report import spread_text
 
     assert "the T ratio range of x2 overlaps x1's" in spread_text(report)
+
+
+# --- progress: the lines off a terminal ------------------------------------------------------
+
+# A recipe for single members: reads the flags tune appends, writes summary.json (P x 8 x
+# --num-steps responses in 2 s), or exits 4 at B = $FAKE_FAIL_B.
+MEMBER_RECIPE = r"""#!/usr/bin/env bash
+set -euo pipefail
+steps=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-progress) shift ;;
+    --rollout-batch-size) p="$2"; shift 2 ;;
+    --global-batch-size) b="$2"; shift 2 ;;
+    --num-steps) steps="$2"; shift 2 ;;
+    --run-dir) dir="$2"; shift 2 ;;
+    *) shift 2 ;;
+  esac
+done
+if [[ "$b" == "${FAKE_FAIL_B:-}" ]]; then echo boom >&2; exit 4; fi
+mkdir -p "$dir"
+echo "{\"samples\": $((p * 8 * steps)), \"elapsed_s\": 2.0}" > "$dir/summary.json"
+"""
+
+
+def test_off_a_terminal_each_probe_prints_a_line_as_it_starts_and_ends(tmp_path):
+    plan = _plan(tmp_path, mults=(1, 2))  # --probe-steps 3, one round
+    plan.recipe.write_text(MEMBER_RECIPE)
+    plan.env = {"PATH": os.environ["PATH"]}
+    out, console = io.StringIO(), Console(file=io.StringIO())
+    log = StudyLog("hyrl tune", out=out, tty=False, scope="tune")
+    with reporting(log):
+        run_probes(plan, console)
+    lines = out.getvalue().splitlines()
+    # budgets: 3 steps x 128 and x 256 responses
+    assert lines[0] == (
+        "hyrl tune: probe [1/2] b128-ref-s1234-r1 started (B=128, lr 3.00e-04, 384 samples)"
+    )
+    assert re.fullmatch(
+        r"hyrl tune: probe \[1/2\] b128-ref-s1234-r1 done in \S+ s: 384 samples in 2\.0 s "
+        r"\(192\.0 resp/s\) \| 1 done, 0 failed, 1 to go \| tune 0:00:\d\d elapsed, "
+        r"probes ETA 0:00:\d\d",
+        lines[1],
+    )
+    assert lines[2].startswith("hyrl tune: probe [2/2] b256-sqrt-s1234-r1 started (B=256,")
+    assert "768 samples in 2.0 s" in lines[3] and "2 done, 0 failed, 0 to go" in lines[3]
+    assert len(lines) == 4
+
+    # again: both kept; then a probe that fails is named with its exit code and log
+    out.truncate(0)
+    out.seek(0)
+    (tmp_path / "out" / "probes" / "b256-sqrt-s1234-r1" / "summary.json").unlink()
+    plan.env = {"FAKE_FAIL_B": "256", "PATH": os.environ["PATH"]}
+    with reporting(log), pytest.raises(TuneError, match="exited 4"):
+        run_probes(plan, console)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        "hyrl tune: probe [1/2] b128-ref-s1234-r1 skipped: finished earlier (384 samples in "
+        "2.0 s (192.0 resp/s))"
+    )
+    log_path = tmp_path / "out" / "probes" / "b256-sqrt-s1234-r1.log"
+    assert "ended in " in lines[2] and f": failed (exit 4, log: {log_path}) |" in lines[2]
+
+    # a step whose runs stop at a level (the alignment check's): no ETA, the tune's time only
+    plan.env = {"PATH": os.environ["PATH"]}
+    member = {**plan_members(plan.base, [1], "sqrt", seeds=[1234])[0], "num_steps": 2}
+    out.truncate(0)
+    out.seek(0)
+    (tmp_path / "align").mkdir()
+    (tmp_path / "align2").mkdir()
+    with reporting(log), step_runs("align check", [(member["name"], None)], eta=False):
+        run_member(plan, console, tmp_path / "align", member, [], "status", "align check:")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        "hyrl tune: align check [1/1] b128-ref-s1234 started (B=128, lr 3.00e-04, 256 samples)"
+    )
+    assert re.search(r": 256 samples in 2\.0 s .* \| tune 0:00:\d\d elapsed$", lines[1])
+    # outside `reporting` (not from run_tune): nothing printed
+    out.truncate(0)
+    out.seek(0)
+    run_member(plan, console, tmp_path / "align2", member, [], "status", "align check:")
+    assert out.getvalue() == ""
+
+
+def test_a_profile_every_candidate_shares_is_skipped_with_a_line(tmp_path):
+    plan = _plan(tmp_path, mults=(1, 2), concurrency=64)  # C = min(128 m, 64) = 64 for both
+    out = io.StringIO()
+    with reporting(StudyLog("hyrl tune", out=out, tty=False)):
+        assert run_profile(plan, Console(file=io.StringIO())) is None
+    assert out.getvalue() == "hyrl tune: profile skipped: every candidate decodes at C = 64\n"
