@@ -85,6 +85,14 @@ def main(argv: list[str]) -> int:
         "consume the same responses (default: the recipe's --num-steps)",
     )
     parser.add_argument(
+        "--eval-every-samples",
+        default=None,
+        metavar="N",
+        help="give every member --eval-interval max(1, round(N / (P x G))) rollout steps, so "
+        "all evaluate about every N responses and their curves compare at the same sample "
+        "spacing (default: the recipe's --eval-interval for all, in rollout steps)",
+    )
+    parser.add_argument(
         "--max-parallel", default="1", metavar="N", help="members running at once (default 1)"
     )
     parser.add_argument(
@@ -132,6 +140,7 @@ def _sweep_arguments(args: argparse.Namespace, extra: list[str]) -> dict:
         "seeds": args.seeds,
         "max_samples": args.max_samples,
         "max_parallel": args.max_parallel,
+        "eval_every_samples": args.eval_every_samples,
         "extra_args": extra,
     }
 

@@ -77,6 +77,13 @@ def parse_seeds(text) -> list[int]:
     return _int_list(text, "--seeds", 0, "comma-separated integers >= 0, e.g. 1234,5678")
 
 
+def check_eval_every(value) -> int:
+    """--eval-every-samples: a positive number of responses."""
+    return positive_int(
+        value, "--eval-every-samples", "a positive number of responses between evaluations"
+    )
+
+
 def check_rule(rule: str) -> str:
     if rule not in RULES:
         raise SweepError(f"--lr-scaling {rule!r}: unknown rule; allowed: {', '.join(RULES)}")
@@ -135,6 +142,7 @@ def plan_members(
     fixed_lr_control: int | None = None,
     seeds: Sequence[int] = (1234,),
     max_samples: int | None = None,
+    eval_every_samples: int | None = None,
 ) -> list[dict]:
     """The sweep's members, pure. `base`: {"P0", "G", "B0", "lr"} of the base recipe.
 
@@ -142,10 +150,14 @@ def plan_members(
     responses per optimizer step (G kept, so the optimizer steps per rollout are kept too),
     lr = scaled_lr(lr0, B, B0, rule). Then, with `fixed_lr_control` = M, a member at P0 M, B0 M
     and lr0 (lr_scaling "none"). With `max_samples` = N, num_steps = ceil(N / (P G)) rollout
-    steps, else None (the recipe's own). Each member: name, mult, prompts_per_step,
-    responses_per_step, responses_per_rollout, lr, lr_scaling, seed, fixed_lr_control,
-    is_reference, num_steps, run_dir (relative to the sweep directory), status "pending",
-    returncode None, wall_s None. Raises SweepError naming the flag on a bad argument.
+    steps, else None (the recipe's own). With `eval_every_samples` = E, eval_interval =
+    max(1, round(E / (P G))) rollout steps, so every member evaluates about every E responses
+    and the curves compare at the same sample spacing, else None (the recipe's
+    --eval-interval, in rollout steps: a larger member then evaluates less often per sample).
+    Each member: name, mult, prompts_per_step, responses_per_step, responses_per_rollout, lr,
+    lr_scaling, seed, fixed_lr_control, is_reference, num_steps, eval_interval, run_dir
+    (relative to the sweep directory), status "pending", returncode None, wall_s None.
+    Raises SweepError naming the flag on a bad argument.
     """
     P0, G, B0, lr0 = base_numbers(base)
     mults = parse_mults(mults)
@@ -154,6 +166,8 @@ def plan_members(
     seeds = parse_seeds(seeds)
     if max_samples is not None:
         max_samples = positive_int(max_samples, "--max-samples", "a positive number of responses")
+    if eval_every_samples is not None:
+        eval_every_samples = check_eval_every(eval_every_samples)
 
     def member(m: int, seed: int, fixed_lr: bool) -> dict:
         P, B = P0 * m, B0 * m
@@ -172,6 +186,9 @@ def plan_members(
             "fixed_lr_control": fixed_lr,
             "is_reference": False,
             "num_steps": None if max_samples is None else math.ceil(max_samples / (P * G)),
+            "eval_interval": (
+                None if eval_every_samples is None else max(1, round(eval_every_samples / (P * G)))
+            ),
             "run_dir": name,
             "status": "pending",
             "returncode": None,
@@ -207,6 +224,8 @@ def member_flags(member: dict, base: dict, run_dir) -> list[str]:
     ]
     if member.get("num_steps") is not None:
         flags += ["--num-steps", str(member["num_steps"])]
+    if member.get("eval_interval") is not None:
+        flags += ["--eval-interval", str(member["eval_interval"])]
     return flags + wandb_flags(member, base, run_dir) + ["--run-dir", str(run_dir), "--no-progress"]
 
 

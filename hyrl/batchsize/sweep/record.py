@@ -27,6 +27,7 @@ ARGUMENT_KEYS = (
     "fixed_lr_control",
     "seeds",
     "max_samples",
+    "eval_every_samples",
 )
 STATUSES = ("pending", "running", "done", "failed")
 

@@ -56,6 +56,7 @@ from hyrl.batchsize.sweep.plan import (
     DEFAULT_RULE,
     RULES,
     SweepError,
+    check_eval_every,
     check_fixed,
     check_rule,
     member_flags,
@@ -260,6 +261,7 @@ def check_sweep(
     max_parallel: int = 1,
     extra_args: Sequence[str] = (),
     env: dict | None = None,
+    eval_every_samples: int | None = None,
 ) -> CheckedSweep:
     """Everything a sweep does before it writes: the arguments checked, the recipe probed, the
     members planned and each one dry-run through the recipe. Reads `out_dir` (an earlier
@@ -286,6 +288,8 @@ def check_sweep(
         seeds = parse_seeds(seeds)
     if max_samples is not None:
         max_samples = positive_int(max_samples, "--max-samples", "a positive number of responses")
+    if eval_every_samples is not None:
+        eval_every_samples = check_eval_every(eval_every_samples)
     extra_args = [str(a) for a in extra_args]
     old = read_sweep_json(out) if out.is_dir() else None
     if old is None and out.is_dir() and any(out.iterdir()):
@@ -298,7 +302,7 @@ def check_sweep(
     base = base_from_config(probe(recipe_path, extra_args, out, env), recipe)
     if seeds is None:
         seeds = [base["seed"] if isinstance(base["seed"], int) else 1234]
-    members = plan_members(base, mults, rule, fixed, seeds, max_samples)
+    members = plan_members(base, mults, rule, fixed, seeds, max_samples, eval_every_samples)
     sweep = {
         "recipe": str(recipe_path),
         "extra_args": extra_args,
@@ -307,6 +311,7 @@ def check_sweep(
         "fixed_lr_control": fixed,
         "seeds": list(seeds),
         "max_samples": max_samples,
+        "eval_every_samples": eval_every_samples,
         "reference": members[0]["name"],
         "target": base["target"],
         "base": {k: base[k] for k in ("P0", "G", "B0", "lr", "optimizer_steps_per_rollout")},
@@ -334,6 +339,7 @@ def run_sweep(
     poll_s: float = 0.2,
     study_log: StudyLog | None = None,
     label: str = "",
+    eval_every_samples: int | None = None,
 ) -> dict:
     """Probe, plan, validate and run a sweep into `out_dir`; returns sweep.json's content.
 
@@ -365,6 +371,7 @@ def run_sweep(
         max_parallel,
         extra_args,
         env,
+        eval_every_samples,
     )
     out, env, base, sweep = checked.out, checked.env, checked.base, checked.sweep
     members = sweep["members"]

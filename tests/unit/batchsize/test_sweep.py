@@ -25,6 +25,7 @@ from rich.console import Console
 from testpaths import ROOT
 
 from hyrl.batchsize.analyze import collect_runs
+from hyrl.batchsize.sweep.plan import member_flags
 from hyrl.batchsize.sweep.run import SweepError, plan_members, run_sweep
 from hyrl.cli import main
 
@@ -206,6 +207,18 @@ def test_plan_rules_seeds_and_names():
     assert [m["num_steps"] for m in plan_members(BASE, [1, 2], max_samples=300)] == [3, 2]
 
 
+def test_eval_every_samples_gives_every_member_the_same_sample_spacing():
+    """E = 512 responses: B = 128 evaluates every 4 rollout steps, 256 every 2, 512 every 1,
+    1024 every max(1, round(0.5)) = 1 (as often as it can); the control at 512 every 1; the
+    flag is appended after the recipe's own --eval-interval, so it wins."""
+    members = plan_members(BASE, [1, 2, 4, 8], "sqrt", fixed_lr_control=4, eval_every_samples=512)
+    assert [m["eval_interval"] for m in members] == [4, 2, 1, 1, 1]
+    flags = member_flags(members[0], BASE, "/tmp/x")
+    assert flags[flags.index("--eval-interval") + 1] == "4"
+    assert all(m["eval_interval"] is None for m in plan_members(BASE, [1, 2]))
+    assert "--eval-interval" not in member_flags(plan_members(BASE, [1])[0], BASE, "/tmp/x")
+
+
 @pytest.mark.parametrize("mults", ["2,4,8", [2, 4], "1,0", "1,-2", "1,x", "1,2,2", "", "1,2.5"])
 def test_batch_mults_must_be_positive_integers_including_one(mults):
     with pytest.raises(SweepError, match="--batch-mults"):
@@ -222,6 +235,7 @@ def test_batch_mults_must_be_positive_integers_including_one(mults):
         ({"seeds": [1, 1]}, "--seeds"),
         ({"seeds": [-1]}, "--seeds"),
         ({"max_samples": 0}, "--max-samples"),
+        ({"eval_every_samples": 0}, "--eval-every-samples"),
     ],
 )
 def test_plan_rejects_bad_arguments_naming_the_flag(kwargs, flag):
@@ -385,6 +399,7 @@ def test_a_failing_probe_shows_the_recipe_error_and_exits_2(recipe, calls, tmp_p
         (["--fixed-lr-control", "1"], "--fixed-lr-control"),
         (["--seeds", "1,1"], "--seeds"),
         (["--max-samples", "-5"], "--max-samples"),
+        (["--eval-every-samples", "x"], "--eval-every-samples"),
         ([], "--out"),
     ],
 )
