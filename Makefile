@@ -1,5 +1,5 @@
-# make demo: the batch-size study on the tiny GRPO recipe (sweep + analysis) on CPU, seeds
-#   DEMO_SEEDS (default 1,2,3).
+# make demo: the batch-size study on the tiny GRPO testbed (sweep + analysis) on CPU.
+#   DEMO_SEEDS: a count N (default 5: seeds 1..N; 1 is a quick look) or a list with commas (6,7).
 # make demo-grpo: one tiny GRPO run and its reward curve.  make test: the test suite.
 # make lint: ruff (lint, format check) and mypy, as configured in pyproject.toml.
 # make bench: hyrl vs TRL, vs a plain-PyTorch floor, and its overhead, in one table
@@ -16,7 +16,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hyrl-installed
 STAMP_TIME := $(shell date +%Y%m%d-%H%M%S)
 DEMO_DIR ?= runs/demo-sweep-$(STAMP_TIME)
-DEMO_SEEDS ?= 1,2,3
+DEMO_SEEDS ?= 5
 RUN_DIR ?= runs/demo-grpo-$(STAMP_TIME)
 BENCH_SEEDS ?= 3
 BENCH_THREADS ?= 1
@@ -39,8 +39,15 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/sweep_grpo.sh $(DEMO_DIR) \
-		--seeds $(DEMO_SEEDS)
+	@seeds="$(DEMO_SEEDS)"; \
+	if [[ "$$seeds" != *,* ]]; then \
+		if ! [[ "$$seeds" =~ ^[0-9]+$$ ]] || (( seeds < 1 || seeds > 20 )); then \
+			echo "make demo: DEMO_SEEDS=$$seeds: allowed: a count 1..20 or a list such as 6,7,8" >&2; \
+			exit 2; \
+		fi; \
+		seeds="$$(seq -s, 1 "$$seeds")"; \
+	fi; \
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash recipes/tiny/sweep_grpo.sh $(DEMO_DIR) --seeds "$$seeds"
 	@echo "report: $(DEMO_DIR)/analysis/report.md"
 
 demo-grpo: $(STAMP)

@@ -73,6 +73,7 @@ from hyrl.batchsize.runs import Run
 from hyrl.batchsize.seed_curves import (
     SeedCurves,
     curve_ends,
+    ended_at_target,
     first_crossings,
     resample_counts,
     seed_curves,
@@ -500,10 +501,23 @@ def over_seeds(
                 "validity": validity,
                 "validity_reason": reason,
                 "p_fastest": None,
+                "seed_spread": seed_spread(m.rows),
+                "max_eval_step_fraction": max_eval_step_fraction(
+                    st.curve_vs_samples, settings.start_value, settings.target
+                ),
                 "curve_vs_samples": st.curve_vs_samples,
                 "curve_vs_time": st.curve_vs_time,
             }
         )
+        carried = [run.name for run in m.runs if ended_at_target(run)]
+        if len(m.runs) > 1 and carried:
+            notes.append(
+                f"{m.name}: {len(carried)} of {len(m.runs)} runs stopped at the target "
+                "(--stop-at-target) and hold their last value in the seed-mean curve, which "
+                "then reaches the target only as the slower seeds arrive: its S-bar leans to "
+                "the slowest seed and its band narrows; run every member to the same budget "
+                "for seed-aware verdicts"
+            )
         if len(m.runs) > 1 and not np.isfinite(st.point).any():
             notes.append(f"{m.name}: its seed-mean curve reaches none of the levels")
         dropped = len(m.runs) - (m.samples_curves.n_seeds if m.samples_curves is not None else 0)
@@ -540,5 +554,38 @@ def over_seeds(
         **verdicts,
         "notes": notes,
     }
+    ref_out = next(m for m in out_members if m["is_reference"])
+    result["testbed"] = {
+        "reference_seed_spread": ref_out["seed_spread"],
+        "reference_max_eval_step_fraction": ref_out["max_eval_step_fraction"],
+    }
     result["verdicts"] = verdict_lines(result)
     return result
+
+
+def seed_spread(rows: Sequence[dict]) -> dict:
+    """How far a member's single runs lie apart: {"n", "reached", "max_over_min"}, the last the
+    largest over the smallest samples to target of its runs (each run's own first crossing),
+    None unless every run reached the target (a run that never did makes the spread
+    unbounded: "1.0x to never")."""
+    values = [row["samples_to_target"] for row in rows]
+    reached = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    spread = max(reached) / min(reached) if reached and len(reached) == len(values) else None
+    return {"n": len(values), "reached": len(reached), "max_over_min": spread}
+
+
+def max_eval_step_fraction(curve: dict | None, start: float, target: float) -> float | None:
+    """The largest move of the seed-mean curve between two neighbouring evaluations, up to where
+    it first reaches the target, as a fraction of the way from start to target:
+    max_i |mean_(i+1) - mean_i| / |target - start|. A metric that moves smoothly keeps it small
+    (the testbed's rule: at most 1/5); None without a curve or a span."""
+    if not curve or len(curve["mean"]) < 2 or target == start:
+        return None
+    means = curve["mean"]
+    higher = target > start
+    end = next(
+        (i for i, v in enumerate(means) if (v >= target if higher else v <= target)),
+        len(means) - 1,
+    )
+    steps = [abs(b - a) for a, b in zip(means[: end + 1], means[1 : end + 1])]
+    return max(steps) / abs(target - start) if steps else None

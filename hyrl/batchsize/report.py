@@ -165,20 +165,38 @@ def reading(result: dict) -> str:
 def render_markdown(result: dict, plots: list[str]) -> str:
     metric, value = result["target"]["metric"], result["target"]["value"]
     lines = [f"# Batch-size analysis: {metric} = {value:g}", ""]
+    seeded = result.get("over_seeds")
+    single = [
+        f"critical batch: **{_batch(result['critical_batch_responses'])}** responses per "
+        f"optimizer step ({result.get('critical_batch_run') or 'none'})",
+        f"fastest valid run: **{result['fastest_valid'] or 'none'}**",
+        f"fastest run to reach the target, aligned or not: {_fastest_reached(result)}",
+    ]
     lines += [
         f"- reference: **{result['reference']}**",
         f"- tolerance: 1 +/- {result['tolerance']:g} on samples ratios, levels from "
         f"{result['levels'][0]:.4g} (start {result['start_value']:.4g} + "
         f"{result['clear_fraction'] * 100:.0f}% of the way) to the target, "
         f"{len(result['levels'])} levels",
-        f"- critical batch: **{_batch(result['critical_batch_responses'])}** responses per "
-        f"optimizer step ({result.get('critical_batch_run') or 'none'})",
-        f"- fastest valid run: **{result['fastest_valid'] or 'none'}**",
-        f"- fastest run to reach the target, aligned or not: {_fastest_reached(result)}",
+    ]
+    if seeded:
+        # with several seeds the verdicts are the seed-aware ones; single runs are one draw each
+        lines += [
+            f"- **over seeds** ({seeded['n_seeds']} seeds, confidence "
+            f"{seeded['confidence']:.0%}): {seeded['fastest_sentence']}",
+            *(f"  - {v}" for v in seeded["verdicts"] if v != seeded["fastest_sentence"]),
+            "- single runs (each against its seed's reference; one draw each, no confidence, "
+            "not a verdict): " + "; ".join(x.replace("**", "") for x in single),
+        ]
+    else:
+        lines += [f"- {x}" for x in single] + [f"- over seeds: {SINGLE_SEED}"]
+    lines += [
         f"- never reached the target: {', '.join(result['unreached']) or 'none'}",
-        "- over seeds: "
-        + (result["over_seeds"]["fastest_sentence"] if result.get("over_seeds") else SINGLE_SEED),
         "",
+    ]
+    if seeded:
+        lines += [*over_seeds_section(seeded), "", "## Single runs", ""]
+    lines += [
         "| run | P | B | lr | S (samples) | R (resp/s) | T | staleness | S ratio | R ratio | "
         "T ratio | T ratio predicted | aligned |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
@@ -195,8 +213,6 @@ def render_markdown(result: dict, plots: list[str]) -> str:
             f"{_x(r['throughput_ratio'])} | {_x(r['time_ratio'])} | "
             f"{_x(r['predicted_time_ratio'])} | {'yes' if r['aligned'] else 'no'} |"
         )
-    if result.get("over_seeds"):
-        lines += ["", *over_seeds_section(result["over_seeds"])]
     if result.get("groups"):
         lines += ["", *per_seed_table(result)]
     lines += ["", "## Reading", "", reading(result), "", "## Alignment", ""]
@@ -397,12 +413,13 @@ def print_summary(result: dict, written: list[Path], file=None) -> None:
             "yes" if r["aligned"] else "no",
         )
     console.print(table)
+    seeded = result.get("over_seeds")
     console.print(
-        f"critical batch: {_batch(result['critical_batch_responses'])}   "
+        ("single runs (one draw each, not a verdict): " if seeded else "")
+        + f"critical batch: {_batch(result['critical_batch_responses'])}   "
         f"fastest valid: {result['fastest_valid'] or 'none'}   "
         f"fastest reached: {_fastest_reached(result)}"
     )
-    seeded = result.get("over_seeds")
     if seeded:
         for line in seeded["verdicts"]:
             console.print(f"over seeds: {line}", highlight=False)

@@ -203,6 +203,24 @@ def verdict_lines(result: dict) -> list[str]:
     seeds, unpaired R ratios."""
     lines = [result["fastest_sentence"], *(p["sentence"] for p in result["pairwise"])]
     lines.append(result["tau_sentence"])
+    testbed = result.get("testbed")
+    if testbed:
+        spread = testbed["reference_seed_spread"]
+        step = testbed["reference_max_eval_step_fraction"]
+        lines.append(
+            "the reference's own seeds: samples to target "
+            + (
+                f"{spread['max_over_min']:.2f}x apart (max over min of {spread['n']} runs)"
+                if spread["max_over_min"] is not None
+                else f"reached by {spread['reached']} of {spread['n']} runs (spread unbounded)"
+            )
+            + (
+                f"; its seed-mean metric moves at most {step:.2f} of the way from start to "
+                "target between two evaluations"
+                if step is not None
+                else ""
+            )
+        )
     for m in result["members"]:
         r = m["throughput_ratio"]
         for s in r["load_affected"]:

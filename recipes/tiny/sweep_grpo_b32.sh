@@ -1,41 +1,41 @@
 #!/usr/bin/env bash
-# The batch-size study in a regime where a larger batch might pay: the tiny GRPO recipe from a
+# The batch-size study in a regime where a larger batch might pay: the tiny GRPO testbed from a
 # reference of B0 = 32 responses per step (4 prompts x 8), where the per-step fixed costs
 # (optimizer step, weight sync, the loop's own) weigh on throughput, so R rises with B.
 #   bash recipes/tiny/sweep_grpo_b32.sh [OUT_DIR] [--dry-run] [--seeds LIST]
-# Members: B = 32 (reference), 64, 128, 256, lr by the square-root rule from 1.5e-4 at B = 32
-# (3e-4 at B = 128, the tiny recipe's own), seeds 1, 2, 3 one after the other; every member
-# has the same budget of 128,000 responses and stops when it reaches the target
-# (--stop-at-target: only the curves up to the target are compared). Validation: greedy
-# accuracy on the 100 training prompts every 10 rollout steps (320 responses at B = 32), target
-# 0.9. Re-running with the same OUT_DIR resumes.
+# The testbed as recipes/tiny/sweep_grpo.sh (recipes/tiny/testbed.sh). Members: B = 32
+# (reference), 64, 128, 256, lr by the square-root rule from LR0 (default 3e-4 at B = 32, the
+# rule's value from 6e-4 at B = 128, the main study's reference), seeds 1 to 5 one after the
+# other, MAX_PARALLEL (default 2) at once; every member consumes 48,000 responses and evaluates
+# about every 1,024. Re-running with the same OUT_DIR resumes; the analysis follows.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
 PYTHON="${PYTHON:-python}"
 # shellcheck source=launch/sweep_args.sh
-source "$HERE/../../launch/sweep_args.sh"
+source "$ROOT/launch/sweep_args.sh"
 parse_sweep_args "$@"
 OUT="${OUT:-runs/sweep-tiny-grpo-b32-$(date +%Y%m%d-%H%M%S)}"
-TARGET="eval/accuracy=0.9"
+# shellcheck source=recipes/tiny/testbed.sh
+source "$HERE/testbed.sh"
+testbed_base
 
 SWEEP_ARGS=(
   --batch-mults 1,2,4,8
   --lr-scaling sqrt
-  --seeds "${SEEDS:-1,2,3}"
-  --max-samples 128000
-  --max-parallel 1
+  --seeds "${SEEDS:-1,2,3,4,5}"
+  --max-samples 48000
+  --max-parallel "${MAX_PARALLEL:-2}"
+  --eval-every-samples 1024
 )
 [[ "$DRY_RUN" == 1 ]] && SWEEP_ARGS+=(--dry-run)
 RECIPE_ARGS=(
+  "${TESTBED_ARGS[@]}"
   --rollout-batch-size 4
   --global-batch-size 32
-  --micro-batch-size 8
-  --lr 1.5e-4
-  --eval-interval 10
-  --task-eval-fraction 0
-  --eval-temperature 0
-  --target "$TARGET"
-  --stop-at-target
+  --micro-batch-size 32
+  --lr "${LR0:-3e-4}"
+  --eval-interval 32
 )
 "$PYTHON" -m hyrl sweep "$HERE/grpo.sh" --out "$OUT" "${SWEEP_ARGS[@]}" -- "${RECIPE_ARGS[@]}"
 [[ "$DRY_RUN" == 1 ]] && exit 0

@@ -3,6 +3,7 @@ impossible edit exits non-zero naming the flag. Every Qwen3-30B-A3B recipe, the 
 dry-runs without GPU, data or Slurm; launch/srun.sh refuses a flag once, before srun."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -13,12 +14,13 @@ from testpaths import ROOT
 
 from hyrl import plan as hplan
 
-# Runnable recipes: scripts with a shebang (model.sh, data.sh are sourced fragments); sweep
-# scripts run `hyrl sweep`, not one configuration `hyrl plan` could read (their dry run: below).
+# Runnable recipes: scripts with a shebang (model.sh, data.sh, testbed.sh are sourced
+# fragments); sweep and tune scripts run `hyrl sweep` / `hyrl tune`, not one configuration
+# `hyrl plan` could read (the sweeps' dry run: below).
 RECIPES = sorted(
     p
     for p in ROOT.glob("recipes/*/*.sh")
-    if p.read_text().startswith("#!") and not p.name.startswith("sweep")
+    if p.read_text().startswith("#!") and not p.name.startswith(("sweep", "tune"))
 )
 QWEN_GRPO = ROOT / "recipes/qwen3_30b_a3b/grpo.sh"
 QWEN_RECIPES = sorted(
@@ -290,9 +292,11 @@ def test_a_sweep_member_the_flags_cannot_run_names_the_flag_in_the_dry_run():
 
 
 def test_tiny_sweep_dry_run_prints_its_members_and_creates_nothing(tmp_path):
-    """B = 128 x m (m = 1, 2, 4, 8) at lr 3e-4 x sqrt(m), the control at B = 512 and 3e-4; each
-    member 128,000 responses long, i.e. 1000 / m rollout steps of 16 m x 8 responses. One seed
-    (--seeds 1234) keeps the dry runs few; the recipe's default is seeds 1, 2, 3."""
+    """The testbed: B = 128 x m (m = 1, 2, 4, 8) at lr 6e-4 x sqrt(m) from the base checkpoint,
+    the control at B = 512 and 6e-4; each member at most 80,000 responses long, i.e.
+    ceil(80000 / (128 m)) rollout steps of 16 m x 8 responses, stopped at the target. One seed
+    (--seeds 1234) keeps the dry runs few; the recipe's default is seeds 1 to 5. The base the
+    dry runs read is built in a temporary directory and removed."""
     out = tmp_path / "sweep"
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
@@ -320,18 +324,18 @@ def test_tiny_sweep_dry_run_prints_its_members_and_creates_nothing(tmp_path):
         "b512-fixed-s1234",
     ]
     for name, m, lr in [
-        ("b128-ref-s1234", 1, 3e-4),
-        ("b256-sqrt-s1234", 2, 3e-4 * 2**0.5),
-        ("b512-sqrt-s1234", 4, 6e-4),
-        ("b1024-sqrt-s1234", 8, 3e-4 * 8**0.5),
-        ("b512-fixed-s1234", 4, 3e-4),
+        ("b128-ref-s1234", 1, 6e-4),
+        ("b256-sqrt-s1234", 2, 6e-4 * 2**0.5),
+        ("b512-sqrt-s1234", 4, 1.2e-3),
+        ("b1024-sqrt-s1234", 8, 6e-4 * 8**0.5),
+        ("b512-fixed-s1234", 4, 6e-4),
     ]:
         values, flags = members[name]
         assert int(values["rollout_batch_size"]) == 16 * m
         assert int(values["global_batch_size"]) == 128 * m
         assert float(values["lr"]) == pytest.approx(lr)
-        assert int(values["num_steps"]) == 1000 // m
-        assert values["target"] == "eval/accuracy=0.9"
+        assert int(values["num_steps"]) == math.ceil(80000 / (128 * m))
+        assert values["target"] == "eval/accuracy=0.8"
         assert flags[flags.index("--run-dir") + 1] == str(out.resolve() / name)
     assert not out.exists() and list(tmp_path.iterdir()) == []
 

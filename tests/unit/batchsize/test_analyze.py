@@ -565,7 +565,13 @@ def test_the_report_has_a_table_over_seeds(seeded_sweep):
     # the verdict over seeds is the seed-mean bootstrap's (test_over_seeds.py), not the old
     # overlap of T ratio ranges: with 3 seeds, one of which never reaches, none is named
     assert "## Over seeds (3 seeds, 2000 bootstraps, confidence 90%)" in text
-    assert "- over seeds: the seeds cannot separate: b256-sqrt (" in text
+    assert (
+        "- **over seeds** (3 seeds, confidence 90%): the seeds cannot separate: b256-sqrt (" in text
+    )
+    # the single runs' verdicts follow, labelled as one draw each, after the seed-aware ones
+    single = text.index("- single runs (each against its seed's reference; one draw each")
+    assert text.index("- **over seeds**") < single
+    assert "fastest valid run: b256-sqrt-s2" in text[single:]
     assert "within the seed spread" not in text
     # another seed's reference is not read as a batch compared with the reference
     assert "B=128 (b128-ref-s2) is the reference of seed 2, which the runs of that seed" in text

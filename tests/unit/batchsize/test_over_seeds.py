@@ -368,3 +368,20 @@ def test_a_lower_is_better_metric_mirrors_the_higher_is_better_one():
     assert ref["samples_to_target"]["value"] == pytest.approx(S_TARGET * hm(REF_K))
     assert member["curve_ratio"]["value"] == pytest.approx(0.7)
     assert member["validity"] == "valid"
+
+
+def test_the_testbed_numbers_seed_spread_and_smoothness_by_hand():
+    from hyrl.batchsize.over_seeds import max_eval_step_fraction, seed_spread
+
+    rows = [{"samples_to_target": s} for s in (100.0, 130.0, 120.0)]
+    assert seed_spread(rows) == {"n": 3, "reached": 3, "max_over_min": pytest.approx(1.3)}
+    # a run that never reached makes the spread unbounded ("1.0x to never"), not a number
+    rows.append({"samples_to_target": None})
+    assert seed_spread(rows) == {"n": 4, "reached": 3, "max_over_min": None}
+    # start 0.2, target 0.8: moves 0.1, 0.2, 0.3 up to the first mean at the target (0.8);
+    # the move after it (0.1) does not count: 0.3 / 0.6 = 0.5 of the way
+    curve = {"mean": [0.2, 0.3, 0.5, 0.8, 0.9]}
+    assert max_eval_step_fraction(curve, 0.2, 0.8) == pytest.approx(0.5)
+    # a falling metric (a loss) from 2.0 to 1.0: moves 0.25, 0.5 -> 0.5 of the way
+    assert max_eval_step_fraction({"mean": [2.0, 1.75, 1.25, 0.9]}, 2.0, 1.0) == pytest.approx(0.5)
+    assert max_eval_step_fraction(None, 0.2, 0.8) is None

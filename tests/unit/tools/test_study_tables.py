@@ -1,0 +1,62 @@
+"""tools/study_tables.py: the committed copy of an analysis report (no absolute paths, no
+curves) and the table rebuilt from it alone."""
+
+import importlib.util
+import json
+import sys
+
+import pytest
+from testpaths import ROOT
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location(
+        "study_tables", ROOT / "tools" / "study_tables.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["study_tables"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+study_tables = _load()
+
+
+def _report(sweep: str) -> dict:
+    estimate = {"value": 1.0, "never": False, "low": 1.0, "high": 1.0}
+    return {
+        "reference": "b128-ref-s1",
+        "target": {"metric": "eval/accuracy", "value": 0.75},
+        "runs": [{"name": "b128-ref-s1", "path": f"{sweep}/b128-ref-s1"}],
+        "notes": [f"{sweep}/b128-ref-s1 is the reference", "seen in /elsewhere? no"],
+        "over_seeds": None,
+        "estimate": estimate,
+    }
+
+
+def test_the_copy_names_runs_by_name_and_paths_relative_to_the_sweep(tmp_path):
+    sweep = tmp_path / "sweep"
+    report = _report(str(sweep))
+    report["notes"] = [f"{sweep}/b128-ref-s1 is the reference"]
+    copy = study_tables.committed_copy(report, sweep)
+    assert copy["runs"][0]["path"] == "b128-ref-s1"
+    assert copy["notes"] == ["b128-ref-s1 is the reference"]
+    assert report["runs"][0]["path"].startswith("/")  # the original is left as it was
+
+
+def test_a_path_outside_the_sweep_is_refused_not_committed(tmp_path):
+    report = _report(str(tmp_path / "sweep"))
+    report["notes"] = ["/home/someone/elsewhere"]
+    with pytest.raises(ValueError, match="absolute paths left"):
+        study_tables.committed_copy(report, tmp_path / "sweep")
+
+
+def test_the_committed_demo_report_rebuilds_its_table():
+    """docs/sweep/report.json, committed: no absolute path in it, and the over-seeds table and
+    verdicts come back from it alone."""
+    path = ROOT / "docs" / "sweep" / "report.json"
+    text = path.read_text()
+    assert '"/' not in text
+    lines = study_tables.table_lines(json.loads(text))
+    assert any(line.startswith("| **b128-ref** (ref) | 128 |") for line in lines)
+    assert any("needs more samples than b512-sqrt" in line for line in lines)
