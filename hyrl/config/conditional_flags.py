@@ -195,6 +195,7 @@ APPLIES_ONLY_WITH = (
             "autopilot_objective",
             "autopilot_profile",
             "autopilot_min_gain",
+            "autopilot_explore_budget",
             "autopilot_k",
             "autopilot_min",
             "autopilot_max",

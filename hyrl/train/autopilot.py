@@ -25,9 +25,17 @@ responses, which move with the actor's B, so when they no longer admit its B it 
 (a forced change, counted like any other): to its target when warm, else to the nearest
 allowed B below.
 
+Without a profile the goodput objective also explores (`hyrl.train.explore`): once the actor is
+warm at a timed B, the nearest B the hysteresis lets it move to is run for a short probe when its
+R is not measured and even an optimistic R (step seconds that never fall as B grows) cannot
+rule out a gain of --autopilot-min-gain; then the usual decision is made from the B it left,
+now with the neighbour measured. Exploring steps stay within --autopilot-explore-budget of the
+rollout steps (so far, and of --num-steps), and a probe's moves are not counted as changes.
+
 Pure Python (no torch): the loop (`hyrl.train.trainer`) calls `RunAutopilot.observe_step` once
 per rollout step on rank 0 and broadcasts `state_dict`, which also goes into the checkpoint so
-a resumed run continues with the same B, counters, last measurement and throughput table.
+a resumed run continues with the same B, counters, last measurement, throughput table and
+exploration.
 """
 
 from __future__ import annotations
@@ -36,8 +44,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hyrl.batchsize.goodput import StepTiming, ThroughputModel, load_profile
+from hyrl.batchsize.goodput import StepTiming, ThroughputModel, goodput, load_profile
 from hyrl.config import ResolvedConfig, RunConfig, autopilot_batches, critic_autopilot_batches
+from hyrl.train.explore import PROBE_STEPS, Exploration, budget_allows, explore_target
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class AutopilotSettings:
     warmup: int  # noise-scale measurements before the first change and between changes (>= 1)
     objective: str = "goodput"  # the actor's target (module docstring)
     min_gain: float = 1.05  # goodput: move only for a predicted G(target) / G(B) >= this
+    explore_budget: float = 0.05  # goodput, no profile: exploring steps / rollout steps <= this
 
     @classmethod
     def from_flags(cls, cfg: RunConfig) -> AutopilotSettings:
@@ -56,6 +66,7 @@ class AutopilotSettings:
             cfg.autopilot_warmup,
             cfg.autopilot_objective,
             cfg.autopilot_min_gain,
+            cfg.autopilot_explore_budget,
         )
 
 
@@ -96,9 +107,7 @@ class BatchAutopilot:
     def update(self, noise_scale: float | None, allowed: Sequence[int]) -> int:
         """Take one rollout step's noise scale (None, nan or <= 0: no measurement) and the
         batch sizes allowed next; the B to use next."""
-        if noise_scale is not None and math.isfinite(noise_scale) and noise_scale > 0:
-            self.noise_scale = float(noise_scale)
-            self.measured += 1
+        self.take(noise_scale)
         if self.noise_scale is not None:
             self.target = self.choose(self.noise_scale, allowed)
         warm = self.target is not None and self.measured >= self.settings.warmup
@@ -108,6 +117,18 @@ class BatchAutopilot:
         elif self.current not in allowed:  # forced: the allowed sizes moved under it
             self._change(self.target if warm and self.target else fit(self.current, allowed))
         return self.current
+
+    def take(self, noise_scale: float | None) -> None:
+        """Record one rollout step's noise scale (None, nan or <= 0: no measurement) without
+        deciding anything."""
+        if noise_scale is not None and math.isfinite(noise_scale) and noise_scale > 0:
+            self.noise_scale = float(noise_scale)
+            self.measured += 1
+
+    @property
+    def warm(self) -> bool:
+        """A noise scale is known and the warm-up since the start or the last change is done."""
+        return self.noise_scale is not None and self.measured >= self.settings.warmup
 
     def _ratio(self) -> float:
         assert self.target is not None, "called with a target"
@@ -137,7 +158,8 @@ class BatchAutopilot:
 class RunAutopilot:
     """A run's autopilot: the actor's B (P follows: P = B x optimizer steps per rollout / G)
     and, under PPO, the critic's B, each on its own noise scale. `throughput` (the goodput
-    objective): the actor's R(B); None under the critical objective."""
+    objective): the actor's R(B); None under the critical objective. `total_steps`: the run's
+    --num-steps, the second bound of the exploration budget (None: none)."""
 
     def __init__(
         self,
@@ -149,6 +171,7 @@ class RunAutopilot:
         critic_start: int | None = None,
         critic_allowed: Callable[[int], Sequence[int]] | None = None,
         throughput: ThroughputModel | None = None,
+        total_steps: int | None = None,
     ):
         if (settings.objective == "goodput") != (throughput is not None):
             raise ValueError("the goodput objective needs a throughput model, and only it")
@@ -162,6 +185,12 @@ class RunAutopilot:
         self.steps_per_rollout, self.samples_per_prompt = steps_per_rollout, samples_per_prompt
         self.critic = None if critic_start is None else BatchAutopilot(settings, critic_start)
         self.critic_allowed = critic_allowed  # responses per rollout -> the critic's allowed B
+        # goodput without a profile: probes of a neighbouring B (hyrl.train.explore)
+        explores = (
+            throughput is not None and throughput.profile is None and settings.explore_budget > 0
+        )
+        self.exploration = Exploration(settings.explore_budget, total_steps) if explores else None
+        self.notes: list[str] = []  # exploration lines for rank 0 to print (observe_step)
 
     @classmethod
     def from_flags(cls, cfg: ResolvedConfig, world_size: int) -> RunAutopilot:
@@ -184,6 +213,7 @@ class RunAutopilot:
             if critic_start is None
             else (lambda responses: critic_autopilot_batches(cfg, world_size, responses)),
             throughput,
+            cfg.num_steps,
         )
 
     def _goodput_target(self, noise_scale: float, allowed: Sequence[int]) -> int:
@@ -221,15 +251,16 @@ class RunAutopilot:
         response length) -> the batch sizes of the next; the changes made, as (name, old B, new
         B) tuples."""
         made = []
-        old = self.actor.current
+        old, changes = self.actor.current, self.actor.changes
         if self.throughput is not None and record is not None:
             timing = StepTiming.from_record(old, record)
             if timing is not None:
                 self.throughput.observe(timing, counts=not self.fresh)
                 self.fresh = False
-        new = self.actor.update(actor_noise_scale, self.actor_allowed)
-        if new != old:
-            made.append(("actor", old, new))
+        decided_from, new = self._actor_step(actor_noise_scale)
+        if self.actor.changes != changes:  # a decision (a probe's moves are not changes)
+            made.append(("actor", decided_from, new))
+        if new != old:  # the next step at another B warms up (a probe's first step too)
             self.fresh = True
         if self.critic is not None:
             assert self.critic_allowed is not None, "set together with the critic's start"
@@ -240,6 +271,83 @@ class RunAutopilot:
                 made.append(("critic", old, new))
         return made
 
+    def _actor_step(self, noise_scale: float | None) -> tuple[int, int]:
+        """The actor's part of `observe`: (the B the decision was made from, the next B). A
+        probe's steps only take the noise scale; its last one returns to the B it left and
+        decides from there as usual; a step without a probe decides, and when that keeps B,
+        may start one (`hyrl.train.explore`)."""
+        explore = self.exploration
+        if explore is None:
+            return self.actor.current, self.actor.update(noise_scale, self.actor_allowed)
+        last = explore.step()
+        if explore.active and not last:
+            self.actor.take(noise_scale)
+            return self.actor.current, self.actor.current
+        if last:
+            assert explore.home is not None, "a probe under way has a home"
+            probe, home = self.actor.current, explore.home
+            explore.end()
+            self.actor.current = home
+            new = self.actor.update(noise_scale, self.actor_allowed)
+            self.notes.append(self._explored_line(probe, home, new))
+            return home, new
+        old = self.actor.current
+        new = self.actor.update(noise_scale, self.actor_allowed)
+        if new == old:
+            self._maybe_explore()
+        return old, self.actor.current
+
+    def _maybe_explore(self) -> None:
+        """Start a probe when the actor is warm at a timed B, the budget allows one and the
+        neighbour's gain cannot be ruled out (`explore_target`)."""
+        explore, throughput, actor = self.exploration, self.throughput, self.actor
+        assert explore is not None and throughput is not None, "exploration is goodput's"
+        if not actor.warm or actor.current not in throughput.measured:
+            return
+        if not budget_allows(
+            explore.steps, explore.rollout_steps, explore.budget, explore.total_steps
+        ):
+            return
+        assert actor.noise_scale is not None, "warm implies a noise scale"
+        settings = actor.settings
+        found = explore_target(
+            actor.current,
+            self.actor_allowed,
+            settings.hysteresis,
+            throughput.measured,
+            actor.noise_scale,
+            settings.min_gain,
+        )
+        if found is None:
+            return
+        target, gain = found
+        explore.start(actor.current, target)
+        self.notes.append(
+            f"hyrl: autopilot: exploring B {target} for {PROBE_STEPS} rollout steps from B "
+            f"{actor.current}: R not measured there, and at B_noise {actor.noise_scale:.4g} "
+            f"an optimistic goodput gain of {gain:.3g}x cannot be ruled out (min gain "
+            f"{settings.min_gain:.3g}; exploring steps so far {explore.steps} of "
+            f"{explore.rollout_steps})"
+        )
+        actor.current = target
+
+    def _explored_line(self, probe: int, home: int, new: int) -> str:
+        """The line printed at a probe's end: what was measured and where B goes."""
+        assert self.throughput is not None, "exploration is goodput's"
+        r_probe = self.throughput.responses_per_s(probe)
+        r_home = self.throughput.responses_per_s(home)
+        if probe in self.throughput.measured and r_probe and r_home:
+            noise = self.actor.noise_scale
+            gains = ""
+            if noise is not None:
+                ratio = goodput(r_probe, probe, noise) / goodput(r_home, home, noise)
+                gains = f", goodput {ratio:.3g}x at B_noise {noise:.4g}"
+            measured = f"R {r_probe / r_home:.3g}x that of B {home}{gains}"
+        else:
+            measured = "no timed step there (R still predicted)"
+        verdict = f"back to B {home}" if new == home else f"B {new} next"
+        return f"hyrl: autopilot: explored B {probe}: {measured}; {verdict}"
+
     def observe_step(self, rollout_metrics: dict, last_record: dict) -> list[str]:
         """`observe` of one rollout step: the actor's noise scale from its last record, the
         critic's from the rollout's metrics, the step's timers and response length from both;
@@ -249,7 +357,10 @@ class RunAutopilot:
             measurement(rollout_metrics, "critic"),
             {**rollout_metrics, **last_record},
         )
-        return [f"hyrl: autopilot: the {part}'s B {b} -> {new} responses" for part, b, new in made]
+        lines, self.notes = self.notes, []
+        return lines + [
+            f"hyrl: autopilot: the {part}'s B {b} -> {new} responses" for part, b, new in made
+        ]
 
     def steer(
         self, rollout_metrics: dict, last_record: dict, rank: int, broadcast_from_rank_0: Callable
@@ -277,9 +388,13 @@ class RunAutopilot:
             if rate is not None:  # R(B) at the B in use, as the model holds it
                 out["autopilot/responses_per_s"] = rate
             target = self.actor.target
-            here = self.goodput_table.get(self.actor.current)
+            explore = self.exploration
+            home = explore.home if explore is not None and explore.home else self.actor.current
+            here = self.goodput_table.get(home)  # a probe's decision is made from its home
             if target is not None and here and target in self.goodput_table:
                 out["autopilot/goodput_gain"] = self.goodput_table[target] / here
+        if self.exploration is not None:
+            out.update(self.exploration.metrics())
         if self.critic is not None:
             out["batch/critic_responses_per_step"] = self.critic.current
         return out
@@ -291,6 +406,7 @@ class RunAutopilot:
             "throughput": None if self.throughput is None else self.throughput.state_dict(),
             "goodput_table": {str(b): g for b, g in self.goodput_table.items()},
             "fresh": self.fresh,
+            "exploration": None if self.exploration is None else self.exploration.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -301,6 +417,8 @@ class RunAutopilot:
             self.throughput.load_state_dict(state["throughput"])
         self.goodput_table = {int(b): float(g) for b, g in state.get("goodput_table", {}).items()}
         self.fresh = bool(state.get("fresh", True))
+        if self.exploration is not None and state.get("exploration") is not None:
+            self.exploration.load_state_dict(state["exploration"])
 
     def resumed(self) -> None:
         """After loading a checkpoint's state: the next step runs in a new process and warms up

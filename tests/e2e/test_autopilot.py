@@ -2,7 +2,8 @@
 the measured noise scale (at least one change in a few steps with a small range), samples stays
 exact, the lr is re-derived at every change, and a resumed run continues with the autopilot's
 state; under the goodput objective (the default) the loop hands every step's timers to the
-autopilot, which logs the throughput it holds and checkpoints it."""
+autopilot, which logs the throughput it holds and checkpoints it, and without a profile explores
+a neighbouring B within --autopilot-explore-budget (autopilot/explore_* on every record)."""
 
 import json
 
@@ -142,3 +143,31 @@ def test_stop_at_target_ends_the_run_at_the_target(tmp_path):
     assert "--stop-at-target ends the run" in proc.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["reached"] is True and summary["samples"] == 128
+
+
+@pytest.mark.slow
+def test_goodput_without_a_profile_explores_a_neighbouring_batch_within_its_budget(tmp_path):
+    # budget 0.5: a probe of 3 steps may start after 3 rollout steps (3 <= 0.5 x 6); warm after
+    # one measurement, so from step 3 on the autopilot decides or explores every step
+    run_dir = tmp_path / "run"
+    proc = run_recipe(run_dir, "--num-steps", "7", *RANGE, "--autopilot-explore-budget", "0.5")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = records(run_dir)
+    sizes = [r["batch/responses_per_step"] for r in rows]
+    assert len(set(sizes)) > 1, sizes  # explored or decided: B left 128 at least once
+    explored = consumed = 0
+    for step, row in enumerate(rows, start=1):
+        explored += row["autopilot/explore_active"]
+        assert row["autopilot/explore_steps"] == explored
+        assert row["autopilot/explore_fraction"] == pytest.approx(explored / step)
+        assert explored <= 0.5 * step
+        if row["autopilot/explore_active"]:  # a probe's step: a real step at its B
+            assert row["autopilot/explore_target_batch"] == row["batch/responses_per_step"]
+        assert row["actor/lr"] == pytest.approx(
+            3e-4 * (row["batch/responses_per_step"] / 128) ** 0.5
+        )
+        consumed += 0 if row["actor/skipped"] else row["batch/responses_per_step"]
+        assert row["samples"] == consumed
+    if explored:
+        assert "hyrl: autopilot: exploring B" in proc.stdout
+        assert "hyrl: autopilot: explored B" in proc.stdout or rows[-1]["autopilot/explore_active"]

@@ -42,6 +42,15 @@ class AutopilotFlags:
         "(fixed costs amortise, the rest per token)",
         "batch",
     )
+    autopilot_explore_budget: float = _opt(
+        0.05,
+        "with --batch-schedule auto, the goodput objective and no --autopilot-profile: the "
+        "largest fraction of rollout steps (so far, and of --num-steps) spent exploring, i.e. "
+        "running a neighbouring B for a 3-step probe when its throughput is not measured and "
+        "an optimistic bound cannot rule out a gain of --autopilot-min-gain (fraction in "
+        "[0, 1]; 0 = never explore)",
+        "batch",
+    )
     autopilot_k: float = _opt(
         1.0,
         "with --batch-schedule auto: the critic's target B is k x its measured noise scale "
@@ -127,6 +136,14 @@ def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
             c.autopilot_min_gain,
             "a factor below 1 would move to a batch predicted to be slower",
             "a number >= 1 (1 = move for any predicted gain)",
+        )
+    budget = c.autopilot_explore_budget
+    if not 0 <= budget <= 1:  # nan too
+        _fail(
+            "autopilot_explore_budget",
+            budget,
+            "a fraction of the rollout steps spent exploring lies between 0 and 1",
+            "a number in [0, 1] (0 = never explore; 0.05 = at most 5% of the rollout steps)",
         )
     if c.autopilot_profile is not None and c.autopilot_objective != "goodput":
         _fail(
