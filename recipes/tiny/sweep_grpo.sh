@@ -15,7 +15,7 @@
 # Every member consumes 80,000 responses: the whole curve, not only up to the target (a run that
 # stopped there would hold the seed-mean curve at the target until the slowest seed arrives).
 # Re-running with the same OUT_DIR resumes: finished members are skipped.
-# LR0 (default 6e-4) is the reference's lr.
+# LR0 (default 3e-4) is the reference's lr.
 # With --dry-run it is `hyrl sweep --dry-run` with the same arguments: the probe and every
 # member through grpo.sh --dry-run, one line per member on stdout (its resolved values and the
 # flags the sweep appends); a member the flags cannot run prints the error naming the flag
@@ -44,8 +44,7 @@ SWEEP_ARGS=(
 [[ "$DRY_RUN" == 1 ]] && SWEEP_ARGS+=(--dry-run)
 RECIPE_ARGS=(
   "${TESTBED_ARGS[@]}"
-  --lr "${LR0:-6e-4}"
-  --micro-batch-size 128
+  --lr "${LR0:-3e-4}"
   --eval-interval 8
 )
 "$PYTHON" -m hyrl sweep "$HERE/grpo.sh" --out "$OUT" "${SWEEP_ARGS[@]}" -- "${RECIPE_ARGS[@]}"

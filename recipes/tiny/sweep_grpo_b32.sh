@@ -4,8 +4,8 @@
 # (optimizer step, weight sync, the loop's own) weigh on throughput, so R rises with B.
 #   bash recipes/tiny/sweep_grpo_b32.sh [OUT_DIR] [--dry-run] [--seeds LIST]
 # The testbed as recipes/tiny/sweep_grpo.sh (recipes/tiny/testbed.sh). Members: B = 32
-# (reference), 64, 128, 256, lr by the square-root rule from LR0 (default 3e-4 at B = 32, the
-# rule's value from 6e-4 at B = 128, the main study's reference), seeds 1 to 5 one after the
+# (reference), 64, 128, 256, lr by the square-root rule from LR0 (default 1.5e-4 at B = 32,
+# the rule's value from 3e-4 at B = 128, the main study's reference; micro-batches of 16), seeds 1 to 5 one after the
 # other, MAX_PARALLEL (default 2) at once; every member consumes 48,000 responses and evaluates
 # about every 1,024. Re-running with the same OUT_DIR resumes; the analysis follows.
 set -euo pipefail
@@ -33,8 +33,8 @@ RECIPE_ARGS=(
   "${TESTBED_ARGS[@]}"
   --rollout-batch-size 4
   --global-batch-size 32
-  --micro-batch-size 32
-  --lr "${LR0:-3e-4}"
+  --micro-batch-size 16
+  --lr "${LR0:-1.5e-4}"
   --eval-interval 32
 )
 "$PYTHON" -m hyrl sweep "$HERE/grpo.sh" --out "$OUT" "${SWEEP_ARGS[@]}" -- "${RECIPE_ARGS[@]}"

@@ -3,7 +3,8 @@
 # RL from a base checkpoint with partial skill (tools/make_tiny_base.py, a deterministic
 # supervised pre-pass of BASE_STEPS full-batch steps, a few seconds; built once into BASE), on
 # the 36 prompts "a+b=" with a, b in 0..5; the metric is sampled accuracy (temperature 1,
-# mean@8: 288 responses) on those prompts, the policy's expected reward; target TARGET (0.75).
+# mean@8: 288 responses) on those prompts, the policy's expected reward; target TARGET (0.75);
+# micro-batches of 64 (two at B = 128: the noise scale needs a small batch to compare with).
 # Needs ROOT, PYTHON, DRY_RUN set. Sets TARGET, BASE, TESTBED_ARGS; testbed_base builds the base
 # (in a temporary directory, removed at exit, for a dry run, which writes nothing).
 TARGET="eval/accuracy=0.75"
@@ -29,5 +30,6 @@ testbed_base() {
     --eval-temperature 1.0
     --n-samples-per-eval-prompt 8
     --target "$TARGET"
+    --micro-batch-size 64
   )
 }

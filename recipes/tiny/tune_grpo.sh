@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `hyrl tune` on the tiny GRPO testbed (recipes/tiny/testbed.sh), in either regime of its
 # batch-size studies, so its recommendation can be held against theirs:
-#   bash recipes/tiny/tune_grpo.sh [OUT_DIR]          # B0 = 128 at 6e-4, as sweep_grpo.sh
-#   REGIME=b32 bash recipes/tiny/tune_grpo.sh [OUT_DIR] # B0 = 32 at 3e-4, as sweep_grpo_b32.sh
+#   bash recipes/tiny/tune_grpo.sh [OUT_DIR]          # B0 = 128 at 3e-4, as sweep_grpo.sh
+#   REGIME=b32 bash recipes/tiny/tune_grpo.sh [OUT_DIR] # B0 = 32 at 1.5e-4, as sweep_grpo_b32.sh
 # Candidates x1, x2, x4, x8 by the square-root rule; the recipe's seed (1234); the alignment
 # check on (halfway to the target). Re-running with the same OUT_DIR resumes.
 set -euo pipefail
@@ -15,9 +15,9 @@ DRY_RUN=0
 source "$HERE/testbed.sh"
 testbed_base
 case "${REGIME:-b128}" in
-  b128) REGIME_ARGS=(--lr 6e-4 --micro-batch-size 128 --eval-interval 8 --num-steps 625) ;;
+  b128) REGIME_ARGS=(--lr 3e-4 --eval-interval 8 --num-steps 625) ;;
   b32)
-    REGIME_ARGS=(--rollout-batch-size 4 --global-batch-size 32 --micro-batch-size 32 --lr 3e-4
+    REGIME_ARGS=(--rollout-batch-size 4 --global-batch-size 32 --micro-batch-size 16 --lr 1.5e-4
       --eval-interval 32 --num-steps 1500)
     ;;
   *)

@@ -15,12 +15,12 @@ from testpaths import ROOT
 from hyrl import plan as hplan
 
 # Runnable recipes: scripts with a shebang (model.sh, data.sh, testbed.sh are sourced
-# fragments); sweep and tune scripts run `hyrl sweep` / `hyrl tune`, not one configuration
-# `hyrl plan` could read (the sweeps' dry run: below).
+# fragments); the study scripts (sweep, tune, autopilot against fixed) run several
+# configurations, not one `hyrl plan` could read (the sweeps' dry run: below).
 RECIPES = sorted(
     p
     for p in ROOT.glob("recipes/*/*.sh")
-    if p.read_text().startswith("#!") and not p.name.startswith(("sweep", "tune"))
+    if p.read_text().startswith("#!") and not p.name.startswith(("sweep", "tune", "autopilot"))
 )
 QWEN_GRPO = ROOT / "recipes/qwen3_30b_a3b/grpo.sh"
 QWEN_RECIPES = sorted(
@@ -292,8 +292,8 @@ def test_a_sweep_member_the_flags_cannot_run_names_the_flag_in_the_dry_run():
 
 
 def test_tiny_sweep_dry_run_prints_its_members_and_creates_nothing(tmp_path):
-    """The testbed: B = 128 x m (m = 1, 2, 4, 8) at lr 6e-4 x sqrt(m) from the base checkpoint,
-    the control at B = 512 and 6e-4; each member at most 80,000 responses long, i.e.
+    """The testbed: B = 128 x m (m = 1, 2, 4, 8) at lr 3e-4 x sqrt(m) from the base checkpoint,
+    the control at B = 512 and 3e-4; each member at most 80,000 responses long, i.e.
     ceil(80000 / (128 m)) rollout steps of 16 m x 8 responses, stopped at the target. One seed
     (--seeds 1234) keeps the dry runs few; the recipe's default is seeds 1 to 5. The base the
     dry runs read is built in a temporary directory and removed."""
@@ -324,11 +324,11 @@ def test_tiny_sweep_dry_run_prints_its_members_and_creates_nothing(tmp_path):
         "b512-fixed-s1234",
     ]
     for name, m, lr in [
-        ("b128-ref-s1234", 1, 6e-4),
-        ("b256-sqrt-s1234", 2, 6e-4 * 2**0.5),
-        ("b512-sqrt-s1234", 4, 1.2e-3),
-        ("b1024-sqrt-s1234", 8, 6e-4 * 8**0.5),
-        ("b512-fixed-s1234", 4, 6e-4),
+        ("b128-ref-s1234", 1, 3e-4),
+        ("b256-sqrt-s1234", 2, 3e-4 * 2**0.5),
+        ("b512-sqrt-s1234", 4, 6e-4),
+        ("b1024-sqrt-s1234", 8, 3e-4 * 8**0.5),
+        ("b512-fixed-s1234", 4, 3e-4),
     ]:
         values, flags = members[name]
         assert int(values["rollout_batch_size"]) == 16 * m
