@@ -14,40 +14,13 @@ import math
 from pathlib import Path
 
 from hyrl.batchsize.curves import metric_curve
+from hyrl.batchsize.formatting import batch as _batch
+from hyrl.batchsize.formatting import count as _count
+from hyrl.batchsize.formatting import format_duration
+from hyrl.batchsize.formatting import g as _g
+from hyrl.batchsize.formatting import times as _x
 from hyrl.batchsize.report_seeds import SINGLE_SEED, over_seeds_section, plot_seed_means
 from hyrl.batchsize.runs import Run
-
-# --- formatting ------------------------------------------------------------------------------
-
-
-def _g(x, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return f"{x:.{digits}g}"
-
-
-def _batch(x) -> str:
-    return "?" if x is None else _g(x, 6)
-
-
-def _count(x) -> str:
-    return "-" if x is None else f"{x:,.0f}"
-
-
-def _x(x) -> str:
-    return "-" if x is None else f"{x:.2f}x"
-
-
-def format_duration(seconds) -> str:
-    if seconds is None:
-        return "-"
-    if seconds >= 3 * 3600:
-        return f"{seconds / 3600:.2f} h"
-    if seconds >= 120:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
 
 
 def run_label(row: dict) -> str:

@@ -9,21 +9,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from hyrl.batchsize.formatting import batch as _batch
+from hyrl.batchsize.formatting import count as _count
+
 SINGLE_SEED = "one seed per member: no spread and no confidence; run with --seeds for verdicts"
 
 
 def _pct(p) -> str:
     return "-" if p is None else f"{p * 100:.0f}%"
-
-
-def _count(x) -> str:
-    return "-" if x is None else f"{x:,.0f}"
-
-
-def _batch(x) -> str:
-    if x is None:
-        return "?"
-    return str(int(x)) if float(x).is_integer() else f"{x:.6g}"
 
 
 def _bound(est: dict, side: str, fmt) -> str:

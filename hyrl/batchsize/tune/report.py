@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from hyrl.batchsize.analyze import json_safe
-from hyrl.batchsize.report import format_duration
+from hyrl.batchsize.formatting import format_duration
 
 STAGE_LABELS = {
     "rollout": "generation",

@@ -2,30 +2,17 @@
 pre-pass. Small step counts keep it fast; the recipe's own count is exercised by `make demo`."""
 
 import hashlib
-import importlib.util
 import json
-import sys
 
 import pytest
 import torch
-from testpaths import ROOT
+from tool_modules import load_tool
 
 from hyrl.checkpoint.hf_io import read_hf_arch
 from hyrl.data.tokenizer import build_tokenizer
 from hyrl.models.qwen3_moe.config import TINY
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "make_tiny_base", ROOT / "tools" / "make_tiny_base.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["make_tiny_base"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-make_tiny_base = _load()
+make_tiny_base = load_tool("make_tiny_base")
 
 
 def _digest(path):

@@ -1,25 +1,13 @@
 """tools/study_tables.py: the committed copy of an analysis report (no absolute paths, no
 curves) and the table rebuilt from it alone."""
 
-import importlib.util
 import json
-import sys
 
 import pytest
 from testpaths import ROOT
+from tool_modules import load_tool
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location(
-        "study_tables", ROOT / "tools" / "study_tables.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["study_tables"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-study_tables = _load()
+study_tables = load_tool("study_tables")
 
 
 def _report(sweep: str) -> dict:
