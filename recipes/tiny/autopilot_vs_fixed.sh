@@ -5,8 +5,9 @@
 # For each seed, two runs at once, one thread each: b128-ref-s{seed}, the fixed B = 128 at 3e-4
 # (sweep_grpo.sh's reference), and auto-s{seed}, --batch-schedule auto over B = 128..1024 from
 # the same start, lr by the square-root rule from 3e-4 at 128, no profile (it explores a
-# neighbouring B when its model cannot rule out a gain). Both run 625 rollout steps; the pair of
-# a seed shares the machine, so a change of its load falls on both. The analysis compares the
+# neighbouring B when its model cannot rule out a gain). The fixed run takes 625 rollout steps,
+# the autopilot 300 (its B grows); the pair of a seed shares the machine, so a change of its
+# load falls on both. The analysis compares the
 # autopilot's seed-mean curve and time to the target with the fixed batch's, with bootstrap
 # intervals (docs/batch-size.md, "Over seeds"). Finished runs are kept on a re-run.
 set -euo pipefail
@@ -25,10 +26,13 @@ OUT="${OUT:-runs/autopilot-vs-fixed-$(date +%Y%m%d-%H%M%S)}"
 source "$HERE/testbed.sh"
 testbed_base
 mkdir -p "$OUT"
-COMMON=("${TESTBED_ARGS[@]}" --eval-interval 8 --num-steps 625)
-FIXED=(--lr 3e-4)
+COMMON=("${TESTBED_ARGS[@]}" --eval-interval 8)
+# the fixed run: 80,000 responses, as the demo's reference; the autopilot: 300 rollout steps,
+# enough to reach the target from B = 128 up (the analysis says so when a seed's curve does
+# not), without minutes of B = 1024 steps past it
+FIXED=(--lr 3e-4 --num-steps 625)
 AUTO=(--lr none --base-lr 3e-4 --base-global-batch-size 128 --lr-scaling sqrt
-  --batch-schedule auto --autopilot-min 128 --autopilot-max 1024)
+  --batch-schedule auto --autopilot-min 128 --autopilot-max 1024 --num-steps 300)
 
 run() {  # NAME SEED FLAGS...: one run into OUT/NAME unless it finished earlier
   local name="$1" seed="$2"

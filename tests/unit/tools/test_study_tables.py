@@ -48,3 +48,24 @@ def test_the_committed_demo_report_rebuilds_its_table():
     lines = study_tables.table_lines(json.loads(text))
     assert any(line.startswith("| **b128-ref** (ref) | 128 |") for line in lines)
     assert any("needs more samples than b512-sqrt" in line for line in lines)
+
+
+def test_the_docs_quote_the_committed_reports_tables_as_the_tool_writes_them():
+    """Every study_tables block of docs/batch-size.md is its report's table, rebuilt (the
+    figures in the docs come from the committed JSON)."""
+    doc = ROOT / "docs" / "batch-size.md"
+    text = doc.read_text()
+    assert study_tables.BLOCK_START in text
+    new, changed = study_tables.render_blocks(text, ROOT)
+    assert changed == [] and new == text
+
+
+def test_a_stale_block_is_found_and_rewritten(tmp_path):
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(_report(str(tmp_path))))
+    stale = f"intro\n{study_tables.BLOCK_START}r.json -->\nold table\n{study_tables.BLOCK_END}\nend"
+    new, changed = study_tables.render_blocks(stale, tmp_path)
+    assert changed == ["r.json"]
+    assert "old table" not in new and new.startswith("intro\n") and new.endswith("\nend")
+    assert "Target eval/accuracy = 0.75; reference b128-ref-s1." in new
+    assert study_tables.render_blocks(new, tmp_path) == (new, [])
