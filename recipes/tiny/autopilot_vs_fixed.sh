@@ -37,7 +37,9 @@ AUTO=(--lr none --base-lr 3e-4 --base-global-batch-size 128 --lr-scaling sqrt
 run() {  # NAME SEED FLAGS...: one run into OUT/NAME unless it finished earlier
   local name="$1" seed="$2"
   shift 2
-  if [[ -f "$OUT/$name/summary.json" ]]; then
+  # finished: its summary says it ran its steps or reached a --stop-at-target target (a run
+  # stopped by a signal writes one too, "ended": "preempted", and is run again)
+  if grep -qE '"ended": *"(num_steps|target)"' "$OUT/$name/summary.json" 2>/dev/null; then
     echo "autopilot_vs_fixed: $name finished earlier"
     return 0
   fi

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testpaths import ROOT
+from testpaths import ROOT, training_recipes
 
 from hyrl.config import ConfigError, appended_wins, load
 
@@ -168,11 +168,7 @@ def _dry_run(recipe: Path, *flags: str) -> subprocess.CompletedProcess:
 
 
 def test_every_shipped_recipe_passes_its_flags_before_the_marker():
-    recipes = [
-        p
-        for p in ROOT.glob("recipes/*/*.sh")
-        if p.read_text().startswith("#!") and not p.name.startswith("sweep")
-    ]
+    recipes = training_recipes()
     assert len(recipes) >= 5
     for recipe in recipes:
         assert '-- "$@"' in recipe.read_text(), recipe
