@@ -9,7 +9,8 @@
 # the autopilot 300 (its B grows); the pair of a seed shares the machine, so a change of its
 # load falls on both. The analysis compares the
 # autopilot's seed-mean curve and time to the target with the fixed batch's, with bootstrap
-# intervals (docs/batch-size.md, "Over seeds"). Finished runs are kept on a re-run.
+# intervals (docs/batch-size.md, "Over seeds"). Finished runs are kept on a re-run; an
+# unfinished one is moved to OUT/incomplete/ and run again.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -43,7 +44,10 @@ run() {  # NAME SEED FLAGS...: one run into OUT/NAME unless it finished earlier
     echo "autopilot_vs_fixed: $name finished earlier"
     return 0
   fi
-  [[ -e "$OUT/$name" ]] && mv "$OUT/$name" "$OUT/$name.incomplete-$(date +%Y%m%d%H%M%S)"
+  if [[ -e "$OUT/$name" ]]; then  # kept, out of the analysis' way (it reads OUT's run dirs)
+    mkdir -p "$OUT/incomplete"
+    mv "$OUT/$name" "$OUT/incomplete/$name-$(date +%Y%m%d%H%M%S)"
+  fi
   echo "autopilot_vs_fixed: $name started"
   bash "$HERE/grpo.sh" "${COMMON[@]}" "$@" --seed "$seed" --run-dir "$OUT/$name" \
     --no-progress > "$OUT/$name.log" 2>&1
