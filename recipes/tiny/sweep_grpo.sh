@@ -5,7 +5,7 @@
 #   bash recipes/tiny/sweep_grpo.sh [OUT_DIR] --seeds 1,2  # other seeds (default: 1,2,3,4,5)
 # The testbed (recipes/tiny/testbed.sh; docs/batch-size.md, "The testbed"): RL from a base
 # checkpoint with partial skill on 36 prompts, sampled accuracy (mean@8) as the metric, target
-# 0.8, evaluated about every 1,024 responses (--eval-every-samples: every 8 rollout steps at
+# 0.75, evaluated about every 1,024 responses (--eval-every-samples: every 8 rollout steps at
 # B = 128, every step at 1024).
 # Members: B = 128 (reference), 256, 512, 1024 responses per step (prompts x 8), lr by the
 # square-root rule from LR0 at B = 128, plus the fixed-lr control at 4x (B = 512 at LR0), each

@@ -1,4 +1,4 @@
-# shellcheck shell=bash  # sourced by recipes/tiny/sweep_grpo.sh and sweep_grpo_b32.sh
+# shellcheck shell=bash  # sourced by the tiny study scripts (sweep_grpo*, tune_grpo, autopilot_vs_fixed)
 # The tiny batch-size testbed (docs/batch-size.md, "The testbed"), shared by the sweeps on it:
 # RL from a base checkpoint with partial skill (tools/make_tiny_base.py, a deterministic
 # supervised pre-pass of BASE_STEPS full-batch steps, a few seconds; built once into BASE), on
@@ -10,8 +10,8 @@
 TARGET="eval/accuracy=0.75"
 BASE_STEPS=70
 BASE="${BASE:-$ROOT/runs/tiny-base-sft$BASE_STEPS}"
-# one thread per run: on 2 cores two runs of the tiny model at once, one thread each, go several
-# times faster than two runs of 2 threads each
+# one thread per run: the studies run two at once on the 2 cores of the development machine, one
+# core each (two runs of 2 threads each would oversubscribe them)
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 testbed_base() {
@@ -20,7 +20,7 @@ testbed_base() {
     trap 'rm -rf "$BASE_DRY"' EXIT
     "$PYTHON" "$ROOT/tools/make_tiny_base.py" "$BASE_DRY/base" --steps "$BASE_STEPS" >/dev/null
     BASE="$BASE_DRY/base"
-  elif [[ ! -f "$BASE/model.safetensors" ]]; then
+  elif [[ ! -f "$BASE/base.json" ]]; then  # written last: a base built to the end
     "$PYTHON" "$ROOT/tools/make_tiny_base.py" "$BASE" --steps "$BASE_STEPS"
   fi
   TESTBED_ARGS=(
