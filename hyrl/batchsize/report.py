@@ -19,7 +19,12 @@ from hyrl.batchsize.formatting import count as _count
 from hyrl.batchsize.formatting import format_duration
 from hyrl.batchsize.formatting import g as _g
 from hyrl.batchsize.formatting import times as _x
-from hyrl.batchsize.report_seeds import SINGLE_SEED, over_seeds_section, plot_seed_means
+from hyrl.batchsize.report_seeds import (
+    SINGLE_SEED,
+    finish_metric_figure,
+    over_seeds_section,
+    plot_seed_means,
+)
 from hyrl.batchsize.runs import Run
 
 
@@ -307,17 +312,17 @@ def _plots(result: dict, runs: list[Run], out: Path) -> list[Path]:
                 + (" ref" if row["is_reference"] else "")
                 + ("" if row["aligned"] else " not aligned"),
             )
-        ax.axhline(value, color="crimson", linestyle=":", linewidth=1.2, label=f"target {value:g}")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(metric)
-        ax.set_title(f"{metric} vs {xlabel.split(' (')[0]}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / f"{metric.replace('/', '_')}_vs_{tag}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(
+            finish_metric_figure(
+                fig,
+                ax,
+                value,
+                xlabel,
+                metric,
+                f"{metric} vs {xlabel.split(' (')[0]}",
+                out / f"{metric.replace('/', '_')}_vs_{tag}.png",
+            )
+        )
 
     shares = {n: rows[n]["stage_shares"] for n in order if rows[n]["stage_shares"]}
     if shares:

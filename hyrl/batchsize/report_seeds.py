@@ -144,15 +144,32 @@ def plot_seed_means(result: dict, out: Path) -> list[Path]:
             )
             if len(xs) > 1 and all(math.isfinite(v) for v in curve["min"] + curve["max"]):
                 ax.fill_between(xs, curve["min"], curve["max"], color=color, alpha=0.15)
-        ax.axhline(value, color="crimson", linestyle=":", linewidth=1.2, label=f"target {value:g}")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(f"{metric}, mean over seeds")
-        ax.set_title(f"{metric} seed mean (band: min-max over seeds) vs {xlabel.split(' (')[0]}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / f"{metric.replace('/', '_')}_mean_vs_{tag}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(
+            finish_metric_figure(
+                fig,
+                ax,
+                value,
+                xlabel,
+                f"{metric}, mean over seeds",
+                f"{metric} seed mean (band: min-max over seeds) vs {xlabel.split(' (')[0]}",
+                out / f"{metric.replace('/', '_')}_mean_vs_{tag}.png",
+            )
+        )
     return written
+
+
+def finish_metric_figure(fig, ax, target: float, xlabel: str, ylabel: str, title: str, path):
+    """A metric-against-x figure of the reports, finished the same way: the target as a dotted
+    line, labels, grid, legend; saved to `path` (PNG, 110 dpi) and closed. Returns `path`."""
+    import matplotlib.pyplot as plt
+
+    ax.axhline(target, color="crimson", linestyle=":", linewidth=1.2, label=f"target {target:g}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
