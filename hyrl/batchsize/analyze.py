@@ -60,6 +60,7 @@ from hyrl.batchsize.over_seeds import (
 )
 from hyrl.batchsize.runs import AnalysisError, Run, collect_runs, finite_or_none, load_run
 from hyrl.batchsize.seeds import group_name, run_seed, seed_groups, seed_references
+from hyrl.batchsize.throughput_ratios import sweep_probes
 from hyrl.metrics.run_dir import number as _num
 from hyrl.metrics.target import TargetSyntaxError
 from hyrl.metrics.target import parse_target as _parse_target
@@ -227,6 +228,7 @@ def analyze(
         raise AnalysisError(
             f"--confidence {confidence!r}: must be a number above 0.5 and below 1 (e.g. 0.9)"
         )
+    paths = list(paths)
     runs, sweep_reference, notes = collect_runs(paths)
     if not runs:
         raise AnalysisError("PATH: no run directories given")
@@ -383,6 +385,7 @@ def analyze(
             n_boot=n_boot,
             confidence=confidence,
         ),
+        sweep_probes(paths, runs, notes),
     )
     return json_safe(
         {

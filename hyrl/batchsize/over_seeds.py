@@ -37,12 +37,12 @@ reference run's first evaluation, levels l_1 .. l_L the alignment levels
    it counts). "rejected: needs materially more samples" when p_more >= confidence, "valid"
    when p_not_more >= confidence (p_more <= 1 - confidence when every resample ranks), else
    "cannot tell". Needing fewer samples never rejects; the reference is valid by definition.
-7. R ratio: per seed, the run's throughput over the same seed's reference run's (the analysis
-   rows' `throughput_ratio` against `paired_with`; "unpaired" where the sweep has no reference
-   run of that seed). The member's R ratio is the median over seeds, bootstrapped with the same
-   resamples. With >= LOAD_MIN_SEEDS seeds, a seed whose ratio lies outside
-   [Q1 - 1.5 IQR, Q3 + 1.5 IQR] of the member's is "load-affected?" and left out of its R (and
-   so T) ratio; samples do not depend on the machine's load, so its curve stays in.
+7. R ratio (`hyrl.batchsize.throughput_ratios`): from the sweep's throughput probes where it has
+   them (--throughput-rounds: the median over rounds of the member's rate over the same round's
+   reference rate, its interval from resampling the rounds, independent of the seeds'),
+   else per seed, the run's throughput over the same seed's reference run's, the median over
+   seeds, bootstrapped with the seeds' resamples; a seed outside Tukey's fences of the
+   member's ratios is "load-affected?" and left out of its R (its curve stays in).
    T ratio = samples ratio at the target / R ratio.
 8. Fastest: among members not rejected, per resample the least S-bar / R ratio (T ratio times
    S-bar_ref, which orders members as the T ratio does and still orders them when the
@@ -60,8 +60,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -86,13 +84,12 @@ from hyrl.batchsize.seed_verdicts import (
     tau_sentence,
     verdict_lines,
 )
+from hyrl.batchsize.throughput_ratios import probes_of, throughput_ratio
 
 DEFAULT_BOOTSTRAP = 2000
 DEFAULT_CONFIDENCE = 0.9
 BOOTSTRAP_SEED = 2000  # the Generator's fixed seed: the same runs give the same verdicts
 BAND_QUANTILES = (0.10, 0.90)  # the plotted bootstrap band of the seed-mean curve
-LOAD_MIN_SEEDS = 4  # seeds with an R ratio needed before one is called load-affected
-LOAD_FENCE_IQR = 1.5  # Tukey's fences: Q1 - 1.5 IQR, Q3 + 1.5 IQR
 LIST_SHARE = 0.05  # "cannot separate" lists the candidates fastest in at least this share
 
 # curve ratio kinds (per resample)
@@ -156,12 +153,6 @@ def curve_ratios(
     undefined = (w_sum <= 0) | (has_lower & has_upper) | bad.any(axis=1)
     kind = np.where(undefined, UNDEFINED, kind)
     return np.where(undefined, np.nan, ratio), kind
-
-
-def _nanmedian_rows(values: np.ndarray) -> np.ndarray:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: NaN
-        return np.nanmedian(values, axis=1)
 
 
 @dataclass
@@ -284,40 +275,6 @@ def _curve_json(curves: SeedCurves | None, means: np.ndarray) -> dict | None:
     }
 
 
-def _throughput_ratios(
-    member: _Member, row_of: dict[str, dict], ref_group: str
-) -> tuple[list[dict], np.ndarray]:
-    """Per seed {"seed", "run", "ratio", "paired", "load_affected"} and the ratios kept for the
-    verdict (NaN: none, or load-affected)."""
-    seeds = []
-    for row in member.rows:
-        partner = row_of.get(row["paired_with"], {})
-        paired = (
-            row["seed"] is not None
-            and partner.get("seed") == row["seed"]
-            and partner.get("group") == ref_group
-        )
-        seeds.append(
-            {
-                "seed": row["seed"],
-                "run": row["name"],
-                "ratio": row["throughput_ratio"],
-                "paired": bool(paired),
-                "load_affected": False,
-            }
-        )
-    ratios = np.array([math.nan if s["ratio"] is None else float(s["ratio"]) for s in seeds])
-    finite = ratios[np.isfinite(ratios)]
-    if finite.size >= LOAD_MIN_SEEDS:
-        q1, q3 = np.percentile(finite, [25, 75])
-        low, high = q1 - LOAD_FENCE_IQR * (q3 - q1), q3 + LOAD_FENCE_IQR * (q3 - q1)
-        for i, s in enumerate(seeds):
-            if math.isfinite(ratios[i]) and not low <= ratios[i] <= high:
-                s["load_affected"] = True
-                ratios[i] = math.nan
-    return seeds, ratios
-
-
 def _validity(p_more: float, p_not_more: float, tau: float, confidence: float) -> tuple[str, str]:
     if math.isinf(tau):
         return (
@@ -422,11 +379,16 @@ def _ratio_estimates(
 
 
 def over_seeds(
-    runs: Sequence[Run], rows: Sequence[dict], reference: str, settings: Settings
+    runs: Sequence[Run],
+    rows: Sequence[dict],
+    reference: str,
+    settings: Settings,
+    probes: dict | None = None,
 ) -> dict | None:
     """The seed-aware statistics and verdicts (module docstring) of `runs`, given the
-    analysis' per-run `rows` (hyrl.batchsize.analyze) and its reference run's name; None when
-    every member has one run. Values are Python floats with +inf for censored and NaN for
+    analysis' per-run `rows` (hyrl.batchsize.analyze), its reference run's name and the
+    sweep's throughput probes (`throughput_ratios.sweep_probes`, None: R from the runs); None
+    when every member has one run. Values are Python floats with +inf for censored and NaN for
     undefined: pass the result through analyze.json_safe before writing JSON."""
     members = _members(runs, rows, settings)
     if all(len(m.runs) == 1 for m in members):
@@ -451,6 +413,7 @@ def over_seeds(
         for m in members
     }
     ref = crossings[ref_group]
+    probe_rng = np.random.default_rng(settings.rng_seed + 1)  # the rounds' resamples
     tau, tau_source, band = _margin(ref, settings)
 
     out_members, notes = [], []
@@ -466,12 +429,17 @@ def over_seeds(
             validity, reason = "valid", "the reference (valid by definition)"
         else:
             validity, reason = _validity(ratios["p_more"], ratios["p_not_more"], tau, confidence)
-        seeds_r, kept_r = _throughput_ratios(m, row_of, ref_group)
-        finite_r = kept_r[np.isfinite(kept_r)].tolist()
-        r_point = float(statistics.median(finite_r)) if finite_r else math.nan
-        r_boot = _nanmedian_rows(kept_r[indices[m.seed_key]])
+        r_est, r_boot = throughput_ratio(
+            m.rows,
+            row_of,
+            ref_group,
+            indices[m.seed_key],
+            probes_of(probes, m.name),
+            probe_rng,
+            confidence,
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
-            t_point = ratios["samples_ratio"]["value"] / r_point
+            t_point = ratios["samples_ratio"]["value"] / r_est["value"]
             t_boot = samples_ratio_boot / r_boot
             sbar_over_r[m.name] = st.boot_at_target / r_boot
         lr_scaling = m.runs[0].config.get("lr_scaling")
@@ -491,12 +459,7 @@ def over_seeds(
                 "curve_end_samples": st.budget,
                 "samples_to_target": estimate(st.at_target, st.boot_at_target, confidence),
                 **ratios,
-                "throughput_ratio": {
-                    **estimate(r_point, r_boot, confidence),
-                    "seeds": seeds_r,
-                    "load_affected": [s for s in seeds_r if s["load_affected"]],
-                    "unpaired_seeds": [s["seed"] for s in seeds_r if not s["paired"]],
-                },
+                "throughput_ratio": r_est,
                 "time_ratio": estimate(t_point, t_boot, confidence),
                 "validity": validity,
                 "validity_reason": reason,

@@ -51,6 +51,8 @@ def _curve_ratio(est: dict) -> str:
 def _r_ratio(member: dict) -> str:
     r = member["throughput_ratio"]
     text = estimate_text(r, _ratio)
+    if r.get("source") == "throughput probes":
+        return text + f"; probes, {len(r['rounds'])} rounds"
     for s in r["load_affected"]:
         text += f"; seed {s['seed']} load-affected? (R ratio {s['ratio']:.2f})"
     if r["unpaired_seeds"] and not member["is_reference"]:
@@ -70,8 +72,11 @@ def over_seeds_section(seeded: dict) -> list[str]:
         "samples; S-bar is where it first reaches the target (never within N: not by the N "
         "samples where the mean stops). Ratios are to the reference member's S-bar: at the "
         "target, and the curve ratio, a weighted geometric mean of the ratios at the levels "
-        "(weight (level - start) / (target - start)). R ratio: the median over seeds of the "
-        "throughput against the same seed's reference run; T ratio = S ratio / R ratio. "
+        "(weight (level - start) / (target - start)). R ratio: from the sweep's throughput "
+        "probes where it has them (the median over rounds of the member's rate over the same "
+        "round's reference rate; interval: bootstraps of the rounds), else the median over "
+        "seeds of the throughput against the same seed's reference run; T ratio = S ratio / "
+        "R ratio. "
         f"Intervals: the central {level} of {seeded['n_boot']} bootstraps of the seeds. "
         "Validity: rejected when the curve ratio exceeds 1 + tau in at least "
         f"{level} of them (p_more), valid when it does not in at least {level}.",

@@ -221,8 +221,21 @@ def verdict_lines(result: dict) -> list[str]:
                 else ""
             )
         )
+    probed = [
+        m for m in result["members"] if m["throughput_ratio"].get("source") == "throughput probes"
+    ]
+    if probed:
+        r = probed[0]["throughput_ratio"]
+        lines.append(
+            f"R ratios of {', '.join(m['member'] for m in probed)} from the sweep's throughput "
+            f"probes: {len(r['rounds'])} rounds of {r.get('probe_steps')} rollout steps, every "
+            "member alone, the reference first in each round (the runs' own ratios, measured "
+            "side by side, are not used)"
+        )
     for m in result["members"]:
         r = m["throughput_ratio"]
+        if r.get("source") == "throughput probes":
+            continue
         for s in r["load_affected"]:
             lines.append(
                 f"{m['member']} seed {s['seed']} ({s['run']}): load-affected? (R ratio "

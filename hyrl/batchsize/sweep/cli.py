@@ -10,15 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hyrl.batchsize.sweep.run import (
-    SweepError,
-    check_sweep,
+from hyrl.batchsize.sweep.run import SweepError, check_sweep, run_sweep
+from hyrl.batchsize.sweep.summary import (
     dry_run_lines,
     dry_run_summary,
     failed_members,
     print_summary,
-    run_sweep,
 )
+from hyrl.batchsize.sweep.throughput import DEFAULT_STEPS, MIN_STEPS
 from hyrl.config.parser import parse_or_exit_code
 
 
@@ -93,6 +92,22 @@ def main(argv: list[str]) -> int:
         "spacing (default: the recipe's --eval-interval for all, in rollout steps)",
     )
     parser.add_argument(
+        "--throughput-rounds",
+        default="0",
+        metavar="N",
+        help="after the members, measure each member's throughput alone, N rounds of every "
+        "member of the first seed back to back (the reference first), evaluation off; `hyrl "
+        "analyze` then takes each R ratio as the median over rounds of the round's own ratio, "
+        "so a change of the machine's load cancels (default 0: R from the runs themselves)",
+    )
+    parser.add_argument(
+        "--throughput-steps",
+        default=str(DEFAULT_STEPS),
+        metavar="K",
+        help=f"rollout steps per throughput probe, the first left out as a warm-up (default "
+        f"{DEFAULT_STEPS}, at least {MIN_STEPS})",
+    )
+    parser.add_argument(
         "--max-parallel", default="1", metavar="N", help="members running at once (default 1)"
     )
     parser.add_argument(
@@ -141,6 +156,8 @@ def _sweep_arguments(args: argparse.Namespace, extra: list[str]) -> dict:
         "max_samples": args.max_samples,
         "max_parallel": args.max_parallel,
         "eval_every_samples": args.eval_every_samples,
+        "throughput_rounds": args.throughput_rounds,
+        "throughput_steps": args.throughput_steps,
         "extra_args": extra,
     }
 

@@ -29,10 +29,15 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    done and skipped. A member directory without it (an interrupted or failed run) is renamed to
    NAME.incomplete-<UTC time> (never deleted) and the member runs again, as do failed members.
    A sweep.json written with other arguments is refused.
+6. Throughput probes (--throughput-rounds N > 0, `hyrl.batchsize.sweep.throughput`): after the
+   members, every member of the first seed alone for --throughput-steps rollout steps,
+   evaluation off, round after round, recorded under "throughput" in sweep.json; `hyrl
+   analyze` takes the R ratios from them. Resumed as members are.
 
 One concern per module: `plan` (arguments, members), `probe` (the recipe's dry
 runs), `record` (sweep.json and the member directories), `progress` (the lines off a
-terminal), this one (checking, running the members and the summary). Only the standard
+terminal), `throughput` (the probes' plan), `summary` (what the command prints), this one
+(checking, running the members and the probes). Only the standard
 library, `hyrl.config`, `hyrl.metrics.run_dir` and `hyrl.metrics.progress` (standard library
 only) and rich are imported: the trainer is reached through the recipe, as a subprocess.
 """
@@ -47,7 +52,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -75,6 +80,14 @@ from hyrl.batchsize.sweep.record import (
     read_sweep_json,
     write_sweep_json,
 )
+from hyrl.batchsize.sweep.throughput import (
+    DEFAULT_STEPS,
+    PROBE_DIR,
+    check_probe_args,
+    merge_record,
+    probe_extra_args,
+    probe_plan,
+)
 from hyrl.metrics.run_dir import SWEEP_FILE
 
 __all__ = [
@@ -83,18 +96,13 @@ __all__ = [
     "RULES",
     "CheckedSweep",
     "SweepError",
-    "analyze_command",
     "base_from_config",
     "check_sweep",
-    "dry_run_lines",
-    "dry_run_summary",
-    "failed_members",
     "member_flags",
     "member_name",
     "parse_mults",
     "parse_seeds",
     "plan_members",
-    "print_summary",
     "probe",
     "read_sweep_json",
     "run_sweep",
@@ -248,6 +256,8 @@ class CheckedSweep:
     earlier: dict | None
     resolved: list[dict]
     max_parallel: int
+    probes: list[dict] = field(default_factory=list)  # --throughput-rounds' probes, to run
+    probe_extra: list[str] = field(default_factory=list)  # the recipe's extra flags for them
 
 
 def check_sweep(
@@ -262,6 +272,8 @@ def check_sweep(
     extra_args: Sequence[str] = (),
     env: dict | None = None,
     eval_every_samples: int | None = None,
+    throughput_rounds: int = 0,
+    throughput_steps: int = DEFAULT_STEPS,
 ) -> CheckedSweep:
     """Everything a sweep does before it writes: the arguments checked, the recipe probed, the
     members planned and each one dry-run through the recipe. Reads `out_dir` (an earlier
@@ -290,6 +302,7 @@ def check_sweep(
         max_samples = positive_int(max_samples, "--max-samples", "a positive number of responses")
     if eval_every_samples is not None:
         eval_every_samples = check_eval_every(eval_every_samples)
+    rounds, steps = check_probe_args(throughput_rounds, throughput_steps)
     extra_args = [str(a) for a in extra_args]
     old = read_sweep_json(out) if out.is_dir() else None
     if old is None and out.is_dir() and any(out.iterdir()):
@@ -299,7 +312,8 @@ def check_sweep(
         )
 
     env = dict(os.environ if env is None else env)
-    base = base_from_config(probe(recipe_path, extra_args, out, env), recipe)
+    config = probe(recipe_path, extra_args, out, env)
+    base = base_from_config(config, recipe)
     if seeds is None:
         seeds = [base["seed"] if isinstance(base["seed"], int) else 1234]
     members = plan_members(base, mults, rule, fixed, seeds, max_samples, eval_every_samples)
@@ -319,8 +333,19 @@ def check_sweep(
     }
     if old is not None:
         check_same_sweep(old, sweep, out)
+    probes = probe_plan(members, rounds, steps)
+    throughput = merge_record((old or {}).get("throughput"), rounds, steps, probes)
+    if throughput is not None:
+        sweep["throughput"] = throughput
     resolved = validate_members(recipe_path, members, base, extra_args, out, env)
-    return CheckedSweep(recipe_path, out, env, base, sweep, old, resolved, max_parallel)
+    probe_extra = probe_extra_args(extra_args, config)
+    if probes:  # one round's dry runs: the others differ only by their run directories
+        validate_members(
+            recipe_path, [p for p in probes if p["round"] == 1], base, probe_extra, out, env
+        )
+    return CheckedSweep(
+        recipe_path, out, env, base, sweep, old, resolved, max_parallel, probes, probe_extra
+    )
 
 
 def run_sweep(
@@ -340,8 +365,11 @@ def run_sweep(
     study_log: StudyLog | None = None,
     label: str = "",
     eval_every_samples: int | None = None,
+    throughput_rounds: int = 0,
+    throughput_steps: int = DEFAULT_STEPS,
 ) -> dict:
-    """Probe, plan, validate and run a sweep into `out_dir`; returns sweep.json's content.
+    """Probe, plan, validate and run a sweep into `out_dir`, then its throughput probes
+    (`throughput_rounds` > 0; `hyrl.batchsize.sweep.throughput`); returns sweep.json's content.
 
     Progress (unless `show_progress` is False): on a terminal `console` (None: a new one)
     shows a rich display; off one a flushed line as each member starts and ends, to
@@ -372,6 +400,8 @@ def run_sweep(
         extra_args,
         env,
         eval_every_samples,
+        throughput_rounds,
+        throughput_steps,
     )
     out, env, base, sweep = checked.out, checked.env, checked.base, checked.sweep
     members = sweep["members"]
@@ -463,7 +493,51 @@ def run_sweep(
                 m.update(status="pending", returncode=None, wall_s=None)
             write_sweep_json(out, sweep)
             raise
+    if checked.probes:
+        _run_probes(checked, study_log, label)
     return sweep
+
+
+def _run_probes(checked: CheckedSweep, study_log: StudyLog, label: str) -> None:
+    """The throughput probes one after the other (they are timed: never side by side), each
+    launched as a member is; a probe whose run directory holds a finished summary.json is kept,
+    an unfinished one is moved aside (under DIR/throughput) and rerun."""
+    out, sweep, probes = checked.out, checked.sweep, checked.probes
+    (out / PROBE_DIR).mkdir(exist_ok=True)
+    budgets = {p["name"]: p["num_steps"] * p["responses_per_rollout"] for p in probes}
+    lines = RunsProgress(
+        study_log, list(budgets.items()), 1, f"{label}: throughput probes" if label else "probes"
+    )
+    for p in probes:
+        if is_done(out, p):
+            p["status"] = "done"
+            lines.skipped(p["name"], run_result(out / p["run_dir"]), p.get("wall_s"))
+        else:
+            move_aside(out / PROBE_DIR, {**p, "run_dir": p["name"]})
+    write_sweep_json(out, sweep)
+    with _signals_interrupt():
+        for p in (p for p in probes if p["status"] != "done"):
+            proc, log = _launch(
+                checked.recipe, p, checked.base, checked.probe_extra, out, checked.env
+            )
+            t0 = time.monotonic()
+            p.update(status="running", returncode=None, wall_s=None)
+            lines.started(p["name"], member_details(p, budgets[p["name"]]))
+            write_sweep_json(out, sweep)
+            try:
+                rc = proc.wait()
+            except BaseException:
+                _stop([proc])
+                log.close()
+                p["status"] = "pending"
+                write_sweep_json(out, sweep)
+                raise
+            log.close()
+            ok = rc == 0 and is_done(out, p)
+            p.update(status="done" if ok else "failed", returncode=rc)
+            p["wall_s"] = round(time.monotonic() - t0, 3)
+            lines.ended(p["name"], ok, member_result(out, p), p["wall_s"])
+            write_sweep_json(out, sweep)
 
 
 def member_budget(member: dict, config: dict | None) -> int | None:
@@ -494,107 +568,3 @@ def member_result(out_dir: Path, member: dict) -> str:
     if member.get("error"):
         why += ", but it did not finish"
     return f"failed ({why}, log: {out_dir / member['log']})"
-
-
-# The resolved values a dry run prints per member: the planned numbers, then the layout.
-DRY_RUN_KEYS = (
-    "rollout_batch_size",
-    "n_samples_per_prompt",
-    "global_batch_size",
-    "lr",
-    "lr_scaling",
-    "num_steps",
-    "seed",
-    "world_size",
-    "target",
-)
-
-
-def dry_run_lines(checked: CheckedSweep) -> list[str]:
-    """One line per member, `NAME: KEY=VALUE ...; appends: FLAGS`: the values the recipe
-    resolved in the member's dry run (the DRY_RUN_KEYS it has) and the flags the sweep appends
-    after EXTRA, run directory included, as a real run would pass them."""
-    lines = []
-    for member, config in zip(checked.sweep["members"], checked.resolved):
-        values = " ".join(f"{k}={config[k]}" for k in DRY_RUN_KEYS if k in config)
-        flags = member_flags(member, checked.base, checked.out / member["run_dir"])
-        lines.append(f"{member['name']}: {values}; appends: {shlex.join(flags)}")
-    return lines
-
-
-def dry_run_summary(checked: CheckedSweep) -> str:
-    """The dry run's last word: how many members passed, that nothing was written, and which
-    members an earlier run in the same --out finished (a real re-run skips them)."""
-    members = checked.sweep["members"]
-    text = (
-        f"hyrl sweep --dry-run: {len(members)} member(s) of {checked.recipe} passed their "
-        f"dry runs; nothing launched, nothing written in {checked.out}"
-    )
-    done = [m["name"] for m in members if is_done(checked.out, m)]
-    if done:
-        text += f"; done in an earlier run, skipped by a real one: {', '.join(done)}"
-    return text
-
-
-def failed_members(sweep: dict) -> list[dict]:
-    return [m for m in sweep["members"] if m["status"] == "failed"]
-
-
-def analyze_command(sweep: dict, out_dir) -> str:
-    target = sweep.get("target") or "eval/accuracy=VALUE"
-    return (
-        f"hyrl analyze {shlex.quote(str(out_dir))} --target {shlex.quote(target)} "
-        f"--out {shlex.quote(str(Path(out_dir) / 'analysis'))}"
-    )
-
-
-def print_summary(sweep: dict, out_dir, console=None, target: str | None = None) -> None:
-    """A table of the members, then the command that analyses the sweep."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    table = Table(
-        title=f"sweep {out_dir} (* = reference; lr rule {sweep['lr_rule']})",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        collapse_padding=True,
-        pad_edge=False,
-        show_edge=False,
-    )
-    table.add_column("member", no_wrap=True)
-    for col in ("P", "B", "lr", "seed", "steps"):
-        table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("exit", justify="right", no_wrap=True)
-    table.add_column("wall s", justify="right", no_wrap=True)
-    for m in sweep["members"]:
-        status = m["status"] + (", earlier" if m.get("resumed") else "")
-        style = {"failed": "red", "done": "green"}.get(m["status"])
-        wall = m.get("wall_s")
-        table.add_row(
-            m["name"] + (" *" if m["name"] == sweep["reference"] else ""),
-            str(m["prompts_per_step"]),
-            str(m["responses_per_step"]),
-            f"{m['lr']:.4g}",
-            str(m["seed"]),
-            "-" if m.get("num_steps") is None else str(m["num_steps"]),
-            status,
-            "-" if m.get("returncode") is None else str(m["returncode"]),
-            "-" if wall is None else f"{wall:.1f}",
-            style=style,
-        )
-    console.print(table)
-    failed = failed_members(sweep)
-    if failed:
-        console.print(
-            f"{len(failed)} member(s) failed: "
-            + ", ".join(
-                f"{m['name']} (exit {m['returncode']}, log {Path(out_dir) / m['log']})"
-                for m in failed
-            )
-            + "; rerun the same command to retry them (finished members are kept)."
-        )
-    sweep = dict(sweep, target=target or sweep.get("target"))
-    console.print("analyse with:", analyze_command(sweep, out_dir), soft_wrap=True)

@@ -23,13 +23,8 @@ from hyrl.batchsize.analyze import json_safe
 from hyrl.batchsize.sweep.plan import member_flags
 from hyrl.batchsize.sweep.progress import RunsProgress, StudyLog, duration, run_result
 from hyrl.batchsize.sweep.record import is_done, move_aside
-from hyrl.batchsize.sweep.run import (
-    SweepError,
-    failed_members,
-    member_budget,
-    member_details,
-    run_sweep,
-)
+from hyrl.batchsize.sweep.run import SweepError, member_budget, member_details, run_sweep
+from hyrl.batchsize.sweep.summary import failed_members
 from hyrl.batchsize.tune.model import concurrency
 from hyrl.batchsize.tune.plan import TuneError, TunePlan, probe_members
 from hyrl.metrics.run_dir import number, read_sweep

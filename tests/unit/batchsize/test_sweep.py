@@ -57,7 +57,7 @@ while i < len(args):
     i += 1
 known = {"rollout_batch_size", "n_samples_per_prompt", "global_batch_size", "micro_batch_size",
          "lr", "base_lr", "base_global_batch_size", "lr_scaling", "num_steps", "run_dir", "seed",
-         "progress", "eval_interval"}
+         "progress", "eval_interval", "target"}
 for name in flags:
     if name not in known:
         print(f"hyrl train: error: --{name.replace('_', '-')}: unknown flag", file=sys.stderr)
@@ -110,7 +110,8 @@ if os.environ.get("FAKE_WAIT_FOR"):  # hold the run until the test creates this 
 fail = str(B) == os.environ.get("FAKE_FAIL_B")
 with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
     for step in (1, 2)[: 1 if fail else 2]:
-        f.write(json.dumps({"step": step, "samples": step * P * G, "elapsed_s": 1.0 * step,
+        step_s = float(os.environ.get(f"FAKE_STEP_S_{B}", "1.0"))
+        f.write(json.dumps({"step": step, "samples": step * P * G, "elapsed_s": step_s * step,
                             "eval/accuracy": 0.2 * step}) + "\n")
 print(f"training {run_dir}")
 if fail:
@@ -683,3 +684,75 @@ def test_under_log_wandb_members_are_grouped_by_sweep_and_tagged_with_b_lr_rule_
     assert flags[flags.index("--wandb-group") + 1] == "mine"  # the recipe's own group wins
     base = base_from_config({**config, "log_wandb": False})
     assert not any(f.startswith("--wandb") for f in member_flags(member, base, Path("/r/x")))
+
+
+# --- throughput probes (--throughput-rounds) --------------------------------------------------
+
+
+def test_throughput_probes_run_alone_round_after_round_and_analyze_takes_r_from_them(
+    recipe, calls, tmp_path, monkeypatch
+):
+    out = tmp_path / "sweep"
+    args = dict(batch_mults=[1, 2], seeds="1,2", throughput_rounds=2, throughput_steps=3)
+    data = quiet_sweep(recipe, out, max_parallel=2, **args)
+    probes = data["throughput"]["probes"]
+    names = ["b128-ref-r1", "b256-sqrt-r1", "b128-ref-r2", "b256-sqrt-r2"]
+    # after the members, one at a time, the reference first in each round
+    assert launched(calls)[-4:] == names and [p["name"] for p in probes] == names
+    assert data["throughput"]["rounds"] == 2 and data["throughput"]["steps"] == 3
+    for p in probes:
+        assert p["status"] == "done" and (out / p["log"]).is_file()
+        cfg = json.loads((out / p["run_dir"] / "config.json").read_text())
+        assert cfg["num_steps"] == 3 and cfg["seed"] == 1  # the first seed's members
+        assert "--eval-interval 0" in p["command"] and "--target none" in p["command"]
+    assert read_sweep(out) == json.loads(json.dumps(data))
+    # the same command again runs nothing; no probes asked keeps the record; other steps refused
+    n = len(launched(calls))
+    quiet_sweep(recipe, out, **args)
+    kept = quiet_sweep(recipe, out, **{**args, "throughput_rounds": 0})
+    assert len(launched(calls)) == n and kept["throughput"]["probes"][0]["status"] == "done"
+    with pytest.raises(SweepError, match="--throughput-steps 4: this sweep's probes ran 3"):
+        quiet_sweep(recipe, out, **{**args, "throughput_steps": 4})
+
+    from hyrl.batchsize.analyze import analyze
+
+    result = analyze([out], ("eval/accuracy", 0.3))
+    r = {m["member"]: m["throughput_ratio"] for m in result["over_seeds"]["members"]}
+    # the fake's probes decode P x G responses per second: B = 256 twice the reference's rate
+    assert r["b256-sqrt"]["source"] == "throughput probes"
+    assert r["b256-sqrt"]["rounds"] == [2.0, 2.0] and r["b256-sqrt"]["value"] == 2.0
+
+
+def test_throughput_probe_arguments_are_checked_before_anything_runs(recipe, calls, tmp_path):
+    for kwargs, says in (
+        ({"throughput_rounds": -1}, "--throughput-rounds"),
+        ({"throughput_rounds": "two"}, "--throughput-rounds"),
+        ({"throughput_rounds": 1, "throughput_steps": 2}, "--throughput-steps 2"),
+    ):
+        with pytest.raises(SweepError, match=says):
+            quiet_sweep(recipe, tmp_path / "sweep", batch_mults=[1, 2], **kwargs)
+    assert launched(calls) == [] and not (tmp_path / "sweep").exists()
+
+
+def test_r_ratios_come_from_the_probes_not_from_runs_slowed_by_load(
+    recipe, calls, tmp_path, monkeypatch
+):
+    """The runs of B = 256 ran at a quarter of their speed (another job on the machine); the
+    probes, alone, measure the recipe's own rates: R from the probes, T from them."""
+    from hyrl.batchsize.analyze import analyze
+
+    out = tmp_path / "sweep"
+    monkeypatch.setenv("FAKE_STEP_S_256", "4.0")
+    quiet_sweep(recipe, out, batch_mults=[1, 2], seeds="1,2,3,4")
+    before = analyze([out], ("eval/accuracy", 0.3))["over_seeds"]
+    b256 = {m["member"]: m for m in before["members"]}["b256-sqrt"]
+    assert b256["throughput_ratio"]["source"] == "runs"
+    assert b256["throughput_ratio"]["value"] == pytest.approx(0.5)
+    monkeypatch.setenv("FAKE_STEP_S_256", "1.0")  # the probes run on a quiet machine
+    quiet_sweep(recipe, out, batch_mults=[1, 2], seeds="1,2,3,4", throughput_rounds=3)
+    after = analyze([out], ("eval/accuracy", 0.3))["over_seeds"]
+    b256 = {m["member"]: m for m in after["members"]}["b256-sqrt"]
+    assert b256["throughput_ratio"]["source"] == "throughput probes"
+    assert b256["throughput_ratio"]["value"] == pytest.approx(2.0)
+    assert b256["time_ratio"]["value"] == pytest.approx(b256["samples_ratio"]["value"] / 2.0)
+    assert [s["ratio"] for s in b256["throughput_ratio"]["seeds"]] == pytest.approx([0.5] * 4)
