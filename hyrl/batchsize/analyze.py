@@ -228,7 +228,6 @@ def analyze(
         raise AnalysisError(
             f"--confidence {confidence!r}: must be a number above 0.5 and below 1 (e.g. 0.9)"
         )
-    paths = list(paths)
     runs, sweep_reference, notes = collect_runs(paths)
     if not runs:
         raise AnalysisError("PATH: no run directories given")
@@ -385,7 +384,7 @@ def analyze(
             n_boot=n_boot,
             confidence=confidence,
         ),
-        sweep_probes(paths, runs, notes),
+        sweep_probes(runs, notes),
     )
     return json_safe(
         {

@@ -228,9 +228,9 @@ def verdict_lines(result: dict) -> list[str]:
         r = probed[0]["throughput_ratio"]
         lines.append(
             f"R ratios of {', '.join(m['member'] for m in probed)} from the sweep's throughput "
-            f"probes: {len(r['rounds'])} rounds of {r.get('probe_steps')} rollout steps, every "
-            "member alone, the reference first in each round (the runs' own ratios, measured "
-            "side by side, are not used)"
+            f"probes: {len(r['rounds'])} rounds of about {r.get('probe_samples')} responses "
+            "each, every member alone, the reference first in odd rounds and last in even ones "
+            "(the runs' own ratios, measured side by side, are not used)"
         )
     for m in result["members"]:
         r = m["throughput_ratio"]

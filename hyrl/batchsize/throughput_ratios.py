@@ -29,7 +29,6 @@ import json
 import math
 import statistics
 import warnings
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -94,35 +93,27 @@ def _record(sweep_dir: Path, notes: list[str]) -> dict | None:
     return {"ref_group": ref_group, **record}
 
 
-def sweep_probes(paths: Iterable, runs: list[Run], notes: list[str]) -> dict | None:
-    """{"source", "rounds", "steps", "reference", "members": {group: {"ratios": [per round],
-    "rates": [per round]}}} from the one sweep directory among `paths` whose sweep.json holds
-    throughput probes; None when none does. With more than one such sweep, or runs from
-    outside it, None and a note: rates measured apart do not pair."""
+def sweep_probes(runs: list[Run], notes: list[str]) -> dict | None:
+    """{"source", "rounds", "samples", "reference", "members": {group: {"ratios": [per round],
+    "rates": [per round], "rounds"}}} from the sweep directory that holds `runs` (their parent)
+    when its sweep.json holds throughput probes; None when none does. With runs from more than
+    one directory, None and a note when one of them has probes: rates measured apart do not
+    pair."""
+    parents = sorted({r.path.resolve().parent for r in runs})
     found = []
-    for p in paths:
-        if isinstance(p, Run):
-            continue
-        p = Path(p)
-        if p.is_dir() and (p / SWEEP_FILE).is_file():
+    for p in parents:
+        if (p / SWEEP_FILE).is_file():
             record = _record(p, notes)
             if record is not None:
                 found.append((p, record))
     if not found:
         return None
-    if len(found) > 1:
-        notes.append(
-            "throughput probes in more than one sweep ("
-            + ", ".join(str(p) for p, _ in found)
-            + "): R ratios from the runs themselves"
-        )
-        return None
     sweep_dir, record = found[0]
-    inside = [r for r in runs if sweep_dir.resolve() not in r.path.resolve().parents]
-    if inside:
+    if len(parents) > 1:
         notes.append(
-            f"runs from outside {sweep_dir} ({', '.join(r.name for r in inside[:3])}): R ratios "
-            "from the runs themselves, not from its throughput probes"
+            f"runs from outside {sweep_dir} ("
+            + ", ".join(str(p) for p in parents if p != sweep_dir)
+            + "): R ratios from the runs themselves, not from its throughput probes"
         )
         return None
     rates: dict[int, dict[str, float]] = {}
@@ -155,7 +146,7 @@ def sweep_probes(paths: Iterable, runs: list[Run], notes: list[str]) -> dict | N
     return {
         "source": str(sweep_dir),
         "rounds": record.get("rounds"),
-        "steps": record.get("steps"),
+        "samples": record.get("samples"),
         "reference": ref,
         "members": members,
     }
@@ -227,7 +218,7 @@ def throughput_ratio(
         extra = {
             "source": "throughput probes",
             "rounds": probe["ratios"],
-            "probe_steps": probe.get("steps"),
+            "probe_samples": probe.get("samples"),
             "seeds": seeds,  # the runs' own ratios, for comparison; not in the verdict
             "load_affected": [],
         }

@@ -14,9 +14,10 @@
 # with its seed's reference). MAX_PARALLEL (default 2) members run at once, one thread each.
 # Every member consumes 80,000 responses: the whole curve, not only up to the target (a run that
 # stopped there would hold the seed-mean curve at the target until the slowest seed arrives).
-# Then THROUGHPUT_ROUNDS (default 3) rounds of throughput probes: every member of the first
-# seed alone for 12 rollout steps, evaluation off, the reference first in each round; the
-# analysis takes the R ratios from them (measured alone and back to back, not side by side).
+# Then THROUGHPUT_ROUNDS (default 4) rounds of throughput probes: every member of the first
+# seed alone for about 8,192 responses after a warm-up step, evaluation off, the reference first
+# in odd rounds and last in even ones; the analysis takes the R ratios from them (measured alone
+# and back to back, not side by side).
 # Re-running with the same OUT_DIR resumes: finished members and probes are skipped.
 # LR0 (default 3e-4) is the reference's lr.
 # With --dry-run it is `hyrl sweep --dry-run` with the same arguments: the probe and every
@@ -43,7 +44,7 @@ SWEEP_ARGS=(
   --max-samples 80000
   --max-parallel "${MAX_PARALLEL:-2}"
   --eval-every-samples 1024
-  --throughput-rounds "${THROUGHPUT_ROUNDS:-3}"
+  --throughput-rounds "${THROUGHPUT_ROUNDS:-4}"
 )
 [[ "$DRY_RUN" == 1 ]] && SWEEP_ARGS+=(--dry-run)
 RECIPE_ARGS=(

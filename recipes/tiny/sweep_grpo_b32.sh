@@ -7,7 +7,7 @@
 # (reference), 64, 128, 256, lr by the square-root rule from LR0 (default 1.5e-4 at B = 32,
 # the rule's value from 3e-4 at B = 128, the main study's reference; micro-batches of 16), seeds 1 to 5 one after the
 # other, MAX_PARALLEL (default 2) at once; every member consumes 48,000 responses and evaluates
-# about every 1,024; then THROUGHPUT_ROUNDS (default 3) rounds of throughput probes, as in
+# about every 1,024; then THROUGHPUT_ROUNDS (default 4) rounds of throughput probes, as in
 # sweep_grpo.sh, from which the analysis takes R. Re-running with the same OUT_DIR resumes; the
 # analysis follows.
 set -euo pipefail
@@ -29,7 +29,7 @@ SWEEP_ARGS=(
   --max-samples 48000
   --max-parallel "${MAX_PARALLEL:-2}"
   --eval-every-samples 1024
-  --throughput-rounds "${THROUGHPUT_ROUNDS:-3}"
+  --throughput-rounds "${THROUGHPUT_ROUNDS:-4}"
 )
 [[ "$DRY_RUN" == 1 ]] && SWEEP_ARGS+=(--dry-run)
 RECIPE_ARGS=(

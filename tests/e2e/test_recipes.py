@@ -332,6 +332,8 @@ def test_tiny_sweep_dry_run_prints_its_members_and_creates_nothing(tmp_path):
         assert int(values["num_steps"]) == math.ceil(80000 / (128 * m))
         assert values["target"] == "eval/accuracy=0.75"
         assert flags[flags.index("--run-dir") + 1] == str(out.resolve() / name)
+    # then the throughput probes: 4 rounds of the 5 members, their first round dry-run too
+    assert "then 20 throughput probes (4 rounds of about 8,192 responses each" in proc.stderr
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 

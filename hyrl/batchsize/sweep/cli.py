@@ -17,7 +17,7 @@ from hyrl.batchsize.sweep.summary import (
     failed_members,
     print_summary,
 )
-from hyrl.batchsize.sweep.throughput import DEFAULT_STEPS, MIN_STEPS
+from hyrl.batchsize.sweep.throughput import DEFAULT_SAMPLES, MIN_STEPS
 from hyrl.config.parser import parse_or_exit_code
 
 
@@ -96,16 +96,17 @@ def main(argv: list[str]) -> int:
         default="0",
         metavar="N",
         help="after the members, measure each member's throughput alone, N rounds of every "
-        "member of the first seed back to back (the reference first), evaluation off; `hyrl "
+        "member of the first seed back to back (the reference first in odd rounds, last in even "
+        "ones), evaluation off; `hyrl "
         "analyze` then takes each R ratio as the median over rounds of the round's own ratio, "
         "so a change of the machine's load cancels (default 0: R from the runs themselves)",
     )
     parser.add_argument(
-        "--throughput-steps",
-        default=str(DEFAULT_STEPS),
-        metavar="K",
-        help=f"rollout steps per throughput probe, the first left out as a warm-up (default "
-        f"{DEFAULT_STEPS}, at least {MIN_STEPS})",
+        "--throughput-samples",
+        default=str(DEFAULT_SAMPLES),
+        metavar="N",
+        help="responses each throughput probe measures: ceil(N / (P x G)) rollout steps after "
+        f"a warm-up step, at least {MIN_STEPS} in all (default {DEFAULT_SAMPLES})",
     )
     parser.add_argument(
         "--max-parallel", default="1", metavar="N", help="members running at once (default 1)"
@@ -157,7 +158,7 @@ def _sweep_arguments(args: argparse.Namespace, extra: list[str]) -> dict:
         "max_parallel": args.max_parallel,
         "eval_every_samples": args.eval_every_samples,
         "throughput_rounds": args.throughput_rounds,
-        "throughput_steps": args.throughput_steps,
+        "throughput_samples": args.throughput_samples,
         "extra_args": extra,
     }
 

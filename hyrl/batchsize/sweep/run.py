@@ -30,7 +30,7 @@ record of them in `DIR/sweep.json`, the file `hyrl analyze DIR` reads.
    NAME.incomplete-<UTC time> (never deleted) and the member runs again, as do failed members.
    A sweep.json written with other arguments is refused.
 6. Throughput probes (--throughput-rounds N > 0, `hyrl.batchsize.sweep.throughput`): after the
-   members, every member of the first seed alone for --throughput-steps rollout steps,
+   members, every member of the first seed alone for about --throughput-samples responses,
    evaluation off, round after round, recorded under "throughput" in sweep.json; `hyrl
    analyze` takes the R ratios from them. Resumed as members are.
 
@@ -81,7 +81,7 @@ from hyrl.batchsize.sweep.record import (
     write_sweep_json,
 )
 from hyrl.batchsize.sweep.throughput import (
-    DEFAULT_STEPS,
+    DEFAULT_SAMPLES,
     PROBE_DIR,
     check_probe_args,
     merge_record,
@@ -273,7 +273,7 @@ def check_sweep(
     env: dict | None = None,
     eval_every_samples: int | None = None,
     throughput_rounds: int = 0,
-    throughput_steps: int = DEFAULT_STEPS,
+    throughput_samples: int = DEFAULT_SAMPLES,
 ) -> CheckedSweep:
     """Everything a sweep does before it writes: the arguments checked, the recipe probed, the
     members planned and each one dry-run through the recipe. Reads `out_dir` (an earlier
@@ -302,7 +302,7 @@ def check_sweep(
         max_samples = positive_int(max_samples, "--max-samples", "a positive number of responses")
     if eval_every_samples is not None:
         eval_every_samples = check_eval_every(eval_every_samples)
-    rounds, steps = check_probe_args(throughput_rounds, throughput_steps)
+    rounds, probe_samples = check_probe_args(throughput_rounds, throughput_samples)
     extra_args = [str(a) for a in extra_args]
     old = read_sweep_json(out) if out.is_dir() else None
     if old is None and out.is_dir() and any(out.iterdir()):
@@ -333,8 +333,8 @@ def check_sweep(
     }
     if old is not None:
         check_same_sweep(old, sweep, out)
-    probes = probe_plan(members, rounds, steps)
-    throughput = merge_record((old or {}).get("throughput"), rounds, steps, probes)
+    probes = probe_plan(members, rounds, probe_samples)
+    throughput = merge_record((old or {}).get("throughput"), rounds, probe_samples, probes)
     if throughput is not None:
         sweep["throughput"] = throughput
     resolved = validate_members(recipe_path, members, base, extra_args, out, env)
@@ -366,7 +366,7 @@ def run_sweep(
     label: str = "",
     eval_every_samples: int | None = None,
     throughput_rounds: int = 0,
-    throughput_steps: int = DEFAULT_STEPS,
+    throughput_samples: int = DEFAULT_SAMPLES,
 ) -> dict:
     """Probe, plan, validate and run a sweep into `out_dir`, then its throughput probes
     (`throughput_rounds` > 0; `hyrl.batchsize.sweep.throughput`); returns sweep.json's content.
@@ -401,7 +401,7 @@ def run_sweep(
         env,
         eval_every_samples,
         throughput_rounds,
-        throughput_steps,
+        throughput_samples,
     )
     out, env, base, sweep = checked.out, checked.env, checked.base, checked.sweep
     members = sweep["members"]

@@ -49,7 +49,7 @@ def dry_run_summary(checked: CheckedSweep) -> str:
         record = checked.sweep["throughput"]
         text += (
             f"; then {len(checked.probes)} throughput probes ({record['rounds']} rounds of "
-            f"{record['steps']} rollout steps, their first round dry-run too)"
+            f"about {record['samples']:,} responses each, their first round dry-run too)"
         )
     done = [m["name"] for m in members if is_done(checked.out, m)]
     if done:

@@ -693,17 +693,20 @@ def test_throughput_probes_run_alone_round_after_round_and_analyze_takes_r_from_
     recipe, calls, tmp_path, monkeypatch
 ):
     out = tmp_path / "sweep"
-    args = dict(batch_mults=[1, 2], seeds="1,2", throughput_rounds=2, throughput_steps=3)
+    args = dict(batch_mults=[1, 2], seeds="1,2", throughput_rounds=2, throughput_samples=300)
     data = quiet_sweep(recipe, out, max_parallel=2, **args)
     probes = data["throughput"]["probes"]
-    names = ["b128-ref-r1", "b256-sqrt-r1", "b128-ref-r2", "b256-sqrt-r2"]
-    # after the members, one at a time, the reference first in each round
+    names = ["b128-ref-r1", "b256-sqrt-r1", "b256-sqrt-r2", "b128-ref-r2"]
+    # after the members, one at a time, the reference first in odd rounds and last in even ones
     assert launched(calls)[-4:] == names and [p["name"] for p in probes] == names
-    assert data["throughput"]["rounds"] == 2 and data["throughput"]["steps"] == 3
+    assert data["throughput"]["rounds"] == 2 and data["throughput"]["samples"] == 300
     for p in probes:
         assert p["status"] == "done" and (out / p["log"]).is_file()
         cfg = json.loads((out / p["run_dir"] / "config.json").read_text())
-        assert cfg["num_steps"] == 3 and cfg["seed"] == 1  # the first seed's members
+        # a warm-up step, then 300 responses: 1 + ceil(300 / 128) = 4 steps at x1, 3 (the
+        # least) at x2; the first seed's members
+        assert cfg["num_steps"] == {"b128-ref": 4, "b256-sqrt": 3}[p["member"]]
+        assert cfg["seed"] == 1
         assert "--eval-interval 0" in p["command"] and "--target none" in p["command"]
     assert read_sweep(out) == json.loads(json.dumps(data))
     # the same command again runs nothing; no probes asked keeps the record; other steps refused
@@ -711,12 +714,15 @@ def test_throughput_probes_run_alone_round_after_round_and_analyze_takes_r_from_
     quiet_sweep(recipe, out, **args)
     kept = quiet_sweep(recipe, out, **{**args, "throughput_rounds": 0})
     assert len(launched(calls)) == n and kept["throughput"]["probes"][0]["status"] == "done"
-    with pytest.raises(SweepError, match="--throughput-steps 4: this sweep's probes ran 3"):
-        quiet_sweep(recipe, out, **{**args, "throughput_steps": 4})
+    with pytest.raises(SweepError, match="--throughput-samples 400: this sweep's probes ran 300"):
+        quiet_sweep(recipe, out, **{**args, "throughput_samples": 400})
 
-    from hyrl.batchsize.analyze import analyze
-
-    result = analyze([out], ("eval/accuracy", 0.3))
+    # `hyrl analyze DIR`, as the study scripts call it (it reads the runs before the analysis)
+    assert (
+        main(["analyze", str(out), "--target", "eval/accuracy=0.3", "--out", str(tmp_path / "a")])
+        == 0
+    )
+    result = json.loads((tmp_path / "a" / "report.json").read_text())
     r = {m["member"]: m["throughput_ratio"] for m in result["over_seeds"]["members"]}
     # the fake's probes decode P x G responses per second: B = 256 twice the reference's rate
     assert r["b256-sqrt"]["source"] == "throughput probes"
@@ -727,7 +733,7 @@ def test_throughput_probe_arguments_are_checked_before_anything_runs(recipe, cal
     for kwargs, says in (
         ({"throughput_rounds": -1}, "--throughput-rounds"),
         ({"throughput_rounds": "two"}, "--throughput-rounds"),
-        ({"throughput_rounds": 1, "throughput_steps": 2}, "--throughput-steps 2"),
+        ({"throughput_rounds": 1, "throughput_samples": 0}, "--throughput-samples"),
     ):
         with pytest.raises(SweepError, match=says):
             quiet_sweep(recipe, tmp_path / "sweep", batch_mults=[1, 2], **kwargs)
