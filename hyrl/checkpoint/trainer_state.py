@@ -61,6 +61,7 @@ from pathlib import Path
 import torch
 
 from hyrl.checkpoint.manifest import check_loadable, write_manifest
+from hyrl.checkpoint.retention import clear_pruned
 from hyrl.config import ConfigError
 
 LATEST_FILE = "latest"
@@ -270,6 +271,7 @@ def begin_save(save_dir: str | os.PathLike, rollout_step: int, loop_state: dict)
             claim(save_dir, loop_state["run_id"], loop_state["run_dir"])
         for stale in save_dir.glob(TMP_PREFIX + "step_*"):  # saves a crash interrupted
             shutil.rmtree(stale)
+        clear_pruned(save_dir)  # deletions a crash interrupted (hyrl.checkpoint.retention)
         tmp.mkdir()
     torch.distributed.barrier()
     return tmp

@@ -370,11 +370,19 @@ APPLIES_ONLY_WITH = (
         "add --use-dynamic-batch-size",
     ),
     AppliesOnlyWith(
-        ("save_interval",),
+        ("save_interval", "keep_checkpoint_every"),
         "--save DIR",
         lambda c: c.save is not None,
         "given without --save (no checkpoint would be written)",
         "--save DIR with it, or none",
+    ),
+    AppliesOnlyWith(
+        ("keep_last_checkpoints",),
+        "--save DIR",
+        lambda c: c.save is not None,
+        "given without --save (no checkpoint would be written)",
+        "--save DIR with it, or none",
+        given=_changed,
     ),
 )
 

@@ -23,6 +23,8 @@ RESUME_MAY_CHANGE = (
     "num_steps",
     "save",
     "save_interval",
+    "keep_last_checkpoints",
+    "keep_checkpoint_every",
     "load",
     "progress",
     "log_interval",

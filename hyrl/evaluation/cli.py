@@ -121,6 +121,8 @@ EVAL_FIELDS = (
 _RUN_OUTPUTS = (
     "save",
     "save_interval",
+    "keep_last_checkpoints",
+    "keep_checkpoint_every",
     "log_wandb",
     "wandb_project",
     "wandb_exp_name",

@@ -8,6 +8,7 @@ from typing import Any
 
 from hyrl.config import ResolvedConfig, RunConfig, resolve
 from hyrl.config.rollout_layout import rollout_layout
+from hyrl.plan.disk import checkpoint_plan
 from hyrl.plan.layout import (
     MAX_RANKS_LISTED,
     groups_spanning_nodes,
@@ -349,6 +350,7 @@ def make_plan(cfg: RunConfig, world_size: int, links: Links | None = None) -> di
         "memory": memory,
         "sglang": sglang,
         "weight_sync": weight_sync,
+        "checkpoints": checkpoint_plan(c, counts),
         "gpu_memory_gib": gpu_gib,
         "safety_margin": SAFETY_MARGIN,
         "errors": errors,

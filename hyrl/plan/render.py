@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hyrl.config import RunConfig
+from hyrl.plan.disk import format_checkpoints
 from hyrl.plan.make import check_fit, format_params, make_plan
 from hyrl.plan.sync import format_weight_sync
 
@@ -86,6 +87,7 @@ def format_plan(plan: dict) -> str:
         else:
             out.append("    KV cache: give --gpu-memory-gib to size it")
     out += format_weight_sync(plan.get("weight_sync"))
+    out += format_checkpoints(plan.get("checkpoints"))
     for warning in plan["warnings"]:
         out.append(f"  warning: {warning}")
     problems = check_fit(plan)

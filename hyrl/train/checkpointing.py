@@ -7,7 +7,8 @@ models and optimizer states the backend's):
 - save (--save): when (`due`), the loop state rank 0 adds to the step (`loop_state`:
   samples, the clock, the target tracker, the task's position, whose run under which flags,
   the autopilot, the rollouts queued under --async-rollout), and the save itself with
-  --offload-train's weights brought back for it (`save`).
+  --offload-train's weights brought back for it, then the older checkpoints pruned
+  (`save`, `Retention`: --keep-last-checkpoints, --keep-checkpoint-every).
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def queued_rollouts(resumed: Resumed | None) -> list[dict]:
 def run_identity(run_dir: str, resumed: Resumed | None) -> dict:
     """config.json's run_id (and forked_from): kept from the run directory's own run when
     it resumes into it, new otherwise; a resume into a new run directory is a fork of the
-    checkpoint's run (hyrl.checkpoint.ownership). Rank 0."""
+    checkpoint's run (hyrl.checkpoint.ownership), which is marked in the checkpoint so its
+    run never prunes it (hyrl.checkpoint.retention). Rank 0."""
     from hyrl.checkpoint.ownership import new_run_id, run_record
 
     previous = run_record(run_dir)
@@ -90,6 +92,12 @@ def run_identity(run_dir: str, resumed: Resumed | None) -> dict:
             f"(run {parent or 'without an id'})",
             flush=True,
         )
+        from hyrl.checkpoint.retention import mark_fork
+
+        # the parent's run must not prune the step this run started from
+        why = mark_fork(resumed.step_dir, identity["run_id"], run_dir)
+        if why:
+            print(f"hyrl: warning: {why}", flush=True)
     return identity
 
 
@@ -132,25 +140,56 @@ def loop_state(
     return state
 
 
+@dataclass(frozen=True)
+class Retention:
+    """Where checkpoints go and which stay (--save, --keep-last-checkpoints,
+    --keep-checkpoint-every; the step --load came from, never pruned)."""
+
+    save_dir: str
+    keep_last: int
+    keep_every: int | None
+    load_dir: Path | None
+
+    @classmethod
+    def of(cls, cfg: ResolvedConfig, resumed: Resumed | None) -> Retention:
+        """`resumed`: the step the run loaded at its start (--load's `latest` then; it moves
+        with every save since)."""
+        assert cfg.save is not None, "a save is due only with --save"
+        load = resumed.step_dir if resumed is not None else None
+        return cls(cfg.save, cfg.keep_last_checkpoints, cfg.keep_checkpoint_every, load)
+
+
 def save(
     backend: TrainBackend,
     sync_and_offload: SyncAndOffload,
     trainables: list[TrainedModel],
-    save_dir: str,
+    keep: Retention,
     rollout_step: int,
     state: dict,
     sync: Callable[[], None],
 ) -> Path:
-    """The checkpoint of this rollout step in save_dir (collective; state: rank 0's
-    `loop_state`, {} elsewhere). Under --offload-train the trainer's memory comes back first
+    """The checkpoint of this rollout step in --save (collective; state: rank 0's
+    `loop_state`, {} elsewhere), then rank 0 prunes the older ones `keep` does not keep
+    (hyrl.checkpoint.retention). Under --offload-train the trainer's memory comes back first
     (the checkpoint reads weights and optimizer states) and `sync` gives the engines the
     unchanged weights back after."""
     reclaimed = sync_and_offload.trainer_offloaded
     if reclaimed:
         sync_and_offload.reclaim(trainables)
-    path = backend.save_checkpoint(save_dir, rollout_step, state)
+    path = backend.save_checkpoint(keep.save_dir, rollout_step, state)
     if backend.rank == 0:
         print(f"hyrl: checkpoint {path} written", flush=True)
+        from hyrl.checkpoint.retention import prune
+
+        pruned, notes = prune(keep.save_dir, path, keep.keep_last, keep.keep_every, keep.load_dir)
+        if pruned:
+            print(
+                f"hyrl: pruned {', '.join(p.name for p in pruned)} (--keep-last-checkpoints "
+                f"{keep.keep_last})",
+                flush=True,
+            )
+        for note in notes:
+            print(f"hyrl: warning: {note}", flush=True)
     if reclaimed:
         sync()
     return path

@@ -303,7 +303,7 @@ class Trainer:
                     reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
                     if cfg.save and checkpointing.due(cfg, rollout_step, preempted or reached):
                         # checkpoints stay off the elapsed_s clock, as evaluation
-                        run_log.pause(self._save(cfg.save, rollout_step))
+                        run_log.pause(self._save(rollout_step))
                     if preempted or reached:
                         if self.rank == 0:
                             print(
@@ -352,9 +352,8 @@ class Trainer:
             self.rollout_queue.wait()
         return evaluate(self.cfg, self.rollout_manager, self.backend.device())
 
-    def _save(self, save_dir: str, rollout_step: int) -> float:
-        """A checkpoint in save_dir (--save) of the state after this rollout step
-        (collective, hyrl.train.checkpointing); its seconds."""
+    def _save(self, rollout_step: int) -> float:
+        """--save's checkpoint after this rollout step, older ones pruned (collective); seconds"""
         began = time.perf_counter()
         state = {}
         if self.rank == 0:
@@ -369,8 +368,9 @@ class Trainer:
                 self.rollout_queue,
             )
         parts = list(self._trainables().values())
+        keep = checkpointing.Retention.of(self.cfg, self.resumed)
         checkpointing.save(
-            self.backend, self.sync_and_offload, parts, save_dir, rollout_step, state, self._sync
+            self.backend, self.sync_and_offload, parts, keep, rollout_step, state, self._sync
         )
         return time.perf_counter() - began
 

@@ -69,6 +69,23 @@ def test_three_steps_then_three_resumed_steps_log_what_six_steps_in_one_go_log(
 
 
 @pytest.mark.slow
+def test_hyrl_plans_one_save_at_the_bytes_a_real_save_writes(three_saved_steps):
+    """hyrl plan's size of one save (12 B per parameter in float32: the weights 4, Adam's m
+    and v 8) against the tiny recipe's real step: per-tensor metadata adds about a fifth at
+    this size (0.13M parameters) and vanishes at 30B; a missed or extra copy of the weights
+    (4 B more a parameter, 1.33x) would fall outside."""
+    from hyrl.config import RunConfig, resolve
+    from hyrl.plan.make import make_plan
+
+    _, ckpt = three_saved_steps
+    step = ckpt / "step_3"
+    written = sum(p.stat().st_size for d in ("actor", "actor_optimizer") for p in
+                  (step / d).rglob("*") if p.is_file())  # fmt: skip
+    planned = make_plan(resolve(RunConfig(save=str(ckpt))), 1)["checkpoints"]["save_bytes"]
+    assert 1.0 <= written / planned <= 1.3, (written, planned)
+
+
+@pytest.mark.slow
 def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_to_resume_from(tmp_path):
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     env = hook_env(HYRL_TEST_CRASH_IN_SAVE="2")  # die half-way through step 2's save
@@ -91,6 +108,41 @@ def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_to_resum
     assert comparable(rows[1]) == pytest.approx(comparable(rows[2]), abs=1e-6)
     # no --save-interval now: only the end is saved, and the stale .tmp-step_2 is gone
     assert sorted(p.name for p in ckpt.iterdir()) == ["latest", "run.json", "step_1", "step_3"]
+
+
+@pytest.mark.slow
+def test_old_checkpoints_are_pruned_but_milestones_the_loaded_step_and_forked_steps_stay(
+    tmp_path,
+):
+    """--keep-last-checkpoints and --keep-checkpoint-every: a run saving every step keeps the
+    newest two and the even steps; a fork from step 2 marks it; the run resumed with
+    --keep-last-checkpoints 1 and no milestones keeps its newest, the step it resumed from and
+    the forked step 2."""
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    saves = ("--save", str(ckpt), "--save-interval", "1")
+    proc = run_recipe(
+        run_dir, "--num-steps", "5", *saves, "--keep-last-checkpoints", "2",
+        "--keep-checkpoint-every", "2",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = sorted(p.name for p in ckpt.iterdir() if p.name.startswith("step_"))
+    assert steps == ["step_2", "step_4", "step_5"]
+    assert "hyrl: pruned step_1 (--keep-last-checkpoints 2)" in proc.stdout
+    assert "hyrl: pruned step_3 (--keep-last-checkpoints 2)" in proc.stdout
+
+    fork = run_recipe(tmp_path / "fork", "--num-steps", "3", "--load", str(ckpt / "step_2"))
+    assert fork.returncode == 0, fork.stderr[-3000:]
+    assert json.loads((ckpt / "step_2" / "forked_by.json").read_text())[0]["run_dir"] == str(
+        tmp_path / "fork"
+    )
+
+    proc = run_recipe(
+        run_dir, "--num-steps", "8", "--load", str(ckpt), *saves, "--keep-last-checkpoints", "1"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = sorted(p.name for p in ckpt.iterdir() if p.name.startswith("step_"))
+    assert steps == ["step_2", "step_5", "step_8"]  # forked, resumed from, the newest
+    assert not any(p.name.startswith(".") for p in ckpt.iterdir())
 
 
 def _refused(proc, *phrases):

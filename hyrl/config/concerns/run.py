@@ -1,5 +1,6 @@
 """The run: how long (--num-steps), where its records go (--run-dir), its seed, its checkpoints
-(--save, --save-interval), the checkpoint it resumes (--load), and how many non-finite steps in
+(--save, --save-interval, the retention --keep-last-checkpoints and --keep-checkpoint-every),
+the checkpoint it resumes (--load), and how many non-finite steps in
 a row it survives. Resuming into a --run-dir that holds a run is checked by
 `hyrl.config.resume`."""
 
@@ -41,6 +42,20 @@ class CheckpointFlags:
         "preemption (SIGTERM/SIGUSR1); needs --save",
         "run",
     )
+    keep_last_checkpoints: int = _opt(
+        3,
+        "complete checkpoints kept in --save, the newest (count >= 0; 0 = keep all): after "
+        "each save is complete and its manifest checks, older steps beyond these are deleted, "
+        "except --keep-checkpoint-every's milestones, the step --load came from and any step "
+        "another run forked from; needs --save",
+        "run",
+    )
+    keep_checkpoint_every: int | None = _opt(
+        None,
+        "also keep every checkpoint whose rollout step is a multiple of K, whatever "
+        "--keep-last-checkpoints says (rollout steps); none = no milestones; needs --save",
+        "run",
+    )
     load: str | None = _opt(
         None,
         "resume from this --save directory (its 'latest') or one of its step_N directories "
@@ -55,7 +70,7 @@ class CheckpointFlags:
     )
 
 
-POSITIVE_COUNTS = ("num_steps", "save_interval", "max_skipped_steps")
+POSITIVE_COUNTS = ("num_steps", "save_interval", "keep_checkpoint_every", "max_skipped_steps")
 
 
 def check_given(c: RunConfig) -> None:
@@ -75,7 +90,14 @@ def check_run_dir(c: RunConfig) -> None:
 
 
 def check_save_load(c: RunConfig) -> None:
-    """--save and --load name directories."""
+    """--save and --load name directories; --keep-last-checkpoints is a count."""
     for name in ("save", "load"):
         if getattr(c, name) == "":
             _fail(name, "", "an empty path", "a directory path, or none")
+    if c.keep_last_checkpoints < 0:
+        _fail(
+            "keep_last_checkpoints",
+            c.keep_last_checkpoints,
+            "must not be negative",
+            "an integer >= 1, or 0 to keep every checkpoint",
+        )

@@ -361,6 +361,11 @@ FLAGS: dict[str, str] = {
         "not supported: hyrl always rotates the whole head dimension (Megatron-LM's 1.0)"
     ),
     "--rotary-seq-len-interpolation-factor": "not supported: hyrl applies no RoPE scaling",
+    "--save-retain-interval": (
+        "use --keep-checkpoint-every K --keep-last-checkpoints 1: Megatron-LM keeps every K-th "
+        "iteration's checkpoint and the latest; hyrl's K counts rollout steps, and it never "
+        "deletes the step --load came from or one another run forked from"
+    ),
     "--seq-length": (
         "use --rollout-max-prompt-len and --rollout-max-response-len: a hyrl sequence is a "
         "prompt and its response, each bounded, their sum within --max-position-embeddings"

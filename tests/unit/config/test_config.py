@@ -776,6 +776,10 @@ def test_save_interval_without_save_is_rejected(run_dir):
     assert_rejected(
         parse_args(["--run-dir", run_dir, "--max-skipped-steps", "0"]), "--max-skipped-steps", 0
     )
+    for flag, value in (("--keep-last-checkpoints", -1), ("--keep-checkpoint-every", 0)):
+        assert_rejected(
+            parse_args(["--run-dir", run_dir, "--save", "ck", flag, str(value)]), flag, value
+        )
 
 
 def test_run_dir_that_is_a_file_is_rejected(tmp_path):

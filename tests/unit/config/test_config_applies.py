@@ -173,6 +173,8 @@ CASES = [
         "applies only with --use-dynamic-batch-size",
     ),
     (("--save-interval", "5"), 1, "--save-interval", 5, "given without --save"),
+    (("--keep-last-checkpoints", "5"), 1, "--keep-last-checkpoints", 5, "given without --save"),
+    (("--keep-checkpoint-every", "50"), 1, "--keep-checkpoint-every", 50, "given without --save"),
     (("--max-staleness", "2"), 1, "--max-staleness", 2, "only used with --async-rollout"),
     (
         ("--stale-policy", "regenerate"),
