@@ -55,6 +55,12 @@ class GenerationProgress:
 GENERATION_PROGRESS = GenerationProgress()
 
 
+class EngineDied(RuntimeError):
+    """An engine whose backing process is gone (its SGLang server exited, or stopped answering
+    its health check) although the engine's own process lives on: the fleet replaces it as it
+    replaces an engine whose actor died (hyrl.rollout.fleet)."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     max_new_tokens: int

@@ -28,7 +28,11 @@ A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
   the output has one Generation per prompt, in input order, each prompt exactly once.
 * Deaths: an engine has died when a call on it raises ``RayActorError`` (which covers
   ``ActorDiedError`` and ``ActorUnavailableError``: the process crashed, was killed, ran out of
-  memory, or its ``make_engine(i)`` raised while starting). The fleet then kills what is left of the
+  memory, or its ``make_engine(i)`` raised while starting), or raises ``EngineDied``: the actor
+  lives but the server under it is gone (an SGLang server exits when its scheduler hits a CUDA
+  error, an OOM or an NCCL failure and SIGQUITs it; ``EngineActor`` asks the engine's
+  ``dead()`` after any failed call: the server process has exited, or /health does not
+  answer). The fleet then kills what is left of the
   actor and starts a replacement in the same bundle, which loads the newest weights (the last
   ``update_weights``; the factory's own weights if there was none) before it serves. The chunk
   that was in flight on the dead engine goes back to the front of the queue and is served by
@@ -89,6 +93,8 @@ from hyrl.rollout.fleet_engine import (
     RolloutFleetError,
     StreamedSync,
     describe_error,
+    died,
+    task_cause,
 )
 from hyrl.rollout.fleet_weights import stream_to_engines
 
@@ -527,15 +533,15 @@ class RolloutFleet:
         slot.call, slot.call_kind, slot.chunk = None, "", None
         try:
             value = ray.get(ref)
-        except ray.exceptions.RayActorError as exc:  # the process is gone: replace it
-            if kind == "generate":
-                assert chunk is not None, "a generate call serves a chunk"
-                start, stop = bounds[chunk]
-                queue.appendleft(chunk)  # served next, by whichever engine is free first
-                self.resubmitted_prompts += stop - start
-            self._replace(slot, exc)
-            return
-        except ray.exceptions.RayTaskError as exc:
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
+            if died(exc):  # its process, or its server (EngineDied), is gone: replace it
+                if kind == "generate":
+                    assert chunk is not None, "a generate call serves a chunk"
+                    start, stop = bounds[chunk]
+                    queue.appendleft(chunk)  # served next, by whichever engine is free first
+                    self.resubmitted_prompts += stop - start
+                self._replace(slot, exc)
+                return
             if kind == "abandoned":  # an earlier, failed rollout's request; the engine is alive
                 return
             if kind == "generate":
@@ -546,7 +552,7 @@ class RolloutFleet:
                 what = "update_weights"
             raise RolloutFleetError(
                 f"engine {slot.index} raised in {what}, not restarted: "
-                f"{describe_error(exc.cause if exc.cause is not None else exc)}",
+                f"{describe_error(task_cause(exc))}",
                 engine_index=slot.index,
             ) from exc
         if kind == "start":

@@ -23,6 +23,7 @@ from hyrl.rollout.base import (
     BucketEngine,
     DiskCheckpoint,
     DiskLoader,
+    EngineDied,
     Generation,
     SamplingParams,
 )
@@ -52,11 +53,41 @@ def describe_error(exc: BaseException) -> str:
     return describe(exc, MAX_MESSAGE_CHARS)
 
 
+def died(exc: BaseException) -> bool:
+    """Whether a call's error means its engine is gone: its actor's process died
+    (RayActorError), or the engine raised EngineDied (its server died under it)."""
+    import ray
+
+    if isinstance(exc, ray.exceptions.RayActorError):
+        return True
+    return isinstance(exc, ray.exceptions.RayTaskError) and isinstance(exc.cause, EngineDied)
+
+
+def task_cause(exc: BaseException) -> BaseException:
+    """The engine's own exception inside a RayTaskError; any other error as it is."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc
+
+
 class EngineActor:
-    """The body of one engine actor: builds its engine in its own process, one call at a time."""
+    """The body of one engine actor: builds its engine in its own process, one call at a time.
+    A call that fails on an engine whose backing server is gone (the engine's ``dead()``, e.g.
+    ``SGLangEngine.dead``: the server exited, or no longer answers its health check) raises
+    EngineDied instead, which the fleet treats as the engine's death."""
 
     def __init__(self, make_engine: Callable[[int], BucketEngine], engine_index: int):
         self._engine = make_engine(engine_index)
+        self._index = engine_index
+
+    def _guarded(self, method: Callable, *args) -> Any:
+        try:
+            return method(*args)
+        except Exception as err:
+            dead = getattr(self._engine, "dead", None)
+            why = dead() if callable(dead) else None
+            if why:
+                raise EngineDied(f"engine {self._index}: {why}") from err
+            raise
 
     def prepare(self, weights) -> dict[str, Any]:
         """Load the newest weights, if any, and say where this engine runs."""
@@ -75,24 +106,24 @@ class EngineActor:
         """A state dict, or a checkpoint on disk."""
         if isinstance(weights, DiskCheckpoint):
             # a checkpoint goes only to engines built for weight_sync='disk' (SGLang's)
-            cast(DiskLoader, self._engine).load_weights_from_disk(weights)
+            self._guarded(cast(DiskLoader, self._engine).load_weights_from_disk, weights)
         else:
-            self._engine.update_weights(weights)
+            self._guarded(self._engine.update_weights, weights)
 
     def begin_weight_update(self) -> None:
-        self._engine.begin_weight_update()
+        self._guarded(self._engine.begin_weight_update)
 
     def load_weight_bucket(self, bucket) -> None:
-        self._engine.load_weight_bucket(bucket)
+        self._guarded(self._engine.load_weight_bucket, bucket)
 
     def end_weight_update(self, succeeded: bool) -> None:
-        self._engine.end_weight_update(succeeded)
+        self._guarded(self._engine.end_weight_update, succeeded)
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
-        return self._engine.generate(prompts, params)
+        return self._guarded(self._engine.generate, prompts, params)
 
     def call(self, method: str, *args) -> Any:
-        return getattr(self._engine, method)(*args)
+        return self._guarded(getattr(self._engine, method), *args)
 
 
 class EngineSlot(ActorSlot):

@@ -38,7 +38,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from hyrl.models.weight_buckets import NamedTensors
-from hyrl.rollout.fleet_engine import EngineSlot, RolloutFleetError, describe_error
+from hyrl.rollout.fleet_engine import (
+    EngineSlot,
+    RolloutFleetError,
+    describe_error,
+    died,
+    task_cause,
+)
 
 
 def put_bucket(bucket) -> Any:
@@ -67,13 +73,14 @@ def stream_to_engines(
         for slot, ref in zip(live, refs):
             try:
                 ray.get(ref)
-            except ray.exceptions.RayActorError as exc:
-                dead[slot.index] = exc
-            except ray.exceptions.RayTaskError as exc:
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
+                if died(exc):  # the actor, or its server (EngineDied): replaced by the caller
+                    dead[slot.index] = exc
+                    continue
                 failure.append(
                     RolloutFleetError(
                         f"engine {slot.index} raised in {call}, not restarted: "
-                        f"{describe_error(exc.cause if exc.cause is not None else exc)}",
+                        f"{describe_error(task_cause(exc))}",
                         engine_index=slot.index,
                     )
                 )

@@ -222,6 +222,7 @@ class FakeSGLangServer:
         num_moe_layers: int = 1,
         moe_top_k: int = 2,
         num_experts: int = 2,
+        port: int = 0,
     ):
         self.vocab_size = vocab_size
         # as --enable-return-routed-experts: answer return_routed_experts requests with the ids
@@ -245,7 +246,7 @@ class FakeSGLangServer:
         self.weight_version = "default"
         self._groups: dict[str, object] = {}
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
+        self._httpd = _Server(("127.0.0.1", port), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

@@ -54,6 +54,7 @@ from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
 from hyrl.rollout.sglang.weight_sync.session import SyncStats
 from hyrl.rollout.sglang.weight_sync.tensor import TensorWeightSync
 
+DEATH_GRACE_S = 5.0  # how long a failed call waits for a dying server to exit, or to answer
 WEIGHT_SYNC_MODES = {
     "tensor": TensorWeightSync,
     "distributed": DistributedWeightSync,
@@ -114,6 +115,18 @@ class SGLangEngine(BucketReceiver):
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         return self.client.generate_batch(prompts, params, self.stop_token_ids, self.concurrency)
+
+    def dead(self, grace_s: float = DEATH_GRACE_S) -> str | None:
+        """After a call failed: why this engine's server is gone (its process exited, within
+        grace_s, or it no longer answers GET /health), or None when it still serves (the
+        failure was the call's own)."""
+        if self.server is not None:
+            exited = self.server.exit_status(grace_s)
+            if exited is not None:
+                return f"its SGLang server at {self.client.base_url} {exited}"
+        if not self.client.health(timeout_s=grace_s):
+            return f"its SGLang server at {self.client.base_url} does not answer /health"
+        return None
 
     @torch.no_grad()
     def update_weights(self, hf_state_dict: dict[str, torch.Tensor]) -> None:

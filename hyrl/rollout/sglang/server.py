@@ -239,6 +239,27 @@ class SGLangServerProcess:
                 )
             time.sleep(poll_interval_s)
 
+    def exit_status(self, grace_s: float = 0.0) -> str | None:
+        """None while the server runs (or was never started); once it has exited (waiting up
+        to grace_s for a server that is going down), how: its exit code, or the signal that
+        ended it (SGLang's scheduler SIGQUITs the server on an exception: CUDA error, OOM,
+        NCCL), with the last lines of its log."""
+        if self.process is None:
+            return None
+        try:
+            code = self.process.wait(timeout=grace_s) if grace_s > 0 else self.process.poll()
+        except subprocess.TimeoutExpired:
+            return None
+        if code is None:
+            return None
+        how = f"exited with code {code}"
+        if code < 0:
+            try:
+                how = f"was ended by {signal.Signals(-code).name} (exit code {code})"
+            except ValueError:
+                pass
+        return f"{how}; last lines of {self.log_path}:\n{log_tail(self.log_path, 10)}"
+
     def kill(self, grace_s: float = 30.0) -> None:
         """SIGTERM the server's process group, SIGKILL it after grace_s.
 

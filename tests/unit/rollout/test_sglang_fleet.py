@@ -6,6 +6,7 @@ for the routes hyrl calls, not SGLang) running in this process; the broadcast gr
 NCCL on GPUs.
 """
 
+import functools
 import os
 import sys
 
@@ -24,6 +25,7 @@ from fake_sglang_server import (  # noqa: E402
 
 from hyrl.rollout.base import SamplingParams  # noqa: E402
 from hyrl.rollout.fleet import RolloutFleet  # noqa: E402
+from hyrl.rollout.sglang.client import SGLangError  # noqa: E402
 from hyrl.rollout.sglang.engine import SGLangEngine  # noqa: E402
 from hyrl.rollout.sglang.fleet import SGLangFleet  # noqa: E402
 
@@ -333,3 +335,64 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
     finally:
         dist.destroy_process_group()
         engine.close()
+
+
+# --- a server that dies under its engine (SGLang's scheduler SIGQUITs it) ----------------------
+
+DYING = os.path.join(os.path.dirname(fake_sglang_server.__file__), "dying_sglang_server.py")
+
+
+def make_dying_engine(marker, log_dir, engine_index):
+    """Engine i launches its own server process: tests/helpers/dying_sglang_server.py, which
+    ends as SGLang's server does when its scheduler fails, at its 2nd /generate request, once
+    (engine 0's first server only: `marker` holds the engine index that died)."""
+    from hyrl.rollout.sglang.server import SGLangServerProcess, free_port
+
+    port = free_port()
+    once = f"{marker}-{engine_index}"
+    die_on = "2" if engine_index == 0 else "1000000"
+    server = SGLangServerProcess(
+        "unused", port=port, log_path=f"{log_dir}/server{engine_index}-{port}.log",
+        launch_command=[sys.executable, DYING, "--port", str(port), "--die-on-generate", die_on,
+                        "--once", once],
+    )  # fmt: skip
+    return SGLangEngine.launch(server, 60.0, concurrency=2, stop_token_ids=[EOS], timeout_s=30.0)
+
+
+def test_a_server_that_dies_mid_rollout_is_replaced_and_nothing_is_lost(ray_cluster, tmp_path):
+    """Engine 0's server ends (SIGQUIT from its scheduler, then its own SIGKILL) on its second
+    request while its engine actor lives on: the request fails, the actor reports EngineDied,
+    and the fleet replaces the engine within --rollout-max-restarts and serves the chunk again."""
+    fleet = RolloutFleet(
+        functools.partial(make_dying_engine, str(tmp_path / "died"), str(tmp_path)),
+        num_engines=2,
+        concurrency_per_engine=2,
+        num_cpus_per_engine=0.5,
+        max_restarts=1,
+    )
+    try:
+        generations = fleet.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 0) for p in PROMPTS]
+        stats = fleet.stats()
+        assert stats["restarts"] == [1, 0] and stats["resubmitted_prompts"] >= 1
+        assert (tmp_path / "died-0").exists()
+        logs = sorted(tmp_path.glob("server0-*.log"))
+        assert any("SIGQUIT to the server" in p.read_text() for p in logs)
+    finally:
+        fleet.close()
+
+
+def test_the_engine_says_how_its_server_ended(tmp_path):
+    """SGLangEngine.dead() after a failed call: the server's end as SGLang's ends (SIGKILL by
+    its own SIGQUIT handler), with its log's last lines; None while it serves."""
+    engine = make_dying_engine(str(tmp_path / "died"), str(tmp_path), 0)
+    try:
+        assert engine.dead(grace_s=0.1) is None
+        engine.generate(PROMPTS[:1], PARAMS)  # the first request is answered
+        with pytest.raises(SGLangError):
+            engine.generate(PROMPTS[:1], PARAMS)  # the second ends the server
+        why = engine.dead()
+        assert why is not None and "was ended by SIGKILL (exit code -9)" in why
+        assert "Received sigquit from a child process" in why  # the log's tail
+    finally:
+        engine.shutdown()
