@@ -230,6 +230,12 @@ class RolloutFleet:
             raise failures[0]
         self._run(deque(), [], [], None, until_all_idle=True)
 
+    def settle(self) -> None:
+        """Return once no call runs and every replacement is up (one that dies starting is
+        replaced again, within max_restarts): the engine set a weight sync will reach."""
+        self._check_open()
+        self._run(deque(), [], [], None, until_all_idle=True)
+
     def load_weights_from_disk(self, checkpoint: DiskCheckpoint) -> None:
         """Every engine loads a checkpoint on a file system they share (no object-store copy);
         replacements load the same one. Returns once all have."""

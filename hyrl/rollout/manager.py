@@ -356,13 +356,19 @@ class RolloutManager:
             self.engines_released = True
 
     def resume_engines(self) -> None:
-        """Retake the memory; the weights are gone with it, so only the weight sync calls this."""
+        """Rank 0, right before the engines take the weights, before any rank gathers one:
+        retake the memory (the weights are gone with it, so only the weight sync calls this),
+        and let an engine that needs it prepare (SGLang's distributed sync forms a new group
+        after a replacement: ``SGLangFleet.prepare_weight_sync``)."""
         if self.engines_released:
             if torch.cuda.is_available():  # hand the training step's cached blocks back first
                 torch.cuda.empty_cache()
             assert self.engine is not None, "built in __init__"
             self.engine.resume_memory()
             self.engines_released = False
+        prepare = getattr(self.engine, "prepare_weight_sync", None)
+        if prepare is not None:
+            prepare()
 
     def close(self) -> None:
         """Stop the engines and reward workers (and Ray, if this side started it)."""

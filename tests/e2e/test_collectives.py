@@ -3,6 +3,7 @@ the device the group's backend needs, ranks that wait for rank 0 in a gloo group
 --distributed-timeout-minutes applies to, routing rows sent as int16 tensors."""
 
 import json
+import time
 
 import pytest
 import torch
@@ -100,3 +101,35 @@ def test_training_outwaits_rank_0s_generation_and_evaluation_beyond_the_timeout(
     assert [r["step"] for r in rows] == [0, 1]
     assert "eval/accuracy" in rows[0] and "eval/accuracy" in rows[1]
     assert rows[1]["perf/rollout_s"] >= 9
+
+
+@pytest.mark.slow
+def test_a_weight_sync_that_fails_on_rank_0_ends_every_rank_with_its_message(tmp_path):
+    """Rank 0's engine fails in the 2nd weight sync after one bucket, while rank 1 is in the
+    expert gathers (EP=2). Rank 0 still takes part in the rest of the gathers, then every rank
+    raises rank 0's message. Before, rank 0 left the gathers: here (gloo) rank 1 then failed
+    with gloo's "Connection closed by peer" once rank 0's process exited, which names no cause;
+    under NCCL it waits in the gather until the collective timeout."""
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    proc = run_recipe(
+        run_dir,
+        "--num-steps",
+        "3",
+        "--expert-model-parallel-size",
+        "2",
+        "--distributed-timeout-minutes",
+        "3",
+        nproc=2,
+        extra_env=hook_env(HYRL_TEST_FAIL_WEIGHT_SYNC="2"),
+    )
+    assert time.monotonic() - started < 150  # well inside the 3-minute collective timeout
+    assert proc.returncode != 0
+    said = "rank 0 failed in the weight sync: RuntimeError: test hook: the engine refused"
+    output = proc.stdout + proc.stderr
+    # each rank's own traceback ends with rank 0's words (torchrun prefixes the rank)
+    for rank in (0, 1):
+        assert any(said in line for line in output.splitlines() if f"[rank{rank}]" in line), output[
+            -4000:
+        ]
+    assert json.loads((run_dir / "summary.json").read_text())["ended"] == "error"

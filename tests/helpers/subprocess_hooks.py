@@ -15,6 +15,8 @@ HYRL_TEST_GENERATION_DELAY_S=S: rank 0 sleeps S seconds after each engine call
 the weights it found): a generation slower than --distributed-timeout-minutes, or one a weight
 sync lands in (--inflight-weight-updates), or a rollout longer than --log-interval-s (the
 heartbeat).
+HYRL_TEST_FAIL_WEIGHT_SYNC=N: rank 0's hf engine takes one bucket of the N-th weight stream and
+raises (an engine that fails mid-sync while the other ranks are in their gathers).
 """
 
 from __future__ import annotations
@@ -73,10 +75,27 @@ def _die_as_a_killed_job() -> None:
     os._exit(17)
 
 
+def _fail_weight_sync(hf_engine: ModuleType) -> None:
+    fail_at = int(os.environ["HYRL_TEST_FAIL_WEIGHT_SYNC"])
+    stream = hf_engine.HFRolloutEngine.update_weights_stream
+    calls = [0]
+
+    @functools.wraps(stream)
+    def stream_then_fail(self, buckets):
+        calls[0] += 1
+        if calls[0] != fail_at:
+            return stream(self, buckets)
+        next(iter(buckets))
+        raise RuntimeError(f"test hook: the engine refused weight stream {fail_at}")
+
+    hf_engine.HFRolloutEngine.update_weights_stream = stream_then_fail
+
+
 # variable -> (the module patched, the patch, given the module just imported)
 HOOKS: dict[str, tuple[str, Callable[[ModuleType], None]]] = {
     "HYRL_TEST_CRASH_IN_SAVE": ("hyrl.backends.megatron.train_checkpoint", _crash_in_save),
     "HYRL_TEST_GENERATION_DELAY_S": ("hyrl.rollout.manager", _delay_each_generation),
+    "HYRL_TEST_FAIL_WEIGHT_SYNC": ("hyrl.rollout.hf_engine", _fail_weight_sync),
 }
 
 

@@ -13,7 +13,10 @@ By mode (the trainer's side of each: hyrl.weight_sync):
   serves. A checkpoint the trainer ranks wrote (``load_weights_from_disk``) goes to every actor.
 * "distributed": this process broadcasts each bucket over one NCCL group with every server
   (``weight_sync.distributed.DistributedWeightSync``) and tells the fleet the engines synced; a
-  whole state dict (``update_weights``) is also staged for replacements.
+  whole state dict (``update_weights``) is also staged for replacements. SGLang fixes a group's
+  world size when it forms, so after a replacement (a new server, a new URL) the next sync
+  first leaves the old group and forms a new one with the servers then up
+  (``prepare_weight_sync``, which rank 0 runs before the training ranks gather anything).
 * "tensor" with --colocate: the training ranks hand each server CUDA IPC handles of their own
   copies (``weight_sync.tensor.ColocatedTensorSync``); this process posts them.
 """
@@ -38,8 +41,8 @@ class SGLangFleet:
     update_weights_stream (and update_weights, a whole dict): "tensor"/"disk" through the fleet,
     bucket by bucket (each actor loads its own server, and a replacement loads the newest
     weights before it serves); "distributed": this process broadcasts each bucket over one NCCL
-    group with every server and also hands the fleet the buckets, which only a replacement
-    engine reads (kept only with --rollout-max-restarts > 0).
+    group with every server; a replacement waits for the next sync, before which
+    ``prepare_weight_sync`` forms a new group with the servers then up.
     release_memory/resume_memory: on every engine (--colocate).
     """
 
@@ -52,6 +55,7 @@ class SGLangFleet:
         *,
         backend: str = "nccl",
         device: torch.device | None = None,
+        master_address: str | None = None,
     ):
         self.fleet = fleet
         self.mode = mode
@@ -59,25 +63,52 @@ class SGLangFleet:
         self._distributed: DistributedWeightSync | None = None
         # --colocate tensor: the servers fed by the training ranks
         self._ipc_sync: ColocatedTensorSync | None = None
+        self._buffer_bytes, self._gpus_per_engine = buffer_bytes, gpus_per_engine
+        self._backend, self._device = backend, device
+        self._master_address = master_address  # None: this node's address, as Ray sees it
+        self._groups_formed = 0
         if mode == "distributed":
-            from hyrl.rollout.sglang.client import SGLangClient
-            from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+            self._form_group(fleet.call_all("server_url"))
 
-            urls = fleet.call_all("server_url")
-            if device is None:
-                device = torch.device("cuda", torch.cuda.current_device())
+    def _form_group(self, urls: list[str]) -> None:
+        """A new weight-update group with the servers at `urls` (SGLang's fixes its world size
+        when formed: a replacement cannot join an old one). Each group gets its own name, so a
+        server that could not destroy the previous one still joins."""
+        from hyrl.rollout.sglang.client import SGLangClient
+        from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+
+        if self._device is None:
+            self._device = torch.device("cuda", torch.cuda.current_device())
+        if self._master_address is None:
             import ray
 
             # the servers may run on other nodes: they rendezvous at this node's address
-            self._distributed = DistributedWeightSync(
-                [SGLangClient(url) for url in urls],
-                buffer_bytes,
-                master_address=ray.util.get_node_ip_address(),
-                backend=backend,
-                tp_sizes=gpus_per_engine,
-                device=device,
-            )
-            self._distributed.connect()
+            self._master_address = ray.util.get_node_ip_address()
+        self._groups_formed += 1
+        self._distributed = DistributedWeightSync(
+            [SGLangClient(url) for url in urls],
+            self._buffer_bytes,
+            master_address=self._master_address,
+            backend=self._backend,
+            group_name=f"hyrl_weight_update_{self._groups_formed}",
+            tp_sizes=self._gpus_per_engine,
+            device=self._device,
+        )
+        self._distributed.connect()
+
+    def prepare_weight_sync(self) -> None:
+        """distributed, on rank 0 before any training rank gathers a weight: when the server
+        set changed since the group formed (an engine was replaced: its server has a new URL),
+        leave the old group and form one with the servers now up. A no-op otherwise, and in
+        the other modes (the fleet brings their replacements up to date)."""
+        if self._distributed is None:
+            return
+        self.fleet.settle()  # replacements up: the group must include them
+        urls = self.fleet.call_all("server_url")
+        if [c.base_url for c in self._distributed.clients] == [u.rstrip("/") for u in urls]:
+            return
+        self._distributed.close()  # the servers still up leave it; a dead one is skipped
+        self._form_group(urls)
 
     def generate(self, prompts, params):
         return self.fleet.generate(prompts, params)
@@ -89,6 +120,7 @@ class SGLangFleet:
             return
         from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
 
+        self.prepare_weight_sync()
         self.last_sync_stats = self._distributed.sync(checkpoint_named_tensors(hf_state_dict))
         self.fleet.stage_weights(hf_state_dict)
 
@@ -99,6 +131,7 @@ class SGLangFleet:
             self.fleet.update_weights_stream(buckets)
             self._collect_stats()
             return
+        self.prepare_weight_sync()
         self.last_sync_stats = self._distributed.sync_buckets(buckets)
         self.fleet.mark_synced()
 

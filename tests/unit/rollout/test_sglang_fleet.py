@@ -211,6 +211,56 @@ def test_distributed_sync_broadcasts_to_every_server_and_stages_nothing_for_repl
         engine.close()
 
 
+def make_engine_on_a_new_server(urls, spare_url, marker_dir, engine_index):
+    """Engine 1's replacement talks to `spare_url`, as a replacement's own new server would."""
+    first_start = f"{marker_dir}/engine{engine_index}"
+    url = urls[engine_index]
+    if engine_index == 1 and os.path.exists(first_start):
+        url = spare_url
+    open(first_start, "w").close()
+    return make_tensor_engine({engine_index: url}, engine_index)
+
+
+def test_a_replacement_on_a_new_server_rejoins_the_distributed_sync(ray_cluster, tmp_path):
+    """SGLang fixes a weight-update group's world size when it forms; a replacement's server
+    has a new URL. The next sync leaves the old group and forms one with the servers up."""
+    from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
+    from hyrl.models.weight_buckets import iter_buckets
+
+    def stream(shift):
+        return iter_buckets(split_fused_experts(hf_state_dict_with_shift(shift)), 1 << 20)
+
+    with FakeSGLangServer() as kept, FakeSGLangServer() as spare:
+        dead = FakeSGLangServer().__enter__()
+        fleet = RolloutFleet(
+            functools.partial(
+                make_engine_on_a_new_server, [kept.url, dead.url], spare.url, str(tmp_path)
+            ),
+            num_engines=2,
+            concurrency_per_engine=4,
+            num_cpus_per_engine=0.5,
+        )
+        engine = SGLangFleet(
+            fleet, "distributed", 1 << 20, 1, backend="gloo", device=torch.device("cpu")
+        )
+        try:
+            engine.update_weights_stream(stream(5.0))
+            assert [kept.shift, dead.shift] == [5, 5]
+            dead.__exit__(None, None, None)  # its server is gone, then its engine
+            fleet.kill_engine(1)
+            generations = engine.generate(PROMPTS, PARAMS)  # engine 0 serves; 1 is replaced
+            assert [g.response_ids for g in generations] == [expected_tokens(p, 5) for p in PROMPTS]
+            assert fleet.stats()["restarts"] == [0, 1]
+            engine.update_weights_stream(stream(3.0))
+            assert [kept.shift, spare.shift] == [3, 3]
+            assert "/update_weights_from_distributed" in spare.routes_called()
+            generations = engine.generate(PROMPTS, PARAMS)  # both serve the newest weights
+            assert [g.response_ids for g in generations] == [expected_tokens(p, 3) for p in PROMPTS]
+            assert spare.routes_called().count("/generate") > 0
+        finally:
+            engine.close()
+
+
 def test_engine_actor_launches_its_server_from_a_config_only_directory(tmp_path, monkeypatch):
     """What make_sglang_engine asks SGLang for (the launch itself needs a GPU: tests/gpu)."""
     from hyrl.models.qwen3_moe.config import TINY
