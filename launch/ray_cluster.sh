@@ -9,7 +9,12 @@
 # engines land on the rollout nodes); NODE_IP the address to bind (default: hostname -I's
 # first). start-head prints the address to pass to hyrl as --ray-address (recipes read
 # RAY_ADDRESS). --block keeps the command in the foreground (needed under srun).
+# RAY_AUTH_MODE: one mode for the head, the workers and hyrl's rank 0 (which joins with
+# disabled unless the variable says otherwise: hyrl.rollout.build.start_ray). Ray 2.60's
+# `ray start --head` turns token auth on by itself when ~/.ray/auth_token exists; rank 0 could
+# then not join. Set RAY_AUTH_MODE=token in the job's environment for tokens everywhere.
 set -euo pipefail
+export RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
 RAY_PORT="${RAY_PORT:-6379}"
 usage() { sed -n '2,11p' "$0" >&2; exit 2; }
 node_ip() { echo "${NODE_IP:-$(hostname -I 2>/dev/null | awk '{print $1}')}"; }

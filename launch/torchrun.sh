@@ -13,6 +13,11 @@
 # several ranks it runs that check, so a refused flag or a bad file is reported once (exit 2)
 # and nothing starts.
 set -euo pipefail
+# Megatron's tensor-parallel layers (sequence parallel, async TP all-reduce) rely on one CUDA
+# work queue per device so a collective launched first runs first and overlaps the matmul
+# after it (megatron/core/tensor_parallel/layers.py). The ranks only: SGLang servers set
+# their own (8) whatever they inherit.
+export CUDA_DEVICE_MAX_CONNECTIONS="${CUDA_DEVICE_MAX_CONNECTIONS:-1}"
 NPROC="${NPROC:-1}"
 NNODES="${NNODES:-1}"
 for name in NPROC NNODES; do

@@ -33,7 +33,10 @@ def start_ray(cfg: RunConfig, layout: RolloutLayout) -> bool:
     """
     if not layout.uses_ray:
         return False
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local, private instance
+    # A local instance is private; a cluster from launch/ray_cluster.sh runs the same mode
+    # (disabled unless RAY_AUTH_MODE says otherwise). Left unset, Ray would turn token auth on
+    # by itself wherever ~/.ray/auth_token exists, on one side only.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
     if ray.is_initialized():
