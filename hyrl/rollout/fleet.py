@@ -43,7 +43,10 @@ A `RolloutFleet` is itself a `RolloutEngine` (hyrl.rollout.base). Semantics:
   death raises ``RolloutFleetError`` naming the engine, its restarts and the last error, and the
   engine is retired: later calls run on the other engines, and raise once none is left. An engine
   that does not start within ``startup_timeout_s`` raises as well. Nothing waits forever on a dead
-  engine; a live engine stuck inside ``generate`` is not timed out.
+  engine. A live engine stuck inside ``generate`` is timed out by its own request deadline
+  (SGLang's: --sglang-request-timeout-s); an engine whose server exited, hung past that
+  deadline or fails its health check raises EngineDied (hyrl.rollout.fleet_engine), which
+  counts as a death here. The fleet itself sets no deadline on a call.
 * Errors: an engine that raises an ordinary exception in ``generate`` or ``update_weights`` (a
   bug, a bad input, a state dict with wrong keys) is NOT restarted: ``RolloutFleetError`` names the
   engine (``engine_index``) and chains the engine's exception (``__cause__`` is an instance of its
@@ -411,7 +414,7 @@ class RolloutFleet:
 
     def _replace(self, slot: EngineSlot, exc: BaseException) -> None:
         """A death: a new actor in the same bundle, or RolloutFleetError past max_restarts."""
-        slot.last_error = describe_error(exc)
+        slot.last_error = describe_error(task_cause(exc))
         if slot.restarts >= self.max_restarts:
             slot.kill()
             slot.retired = True

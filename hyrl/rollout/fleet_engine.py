@@ -71,9 +71,10 @@ def task_cause(exc: BaseException) -> BaseException:
 
 class EngineActor:
     """The body of one engine actor: builds its engine in its own process, one call at a time.
-    A call that fails on an engine whose backing server is gone (the engine's ``dead()``, e.g.
-    ``SGLangEngine.dead``: the server exited, or no longer answers its health check) raises
-    EngineDied instead, which the fleet treats as the engine's death."""
+    A call that fails on an engine whose backing server is gone (the engine's ``dead(error)``,
+    e.g. ``SGLangEngine.dead``: the server exited, hung past the request deadline, or no longer
+    answers its health check) raises EngineDied instead, which the fleet treats as the
+    engine's death."""
 
     def __init__(self, make_engine: Callable[[int], BucketEngine], engine_index: int):
         self._engine = make_engine(engine_index)
@@ -84,7 +85,7 @@ class EngineActor:
             return method(*args)
         except Exception as err:
             dead = getattr(self._engine, "dead", None)
-            why = dead() if callable(dead) else None
+            why = dead(err) if callable(dead) else None
             if why:
                 raise EngineDied(f"engine {self._index}: {why}") from err
             raise

@@ -57,6 +57,21 @@ class SGLangError(RuntimeError):
     """An SGLang server or route failed; the message says which and what to do."""
 
 
+def timed_out(error: BaseException) -> bool:
+    """Whether `error` (or an error it was raised from) is a request deadline that passed."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TimeoutError):
+            return True
+        reason = getattr(current, "reason", None)  # urllib's URLError wraps a connect timeout
+        if isinstance(reason, TimeoutError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 class SGLangClient:
     def __init__(
         self,

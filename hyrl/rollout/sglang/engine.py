@@ -46,7 +46,7 @@ import torch
 
 from hyrl.models.weight_buckets import NamedTensors
 from hyrl.rollout.base import BucketReceiver, Generation, SamplingParams
-from hyrl.rollout.sglang.client import SGLangClient
+from hyrl.rollout.sglang.client import SGLangClient, timed_out
 from hyrl.rollout.sglang.server import SGLangServerProcess
 from hyrl.rollout.sglang.weight_sync.disk import DiskWeightSync
 from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
@@ -116,10 +116,19 @@ class SGLangEngine(BucketReceiver):
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         return self.client.generate_batch(prompts, params, self.stop_token_ids, self.concurrency)
 
-    def dead(self, grace_s: float = DEATH_GRACE_S) -> str | None:
-        """After a call failed: why this engine's server is gone (its process exited, within
-        grace_s, or it no longer answers GET /health), or None when it still serves (the
-        failure was the call's own)."""
+    def dead(
+        self, error: BaseException | None = None, grace_s: float = DEATH_GRACE_S
+    ) -> str | None:
+        """After a call failed with `error`: why this engine's server is gone, or None when it
+        still serves (the failure was the call's own). Gone: a request that got no answer
+        within the client's deadline (--sglang-request-timeout-s: a hung server), its process
+        exited (within grace_s), or it no longer answers GET /health (SGLang 0.5.23's /health
+        generates a token and fails when the scheduler makes no progress)."""
+        if error is not None and timed_out(error):
+            return (
+                f"its SGLang server at {self.client.base_url} did not answer a request within "
+                f"{self.client.timeout_s:g} s (--sglang-request-timeout-s): taken for hung"
+            )
         if self.server is not None:
             exited = self.server.exit_status(grace_s)
             if exited is not None:

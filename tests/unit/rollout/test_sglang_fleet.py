@@ -392,21 +392,24 @@ def test_colocated_tensor_sync_feeds_every_server_from_the_training_ranks_and_st
 DYING = os.path.join(os.path.dirname(fake_sglang_server.__file__), "dying_sglang_server.py")
 
 
-def make_dying_engine(marker, log_dir, engine_index):
+def make_dying_engine(marker, log_dir, engine_index, how="--die-on-generate", timeout_s=30.0):
     """Engine i launches its own server process: tests/helpers/dying_sglang_server.py, which
-    ends as SGLang's server does when its scheduler fails, at its 2nd /generate request, once
-    (engine 0's first server only: `marker` holds the engine index that died)."""
+    ends as SGLang's server does when its scheduler fails (or, with --hang-on-generate, stops
+    answering), at its 2nd /generate request, once (engine 0's first server only: `marker`
+    holds the engine index that died). timeout_s: the engine's request deadline."""
     from hyrl.rollout.sglang.server import SGLangServerProcess, free_port
 
     port = free_port()
     once = f"{marker}-{engine_index}"
-    die_on = "2" if engine_index == 0 else "1000000"
+    fail_on = "2" if engine_index == 0 else "1000000"
     server = SGLangServerProcess(
         "unused", port=port, log_path=f"{log_dir}/server{engine_index}-{port}.log",
-        launch_command=[sys.executable, DYING, "--port", str(port), "--die-on-generate", die_on,
+        launch_command=[sys.executable, DYING, "--port", str(port), how, fail_on,
                         "--once", once],
     )  # fmt: skip
-    return SGLangEngine.launch(server, 60.0, concurrency=2, stop_token_ids=[EOS], timeout_s=30.0)
+    return SGLangEngine.launch(
+        server, 60.0, concurrency=2, stop_token_ids=[EOS], timeout_s=timeout_s
+    )
 
 
 def test_a_server_that_dies_mid_rollout_is_replaced_and_nothing_is_lost(ray_cluster, tmp_path):
@@ -428,6 +431,31 @@ def test_a_server_that_dies_mid_rollout_is_replaced_and_nothing_is_lost(ray_clus
         assert (tmp_path / "died-0").exists()
         logs = sorted(tmp_path.glob("server0-*.log"))
         assert any("SIGQUIT to the server" in p.read_text() for p in logs)
+    finally:
+        fleet.close()
+
+
+def test_a_server_that_hangs_past_the_request_deadline_is_replaced(ray_cluster, tmp_path):
+    """Engine 0's server stops answering (a stuck scheduler: no /generate, no /health) at its
+    second request; past the request deadline (--sglang-request-timeout-s, 3 s here) the engine
+    counts as dead, is replaced, and its prompts are served again. At c42290d the fleet never
+    timed out a live engine stuck inside generate, and the timed-out request stopped the run."""
+    make = functools.partial(
+        make_dying_engine,
+        str(tmp_path / "hung"),
+        str(tmp_path),
+        how="--hang-on-generate",
+        timeout_s=3.0,
+    )
+    fleet = RolloutFleet(
+        make, num_engines=2, concurrency_per_engine=2, num_cpus_per_engine=0.5, max_restarts=1
+    )
+    try:
+        generations = fleet.generate(PROMPTS, PARAMS)
+        assert [g.response_ids for g in generations] == [expected_tokens(p, 0) for p in PROMPTS]
+        stats = fleet.stats()
+        assert stats["restarts"] == [1, 0] and stats["resubmitted_prompts"] >= 1
+        assert "did not answer a request within 3 s" in fleet._slots[0].last_error
     finally:
         fleet.close()
 
