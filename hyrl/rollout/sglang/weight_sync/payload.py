@@ -11,6 +11,7 @@ in buckets, and a bucket serialized for ``/update_weights_from_tensor``.
   (a child it forked: the contract tier's scheduler); hyrl's engines always send from a GPU.
   Every training rank makes its own with ``--colocate`` (hyrl.weight_sync.tensor), through the
   engine factory (hyrl.rollout.build).
+* ``serialize_per_rank``: one payload per TP rank of a server, each serialized on its own.
 * ``load_format_of`` is the load_format a post must name for a serializer's payloads, and
   ``release_payload`` lets the serializer drop what it held once the servers have copied it.
   Tests inject a plain serializer (any ``Serializer``).
@@ -97,11 +98,16 @@ class SGLangSerializer:
         self.held: dict[str, Any] | None = None  # the flat bucket the server may still read
 
     def __call__(self, named: NamedTensors) -> str:
+        return self.per_rank(named, 1)[0]
+
+    def per_rank(self, named: NamedTensors, ranks: int) -> list[str]:
+        """``ranks`` serializations of one bucket (of one flat copy when flattened): one
+        payload per TP rank (``serialize_per_rank``)."""
         self.release()
         if self.load_format is None:
-            return self._serialize(named, output_str=True)
+            return [self._serialize(named, output_str=True) for _ in range(ranks)]
         self.held = flatten_bucket(named, self._metadata_type)
-        return self._serialize(self.held, output_str=True)
+        return [self._serialize(self.held, output_str=True) for _ in range(ranks)]
 
     def release(self) -> None:
         """Drop the flat copy of the last bucket (once the servers have copied it)."""
@@ -131,6 +137,19 @@ def load_format_of(serializer: Serializer, given: str | None) -> str | None:
             f"sglang_serializer(flattened={given == FLATTENED_BUCKET}) or load_format={own!r}"
         )
     return own
+
+
+def serialize_per_rank(serializer: Serializer, named: NamedTensors, ranks: int) -> list[str]:
+    """One payload per TP rank, each its own serialization of the same tensors, as SGLang
+    0.5.23's engine makes them (``Engine._serialize_tensors_per_rank``): each rank opens only
+    its own (``TpModelWorker.deserialize_own_rank``), and a serialized handle is good for one
+    opening (a CPU tensor's file descriptor is handed over once; a CUDA storage's producer-side
+    IPC refcount gains one per serialization and loses one per opening), so ``[payload] *
+    ranks`` breaks on every rank but the first."""
+    per_rank = getattr(serializer, "per_rank", None)
+    if per_rank is not None:
+        return list(per_rank(named, ranks))
+    return [serializer(named) for _ in range(ranks)]
 
 
 def release_payload(serializer: Serializer) -> None:

@@ -3,10 +3,11 @@
 
 * ``TensorWeightSync`` (an engine actor feeds its own server: the engines on GPUs of their own):
   each bucket is moved to ``device`` (the engine's GPU; no copy when it is there already),
-  serialized and posted to every server at once (``post_to_all``) with one copy of the payload
-  per TP rank. The server has copied the tensors when the call returns, so the bucket is freed
-  before the next one is moved. With ``device=None`` CPU tensors travel as file-descriptor
-  handles (``payload.py``).
+  serialized once per TP rank of every server (each rank opens a payload of its own, as
+  SGLang's engine sends them: ``payload.serialize_per_rank``; a flattened bucket is one flat
+  copy) and posted to every server at once (``post_to_all``). The server has copied the
+  tensors when the call returns, so the bucket is freed before the next one is moved. With
+  ``device=None`` CPU tensors travel as file-descriptor handles (``payload.py``).
 * ``ColocatedTensorSync`` (--colocate: each engine is fed by the training ranks on its own GPUs,
   slime's colocated path; nothing goes through Ray). Every training rank serializes its own
   copy of each bucket and rank 0 hands the gathered payloads over (the trainer's side:
@@ -40,6 +41,7 @@ from hyrl.rollout.sglang.weight_sync.payload import (
     Serializer,
     load_format_of,
     release_payload,
+    serialize_per_rank,
     sglang_serializer,
 )
 from hyrl.rollout.sglang.weight_sync.session import (
@@ -77,13 +79,17 @@ class TensorWeightSync(PausedSync):
         moved = bucket
         if self.device is not None:
             moved = [(n, t.detach().to(self.device)) for n, t in bucket]
-        payload = serialize(moved)
-        # every server at once; each call returns once the server has copied the bucket
         try:
+            payloads = serialize_per_rank(serialize, moved, len(self.clients) * self.tp_size)
+            payloads_of = {
+                id(client): payloads[k * self.tp_size : (k + 1) * self.tp_size]
+                for k, client in enumerate(self.clients)
+            }
+            # every server at once; each call returns once the server has copied the bucket
             post_to_all(
                 self.clients,
                 lambda client: client.update_weights_from_tensor(
-                    [payload] * self.tp_size,
+                    payloads_of[id(client)],
                     load_format=load_format,
                     flush_cache=False,
                     weight_version=weight_version,
