@@ -8,7 +8,9 @@ models and optimizer states the backend's):
   samples, the clock, the target tracker, the task's position, whose run under which flags,
   the autopilot, the rollouts queued under --async-rollout), and the save itself with
   --offload-train's weights brought back for it, then the older checkpoints pruned
-  (`save`, `Retention`: --keep-last-checkpoints, --keep-checkpoint-every).
+  (`save`, `Retention`: --keep-last-checkpoints, --keep-checkpoint-every); a save that runs
+  out of disk stops the run naming the path and the bytes, the earlier steps intact
+  (hyrl.checkpoint.no_space).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyrl.config import RUN_RECORD_KEYS, ResolvedConfig
+from hyrl.train.stopping import TrainingStopped
 
 if TYPE_CHECKING:
     from hyrl.backends.base import TrainBackend, TrainedModel
@@ -176,7 +179,17 @@ def save(
     reclaimed = sync_and_offload.trainer_offloaded
     if reclaimed:
         sync_and_offload.reclaim(trainables)
-    path = backend.save_checkpoint(keep.save_dir, rollout_step, state)
+    try:
+        path = backend.save_checkpoint(keep.save_dir, rollout_step, state)
+    except BaseException as exc:  # torch's CheckpointException is a BaseException
+        from hyrl.checkpoint.no_space import no_space_error, no_space_message, remove_unfinished
+
+        full = no_space_error(exc)
+        if full is None:
+            raise
+        if backend.rank == 0:
+            remove_unfinished(keep.save_dir, rollout_step)
+        raise TrainingStopped(no_space_message(keep.save_dir, rollout_step, full)) from exc
     if backend.rank == 0:
         print(f"hyrl: checkpoint {path} written", flush=True)
         from hyrl.checkpoint.retention import prune

@@ -111,6 +111,31 @@ def test_a_crash_in_the_middle_of_a_save_leaves_the_previous_checkpoint_to_resum
 
 
 @pytest.mark.slow
+def test_a_full_disk_during_a_save_stops_the_run_naming_it_and_leaves_the_earlier_step(tmp_path):
+    """Every rank's save of step 2 fails with ENOSPC after the actor is written (2 ranks, EP=2).
+    At c42290d the OSError's traceback ended the run with the half-written .tmp-step_2 left."""
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    proc = run_recipe(
+        run_dir,
+        "--num-steps", "3", "--save", str(ckpt), "--save-interval", "1",
+        "--expert-model-parallel-size", "2",
+        nproc=2,
+        extra_env=hook_env(HYRL_TEST_ENOSPC_IN_SAVE="2"),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    [said] = [line for line in proc.stderr.splitlines() if "hyrl train: error:" in line]
+    assert "rollout step 2 ran out of disk space" in said
+    assert str(ckpt / ".tmp-step_2" / "optimizer" / "__0_0.distcp") in said
+    assert "(step_1's size)" in said and "are free" in said
+    # no rank's own traceback (torchrun still prints its ChildFailedError for the exit code 1)
+    assert not [line for line in proc.stderr.splitlines() if line.startswith("[rank")]
+    assert (ckpt / "latest").read_text().strip() == "step_1"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["latest", "run.json", "step_1"]
+    assert json.loads((run_dir / "summary.json").read_text())["ended"] == "error"
+    assert [r["rollout_step"] for r in records(run_dir)] == [1, 2]  # step 2 itself was logged
+
+
+@pytest.mark.slow
 def test_old_checkpoints_are_pruned_but_milestones_the_loaded_step_and_forked_steps_stay(
     tmp_path,
 ):

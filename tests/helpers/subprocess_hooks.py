@@ -15,6 +15,8 @@ HYRL_TEST_GENERATION_DELAY_S=S: rank 0 sleeps S seconds after each engine call
 the weights it found): a generation slower than --distributed-timeout-minutes, or one a weight
 sync lands in (--inflight-weight-updates), or a rollout longer than --log-interval-s (the
 heartbeat).
+HYRL_TEST_ENOSPC_IN_SAVE=N: every rank's save after rollout step N fails as a full disk does,
+once the first model (the actor) is written: OSError(ENOSPC) naming a file in .tmp-step_N.
 HYRL_TEST_FAIL_WEIGHT_SYNC=N: rank 0's hf engine takes one bucket of the N-th weight stream and
 raises (an engine that fails mid-sync while the other ranks are in their gathers).
 """
@@ -62,6 +64,25 @@ def _crash_in_save(train_checkpoint: ModuleType) -> None:
     train_checkpoint.save_mcore = save_mcore_then_crash
 
 
+def _enospc_in_save(train_checkpoint: ModuleType) -> None:
+    import errno
+
+    from hyrl.checkpoint.trainer_state import TMP_PREFIX, step_dir_name
+
+    saving = TMP_PREFIX + step_dir_name(int(os.environ["HYRL_TEST_ENOSPC_IN_SAVE"]))
+    save_mcore = train_checkpoint.save_mcore
+
+    @functools.wraps(save_mcore)
+    def save_mcore_then_fill_the_disk(model, out_dir, *args, **kwargs):
+        metadata = save_mcore(model, out_dir, *args, **kwargs)
+        if Path(out_dir).parent.name == saving:
+            next_file = Path(out_dir).parent / "optimizer" / "__0_0.distcp"
+            raise OSError(errno.ENOSPC, "No space left on device", str(next_file))
+        return metadata
+
+    train_checkpoint.save_mcore = save_mcore_then_fill_the_disk
+
+
 def _die_as_a_killed_job() -> None:
     """Every rank at once, with the save half written; the checkpoint writer's worker
     processes go too (they hold the launcher's output pipes)."""
@@ -95,6 +116,7 @@ def _fail_weight_sync(hf_engine: ModuleType) -> None:
 HOOKS: dict[str, tuple[str, Callable[[ModuleType], None]]] = {
     "HYRL_TEST_CRASH_IN_SAVE": ("hyrl.backends.megatron.train_checkpoint", _crash_in_save),
     "HYRL_TEST_GENERATION_DELAY_S": ("hyrl.rollout.manager", _delay_each_generation),
+    "HYRL_TEST_ENOSPC_IN_SAVE": ("hyrl.backends.megatron.train_checkpoint", _enospc_in_save),
     "HYRL_TEST_FAIL_WEIGHT_SYNC": ("hyrl.rollout.hf_engine", _fail_weight_sync),
 }
 
