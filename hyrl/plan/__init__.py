@@ -1,7 +1,7 @@
-"""`hyrl plan`: rank layout, GPUs, a per-GPU memory estimate and a predicted weight-sync time
-of a run, before it starts.
+"""`hyrl plan`: rank layout, GPUs, a per-GPU memory estimate, a predicted weight-sync time and
+estimated step and save times (and the preemption lead they need) of a run, before it starts.
 
-    hyrl plan RECIPE.sh [--json] [--nvlink-gb-s X --ib-gbit-s X --hbm-gb-s X] [-- EXTRA FLAGS]
+    hyrl plan RECIPE.sh [--json] [--nvlink-gb-s X ...] [--mfu X ...] [-- EXTRA FLAGS]
     hyrl plan [--json] -- TRAIN FLAGS --world-size N
 
 `make_plan(cfg, world_size)` is pure arithmetic on a resolved RunConfig (no torch, no GPU), so a
@@ -27,12 +27,22 @@ NVLink inside a node or InfiniBand across nodes, and the transfer to the engines
 CUDA IPC copies in HBM; separate rollout GPUs: an NCCL broadcast from rank 0): a model from
 named link bandwidths (`sync.Links`, overridable on the command line), not a measurement.
 
+`plan["step_time"]` (`step_time.step_time_plan`) estimates the longest rollout step (decode
+tokens over the engines' GPUs, the step's model FLOPs over the training GPUs' peak at an
+MFU, the weight sync) and one checkpoint save (its bytes over the training nodes' file-system
+write), from assumed throughputs (`step_time.Throughput`, overridable on the command line),
+and the preemption lead they need; `preemption` sets it against launch/sbatch.template's
+(`template_check` is the template's refusal). `plan["host_memory"]` (`host`): what
+--offload-train pins in host memory per GPU and per node.
+
 `check_fit(plan)` lists what cannot work (each names the flag to change); `plan["warnings"]`
 what may be slow. Everything not modelled is listed in NOT_MODELLED and printed with the table.
 
 One concern per module: `memory` (parameter counts, bytes, activations), `layout` (rank
-groups), `sync` (the weight-sync model), `make` (the plan and the fit check), `render` (the
-table), `cli` (the command, a recipe read through its dry run).
+groups), `sync` (the weight-sync model), `disk` (checkpoint sizes), `step_time` (the step and
+save estimates), `preemption` (the lead time), `host` (pinned host memory), `make` (the plan
+and the fit check), `render` (the table), `cli` (the command, a recipe read through its dry
+run), `template_check` (launch/sbatch.template's lead check).
 """
 
 from hyrl.plan.cli import PlanError, config_from_dry_run, main, recipe_dry_run
@@ -49,6 +59,7 @@ from hyrl.plan.memory import (
     sequence_length,
 )
 from hyrl.plan.render import describe_for_dry_run, format_plan
+from hyrl.plan.step_time import Throughput, step_time_plan
 from hyrl.plan.sync import Links, sync_seconds, weight_sync_plan
 
 __all__ = [
@@ -57,6 +68,7 @@ __all__ = [
     "MEGATRON_ORDER",
     "NOT_MODELLED",
     "SAFETY_MARGIN",
+    "Throughput",
     "PlanError",
     "activation_bytes_per_token",
     "activation_memory",
@@ -74,6 +86,7 @@ __all__ = [
     "rank_groups",
     "recipe_dry_run",
     "sequence_length",
+    "step_time_plan",
     "sync_seconds",
     "weight_sync_plan",
 ]

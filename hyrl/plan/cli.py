@@ -13,7 +13,8 @@ from pathlib import Path
 from hyrl.config import ConfigError, RunConfig, load
 from hyrl.config.recipe_dry_run import dry_run, error_lines
 from hyrl.plan.make import check_fit, make_plan
-from hyrl.plan.render import format_plan
+from hyrl.plan.render import format_plan, with_template_lead
+from hyrl.plan.step_time import THROUGHPUT_FLAGS, Throughput
 from hyrl.plan.sync import LINK_FLAGS, Links
 
 
@@ -21,19 +22,33 @@ class PlanError(ValueError):
     """A plan that cannot be made (bad recipe, dry run failed): says why."""
 
 
-USAGE = """usage: hyrl plan RECIPE.sh [--json] [LINK OPTIONS] [-- EXTRA RECIPE FLAGS]
+USAGE = (
+    """usage: hyrl plan RECIPE.sh [--json] [LINK OPTIONS] [-- EXTRA RECIPE FLAGS]
        hyrl plan [--json] [LINK OPTIONS] [--world-size N] -- TRAIN FLAGS [--world-size N]
 
-Rank layout, GPUs and per-GPU memory of a run, on any machine (no GPU), and the predicted time
-of one weight sync (a model from link bandwidths, not a measurement). With a recipe, its dry
-run (`bash RECIPE --dry-run EXTRA...`, one process at the recipe's intended world size) gives
-the resolved flags. Exit status 1 when the plan does not fit (the error names the flag),
-2 when the flags are refused.
+Rank layout, GPUs and per-GPU memory of a run, on any machine (no GPU), the predicted time
+of one weight sync (a model from link bandwidths, not a measurement), of one rollout step and
+one checkpoint save (estimates from assumed throughputs), and the preemption lead time they
+need beside the one launch/sbatch.template gives (SBATCH_SIGNAL, else its #SBATCH --signal).
+With a recipe, its dry run (`bash RECIPE --dry-run EXTRA...`, one process at the recipe's
+intended world size) gives the resolved flags. Exit status 1 when the plan does not fit (the
+error names the flag), 2 when the flags are refused.
 
 Link options (the weight-sync model's bandwidths; defaults: H100/H200 SXM nodes):
-""" + "\n".join(
-    f"  {flag} X{' ' * (16 - len(flag))}{text}, default {getattr(Links(), field):g}"
-    for flag, (field, text) in LINK_FLAGS.items()
+"""
+    + "\n".join(
+        f"  {flag} X{' ' * (16 - len(flag))}{text}, default {getattr(Links(), field):g}"
+        for flag, (field, text) in LINK_FLAGS.items()
+    )
+    + """
+
+Throughput options (what the step and save estimates assume; also PLAN_ASSUMPTIONS of
+launch/sbatch.template):
+"""
+    + "\n".join(
+        f"  {flag} X\n      {text}, default {getattr(Throughput(), field):g}"
+        for flag, (field, text) in THROUGHPUT_FLAGS.items()
+    )
 )
 
 RECIPE_TIMEOUT_S = 600
@@ -102,10 +117,10 @@ def _split_world_size(args: list[str]) -> tuple[list[str], int | None]:
         raise PlanError(f"--world-size={value}: not an integer") from None
 
 
-def _split_links(args: list[str]) -> tuple[list[str], Links]:
-    """The link options (LINK_FLAGS) out of `args`, as Links; each a number > 0."""
+def _split_numbers(args: list[str], flags: dict) -> tuple[list[str], dict[str, float]]:
+    """The options `flags` names (flag -> (field, text)) out of `args`: {field: number > 0}."""
     given = {}
-    for flag, (field, _) in LINK_FLAGS.items():
+    for flag, (field, _) in flags.items():
         args, value = _split_option(args, flag)
         if value is None:
             continue
@@ -113,10 +128,25 @@ def _split_links(args: list[str]) -> tuple[list[str], Links]:
             number = float(value)
         except ValueError:
             raise PlanError(f"{flag}={value}: not a number") from None
-        if not number > 0:
-            raise PlanError(f"{flag}={value}: a bandwidth must be > 0")
+        if not 0 < number < float("inf"):
+            raise PlanError(f"{flag}={value}: must be a finite number > 0")
         given[field] = number
+    return args, given
+
+
+def _split_links(args: list[str]) -> tuple[list[str], Links]:
+    """The link options (LINK_FLAGS) out of `args`, as Links; each a number > 0."""
+    args, given = _split_numbers(args, LINK_FLAGS)
     return args, Links(**given)
+
+
+def split_throughput(args: list[str]) -> tuple[list[str], Throughput]:
+    """The throughput options (THROUGHPUT_FLAGS) out of `args`, as Throughput; each a number
+    > 0, --mfu at most 1."""
+    args, given = _split_numbers(args, THROUGHPUT_FLAGS)
+    if given.get("mfu", 0) > 1:
+        raise PlanError(f"--mfu={given['mfu']:g}: a utilisation is at most 1")
+    return args, Throughput(**given)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         argv, world = _split_world_size(argv)
         argv, links = _split_links(argv)
+        argv, throughput = split_throughput(argv)
         recipes = [a for a in argv if not a.startswith("-")]
         unknown = [a for a in argv if a.startswith("-")]
         if unknown or len(recipes) > 1:
@@ -151,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             extra, world_in_flags = _split_world_size(extra)
             world = world_in_flags or world or int(os.environ.get("WORLD_SIZE", "1"))
             cfg = load(extra, world)
-        plan = make_plan(cfg, world, links)
+        plan = with_template_lead(make_plan(cfg, world, links, throughput))
     except ConfigError as err:
         print(f"hyrl plan: error: {err}", file=sys.stderr)
         return 2

@@ -6,9 +6,10 @@ import dataclasses
 import math
 from typing import Any
 
-from hyrl.config import ResolvedConfig, RunConfig, resolve
+from hyrl.config import ResolvedConfig, RunConfig, offloads_train, resolve
 from hyrl.config.rollout_layout import rollout_layout
 from hyrl.plan.disk import checkpoint_plan
+from hyrl.plan.host import host_memory_plan
 from hyrl.plan.layout import (
     MAX_RANKS_LISTED,
     groups_spanning_nodes,
@@ -33,6 +34,7 @@ from hyrl.plan.memory import (
     params_per_gpu,
     sequence_length,
 )
+from hyrl.plan.step_time import Throughput, step_time_plan
 from hyrl.plan.sync import Links, weight_sync_plan
 
 # Fraction of GPU memory kept free for fragmentation, the CUDA context and NCCL buffers.
@@ -184,13 +186,19 @@ def _micro_batch_tokens(c: RunConfig, micro_batch: int, seq_len: int) -> tuple[i
     return micro_batch * seq_len, f"micro-batch {micro_batch} x {seq_len} tokens"
 
 
-def make_plan(cfg: RunConfig, world_size: int, links: Links | None = None) -> dict:
-    """Layout, GPUs, parameters, per-GPU memory and the predicted weight-sync time of a run;
-    pure (no torch, no GPU).
+def make_plan(
+    cfg: RunConfig,
+    world_size: int,
+    links: Links | None = None,
+    throughput: Throughput | None = None,
+) -> dict:
+    """Layout, GPUs, parameters, per-GPU memory, host memory, the predicted weight-sync, step
+    and save times of a run; pure (no torch, no GPU).
 
     `cfg` may be as parsed or resolved (it is resolved here). `links`: the bandwidths the
-    weight-sync model assumes (hyrl.plan.sync.Links' defaults when None). Raises ConfigError
-    for a rollout layout the config module refuses.
+    weight-sync model assumes (hyrl.plan.sync.Links' defaults when None); `throughput`: what
+    the step and save estimates assume (hyrl.plan.step_time.Throughput's defaults when None).
+    Raises ConfigError for a rollout layout the config module refuses.
     """
     c = resolve(cfg)
     layout = parallel_layout(c, world_size)
@@ -326,7 +334,20 @@ def make_plan(cfg: RunConfig, world_size: int, links: Links | None = None) -> di
         engine_tp=max(rollout.gpus_per_engine, 1),
         buffer_bytes=c.update_weight_buffer_size,
         links=links or Links(),
+        expert_tensors=c.num_layers * (c.num_experts or 0) * 3,
     )
+
+    checkpoints = checkpoint_plan(c, counts)
+    step_time = step_time_plan(
+        c,
+        world_size,
+        rollout,
+        weight_sync,
+        checkpoints["save_bytes"],
+        math.ceil(world_size / gpn) if gpn else 1,  # training nodes
+        throughput or Throughput(),
+    )
+    host = host_memory_plan(lines, offloads_train(c), gpn and min(world_size, gpn))
 
     gpu_gib = c.gpu_memory_gib
     plan = {
@@ -350,7 +371,9 @@ def make_plan(cfg: RunConfig, world_size: int, links: Links | None = None) -> di
         "memory": memory,
         "sglang": sglang,
         "weight_sync": weight_sync,
-        "checkpoints": checkpoint_plan(c, counts),
+        "checkpoints": checkpoints,
+        "step_time": step_time,
+        "host_memory": host,
         "gpu_memory_gib": gpu_gib,
         "safety_margin": SAFETY_MARGIN,
         "errors": errors,

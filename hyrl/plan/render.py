@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 from hyrl.config import RunConfig
 from hyrl.plan.disk import format_checkpoints
+from hyrl.plan.host import format_host_memory
 from hyrl.plan.make import check_fit, format_params, make_plan
+from hyrl.plan.preemption import format_preemption, template_lead
+from hyrl.plan.step_time import format_step_time
 from hyrl.plan.sync import format_weight_sync
 
 
 def format_plan(plan: dict) -> str:
     """The plan as a readable table (layout, groups, GPUs, parameters, memory, SGLang, the
-    weight sync's predicted time)."""
+    weight sync's predicted time, checkpoints, the step and save estimates, the preemption lead
+    time against launch/sbatch.template's when plan["template_lead"] holds it, host memory)."""
     lay, gpus, p = plan["layout"], plan["gpus"], plan["params"]
     out = [
         f"hyrl plan: world size {plan['world_size']}",
@@ -88,6 +94,9 @@ def format_plan(plan: dict) -> str:
             out.append("    KV cache: give --gpu-memory-gib to size it")
     out += format_weight_sync(plan.get("weight_sync"))
     out += format_checkpoints(plan.get("checkpoints"))
+    out += format_step_time(plan.get("step_time"))
+    out += format_preemption(plan.get("step_time"), plan.get("template_lead"))
+    out += format_host_memory(plan.get("host_memory"))
     for warning in plan["warnings"]:
         out.append(f"  warning: {warning}")
     problems = check_fit(plan)
@@ -105,4 +114,10 @@ def format_plan(plan: dict) -> str:
 
 def describe_for_dry_run(cfg: RunConfig, world_size: int) -> str:
     """The plan table for `hyrl train --dry-run` (printed on stderr)."""
-    return format_plan(make_plan(cfg, world_size))
+    return format_plan(with_template_lead(make_plan(cfg, world_size)))
+
+
+def with_template_lead(plan: dict) -> dict:
+    """The plan with the preemption lead launch/sbatch.template would give this run (its
+    #SBATCH --signal line, or SBATCH_SIGNAL from this environment)."""
+    return {**plan, "template_lead": template_lead(os.environ)}

@@ -149,6 +149,7 @@ def weight_sync_plan(
     engine_tp: int,
     buffer_bytes: int,
     links: Links,
+    expert_tensors: int = 0,
 ) -> dict:
     """The plan's "weight_sync" entry: the inputs, each term (sync_seconds) with its text, the
     assumptions; {"modelled": False, "why": ...} for a path the model does not cover.
@@ -240,7 +241,12 @@ def weight_sync_plan(
         "mode": mode,
         "links": {**asdict(links), "ib_gb_s": links.ib_gb_s},
         "assumptions": list(ASSUMPTIONS),
-        "not_modelled": list(NOT_MODELLED),
+        "not_modelled": [
+            *NOT_MODELLED,
+            f"SGLang's weight loader, which takes the tensors one by one in Python on every "
+            f"engine TP rank ({expert_tensors:,} expert tensors alone: layers x experts x "
+            "gate/up/down)",
+        ],
     }
 
 
@@ -251,8 +257,9 @@ def format_weight_sync(sync: dict | None) -> list[str]:
     if not sync["modelled"]:
         return [f"  weight sync (model): not modelled for the {sync['why']}"]
     out = [
-        f"  weight sync: {_seconds(sync['seconds'])} predicted (a model from link bandwidths, not "
-        f"a measurement) to move {_size(sync['model_bytes'])} = {sync['params']:,} params x "
+        f"  weight sync: {_seconds(sync['seconds'])} predicted, a lower bound (a model from link "
+        f"bandwidths, not a measurement; what it leaves out below) to move "
+        f"{_size(sync['model_bytes'])} = {sync['params']:,} params x "
         f"{sync['bytes_per_weight']} B ({sync['dtype']}, the actor's weights as sent) in >= "
         f"{sync['buckets_at_least']} buckets of {sync['buffer_bytes'] / 2**20:g} MiB",
     ]

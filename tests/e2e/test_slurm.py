@@ -4,7 +4,8 @@ CPU job of 2 ranks, its #SBATCH GPU line overridden on the command line, launche
 cluster user launches it (the recipe goes through launch/srun.sh inside the job).
 
 Outside CI the tests skip where Slurm is not installed or cannot be started (it needs root);
-in CI (CI=true) they install and start it, and a skip is a failure.
+in CI (CI=true) they install and start it, and a skip is a failure. The template's preemption
+lead check on the 30B recipe runs under stand-ins for srun, scontrol and squeue (no Slurm).
 """
 
 from __future__ import annotations
@@ -52,19 +53,23 @@ def slurm():
 CPUS = 2  # the job's --cpus-per-task (this machine has 2); every step must see them all
 
 
-def _sbatch(tmp_path: Path, *flags: str, wait: bool = True) -> tuple[subprocess.Popen, Path]:
+def _sbatch(
+    tmp_path: Path, *flags: str, wait: bool = True, env: dict | None = None
+) -> tuple[subprocess.Popen, Path]:
     """sbatch the template with the tiny recipe on 2 CPU ranks (the #SBATCH GPU line and the
-    CPUs per task overridden); (the sbatch process, the run directory)."""
+    CPUs per task overridden; a time limit longer than the template's 1800-s preemption lead,
+    which it requires); (the sbatch process, the run directory)."""
     run_dir = tmp_path / "run"
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "SBATCH_SIGNAL"},
         "NPROC": "2",
         "RUN_DIR": str(run_dir),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **(env or {}),
     }
     cmd = [
         "sbatch", *(["--wait"] if wait else []), "--parsable", "--nodes", "1",
-        "--gpus-per-node", "0", "--cpus-per-task", str(CPUS), "--time", "20",
+        "--gpus-per-node", "0", "--cpus-per-task", str(CPUS), "--time", "60",
         str(ROOT / "launch" / "sbatch.template"), "recipes/tiny/grpo.sh", *flags,
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
@@ -86,9 +91,9 @@ def _take_log(job_id: str) -> str:
     return text
 
 
-def _submit(tmp_path: Path, *flags: str) -> tuple[int, str, Path]:
+def _submit(tmp_path: Path, *flags: str, env: dict | None = None) -> tuple[int, str, Path]:
     """sbatch --wait the job; (its exit status, its log, its run directory)."""
-    proc, run_dir = _sbatch(tmp_path, *flags)
+    proc, run_dir = _sbatch(tmp_path, *flags, env=env)
     job_id = _job_id(proc)
     rc = proc.wait(timeout=900)
     return rc, _take_log(job_id), run_dir
@@ -116,6 +121,8 @@ def test_the_tiny_recipe_trains_as_a_slurm_job_through_srun(slurm, tmp_path):
     # the recipe went through launch/srun.sh (one srun step, torchrun with 2 ranks in it)
     assert "+ MASTER_ADDR=" in log and "srun --overlap --nodes 1 --ntasks 1" in log, log[-3000:]
     assert "+ no Ray: the recipe's rollout engine needs none" in log
+    # the preemption lead Slurm got (the job's copy of the template) against the plan's need
+    assert "+ preemption lead 1800 s (#SBATCH --signal=B:USR1@1800) >= 1 s that one" in log
     assert "hyrl: 2 rank(s) on cpu (gloo)" in log
     # the step got the job's CPUs: Slurm >= 22.05 binds a step to what it asks for, which
     # without SRUN_CPUS_PER_TASK is one CPU per task (tools/slurm_local.sh binds to cores)
@@ -142,6 +149,23 @@ def test_a_refused_flag_ends_the_job_with_status_2_and_one_message(slurm, tmp_pa
 
 
 @pytest.mark.slow
+def test_a_lead_shorter_than_the_plans_step_plus_save_is_refused_before_training(slurm, tmp_path):
+    # at an assumed 1 token/s the tiny recipe's step is 128 responses x 2 tokens = 256 s of
+    # decode (plus a few microseconds of training and save), x 1.25 = 320 s: over 300 s
+    env = {"SBATCH_SIGNAL": "B:USR1@300", "PLAN_ASSUMPTIONS": "--decode-tokens-per-s-per-gpu 1"}
+    rc, log, run_dir = _submit(tmp_path, "--num-steps", "3", env=env)
+    assert rc == 2, log[-3000:]
+    (error,) = [ln for ln in log.splitlines() if "error:" in ln]
+    assert error.startswith(
+        "launch/sbatch.template: error: SBATCH_SIGNAL=B:USR1@300: a preemption lead time of "
+        "300 s is shorter than the 321 s one rollout step and one save need"
+    ), log[-3000:]
+    assert "allowed: SBATCH_SIGNAL=B:USR1@321 or longer" in error
+    assert "srun" not in log  # nothing launched: no Ray, no training step
+    assert not (run_dir / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
 def test_sigusr1_checkpoints_requeues_and_the_requeued_job_resumes_the_run(slurm, tmp_path):
     steps = 40
     proc, run_dir = _sbatch(tmp_path, "--num-steps", str(steps), wait=False)
@@ -153,7 +177,7 @@ def test_sigusr1_checkpoints_requeues_and_the_requeued_job_resumes_the_run(slurm
         time.sleep(0.5)
     # a process that looks like a training rank but belongs to no job: it must be left alone
     decoy = subprocess.Popen(["bash", "-c", 'exec -a "python -m hyrl train decoy" sleep 600'])
-    # what Slurm sends before a time limit (--signal=B:USR1@300), to the batch shell only
+    # what Slurm sends before a time limit (--signal=B:USR1@1800), to the batch shell only
     subprocess.run(["scancel", "--signal=USR1", "--batch", job_id], check=True)
     deadline = time.monotonic() + 600
     while (job := _job(job_id))["JobState"] not in ("COMPLETED", "FAILED", "CANCELLED"):
@@ -179,3 +203,71 @@ def test_sigusr1_checkpoints_requeues_and_the_requeued_job_resumes_the_run(slurm
     assert elapsed == sorted(elapsed)  # the clock continued from the checkpoint
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["ended"] == "num_steps" and summary["samples"] == steps * 128
+
+
+# -- the preemption lead check of the 30B recipe: stand-ins for srun, scontrol and squeue -------
+
+
+def _fake_job(
+    tmp_path: Path, time_limit: str, **env: str
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """The template as a 2-node job of the 30B GRPO recipe, its Slurm commands stand-ins (srun
+    records its arguments and runs nothing; squeue prints the time limit); (the run, the srun
+    calls file)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "srun.calls"
+    fakes = {
+        "srun": f'echo "$@" >> {calls}',
+        "scontrol": "printf '%s\\n' node1 node2",
+        "squeue": f"echo {time_limit}",
+    }
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    job_env = {
+        **{k: v for k, v in os.environ.items() if k != "SBATCH_SIGNAL"},
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+        "SLURM_JOB_ID": "1",
+        "SLURM_JOB_NODELIST": "node1 node2",
+        "SLURM_NNODES": "2",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "RUN_DIR": str(tmp_path / "run"),
+        **env,
+    }
+    recipe = ROOT / "recipes" / "qwen3_30b_a3b" / "grpo.sh"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "launch" / "sbatch.template"), str(recipe)],
+        env=job_env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    return proc, calls
+
+
+def test_the_30b_recipe_is_refused_the_old_300_s_lead_naming_the_need(tmp_path):
+    proc, calls = _fake_job(tmp_path, "2-00:00:00", SBATCH_SIGNAL="B:USR1@300")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        "launch/sbatch.template: error: SBATCH_SIGNAL=B:USR1@300: a preemption lead time of "
+        "300 s is shorter than the 898 s one rollout step and one save need (an estimate: "
+        "(step 611 s + save 107 s) x 1.25 margin"
+    )
+    assert not calls.exists() and not (tmp_path / "run").exists()
+
+
+def test_the_30b_recipe_passes_the_templates_own_lead_then_meets_the_file_checks(tmp_path):
+    proc, calls = _fake_job(tmp_path, "2-00:00:00")
+    assert "+ preemption lead 1800 s (#SBATCH --signal=B:USR1@1800) >= 898 s" in proc.stdout
+    # past the lead check, the preflight refuses the placeholder data path (no data here)
+    assert proc.returncode == 2 and "--prompt-data=" in proc.stderr, proc.stderr
+    assert "preemption" not in proc.stderr and not calls.exists()
+
+
+def test_a_lead_not_shorter_than_the_jobs_time_limit_is_refused(tmp_path):
+    proc, calls = _fake_job(tmp_path, "20:00")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "a preemption lead time of 1800 s is not shorter than the job's time limit of " in line
+    assert "1200 s (--time)" in line and not calls.exists()
