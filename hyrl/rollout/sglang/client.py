@@ -29,7 +29,8 @@ Semantics:
   ``"return_routed_experts": true`` and the answer's ``meta_info.routed_experts`` - base64 of
   int32 little-endian expert ids, one row per token that went through the model
   (``prompt_tokens + completion_tokens - 1``), ``num_moe_layers x moe_top_k`` ids per row - becomes
-  ``Generation.routed_experts`` (int32 [rows, num_moe_layers, moe_top_k]). The server must run
+  ``Generation.routed_experts`` (int16 [rows, num_moe_layers, moe_top_k]: half the bytes through
+  Ray's object store; an id beyond int16 is refused). The server must run
   with ``--enable-return-routed-experts``; without it SGLang leaves the key out, which raises.
 
 Only the standard library and torch (which ``Generation`` holds) are used.
@@ -55,6 +56,9 @@ BODY_PREVIEW_CHARS = 500
 
 class SGLangError(RuntimeError):
     """An SGLang server or route failed; the message says which and what to do."""
+
+
+INT16_MAX = torch.iinfo(torch.int16).max
 
 
 def timed_out(error: BaseException) -> bool:
@@ -435,7 +439,9 @@ class SGLangClient:
         )
 
     def decode_routed_experts(self, answer: dict, default_rows: int) -> torch.Tensor:
-        """meta_info.routed_experts (base64 int32 LE) -> int32 [rows, layers, top-k], a copy.
+        """meta_info.routed_experts (base64 int32 LE) -> int16 [rows, layers, top-k], a copy
+        (int16 before the ids leave the engine actor: at 30B they are the rollout's largest
+        part, and the trainer keeps them as int16 anyway).
 
         rows must be prompt_tokens + completion_tokens - 1 of meta_info (default_rows, from the
         token lists, when the answer does not say).
@@ -514,7 +520,15 @@ class SGLangClient:
             if raw
             else torch.empty(0, dtype=torch.int32)
         )
-        return ids.view(rows, layers, top_k)
+        if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) <= INT16_MAX):
+            raise self.error(
+                "/generate",
+                200,
+                body,
+                f"meta_info.routed_experts holds expert ids {int(ids.min())}..{int(ids.max())}: "
+                f"hyrl keeps them as int16 (0..{INT16_MAX}); does the server run the same model?",
+            )
+        return ids.to(torch.int16).view(rows, layers, top_k)
 
 
 def to_sglang_sampling_params(params: SamplingParams, stop_token_ids: Sequence[int]) -> dict:

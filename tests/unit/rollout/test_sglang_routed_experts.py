@@ -1,5 +1,6 @@
 """Rollout routing replay over SGLang: the engine asks each /generate for the experts it routed
-every token to and hands them back as Generation.routed_experts, int32 [tokens, layers, top-k].
+every token to and hands them back as Generation.routed_experts, int16 [tokens, layers, top-k]
+(SGLang sends int32; hyrl halves them before they leave the engine actor).
 
 Protocol tests against tests/helpers/fake_sglang_server.py. Its toy model: next token = previous + 1
 (zero weights); its routing: the expert of token t in layer l, slot k is (t + l + k) % num_experts.
@@ -90,7 +91,7 @@ def test_routed_experts_have_one_row_per_token_the_model_ran(routing_fake, tmp_p
     [gen] = engine.generate([[2, 3]], SamplingParams(3))
     assert gen.response_ids == [4, 5, 6]
     experts = gen.routed_experts
-    assert experts.dtype == torch.int32 and experts.is_contiguous()
+    assert experts.dtype == torch.int16 and experts.is_contiguous()
     # (t + l + k) % 4 for token t, layer l, slot k
     assert experts.tolist() == [
         [[2, 3], [3, 0]],  # token 2
@@ -126,6 +127,16 @@ def test_bytes_that_are_not_whole_rows_are_refused_naming_the_sizes():
     with pytest.raises(SGLangError, match="has 20 bytes.*2 MoE layers x top-2.*16 bytes"):
         routing_client("http://127.0.0.1:1").to_generation(
             [2, 3], answer_with(bytes(20), prompt_tokens=2, completion_tokens=3)
+        )
+
+
+def test_an_expert_id_beyond_int16_is_refused_naming_the_ids():
+    # 4 rows of 2 layers x top-2; one id of 40000 cannot be kept as int16
+    ids = torch.zeros(4, 2, 2, dtype=torch.int32)
+    ids[1, 0, 1] = 40000
+    with pytest.raises(SGLangError, match="expert ids 0..40000: hyrl keeps them as int16"):
+        routing_client("http://127.0.0.1:1").to_generation(
+            [2, 3], answer_with(ids.numpy().tobytes(), prompt_tokens=2, completion_tokens=3)
         )
 
 
