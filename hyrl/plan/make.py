@@ -347,7 +347,15 @@ def make_plan(
         math.ceil(world_size / gpn) if gpn else 1,  # training nodes
         throughput or Throughput(),
     )
-    host = host_memory_plan(lines, offloads_train(c), gpn and min(world_size, gpn))
+    trained = [actor] + ([critic] if critic_settings is not None else [])
+    # fp32 param, exp_avg and exp_avg_sq, whatever the weights' dtype (hyrl.plan.host)
+    gathered = sum(t["dense"] + t["experts"] for t in trained) * 3 * 4
+    host = host_memory_plan(
+        lines,
+        offloads_train(c),
+        gpn and min(world_size, gpn),
+        gathered if c.use_distributed_optimizer else 0.0,
+    )
 
     gpu_gib = c.gpu_memory_gib
     plan = {

@@ -128,6 +128,14 @@ def test_offload_pins_weights_and_optimizer_states_per_gpu_on_every_gpu_of_a_nod
     assert round(host["per_node_bytes"] / GIB, 1) == 203.7
     with_kl = make_plan(grpo(kl_loss_coef=0.01), WORLD)["host_memory"]
     assert with_kl["parked"] == ["actor weights", "actor optimizer (Adam)", "reference weights"]
-    assert make_plan(grpo(offload_train=False), WORLD)["host_memory"] == {"offloading": False}
+    # a save gathers the fp32 param, m and v of the rank's whole model-parallel shard
+    assert host["save_per_gpu_bytes"] == pytest.approx(12 * (dense + experts), abs=8)
+    assert round(host["save_per_gpu_bytes"] / 1e9, 1) == 26.5  # GB
+    assert host["save_per_node_bytes"] == 8 * host["save_per_gpu_bytes"]
+    unparked = make_plan(grpo(offload_train=False), WORLD)["host_memory"]
+    assert unparked["offloading"] is False and "per_gpu_bytes" not in unparked
+    assert unparked["save_per_gpu_bytes"] == host["save_per_gpu_bytes"]
+    plain_adam = make_plan(grpo(use_distributed_optimizer=False), WORLD)["host_memory"]
+    assert "save_per_gpu_bytes" not in plain_adam
     no_nodes = make_plan(dataclasses.replace(grpo(), gpus_per_node=None), WORLD)
     assert "per_node_bytes" not in no_nodes["host_memory"]
