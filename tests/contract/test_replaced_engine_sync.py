@@ -28,6 +28,10 @@ class ServerSet:
 
     def __init__(self, urls: list[str]):
         self.urls, self.settled, self.synced = list(urls), 0, 0
+        self.restarts = [0] * len(urls)
+
+    def stats(self) -> dict:
+        return {"restarts": list(self.restarts)}
 
     def settle(self) -> None:
         self.settled += 1
@@ -76,6 +80,7 @@ def test_after_a_replacement_the_next_sync_forms_a_new_group_with_the_servers_up
             replaced.__exit__(None, None, None)  # the engine died; a new one has a new server
             with SchedulerServer() as replacement:
                 servers.urls[1] = replacement.url
+                servers.restarts[1] += 1
                 before = len(kept.recorded()["loaded"])
                 sync(engine, 5.0)
                 second = engine._distributed.group_name

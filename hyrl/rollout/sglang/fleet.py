@@ -67,6 +67,7 @@ class SGLangFleet:
         self._backend, self._device = backend, device
         self._master_address = master_address  # None: this node's address, as Ray sees it
         self._groups_formed = 0
+        self._restarts_at_group: list[int] = []
         if mode == "distributed":
             self._form_group(fleet.call_all("server_url"))
 
@@ -85,6 +86,7 @@ class SGLangFleet:
             # the servers may run on other nodes: they rendezvous at this node's address
             self._master_address = ray.util.get_node_ip_address()
         self._groups_formed += 1
+        self._restarts_at_group = self.fleet.stats()["restarts"]  # who is in this group
         self._distributed = DistributedWeightSync(
             [SGLangClient(url) for url in urls],
             self._buffer_bytes,
@@ -98,14 +100,16 @@ class SGLangFleet:
 
     def prepare_weight_sync(self) -> None:
         """distributed, on rank 0 before any training rank gathers a weight: when the server
-        set changed since the group formed (an engine was replaced: its server has a new URL),
-        leave the old group and form one with the servers now up. A no-op otherwise, and in
-        the other modes (the fleet brings their replacements up to date)."""
+        set changed since the group formed (an engine was replaced: a new server, at a new URL
+        or at the dead one's port again), leave the old group and form one with the servers
+        now up. A no-op otherwise, and in the other modes (the fleet brings their replacements
+        up to date)."""
         if self._distributed is None:
             return
         self.fleet.settle()  # replacements up: the group must include them
         urls = self.fleet.call_all("server_url")
-        if [c.base_url for c in self._distributed.clients] == [u.rstrip("/") for u in urls]:
+        same_urls = [c.base_url for c in self._distributed.clients] == [u.rstrip("/") for u in urls]
+        if same_urls and self.fleet.stats()["restarts"] == self._restarts_at_group:
             return
         self._distributed.close()  # the servers still up leave it; a dead one is skipped
         self._form_group(urls)

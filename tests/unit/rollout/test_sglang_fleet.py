@@ -205,6 +205,9 @@ def test_distributed_sync_broadcasts_to_every_server_and_stages_nothing_for_repl
             iter_buckets(split_fused_experts(hf_state_dict_with_shift(3.0)), 1 << 20)
         )
         assert [f.shift for f in fakes] == [3, 3]
+        # the replacement came back at the same URL (a server can get the dead one's port):
+        # a restart alone makes the sync form a new group
+        assert [f.routes_called().count("/init_weights_update_group") for f in fakes] == [2, 2]
         generations = engine.generate(PROMPTS, PARAMS)
         assert [g.response_ids for g in generations] == [expected_tokens(p, 3) for p in PROMPTS]
     finally:
