@@ -18,8 +18,9 @@ layout can be checked on a laptop. What it counts, per GPU, in GiB (2**30 bytes)
   local spec (`attention_implementation`), and the chunked log-prob pass's logits;
 - the frozen reference (weights only) when a KL term is on, the critic (its own weights, grads,
   Adam and activations) under gae;
-- SGLang: its weights copy and the KV cache its --sglang-mem-fraction-static leaves, in tokens
-  and in sequences of the longest length, against --rollout-concurrency.
+- SGLang: its weights copy and the KV cache SGLang 0.5.23 sizes from its
+  --sglang-mem-fraction-static and the memory free when it starts (`sglang_kv`), in tokens and
+  in sequences of the longest length, against --rollout-concurrency.
 
 `plan["weight_sync"]` (`sync.weight_sync_plan`) predicts one weight sync's seconds from the bytes
 to move (parameters x the actor's weight dtype), the TP/EP all-gathers (and PP broadcasts) over
@@ -40,9 +41,10 @@ what may be slow. Everything not modelled is listed in NOT_MODELLED and printed 
 
 One concern per module: `memory` (parameter counts, bytes, activations), `layout` (rank
 groups), `sync` (the weight-sync model), `disk` (checkpoint sizes), `step_time` (the step and
-save estimates), `preemption` (the lead time), `host` (pinned host memory), `make` (the plan
-and the fit check), `render` (the table), `cli` (the command, a recipe read through its dry
-run), `template_check` (launch/sbatch.template's lead check).
+save estimates), `preemption` (the lead time), `host` (pinned host memory), `sglang_kv` (an
+engine's KV cache), `make` (the plan and the fit check), `render` (the table), `cli` (the
+command, a recipe read through its dry run), `template_check` (launch/sbatch.template's lead
+check).
 """
 
 from hyrl.plan.cli import PlanError, config_from_dry_run, main, recipe_dry_run

@@ -18,11 +18,8 @@ from hyrl.plan.layout import (
     summarise_groups,
 )
 from hyrl.plan.memory import (
-    BYTES_KV,
-    BYTES_SGLANG_WEIGHT,
     GIB,
     LOGPROB_CHUNK_POSITIONS,
-    SGLANG_DEFAULT_MEM_FRACTION,
     UNFUSED_WORKSPACE_FP32_COPIES,
     activation_bytes_per_token,
     activation_memory,
@@ -34,6 +31,7 @@ from hyrl.plan.memory import (
     params_per_gpu,
     sequence_length,
 )
+from hyrl.plan.sglang_kv import sglang_plan
 from hyrl.plan.step_time import Throughput, step_time_plan
 from hyrl.plan.sync import Links, weight_sync_plan
 
@@ -304,7 +302,7 @@ def make_plan(
     # SGLang: weights copy and KV cache
     sglang = None
     if rollout.engine == "sglang" and rollout.num_engines > 0:
-        sglang = _sglang_plan(c, counts, rollout, seq_len, resident)
+        sglang = sglang_plan(c, counts, rollout, seq_len, resident)
         if (
             1
             <= sglang.get("sequences", rollout.concurrency_per_engine)
@@ -394,52 +392,6 @@ def make_plan(
     return plan
 
 
-def _sglang_plan(c: RunConfig, counts: dict, rollout, seq_len: int, resident: float) -> dict:
-    """SGLang's memory per GPU of one engine (tensor-parallel size T = GPUs per engine).
-
-    SGLang sizes its KV pool at start-up as (model_runner.profile_max_num_token)
-        KV = free memory after loading its weights - GPU x (1 - mem_fraction_static),
-    so everything already on the GPU counts against the fraction. Hence
-        KV bytes = fraction x GPU - weights (params x 2 B / T) - [colocated: the actor's
-                   resident memory, weights + grads + optimizer + reference + critic]
-        KV bytes per token = 2 (K, V) x layers x max(g / T, 1) kv heads x d x 2 B
-        sequences = KV tokens / (prompt + response), against --rollout-concurrency per engine.
-    """
-    t_engine = rollout.gpus_per_engine
-    fraction = c.sglang_mem_fraction_static
-    fraction_text = (
-        f"{fraction}"
-        if fraction is not None
-        else f"{SGLANG_DEFAULT_MEM_FRACTION} (assumed default)"
-    )
-    fraction = SGLANG_DEFAULT_MEM_FRACTION if fraction is None else fraction
-    weights = BYTES_SGLANG_WEIGHT * counts["total"] / t_engine
-    kv_heads = max(c.num_query_groups / t_engine, 1)
-    kv_per_token = 2 * c.num_layers * kv_heads * c.kv_channels * BYTES_KV
-    out = {
-        "gpus_per_engine": t_engine,
-        "num_engines": rollout.num_engines,
-        "mem_fraction_static": fraction,
-        "mem_fraction_text": fraction_text,
-        "weights_gib": round(_gib(weights), 3),
-        "kv_bytes_per_token": kv_per_token,
-        "concurrency_per_engine": rollout.concurrency_per_engine,
-        "colocated": c.colocate,
-        "sequence_tokens": seq_len,
-    }
-    if c.gpu_memory_gib is not None:
-        static = fraction * c.gpu_memory_gib * GIB
-        kv = static - weights - (resident if c.colocate else 0.0)
-        tokens = max(kv, 0) / kv_per_token  # every GPU holds its heads' share of every token
-        out.update(
-            static_gib=round(_gib(static), 3),
-            kv_gib=round(_gib(kv), 3),
-            kv_tokens=int(tokens),
-            sequences=int(tokens // seq_len),
-        )
-    return out
-
-
 def _suggestions(c: ResolvedConfig, world_size: int, peak: float) -> list[dict]:
     """What-ifs that lower the training peak: each changes one flag (used in error messages)."""
     layout = parallel_layout(c, world_size)
@@ -512,8 +464,8 @@ def check_fit(plan: dict) -> list[str]:
 
     Without --gpu-memory-gib only the layout is checked (TP inside a node, engines inside a
     node). With it: training peak <= GPU x (1 - SAFETY_MARGIN); SGLang's KV cache must hold at
-    least one sequence of the longest length (colocated, the actor's resident memory comes out
-    of SGLang's fraction: see _sglang_plan).
+    least one sequence of the longest length (colocated, the actor's resident memory is not free
+    when SGLang starts: see hyrl.plan.sglang_kv).
     """
     problems = list(plan["errors"])
     gpu = plan.get("gpu_memory_gib")
@@ -540,14 +492,16 @@ def check_fit(plan: dict) -> list[str]:
     if sg and "kv_gib" in sg:
         if sg["sequences"] < 1:
             colocated = (
-                f" - the actor's resident {mem['resident_gib']:.1f} GiB (colocated)"
+                f" ({gpu:g} GiB - the actor's resident {sg['resident_before_load_gib']:.1f} GiB, "
+                "colocated)"
                 if sg["colocated"]
                 else ""
             )
             problems.append(
                 f"--sglang-mem-fraction-static={sg['mem_fraction_text']}: SGLang's KV cache is "
-                f"{sg['kv_gib']:.1f} GiB = {sg['static_gib']:.1f} GiB static - its weights "
-                f"{sg['weights_gib']:.1f} GiB{colocated}, not one {sg['sequence_tokens']}-token "
+                f"{sg['kv_gib']:.1f} GiB = {sg['mem_fraction_static']:g} x "
+                f"{sg['free_before_load_gib']:.1f} GiB free before loading{colocated} - its "
+                f"weights {sg['weights_gib']:.1f} GiB, not one {sg['sequence_tokens']}-token "
                 f"sequence; allowed: a larger fraction, more --rollout-num-gpus-per-engine"
                 + (
                     ", --use-distributed-optimizer, or separate rollout GPUs (--no-colocate)"

@@ -83,12 +83,21 @@ def format_plan(plan: dict) -> str:
             f"GiB per GPU, KV {sg['kv_bytes_per_token'] / 1024:.0f} KiB per token per GPU"
         )
         if "kv_gib" in sg:
-            minus = f" - actor resident {mem['resident_gib']:.2f}" if sg["colocated"] else ""
+            minus = (
+                f" - actor resident {sg['resident_before_load_gib']:.2f}" if sg["colocated"] else ""
+            )
             out.append(
-                f"    KV cache {sg['kv_gib']:.2f} GiB = static {sg['static_gib']:.2f} - "
-                f"weights {sg['weights_gib']:.2f}{minus} -> {sg['kv_tokens']} tokens = "
-                f"{sg['sequences']} sequences of {sg['sequence_tokens']} per engine "
-                f"(--rollout-concurrency {sg['concurrency_per_engine']})"
+                f"    KV cache {sg['kv_gib']:.2f} GiB = {sg['mem_fraction_static']:g} x free "
+                f"{sg['free_before_load_gib']:.2f} - weights {sg['weights_gib']:.2f} -> "
+                f"{sg['kv_tokens']} tokens = {sg['sequences']} sequences of "
+                f"{sg['sequence_tokens']} per engine (--rollout-concurrency "
+                f"{sg['concurrency_per_engine']})"
+            )
+            out.append(
+                "      SGLang 0.5.23 sizes it as free after loading its weights - free before x "
+                f"(1 - fraction); free before = --gpu-memory-gib {plan['gpu_memory_gib']:g}"
+                f"{minus}, assumed (SGLang measures it at start-up; the CUDA context makes it "
+                "less)"
             )
         else:
             out.append("    KV cache: give --gpu-memory-gib to size it")

@@ -8,6 +8,7 @@ import pytest
 from hyrl import plan as hplan
 from hyrl.config import RunConfig, resolve
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B
+from hyrl.plan import sglang_kv
 
 TINY = RunConfig()  # the defaults are the tiny model: h 64, 4 heads, 2 groups, d 16, 4 experts
 QWEN = RunConfig(**QWEN3_30B_A3B.as_dict())
@@ -250,28 +251,53 @@ def test_kv_cache_and_sequences_of_a_separate_engine_by_hand():
     )
     sg = hplan.make_plan(c, 16)["sglang"]
     weights = 2 * 30532122624 / 8
-    kv = 0.5 * 80 * 2**30 - weights
+    kv = 0.5 * 80 * 2**30 - weights  # nothing else on the GPU: free before loading = 80 GiB
     per_token = 2 * 48 * 1 * 128 * 2  # 4 kv heads over 8 GPUs: one (replicated) head per GPU
     assert sg["kv_bytes_per_token"] == per_token
     assert sg["kv_tokens"] == int(kv / per_token)
     assert sg["sequences"] == int(kv / per_token) // (1024 + 8192)
 
 
-def test_colocated_engine_kv_cache_loses_the_actor_resident_memory():
+def test_kv_bytes_per_token_split_the_kv_heads_over_the_engine_gpus():
+    """SGLang's cell (get_num_kv_heads): max(1, 4 kv heads // TP) x (K + V of 128) x 48 x 2 B."""
+    per_head = (128 + 128) * 48 * 2  # 24 KiB
+    for tp_size, heads in ((1, 4), (2, 2), (4, 1), (8, 1)):  # past 4 GPUs each keeps a copy
+        assert sglang_kv.kv_bytes_per_token(QWEN, tp_size) == heads * per_head
+
+
+def colocated_engine(fraction: float) -> dict:
     c = qwen(
         rollout_engine="sglang",
         colocate=True,
         rollout_num_gpus_per_engine=8,
-        sglang_mem_fraction_static=0.85,
+        sglang_mem_fraction_static=fraction,
         gpu_memory_gib=80.0,
     )
-    plan = hplan.make_plan(c, 16)
+    return hplan.make_plan(c, 16)
+
+
+def test_colocated_engine_kv_cache_is_its_fraction_of_what_the_trainer_leaves_free():
+    """SGLang 0.5.23: KV = free after its weights - free before x (1 - fraction), so with the
+    trainer's 67.87 GiB on the GPU (weights 7.486 + grads 14.971 + Adam 44.913 + bucket 0.5):
+    free before = 80 - 67.87 = 12.13 GiB, KV = 0.85 x 12.13 - 7.109 weights = 3.202 GiB.
+    (The pre-0.5.23 model, 0.85 x 80 - 7.109 - 67.87, left nothing.)"""
+    plan = colocated_engine(0.85)
     sg = plan["sglang"]
-    assert sg["kv_gib"] == pytest.approx(
-        sg["static_gib"] - sg["weights_gib"] - plan["memory"]["resident_gib"], abs=0.01
-    )
-    problems = hplan.check_fit(plan)  # 68 GiB static < 7 GiB weights + 68 GiB actor
-    assert any("--sglang-mem-fraction-static" in p for p in problems)
+    assert plan["memory"]["resident_gib"] == pytest.approx(67.87)
+    assert sg["free_before_load_gib"] == pytest.approx(12.13)
+    weights = 2 * 30532122624 / 8
+    kv = 0.85 * (80 - 67.87) * 2**30 - weights
+    assert sg["kv_gib"] == pytest.approx(3.202, abs=0.001)
+    assert sg["kv_tokens"] == int(kv) // (2 * 48 * 1 * 128 * 2) == 139883
+    assert sg["sequences"] == 139883 // (5 + 8192) == 17  # the arithmetic task's 5-token prompts
+
+
+def test_colocated_engine_whose_fraction_leaves_less_than_its_weights_does_not_fit():
+    plan = colocated_engine(0.5)  # 0.5 x 12.13 GiB free = 6.07 GiB < 7.11 GiB of weights
+    assert plan["sglang"]["kv_tokens"] == 0
+    [problem] = [p for p in hplan.check_fit(plan) if p.startswith("--sglang-mem-fraction-static")]
+    assert "0.5 x 12.1 GiB free before loading (80 GiB - the actor's resident 67.9 GiB" in problem
+    assert "--no-colocate" in problem
 
 
 def test_fits_when_memory_allows_and_names_the_flags_when_not():
