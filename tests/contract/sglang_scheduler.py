@@ -23,6 +23,7 @@ file descriptor cross over as they would from a trainer to a server it launched.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import threading
@@ -218,3 +219,21 @@ class SchedulerServer:
         from hyrl.rollout.sglang.client import SGLangClient
 
         SGLangClient(self.url)._call("POST", "/refuse_next_load", {})
+
+
+@contextlib.contextmanager
+def joined_weight_group(url: str, group_name: str):
+    """A weight-update group joined with the server at `url` (gloo), left on exit: what the
+    tables of request sequences assume."""
+    from hyrl.rollout.sglang.client import SGLangClient
+    from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+
+    sync = DistributedWeightSync(
+        [SGLangClient(url, timeout_s=60.0)], 200, backend="gloo", group_name=group_name,
+        timeout_s=60.0,
+    )  # fmt: skip
+    sync.connect()
+    try:
+        yield sync
+    finally:
+        sync.close()

@@ -14,7 +14,7 @@ import functools
 import pytest
 import sglang_sessions as table
 from fake_sglang_server import hf_state_dict_with_shift
-from sglang_scheduler import SchedulerServer
+from sglang_scheduler import SchedulerServer, joined_weight_group
 
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
 from hyrl.rollout.sglang.server import free_port
@@ -105,16 +105,8 @@ def test_disk_sync_is_accepted_without_a_session(server, client, tmp_path):
 @pytest.fixture(scope="module")
 def joined_group(server):
     """The distributed rows assume a joined group, as the fake's do."""
-    sync = DistributedWeightSync(
-        [SGLangClient(server.url, timeout_s=60.0)],
-        200,
-        backend="gloo",
-        group_name=table.GROUP_NAME,
-        timeout_s=60.0,
-    )
-    sync.connect()
-    yield
-    sync.close()
+    with joined_weight_group(server.url, table.GROUP_NAME):
+        yield
 
 
 @pytest.mark.parametrize(("mode", "sequence"), table.ROWS)

@@ -40,8 +40,10 @@ code (``tests/helpers/sglang_sessions.py``).
 Weight loading: tensor mode deserializes ``serialized_named_tensors[0]`` with
 ``pickle_deserializer`` (the tests' stand-in for CUDA IPC); distributed mode joins the trainer's
 gloo group as rank ``rank_offset`` (store keys laid out as torch's ``_new_process_group_helper``
-lays them out, which is what SGLang uses) and receives the broadcasts; disk mode reads the
-safetensors shards in ``model_path``.
+lays them out, which is what SGLang uses) and receives the broadcasts: one per tensor, or with
+``load_format="flattened_bucket"`` one uint8 broadcast of the whole bucket, laid out and refused
+as SGLang's ``FlattenedTensorBucket.empty`` does; disk mode reads the safetensors shards in
+``model_path``.
 
 Every call is recorded in ``calls`` as (route, payload) in arrival order; ``fail(route)`` makes a
 route answer an error; ``peak_in_flight`` is the most /generate requests served at once.
@@ -197,6 +199,31 @@ def hf_state_dict_with_shift(shift: float) -> dict[str, torch.Tensor]:
         "model.layers.0.mlp.experts.down_proj": torch.zeros(2, 4, 3),  # [experts, hidden, ffn]
         "lm_head.weight": torch.zeros(16, 4),
     }
+
+
+def _flattened_bucket(names, dtypes, shapes) -> tuple[torch.Tensor, list]:
+    """The uint8 receive buffer of a flattened bucket and the named views into it, laid out as
+    SGLang 0.5.23's ``FlattenedTensorBucket.empty`` lays them out (back to back, no padding);
+    ValueError, before any broadcast, where it raises one (its words)."""
+    layout, offset = [], 0
+    for name, dtype_name, shape in zip(names, dtypes, shapes, strict=True):
+        dtype, size = getattr(torch, dtype_name), torch.Size(shape)
+        if any(dim < 0 for dim in size):
+            raise ValueError(f"Negative dimension in received tensor {name}: {size}")
+        if offset % dtype.itemsize:
+            raise ValueError(
+                f"Unaligned received tensor {name}: byte offset {offset}, dtype {dtype}"
+            )
+        layout.append((name, dtype, size, offset))
+        offset += size.numel() * dtype.itemsize
+    if not layout:
+        raise ValueError("Cannot create empty tensor bucket")
+    flat = torch.empty(offset, dtype=torch.uint8)
+    views = [
+        (name, flat[start : start + size.numel() * dtype.itemsize].view(dtype).view(size))
+        for name, dtype, size, start in layout
+    ]
+    return flat, views
 
 
 class _HTTPError(Exception):
@@ -365,11 +392,19 @@ class FakeSGLangServer:
         name = p.get("group_name", "weight_update_group")
         if name not in self._groups:
             raise _HTTPError(400, {"success": False, "message": f"no weight update group {name}"})
-        received = []
+        options = dist.BroadcastOptions()
+        options.rootRank = 0
+        if p.get("load_format") == "flattened_bucket":  # one broadcast of the whole bucket
+            try:
+                flat, received = _flattened_bucket(p["names"], p["dtypes"], p["shapes"])
+            except ValueError as err:  # the scheduler's words around the receiver's
+                raise _HTTPError(400, _refused(f"Failed to receive weights: {err}")) from err
+            self._groups[name].broadcast([flat], options).wait()
+            self._load(received)
+            return
+        received = []  # any other load_format: one broadcast per tensor, as SGLang
         for param, dtype, shape in zip(p["names"], p["dtypes"], p["shapes"]):
             tensor = torch.empty(shape, dtype=getattr(torch, dtype))
-            options = dist.BroadcastOptions()
-            options.rootRank = 0
             self._groups[name].broadcast([tensor], options).wait()
             received.append((param, tensor))
         self._load(received)

@@ -3,7 +3,9 @@ full dict.
 
 Usage:
   torchrun --nproc-per-node N tests/helpers/weight_stream_worker.py \
-    OUT.json TP EP BUFFER_BYTES DTYPE
+    OUT.json TP EP BUFFER_BYTES DTYPE [PP]
+
+Given PP (pipeline stages), only the sync through rank 0 is measured (``rank_0_sync``).
 """
 
 import dataclasses
@@ -24,14 +26,30 @@ from hyrl.models.weight_buckets import LiveBytes, tensor_bytes
 DEEP = dataclasses.replace(TINY, num_layers=8)
 
 
-def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None:
-    layout = ParallelLayout(tensor_model_parallel_size=tp, expert_model_parallel_size=ep)
+def main(
+    out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str, pp: int | None = None
+) -> None:
+    layout = ParallelLayout(
+        tensor_model_parallel_size=tp,
+        expert_model_parallel_size=ep,
+        pipeline_model_parallel_size=pp or 1,
+    )
     init_distributed(layout, seed=7)
     rank = torch.distributed.get_rank()
     actor = MegatronActor(DEEP, layout, ActorSettings(optim=OptimizerSettings(micro_batch_size=2)))
     if dtype == "bfloat16":
         actor.model.to(torch.bfloat16)
     reference = dict(hf_mapping.split_fused_experts(actor.export_hf_state_dict()))
+    if pp is not None:
+        write(
+            out_path,
+            rank,
+            {
+                "to_rank_0": rank_0_sync(actor, buffer_bytes, rank, reference),
+                "expert_bytes": expert_bytes(reference),
+            },
+        )
+        return
 
     live = LiveBytes()
     buckets = list_of_buckets(actor.hf_weight_buckets(buffer_bytes, keep=True, live=live))
@@ -47,6 +65,7 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
         )
     ]
     freed = previous_bucket_freed_while_building_next(actor, buffer_bytes)
+    to_rank_0 = rank_0_sync(actor, buffer_bytes, rank, reference)
     one_at_a_time, gathers_alone = full_parameters_and_gathers(actor, gather_bytes=1)
     per_layer, gathers_per_layer = full_parameters_and_gathers(actor, gather_bytes=None)
     result = {
@@ -77,7 +96,17 @@ def main(out_path: str, tp: int, ep: int, buffer_bytes: int, dtype: str) -> None
         "buckets_kept_on_rank0_only": kept_on_rank0,
         "buckets_owned": len(owned),
         "num_buckets": len(buckets),
+        "to_rank_0": to_rank_0,
+        "expert_bytes": expert_bytes(reference),
     }
+    write(out_path, rank, result)
+
+
+def expert_bytes(reference: dict) -> int:
+    return sum(tensor_bytes(t) for n, t in reference.items() if ".experts." in n)
+
+
+def write(out_path: str, rank: int, result: dict) -> None:
     with open(f"{out_path}.rank{rank}", "w") as out:
         json.dump(result, out)
     destroy_distributed()
@@ -98,6 +127,56 @@ def counting_gathers(make):
     finally:
         torch.distributed.all_gather_into_tensor = real
     return result, len(calls)
+
+
+def counting_received_bytes(make):
+    """``make()``'s result and the bytes its gathers (all-gathers over TP or EP, gathers to one
+    rank) wrote into this rank's buffers."""
+    received = []
+    real_all_gather, real_gather = (
+        torch.distributed.all_gather_into_tensor,
+        torch.distributed.gather,
+    )
+
+    def all_gather(output, *args, **kwargs):
+        received.append(tensor_bytes(output))
+        return real_all_gather(output, *args, **kwargs)
+
+    def gather(tensor, gather_list=None, *args, **kwargs):
+        received.append(sum(tensor_bytes(t) for t in gather_list or []))
+        return real_gather(tensor, gather_list, *args, **kwargs)
+
+    torch.distributed.all_gather_into_tensor, torch.distributed.gather = all_gather, gather
+    try:
+        result = make()
+    finally:
+        torch.distributed.all_gather_into_tensor = real_all_gather
+        torch.distributed.gather = real_gather
+    return result, sum(received)
+
+
+def rank_0_sync(actor, buffer_bytes: int, rank: int, reference: dict) -> dict:
+    """The stream as weight sync through rank 0 runs it (keep=rank == 0, each bucket dropped
+    after a copy on rank 0): what each rank received in its gathers, its counted peak, and on
+    rank 0 whether the buckets are the full state dict bit for bit."""
+    live = LiveBytes()
+
+    def run():
+        return [
+            (n, t.clone())
+            for bucket in actor.hf_weight_buckets(buffer_bytes, keep=rank == 0, live=live)
+            for n, t in bucket
+        ]
+
+    kept, received = counting_received_bytes(run)
+    return {
+        "received_bytes": received,
+        "peak_bytes": live.peak,
+        "live_after": live.current,
+        "kept_tensors": len(kept),
+        "bit_exact": sorted(n for n, _ in kept) == sorted(reference)
+        and all(torch.equal(t, reference[n]) for n, t in kept),
+    }
 
 
 def full_parameters_and_gathers(actor, gather_bytes):
@@ -180,4 +259,4 @@ def list_of_buckets(stream):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    main(sys.argv[1], *map(int, sys.argv[2:5]), sys.argv[5], *map(int, sys.argv[6:7]))

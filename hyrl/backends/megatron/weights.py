@@ -1,6 +1,7 @@
 """Full (HF-mappable) weights <-> this rank's Megatron shards, across TP and EP; the weight
 stream that weight sync sends (one parameter gathered at a time, under EP one layer's experts
-per all-gather, cut into buckets)."""
+per gather, cut into buckets; when only global rank 0 keeps the buckets, the experts are
+gathered to the ranks that feed it, not to every rank: ``experts_to_holders``)."""
 
 from __future__ import annotations
 
@@ -159,6 +160,7 @@ def iter_full_parameters(
     arch: Qwen3MoeArch,
     live: LiveBytes | None = None,
     gather_bytes: int | None = None,
+    experts_to_holders: bool = False,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """(Megatron name with global layer and expert ids, full tensor), one parameter at a time,
     on the parameter's device and in its dtype: TP shards all-gathered and concatenated, an
@@ -176,15 +178,23 @@ def iter_full_parameters(
     gathered bytes of such a group (None: a whole layer; a parameter larger than the cap is
     gathered alone). Each EP item is a copy out of the group's buffer (its own storage), which
     ``live`` counts until the next item is asked for; the group's buffer counts until its last
-    item has been taken. The items, their order and values are the same whatever the cap."""
+    item has been taken. The items, their order and values are the same whatever the cap.
+
+    ``experts_to_holders`` (the same on every rank): under EP the experts reach the expert
+    holders only (``is_expert_holder``: the ranks that are global rank 0 or feed it through
+    the pipeline broadcasts), each group by one ``gather`` to its EP group's first rank; an EP
+    group without a holder gathers nothing. Everywhere else an expert is yielded as a meta
+    tensor (its shape and dtype, no data, nothing counted), in the same place of the order."""
     from megatron.core import parallel_state
 
     live = live if live is not None else LiveBytes()
     chunks = model_chunks(model)
     pp_size = parallel_state.get_pipeline_model_parallel_world_size()
+    ep_size = parallel_state.get_expert_model_parallel_world_size()
+    placeholder = experts_to_holders and ep_size > 1 and not is_expert_holder()
     if pp_size == 1:
         for chunk in chunks:
-            yield from _iter_stage_parameters(chunk, arch, live, gather_bytes)
+            yield from _iter_stage_parameters(chunk, arch, live, gather_bytes, experts_to_holders)
         return
     pp_group = parallel_state.get_pipeline_model_parallel_group()
     pp_ranks = torch.distributed.get_process_group_ranks(pp_group)
@@ -197,13 +207,20 @@ def iter_full_parameters(
     )
     for index, stage in ((i, s) for i in range(len(chunks)) for s in range(pp_size)):
         if stage == my_stage:
-            for name, tensor in _iter_stage_parameters(chunks[index], arch, live, gather_bytes):
-                torch.distributed.broadcast(
-                    tensor.contiguous(), src=pp_ranks[stage], group=pp_group
-                )
+            stage_parameters = _iter_stage_parameters(
+                chunks[index], arch, live, gather_bytes, experts_to_holders
+            )
+            for name, tensor in stage_parameters:
+                if not (placeholder and is_expert(name)):
+                    torch.distributed.broadcast(
+                        tensor.contiguous(), src=pp_ranks[stage], group=pp_group
+                    )
                 yield name, tensor
             continue
         for name, shape, dtype in stage_items[stage][index]:
+            if placeholder and is_expert(name):  # so is every rank of this PP group
+                yield name, torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
+                continue
             tensor = torch.empty(shape, dtype=getattr(torch, dtype), device=device)
             live.add(tensor_bytes(tensor))
             torch.distributed.broadcast(tensor, src=pp_ranks[stage], group=pp_group)
@@ -214,6 +231,20 @@ def iter_full_parameters(
 
 def tensor_bytes_of(shape, dtype: str) -> int:
     return torch.Size(shape).numel() * torch.empty((), dtype=getattr(torch, dtype)).element_size()
+
+
+def is_expert_holder() -> bool:
+    """Whether this rank needs the full experts for global rank 0: the first rank of its EP
+    group, in the first EP group of the expert-data-parallel replicas. Global rank 0 is (all
+    its parallel ranks are 0), and so is every rank of its pipeline group: megatron builds
+    the pipeline groups of the experts and of the rest alike (it asserts so), so the ranks of
+    one pipeline group share their EP and expert-DP ranks. Experts run with expert-TP 1."""
+    from megatron.core import parallel_state
+
+    return (
+        parallel_state.get_expert_model_parallel_rank() == 0
+        and parallel_state.get_expert_data_parallel_rank() == 0
+    )
 
 
 def _full_names(name: str, arch: Qwen3MoeArch, offset: int) -> list[str]:
@@ -254,7 +285,11 @@ def _stage_parameter_items(model: torch.nn.Module, arch: Qwen3MoeArch) -> list:
 
 
 def _iter_stage_parameters(
-    model: torch.nn.Module, arch: Qwen3MoeArch, live: LiveBytes, gather_bytes: int | None = None
+    model: torch.nn.Module,
+    arch: Qwen3MoeArch,
+    live: LiveBytes,
+    gather_bytes: int | None = None,
+    experts_to_holders: bool = False,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """iter_full_parameters of one chunk within one pipeline stage (every rank of the stage
     iterates). Each parameter, or group of experts, is a sub-generator: this frame holds no
@@ -270,7 +305,10 @@ def _iter_stage_parameters(
         name, param = params[index]
         if is_expert(name) and ep_size > 1:
             group = _expert_group(params, index, ep_size, gather_bytes)
-            yield from _gather_experts(group, arch, offset, live)
+            if experts_to_holders:
+                yield from _gather_experts_to_holder(group, arch, offset, live)
+            else:
+                yield from _gather_experts(group, arch, offset, live)
             index += len(group)
         else:
             yield from _gather_tp(name, param, arch, offset, live)
@@ -357,6 +395,43 @@ def _gather_experts(
     live.release(tensor_bytes(parts))
 
 
+def _gather_experts_to_holder(
+    group: list[tuple[str, torch.nn.Parameter]], arch: Qwen3MoeArch, offset: int, live: LiveBytes
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """``_gather_experts`` for the expert holder only (``iter_full_parameters``'
+    ``experts_to_holders``): an EP group with a holder gathers to it (its first rank), which
+    yields what ``_gather_experts`` yields; its other ranks send and, like every rank of an EP
+    group without a holder (which gathers nothing), yield meta tensors."""
+    from megatron.core import parallel_state
+
+    names = [(_full_names(name, arch, offset), param) for name, param in group]
+    if parallel_state.get_expert_data_parallel_rank() != 0:  # no holder in this EP group
+        for full_names, param in names:
+            for full_name in full_names:
+                yield full_name, torch.empty(param.shape, dtype=param.dtype, device="meta")
+        return
+    ep_group = parallel_state.get_expert_model_parallel_group()
+    ep_size = parallel_state.get_expert_model_parallel_world_size()
+    flat, allocated = _send_buffer(group)
+    live.add(allocated)
+    parts = _gather_to_first(flat, ep_size, ep_group, live)  # [EP rank, elements] or None
+    live.release(allocated)
+    del flat
+    start = 0
+    for full_names, param in names:
+        stop = start + param.numel()
+        for ep_rank, full_name in enumerate(full_names):
+            if parts is None:
+                yield full_name, torch.empty(param.shape, dtype=param.dtype, device="meta")
+            else:
+                yield from _owned_copy(
+                    full_name, parts[ep_rank, start:stop].view(param.shape), live
+                )
+        start = stop
+    if parts is not None:
+        live.release(tensor_bytes(parts))
+
+
 def _send_buffer(group: list[tuple[str, torch.nn.Parameter]]) -> tuple[torch.Tensor, int]:
     """The group's elements in one flat tensor, and the bytes that allocated: one contiguous
     parameter is sent as itself (a view, 0 bytes), several are concatenated (a copy)."""
@@ -386,6 +461,22 @@ def _all_gather(tensor: torch.Tensor, world: int, group, live: LiveBytes) -> tor
     live.add(tensor_bytes(out))
     torch.distributed.all_gather_into_tensor(out, tensor.contiguous(), group=group)
     return out.view(world, *tensor.shape)
+
+
+def _gather_to_first(
+    tensor: torch.Tensor, world: int, group, live: LiveBytes
+) -> torch.Tensor | None:
+    """[world, *tensor.shape] on the group's first rank (rank r's tensor at [r]), None on the
+    others, which only send theirs (``torch.distributed.gather``; gloo stages one more flat
+    copy on the first rank, NCCL receives in place)."""
+    first = torch.distributed.get_global_rank(group, 0)
+    if torch.distributed.get_rank() != first:
+        torch.distributed.gather(tensor.contiguous(), None, dst=first, group=group)
+        return None
+    out = torch.empty((world, *tensor.shape), dtype=tensor.dtype, device=tensor.device)
+    live.add(tensor_bytes(out))
+    torch.distributed.gather(tensor.contiguous(), list(out.unbind(0)), dst=first, group=group)
+    return out
 
 
 @torch.no_grad()
@@ -421,16 +512,30 @@ def iter_hf_buckets(
 
     Collective: every rank iterates to the end (a rank that keeps nothing still drives the
     gathers: ``for _ in iter_hf_buckets(...): pass``). Bucket k (counting from 0, the same cut
-    on every rank) is yielded where ``keep(k)`` (or ``keep``) is true and dropped elsewhere.
-    Tensors are on the parameters' device in their dtype; treat them as read-only (some are
-    views of the parameters). ``live`` counts the buckets and the gather buffers (see
-    ``LiveBytes``); its peak is what a sync reports as perf/weight_sync_peak_bytes."""
+    on every rank) is yielded where ``keep(k)`` (or ``keep``) is true and dropped elsewhere; a
+    rank whose ``keep`` is False cuts no buckets at all. When no rank but the expert holders
+    keeps any (weight sync through rank 0: ``keep=rank == 0``; ``_only_holders_keep``), the
+    experts are gathered to the holders only (``iter_full_parameters``' ``experts_to_holders``),
+    not to every rank. Tensors are on the parameters' device in their dtype; treat them as
+    read-only (some are views of the parameters). ``live`` counts the buckets and the gather
+    buffers (see ``LiveBytes``); its peak is what a sync reports as
+    perf/weight_sync_peak_bytes."""
     keeps = keep if callable(keep) else (lambda index: keep)
     live = live if live is not None else LiveBytes()
+    full = iter_full_parameters(
+        model,
+        arch,
+        live,
+        max(1, buffer_bytes // 2),  # a group of experts gathered at once: at most half a bucket
+        experts_to_holders=_only_holders_keep(model, keep),
+    )
+    if keep is False:  # this rank only takes part in the gathers: each item dropped on receipt
+        for _ in full:
+            pass
+        return
     named = (
         (hf_name, hf_tensor)
-        # a group of experts gathered at once: at most half a bucket (peak: module doc)
-        for name, tensor in iter_full_parameters(model, arch, live, max(1, buffer_bytes // 2))
+        for name, tensor in full
         for hf_name, hf_tensor in hf_mapping.megatron_to_hf_checkpoint(name, tensor, arch)
     )
     index = 0
@@ -441,3 +546,20 @@ def iter_hf_buckets(
             yield bucket
         del bucket
         index += 1
+
+
+def _only_holders_keep(
+    model: torch.nn.Module | list[torch.nn.Module], keep: Callable[[int], bool] | bool
+) -> bool:
+    """Whether no rank but the expert holders (``is_expert_holder``) keeps any bucket, agreed by
+    every rank (collective under EP: one all-reduce of a flag; a callable ``keep`` may keep
+    some bucket). False without EP, where there is nothing to gather to fewer ranks."""
+    from megatron.core import parallel_state
+
+    if parallel_state.get_expert_model_parallel_world_size() == 1:
+        return False
+    keeps_any = callable(keep) or bool(keep)
+    device = next(model_chunks(model)[0].parameters()).device
+    others_keep = torch.tensor([int(keeps_any and not is_expert_holder())], device=device)
+    torch.distributed.all_reduce(others_keep, op=torch.distributed.ReduceOp.MAX)
+    return int(others_keep.item()) == 0

@@ -298,8 +298,11 @@ class SGLangClient:
         group_name: str,
         flush_cache: bool = False,
         weight_version: str | None = None,
+        load_format: str | None = None,
     ) -> dict:
-        """Receive these tensors, in this order, broadcast from rank 0 of group_name."""
+        """Receive these tensors, in this order, broadcast from rank 0 of group_name: one
+        broadcast per tensor, or with load_format="flattened_bucket" one broadcast of them all
+        packed back to back (hyrl.rollout.sglang.weight_sync.distributed.flat_bucket)."""
         payload: dict[str, Any] = {
             "names": list(names),
             "dtypes": list(dtypes),
@@ -309,6 +312,8 @@ class SGLangClient:
         }
         if weight_version is not None:
             payload["weight_version"] = weight_version
+        if load_format is not None:
+            payload["load_format"] = load_format
         return self._call("POST", "/update_weights_from_distributed", payload)
 
     def update_weights_from_disk(

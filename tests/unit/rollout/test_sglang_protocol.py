@@ -7,8 +7,10 @@ The fake's toy model: next token = (previous + 1 + shift) % 16, shift = round(su
 log-prob of token t = -0.1 * (t % 5 + 1). With zero weights a prompt ending in 3 continues 4, 5, 6.
 """
 
+import functools
 import sys
 
+import flattened_bucket_cases as cases
 import pytest
 import torch
 from fake_sglang_server import (
@@ -295,6 +297,7 @@ def test_distributed_sync_posts_group_and_tensor_metadata(fake):
         assert update["names"][0] == "model.embed_tokens.weight"
         assert update["dtypes"][0] == "float32" and update["shapes"][0] == [16, 4]
         assert update["flush_cache"] is False
+        assert update["load_format"] == "flattened_bucket"  # one broadcast for the bucket
     finally:
         engine.shutdown()
     assert fake.routes_called()[-1] == "/destroy_weights_update_group"
@@ -316,6 +319,18 @@ def test_a_failing_distributed_receiver_aborts_the_sync_instead_of_hanging(fake)
         assert fake.routes_called()[-1] == "/continue_generation"
     finally:
         sync.group = None  # the broken group cannot be destroyed cleanly; drop it
+
+
+def test_the_fake_refuses_a_flattened_bucket_as_sglang_does(fake):
+    # the same cases run against SGLang's own receiver in the contract tier
+    sync = DistributedWeightSync(
+        [SGLangClient(fake.url)], 200, backend="gloo", group_name=cases.GROUP_NAME, timeout_s=30.0
+    )
+    sync.connect()
+    try:
+        cases.check(cases.refusals(functools.partial(SGLangClient(fake.url).request, "POST")))
+    finally:
+        sync.close()
 
 
 def test_release_and_resume_memory_flush_first(fake):

@@ -107,6 +107,41 @@ def test_every_rank_cuts_the_same_buckets_and_keeps_only_its_own(streamed, layou
     assert rank0["buckets_owned"] + rank1["buckets_owned"] == rank0["num_buckets"]
 
 
+def test_through_rank_0_the_experts_are_gathered_to_rank_0_only(streamed):
+    # the stream as weight sync through rank 0 runs it (keep=rank == 0) under EP 2, no TP:
+    # every gather is an expert gather. Rank 0 receives each expert once (its own included) and
+    # keeps the full state dict bit for bit; rank 1 only sends (before: it all-gathered every
+    # expert too, and cut buckets it then dropped)
+    rank0, rank1 = (r["to_rank_0"] for r in streamed["ep2"])
+    assert rank0["bit_exact"] and rank0["kept_tensors"] > 0 and rank1["kept_tensors"] == 0
+    assert rank0["received_bytes"] == streamed["ep2"][0]["expert_bytes"]
+    assert rank1["received_bytes"] == 0
+    # rank 1 holds at most one expert group's send buffer (half a bucket over EP 2; none where
+    # the group is one weight, sent as itself), no bucket
+    assert rank1["peak_bytes"] <= BUFFER // 4
+    assert rank0["live_after"] == rank1["live_after"] == 0
+
+
+# 4 ranks, EP 2 (megatron's rank order: EP groups {0, 1} and {2, 3}), with (ep2pp2) 2 pipeline
+# stages (pipeline groups {0, 2} and {1, 3}) or (ep2dp2) 2 expert-data-parallel replicas: the
+# expert holders, which receive the experts, are rank 0 and the ranks that feed it
+HOLDERS = {"ep2pp2": (1, 2, 2, {0, 2}), "ep2dp2": (1, 2, 1, {0})}  # tp, ep, pp, holders
+
+
+@pytest.mark.parametrize("layout", list(HOLDERS))
+def test_through_rank_0_every_expert_reaches_one_holder_once(tmp_path, layout):
+    tp, ep, pp, holders = HOLDERS[layout]
+    out = tmp_path / layout
+    run_ranks(WORKER, 4, out, tp, ep, BUFFER, "float32", pp)
+    ranks = [json.loads(Path(f"{out}.rank{r}").read_text()) for r in range(4)]
+    synced = [r["to_rank_0"] for r in ranks]
+    assert synced[0]["bit_exact"]  # with ep2pp2 the second stage's experts came from rank 2
+    assert [s["kept_tensors"] > 0 for s in synced] == [True, False, False, False]
+    # no TP: every gather is an expert gather; each expert is received once, by a holder
+    assert {r for r, s in enumerate(synced) if s["received_bytes"]} == holders
+    assert sum(s["received_bytes"] for s in synced) == ranks[0]["expert_bytes"]
+
+
 @pytest.mark.parametrize("layout", ["tp1", "ep2"])
 def test_bfloat16_parameters_stream_as_bfloat16(tmp_path, layout):
     for result in run_worker(tmp_path, layout, "bfloat16"):
@@ -254,4 +289,8 @@ def test_sglang_sync_frees_each_bucket_before_taking_the_next(mode, monkeypatch)
             monkeypatch.undo()
             engine.shutdown()
         assert fake.shift == round(0.25 * 2 * 6 * 4)
-        assert engine.last_sync_stats.buckets == 4 and engine.last_sync_stats.peak_bytes == 0
+        # buckets: the embedding (256 bytes, over the buffer, alone), 4 and 2 expert weights of
+        # 48 bytes, lm_head (alone). distributed broadcasts a bucket of several tensors as one
+        # flat copy (the 192 bytes of the four expert weights at most); a lone tensor as itself
+        assert engine.last_sync_stats.buckets == 4
+        assert engine.last_sync_stats.peak_bytes == {"tensor": 0, "distributed": 4 * 48}[mode]

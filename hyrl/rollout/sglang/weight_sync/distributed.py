@@ -6,11 +6,12 @@ receive each bucket by NCCL broadcast from this process.
 ``1 + sum(tp sizes before k)``.., and makes this process rank 0 of a new process group of
 ``1 + sum(tp sizes)`` ranks (NCCL on GPU; ``backend="gloo"`` for tests) - created the way SGLang
 creates its side (``init_weight_update_group``), so the default process group is untouched. Per
-bucket it posts ``/update_weights_from_distributed`` (names, dtypes, shapes) to every server
-concurrently, starts every broadcast of the bucket (asynchronous, in the order of the names)
-and then waits once: for the servers' answers, which come after they received and loaded the
-bucket. A server that answers with an error aborts the sync instead of hanging on its
-broadcasts. The session around the transfer is ``session.py``'s.
+bucket it posts ``/update_weights_from_distributed`` (names, dtypes, shapes,
+``load_format="flattened_bucket"``) to every server concurrently, broadcasts the bucket as one
+flat uint8 tensor (``flat_bucket``: one broadcast per bucket, not one per tensor) and then waits
+once: for the servers' answers, which come after they received and loaded the bucket. A server
+that answers with an error aborts the sync instead of hanging on its broadcast. The session
+around the transfer is ``session.py``'s.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from hyrl.models.weight_buckets import NamedTensors
+from hyrl.models.weight_buckets import NamedTensors, tensor_bytes
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
 from hyrl.rollout.sglang.server import free_port
-from hyrl.rollout.sglang.weight_sync.session import PausedSync, copied_bytes
+from hyrl.rollout.sglang.weight_sync.payload import FLATTENED_BUCKET
+from hyrl.rollout.sglang.weight_sync.session import PausedSync
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
@@ -170,10 +172,10 @@ class DistributedWeightSync(PausedSync):
         self.connect()
 
     def _send(self, bucket: NamedTensors, weight_version: str) -> int:
-        tensors = [t.detach().to(self.device).contiguous() for _, t in bucket]
-        names = [n for n, _ in bucket]
-        dtypes = [str(t.dtype).removeprefix("torch.") for t in tensors]
-        shapes = [list(t.shape) for t in tensors]
+        ordered, flat = flat_bucket(bucket, self.device)
+        names = [n for n, _ in ordered]
+        dtypes = [str(t.dtype).removeprefix("torch.") for _, t in ordered]
+        shapes = [list(t.shape) for _, t in ordered]
         posts = [
             self._pool.submit(
                 c.update_weights_from_distributed,
@@ -181,22 +183,46 @@ class DistributedWeightSync(PausedSync):
                 dtypes,
                 shapes,
                 self.group_name,
-                False,
+                False,  # flush_cache: the sync flushes once, after every bucket
                 weight_version,
+                FLATTENED_BUCKET,
             )
             for c in self.clients
         ]
         group = self.group
         assert group is not None, "_begin_transfer connected before the first bucket"
-        # every broadcast of the bucket at once, in the order of `names` (as the servers receive)
-        works = [group.broadcast(tensor, 0) for tensor in tensors]
+        work = group.broadcast(flat, 0)  # the whole bucket: one broadcast
         # A server answers after it has received and loaded the whole bucket, so waiting for the
-        # answers is waiting for the broadcasts; the first error ends the wait.
+        # answers is waiting for the broadcast; the first error ends the wait.
         done, _ = wait(posts, return_when=FIRST_EXCEPTION)
         for post in done:
             error = post.exception()
             if error is not None:
                 raise error
-        for work in works:
-            work.wait()
-        return copied_bytes(bucket, list(zip(names, tensors)))
+        work.wait()
+        shares = flat.untyped_storage().data_ptr() == ordered[0][1].untyped_storage().data_ptr()
+        return 0 if shares else tensor_bytes(flat)
+
+
+def flat_bucket(bucket: NamedTensors, device: torch.device) -> tuple[NamedTensors, torch.Tensor]:
+    """A bucket as SGLang 0.5.23 receives a flattened one (the model runner's
+    ``_receive_bucketed_weights_from_distributed``, which allocates
+    ``FlattenedTensorBucket.empty(names, dtypes, shapes)``): every tensor's bytes back to back
+    in one uint8 tensor, in the order of the names, without padding. SGLang refuses a tensor
+    whose byte offset is not a multiple of its element size, so the widest dtypes go first (a
+    stable sort by element size; the sizes are powers of two, so each offset is a multiple of
+    every later size). Returns the bucket in that order and the flat tensor on ``device``: a
+    copy, or the tensor itself when the bucket is one contiguous tensor already there."""
+    if not bucket:
+        raise ValueError("an empty bucket has nothing to send (SGLang refuses one)")
+    ordered = sorted(bucket, key=lambda item: -item[1].element_size())
+    first = ordered[0][1].detach()
+    if len(ordered) == 1 and first.device == device and first.is_contiguous():
+        return ordered, first.reshape(-1).view(torch.uint8)
+    flat = torch.empty(sum(tensor_bytes(t) for _, t in ordered), dtype=torch.uint8, device=device)
+    start = 0
+    for _, tensor in ordered:
+        end = start + tensor_bytes(tensor)
+        flat[start:end].view(tensor.dtype).view(tensor.shape).copy_(tensor.detach())
+        start = end
+    return ordered, flat
