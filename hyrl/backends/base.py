@@ -136,14 +136,12 @@ class TrainBackend(Protocol):
         """Every rank's value, by global rank, on rank 0; None elsewhere (collective)."""
         ...
 
-    def send_rows(
-        self, rows_of_rank: dict[int, dict[int, torch.Tensor]]
-    ) -> dict[int, torch.Tensor]:
-        """Rank 0 sends each rank its {row: tensor}; rank 0's own are returned."""
+    def send_rows(self, rows_of_rank: dict[int, dict[int, torch.Tensor]]) -> None:
+        """This rank sends each rank in rows_of_rank its {row: tensor} (point to point)."""
         ...
 
-    def recv_rows(self) -> dict[int, torch.Tensor]:
-        """This rank's {row: tensor} from rank 0's send_rows."""
+    def recv_rows(self, source: int = 0) -> dict[int, torch.Tensor]:
+        """This rank's {row: tensor} from `source`'s send_rows."""
         ...
 
     def free_cached_memory(self) -> None:

@@ -52,6 +52,22 @@ def all_rows(fn: Callable, batch: TokenBatch, rows: DataParallelRows, backend: T
     return outputs[0] if single else outputs
 
 
+def routing_senders(dp_rank_of: list[int]) -> dict[int, list[int]]:
+    """Who sends the routing ids to whom: {sender: receivers}. Rank 0 sends one copy per DP
+    rank, to that DP rank's first rank (its leader; rank 0 leads its own), and each leader
+    passes its copy on to the other ranks of its DP rank (TP, PP peers: often on its own
+    node). Rank 0's outbound copies are the DP size, not the world size."""
+    leaders: dict[int, int] = {}
+    for rank, dp_rank in enumerate(dp_rank_of):
+        leaders.setdefault(dp_rank, rank)
+    senders: dict[int, list[int]] = {0: [r for r in leaders.values() if r != 0]}
+    for rank, dp_rank in enumerate(dp_rank_of):
+        leader = leaders[dp_rank]
+        if rank != leader:
+            senders.setdefault(leader, []).append(rank)
+    return senders
+
+
 def scatter_routing(
     routed: list | None,
     num_rows: int,
@@ -63,19 +79,29 @@ def scatter_routing(
     use, None for the others: the ids are the rollout's largest part (layers x top-k per
     token), so no rank but 0 holds them all. They go as int16 tensors (one flat tensor and
     the row lengths per rank) over the gloo wait group: host memory, no GPU staging
-    (collective). routed: rank 0's every row."""
+    (collective), one copy per DP rank from rank 0 and on from there (``routing_senders``).
+    routed: rank 0's every row."""
+    if backend.world_size == 1:  # the one rank works on every row
+        assert routed is not None, "rank 0 generated the rollout"
+        return routed
+    dp_rank_of = backend.dp_rank_of
+    senders = routing_senders(dp_rank_of)
+    source = next((s for s, receivers in senders.items() if backend.rank in receivers), None)
     if backend.rank == 0:
         assert routed is not None, "rank 0 generated the rollout"
-        if backend.world_size == 1:  # the one rank works on every row
-            return routed
-        rows_of_dp_rank = {}  # one dict per DP rank: TP/EP peers share it (packed once)
-        for dp_rank in sorted(set(backend.dp_rank_of)):
+        rows_of_dp_rank = {}  # one dict per DP rank: its ranks share it (packed once)
+        for dp_rank in sorted(set(dp_rank_of)):
             rows_of_dp_rank[dp_rank] = {
                 i: routed[i] for i in rows.needed(dp_rank, num_rows, responses_per_step)
             }
-        held = backend.send_rows(
-            {rank: rows_of_dp_rank[dp_rank] for rank, dp_rank in enumerate(backend.dp_rank_of)}
-        )
+        held = rows_of_dp_rank[dp_rank_of[0]]
+        outbound = {rank: rows_of_dp_rank[dp_rank_of[rank]] for rank in senders[0]}
     else:
-        held = backend.recv_rows()
+        assert source is not None, "every rank but 0 receives from one sender"
+        held = backend.recv_rows(source)
+        outbound = {}
+    # a leader passes its copy on to the other ranks of its DP rank
+    outbound.update({rank: held for rank in senders.get(backend.rank, []) if rank not in outbound})
+    if outbound:
+        backend.send_rows(outbound)
     return [held.get(i) for i in range(num_rows)]

@@ -138,13 +138,11 @@ class MegatronBackend:
         torch.distributed.gather_object(value, gathered, dst=0)
         return gathered
 
-    def send_rows(
-        self, rows_of_rank: dict[int, dict[int, torch.Tensor]]
-    ) -> dict[int, torch.Tensor]:
-        return collectives.send_rows(rows_of_rank)
+    def send_rows(self, rows_of_rank: dict[int, dict[int, torch.Tensor]]) -> None:
+        collectives.send_rows(rows_of_rank)
 
-    def recv_rows(self) -> dict[int, torch.Tensor]:
-        return collectives.recv_rows()
+    def recv_rows(self, source: int = 0) -> dict[int, torch.Tensor]:
+        return collectives.recv_rows(source)
 
     def free_cached_memory(self) -> None:
         if torch.cuda.is_available():

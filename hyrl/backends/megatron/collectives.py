@@ -76,14 +76,15 @@ def all_gather_rows(tensors: tuple[torch.Tensor, ...], group) -> tuple[torch.Ten
 def send_rows(
     rows_of: dict[int, dict[int, torch.Tensor]], dtype: torch.dtype = torch.int16
 ) -> dict[int, torch.Tensor]:
-    """Rank 0 sends rank r the rows rows_of[r] ({row index: [positions, ...] tensor}, every
+    """This rank sends rank r the rows rows_of[r] ({row index: [positions, ...] tensor}, every
     row of the same trailing shape and `dtype`) as one flat tensor with its lengths, over the
-    wait group (host memory); it keeps rows_of[0]. Ranks whose rows are the same object get
-    them packed once. Call recv_rows on the other ranks."""
-    # id(rows) -> packed (see _pack): TP/EP peers of one DP rank get the same rows
+    wait group (host memory); it keeps its own rows_of entry, if any (returned). Ranks whose
+    rows are the same object get them packed once. Call recv_rows(this rank) on the others."""
+    me = torch.distributed.get_rank()
+    # id(rows) -> packed (see _pack): the ranks of one DP rank get the same rows
     packed_for: dict[int, list[torch.Tensor]] = {}
     for rank in sorted(rows_of):
-        if rank == 0:
+        if rank == me:
             continue
         rows = rows_of[rank]
         if id(rows) not in packed_for:
@@ -92,24 +93,24 @@ def send_rows(
         for tensor in packed_for[id(rows)]:
             if tensor.numel():  # recv_rows skips an empty payload too
                 torch.distributed.send(tensor, dst=rank, group=wait_group())
-    return rows_of.get(0, {})
+    return rows_of.get(me, {})
 
 
-def recv_rows(dtype: torch.dtype = torch.int16) -> dict[int, torch.Tensor]:
-    """This rank's rows from rank 0's send_rows: {row index: [positions, ...] tensor}."""
+def recv_rows(source: int = 0, dtype: torch.dtype = torch.int16) -> dict[int, torch.Tensor]:
+    """This rank's rows from `source`'s send_rows: {row index: [positions, ...] tensor}."""
     group = wait_group()
     header = torch.empty(3, dtype=torch.int64)
-    torch.distributed.recv(header, src=0, group=group)
+    torch.distributed.recv(header, src=source, group=group)
     num_rows, num_positions, trailing_dims = header.tolist()
     if num_rows == 0:
         return {}
     meta = torch.empty(trailing_dims + 2 * num_rows, dtype=torch.int64)
-    torch.distributed.recv(meta, src=0, group=group)
+    torch.distributed.recv(meta, src=source, group=group)
     trailing = meta[:trailing_dims].tolist()
     row_ids, lengths = meta[trailing_dims:].view(2, num_rows).tolist()
     flat = torch.empty([num_positions, *trailing], dtype=dtype)
     if flat.numel():
-        torch.distributed.recv(flat, src=0, group=group)
+        torch.distributed.recv(flat, src=source, group=group)
     return dict(zip(row_ids, torch.split(flat, lengths)))
 
 
