@@ -46,3 +46,22 @@ def pytest_sessionfinish(session, exitstatus):
         for nodeid in _skipped:
             print(f"  {nodeid}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="module")
+def server():
+    """SGLang 0.5.23's scheduler code behind its HTTP routes, for a test module
+    (sglang_scheduler.SchedulerServer)."""
+    from sglang_scheduler import SchedulerServer
+
+    with SchedulerServer() as running:
+        yield running
+
+
+@pytest.fixture
+def client(server):
+    """A client of `server`; a test that leaves a weight-update session open fails."""
+    from hyrl.rollout.sglang.client import SGLangClient
+
+    yield SGLangClient(server.url, timeout_s=60.0)
+    assert not server.recorded()["session_open"], "a test left a session open"

@@ -15,24 +15,11 @@ import functools
 import flattened_bucket_cases as cases
 import pytest
 import torch
-from sglang_scheduler import SchedulerServer, joined_weight_group
+from sglang_scheduler import joined_weight_group
 
 from hyrl.models.weight_buckets import tensor_bytes
-from hyrl.rollout.sglang.client import SGLangClient
 from hyrl.rollout.sglang.server import free_port
 from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SchedulerServer() as running:
-        yield running
-
-
-@pytest.fixture
-def client(server):
-    yield SGLangClient(server.url, timeout_s=60.0)
-    assert not server.recorded()["session_open"], "a test left a session open"
 
 
 class CountingGroup:

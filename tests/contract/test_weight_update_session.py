@@ -14,26 +14,14 @@ import functools
 import pytest
 import sglang_sessions as table
 from fake_sglang_server import hf_state_dict_with_shift
-from sglang_scheduler import SchedulerServer, joined_weight_group
+from sglang_scheduler import joined_weight_group
 
-from hyrl.rollout.sglang.client import SGLangClient, SGLangError
+from hyrl.rollout.sglang.client import SGLangError
 from hyrl.rollout.sglang.server import free_port
 from hyrl.rollout.sglang.weight_sync.disk import DiskWeightSync
 from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
 from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors, sglang_serializer
 from hyrl.rollout.sglang.weight_sync.tensor import TensorWeightSync
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SchedulerServer() as running:
-        yield running
-
-
-@pytest.fixture
-def client(server):
-    yield SGLangClient(server.url, timeout_s=60.0)
-    assert not server.recorded()["session_open"], "a test left a session open"
 
 
 def loaded_since(server, before: int) -> tuple[list[str], float]:

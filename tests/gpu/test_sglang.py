@@ -13,6 +13,7 @@ greedy decoding counts up by one, mod 16, and stops after EOS (id 1).
 
 import pytest
 import torch
+from sglang_gpu import counting_weights
 
 pytestmark = [
     pytest.mark.gpu,
@@ -20,23 +21,6 @@ pytestmark = [
 ]
 
 EOS = 1
-
-
-def successor_weights(
-    hf_state_dict: dict[str, torch.Tensor], vocab_size: int
-) -> dict[str, torch.Tensor]:
-    new = {name: tensor.clone() for name, tensor in hf_state_dict.items()}
-    embed = torch.zeros_like(new["model.embed_tokens.weight"])
-    embed[torch.arange(vocab_size), torch.arange(vocab_size)] = 1.0
-    new["model.embed_tokens.weight"] = embed
-    head = torch.zeros_like(new["lm_head.weight"])
-    head[torch.arange(vocab_size), (torch.arange(vocab_size) - 1) % vocab_size] = 10.0
-    new["lm_head.weight"] = head
-    new["model.norm.weight"] = torch.ones_like(new["model.norm.weight"])
-    for name in new:
-        if name.endswith(("self_attn.o_proj.weight", "mlp.experts.down_proj")):
-            new[name] = torch.zeros_like(new[name])
-    return new
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +82,7 @@ def test_real_sglang_generates_and_takes_new_weights_from_tensor(tiny_checkpoint
             assert all(lp <= 1e-6 for lp in gen.response_log_probs)
             assert (gen.finish_reason == "stop") == (gen.response_ids[-1] == EOS)
 
-        new_weights = successor_weights(model.state_dict(), TINY.vocab_size)
+        new_weights = counting_weights(model.state_dict(), TINY.vocab_size, 1)
         engine.update_weights(new_weights)
         stats = engine.last_sync_stats
         assert stats.buckets > 1 and stats.tensor_bytes == sum(
