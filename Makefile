@@ -8,6 +8,10 @@
 # make contract: the contract tier (tests/contract): SGLang 0.5.23's own code on CPU against what
 #   hyrl sends; creates .venv-contract from requirements-contract.txt (SGLang's own torch, about
 #   6 GB), sglang itself (--no-deps, the version requirements.txt pins) and this package.
+# make slurm-test: the Slurm tier (tests/e2e/test_slurm.py, marked slurm), which `make test` skips:
+#   the launchers under a one-node Slurm of its own (tools/slurm_local.sh: as root; installs
+#   Debian's slurm-wlm and munge when missing; writes only under .slurm-local; refuses to run
+#   beside a Slurm or munge it did not start). HYRL_SLURM=1: a skipped test fails the tier.
 # Both create .venv from requirements-cpu.txt (plus this package, editable) when it is missing.
 SHELL := bash
 .SHELLFLAGS := -eo pipefail -c
@@ -27,7 +31,7 @@ CONTRACT_VENV ?= .venv-contract
 CONTRACT_STAMP := $(CONTRACT_VENV)/.hyrl-installed
 SGLANG_PIN := $(shell grep -m1 '^sglang==' requirements.txt)
 
-.PHONY: demo demo-grpo test lint format venv clean-venv bench contract
+.PHONY: demo demo-grpo test lint format venv clean-venv bench contract slurm-test
 
 venv: $(STAMP)
 
@@ -62,6 +66,9 @@ bench: $(STAMP)
 # TEST_WORKERS=0 runs serially. The slowest 20 tests are listed at the end.
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20
+
+slurm-test: $(STAMP)
+	HYRL_SLURM=1 $(PY) -m pytest -q -p no:cacheprovider -m slurm tests/e2e/test_slurm.py
 
 $(CONTRACT_STAMP): requirements-contract.txt requirements.txt pyproject.toml
 	@test -x $(CONTRACT_VENV)/bin/python || python3 -m venv $(CONTRACT_VENV)

@@ -1,11 +1,43 @@
 """Shared by every test: tests/helpers on sys.path (the torchrun workers, the SGLang protocol
 double, the recipe runner and `testpaths`), so a test imports them by module name wherever it
 sits. The tree mirrors the package: unit/<package part>/, e2e/ (a recipe run end to end through
-the launcher), gpu/ (skipped without CUDA), helpers/, data/."""
+the launcher), gpu/ (skipped without CUDA), helpers/, data/.
 
+The Slurm tier (tests marked `slurm`: a one-node Slurm of its own, tools/slurm_local.sh) runs
+only when asked, with HYRL_SLURM=1 (`make slurm-test`); otherwise it is skipped before any of
+its fixtures runs, so `make test` installs, writes and starts nothing. With HYRL_SLURM=1 a
+skipped test of the tier fails the run.
+"""
+
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 if str(HELPERS) not in sys.path:
     sys.path.insert(0, str(HELPERS))
+
+SLURM_TIER = os.environ.get("HYRL_SLURM") == "1"
+_skipped_in_slurm_tier: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="the Slurm tier runs only when asked: make slurm-test")
+    for item in items:
+        if not SLURM_TIER and item.get_closest_marker("slurm"):
+            item.add_marker(skip)
+
+
+def pytest_runtest_logreport(report):
+    if SLURM_TIER and report.skipped and "slurm" in report.keywords:
+        _skipped_in_slurm_tier.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if SLURM_TIER and _skipped_in_slurm_tier:
+        print(f"\nSlurm tier: {len(_skipped_in_slurm_tier)} test(s) skipped, which fails it:")
+        for nodeid in _skipped_in_slurm_tier:
+            print(f"  {nodeid}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

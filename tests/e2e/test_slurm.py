@@ -3,16 +3,19 @@ slurm-wlm and munge, one node with the machine's CPUs and memory): the tiny GRPO
 CPU job of 2 ranks, its #SBATCH GPU line overridden on the command line, launched the way a
 cluster user launches it (the recipe goes through launch/srun.sh inside the job).
 
-Outside CI the tests skip where Slurm is not installed or cannot be started (it needs root);
-in CI (CI=true) they install and start it, and a skip is a failure. The template's preemption
-lead check on the 30B recipe runs under stand-ins for srun, scontrol and squeue (no Slurm).
+Those tests (marked `slurm`) are the Slurm tier: they run only with HYRL_SLURM=1 (`make
+slurm-test`, which CI runs), and there a skip fails the tier (tests/conftest.py). The tier
+starts a Slurm of its own, all its files under .slurm-local in the checkout, talks to it
+through SLURM_CONF and stops it by its pids; tools/slurm_local.sh refuses to start beside a
+Slurm or munge it did not start, and that refusal fails the tier. The template's preemption
+lead check on the 30B recipe runs under stand-ins for srun, scontrol and squeue (no Slurm), in
+every run.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -22,32 +25,24 @@ import pytest
 from recipe_runs import ROOT
 
 SLURM_LOCAL = ROOT / "tools" / "slurm_local.sh"
-IN_CI = os.environ.get("CI") == "true"
-
-
-def _up() -> bool:
-    return subprocess.run(["bash", str(SLURM_LOCAL), "status"], capture_output=True).returncode == 0
 
 
 @pytest.fixture(scope="module")
 def slurm():
-    """A running one-node Slurm: the one already up, else started here (and stopped after)."""
-    if _up():
-        yield
-        return
-    can = os.geteuid() == 0 and (shutil.which("apt-get") or shutil.which("slurmctld"))
-    if not can and not IN_CI:
-        pytest.skip("no Slurm here and no root to install it (tools/slurm_local.sh)")
+    """A one-node Slurm of the tier's own, started here and stopped after; Slurm's commands in
+    the tests reach it through SLURM_CONF (never a Slurm the tier did not start)."""
     started = subprocess.run(
         ["bash", str(SLURM_LOCAL), "start"], capture_output=True, text=True, timeout=600
     )
     if started.returncode != 0:
-        message = f"tools/slurm_local.sh start failed: {started.stderr[-2000:]}"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    yield
-    subprocess.run(["bash", str(SLURM_LOCAL), "stop"], capture_output=True, timeout=120)
+        pytest.fail(f"tools/slurm_local.sh start failed: {started.stderr[-2000:]}", pytrace=False)
+    (conf,) = [ln for ln in started.stdout.splitlines() if ln.startswith("SLURM_CONF=")]
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SLURM_CONF", conf.removeprefix("SLURM_CONF="))
+            yield
+    finally:
+        subprocess.run(["bash", str(SLURM_LOCAL), "stop"], capture_output=True, timeout=120)
 
 
 CPUS = 2  # the job's --cpus-per-task (this machine has 2); every step must see them all
@@ -115,6 +110,7 @@ def _rows(run_dir: Path) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.slurm
 def test_the_tiny_recipe_trains_as_a_slurm_job_through_srun(slurm, tmp_path):
     rc, log, run_dir = _submit(tmp_path, "--num-steps", "3")
     assert rc == 0, log[-3000:]
@@ -139,6 +135,7 @@ def test_the_tiny_recipe_trains_as_a_slurm_job_through_srun(slurm, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.slurm
 def test_a_refused_flag_ends_the_job_with_status_2_and_one_message(slurm, tmp_path):
     rc, log, run_dir = _submit(tmp_path, "--global-batch-size", "100")
     assert rc == 2, log[-3000:]
@@ -149,6 +146,7 @@ def test_a_refused_flag_ends_the_job_with_status_2_and_one_message(slurm, tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.slurm
 def test_a_lead_shorter_than_the_plans_step_plus_save_is_refused_before_training(slurm, tmp_path):
     # at an assumed 1 token/s the tiny recipe's step is 128 responses x 2 tokens = 256 s of
     # decode (plus a few microseconds of training and save), x 1.25 = 320 s: over 300 s
@@ -166,6 +164,7 @@ def test_a_lead_shorter_than_the_plans_step_plus_save_is_refused_before_training
 
 
 @pytest.mark.slow
+@pytest.mark.slurm
 def test_sigusr1_checkpoints_requeues_and_the_requeued_job_resumes_the_run(slurm, tmp_path):
     steps = 40
     proc, run_dir = _sbatch(tmp_path, "--num-steps", str(steps), wait=False)
