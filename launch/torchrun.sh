@@ -27,6 +27,19 @@ for name in NPROC NNODES; do
   fi
 done
 PYTHON="${PYTHON:-python}"
+# A preemption signal sent to torchrun (its pid, or its whole process group) is forwarded to
+# the ranks, which finish the rollout step, checkpoint and exit 0; torchrun then exits 1
+# ("SignalException ... got signal"), so judge a run by its summary.json. torch 2.13 and
+# 2.14.1 forward SIGTERM, SIGINT, SIGHUP and SIGQUIT and kill the ranks 30 s later: here
+# SIGUSR1 is forwarded too (unforwarded, it would end torchrun and orphan the ranks), and the
+# ranks get SHUTDOWN_GRACE_S (default 1800, launch/sbatch.template's preemption lead; size it
+# with `hyrl plan`) to finish the step and save before torchrun's SIGKILL.
+SHUTDOWN_GRACE_S="${SHUTDOWN_GRACE_S:-1800}"
+if ! [[ "$SHUTDOWN_GRACE_S" =~ ^[0-9]+$ ]]; then
+  echo "launch/torchrun.sh: SHUTDOWN_GRACE_S=$SHUTDOWN_GRACE_S; allowed: seconds, an integer >= 0" >&2
+  exit 2
+fi
+SIGNAL_FLAGS=(--signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 --shutdown-timeout "$SHUTDOWN_GRACE_S")
 WORLD_SIZE=$((NNODES * NPROC))
 for arg in "$@"; do
   if [[ "$arg" == "--dry-run" || "$arg" == "--preflight-only" ]]; then
@@ -46,13 +59,13 @@ validate_flags "$WORLD_SIZE" "$@"
 if [[ "$NNODES" == 1 ]]; then
   MASTER_PORT="${MASTER_PORT:-$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
   echo "+ torchrun --standalone --nproc-per-node $NPROC -m hyrl train $*" >&2
-  exec "$PYTHON" -m torch.distributed.run --nnodes 1 --nproc-per-node "$NPROC" \
+  exec "$PYTHON" -m torch.distributed.run "${SIGNAL_FLAGS[@]}" --nnodes 1 --nproc-per-node "$NPROC" \
     --master-addr 127.0.0.1 --master-port "$MASTER_PORT" -m hyrl train "$@"
 fi
 NODE_RANK="${NODE_RANK:?launch/torchrun.sh: NNODES=$NNODES needs NODE_RANK (0..$((NNODES - 1))) on every node}"
 MASTER_ADDR="${MASTER_ADDR:?launch/torchrun.sh: NNODES=$NNODES needs MASTER_ADDR (the host of node rank 0)}"
 MASTER_PORT="${MASTER_PORT:-29500}"
 echo "+ [node $NODE_RANK/$NNODES] torchrun --nnodes $NNODES --node-rank $NODE_RANK --nproc-per-node $NPROC --master-addr $MASTER_ADDR --master-port $MASTER_PORT -m hyrl train $*" >&2
-exec "$PYTHON" -m torch.distributed.run --nnodes "$NNODES" --node-rank "$NODE_RANK" \
+exec "$PYTHON" -m torch.distributed.run "${SIGNAL_FLAGS[@]}" --nnodes "$NNODES" --node-rank "$NODE_RANK" \
   --nproc-per-node "$NPROC" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" \
   -m hyrl train "$@"

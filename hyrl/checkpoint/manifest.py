@@ -7,17 +7,19 @@ tensors:
 
 - every file of the manifest is there with its size (a truncated or missing file is named);
 - every Megatron distributed checkpoint in it (a directory with torch's `.metadata`) has a
-  readable `.metadata`, and every byte range it names lies inside an existing `.distcp` file.
+  readable `.metadata`, and every byte range it names lies inside an existing `.distcp` file;
+- every file a load opens, by trainer_state.json (hyrl.checkpoint.step_files), is there.
 
 That costs a stat per file and one small read per distributed checkpoint, at any model size.
-Checksums cost minutes at 30B, so they are on demand: ``verify`` (`hyrl checkpoint verify DIR
-[--checksums]`) also reads every file through (torch.load of the .pt files, every byte of the
-rest), and with --checksums records SHA-256 sums in `checksums.json` at its first run and
-compares them at the next.
+A step without a manifest (saved before manifests, or the file was lost) has no sizes to compare:
+those files are also checked by their format (JSON parses, a torch file is a whole zip archive:
+one read of its tail), and ``unrecorded`` says so, for a note. Checksums cost minutes at 30B, so
+they are on demand: ``verify`` (`hyrl checkpoint verify DIR [--checksums]`) also reads every file
+through (torch.load of the .pt files, every byte of the rest), and with --checksums records
+SHA-256 sums in `checksums.json` at its first run and compares them at the next.
 
-A damaged step is named with the file and what is wrong; the message names the newest older
-step that passes, and how to load it. Steps saved before manifests: only the distributed
-checkpoints' cross-check applies.
+A damaged step is named with the file and what is wrong (each file once); the message names the
+newest older step that passes, and how to load it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import hashlib
 import json
 import os
 from pathlib import Path
+
+from hyrl.checkpoint import step_files
 
 MANIFEST_FILE = "manifest.json"
 CHECKSUM_FILE = "checksums.json"
@@ -51,41 +55,60 @@ def read_manifest(step_dir: Path) -> dict[str, int] | None:
     if not path.is_file():
         return None
     try:
-        content = json.loads(path.read_text())
-        files = content["files"]
-    except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"{MANIFEST_FILE}: not a manifest ({err})") from None
-    return {str(k): int(v) for k, v in files.items()}
+        return {str(k): int(v) for k, v in json.loads(path.read_text())["files"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"not a manifest ({err!r})") from None
 
 
 def damage(step_dir: Path) -> list[str]:
-    """What is wrong with the step directory, one line per problem ("FILE: what"); [] when it
-    is whole, as far as sizes and the distributed checkpoints' indexes tell."""
-    problems: list[str] = []
+    """What is wrong with the step directory, one line per damaged file ("FILE: what"); [] when
+    it is whole, as far as sizes (or, without a manifest, formats), the distributed checkpoints'
+    indexes and the files trainer_state.json names tell."""
+    return [f"{name}: {what}" for name, what in _damage(step_dir).items()]
+
+
+def _damage(step_dir: Path) -> dict[str, str]:
+    """{file: what is wrong}, each file once (the first check that fails it names it)."""
+    problems: dict[str, str] = {}
     try:
         files = read_manifest(step_dir)
     except ValueError as err:
-        return [str(err)]
+        problems[MANIFEST_FILE] = str(err)  # then checked as a step without one
+        files = None
     for name, size in (files or {}).items():
         path = step_dir / name
         if not path.is_file():
-            problems.append(f"{name}: missing")
+            problems[name] = "missing"
         elif (found := path.stat().st_size) != size:
-            problems.append(f"{name}: {found} bytes, the save wrote {size}")
+            problems[name] = f"{found} bytes, the save wrote {size}"
     for index in sorted(step_dir.rglob(DCP_METADATA)):
-        problems += _dcp_damage(index.parent, step_dir)
+        for name, what in _dcp_damage(index.parent, step_dir):
+            problems.setdefault(name, what)
+    for name, what in step_files.damage(step_dir, contents=files is None).items():
+        problems.setdefault(name, what)
     return problems
 
 
-def _dcp_damage(directory: Path, step_dir: Path) -> list[str]:
-    """A distributed checkpoint's index against its data files."""
+def unrecorded(step_dir: Path) -> str | None:
+    """A note for a step whose manifest is missing (its sizes were not recorded), or None."""
+    if (step_dir / MANIFEST_FILE).is_file():
+        return None
+    return (
+        f"{step_dir} has no {MANIFEST_FILE}: its file sizes were not recorded (saved before "
+        "manifests, or the file was lost); checked instead by megatron's .metadata and each "
+        "file's format"
+    )
+
+
+def _dcp_damage(directory: Path, step_dir: Path) -> list[tuple[str, str]]:
+    """A distributed checkpoint's index against its data files: (file, what is wrong)."""
     from torch.distributed.checkpoint import FileSystemReader
 
     where = directory.relative_to(step_dir)
     try:
         metadata = FileSystemReader(str(directory)).read_metadata()
     except Exception as err:  # noqa: BLE001 - torch's unpickling raises many kinds
-        return [f"{where / DCP_METADATA}: cannot be read ({type(err).__name__}: {err})"]
+        return [(str(where / DCP_METADATA), f"cannot be read ({type(err).__name__}: {err})")]
     needed: dict[str, int] = {}  # data file -> the end of the last byte range in it
     for item in (metadata.storage_data or {}).values():
         end = item.offset + item.length
@@ -94,9 +117,9 @@ def _dcp_damage(directory: Path, step_dir: Path) -> list[str]:
     for name, end in sorted(needed.items()):
         path = directory / name
         if not path.is_file():
-            problems.append(f"{where / name}: missing ({DCP_METADATA} names it)")
+            problems.append((str(where / name), f"missing ({DCP_METADATA} names it)"))
         elif (size := path.stat().st_size) < end:
-            problems.append(f"{where / name}: {size} bytes, {DCP_METADATA} reads up to {end}")
+            problems.append((str(where / name), f"{size} bytes, {DCP_METADATA} reads up to {end}"))
     return problems
 
 
@@ -165,17 +188,20 @@ def _sha256(path: Path) -> str:
 
 
 def verify(step_dir: Path, checksums: bool = False) -> tuple[list[str], list[str]]:
-    """(problems, notes) of one step: ``damage``, then every file read through, then with
-    checksums the SHA-256 of every file against checksums.json (written when absent)."""
-    problems, notes = damage(step_dir), []
+    """(problems, notes) of one step: ``damage``, then every file it did not name read through,
+    then with checksums the SHA-256 of every file against checksums.json (written when absent)."""
+    named = _damage(step_dir)
+    problems = [f"{name}: {what}" for name, what in named.items()]
+    notes = [note] if (note := unrecorded(step_dir)) else []
     files = sorted(
         p
         for p in step_dir.rglob("*")
         if p.is_file() and p.name not in (MANIFEST_FILE, CHECKSUM_FILE)
     )
     for path in files:
-        if (error := _read_through(path)) is not None:
-            problems.append(f"{path.relative_to(step_dir)}: cannot be read through ({error})")
+        name = str(path.relative_to(step_dir))
+        if name not in named and (error := _read_through(path)) is not None:
+            problems.append(f"{name}: cannot be read through ({error})")
     if checksums:
         sums = {str(p.relative_to(step_dir)): _sha256(p) for p in files}
         recorded = step_dir / CHECKSUM_FILE

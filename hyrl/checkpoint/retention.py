@@ -4,9 +4,9 @@ A 30B GRPO save (bf16 weights and float32 Adam states, reshardable) is about 0.4
 every 50 of 3,000 rollout steps without pruning fills tens of TB. After each save, rank 0:
 
 1. checks the new step: complete (renamed into place, `latest` names it) and whole by its
-   manifest (`hyrl.checkpoint.manifest.damage`, sizes and the distributed checkpoints'
-   indexes). A step that does not check prunes nothing: the older steps are what a resume
-   would need.
+   manifest (`hyrl.checkpoint.manifest.damage`, sizes, the distributed checkpoints' indexes and
+   the files its trainer_state.json names). A step that does not check prunes nothing: the
+   older steps are what a resume would need.
 2. keeps the newest N complete steps (N = 0: all), every step whose rollout step is a
    multiple of K (milestones), the step --load came from, and every step another run forked
    from (a fork writes FORKS_FILE into the step it starts from, `mark_fork`);
@@ -29,10 +29,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hyrl.checkpoint.manifest import damage
+from hyrl.checkpoint.step_files import STATE_FILE
 
 FORKS_FILE = "forked_by.json"  # in a step directory: the runs that forked from it
 PRUNED_PREFIX = ".pruned-"
-STATE_FILE = "trainer_state.json"  # hyrl.checkpoint.trainer_state.STATE_FILE (no torch here)
 _STEP = re.compile(r"step_(\d+)")
 
 

@@ -27,8 +27,8 @@
 
 A save writes everything into .tmp-step_N, fsyncs it, renames it to step_N and then points
 `latest` at it (temp file + rename), so `latest` only ever names a complete directory: this
-module owns that protocol (begin_save, finish_save) and the files it names, the backend writes
-its models, optimizer states and per-rank state in between (the megatron backend:
+module owns that protocol (begin_save, finish_save; the files' names: step_files), the backend
+writes its models, optimizer states and per-rank state in between (the megatron backend:
 hyrl.backends.megatron.train_checkpoint). Weights and optimizer states are keyed in model
 space, so `--load` reshards them to any TP/EP/PP/DP layout and world size (see
 read_rank_state for the counters and the RNG).
@@ -62,10 +62,10 @@ import torch
 
 from hyrl.checkpoint.manifest import check_loadable, write_manifest
 from hyrl.checkpoint.retention import clear_pruned
+from hyrl.checkpoint.step_files import ROLLOUT_QUEUE_FILE, STATE_FILE, rank_file_name
 from hyrl.config import ConfigError
 
 LATEST_FILE = "latest"
-STATE_FILE = "trainer_state.json"
 TMP_PREFIX = ".tmp-"
 FORMAT = "hyrl.trainer_state"
 FORMAT_VERSION = 2  # 2: optimizer states in distributed checkpoints (reshardable)
@@ -79,21 +79,13 @@ LAYOUT_FLAGS = (
 )
 # What decides the kind of optimizer state saved: a resume must keep them (checked).
 OPTIMIZER_KIND_FLAGS = ("use_distributed_optimizer", "bf16")
-# --async-rollout: loop_state[ROLLOUT_QUEUE_KEY] (rank 0's queued rollouts) goes to this file
+# --async-rollout: loop_state[ROLLOUT_QUEUE_KEY] (rank 0's queued rollouts) goes to
+# ROLLOUT_QUEUE_FILE
 ROLLOUT_QUEUE_KEY = "rollout_queue"
-ROLLOUT_QUEUE_FILE = "rollout_queue.pt"
 
 
 def step_dir_name(rollout_step: int) -> str:
     return f"step_{rollout_step}"
-
-
-def optimizer_dir_name(model: str) -> str:
-    return f"{model}_optimizer"
-
-
-def rank_file_name(rank: int, world_size: int) -> str:
-    return f"rank_{rank:05d}-of-{world_size:05d}.pt"
 
 
 # -- resolving and checking a checkpoint (before any process group) ------------------------------
@@ -127,30 +119,30 @@ def resolve_load_dir(path: str | os.PathLike) -> Path:
 
 def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     """The step directory --load names and its loop state; ConfigError when the run cannot
-    resume from it (truncated, written by another format, architecture or algorithm). Another
+    resume from it (damaged, written by another format, architecture or algorithm). Another
     layout or world size is fine: everything reshards."""
-    from hyrl.checkpoint.model_dir import METADATA_FILE, MODEL_SUBDIR
     from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
     step_dir = resolve_load_dir(cfg.load)
     where = str(step_dir)
     try:
-        state = json.loads((step_dir / STATE_FILE).read_text())
-    except json.JSONDecodeError as err:
+        written = json.loads((step_dir / STATE_FILE).read_text())
+    except ValueError:
+        written = None  # check_loadable names what is wrong with it
+    if isinstance(written, dict) and (
+        written.get("format") != FORMAT or written.get("format_version") != FORMAT_VERSION
+    ):
         raise ConfigError(
             "--load",
             where,
-            f"{STATE_FILE} is not valid JSON ({err})",
-            "a checkpoint written by hyrl train --save",
-        ) from None
-    if state.get("format") != FORMAT or state.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(
-            "--load",
-            where,
-            f"{STATE_FILE} has format {state.get('format')!r} "
-            f"version {state.get('format_version')!r}",
+            f"{STATE_FILE} has format {written.get('format')!r} "
+            f"version {written.get('format_version')!r}",
             f"{FORMAT!r} version {FORMAT_VERSION}",
         )
+    # trainer_state.json whole, every file it names there (and whole by its manifest's sizes or,
+    # without one, by its format), the distributed indexes whole: else the older step to load
+    check_loadable(step_dir)
+    state = read_loop_state(step_dir)
     ours = Qwen3MoeArch.from_flags(cfg).as_dict()
     arch_differs = [
         f"--{k.replace('_', '-')}: {state['arch'].get(k)!r} in the checkpoint, {v!r} in the flags"
@@ -183,22 +175,6 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
             f"one is {cfg.advantage_estimator} (--advantage-estimator)",
             "a checkpoint of the same algorithm",
         )
-    needed = [f"actor/{METADATA_FILE}", f"actor/{MODEL_SUBDIR}/metadata.json"]
-    for part in state["models"][1:]:
-        needed += [f"{part}/{METADATA_FILE}", f"{part}/{MODEL_SUBDIR}/metadata.json"]
-    for part in state["trainables"]:
-        needed.append(f"{optimizer_dir_name(part)}/metadata.json")
-    saved_world = state["layout"]["world_size"]
-    needed += [rank_file_name(r, saved_world) for r in range(saved_world)]
-    missing = [name for name in needed if not (step_dir / name).is_file()]
-    if missing:
-        raise ConfigError(
-            "--load",
-            where,
-            f"truncated checkpoint: {', '.join(missing[:4])} missing",
-            "a complete checkpoint (the one 'latest' names)",
-        )
-    check_loadable(step_dir)  # every file at its saved size, the distributed indexes whole
     queued = state.get("rollout_queue_size", 0)
     if queued and not cfg.async_rollout:
         raise ConfigError(
@@ -207,13 +183,6 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
             f"saved by an --async-rollout run with {queued} rollouts generated ahead "
             f"({ROLLOUT_QUEUE_FILE}), which this run would skip (no --async-rollout)",
             "--async-rollout to resume it",
-        )
-    if queued and not (step_dir / ROLLOUT_QUEUE_FILE).is_file():
-        raise ConfigError(
-            "--load",
-            where,
-            f"truncated checkpoint: {ROLLOUT_QUEUE_FILE} missing",
-            "a complete checkpoint (the one 'latest' names)",
         )
     expected_models = _models_of(cfg)
     if state["models"] != expected_models:

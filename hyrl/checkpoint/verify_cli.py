@@ -2,8 +2,10 @@
 
 DIR is a --save directory (every step in it is checked, newest first) or one step directory.
 Each step: its manifest (every file at its saved size), the distributed checkpoints' indexes
-against their data files, every file read through (hyrl.checkpoint.manifest.verify), and with
---checksums the SHA-256 of every file (recorded at the first run, compared at the next).
+against their data files, the files its trainer_state.json names (without a manifest, each by
+its format, and a note that its sizes were not recorded), every file read through
+(hyrl.checkpoint.manifest.verify), and with --checksums the SHA-256 of every file (recorded at
+the first run, compared at the next).
 Prints one line per step, then its problems; exits 0 when every step checked is whole, 1 when
 one is damaged, 2 on bad input."""
 
@@ -14,7 +16,7 @@ import sys
 from pathlib import Path
 
 from hyrl.checkpoint.manifest import step_dirs, verify
-from hyrl.checkpoint.trainer_state import STATE_FILE
+from hyrl.checkpoint.step_files import STATE_FILE
 
 
 def _steps(directory: Path) -> list[Path]:

@@ -263,15 +263,12 @@ def eval_config(given: dict, world_size: int, engine_dir: str) -> tuple[RunConfi
 
 def _from_checkpoint(load: str, world_size: int, names: set[str]) -> tuple[dict, Subject]:
     """The flags a checkpoint's run was saved under (its layout only at its own world size)."""
-    from hyrl.checkpoint.trainer_state import STATE_FILE, resolve_load_dir
+    from hyrl.checkpoint.manifest import check_loadable
+    from hyrl.checkpoint.trainer_state import STATE_FILE, read_loop_state, resolve_load_dir
 
     step_dir = resolve_load_dir(load)
-    try:
-        state = json.loads((step_dir / STATE_FILE).read_text())
-    except ValueError as err:
-        raise ConfigError(
-            "--load", str(step_dir), f"{STATE_FILE} is not valid JSON ({err})", "a checkpoint"
-        ) from None
+    check_loadable(step_dir)  # whole (its trainer_state.json too), or the older step to load
+    state = read_loop_state(step_dir)
     saved = state.get("config")
     if not isinstance(saved, dict):
         raise ConfigError(

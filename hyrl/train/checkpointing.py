@@ -62,6 +62,10 @@ def resume(
             f"hyrl: resuming from {step_dir} (after rollout step {state['rollout_step']})",
             flush=True,
         )
+        from hyrl.checkpoint.manifest import unrecorded
+
+        if (note := unrecorded(step_dir)) is not None:  # checked, but not by its sizes
+            print(f"hyrl: note: {note}", flush=True)
     return Resumed(step_dir, state, rng_state)
 
 

@@ -1,17 +1,24 @@
 """A damaged checkpoint is named before anything loads it (hyrl.checkpoint.manifest): each
 kind of file truncated, the message names --load, the file and what is wrong, and the older
-step that passes; `hyrl checkpoint verify` checks on demand."""
+step that passes; `hyrl checkpoint verify` checks on demand. A step without its manifest is
+checked too (megatron's .metadata, the files trainer_state.json names, each by its format), and
+the user is told its sizes were not recorded."""
 
 import json
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from recipe_runs import run_recipe
 
-from hyrl.checkpoint.manifest import check_loadable, damage
+from hyrl.checkpoint import verify_cli
+from hyrl.checkpoint.manifest import check_loadable, damage, verify
+from hyrl.checkpoint.trainer_state import check_resumable
 from hyrl.config import ConfigError
+from hyrl.evaluation.cli import main as eval_main
+from hyrl.train.checkpointing import resume
 
 # one of each kind of file a step holds (1 rank: one .distcp per distributed checkpoint)
 KINDS = [
@@ -102,3 +109,106 @@ def test_hyrl_checkpoint_verify_reads_every_file_and_records_then_compares_check
     assert "actor_optimizer/__0_0.distcp: SHA-256" in second.stdout, second.stdout
     bad = _verify(str(tmp_path / "nothing"))
     assert bad.returncode == 2 and "no checkpoint" in bad.stderr
+
+
+# -- a step without its manifest (saved before manifests, or the file was lost) ----------------
+def _without_manifest(saved, tmp_path):
+    ckpt = _copy(saved, tmp_path)
+    (ckpt / "step_2" / "manifest.json").unlink()
+    return ckpt
+
+
+def _run_config(ckpt):
+    """The flags the checkpoint's run had (trainer_state.json records them), loading ckpt."""
+    state = json.loads((ckpt / "step_1" / "trainer_state.json").read_text())
+    return SimpleNamespace(**{**state["config"], "load": str(ckpt)})
+
+
+def test_without_a_manifest_megatrons_metadata_finds_a_truncated_distcp_and_sizes_are_noted(
+    saved, tmp_path
+):
+    ckpt = _without_manifest(saved, tmp_path)
+    _truncate(ckpt / "step_2" / "actor" / "model" / "__0_0.distcp")
+    problems, notes = verify(ckpt / "step_2")
+    assert len(problems) == 1, problems  # named once: reading it through adds nothing
+    assert problems[0].startswith("actor/model/__0_0.distcp: 100 bytes, .metadata reads up to ")
+    assert notes == [
+        f"{ckpt / 'step_2'} has no manifest.json: its file sizes were not recorded (saved "
+        "before manifests, or the file was lost); checked instead by megatron's .metadata and "
+        "each file's format"
+    ]
+    with pytest.raises(ConfigError) as info:
+        check_loadable(ckpt / "step_2")
+    assert ".metadata reads up to" in str(info.value)
+    assert f"--load {ckpt / 'step_1'}" in str(info.value)
+
+
+def _empty(path) -> None:
+    path.write_bytes(b"")
+
+
+def _a_list(path) -> None:
+    path.write_text("[]")
+
+
+@pytest.mark.parametrize(
+    "name, spoil, found",
+    [
+        ("rank_00000-of-00001.pt", _truncate, "100 bytes, not a whole torch file"),
+        ("actor/model/common.pt", lambda path: path.unlink(), "missing"),
+        ("actor_optimizer/common.pt", _truncate, "100 bytes, not a whole torch file"),
+        ("trainer_state.json", _a_list, "a JSON list, not hyrl's loop state"),
+        ("trainer_state.json", _empty, "empty (0 bytes)"),
+    ],
+    ids=["rank file truncated", "common.pt deleted", "optimizer common.pt", "[]", "empty"],
+)
+def test_without_a_manifest_a_resume_refuses_each_damaged_file_of_hyrl_naming_the_older_step(
+    saved, tmp_path, name, spoil, found
+):
+    ckpt = _without_manifest(saved, tmp_path)
+    spoil(ckpt / "step_2" / name)
+    with pytest.raises(ConfigError) as info:  # what preflight runs, before any process group
+        check_resumable(_run_config(ckpt), 1)
+    message = str(info.value)
+    assert message.startswith(f"--load={ckpt / 'step_2'}: damaged checkpoint: {name}: {found}")
+    assert message.endswith(f"passes these checks (--load {ckpt / 'step_1'})"), message
+
+
+def test_resuming_a_whole_step_without_a_manifest_notes_that_its_sizes_were_not_recorded(
+    saved, tmp_path, capsys
+):
+    ckpt = _without_manifest(saved, tmp_path)
+    backend = SimpleNamespace(rank=0, load_checkpoint=lambda step_dir: None)
+    resumed = resume(_run_config(ckpt), 1, backend, None)
+    assert resumed.step_dir == ckpt / "step_2"
+    out = capsys.readouterr().out
+    assert f"hyrl: note: {ckpt / 'step_2'} has no manifest.json: its file sizes were" in out
+
+
+def test_verify_calls_a_step_without_manifest_and_common_pt_damaged(saved, tmp_path, capsys):
+    ckpt = _without_manifest(saved, tmp_path)
+    (ckpt / "step_2" / "actor" / "model" / "common.pt").unlink()
+    assert verify_cli.main(["verify", str(ckpt)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [f"{ckpt / 'step_2'}: damaged", "  actor/model/common.pt: missing"], out
+    assert out[2].startswith(f"  ({ckpt / 'step_2'} has no manifest.json") and out[3:] == [
+        f"{ckpt / 'step_1'}: whole"
+    ]
+
+
+def test_a_missing_distcp_is_named_once(saved, tmp_path):
+    ckpt = _copy(saved, tmp_path)
+    (ckpt / "step_2" / "actor" / "model" / "__0_0.distcp").unlink()
+    assert damage(ckpt / "step_2") == ["actor/model/__0_0.distcp: missing"]
+
+
+def test_an_evaluation_of_a_step_whose_trainer_state_is_a_list_names_the_older_step(
+    saved, tmp_path, capsys
+):
+    ckpt = _copy(saved, tmp_path)
+    _a_list(ckpt / "step_2" / "trainer_state.json")
+    assert eval_main(["--load", str(ckpt)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("hyrl eval: error: ") == 1, err
+    assert "trainer_state.json: 2 bytes, the save wrote" in err
+    assert f"(--load {ckpt / 'step_1'})" in err

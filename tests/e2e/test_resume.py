@@ -184,7 +184,7 @@ def test_truncated_and_incomplete_checkpoints_are_refused_before_training(
     shutil.copytree(ckpt / "step_3", truncated)
     (truncated / "rank_00000-of-00001.pt").unlink()
     proc = run_recipe(tmp_path / "a", "--num-steps", "4", "--load", str(truncated))
-    _refused(proc, "--load=", "truncated checkpoint: rank_00000-of-00001.pt missing")
+    _refused(proc, "--load=", "damaged checkpoint: rank_00000-of-00001.pt: missing")
     assert proc.returncode == 2 and not (tmp_path / "a").exists()
 
     only_tmp = tmp_path / "only_tmp"  # a first save that a crash interrupted
@@ -335,8 +335,33 @@ def test_a_run_saved_with_virtual_pipeline_stages_resumes_across_a_change_of_the
                 assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-7), (got["step"], key)
 
 
+@pytest.fixture(scope="module")
+def straight_runs(tmp_path_factory):
+    """{nproc: the records of an uninterrupted 40-step run on nproc ranks}, made on first use."""
+    made: dict[int, list[dict]] = {}
+
+    def get(nproc: int) -> list[dict]:
+        if nproc not in made:
+            run_dir = tmp_path_factory.mktemp(f"straight{nproc}") / "run"
+            proc = run_recipe(run_dir, "--num-steps", "40", nproc=nproc)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            made[nproc] = records(run_dir)
+        return made[nproc]
+
+    return get
+
+
+# (ranks, where the signal goes). One rank: the recipe and launcher exec, so the launcher's pid
+# is the rank itself. Two ranks: the launcher is torchrun, which forwards the signal to the
+# ranks; a group signal also reaches megatron's checkpoint-writer helper of each rank.
+DELIVERIES = [(1, "launcher"), (1, "group"), (2, "launcher"), (2, "group")]
+
+
 @pytest.mark.slow
-def test_sigterm_saves_at_the_step_boundary_exits_zero_and_the_resume_continues(tmp_path):
+@pytest.mark.parametrize("nproc,delivery", DELIVERIES)
+def test_sigterm_saves_at_the_step_boundary_and_the_resume_continues_exactly(
+    tmp_path, straight_runs, nproc, delivery
+):
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
     env = {
         k: v
@@ -344,48 +369,47 @@ def test_sigterm_saves_at_the_step_boundary_exits_zero_and_the_resume_continues(
         if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
     }
     env.update(
-        NPROC="1",
+        NPROC=str(nproc),
         OMP_NUM_THREADS="1",
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     )
-    # the recipe and launcher exec, so the pid is the training process itself
     proc = subprocess.Popen(
-        [
-            "bash",
-            str(RECIPE),
-            "--run-dir",
-            str(run_dir),
-            "--no-progress",
-            "--num-steps",
-            "100",
-            "--save",
-            str(ckpt),
-        ],
+        ["bash", str(RECIPE), "--run-dir", str(run_dir), "--no-progress", "--num-steps", "100",
+         "--save", str(ckpt), "--save-interval", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
         cwd=ROOT,
-    )
-    metrics = run_dir / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while not (metrics.exists() and metrics.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr[-3000:]
+        start_new_session=True,  # its own process group, as under a supervisor
+    )  # fmt: skip
+    # A checkpoint before the signal: megatron's writer helper runs from the first save on.
+    deadline = time.monotonic() + 180
+    while not (ckpt / "latest").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if delivery == "group":
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=180)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["ended"] == "preempted", stderr[-3000:]
+    # the ranks exit 0; torchrun itself reports the signal it was sent (exit 1)
+    assert proc.returncode == (0 if nproc == 1 else 1), stderr[-3000:]
     rows = records(run_dir)
     last = rows[-1]["rollout_step"]
-    assert 1 <= last < 100
+    assert 2 <= last < 38
     assert "SIGTERM received" in stdout and f"{ckpt}/step_{last} written" in stdout
     assert (ckpt / "latest").read_text().strip() == f"step_{last}"
-    # the run says why it stopped, so a launcher requeues it and a sweep reruns it
-    assert json.loads((run_dir / "summary.json").read_text())["ended"] == "preempted"
+    assert not [p.name for p in ckpt.iterdir() if p.name.startswith(".tmp")]
 
-    proc = run_recipe(run_dir, "--num-steps", str(last + 1), "--load", str(ckpt))
+    proc = run_recipe(run_dir, "--num-steps", str(last + 2), "--load", str(ckpt), nproc=nproc)
     assert proc.returncode == 0, proc.stderr[-3000:]
     resumed = records(run_dir)[len(rows) :]
-    assert [(r["rollout_step"], r["step"], r["samples"]) for r in resumed] == [
-        (last + 1, last + 1, 128 * (last + 1))
-    ]
+    straight = straight_runs(nproc)[last : last + 2]
+    assert [r["rollout_step"] for r in resumed] == [last + 1, last + 2]
+    for got, want in zip(resumed, straight, strict=True):
+        got, want = comparable(got), comparable(want)
+        assert got.keys() == want.keys()
+        assert all(got[k] == pytest.approx(want[k], abs=1e-6) for k in want), got["step"]
     assert json.loads((run_dir / "summary.json").read_text())["ended"] == "num_steps"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from hyrl.backends.megatron import cpu_compat
+from hyrl.backends.megatron import checkpoint_writer, cpu_compat
 from hyrl.backends.megatron.weights import model_chunks
 from hyrl.checkpoint.hf_io import ConversionError
 from hyrl.checkpoint.model_dir import (
@@ -132,6 +132,7 @@ def save_mcore(
         sharded, LOCAL_TO_TE_KEYS if spec == "transformer_engine" else TE_TO_LOCAL_KEYS
     )
     dtypes = {p.dtype for chunk in model_chunks(model) for p in chunk.parameters()}
+    checkpoint_writer.start()  # before megatron starts its own (see there)
     dist_checkpointing.save(sharded, str(model_dir))
     metadata = CheckpointMetadata(
         arch=arch,

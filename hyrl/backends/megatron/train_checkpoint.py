@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hyrl.backends.megatron import cpu_compat
+from hyrl.backends.megatron import checkpoint_writer, cpu_compat
 from hyrl.backends.megatron.model_checkpoint import (
     TE_TO_LOCAL_KEYS,
     current_layout,
@@ -25,7 +25,7 @@ from hyrl.backends.megatron.model_checkpoint import (
     sharded_state_dict_of,
 )
 from hyrl.checkpoint import trainer_state
-from hyrl.checkpoint.trainer_state import optimizer_dir_name
+from hyrl.checkpoint.step_files import optimizer_dir_name
 
 
 # -- RNG states -----------------------------------------------------------------------------
@@ -82,6 +82,7 @@ def save_optimizer(trained, directory: Path) -> None:
     if torch.distributed.get_rank() == 0:
         directory.mkdir(parents=True, exist_ok=True)
     torch.distributed.barrier()
+    checkpoint_writer.start()  # before megatron starts its own (see there)
     dist_checkpointing.save(
         _optimizer_sharded_state_dict(trained, is_loading=False), str(directory)
     )

@@ -24,7 +24,9 @@ def make_steps(save: Path, steps) -> None:
     for s in steps:
         d = save / f"step_{s}"
         d.mkdir(parents=True)
-        (d / "trainer_state.json").write_text(json.dumps({"rollout_step": s}))
+        # a loop state that names its files (one rank, no models: one rank file)
+        state = {"rollout_step": s, "layout": {"world_size": 1}, "models": [], "trainables": []}
+        (d / "trainer_state.json").write_text(json.dumps(state))
         (d / "rank_00000-of-00001.pt").write_bytes(b"x" * s)
         write_manifest(d)
     (save / "latest").write_text(f"step_{max(steps)}\n")

@@ -33,3 +33,31 @@ def test_the_ranks_get_one_cuda_connection_unless_the_job_says_otherwise(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"CUDA_DEVICE_MAX_CONNECTIONS={expected}"
+
+
+def test_torchrun_forwards_sigusr1_and_gives_the_ranks_the_grace_to_save(tmp_path):
+    # What torchrun (torch 2.13's own parser, as pinned) makes of the launcher's arguments: it
+    # forwards SIGUSR1 as well as SIGTERM and waits SHUTDOWN_GRACE_S before its SIGKILL (its
+    # default of 30 s cuts a 30B step and its save short).
+    from torch.distributed.run import get_args_parser
+
+    python = tmp_path / "python"
+    python.write_text(
+        '#!/bin/sh\nif [ "$1" = -c ]; then echo 29555; else printf "%s\\n" "$@"; fi\n'
+    )
+    python.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(python), "NPROC": "2", "SHUTDOWN_GRACE_S": "900"}
+    done = subprocess.run(
+        ["bash", str(ROOT / "launch" / "torchrun.sh"), "--num-steps", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    argv = done.stdout.splitlines()
+    assert argv[:2] == ["-m", "torch.distributed.run"]
+    args = get_args_parser().parse_args(argv[2:])
+    assert args.shutdown_timeout == 900
+    assert set(args.signals_to_handle.split(",")) >= {"SIGTERM", "SIGUSR1"}
+    assert args.nproc_per_node == "2" and args.module and args.training_script == "hyrl"
