@@ -5,7 +5,8 @@ jsonl, and the `hyrl train` flags to use it with (docs/data.md).
 Reads the whole source and checks every row before writing anything; writes OUT atomically
 (a temporary file renamed onto it) and never replaces an existing OUT without --force. Prints
 what was read, dropped and written, the answer format the prompts ask for and the flags.
-Exits 0 when OUT was written, 2 on bad input (nothing written)."""
+Exits 0 when OUT was written, 2 on bad input or an OUT that cannot be written (nothing
+written); either error is one line naming the file."""
 
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0],
     )
     imp.add_argument(
-        "source", help="a .parquet, .jsonl or .json file, or a directory of .parquet shards"
+        "source",
+        help="a .parquet, .jsonl or .json file, or a directory of such shards (parquet is "
+        "known by its content, whatever its name; text must be UTF-8)",
     )
     imp.add_argument(
         "--preset",
@@ -60,12 +63,33 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _files_read(result: ImportResult, source: str) -> list[str]:
+    """The report's first lines: what was read, each file's format where the name does not say
+    it, and a directory's entries that were not read."""
+    files = result.source.files
+    if len(files) == 1:
+        read = source
+    else:
+        formats = ", ".join(f"{n} {name}" for name, n in result.source.formats().items())
+        read = f"{len(files)} files ({formats}) in {source}"
+    lines = [f"read {result.rows_read} rows from {read} ({LAYOUT_TEXT[result.layout]})"]
+    lines += [
+        f"note: {f.path} is {f.format} by its content and was read as {f.format}"
+        for f in files
+        if f.renamed
+    ]
+    if result.source.ignored:
+        lines.append(
+            f"not read (not a .parquet, .jsonl or .json shard): {', '.join(result.source.ignored)}"
+        )
+    return lines
+
+
 def _report(result: ImportResult, source: str, preset: str, out: str) -> str:
     formats = result.answer_formats
     kept = len(result.records)
-    files = f"{len(result.files)} files in {source}" if len(result.files) > 1 else source
     lines = [
-        f"read {result.rows_read} rows from {files} ({LAYOUT_TEXT[result.layout]})",
+        *_files_read(result, source),
         f"preset {preset}: {result.wrapped} bare problems given its instruction, "
         f"{result.rows_read - result.incomplete_dropped - result.wrapped} prompts kept as written",
         f"dropped {result.duplicates_dropped} duplicates (same prompt and label as an earlier "
@@ -109,6 +133,14 @@ def main(argv: list[str]) -> int:
         write_jsonl_atomic(result.records, args.out, force=args.force)
     except ImportDataError as exc:
         print(f"hyrl data import: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --out cannot be written (permissions, a full disk)
+        where = f" ({exc.filename})" if exc.filename else ""
+        reason = exc.strerror or exc
+        print(
+            f"hyrl data import: error: --out {args.out}: cannot write{where}: {reason}",
+            file=sys.stderr,
+        )
         return 2
     print(_report(result, args.source, args.preset, args.out))
     return 0

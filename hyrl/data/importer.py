@@ -14,6 +14,9 @@ Layouts (the column names of the source; docs/data.md has where each was seen):
   matched in any case (``Problem``/``Answer`` of Maxwell-Jia/AIME_2024), e.g.
   HuggingFaceH4/MATH-500, AI-MO/aimo-validation-aime, HuggingFaceH4/aime_2024.
 
+SOURCE is read by hyrl/data/sources.py: a file, or a directory of shards, each file by its own
+format (parquet known by its content, whatever its name).
+
 The layout is read from the first record's columns, in that order (``reward_model`` present:
 verl; ``prompt`` and ``label``: slime; else problem/answer); anything else is an ImportDataError
 naming the columns found and the layouts accepted.
@@ -46,13 +49,11 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyrl.data.files import pyarrow_parquet, read_jsonl
+from hyrl.data.sources import ImportDataError, Source, find_sources, read_rows
 
-SOURCE_EXTENSIONS = (".parquet", ".jsonl", ".json")
 LAYOUTS = (
     "verl (prompt + reward_model.ground_truth)",
     "slime (prompt + label)",
@@ -73,10 +74,6 @@ BOXED_AFTER = " Let's think step by step and output the final answer within \\bo
 ANSWER_LINE_MARKERS = ("Answer: $Answer", 'after "Answer:"')
 BOXED_MARKER = "\\boxed"
 INCOMPLETE_LISTED = 5
-
-
-class ImportDataError(ValueError):
-    """A source that cannot be imported; the message names the file, row and what was found."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +120,7 @@ class ImportResult:
     """The records to write and the counts a user is told."""
 
     records: list[dict[str, str]]
-    files: list[str]
+    source: Source  # the files read, each with its format, and a directory's ignored entries
     layout: str
     rows_read: int = 0
     wrapped: int = 0  # bare problems given the preset's instruction
@@ -134,74 +131,6 @@ class ImportResult:
         default_factory=lambda: {"answer_line": 0, "boxed": 0, "none": 0}
     )
     rm_type: str = ""
-
-
-# -- reading ---------------------------------------------------------------------------------
-def source_files(source: str) -> list[str]:
-    """SOURCE as a list of files: the file itself, or a directory's *.parquet shards by name."""
-    if os.path.isdir(source):
-        shards = sorted(
-            os.path.join(source, name) for name in os.listdir(source) if name.endswith(".parquet")
-        )
-        if not shards:
-            raise ImportDataError(
-                f"{source}: a directory without .parquet files; allowed: a "
-                f"{', '.join(SOURCE_EXTENSIONS)} file or a directory of .parquet shards"
-            )
-        return shards
-    if not source.endswith(SOURCE_EXTENSIONS):
-        raise ImportDataError(
-            f"{source}: unsupported extension; allowed: {', '.join(SOURCE_EXTENSIONS)} "
-            f"or a directory of .parquet shards"
-        )
-    if not os.path.isfile(source):
-        raise ImportDataError(f"{source}: no such file")
-    return [source]
-
-
-def _read_parquet(path: str) -> Iterator[tuple[str, Any]]:
-    pq = pyarrow_parquet(path, ImportDataError)
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a bad file
-        raise ImportDataError(f"{path}: not a readable parquet file ({exc})") from exc
-    row = 0
-    for batch in parquet.iter_batches(batch_size=4096):  # a 1.8M-row file stays streamed
-        for raw in batch.to_pylist():
-            yield f"row {row}", raw
-            row += 1
-
-
-def _read_jsonl(path: str) -> Iterator[tuple[str, Any]]:
-    for line_number, raw in read_jsonl(path, ImportDataError):
-        yield f"line {line_number}", raw
-
-
-def _read_json_list(path: str) -> Iterator[tuple[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        try:
-            items = json.load(f)
-        except json.JSONDecodeError as exc:
-            raise ImportDataError(
-                f"{path}: not one JSON list ({exc.msg} at line {exc.lineno}); a .json source "
-                f"holds a list of objects, one object per line is .jsonl"
-            ) from None
-    if not isinstance(items, list):
-        raise ImportDataError(
-            f"{path}: holds a JSON {type(items).__name__}; a .json source holds a list of objects"
-        )
-    for i, raw in enumerate(items):
-        yield f"item {i}", raw
-
-
-def read_rows(path: str) -> Iterator[tuple[str, Any]]:
-    """(position, row) for each row of one file, in file order: parquet "row N" and .json
-    "item N" counted from 0, jsonl "line N" from 1 (blank lines skipped)."""
-    if path.endswith(".parquet"):
-        return _read_parquet(path)
-    if path.endswith(".jsonl"):
-        return _read_jsonl(path)
-    return _read_json_list(path)
 
 
 # -- layouts ---------------------------------------------------------------------------------
@@ -343,18 +272,18 @@ def import_rows(
 ) -> ImportResult:
     """SOURCE's rows as {"prompt", "label", "id", "source"} records under the rules of the
     module doc; ImportDataError (file, row, what was found) before anything is written."""
-    files = source_files(source)
-    result = ImportResult(records=[], files=files, layout="")
+    found = find_sources(source)
+    result = ImportResult(records=[], source=found, layout="")
     seen: set[tuple[str, str]] = set()
     label_of: dict[str, str] = {}
     several_labels: set[str] = set()
     incomplete: list[str] = []  # the first INCOMPLETE_LISTED, counted in incomplete_rows
     incomplete_rows = 0
-    for path in files:
+    for source_file in found.files:
         layout: Layout | None = None
-        file_name = os.path.basename(path)
-        for position, raw in read_rows(path):
-            where = f"{path} {position}"
+        file_name = os.path.basename(source_file.path)
+        for position, raw in read_rows(source_file):
+            where = f"{source_file.path} {position}"
             if not isinstance(raw, dict):
                 raise ImportDataError(f"{where}: expected an object, got a {type(raw).__name__}")
             if layout is None:

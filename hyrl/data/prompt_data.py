@@ -7,7 +7,8 @@
     )
     batch = dataset.next_batch(64)           # list[Prompt], the same stream semantics as ArithTask
 
-A record is one JSON object per line (.jsonl; blank lines skipped) or one row (.parquet). Its
+A record is one JSON object per line (.jsonl: UTF-8, a BOM accepted, blank lines skipped) or one
+row (.parquet). A file is parquet by its content (b"PAR1"), whatever its name. Its
 prompt (--input-key) must be a non-empty string. Its label (--label-key) becomes text: a string
 as is, a number with str() (3 -> "3", 0.5 -> "0.5"), a list, object or boolean as JSON text
 (logic puzzles: {"alice": "knight"} -> '{"alice": "knight"}'); null is an error. Every error is
@@ -23,7 +24,7 @@ import os
 from typing import Any
 
 from hyrl.config import DATA_EXTENSIONS
-from hyrl.data.files import pyarrow_parquet, read_jsonl
+from hyrl.data.files import is_parquet, one_line, pyarrow_parquet, read_jsonl
 from hyrl.data.stream import Prompt, PromptStream
 
 
@@ -79,7 +80,7 @@ def _read_parquet(path: str, input_key: str, label_key: str) -> list[dict[str, s
     try:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several types for a bad file
-        raise PromptDataError(f"{path}: not a readable parquet file ({exc})") from exc
+        raise PromptDataError(f"{path}: not a readable parquet file ({one_line(exc)})") from exc
     for key, flag in ((input_key, "--input-key"), (label_key, "--label-key")):
         if key not in table.column_names:
             raise PromptDataError(
@@ -100,10 +101,10 @@ def load_records(
         )
     if not os.path.isfile(path):
         raise PromptDataError(f"{path}: no such file")
-    if path.endswith(".jsonl"):
-        records = _read_jsonl(path, input_key, label_key)
-    else:
+    if is_parquet(path, PromptDataError):
         records = _read_parquet(path, input_key, label_key)
+    else:
+        records = _read_jsonl(path, input_key, label_key)
     if not records:
         raise PromptDataError(f"{path}: empty, no records")
     return records
