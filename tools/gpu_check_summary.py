@@ -36,8 +36,7 @@ def summary(run_dir: Path) -> str:
     metrics = run_dir / "metrics.jsonl"
     if not metrics.is_file():
         return "".join(lines) + f"no {metrics}: the run wrote no step\n"
-    # every line, one per rollout step (read_metrics would merge PPO's critic-only warm-up
-    # rollouts, which share step 0)
+    # every line as written (a resumed run's re-logged steps too)
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     config = json.loads((run_dir / "config.json").read_text())
     lines.append(

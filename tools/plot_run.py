@@ -4,11 +4,11 @@
     python tools/plot_run.py RUN_DIR [--out RUN_DIR/reward.png] [--window 10]
 
 Reads only RUN_DIR/metrics.jsonl (a step re-logged after a resume counts once, its later
-line winning). Writes reward.png (the reward against optimizer steps and wall-clock) and
-curves.png: against samples (responses consumed), one panel per quantity the run logged of
-reward, eval accuracy, response length, entropy, KL, gradient norm and throughput
-(responses/s of each step). Prints steps, wall-clock, the mean train/reward_mean over the
-first and the last `window` rollout steps, and the panels drawn.
+line winning; a skipped optimizer step is a record of its own). Writes reward.png (the reward
+against optimizer steps and wall-clock) and curves.png: against samples (responses consumed),
+one panel per quantity the run logged of reward, eval accuracy, response length, entropy, KL,
+gradient norm and throughput (responses/s of each step). Prints steps, wall-clock, the mean
+train/reward_mean over the first and the last `window` rollout steps, and the panels drawn.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Runs, read for the analysis: a run directory becomes a `Run` (records merged by step, batch
-sizes and learning rate derived), and PATHs (run directories, sweep directories, directories of
-runs) expand into runs. The files themselves are read through `hyrl.metrics.run_dir`."""
+"""Runs, read for the analysis: a run directory becomes a `Run` (a record per optimizer step,
+batch sizes and learning rate derived), and PATHs (run directories, sweep directories,
+directories of runs) expand into runs. The files themselves are read through
+`hyrl.metrics.run_dir`."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def finite_or_none(value) -> float | None:
 
 @dataclass
 class Run:
-    """One run directory, read. `records` are metrics.jsonl merged by step and sorted by step."""
+    """One run directory, read. `records` are metrics.jsonl, one per optimizer step (a
+    re-logged one once: `hyrl.metrics.run_dir.read_metrics`), in step order."""
 
     name: str
     path: Path

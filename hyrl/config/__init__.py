@@ -50,6 +50,7 @@ from hyrl.config.resume import (
     resume_differences,
 )
 from hyrl.config.validate import (
+    files_not_checked,
     load,
     validate,
     world_size_from_env,
@@ -83,6 +84,7 @@ __all__ = [
     "eval_max_response_len",
     "eval_pass_ks",
     "field_parser",
+    "files_not_checked",
     "flag_name",
     "load",
     "offloads_train",

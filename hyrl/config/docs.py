@@ -17,6 +17,7 @@ from hyrl.config.conditional_flags import APPLIES_ONLY_WITH
 from hyrl.config.errors import flag_name
 from hyrl.config.fields import GROUP_TITLES, GROUPS, _fields
 from hyrl.config.foreign import FOREIGN_FLAGS, SAME_MEANING
+from hyrl.config.foreign.built_in import BUILT_IN
 from hyrl.config.kinds import _allowed_text, _base, _kind
 from hyrl.config.names import RENAMED, VALUE_ALIASES
 from hyrl.config.parser import EXCLUSIVE_FLAGS, RECIPE_MARKER, SGLANG_PASS_PREFIX
@@ -74,8 +75,11 @@ def render() -> str:
         "Every flag is one field of `RunConfig` (`hyrl/config/fields.py`). Flags may repeat; "
         'the last one wins. A default of none means "not given": validation resolves it to '
         "the value it stands for (see `hyrl.config.resolve`). Undeclared "
-        f"`{SGLANG_PASS_PREFIX}NAME [VALUE]` flags pass through to `sglang.launch_server` as "
-        "`--NAME [VALUE]`.",
+        f"`{SGLANG_PASS_PREFIX}NAME [VALUE...]` flags pass through to `sglang.launch_server` as "
+        "`--NAME [VALUE...]`, with every value that follows where SGLang's `--NAME` takes a "
+        "list (`hyrl/config/foreign/sglang.py`). A slime or Megatron-LM flag whose value asks "
+        "for what hyrl does is accepted with a note "
+        "([recipes.md](recipes.md#coming-from-slime-or-megatron-lm)).",
     ]
     fields = _fields()
     for group in GROUPS:
@@ -157,10 +161,19 @@ def render_foreign() -> str:
         f"| `{flag}` | | the same as `{flag_name(field)}`: accepted |" for flag, field in same
     ]
     lines += [
-        f"| `{flag}` | {source} | {_cell(what)} |"
+        f"| `{flag}` | {source} | {_cell(_foreign_cell(flag, what))} |"
         for flag, (source, what) in sorted(FOREIGN_FLAGS.items(), key=lambda i: (i[1][0], i[0]))
     ]
     return "\n".join([*lines, "", FOREIGN_END])
+
+
+def _foreign_cell(flag: str, what: str) -> str:
+    """What hyrl does with a foreign flag: the table's answer, after what it accepts with a note
+    where the flag can ask for what hyrl does."""
+    entry = BUILT_IN.get(flag)
+    if entry is None:
+        return what
+    return f"accepted with a note as {entry.wanted} ({entry.note}); otherwise {what}"
 
 
 def recipes_with_foreign(text: str) -> str:

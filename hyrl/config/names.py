@@ -28,6 +28,7 @@ Four names were renamed because slime uses the same name for something else:
 from __future__ import annotations
 
 from hyrl.config.foreign import FOREIGN_FLAGS, SAME_MEANING
+from hyrl.config.foreign.built_in import BUILT_IN
 
 # old field -> (new field, what the old name means elsewhere, for the note; "" = nothing)
 RENAMED: dict[str, tuple[str, str]] = {
@@ -101,11 +102,15 @@ def canonical_config(saved: dict) -> dict:
 
 def unknown_flag_hint(flag: str) -> str | None:
     """What hyrl says of a slime or Megatron-LM flag it does not declare, or None when the flag
-    is nobody's: "slime: use --X ..." or "Megatron-LM: not supported: ..."."""
+    is nobody's: "slime's flag; use --X ..." or "Megatron-LM's flag; not supported: ...", and
+    for a flag hyrl takes where it asks for what hyrl does, what it takes ("; accepted only as
+    --attention-dropout 0")."""
     entry = FOREIGN_FLAGS.get(flag)
     if entry is None and flag.startswith("--no-"):
         entry = FOREIGN_FLAGS.get("--" + flag[5:])
     if entry is None:
         return None
     source, what = entry
-    return f"{source}'s flag; {what}"
+    built_in = BUILT_IN.get(flag)
+    accepted = f"; accepted only as {built_in.wanted}" if built_in else ""
+    return f"{source}'s flag; {what}{accepted}"

@@ -9,10 +9,13 @@ import dataclasses
 import difflib
 import math
 import os
+from collections.abc import Iterable, Sequence
 
 from hyrl.config.concerns import batch, critic, data, optimizer
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
 from hyrl.config.fields import GROUP_TITLES, GROUPS, RunConfig, _fields
+from hyrl.config.foreign.built_in import BUILT_IN, refused_by_fields, split_built_in
+from hyrl.config.foreign.sglang import MULTI_VALUE_FLAGS, RENAMED_FLAGS, SGLANG_VERSION
 from hyrl.config.kinds import _allowed_text, _base, _kind
 from hyrl.config.names import VALUE_ALIASES, other_names, renamed_notes, unknown_flag_hint
 
@@ -235,18 +238,28 @@ def _flag_hint(parser: argparse.ArgumentParser, flag: str) -> str:
 
 
 def _unknown_error(
-    parser: argparse.ArgumentParser, extras: list[str], argv: list[str]
+    parser: argparse.ArgumentParser,
+    extras: list[str],
+    argv: list[str],
+    refused: Sequence[tuple[str, str | None]] = (),
 ) -> ConfigError:
-    """Every unknown flag at once (a value after an unknown flag is taken as its value), or the
-    first stray argument that follows no flag."""
+    """Every unknown flag and stray argument at once (a value after an unknown flag is taken as
+    its value), with `refused`: foreign flags hyrl knows but refuses as given; a lone stray
+    argument is its own error. `argv`: the command line as given, to find what a stray follows."""
     unknown: list[tuple[str, str | None]] = []
+    strays: list[ConfigError] = []
     for i, token in enumerate(extras):
         if token.startswith("-") and token not in ("-", "--"):
             flag, sep, value = token.partition("=")
             unknown.append((flag, value if sep else None))
-        elif i == 0 or not extras[i - 1].startswith("-"):
-            return _stray_error(parser, token, argv)
-    if len(unknown) == 1:
+        elif i == 0 or not extras[i - 1].startswith("-") or "=" in extras[i - 1]:
+            strays.append(_stray_error(parser, token, argv))
+        elif unknown and unknown[-1][0] in BUILT_IN:  # a flag hyrl takes, refused for its value
+            unknown[-1] = (unknown[-1][0], token)
+    unknown += refused
+    if not unknown:
+        return strays[0]
+    if len(unknown) == 1 and not strays:
         flag, given = unknown[0]
         hint = _flag_hint(parser, flag)
         allowed = f"{hint} ({_hint(parser)})" if hint.startswith("did you") else _hint(parser)
@@ -254,25 +267,67 @@ def _unknown_error(
             "unknown flag" if hint.startswith(("did you", "not a")) else f"unknown flag: {hint}"
         )
         return ConfigError(flag, given, problem, allowed)
-    lines = "".join(f"\n  {flag}: {_flag_hint(parser, flag)}" for flag, _ in unknown)
+    # A flag hyrl takes with another value is shown with the value it refuses.
+    lines = "".join(
+        f"\n  {flag}{f' {value}' if flag in BUILT_IN and value else ''}: "
+        + _flag_hint(parser, flag)
+        for flag, value in unknown
+    )
+    lines += "".join(f"\n  {stray.value}: {stray.problem}" for stray in strays)
+    counted = f"{len(unknown)} unknown flag{'s' if len(unknown) > 1 else ''}"
+    if strays:
+        counted += f" and {len(strays)} stray argument{'s' if len(strays) > 1 else ''}"
     return ConfigError(
-        ", ".join(flag for flag, _ in unknown),
-        None,
-        f"{len(unknown)} unknown flags:{lines}\n",
-        _hint(parser),
+        ", ".join(flag for flag, _ in unknown), None, f"{counted}:{lines}\n", _hint(parser)
     )
 
 
+def _stray_position(parser: argparse.ArgumentParser, token: str, argv: list[str]) -> int:
+    """Where in argv the stray `token` stands: its first occurrence that is no flag's value
+    (-1 when argv does not hold it)."""
+    for i, candidate in enumerate(argv):
+        if candidate != token:
+            continue
+        before = argv[i - 1] if i else ""
+        takes_value = before.startswith("-") and "=" not in before
+        action = _action_for(parser, before)
+        if not takes_value or isinstance(action, argparse.BooleanOptionalAction):
+            return i
+        entry = BUILT_IN.get(before)
+        if entry is not None and entry.value is None:
+            return i
+    return -1
+
+
 def _stray_error(parser: argparse.ArgumentParser, token: str, argv: list[str]) -> ConfigError:
+    """A stray argument, naming the flag it follows and what to write instead."""
     problem = "stray argument not attached to any flag"
-    index = argv.index(token) if token in argv else -1
-    if index > 0:
-        previous = _action_for(parser, argv[index - 1])
-        if isinstance(previous, argparse.BooleanOptionalAction):
+    index = _stray_position(parser, token, argv)
+    owner = next((j for j in range(index - 1, -1, -1) if argv[j].startswith("--")), -1)
+    if owner >= 0:
+        flag, sep, inline = argv[owner].partition("=")
+        values = [inline] if sep else argv[owner + 1 : index]
+        after = " ".join([flag, *values])
+        action = _action_for(parser, flag)
+        entry = BUILT_IN.get(flag)
+        if isinstance(action, argparse.BooleanOptionalAction) or (entry and entry.value is None):
             problem += (
-                f" ({argv[index - 1]} is a boolean flag and takes no value; "
-                f"use {' or '.join(previous.option_strings)})"
+                f" (it follows {after}, a boolean flag that takes no value; use "
+                f"{' or '.join(action.option_strings) if action else flag + ' alone'})"
             )
+        elif action is not None:
+            problem += (
+                f" (it follows {after}: {flag} takes one value; quote a value that holds spaces)"
+            )
+        elif flag.startswith(SGLANG_PASS_PREFIX):
+            name = "--" + flag[len(SGLANG_PASS_PREFIX) :]
+            problem += (
+                f" (it follows {after}: hyrl passes {flag} to SGLang as {name} with one value, "
+                f"as SGLang {SGLANG_VERSION}'s parser takes it; for a list, write "
+                f"--sglang-server-args '{name} {' '.join([*values, token])}')"
+            )
+        else:
+            problem += f" (it follows {after}: {flag} is not a hyrl flag)"
     return ConfigError(
         "<positional>",
         token,
@@ -290,14 +345,16 @@ SGLANG_PASS_PREFIX = "--sglang-"
 
 def _split_sglang_passthrough(
     argv: list[str], parser: argparse.ArgumentParser
-) -> tuple[list[str], list[str]]:
-    """(hyrl's own args, pass-through server flags): an undeclared --sglang-NAME [VALUE] becomes
-    --NAME [VALUE] for sglang.launch_server, unless it is one of slime's own flags (the table in
+) -> tuple[list[str], list[str], list[str]]:
+    """(hyrl's own args, pass-through server flags, notes): an undeclared --sglang-NAME [VALUE...]
+    becomes --NAME [VALUE...] for sglang.launch_server, with every value that follows it when
+    SGLang's --NAME takes a list (MULTI_VALUE_FLAGS), and under SGLang's new name, with a note,
+    where SGLang renamed it (RENAMED_FLAGS); unless it is one of slime's own flags (the table in
     hyrl.config.foreign: --sglang-router-ip, --sglang-config, ...), which stays hyrl's to
     refuse. A near miss of a declared --sglang-* flag is a typo, not a pass-through, and is
     refused (so --sglang-router-ur does not reach SGLang)."""
     declared = [f for f in _all_flags(parser) if f.startswith(SGLANG_PASS_PREFIX)]
-    own, passed = [], []
+    own, passed, notes = [], [], []
     i = 0
     while i < len(argv):
         token = argv[i]
@@ -317,16 +374,26 @@ def _split_sglang_passthrough(
                     f"did you mean {close[0]}? (other --sglang-NAME flags pass "
                     "through to sglang.launch_server as --NAME)",
                 )
-            passed.append("--" + flag[len(SGLANG_PASS_PREFIX) :])
+            name = "--" + flag[len(SGLANG_PASS_PREFIX) :]
+            if name in RENAMED_FLAGS:
+                new_name, meaning = RENAMED_FLAGS[name]
+                notes.append(
+                    f"{flag}: SGLang {SGLANG_VERSION} has no {name}; its {new_name} is the same "
+                    f"setting ({meaning}); passed as {new_name}"
+                )
+                name = new_name
+            passed.append(name)
             if sep:
                 passed.append(value)
-            elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                passed.append(argv[i + 1])
-                i += 1
+            else:
+                most = len(argv) if name in MULTI_VALUE_FLAGS else i + 2
+                while i + 1 < min(most, len(argv)) and not argv[i + 1].startswith("--"):
+                    passed.append(argv[i + 1])
+                    i += 1
         else:
             own.append(token)
         i += 1
-    return own, passed
+    return own, passed, notes
 
 
 # The marker a recipe puts between its own flags and the ones appended to it (its "$@").
@@ -418,41 +485,64 @@ def appended_wins(
 def parse_args(argv: list[str]) -> RunConfig:
     """argv (without the command) -> RunConfig. Raises ConfigError; neither validates nor
     resolves (flags not given stay None; see `resolve` and `load`). Undeclared --sglang-NAME
-    [VALUE] flags are appended to --sglang-server-args as --NAME [VALUE]. A recipe's flags
-    come before RECIPE_MARKER, the ones appended to it after: later flags win, also across
-    the pairs of EXCLUSIVE_FLAGS (see `appended_wins`; a note on stderr says what was
-    replaced, from rank 0 only)."""
+    [VALUE...] flags are appended to --sglang-server-args as --NAME [VALUE...]. A slime or
+    Megatron-LM flag whose value asks for what hyrl does (`hyrl.config.foreign.built_in`:
+    --swiglu, --attention-dropout 0) is accepted with a note, once. A recipe's flags come
+    before RECIPE_MARKER, the ones appended to it after: later flags win, also across the
+    pairs of EXCLUSIVE_FLAGS (see `appended_wins`; a note says what was replaced). Notes go to
+    stderr, from rank 0 only; every unknown or refused flag is named in one error."""
     import shlex
-    import sys
 
+    rank_0 = os.environ.get("RANK", "0") == "0"
     parser = build_parser()
     argv, notes = appended_wins(argv, parser)
     notes += renamed_notes(argv)
-    if os.environ.get("RANK", "0") == "0":
-        for note in notes:
-            print(f"hyrl: {note}", file=sys.stderr, flush=True)
-    argv, passthrough = _split_sglang_passthrough(list(argv), parser)
-    namespace = _parse_known(parser, argv)
+    given = list(argv)
+    _print_notes(notes, rank_0)
+    argv, passthrough, sglang_notes = _split_sglang_passthrough(list(argv), parser)
+    _print_notes(sglang_notes, rank_0)
+    argv, built_in = split_built_in(argv)
+    namespace, extras = _parse_some(parser, argv, given)
+    refused = refused_by_fields(built_in, vars(namespace))
+    _print_notes({g.flag: g.note for g in built_in if g not in refused}.values(), rank_0)
+    if extras or refused:
+        raise _unknown_error(parser, extras, given, [(g.flag, g.value) for g in refused])
     for f in _fields():  # --list-flag none -> [None] from argparse -> None (not given)
         if _kind(f) == "optlist":
             setattr(namespace, f.name, _list_or_none(f, getattr(namespace, f.name)))
     if passthrough:
-        given = namespace.sglang_server_args
+        given_args = namespace.sglang_server_args
         namespace.sglang_server_args = " ".join(
-            ([given] if given else []) + [shlex.quote(arg) for arg in passthrough]
+            ([given_args] if given_args else []) + [shlex.quote(arg) for arg in passthrough]
         )
     return RunConfig(**vars(namespace))
+
+
+def _print_notes(notes: Iterable[str], rank_0: bool) -> None:
+    """Each note on stderr as `hyrl: NOTE`, from rank 0 only."""
+    import sys
+
+    for note in notes if rank_0 else []:
+        print(f"hyrl: {note}", file=sys.stderr, flush=True)
+
+
+def _parse_some(
+    parser: argparse.ArgumentParser, argv: list[str], given: list[str]
+) -> tuple[argparse.Namespace, list[str]]:
+    """parser's namespace of argv and what it did not take; ConfigError naming the flag on a
+    bad value. `given`: the command line as given, for messages."""
+    try:
+        return parser.parse_known_args(argv)
+    except _Abort as abort:
+        raise abort.error from None
+    except argparse.ArgumentError as err:
+        raise _argument_error(parser, err, given) from None
 
 
 def _parse_known(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """parser's namespace of argv; ConfigError naming the flag on a bad value, the unknown
     flags or a stray argument."""
-    try:
-        namespace, extras = parser.parse_known_args(argv)
-    except _Abort as abort:
-        raise abort.error from None
-    except argparse.ArgumentError as err:
-        raise _argument_error(parser, err, argv) from None
+    namespace, extras = _parse_some(parser, argv, argv)
     if extras:
         raise _unknown_error(parser, extras, argv)
     return namespace

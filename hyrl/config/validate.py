@@ -68,7 +68,7 @@ def _check_ranges(c: RunConfig) -> None:
     data.check_given(c)
 
 
-def validate(cfg: RunConfig, world_size: int) -> None:
+def validate(cfg: RunConfig, world_size: int, check_files: bool = True) -> None:
     """Raise ConfigError for the first problem found; run before any process group starts.
 
     Takes a config as parsed (flags not given still None) or a resolved one: it checks the
@@ -77,9 +77,12 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     they apply under (`hyrl.config.conditional_flags`: PPO-only flags under grpo, SGLang-only flags
     under hf, ...), minimum learning rates against the resolved rates, parallel layout, batch
     divisibility (actor, --batch-schedule and its autopilot, batch ramp, then critic),
-    algorithm/rollout/task (held-out split included), evaluation (pass@k, response length,
+    algorithm/rollout/task (held-out split, prompt and response lengths included),
+    --max-tokens-per-gpu against the longest sequence, evaluation (pass@k, response length,
     --tensorboard-dir), --target, --critic-load, --save/--load paths, --max-staleness,
-    --run-dir (a run in it only with --load and a matching config.json).
+    --run-dir (a run in it only with --load and a matching config.json). Without
+    `check_files` (a dry run, which plans from any machine) the data files, the tokenizer,
+    --hf-checkpoint and --critic-load need not exist here (`files_not_checked` names them).
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ConfigError(
@@ -101,7 +104,8 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     critic.check_critic_batch(resolved, cfg, world_size)
     algorithm.check_group_size(resolved)
     data.check_task(resolved)
-    data.check_prompts_and_rewards(resolved)
+    data.check_prompts_and_rewards(resolved, files=check_files)
+    data.check_prompt_lengths(resolved)
     algorithm.check_group_filter(resolved)
     mismatch.check_routing_replay(resolved)
     model.check_kernels(resolved)
@@ -109,27 +113,44 @@ def validate(cfg: RunConfig, world_size: int) -> None:
     parallel.check_recompute(resolved)
     batch.check_token_budget(resolved)
     parallel.check_plan_hints(resolved)
-    model.check_hf_checkpoint(resolved)
+    model.check_hf_checkpoint(resolved, files=check_files)
     evaluation.check_eval(resolved)
     logs.check_tensorboard_dir(resolved)
     evaluation.check_target(resolved)
-    critic.check_critic_load(resolved)
+    critic.check_critic_load(resolved, files=check_files)
     run.check_save_load(resolved)
     rollout.check_staleness(resolved)
     run.check_run_dir(resolved)
     check_resume(resolved, world_size)
 
 
-def load(argv: list[str], world_size: int) -> ResolvedConfig:
+def load(argv: list[str], world_size: int, check_files: bool = True) -> ResolvedConfig:
     """argv (without the command) -> the validated, resolved config the trainer runs with.
 
     parse_args, then validate, then resolve; raises ConfigError for the first problem found.
+    Without `check_files`, files and directories the run reads need not exist (see `validate`).
     """
     cfg = parse_args(argv)
     optimizer.check_rate_given_once(cfg, "")
     optimizer.check_rate_given_once(cfg, "critic_")
-    validate(cfg, world_size)
+    validate(cfg, world_size, check_files)
     return resolve(cfg)
+
+
+def files_not_checked(c: RunConfig) -> str:
+    """The files and directories of c that a run checks before it starts and a dry run does not
+    ("--prompt-data X, --hf-checkpoint Y"; "" when c names none): the data, the tokenizer, the
+    initial weights, the checkpoint to resume and the autopilot's profile."""
+    given = [
+        ("--prompt-data", c.prompt_data),
+        *(("--eval-prompt-data", path) for path in (c.eval_prompt_data or [])[1::2]),
+        ("--tokenizer-path", c.tokenizer_path),
+        ("--hf-checkpoint", c.hf_checkpoint),
+        ("--critic-load", c.critic_load),
+        ("--load", c.load),
+        ("--autopilot-profile", c.autopilot_profile),
+    ]
+    return ", ".join(f"{flag} {path}" for flag, path in given if path)
 
 
 def world_size_from_env() -> int:

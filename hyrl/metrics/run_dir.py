@@ -19,6 +19,8 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 SWEEP_FILE = "sweep.json"
+# Optimizer steps skipped so far (hyrl.metrics.step_record): part of a record's key.
+SKIPPED_KEY = "train/skipped_steps"
 
 
 class RunFileError(ValueError):
@@ -121,15 +123,30 @@ def is_run_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / METRICS_FILE).is_file()
 
 
+def record_key(record: dict) -> tuple[float, float, float]:
+    """What tells one metrics.jsonl record from another: (step, rollout_step,
+    train/skipped_steps), -1 for one it lacks. `step` counts the actor's applied updates, so a
+    skipped optimizer step keeps the step before it and differs in train/skipped_steps;
+    rollout_step tells the critic-only warm-up rollouts (no actor step) from each other and
+    from the evaluation before training (rollout step 0). A resume re-runs its rollout steps
+    exactly, so a re-logged record has its old key."""
+    rollout_step, skipped = number(record.get("rollout_step")), number(record.get(SKIPPED_KEY))
+    return (
+        number(record.get("step")),
+        rollout_step if math.isfinite(rollout_step) else -1.0,
+        skipped if math.isfinite(skipped) else -1.0,
+    )
+
+
 def read_metrics(path: str | os.PathLike, notes: list[str] | None = None) -> list[dict]:
-    """A run directory's metrics.jsonl records, merged by `step` (a resumed run re-logs steps;
-    the later line's values win), sorted by step. A record without `step` joins the step before
-    it. Unreadable lines (a live run's half-written last line) are skipped and counted in
-    `notes` when given."""
+    """A run directory's metrics.jsonl records, one per optimizer step (skipped ones included)
+    and merged by `record_key` (a resumed run re-logs steps; the later line's values win),
+    sorted by that key. A record without `step` joins the record before it. Unreadable lines
+    (a live run's half-written last line) are skipped and counted in `notes` when given."""
     metrics = Path(path) / METRICS_FILE
-    merged: dict[float, dict] = {}
+    merged: dict[tuple[float, float, float], dict] = {}
     bad = 0
-    last_step = 0.0
+    last_key = (0.0, -1.0, -1.0)
     with open(metrics, encoding="utf-8") as f:
         for line in f:
             if not line.strip():
@@ -142,14 +159,14 @@ def read_metrics(path: str | os.PathLike, notes: list[str] | None = None) -> lis
             if not isinstance(rec, dict):
                 bad += 1
                 continue
-            step = number(rec.get("step"))
-            step = step if math.isfinite(step) else last_step
-            last_step = step
-            merged.setdefault(step, {}).update(rec)
-            merged[step].setdefault("step", step)
+            key = record_key(rec)
+            key = key if math.isfinite(key[0]) else last_key
+            last_key = key
+            merged.setdefault(key, {}).update(rec)
+            merged[key].setdefault("step", key[0])
     if bad and notes is not None:
         notes.append(f"{metrics}: skipped {bad} unreadable line(s)")
-    return [merged[s] for s in sorted(merged)]
+    return [merged[k] for k in sorted(merged)]
 
 
 def _read_json(path: Path):

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hyrl.config import ConfigError, RunConfig, load
+from hyrl.config import ConfigError, RunConfig, files_not_checked, load
 from hyrl.config.recipe_dry_run import dry_run, error_lines
 from hyrl.plan.make import check_fit, make_plan
 from hyrl.plan.render import format_plan, with_template_lead
@@ -31,7 +31,8 @@ of one weight sync (a model from link bandwidths, not a measurement), of one rol
 one checkpoint save (estimates from assumed throughputs), and the preemption lead time they
 need beside the one launch/sbatch.template gives (SBATCH_SIGNAL, else its #SBATCH --signal).
 With a recipe, its dry run (`bash RECIPE --dry-run EXTRA...`, one process at the recipe's
-intended world size) gives the resolved flags. Exit status 1 when the plan does not fit (the
+intended world size) gives the resolved flags. Data, tokenizer and checkpoint files need not
+exist here; the ones not checked are named. Exit status 1 when the plan does not fit (the
 error names the flag), 2 when the flags are refused.
 
 Link options (the weight-sync model's bandwidths; defaults: H100/H200 SXM nodes):
@@ -181,7 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise PlanError(f"nothing to plan\n{USAGE}")
             extra, world_in_flags = _split_world_size(extra)
             world = world_in_flags or world or int(os.environ.get("WORLD_SIZE", "1"))
-            cfg = load(extra, world)
+            cfg = load(extra, world, check_files=False)  # a plan is made on any machine
+            unchecked = files_not_checked(cfg)
+            if unchecked:
+                print(f"hyrl plan: not checked: {unchecked}", file=sys.stderr)
         plan = with_template_lead(make_plan(cfg, world, links, throughput))
     except ConfigError as err:
         print(f"hyrl plan: error: {err}", file=sys.stderr)

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from hyrl.config import ConfigError, build_parser, load, world_size_from_env
+from hyrl.config import ConfigError, build_parser, files_not_checked, load, world_size_from_env
 
 
 def main(argv: list[str]) -> int:
@@ -19,7 +19,8 @@ def main(argv: list[str]) -> int:
         build_parser().print_help()
         print(
             "\n  --dry-run             resolve and validate the flags, print the resolved "
-            "configuration as JSON, start nothing (no data, no machine checks)"
+            "configuration as JSON, start nothing (no machine checks; data and checkpoint "
+            "files need not exist here, and the ones not checked are named)"
             "\n  --preflight-only      validate the flags and run every check of files and of "
             "this machine (data, tokenizer, --load, --hf-checkpoint, rewards), start nothing: "
             "what the launchers run in one process before starting the ranks"
@@ -30,7 +31,8 @@ def main(argv: list[str]) -> int:
     argv = [a for a in argv if a not in ("--dry-run", "--preflight-only")]
     try:
         world_size = world_size_from_env()
-        cfg = load(argv, world_size)  # parsed, validated, every derived value resolved
+        # parsed, validated, every derived value resolved; a dry run plans from any machine
+        cfg = load(argv, world_size, check_files=not dry_run)
         if not dry_run:  # a dry run plans for the cluster from any machine: no machine checks
             from hyrl.train.preflight import preflight
 
@@ -48,6 +50,9 @@ def main(argv: list[str]) -> int:
 
             print(json.dumps(cfg.to_dict(world_size), indent=2, sort_keys=True))
             print(describe_for_dry_run(cfg, world_size), file=sys.stderr)
+            unchecked = files_not_checked(cfg)
+            if unchecked:
+                print(f"hyrl train: not checked under --dry-run: {unchecked}", file=sys.stderr)
         return 0
     from hyrl.train.trainer import train
 

@@ -296,17 +296,38 @@ def check_token_budget(c: RunConfig) -> None:
             "a token count, e.g. --max-tokens-per-gpu 16384",
         )
     if c.max_tokens_per_gpu is not None:
-        longest = (
-            c.max_position_embeddings
-            if c.task == "prompt_data"
-            else ARITH_PROMPT_TOKENS + c.rollout_max_response_len
-        )
+        budget, response = c.max_tokens_per_gpu, c.rollout_max_response_len
         if c.rollout_max_prompt_len is not None:
-            longest = c.rollout_max_prompt_len + c.rollout_max_response_len
-        if c.max_tokens_per_gpu < longest:
+            longest = c.rollout_max_prompt_len + response
+            parts = f"--rollout-max-prompt-len={c.rollout_max_prompt_len} + "
+        elif c.task == "prompt_data":  # the prompts kept when loading fill the positions
+            longest = c.max_position_embeddings
+            parts = (
+                f"a prompt of up to {longest - response} tokens (--max-position-embeddings="
+                f"{longest} less the response, no --rollout-max-prompt-len given) + "
+            )
+        else:
+            longest = ARITH_PROMPT_TOKENS + response
+            parts = f"the {ARITH_PROMPT_TOKENS}-token arithmetic prompt + "
+        # a row is padded to a multiple of TP (sequence parallel splits it): what one row costs
+        tp = c.tensor_model_parallel_size
+        padded = -(-longest // tp) * tp
+        if budget < padded:
+            fits = budget // tp * tp  # the longest row the budget holds, padded
+            padding = (
+                f", padded to {padded} (a multiple of --tensor-model-parallel-size={tp})"
+                if padded != longest
+                else ""
+            )
+            shorter = (
+                f", or --rollout-max-prompt-len at most {fits - response}"
+                if c.task == "prompt_data" and fits > response
+                else ""
+            )
             _fail(
                 "max_tokens_per_gpu",
-                c.max_tokens_per_gpu,
-                f"smaller than the longest sequence ({longest} tokens), which could never fit",
-                f"at least {longest}",
+                budget,
+                f"smaller than the longest sequence, {parts}--rollout-max-response-len="
+                f"{response} = {longest} tokens{padding}, which could never fit",
+                f"at least {padded}{shorter}",
             )

@@ -305,9 +305,9 @@ def check_critic_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> 
         )
 
 
-def check_critic_load(c: RunConfig) -> None:
-    """--critic-load names a Hugging Face model directory."""
-    if c.critic_load is None:
+def check_critic_load(c: RunConfig, files: bool = True) -> None:
+    """--critic-load names a Hugging Face model directory; `files`: whether it must exist here."""
+    if not files or c.critic_load is None:
         return
     allowed = "a local Hugging Face model directory (holding config.json and the weights)"
     if not os.path.isdir(c.critic_load):

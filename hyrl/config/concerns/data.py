@@ -88,7 +88,7 @@ class DataFlags:
     )
 
 
-POSITIVE_COUNTS = ("task_max_operand",)
+POSITIVE_COUNTS = ("task_max_operand", "rollout_max_prompt_len")
 # Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): a built-in reward or
 # one's own.
 EXCLUSIVE_FLAGS = ((("rm_type",), ("custom_rm_path",)),)
@@ -161,7 +161,9 @@ def check_task(c: ResolvedConfig) -> None:
                 c.rollout_max_response_len,
                 f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
                 f"--max-position-embeddings={c.max_position_embeddings}",
-                f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS}",
+                f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS} "
+                f"(--max-position-embeddings - {ARITH_PROMPT_TOKENS}), or a larger "
+                "--max-position-embeddings",
             )
     if c.task == "arith_mod10" and c.vocab_size < TASK_VOCAB_SIZE:
         _fail(
@@ -172,21 +174,24 @@ def check_task(c: ResolvedConfig) -> None:
         )
 
 
-def _check_data_file(flag_field: str, path: str, shown: Any = None) -> None:
+def _check_data_file(flag_field: str, path: str, shown: Any = None, exists: bool = True) -> None:
+    """A data file's extension, and (`exists`) that the file is there."""
     allowed = "an existing " + " or ".join(DATA_EXTENSIONS) + " file"
     shown = path if shown is None else shown
     if not path.endswith(DATA_EXTENSIONS):
         _fail(flag_field, shown, f"{path!r} is not a {' or '.join(DATA_EXTENSIONS)} file", allowed)
-    if not os.path.isfile(path):
+    if exists and not os.path.isfile(path):
         _fail(flag_field, shown, f"{path!r} does not exist", allowed)
 
 
-def check_prompts_and_rewards(c: ResolvedConfig) -> None:
-    """The task's data, tokenizer and reward (run on a resolved config: task is set)."""
+def check_prompts_and_rewards(c: ResolvedConfig, files: bool = True) -> None:
+    """The task's data, tokenizer and reward (run on a resolved config: task is set); `files`:
+    whether the data files and the tokenizer directory must exist here (not under --dry-run,
+    which plans from any machine)."""
     if c.task == "prompt_data":
         if c.prompt_data is None:
             _fail("task", c.task, "needs the prompts", "--prompt-data FILE")
-        _check_data_file("prompt_data", c.prompt_data)
+        _check_data_file("prompt_data", c.prompt_data, exists=files)
         if c.tokenizer_path is None and c.hf_checkpoint is None:
             _fail(
                 "tokenizer_path",
@@ -194,7 +199,7 @@ def check_prompts_and_rewards(c: ResolvedConfig) -> None:
                 "--prompt-data needs a tokenizer",
                 "--tokenizer-path DIR or --hf-checkpoint DIR (a local Hugging Face directory)",
             )
-        if c.tokenizer_path is not None and not os.path.isdir(c.tokenizer_path):
+        if files and c.tokenizer_path is not None and not os.path.isdir(c.tokenizer_path):
             _fail(
                 "tokenizer_path",
                 c.tokenizer_path,
@@ -251,17 +256,31 @@ def check_prompts_and_rewards(c: ResolvedConfig) -> None:
                     f"{name!r} is not a name (NAME comes before FILE)",
                     "NAME FILE pairs, NAME without '/'",
                 )
-            _check_data_file("eval_prompt_data", path, shown)
+            _check_data_file("eval_prompt_data", path, shown, exists=files)
         if len(set(names)) != len(names):
             _fail("eval_prompt_data", shown, "a NAME appears twice", "distinct names")
-    if (
-        c.rollout_max_prompt_len is not None
-        and c.rollout_max_prompt_len + c.rollout_max_response_len > c.max_position_embeddings
-    ):
+
+
+def check_prompt_lengths(c: ResolvedConfig) -> None:
+    """A --prompt-data prompt and its response fit the positions: the response leaves at least
+    1 token for a prompt, and --rollout-max-prompt-len plus the response fit. (The arithmetic
+    task's fixed prompt is check_task's.)"""
+    positions, response = c.max_position_embeddings, c.rollout_max_response_len
+    if c.task == "prompt_data" and response >= positions:
+        _fail(
+            "rollout_max_response_len",
+            response,
+            f"leaves no position of --max-position-embeddings={positions} for a --prompt-data "
+            "prompt, which needs at least 1 token",
+            f"at most {positions - 1} (--max-position-embeddings - 1), or a larger "
+            "--max-position-embeddings",
+        )
+    if c.rollout_max_prompt_len is not None and c.rollout_max_prompt_len + response > positions:
         _fail(
             "rollout_max_prompt_len",
             c.rollout_max_prompt_len,
-            f"plus --rollout-max-response-len={c.rollout_max_response_len} exceeds "
-            f"--max-position-embeddings={c.max_position_embeddings}",
-            f"at most {c.max_position_embeddings - c.rollout_max_response_len}",
+            f"plus --rollout-max-response-len={response} exceeds "
+            f"--max-position-embeddings={positions}",
+            f"at most {positions - response} (--max-position-embeddings - "
+            "--rollout-max-response-len)",
         )

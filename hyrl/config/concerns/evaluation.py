@@ -147,17 +147,24 @@ def check_eval(c: ResolvedConfig) -> None:
         else:
             prompt_len = c.max_position_embeddings - c.rollout_max_response_len
             what = (
-                f"a prompt of up to {prompt_len} tokens (--max-position-embeddings - "
-                "--rollout-max-response-len, the prompts kept when loading)"
+                f"a prompt of up to {prompt_len} tokens (--max-position-embeddings="
+                f"{c.max_position_embeddings} - --rollout-max-response-len="
+                f"{c.rollout_max_response_len}, the prompts kept when loading)"
             )
         if prompt_len + c.eval_max_response_len > c.max_position_embeddings:
+            room = c.max_position_embeddings - c.eval_max_response_len  # for the prompt
+            shorter = (
+                f", or --rollout-max-prompt-len at most {room} (drops longer prompts)"
+                if c.task == "prompt_data" and room >= 1
+                else ""
+            )
             _fail(
                 "eval_max_response_len",
                 c.eval_max_response_len,
                 f"{what} plus the response exceeds "
                 f"--max-position-embeddings={c.max_position_embeddings}",
                 f"at most {c.max_position_embeddings - prompt_len}, or none "
-                "(= --rollout-max-response-len)",
+                f"(= --rollout-max-response-len){shorter}",
             )
 
 

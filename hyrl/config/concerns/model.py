@@ -127,10 +127,10 @@ def check_kernels(c: RunConfig) -> None:
         )
 
 
-def check_hf_checkpoint(c: RunConfig) -> None:
+def check_hf_checkpoint(c: RunConfig, files: bool = True) -> None:
     """--hf-checkpoint names a Hugging Face model directory (its config.json is compared with
-    the model flags by the preflight)."""
-    if c.hf_checkpoint is not None:
+    the model flags by the preflight); `files`: whether it must exist here."""
+    if files and c.hf_checkpoint is not None:
         allowed = "a local Hugging Face model directory (holding config.json and the weights)"
         if not os.path.isdir(c.hf_checkpoint):
             _fail("hf_checkpoint", c.hf_checkpoint, "not an existing directory", allowed)

@@ -89,7 +89,8 @@ class RolloutFlags:
     sglang_server_args: str | None = _opt(
         None,
         "further sglang.launch_server flags, passed through verbatim (a quoted string); any "
-        "other --sglang-NAME [VALUE] on the command line is appended here as --NAME [VALUE]",
+        "other --sglang-NAME [VALUE...] on the command line is appended here as --NAME "
+        "[VALUE...] (several values where SGLang's --NAME takes a list)",
         "rollout",
     )
     sglang_request_timeout_s: float | None = _opt(

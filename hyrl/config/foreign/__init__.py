@@ -10,8 +10,10 @@ still accepts them).
 
 Every `--name` in a message is a `hyrl train` flag, or an `--sglang-NAME` that hyrl passes
 through to SGLang. Where hyrl has a flag's effect built in, the reason says "hyrl always ..."
-(--swiglu, --disable-bias-linear, --rollout-shuffle): such a flag is harmless as slime's scripts
-give it, but another value of it (--attention-dropout 0.1) would not be what hyrl does.
+(--swiglu, --disable-bias-linear, --rollout-shuffle): `built_in` accepts such a flag, with a
+note, where its value asks for what hyrl does (--attention-dropout 0.0), and this table's answer
+refuses any other (--attention-dropout 0.1). `sglang` holds what hyrl needs of SGLang's own
+server flags to pass them through (which take a list, which were renamed).
 Standard library only: data for `hyrl.config.parser` and its tests.
 """
 

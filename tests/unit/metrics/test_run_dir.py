@@ -15,8 +15,10 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from testpaths import ROOT
 
+from hyrl.batchsize.runs import load_run
 from hyrl.metrics import timers as timers_module
 from hyrl.metrics.run_dir import RunDirectory, read_metrics, start_tensorboard
+from hyrl.metrics.step_record import update_record
 from hyrl.metrics.timers import StageTimers
 
 
@@ -277,6 +279,54 @@ def test_a_step_relogged_after_a_resume_is_read_once_with_the_later_values(tmp_p
         {"step": 2, "reward": 0.4},
         {"step": 3, "reward": 0.7},
     ]
+
+
+def rollout_record(rollout_step: int, step: int, skipped: int, reward: float, elapsed_s: float):
+    """A record as the loop writes it: step_record.update_record, then RunLog's stamps."""
+    record = update_record(step, 64 * step, 64 * rollout_step, skipped)
+    return {**record, "rollout_step": rollout_step, "elapsed_s": elapsed_s, "reward": reward}
+
+
+def test_a_skipped_optimizer_step_is_a_record_of_its_own_and_a_resume_replaces_it(tmp_path):
+    """One optimizer step per rollout; rollout 2's is skipped (a NaN loss), so its record keeps
+    step 1, the applied updates, and counts the skip. A resume from the rollout-1 checkpoint
+    logs rollouts 2 and 3 again. Once read, rollout 2 had overwritten rollout 1."""
+    run = RunDirectory(tmp_path)
+    run.log(rollout_record(1, step=1, skipped=0, reward=0.25, elapsed_s=1.0))
+    run.log(rollout_record(2, step=1, skipped=1, reward=0.5, elapsed_s=2.0))
+    run.log(rollout_record(3, step=2, skipped=1, reward=0.75, elapsed_s=3.0))
+    run.close()
+    resumed = RunDirectory(tmp_path)
+    resumed.log(rollout_record(2, step=1, skipped=1, reward=0.5, elapsed_s=2.5))
+    resumed.log(rollout_record(3, step=2, skipped=1, reward=0.75, elapsed_s=3.5))
+    resumed.close()
+
+    read = read_metrics(tmp_path)
+    assert [(r["rollout_step"], r["step"], r["train/skipped_steps"]) for r in read] == [
+        (1, 1, 0),
+        (2, 1, 1),
+        (3, 2, 1),
+    ]
+    assert [r["reward"] for r in read] == [0.25, 0.5, 0.75]
+    assert [r["elapsed_s"] for r in read] == [1.0, 2.5, 3.5]  # the re-logged lines win
+    # hyrl analyze reads the same records
+    assert [r["rollout_step"] for r in load_run(tmp_path).records] == [1, 2, 3]
+
+
+def test_critic_only_warm_up_rollouts_and_the_first_evaluation_are_apart_at_step_0(tmp_path):
+    """PPO's --num-critic-only-steps rollouts train no actor: their records all have step 0,
+    as does the evaluation before training (rollout step 0)."""
+    run = RunDirectory(tmp_path)
+    run.log({"step": 0, "rollout_step": 0, "samples": 0, "elapsed_s": 0.0, "eval/accuracy": 0.1})
+    run.log(rollout_record(1, step=0, skipped=0, reward=0.25, elapsed_s=1.0))
+    run.log(rollout_record(2, step=0, skipped=0, reward=0.5, elapsed_s=2.0))
+    run.log(rollout_record(3, step=1, skipped=0, reward=0.75, elapsed_s=3.0))
+    run.close()
+
+    read = read_metrics(tmp_path)
+    assert [r["rollout_step"] for r in read] == [0, 1, 2, 3]
+    assert [r.get("reward") for r in read] == [None, 0.25, 0.5, 0.75]
+    assert "reward" not in read[0] and read[0]["eval/accuracy"] == 0.1
 
 
 def test_a_half_written_last_line_is_skipped_and_noted(tmp_path):
