@@ -8,6 +8,9 @@
 # make contract: the contract tier (tests/contract): SGLang 0.5.23's own code on CPU against what
 #   hyrl sends; creates .venv-contract from requirements-contract.txt (SGLang's own torch, about
 #   6 GB), sglang itself (--no-deps, the version requirements.txt pins) and this package.
+# make golden: the tiny GRPO and PPO runs and a resume of a committed --async-rollout checkpoint,
+#   compared with committed records, timing aside (tools/golden.py; about a minute): a refactor
+#   that changes no number passes; `python tools/golden.py update CASE` when one is meant to.
 # make slurm-test: the Slurm tier (tests/e2e/test_slurm.py, marked slurm), which `make test` skips:
 #   the launchers under a one-node Slurm of its own (tools/slurm_local.sh: as root; installs
 #   Debian's slurm-wlm and munge when missing; writes only under .slurm-local; refuses to run
@@ -31,7 +34,7 @@ CONTRACT_VENV ?= .venv-contract
 CONTRACT_STAMP := $(CONTRACT_VENV)/.hyrl-installed
 SGLANG_PIN := $(shell grep -m1 '^sglang==' requirements.txt)
 
-.PHONY: demo demo-grpo test lint format venv clean-venv bench contract slurm-test
+.PHONY: demo demo-grpo test lint format venv clean-venv bench contract slurm-test golden
 
 venv: $(STAMP)
 
@@ -69,6 +72,9 @@ test: $(STAMP)
 
 slurm-test: $(STAMP)
 	HYRL_SLURM=1 $(PY) -m pytest -q -p no:cacheprovider -m slurm tests/e2e/test_slurm.py
+
+golden: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) tools/golden.py check
 
 $(CONTRACT_STAMP): requirements-contract.txt requirements.txt pyproject.toml
 	@test -x $(CONTRACT_VENV)/bin/python || python3 -m venv $(CONTRACT_VENV)
