@@ -99,7 +99,7 @@ def test_a_bom_line_after_a_latin1_one_still_counts_bytes_from_the_files_start(t
     "content,named",
     [
         (
-            gzip.compress(GOOD_LINE),
+            gzip.compress(GOOD_LINE, mtime=0),
             "a gzip file (starts with bytes 1F 8B), not UTF-8 text; decompress it first",
         ),
         (
@@ -111,6 +111,7 @@ def test_a_bom_line_after_a_latin1_one_still_counts_bytes_from_the_files_start(t
             "UTF-16 text (little-endian BOM) (starts with bytes FF FE), not UTF-8 text",
         ),
     ],
+    ids=["gzip", "utf16", "utf16-bom"],  # the same on every xdist worker
 )
 def test_a_gzip_or_utf16_file_named_jsonl_is_named_for_what_it_is(tmp_path, content, named):
     path = tmp_path / "p.jsonl"
