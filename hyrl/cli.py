@@ -52,7 +52,7 @@ COMMANDS = {
     "eval": "hyrl.evaluation.cli:main",
     "sweep": "hyrl.batchsize.sweep.cli:main",
     "analyze": "hyrl.batchsize.analyze_cli:main",
-    "profile-rollout": "hyrl.rollout.profile_cli:main",
+    "profile-rollout": "hyrl.profile.cli:main",
     "plan": "hyrl.plan.cli:main",
     "convert": "hyrl.backends.megatron.convert_cli:main",
     "checkpoint": "hyrl.checkpoint.verify_cli:main",

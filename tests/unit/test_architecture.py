@@ -269,6 +269,13 @@ RULES = {
         ("sglang",),
         ("hyrl.rollout.sglang",),
     ),
+    # study tooling above the runtime: it measures the engines, no run needs it (hyrl.cli names
+    # its command as a string and imports it only when it runs)
+    "nothing of the runtime imports the profiler": (
+        ("hyrl",),
+        ("hyrl.profile",),
+        ("hyrl.profile",),
+    ),
 }
 
 
@@ -292,6 +299,10 @@ def test_a_broken_rule_is_reported():
     assert any(
         v.startswith("hyrl.rollout.build ")
         for v in _violations(("hyrl",), ("hyrl.rollout.sglang",))
+    )
+    # ... and the profiler imports the runtime's engines, the way its rule allows and not back
+    assert any(
+        v.startswith("hyrl.profile.cli ") for v in _violations(("hyrl",), ("hyrl.rollout.build",))
     )
 
 
@@ -411,3 +422,47 @@ def test_a_planted_cycle_is_reported():
     assert "hyrl.config.errors" in cycle and "hyrl.train.trainer" in cycle
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# A file is read in one sitting: past its cap it is split by concern. The loop is capped lower so
+# that one rollout step reads top to bottom in hyrl/train/trainer.py.
+LINE_CAP = 600
+LINE_CAPS = {Path("hyrl/train/trainer.py"): 400}
+CAPPED_FOLDERS = ("hyrl", "tools")
+
+
+def _over_their_caps(root: Path) -> list[str]:
+    """Each .py file under root's CAPPED_FOLDERS longer than its cap, with its line count."""
+    over = []
+    for folder in CAPPED_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            name = path.relative_to(root)
+            lines = len(path.read_text().splitlines())
+            cap = LINE_CAPS.get(name, LINE_CAP)
+            if lines > cap:
+                over.append(f"{name}: {lines} lines, over its cap of {cap}")
+    return over
+
+
+def test_every_file_fits_its_line_cap():
+    over = _over_their_caps(ROOT)
+    assert over == [], "files over their line cap (split each by concern):\n" + "\n".join(over)
+
+
+def test_a_file_over_its_cap_is_reported(tmp_path):
+    def plant(name: str, lines: int) -> None:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# a line\n" * lines)
+
+    plant("hyrl/at_the_cap.py", 600)
+    plant("hyrl/deep/over.py", 601)
+    plant("tools/over.py", 900)
+    plant("hyrl/train/trainer.py", 401)
+    plant("hyrl/train/not_the_trainer.py", 401)
+    plant("docs/not_capped.py", 900)
+    assert _over_their_caps(tmp_path) == [
+        "hyrl/deep/over.py: 601 lines, over its cap of 600",
+        "hyrl/train/trainer.py: 401 lines, over its cap of 400",
+        "tools/over.py: 900 lines, over its cap of 600",
+    ]

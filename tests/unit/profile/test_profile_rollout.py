@@ -1,4 +1,4 @@
-"""hyrl.rollout.profile and `hyrl profile-rollout`: decode throughput against concurrency.
+"""hyrl.profile and `hyrl profile-rollout`: decode throughput against concurrency.
 
 The fake engine costs a fixed 10 ms per chunk of up to CAP=8 sequences (a chunk of 16 costs two
 such steps): throughput rises linearly with concurrency c up to 8, then stays flat, so the
@@ -13,8 +13,9 @@ import math
 import pytest
 
 from hyrl.cli import main
+from hyrl.profile.measure import find_plateau, percentile, profile_engine
+from hyrl.profile.report import write_outputs
 from hyrl.rollout.base import Generation, SamplingParams
-from hyrl.rollout.profile import find_plateau, percentile, profile_engine, write_outputs
 
 CAP, STEP_S = 8, 0.010
 PROMPTS = [[2, 3 + i % 10, 13, 4, 14] for i in range(32)]

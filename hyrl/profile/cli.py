@@ -1,8 +1,9 @@
 """`hyrl profile-rollout`: decode throughput against concurrency, the parser and the command.
 
-The flags are validated before anything heavy is imported; the measuring, tables and files are
-`hyrl.rollout.profile`. The engines it measures are made here (`hf_engine_factory`,
-`sglang_engine_factory`; SGLang's through the engine factory, hyrl.rollout.build).
+The flags are validated before anything heavy is imported (`hyrl.profile.flags`); the measuring
+is `hyrl.profile.measure`, the tables and files `hyrl.profile.report`. The engines it measures
+are made here (`hf_engine_factory`, `sglang_engine_factory`; SGLang's through the engine
+factory, hyrl.rollout.build).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def main(argv: list[str]) -> int:
     args = parse_or_exit_code(parser, argv)
     if isinstance(args, int):
         return args
-    from hyrl.rollout.profile import ProfileError, validate_flags
+    from hyrl.profile.flags import ProfileError, validate_flags
 
     prompt_tokens, max_positions = 5, None
     if args.engine == "hf":
@@ -131,13 +132,9 @@ def main(argv: list[str]) -> int:
         return 2
     from hyrl.data.arith import ArithTask
     from hyrl.data.tokenizer import build_tokenizer
+    from hyrl.profile.measure import profile_engine
+    from hyrl.profile.report import ProgressBar, print_table, write_outputs
     from hyrl.rollout.base import SamplingParams
-    from hyrl.rollout.profile import (
-        ProgressBar,
-        print_table,
-        profile_engine,
-        write_outputs,
-    )
 
     tokenizer = build_tokenizer()
     task = ArithTask(tokenizer, seed=args.seed)
