@@ -1,27 +1,27 @@
-"""Specification of the evaluation and TensorBoard flags: --eval-pass-k, --eval-pass-threshold,
---eval-max-response-len and --tensorboard-dir (defaults, what they apply with, their errors)."""
+"""Specification of the evaluation flags and the target: --eval-interval,
+--n-samples-per-eval-prompt, --eval-temperature, --eval-pass-k, --eval-pass-threshold,
+--eval-max-response-len, --tensorboard-dir (defaults, what they apply with, their errors) and
+--target METRIC=VALUE (parsed, needing evaluation for an eval/ metric, a pass@K that
+evaluation logs)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from config_errors import assert_names, assert_rejected
 
 from hyrl.config import (
+    GROUPS,
     RESUME_MAY_CHANGE,
     ConfigError,
+    build_parser,
     eval_max_response_len,
     eval_pass_ks,
-    parse_args,
+    parse_target,
     resolve,
     validate,
 )
-
-
-@pytest.fixture
-def cfg_of(tmp_path):
-    def make(*argv: str):
-        return parse_args(["--run-dir", str(tmp_path / "run"), *argv])
-
-    return make
 
 
 def rejected(cfg, flag: str, value) -> ConfigError:
@@ -118,3 +118,93 @@ def test_tensorboard_dir_must_be_a_directory_path_and_may_change_on_resume(cfg_o
     assert "not a directory" in err.problem
     rejected(cfg_of("--tensorboard-dir", ""), "--tensorboard-dir", "")
     assert "tensorboard_dir" in RESUME_MAY_CHANGE  # how a run reports, like --log-wandb
+
+
+def test_eval_flags_defaults_are_valid(cfg_of):
+    cfg = cfg_of()
+    assert (
+        cfg.eval_interval,
+        cfg.n_samples_per_eval_prompt,
+        cfg.eval_temperature,
+        cfg.target,
+        cfg.task_eval_fraction,
+    ) == (0, 1, None, None, 0.2)
+    validate(cfg, 1)
+    assert GROUPS.index("eval") == GROUPS.index("critic") + 1
+    assert any(g.title.startswith("evaluation") for g in build_parser()._action_groups)
+    r = resolve(cfg)
+    assert r.eval_temperature == r.rollout_temperature == 1.0  # none = the rollout's
+    assert json.loads(json.dumps(r.to_dict(1)))["task_eval_fraction"] == 0.2
+
+
+def test_eval_flags_are_parsed_and_validated(cfg_of):
+    cfg = cfg_of(
+        "--eval-interval",
+        "10",
+        "--n-samples-per-eval-prompt",
+        "4",
+        "--eval-temperature",
+        "0",
+        "--target",
+        "eval/accuracy=0.77",
+        "--task-eval-fraction",
+        "0.25",
+    )
+    assert (cfg.eval_interval, cfg.n_samples_per_eval_prompt, cfg.eval_temperature) == (10, 4, 0.0)
+    assert cfg.target == "eval/accuracy=0.77" and cfg.task_eval_fraction == 0.25
+    validate(cfg, 1)
+    assert resolve(cfg).eval_temperature == 0.0  # greedy, kept
+    assert resolve(cfg_of("--rollout-temperature", "0.7")).eval_temperature == 0.7
+
+
+def test_parse_target():
+    assert parse_target("eval/accuracy=0.77") == ("eval/accuracy", 0.77)
+    assert parse_target(" train/reward_mean = 1 ") == ("train/reward_mean", 1.0)
+    assert parse_target("eval/loss=-2.5e-1") == ("eval/loss", -0.25)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "eval/accuracy",
+        "accuracy=0.77",
+        "eval/=0.5",
+        "perf/step_s=1",
+        "eval/accuracy=high",
+        "eval/accuracy=nan",
+        "eval/accuracy=inf",
+        "=0.5",
+        "eval/accuracy=",
+    ],
+)
+def test_bad_target_is_rejected(cfg_of, text):
+    with pytest.raises(ConfigError) as info:
+        parse_target(text)
+    assert_names(info.value, "--target", text)
+    assert info.value.allowed == "METRIC=VALUE, e.g. eval/accuracy=0.77"
+    err = assert_rejected(cfg_of("--eval-interval", "5", "--target", text), "--target", text)
+    assert err.allowed == "METRIC=VALUE, e.g. eval/accuracy=0.77"
+
+
+def test_eval_target_needs_evaluation(cfg_of):
+    err = assert_rejected(
+        cfg_of("--target", "eval/accuracy=0.77"), "--target", "eval/accuracy=0.77"
+    )
+    assert err.allowed == "add --eval-interval N"
+    validate(cfg_of("--target", "train/reward_mean=0.9"), 1)  # train metrics need no eval
+    validate(cfg_of("--target", "eval/accuracy=0.77", "--eval-interval", "1"), 1)
+
+
+def test_a_pass_at_k_target_must_be_a_k_evaluation_logs(cfg_of):
+    on = ("--eval-interval", "1", "--n-samples-per-eval-prompt", "4")
+    validate(cfg_of(*on, "--target", "eval/pass@4=0.9"), 1)  # default k: 1, 2, 4
+    validate(cfg_of(*on, "--target", "eval/math/pass@2=0.9"), 1)  # a named eval set
+    err = assert_rejected(cfg_of(*on, "--target", "eval/pass@8=0.9"), "--target", "eval/pass@8=0.9")
+    assert "evaluation logs pass@1, pass@2, pass@4" in str(err)
+    assert err.allowed == "a logged pass@K, or --eval-pass-k including 8"
+    err = assert_rejected(
+        cfg_of(*on, "--eval-pass-k", "1,4", "--target", "eval/pass@2=0.5"),
+        "--target",
+        "eval/pass@2=0.5",
+    )
+    assert "evaluation logs pass@1, pass@4" in str(err)

@@ -1,7 +1,8 @@
 """`--sglang-NAME VALUE...` pass-through with SGLang's arity (hyrl.config.foreign.sglang, checked
 against SGLang 0.5.23's own parser in tests/contract/test_sglang_flag_arity.py), and a stray
 argument named with the flag it follows and what to write instead, listed beside the unknown
-flags rather than hiding them."""
+flags rather than hiding them. An --sglang-NAME that hyrl does not declare passes through to
+--sglang-server-args; a near miss of one it declares is a typo."""
 
 from __future__ import annotations
 
@@ -57,3 +58,24 @@ def test_a_stray_does_not_hide_the_unknown_flags():
     assert (
         "\n  4: stray argument not attached to any flag (it follows --frobnicate 3" in err.problem
     )
+
+
+def test_undeclared_sglang_flags_pass_through_and_near_misses_are_typos(cfg_of):
+    cfg = cfg_of(
+        "--rollout-engine",
+        "sglang",
+        "--colocate",
+        "--sglang-server-args",
+        "--log-level warning",
+        "--sglang-attention-backend",
+        "fa3",
+        "--sglang-disable-radix-cache",
+        "--sglang-chunked-prefill-size=4096",
+    )
+    assert cfg.sglang_server_args == (
+        "--log-level warning --attention-backend fa3 "
+        "--disable-radix-cache --chunked-prefill-size 4096"
+    )
+    with pytest.raises(ConfigError) as info:
+        cfg_of("--rollout-engine", "sglang", "--sglang-router-ur", "http://h:1")
+    assert info.value.flag == "--sglang-router-ur" and "--sglang-router-url" in info.value.allowed
