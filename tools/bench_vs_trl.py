@@ -42,6 +42,10 @@ The TRL environment (.venv-bench, git-ignored; from the repository root):
         safetensors==0.8.0 numpy==2.4.6 rich==15.0.0 psutil==7.2.2 trl==1.16.0
 (torch's +cpu wheel comes from the same place as requirements-cpu.txt's; pip install -e '.[bench]'
 names the same trl pin.)
+
+This file is the driver (arguments, the runs in turn, the report); the hyrl side is
+bench_vs_trl_hyrl.py, the TRL side (and its worker) bench_vs_trl_trl.py, what both use
+bench_vs_trl_common.py, all beside it in tools/.
 """
 
 from __future__ import annotations
@@ -52,53 +56,33 @@ import math
 import os
 import platform
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-HYRL_BIN = REPO / ".venv" / "bin"
-BENCH_PYTHON = REPO / ".venv-bench" / "bin" / "python"
-TOKENIZER_DIR = REPO / "tests" / "data" / "tiny_tokenizer"
-TRL_PIN = "trl==1.16.0"
-SETUP_HINT = (
-    "create it from the repository root with:\n"
-    "  python3 -m venv .venv-bench\n"
-    "  .venv-bench/bin/pip install 'torch==2.13.0+cpu' transformers==5.24.0 tokenizers==0.23.3 "
-    f"safetensors==0.8.0 numpy==2.4.6 rich==15.0.0 psutil==7.2.2 {TRL_PIN}"
+TOOLS = Path(__file__).resolve().parent
+if str(TOOLS) not in sys.path:  # its two sides and what they share, beside it in tools/
+    sys.path.insert(0, str(TOOLS))
+
+# The names the neighbours read as bench_vs_trl.X (bench.py, bench_floor.py, the cpu_model of
+# bench_*.py and profile_step.py, the tests) stay here: "X as X" marks those it does not use.
+from bench_vs_trl_common import (  # noqa: E402
+    REPO,
+    REWARD_METRIC,
+    GrpoSettings,
+    step_reaching_target,
 )
-REWARD_METRIC = "train/reward_mean"
+from bench_vs_trl_common import MetricsTail as MetricsTail  # noqa: E402
+from bench_vs_trl_common import thread_env as thread_env  # noqa: E402
+from bench_vs_trl_hyrl import HYRL_BIN as HYRL_BIN  # noqa: E402
+from bench_vs_trl_hyrl import run_hyrl, write_initial_checkpoint, write_prompt_stream  # noqa: E402
+from bench_vs_trl_trl import SETUP_HINT as SETUP_HINT  # noqa: E402
+from bench_vs_trl_trl import check_bench_env, run_trl, trl_env_versions, trl_worker  # noqa: E402
 
-
-@dataclass(frozen=True)
-class GrpoSettings:
-    """The shared hyperparameters, as recipes/tiny/grpo.sh sets them (the TRL worker uses these)."""
-
-    prompts_per_step: int = 16
-    responses_per_prompt: int = 8
-    micro_batch_responses: int = 32
-    lr: float = 3e-4
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    weight_decay: float = 0.0
-    clip_grad_norm: float = 1.0
-    max_response_tokens: int = 2
-    temperature: float = 1.0
-    eps_clip: float = 0.2
-    eps_clip_high: float = 0.28
-    kl_coef: float = 0.0
-
-    @property
-    def responses_per_step(self) -> int:
-        return self.prompts_per_step * self.responses_per_prompt
-
-
-# -- pure parts: arguments, the target rule, ratios, the report -------------------------------
+# -- pure parts: arguments, a run's outcome, ratios, the report -------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -153,19 +137,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 f"--max-steps {args.max_steps}: allowed: at least --window ({args.window})"
             )
     return args
-
-
-def step_reaching_target(rewards: list[float], target: float, window: int) -> int | None:
-    """1-based index of the first step whose mean over the last `window` rewards (a full window)
-    is >= target; None if no step does."""
-    total = 0.0
-    for i, reward in enumerate(rewards):
-        total += reward
-        if i >= window:
-            total -= rewards[i - window]
-        if i + 1 >= window and total / window >= target - 1e-12:
-            return i + 1
-    return None
 
 
 def run_outcome(records: list[dict], target: float, window: int) -> dict:
@@ -401,19 +372,7 @@ def describe_machine() -> dict:
     import torch
     import transformers
 
-    probe = subprocess.run(
-        [
-            str(BENCH_PYTHON),
-            "-c",
-            "import json, torch, transformers, trl, accelerate; print(json.dumps("
-            "{'torch': torch.__version__, 'transformers': transformers.__version__, "
-            "'trl': trl.__version__, 'accelerate': accelerate.__version__}))",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    bench = json.loads(probe.stdout.strip().splitlines()[-1])
+    bench = trl_env_versions()
     return {
         "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
@@ -425,385 +384,6 @@ def describe_machine() -> dict:
         "trl": bench["trl"],
         "accelerate": bench["accelerate"],
     }
-
-
-def check_bench_env() -> str | None:
-    """Why the TRL environment cannot be used, or None when it can."""
-    if not BENCH_PYTHON.exists():
-        return f"{BENCH_PYTHON.relative_to(REPO)} is missing; {SETUP_HINT}"
-    probe = subprocess.run(
-        [str(BENCH_PYTHON), "-c", "import trl, datasets"], capture_output=True, text=True
-    )
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return f"trl does not import in .venv-bench ({last}); {SETUP_HINT}"
-    return None
-
-
-# -- preparing one seed: the initial checkpoint and the prompt stream -----------------------
-
-
-def write_initial_checkpoint(seed: int, directory: Path) -> None:
-    """TINY as a transformers Qwen3-MoE, initialised under torch.manual_seed(seed), float32."""
-    import torch
-    from transformers import Qwen3MoeForCausalLM
-
-    from hyrl.models.qwen3_moe.config import TINY
-
-    torch.manual_seed(seed)
-    model = Qwen3MoeForCausalLM(TINY.to_hf_config()).to(torch.float32)
-    model.save_pretrained(directory)
-    for name in os.listdir(TOKENIZER_DIR):  # TRL loads its tokenizer from the model directory
-        shutil.copy(TOKENIZER_DIR / name, directory / name)
-
-
-def write_prompt_stream(seed: int, count: int, path: Path) -> None:
-    """The first `count` prompts of hyrl's arith_mod10 stream for this seed, in hyrl's order."""
-    from hyrl.data.arith import ArithTask
-    from hyrl.data.tokenizer import build_tokenizer
-
-    task = ArithTask(build_tokenizer(), seed=seed)
-    with open(path, "w", encoding="utf-8") as f:
-        for prompt in task.next_batch(count):
-            f.write(
-                json.dumps(
-                    {"prompt": prompt.text, "label": prompt.label, "prompt_ids": prompt.prompt_ids}
-                )
-                + "\n"
-            )
-
-
-# -- running the children ------------------------------------------------------------------
-
-
-class MetricsTail:
-    """Reads the complete lines appended to a metrics.jsonl since the last call."""
-
-    def __init__(self, path: Path):
-        self.path, self.offset, self.records = path, 0, []
-
-    def poll(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            chunk = f.read()
-        complete = chunk[: chunk.rfind(b"\n") + 1]
-        self.offset += len(complete)
-        new = [json.loads(line) for line in complete.decode("utf-8").splitlines() if line.strip()]
-        self.records += new
-        return new
-
-
-def _follow(
-    child,
-    tail: MetricsTail,
-    rewards: list[float],
-    progress,
-    task_id,
-    target: float,
-    window: int,
-    stop_on_target: bool,
-):
-    """Poll the child and its metrics until it exits; returns (exit status, rusage)."""
-    signalled = False
-    while True:
-        pid, status_word, usage = os.wait4(child.pid, os.WNOHANG)
-        exited = pid == child.pid
-        if exited:
-            child.returncode = os.waitstatus_to_exitcode(status_word)
-        for record in tail.poll():
-            if REWARD_METRIC in record:
-                rewards.append(float(record[REWARD_METRIC]))
-        if rewards:
-            recent = rewards[-window:]
-            progress.update(
-                task_id, completed=len(rewards), reward=f"{sum(recent) / len(recent):.2f}"
-            )
-        if exited:
-            return child.returncode, usage
-        if (
-            stop_on_target
-            and not signalled
-            and step_reaching_target(rewards, target, window) is not None
-        ):
-            child.send_signal(signal.SIGTERM)  # hyrl stops after the step in flight
-            signalled = True
-        time.sleep(0.1)
-
-
-def run_child(
-    command: list[str],
-    *,
-    env: dict,
-    run_dir: Path,
-    log_path: Path,
-    label: str,
-    target: float,
-    window: int,
-    max_steps: int,
-    stop_on_target: bool,
-    progress,
-) -> dict:
-    """Run one training process, following its metrics.jsonl; SIGTERM it once the target rule
-    holds (when stop_on_target). Returns its records, exit status, peak RSS and wall-clock."""
-    task_id = progress.add_task(label, total=max_steps, reward="-")
-    tail = MetricsTail(run_dir / "metrics.jsonl")
-    rewards: list[float] = []
-    began = time.perf_counter()
-    with open(log_path, "w", encoding="utf-8") as log:
-        child = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-        status = rusage = None
-        try:
-            status, rusage = _follow(
-                child, tail, rewards, progress, task_id, target, window, stop_on_target
-            )
-        finally:
-            if status is None:  # interrupted or failed here: leave no training process behind
-                child.kill()
-                child.wait()
-        tail.poll()
-    process_s = time.perf_counter() - began
-    progress.update(task_id, completed=len(rewards))
-    if status != 0:
-        tail_text = log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
-        raise RuntimeError(
-            f"{label} exited with status {status}; the end of {log_path}:\n{tail_text}"
-        )
-    return {
-        "records": tail.records,
-        "peak_rss_mib": rusage.ru_maxrss / 1024,
-        "process_s": process_s,
-    }
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    """The same intra-op thread count for both children (torch reads OMP_NUM_THREADS at start)."""
-    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-
-
-def run_hyrl(seed: int, checkpoint: Path, run_dir: Path, args, progress) -> dict:
-    env = {
-        **os.environ,
-        **thread_env(args.threads),
-        "PATH": f"{HYRL_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    command = [
-        "bash",
-        "recipes/tiny/grpo.sh",
-        "--hf-checkpoint",
-        str(checkpoint),
-        "--seed",
-        str(seed),
-        "--num-steps",
-        str(args.max_steps),
-        "--target",
-        f"{REWARD_METRIC}={args.target}",
-        "--run-dir",
-        str(run_dir),
-        "--no-progress",
-    ]
-    return run_child(
-        command,
-        env=env,
-        run_dir=run_dir,
-        log_path=run_dir.parent / f"{run_dir.name}.log",
-        label=f"seed {seed} hyrl",
-        target=args.target,
-        window=args.window,
-        max_steps=args.max_steps,
-        stop_on_target=True,
-        progress=progress,
-    )
-
-
-def run_trl(
-    seed: int,
-    checkpoint: Path,
-    prompts: Path,
-    run_dir: Path,
-    args,
-    settings: GrpoSettings,
-    progress,
-) -> dict:
-    run_dir.mkdir(parents=True)
-    spec = {
-        "seed": seed,
-        "checkpoint": str(checkpoint),
-        "prompts": str(prompts),
-        "run_dir": str(run_dir),
-        "max_steps": args.max_steps,
-        "target": args.target,
-        "window": args.window,
-        "settings": asdict(settings),
-    }
-    spec_path = run_dir / "spec.json"
-    spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.update(
-        thread_env(args.threads),
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        CUDA_VISIBLE_DEVICES="",
-    )
-    command = [str(BENCH_PYTHON), str(Path(__file__).resolve()), "--trl-worker", str(spec_path)]
-    return run_child(
-        command,
-        env=env,
-        run_dir=run_dir,
-        log_path=run_dir.parent / f"{run_dir.name}.log",
-        label=f"seed {seed} TRL ",
-        target=args.target,
-        window=args.window,
-        max_steps=args.max_steps,
-        stop_on_target=False,
-        progress=progress,
-    )
-
-
-# -- the TRL side (runs under .venv-bench) ---------------------------------------------------
-
-
-def trl_worker(spec_path: Path) -> int:
-    """One trl.GRPOTrainer run; writes RUN_DIR/metrics.jsonl with hyrl's keys, one line per step."""
-    import torch
-    from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    spec = json.loads(spec_path.read_text(encoding="utf-8"))
-    s = GrpoSettings(**spec["settings"])
-    run_dir = Path(spec["run_dir"])
-    torch.set_flush_denormal(True)  # as hyrl's cpu_compat: denormals slow small models 30-100x
-
-    tokenizer = AutoTokenizer.from_pretrained(spec["checkpoint"])
-    rows = [json.loads(line) for line in open(spec["prompts"], encoding="utf-8")]
-    for row in rows[:100]:  # TRL tokenizes the text itself: it must give hyrl's ids
-        ids = tokenizer(row["prompt"])["input_ids"]
-        if ids != row["prompt_ids"]:
-            raise SystemExit(
-                f"tokenizer mismatch for {row['prompt']!r}: {ids} != {row['prompt_ids']}"
-            )
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "label": r["label"]} for r in rows])
-    eos_id = tokenizer.eos_token_id
-    step_rewards: list[float] = []
-
-    def exact_match(completions, completion_ids, label, **_):
-        """1.0 iff the response ended with eos and its text, stripped, is the label (hyrl's
-        rule)."""
-        rewards = [
-            float(bool(ids) and ids[-1] == eos_id and text.strip() == want)
-            for text, ids, want in zip(completions, completion_ids, label, strict=True)
-        ]
-        step_rewards.append(sum(rewards) / len(rewards))
-        return rewards
-
-    class TimedGRPOTrainer(GRPOTrainer):
-        """Times rollout (generate) and rollout + reward + advantages, for the stage shares."""
-
-        generate_s = 0.0
-        generate_and_score_s = 0.0
-
-        def _generate(self, prompts):
-            began = time.perf_counter()
-            try:
-                return super()._generate(prompts)
-            finally:
-                TimedGRPOTrainer.generate_s += time.perf_counter() - began
-
-        def _generate_and_score_completions(self, inputs):
-            began = time.perf_counter()
-            try:
-                return super()._generate_and_score_completions(inputs)
-            finally:
-                TimedGRPOTrainer.generate_and_score_s += time.perf_counter() - began
-
-    class StepLog(TrainerCallback):
-        """metrics.jsonl as hyrl writes it; stops once the target rule holds."""
-
-        def __init__(self):
-            self.file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")
-            self.loop_start = self.last = 0.0
-            self.rewards: list[float] = []
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.loop_start = self.last = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            now = time.perf_counter()
-            reward = step_rewards.pop() if step_rewards else float("nan")
-            step_rewards.clear()
-            self.rewards.append(reward)
-            scored_s = TimedGRPOTrainer.generate_and_score_s
-            record = {
-                "step": state.global_step,
-                "rollout_step": state.global_step,
-                "samples": state.global_step * s.responses_per_step,
-                "elapsed_s": now - self.loop_start,
-                REWARD_METRIC: reward,
-                "perf/rollout_s": TimedGRPOTrainer.generate_s,
-                "perf/reward_and_advantage_s": scored_s - TimedGRPOTrainer.generate_s,
-                "perf/actor_train_s": (now - self.last) - scored_s,
-                "perf/step_s": now - self.last,
-            }
-            TimedGRPOTrainer.generate_s = TimedGRPOTrainer.generate_and_score_s = 0.0
-            self.last = now
-            self.file.write(json.dumps(record) + "\n")
-            self.file.flush()
-            if step_reaching_target(self.rewards, spec["target"], spec["window"]) is not None:
-                control.should_training_stop = True
-
-    micro_batches = s.responses_per_step // s.micro_batch_responses
-    config = GRPOConfig(
-        output_dir=str(run_dir / "trl_output"),
-        seed=spec["seed"],
-        data_seed=spec["seed"],
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        gradient_checkpointing=False,
-        # one rollout of 16 x 8 = 128 completions = one optimizer step of 4 micro-batches of 32;
-        # steps_per_generation defaults to gradient_accumulation_steps: one generation per step
-        per_device_train_batch_size=s.micro_batch_responses,
-        gradient_accumulation_steps=micro_batches,
-        num_generations=s.responses_per_prompt,
-        num_iterations=1,
-        max_steps=spec["max_steps"],
-        shuffle_dataset=False,  # the prompts in hyrl's stream order
-        max_completion_length=s.max_response_tokens,
-        temperature=s.temperature,
-        top_p=1.0,
-        top_k=0,
-        learning_rate=s.lr,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        adam_beta1=s.adam_beta1,
-        adam_beta2=s.adam_beta2,
-        weight_decay=s.weight_decay,
-        max_grad_norm=s.clip_grad_norm,
-        beta=s.kl_coef,
-        epsilon=s.eps_clip,
-        epsilon_high=s.eps_clip_high,
-        loss_type="dapo",
-        scale_rewards="group",
-        mask_truncated_completions=False,
-        logging_steps=10,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
-    trainer = TimedGRPOTrainer(
-        model=spec["checkpoint"],
-        reward_funcs=exact_match,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        callbacks=[StepLog()],
-    )
-    trainer.train()
-    return 0
 
 
 # -- the benchmark -------------------------------------------------------------------------

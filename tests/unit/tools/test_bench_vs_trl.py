@@ -172,8 +172,9 @@ def test_report_has_per_seed_lists_medians_and_the_machine():
 
 
 def test_missing_bench_environment_is_refused_with_the_commands(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(bench, "BENCH_PYTHON", tmp_path / "no-venv" / "bin" / "python")
-    monkeypatch.setattr(bench, "REPO", tmp_path)
+    trl_side = sys.modules["bench_vs_trl_trl"]  # the TRL side, imported by the tool
+    monkeypatch.setattr(trl_side, "BENCH_PYTHON", tmp_path / "no-venv" / "bin" / "python")
+    monkeypatch.setattr(trl_side, "REPO", tmp_path)
     assert bench.main([]) == 2
     err = capsys.readouterr().err
     assert "python3 -m venv .venv-bench" in err and "trl==" in err
