@@ -10,10 +10,11 @@ is one segment of a few tokens and a sync lands between segments. Each rollout c
 policy version (weight syncs of trained weights) of each generation call, and its batch the
 version that sampled each response token.
 
-At rollout step t the trainer `take`s the oldest rollout (waiting for it: perf/trainer_idle_s)
-and `top_up`s the queue to K = --max-staleness jobs in flight. K = 0 keeps no queue: generate,
-wait, train, the synchronous order. A response's staleness is the trainer's version - the
-OLDEST version among its tokens; a batch whose oldest token is staler than K is dropped and
+At rollout step t the rollout manager `take`s the oldest rollout for the trainer (waiting for
+it: perf/trainer_idle_s) and `top_up`s the queue to K = --max-staleness jobs in flight, fewer
+near the end of a run that saves no checkpoint (`rollouts_in_flight`). K = 0 keeps no queue:
+generate, wait, train, the synchronous order. A response's staleness is the trainer's version -
+the OLDEST version among its tokens; a batch whose oldest token is staler than K is dropped and
 counted (drop) or its prompts generated again with the current weights (regenerate). The queue
 holds no torch distributed and no engine: `produce` and `regenerate` are what it calls, so a
 fake generator tests it.
@@ -33,6 +34,13 @@ from typing import Any
 from hyrl.rollout.partial import version_metrics
 
 STALE_POLICIES = ("drop", "regenerate")
+
+
+def rollouts_in_flight(max_staleness: int, steps_left: int, saves: bool) -> int:
+    """How many rollouts the queue keeps in flight after a take: K = --max-staleness, fewer
+    near the end (none past the last step) unless a checkpoint keeps them (--save: a longer
+    resumed run continues as this one would)."""
+    return max_staleness if saves else min(max_staleness, steps_left)
 
 
 class EngineLock:

@@ -7,12 +7,18 @@ and no weight update lands in the middle of an engine call. With --inflight-weig
 rollout's generation is several calls of --inflight-segment-tokens each (hyrl.rollout.partial),
 and a sync lands between them. `weights_version` is the policy version the engines hold
 (weight syncs of trained weights), set by the trainer under the lock; a versioned rollout
-stamps it on every token each call samples."""
+stamps it on every token each call samples.
+
+Under --async-rollout the manager also keeps the queue of rollouts generated ahead
+(hyrl.rollout.async_queue) and decides when one is launched and which one the trainer gets:
+`step_rollout` takes the oldest within --max-staleness and tops the queue up to the rollouts
+kept in flight (`rollouts_in_flight`); without it, `step_rollout` generates now."""
 
 from __future__ import annotations
 
 import sys
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,7 +29,13 @@ from hyrl.config.rollout_layout import rollout_layout
 from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.rollout.async_queue import EngineLock, QueuedRollout, RolloutQueue, Taken
+from hyrl.rollout.async_queue import (
+    EngineLock,
+    QueuedRollout,
+    RolloutQueue,
+    Taken,
+    rollouts_in_flight,
+)
 from hyrl.rollout.base import (
     GENERATION_PROGRESS,
     Generation,
@@ -43,6 +55,17 @@ def max_prompt_len(cfg: RunConfig) -> int:
     if cfg.rollout_max_prompt_len is not None:
         return cfg.rollout_max_prompt_len
     return cfg.max_position_embeddings - cfg.rollout_max_response_len
+
+
+@dataclass
+class StepRollout:
+    """One rollout step's rollout as rank 0 hands it to the trainer."""
+
+    batch: RolloutBatch
+    routed: list | None  # the engine's routing, kept apart (RolloutManager.rollout)
+    # --async-rollout's: rollout/staleness_*, perf/engine_idle_s, ... (Taken.metrics); {} without
+    metrics: dict = field(default_factory=dict)
+    dropped_responses: int = 0  # decoded into batches dropped as too stale: never trained on
 
 
 class RolloutManager:
@@ -65,6 +88,7 @@ class RolloutManager:
         self.engine_lock = EngineLock()  # held by each engine call and each weight sync
         self.weights_version = 0  # the policy version the engines hold (set under the lock)
         self._calls = threading.local()  # this thread's rollout: versions and prompts used
+        self.queue: RolloutQueue | None = None  # --async-rollout's (start_queue)
         try:
             self._start(world_size, arch, device, run_dir)
         except BaseException:  # what did start (Ray, reward workers) stops with the run
@@ -154,6 +178,22 @@ class RolloutManager:
             self.eval_sets = {"": self.task.eval_prompts()} if cfg.eval_interval > 0 else {}
 
     # -- one rollout step -----------------------------------------------------------------------
+    def step_rollout(
+        self, timers: StageTimers, prompts_per_step: int, rollout_step: int
+    ) -> StepRollout:
+        """The rollout the trainer trains on at this step: generated now, or under
+        --async-rollout taken from the queue, which is then topped up to the rollouts kept in
+        flight (fewer near the end unless a checkpoint keeps them)."""
+        if self.queue is None:
+            return StepRollout(*self.rollout(timers, prompts_per_step))
+        cfg = self.cfg
+        left = cfg.num_steps - rollout_step
+        taken = self._take_queued(
+            timers, rollouts_in_flight(cfg.max_staleness, left, saves=bool(cfg.save))
+        )
+        queued = taken.rollout
+        return StepRollout(queued.batch, queued.routed, taken.metrics(), taken.dropped_responses)
+
     def rollout(
         self, timers: StageTimers, prompts_per_step: int, prompts: list | None = None
     ) -> tuple[RolloutBatch, list | None]:
@@ -195,11 +235,11 @@ class RolloutManager:
             self._calls.versions = self._calls.prompts = None
 
     # -- --async-rollout: the rollouts generated ahead (hyrl.rollout.async_queue) ------------
-    def start_queue(self, prompts_per_step: int, saved: list[dict]) -> RolloutQueue:
+    def start_queue(self, prompts_per_step: int, saved: list[dict]) -> None:
         """The queue a worker thread generates ahead into, refilled first from a checkpoint's
         queued rollouts (saved: their state dicts) before any new prompt. P stays the first
         step's (--batch-ramp is refused with --async-rollout)."""
-        return RolloutQueue(
+        self.queue = RolloutQueue(
             lambda: self.rollout_versioned(prompts_per_step),
             self.cfg.max_staleness,
             self.cfg.stale_policy,
@@ -207,13 +247,20 @@ class RolloutManager:
             saved=[QueuedRollout.from_state_dict(s) for s in saved],
         )
 
-    def take_queued(self, queue: RolloutQueue, timers: StageTimers, in_flight: int) -> Taken:
+    def _take_queued(self, timers: StageTimers, in_flight: int) -> Taken:
         """The oldest queued rollout within --max-staleness (perf/trainer_idle_s: waiting for
         it), then the queue topped up to in_flight rollouts."""
+        assert self.queue is not None, "start_queue started it"
         with timers("trainer_idle"):  # the engines hold the trainer's version: it synced last
-            taken = queue.take(self.weights_version)
-        queue.top_up(in_flight)
+            taken = self.queue.take(self.weights_version)
+        self.queue.top_up(in_flight)
         return taken
+
+    def wait_for_queue(self) -> None:
+        """Until --async-rollout's worker is idle (an evaluation next: one thread uses the
+        rewards); nothing to wait for without the queue."""
+        if self.queue is not None:
+            self.queue.wait()
 
     def _round(self, timers: StageTimers, prompts_per_step: int, given: list | None = None):
         """P prompts x G responses (of the given prompts, else the task's next P):
@@ -371,9 +418,12 @@ class RolloutManager:
             prepare()
 
     def close(self) -> None:
-        """Stop the engines and reward workers (and Ray, if this side started it)."""
+        """Stop --async-rollout's worker, then the engines and reward workers (and Ray, if
+        this side started it)."""
         from hyrl.rollout.build import stop_ray
 
+        if self.queue is not None:  # its worker uses the engines
+            self.queue.close()
         for part in (self.engine, self.reward_pool):
             if part is not None:
                 part.close()

@@ -1,9 +1,9 @@
 """The loop's side of a training checkpoint (the files are hyrl.checkpoint.trainer_state's, the
 models and optimizer states the backend's):
 - resume (--load): the step directory checked, the backend's weights, optimizer states and
-  counters loaded, the autopilot's state restored (`resume`); the run's identity in
-  config.json (`run_identity`: kept, new, or a fork of the checkpoint's run);
-  the rollouts --async-rollout's queue held (`queued_rollouts`);
+  counters loaded, the autopilot's state restored (`resume`), the RNG states set once setup
+  is done (`restore_rng`); the run's identity in config.json (`run_identity`: kept, new, or a
+  fork of the checkpoint's run); the rollouts --async-rollout's queue held (`queued_rollouts`);
 - save (--save): when (`due`), the loop state rank 0 adds to the step (`loop_state`:
   samples, the clock, the target tracker, the task's position, whose run under which flags,
   the autopilot, the rollouts queued under --async-rollout), and the save itself with
@@ -26,7 +26,7 @@ from hyrl.train.stopping import TrainingStopped
 if TYPE_CHECKING:
     from hyrl.backends.base import TrainBackend, TrainedModel
     from hyrl.metrics.run_log import RunLog
-    from hyrl.rollout.async_queue import RolloutQueue
+    from hyrl.rollout.manager import RolloutManager
     from hyrl.train.autopilot import RunAutopilot
     from hyrl.train.sync_and_offload import SyncAndOffload
 
@@ -47,11 +47,13 @@ def resume(
     world_size: int,
     backend: TrainBackend,
     autopilot: RunAutopilot | None,
-) -> Resumed:
+) -> Resumed | None:
     """--load: weights, optimizer states and counters into the backend, the autopilot's B
-    and counters (collective: every rank)."""
+    and counters (collective: every rank); None without --load."""
     from hyrl.checkpoint.trainer_state import check_resumable
 
+    if not cfg.load:
+        return None
     step_dir, state = check_resumable(cfg, world_size)
     rng_state = backend.load_checkpoint(step_dir)
     if autopilot is not None and "autopilot" in state:
@@ -67,6 +69,13 @@ def resume(
         if (note := unrecorded(step_dir)) is not None:  # checked, but not by its sizes
             print(f"hyrl: note: {note}", flush=True)
     return Resumed(step_dir, state, rng_state)
+
+
+def restore_rng(backend: TrainBackend, resumed: Resumed | None) -> None:
+    """The RNG states --load saved, set on this rank (none without a resume, or where the
+    backend restores none); last in setup: nothing draws from the generators before the loop."""
+    if resumed is not None and resumed.rng_state is not None:
+        backend.set_rng_state(resumed.rng_state)
 
 
 def queued_rollouts(resumed: Resumed | None) -> list[dict]:
@@ -123,16 +132,16 @@ def loop_state(
     cfg: ResolvedConfig,
     world_size: int,
     run_log: RunLog,
-    task_state: dict,
+    rollout_manager: RolloutManager,
     run_id: str,
     autopilot: RunAutopilot | None,
-    rollout_queue: RolloutQueue | None,
 ) -> dict:
     """Rank 0's part of the checkpoint after this rollout step: its elapsed_s up to now,
-    before the checkpoint's own seconds. The queued rollouts are drained (done) into it."""
+    before the checkpoint's own seconds; the task's position; the rollouts --async-rollout's
+    queue holds, drained (done) into it."""
     state = {
         **run_log.state_dict(),
-        "task": task_state,
+        "task": rollout_manager.task.state_dict(),
         # whose checkpoint this is, under which flags (hyrl.checkpoint.ownership)
         "run_id": run_id,
         "run_dir": str(Path(cfg.run_dir)),
@@ -140,10 +149,10 @@ def loop_state(
     }
     if autopilot is not None:
         state["autopilot"] = autopilot.state_dict()
-    if rollout_queue is not None:  # the rollouts generated ahead, done, with it
+    if rollout_manager.queue is not None:  # the rollouts generated ahead, done, with it
         from hyrl.checkpoint.trainer_state import ROLLOUT_QUEUE_KEY
 
-        state[ROLLOUT_QUEUE_KEY] = [q.state_dict() for q in rollout_queue.drain()]
+        state[ROLLOUT_QUEUE_KEY] = [q.state_dict() for q in rollout_manager.queue.drain()]
     return state
 
 

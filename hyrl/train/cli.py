@@ -1,15 +1,24 @@
 """`hyrl train FLAGS` (launch/*.sh run `python -m hyrl train` on every rank): parse and
 validate the flags, print the resolved configuration with --dry-run, or check this machine and
-run the loop (hyrl.train.trainer). Nothing heavier than the config is imported before the
-flags are known to be valid: a refused flag costs no torch import."""
+run the loop (`train`: the Trainer of hyrl.train.trainer and the records of its run). Nothing
+heavier than the config is imported before the flags are known to be valid: a refused flag
+costs no torch import."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from pathlib import Path
 
-from hyrl.config import ConfigError, build_parser, files_not_checked, load, world_size_from_env
+from hyrl.config import (
+    ConfigError,
+    ResolvedConfig,
+    build_parser,
+    files_not_checked,
+    load,
+    world_size_from_env,
+)
 
 
 def main(argv: list[str]) -> int:
@@ -54,12 +63,41 @@ def main(argv: list[str]) -> int:
             if unchecked:
                 print(f"hyrl train: not checked under --dry-run: {unchecked}", file=sys.stderr)
         return 0
-    from hyrl.train.trainer import train
-
     run_dir = train(cfg, world_size)
     if os.environ.get("RANK", "0") == "0":
         print(f"run directory: {run_dir}")
     return 0
+
+
+def train(cfg: ResolvedConfig, world_size: int) -> Path:
+    """The loop on this rank: the Trainer (its setup: the backend, rank 0's engines, the
+    initial weight sync) and the records of its run (hyrl.metrics.run_log.RunLog, made once the
+    setup is done: its clock starts then), closed with why the run ended. A TrainingStopped
+    (too many skipped steps, a full disk) exits 1, rank 0 saying why. The run directory."""
+    from hyrl.backends.factory import shutdown_backend
+    from hyrl.metrics.run_log import RunLog
+    from hyrl.train.stopping import TrainingStopped
+    from hyrl.train.trainer import Trainer
+
+    trainer = None
+    try:
+        trainer = Trainer(cfg, world_size)
+        # rank 0 writes the records (trainer.logger, the run directory; None elsewhere)
+        run_log = RunLog(cfg.target, trainer.logger, trainer.run_dir, trainer.resume_state)
+        ended = "error"  # summary.json's "ended": why the run stopped (a raise leaves "error")
+        try:
+            ended = trainer.run(run_log)
+        finally:
+            run_log.close(ended)
+    except TrainingStopped as err:
+        if trainer is not None and trainer.rank == 0:
+            print(f"hyrl train: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    finally:
+        if trainer is not None:
+            trainer.close()
+        shutdown_backend()
+    return Path(cfg.run_dir)
 
 
 if __name__ == "__main__":  # python -m hyrl.train.cli FLAGS, the same as python -m hyrl train

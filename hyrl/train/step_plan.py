@@ -1,8 +1,10 @@
 """What one rollout step trains with: P prompts, B responses per optimizer step and the learning
 rate of every optimizer step, for the actor and the critic, in one place for the three ways B is
-set (--global-batch-size fixed, --batch-ramp, --batch-schedule auto).
+set (--global-batch-size fixed, --batch-ramp, --batch-schedule auto); and whether the step
+trains the actor at all (--num-critic-only-steps) with the policy version that follows.
 
     plan = StepPlan(cfg, world_size, autopilot)      # autopilot: the run's, or None
+    plan.trains_actor(rollout_step), plan.policy_version(rollout_steps_done)
     P, B = plan.actor_batch(rollout_step)
     lr = plan.actor_lr(optimizer_step, B)            # warmup/decay of the peak at B
     critic_B = plan.critic_batch()
@@ -46,6 +48,16 @@ class StepPlan:
             self.ramp = dict(start=start, end=end, steps=steps, unit=unit)
 
     # -- the actor -----------------------------------------------------------------------------
+    def trains_actor(self, rollout_step: int) -> bool:
+        """Whether this rollout step trains the actor: the first --num-critic-only-steps warm
+        up the critic alone."""
+        return rollout_step > self.cfg.num_critic_only_steps
+
+    def policy_version(self, rollout_steps_done: int) -> int:
+        """The policy version after this many rollout steps: weight syncs of trained weights
+        (a critic-only warm-up step trains no actor)."""
+        return max(0, rollout_steps_done - self.cfg.num_critic_only_steps)
+
     def actor_batch(self, rollout_step: int) -> tuple[int, int]:
         """(P prompts, B responses per optimizer step) for this rollout step."""
         cfg = self.cfg

@@ -1,5 +1,6 @@
 """The RL loop. Every rank runs `Trainer.run`; rank 0 also owns the rollout manager (the engines,
-the task, the rewards). hyrl.train.cli.main validates the flags and calls `train` here.
+the task, the rewards). hyrl.train.cli validates the flags, makes the Trainer and the run's
+records (RunLog) and runs the loop.
 
 One rollout step (`Trainer.rollout_step`):
   prepare  prompts -> responses (engine) -> rewards (rank 0, hyrl.rollout.manager), broadcast;
@@ -9,9 +10,9 @@ One rollout step (`Trainer.rollout_step`):
            exactly on-policy the old log-probs are the update's own forward pass instead
   sync     the new weights to the engines (hyrl.train.sync_and_offload)
   log      one record per actor optimizer step (hyrl.metrics.step_record, RunLog)
-Under --async-rollout rank 0 takes the rollout from a queue generated ahead by a worker thread
-(RolloutManager.take_queued) and tops it up before training on it; the weight sync holds the
-rollout manager's engine lock, so it never lands in the middle of an engine call (with
+Under --async-rollout rank 0's rollout manager takes the rollout from a queue generated ahead by
+a worker thread and tops it up (RolloutManager.step_rollout); the weight sync holds the rollout
+manager's engine lock, so it never lands in the middle of an engine call (with
 --inflight-weight-updates it lands between the segments of one generation).
 Between rollout steps: the autopilot steers B (hyrl.train.autopilot), the run stops early on a
 preemption, skipped steps or --stop-at-target (hyrl.train.stopping), and a checkpoint is
@@ -22,7 +23,6 @@ hyrl.rollout.base.RolloutEngine: nothing here names megatron or SGLang.
 
 from __future__ import annotations
 
-import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -31,7 +31,7 @@ from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.overlong import OverlongShaping
-from hyrl.backends.factory import build_backend, shutdown_backend
+from hyrl.backends.factory import build_backend
 from hyrl.config import (
     ResolvedConfig,
     batch_schedule,
@@ -44,7 +44,6 @@ from hyrl.metrics.run_dir import open_run_directory
 from hyrl.metrics.run_log import RunLog
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.rollout.async_queue import RolloutQueue
 from hyrl.rollout.base import GENERATION_PROGRESS, RolloutBatch
 from hyrl.rollout.manager import RolloutManager
 from hyrl.train import checkpointing
@@ -53,13 +52,7 @@ from hyrl.train.data_parallel import DataParallelRows, scatter_routing
 from hyrl.train.heldout import eval_schedule, evaluate
 from hyrl.train.prepare import RolloutPreparation
 from hyrl.train.step_plan import StepPlan
-from hyrl.train.stopping import (
-    Preemption,
-    TrainingStopped,
-    check_skipped_steps,
-    skipped_steps,
-    target_reached,
-)
+from hyrl.train.stopping import Preemption, check_skipped_steps, skipped_steps, target_reached
 from hyrl.train.sync_and_offload import sync_and_offload_for
 from hyrl.train.updates import RolloutUpdates
 
@@ -94,12 +87,9 @@ class Trainer:
         self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
         self.plan = StepPlan(cfg, world_size, self.autopilot)  # P, B and lr of every step
         self.updates = RolloutUpdates(cfg, self.backend, self.rows, self.plan, corrections)
-        # --load: weights, optimizer states and counters; the loop state is read in run()
-        self.resumed = (
-            checkpointing.resume(cfg, world_size, self.backend, self.autopilot)
-            if cfg.load
-            else None
-        )
+        # --load: weights, optimizer states and counters (None without); the loop state is read
+        # by the task here and the run's RunLog (hyrl.train.cli)
+        self.resumed = checkpointing.resume(cfg, world_size, self.backend, self.autopilot)
         self.resume_state = self.resumed.state if self.resumed is not None else None
 
         self.run_dir = Path(cfg.run_dir)
@@ -124,14 +114,10 @@ class Trainer:
             cfg, world_size, self.backend, self.rollout_manager
         )
         self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
-        # --async-rollout: rank 0's queue of rollouts generated ahead (built in run)
-        self.rollout_queue: RolloutQueue | None = None
         steps_done = self.resume_state["rollout_step"] if self.resume_state is not None else 0
         # with --offload-train: the trainer offloaded for generation
-        self._sync(version=self._policy_version(steps_done))
-        rng_state = self.resumed.rng_state if self.resumed is not None else None
-        if rng_state is not None:  # last: nothing draws from the generators before the loop
-            self.backend.set_rng_state(rng_state)
+        self._sync(version=self.plan.policy_version(steps_done))
+        checkpointing.restore_rng(self.backend, self.resumed)  # last: before the loop draws
         self.preemption = Preemption()  # every rank has a handler
         self.setup_s = time.perf_counter() - setup_start
 
@@ -143,11 +129,6 @@ class Trainer:
         version they then hold (None: unchanged)."""
         self.sync_and_offload.sync_engines(self.actor, self.critic, timers, version)
 
-    def _policy_version(self, rollout_steps_done: int) -> int:
-        """The policy version after this many rollout steps: weight syncs of trained weights
-        (a critic-only warm-up step trains no actor)."""
-        return max(0, rollout_steps_done - self.cfg.num_critic_only_steps)
-
     # -- one rollout step ---------------------------------------------------------------------
     def rollout_step(self, rollout_step: int, timers: StageTimers) -> tuple[dict, dict]:
         """prepare -> critic -> actor -> sync -> log; (the rollout's metrics, its last record).
@@ -155,7 +136,7 @@ class Trainer:
         rollout gets one too. The rollout's own metrics go on the first."""
         cfg = self.cfg
         prompts_per_step, responses_per_step = self.plan.actor_batch(rollout_step)
-        trains_actor = rollout_step > cfg.num_critic_only_steps
+        trains_actor = self.plan.trains_actor(rollout_step)  # not in the critic's warm-up
         on_policy = trains_actor and self.old_log_probs_from_update  # no separate pass
         batch, rollout_metrics = self._prepare(
             timers, prompts_per_step, responses_per_step, on_policy, rollout_step
@@ -173,7 +154,7 @@ class Trainer:
         else:
             records = [self._update_record()]
         if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
-            self._sync(timers, version=self._policy_version(rollout_step))
+            self._sync(timers, version=self.plan.policy_version(rollout_step))
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
         work = None  # the rows trained and the passes over them, for perf/mfu
         if self.rank == 0:
@@ -217,17 +198,9 @@ class Trainer:
         rollout, routed, queue_metrics = None, None, {}
         if self.rank == 0:
             assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
-            if self.rollout_queue is not None:  # --async-rollout
-                cfg = self.cfg
-                left = cfg.num_steps - rollout_step  # K in flight, fewer near the end unless
-                # a checkpoint keeps them (a longer resumed run continues as this one would)
-                in_flight = cfg.max_staleness if cfg.save else min(cfg.max_staleness, left)
-                taken = self.rollout_manager.take_queued(self.rollout_queue, timers, in_flight)
-                self.run_log.samples_generated += taken.dropped_responses  # never trained on
-                rollout, routed = taken.rollout.batch, taken.rollout.routed
-                queue_metrics = taken.metrics()
-            else:
-                rollout, routed = self.rollout_manager.rollout(timers, prompts_per_step)
+            step = self.rollout_manager.step_rollout(timers, prompts_per_step, rollout_step)
+            self.run_log.samples_generated += step.dropped_responses  # never trained on
+            rollout, routed, queue_metrics = step.batch, step.routed, step.metrics
         rollout = self.backend.broadcast_from_rank_0(rollout)
         rollout.routed_experts = (
             scatter_routing(routed, len(rollout), responses_per_step, self.rows, self.backend)
@@ -265,59 +238,54 @@ class Trainer:
         )
 
     # -- the loop -------------------------------------------------------------------------------
-    def run(self) -> None:
+    def run(self, run_log: RunLog) -> str:
+        """The rollout steps from run_log's first to --num-steps, their records written to
+        run_log (made by hyrl.train.cli once the setup is done); why the run stopped,
+        summary.json's "ended": "num_steps", or early "preempted" or "target"."""
         cfg = self.cfg
         timers = StageTimers()
-        self.run_log = run_log = RunLog(cfg.target, self.logger, self.run_dir, self.resume_state)
+        self.run_log = run_log
         first_step = run_log.first_step
         if cfg.async_rollout and self.rollout_manager is not None:  # rank 0
-            self.rollout_queue = self.rollout_manager.start_queue(
+            self.rollout_manager.start_queue(
                 self.plan.actor_batch(first_step)[0], checkpointing.queued_rollouts(self.resumed)
             )
         self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
-        ended = "error"  # summary.json's "ended": why the run stopped (a raise leaves "error")
-        try:
-            if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
-                eval_metrics, eval_s = self._evaluate()
-                run_log.pause(eval_s)
-                run_log.write(step_record.initial_evaluation_record(eval_metrics, eval_s))
-            # rank 0: a bar on a terminal, else a plain line every --log-interval steps
-            report: ProgressReport | nullcontext = nullcontext()
-            if self.rank == 0 and cfg.progress:
-                report = ProgressReport(
-                    cfg.num_steps, first_step, cfg.log_interval, run_log.samples
+        if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
+            eval_metrics, eval_s = self._evaluate()
+            run_log.pause(eval_s)
+            run_log.write(step_record.initial_evaluation_record(eval_metrics, eval_s))
+        # rank 0: a bar on a terminal, else a plain line every --log-interval steps
+        report: ProgressReport | nullcontext = nullcontext()
+        if self.rank == 0 and cfg.progress:
+            report = ProgressReport(cfg.num_steps, first_step, cfg.log_interval, run_log.samples)
+            report.heartbeat(timers, cfg.log_interval_s, GENERATION_PROGRESS)
+        with report as progress:
+            for rollout_step in range(first_step, cfg.num_steps + 1):
+                rollout_metrics, last_record = self.rollout_step(rollout_step, timers)
+                if self.autopilot is not None:  # B of the next step; before a save
+                    broadcast = self.backend.broadcast_from_rank_0
+                    self.autopilot.steer(rollout_metrics, last_record, self.rank, broadcast)
+                if progress is not None:
+                    progress.step(rollout_step, rollout_metrics, last_record)
+                check_skipped_steps(
+                    self._trainables().values(), cfg.max_skipped_steps, rollout_step
                 )
-                report.heartbeat(timers, cfg.log_interval_s, GENERATION_PROGRESS)
-            with report as progress:
-                for rollout_step in range(first_step, cfg.num_steps + 1):
-                    rollout_metrics, last_record = self.rollout_step(rollout_step, timers)
-                    if self.autopilot is not None:  # B of the next step; before a save
-                        broadcast = self.backend.broadcast_from_rank_0
-                        self.autopilot.steer(rollout_metrics, last_record, self.rank, broadcast)
-                    if progress is not None:
-                        progress.step(rollout_step, rollout_metrics, last_record)
-                    check_skipped_steps(
-                        self._trainables().values(), cfg.max_skipped_steps, rollout_step
-                    )
-                    preempted = self.backend.any_rank(self.preemption.received)
-                    reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
-                    if cfg.save and checkpointing.due(cfg, rollout_step, preempted or reached):
-                        # checkpoints stay off the elapsed_s clock, as evaluation
-                        run_log.pause(self._save(rollout_step))
-                    if preempted or reached:
-                        if self.rank == 0:
-                            print(
-                                self.preemption.message(rollout_step, cfg.save)
-                                if preempted
-                                else target_reached(cfg.target, rollout_step),
-                                flush=True,
-                            )
-                        ended = "preempted" if preempted else "target"
-                        break
-                else:
-                    ended = "num_steps"
-        finally:
-            run_log.close(ended)
+                preempted = self.backend.any_rank(self.preemption.received)
+                reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
+                if cfg.save and checkpointing.due(cfg, rollout_step, preempted or reached):
+                    # checkpoints stay off the elapsed_s clock, as evaluation
+                    run_log.pause(self._save(rollout_step))
+                if preempted or reached:
+                    if self.rank == 0:
+                        print(
+                            self.preemption.message(rollout_step, cfg.save)
+                            if preempted
+                            else target_reached(cfg.target, rollout_step),
+                            flush=True,
+                        )
+                    return "preempted" if preempted else "target"
+        return "num_steps"
 
     def _log(
         self,
@@ -348,8 +316,7 @@ class Trainer:
 
     def _evaluate(self) -> tuple[dict, float]:
         assert self.rollout_manager is not None, "evaluations are due on rank 0 only"
-        if self.rollout_queue is not None:  # the worker idle: one thread uses the rewards
-            self.rollout_queue.wait()
+        self.rollout_manager.wait_for_queue()  # the worker idle: one thread uses the rewards
         return evaluate(self.cfg, self.rollout_manager, self.backend.device())
 
     def _save(self, rollout_step: int) -> float:
@@ -362,10 +329,9 @@ class Trainer:
                 self.cfg,
                 self.world_size,
                 self.run_log,
-                self.rollout_manager.task.state_dict(),
+                self.rollout_manager,
                 self.run_id,
                 self.autopilot,
-                self.rollout_queue,
             )
         parts = list(self._trainables().values())
         keep = checkpointing.Retention.of(self.cfg, self.resumed)
@@ -375,25 +341,8 @@ class Trainer:
         return time.perf_counter() - began
 
     def close(self) -> None:
-        """Stop the rollout manager (engines, reward workers, Ray if it started it)."""
-        if self.rollout_queue is not None:  # its worker uses the engines
-            self.rollout_queue.close()
+        """Stop the rollout manager (its --async-rollout worker, engines, reward workers, Ray
+        if it started it)."""
         if self.rollout_manager is not None:
             self.rollout_manager.close()
         self.preemption.close()
-
-
-def train(cfg: ResolvedConfig, world_size: int) -> Path:
-    trainer = None
-    try:
-        trainer = Trainer(cfg, world_size)
-        trainer.run()
-    except TrainingStopped as err:
-        if trainer is not None and trainer.rank == 0:
-            print(f"hyrl train: error: {err}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None
-    finally:
-        if trainer is not None:
-            trainer.close()
-        shutdown_backend()
-    return Path(cfg.run_dir)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue
+from hyrl.rollout.async_queue import QueuedRollout, RolloutQueue, rollouts_in_flight
 
 
 @dataclass
@@ -56,11 +56,12 @@ def queue_of(side: FakeSide, k: int, policy: str = "drop", saved=()) -> RolloutQ
 
 
 def train_loop(side: FakeSide, queue: RolloutQueue, k: int, steps: int):
-    """The trainer's use of the queue (RolloutManager.take_queued): take, top up, train, sync."""
+    """The queue as RolloutManager.step_rollout uses it for the trainer, in a run that saves no
+    checkpoint: take, top up, train, sync."""
     taken = []
     for step in range(1, steps + 1):
         got = queue.take(side.version)
-        queue.top_up(min(k, steps - step))
+        queue.top_up(rollouts_in_flight(k, steps - step, saves=False))
         side.events.append(("train", got.rollout.prompts[0]))
         taken.append(got)
         side.sync(step)
@@ -112,6 +113,13 @@ def test_k2_keeps_two_in_flight_and_bounds_staleness_by_two():
         queue.close()
     assert [t.rollout.prompts[0] for t in taken] == [0, 2, 4, 6, 8, 10]
     assert all(0 <= max(t.staleness) <= 2 for t in taken)
+
+
+def test_k_stay_in_flight_to_the_end_only_when_a_checkpoint_keeps_them():
+    # K = 2, 10 steps: after step 9 one step is left, after step 10 none
+    assert [rollouts_in_flight(2, left, saves=False) for left in (8, 1, 0)] == [2, 1, 0]
+    # a checkpoint saves the queue: a longer resumed run takes them as this run would have
+    assert [rollouts_in_flight(2, left, saves=True) for left in (8, 1, 0)] == [2, 2, 2]
 
 
 def test_the_trainer_waits_for_a_slow_generation_and_counts_it_as_trainer_idle():

@@ -64,6 +64,16 @@ def test_without_the_autopilot_the_critic_trains_at_its_own_flags():
     assert plan.critic_lr(0, 32, steps_per_rollout=4) == 5e-5
 
 
+def test_the_critic_only_warm_up_trains_no_actor_and_holds_the_policy_version_at_zero():
+    plan = plan_of("--advantage-estimator", "gae", "--num-critic-only-steps", "2",
+                   "--num-steps", "5")  # fmt: skip
+    assert [plan.trains_actor(t) for t in (1, 2, 3, 5)] == [False, False, True, True]
+    # a weight sync of trained weights is a version: none after steps 1 and 2, one per step after
+    assert [plan.policy_version(done) for done in (0, 1, 2, 3, 5)] == [0, 0, 0, 1, 3]
+    grpo = plan_of()
+    assert grpo.trains_actor(1) and grpo.policy_version(4) == 4
+
+
 # -- the typed settings the plan reads (hyrl.config.ResolvedConfig) ------------------------------
 def test_the_resolved_schedules_carry_the_base_recipe_and_the_critics_settings_typed():
     cfg = resolve(parse_args(["--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
