@@ -6,7 +6,8 @@ know.
                    `hyrl.config.foreign`
     RENAMED        hyrl's own earlier names: still accepted, so older commands, recipes, run
                    directories and checkpoints keep working; config.json keeps only the new
-                   name (`canonical_config` maps an old record's keys); using one prints a note
+                   name (`canonical_config` maps an old record's keys, and those of its
+                   rollout layout: RENAMED_LAYOUT_KEYS); using one prints a note
     VALUE_ALIASES  another spelling of a choice (`--update-weight-transport nccl`, slime's word,
                    is `distributed`)
     FOREIGN_FLAGS  every other slime or Megatron-LM flag: the hyrl way to get its effect, or
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from hyrl.config.foreign import FOREIGN_FLAGS, SAME_MEANING
 from hyrl.config.foreign.built_in import BUILT_IN
+from hyrl.config.weight_transport import DISTRIBUTED
 
 # old field -> (new field, what the old name means elsewhere, for the note; "" = nothing)
 RENAMED: dict[str, tuple[str, str]] = {
@@ -54,8 +56,11 @@ RENAMED: dict[str, tuple[str, str]] = {
     "critic_ref_global_batch_size": ("critic_base_global_batch_size", ""),
 }
 
+# config.json's resolved rollout layout ("rollout_layout"): old key -> new key
+RENAMED_LAYOUT_KEYS: dict[str, str] = {"update_weight_mode": "update_weight_transport"}
+
 # (field, spelling) -> the choice it stands for
-VALUE_ALIASES: dict[tuple[str, str], str] = {("update_weight_transport", "nccl"): "distributed"}
+VALUE_ALIASES: dict[tuple[str, str], str] = {("update_weight_transport", "nccl"): DISTRIBUTED}
 
 
 def _flag(name: str) -> str:
@@ -91,9 +96,17 @@ def renamed_notes(argv: list[str]) -> list[str]:
 
 def canonical_config(saved: dict) -> dict:
     """A config.json (or a checkpoint's copy) with its old keys under their new names, for
-    comparing it with today's fields; a record holding both keeps the new one's value."""
-    out = dict(saved)
-    for old, (new, _) in RENAMED.items():
+    comparing it with today's fields, its rollout layout's too (RENAMED_LAYOUT_KEYS); a record
+    holding both keeps the new one's value."""
+    out = _renamed(saved, {old: new for old, (new, _) in RENAMED.items()})
+    if isinstance(out.get("rollout_layout"), dict):
+        out["rollout_layout"] = _renamed(out["rollout_layout"], RENAMED_LAYOUT_KEYS)
+    return out
+
+
+def _renamed(record: dict, renamed: dict[str, str]) -> dict:
+    out = dict(record)
+    for old, new in renamed.items():
         if old in out:
             value = out.pop(old)
             out.setdefault(new, value)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail, divisors
+from hyrl.config.weight_transport import LOAD_STATE_DICT, TRANSPORTS, default_transport, reaching
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import RunConfig
@@ -25,7 +26,7 @@ class RolloutLayout:
     gpus_per_engine: int
     num_gpus: int  # GPUs the engines take in all (on the training GPUs with --colocate)
     concurrency_per_engine: int
-    update_weight_mode: str  # "load_state_dict" for hf engines
+    update_weight_transport: str  # hyrl.config.weight_transport's names; load_state_dict for hf
     uses_ray: bool  # engines or reward workers run as Ray actors
 
 
@@ -42,12 +43,12 @@ def _router_url_ok(url: str) -> bool:
     )
 
 
-def update_weight_mode(c: RunConfig) -> str:
+def update_weight_transport(c: RunConfig) -> str:
     """--update-weight-transport of SGLang engines, none resolved: distributed behind a router or
-    on GPUs of their own, tensor with --colocate."""
+    on GPUs of their own, tensor with --colocate (`default_transport`)."""
     if c.update_weight_transport is not None:
         return c.update_weight_transport
-    return "tensor" if c.colocate and c.sglang_router_url is None else "distributed"
+    return default_transport(colocated=c.colocate and c.sglang_router_url is None)
 
 
 def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
@@ -69,7 +70,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
     if c.rollout_engine == "hf":
         if c.rollout_num_engines is None:
             return RolloutLayout(
-                "hf", True, 1, 0, 0, c.rollout_concurrency, "load_state_dict", uses_ray_rewards
+                "hf", True, 1, 0, 0, c.rollout_concurrency, LOAD_STATE_DICT, uses_ray_rewards
             )
         per_engine = c.rollout_num_gpus_per_engine or 0
         return RolloutLayout(
@@ -79,7 +80,7 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
             per_engine,
             c.rollout_num_engines * per_engine,
             c.rollout_concurrency,
-            "load_state_dict",
+            LOAD_STATE_DICT,
             True,
         )
 
@@ -91,16 +92,16 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
                 "not an http(s)://HOST:PORT address",
                 "e.g. http://10.0.0.5:30000",
             )
-        mode = update_weight_mode(c)
-        if mode == "tensor":
+        transport = update_weight_transport(c)
+        if not TRANSPORTS[transport].attached:
             _fail(
                 "update_weight_transport",
-                mode,
-                "tensor handles reach only engines that hyrl started on its own nodes",
-                "distributed or disk with --sglang-router-url",
+                transport,
+                TRANSPORTS[transport].refused,
+                " or ".join(reaching("attached")) + " with --sglang-router-url",
             )
         return RolloutLayout(
-            "sglang", False, 0, 0, 0, c.rollout_concurrency, mode, uses_ray_rewards
+            "sglang", False, 0, 0, 0, c.rollout_concurrency, transport, uses_ray_rewards
         )
 
     per_engine = 1 if c.rollout_num_gpus_per_engine is None else c.rollout_num_gpus_per_engine
@@ -147,14 +148,14 @@ def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
             f"disagrees with {gpus} rollout GPUs at {per_engine} per engine ({engines} engines)",
             f"{engines}, or only one of --rollout-num-engines and --rollout-num-gpus",
         )
-    mode = update_weight_mode(c)
-    if c.colocate and mode == "distributed":
+    transport = update_weight_transport(c)
+    if c.colocate and not TRANSPORTS[transport].colocated:
         _fail(
             "update_weight_transport",
-            mode,
-            "NCCL cannot put a trainer rank and an engine rank on one GPU",
-            "tensor or disk with --colocate",
+            transport,
+            TRANSPORTS[transport].refused,
+            " or ".join(reaching("colocated")) + " with --colocate",
         )
     return RolloutLayout(
-        "sglang", False, engines, per_engine, gpus, c.rollout_concurrency, mode, True
+        "sglang", False, engines, per_engine, gpus, c.rollout_concurrency, transport, True
     )

@@ -326,9 +326,8 @@ def make_plan(
             if gpn is not None
             else None
         ),
-        mode=rollout.update_weight_mode,
+        transport=rollout.update_weight_transport,
         colocated=c.colocate,
-        engine=rollout.engine,
         engine_tp=max(rollout.gpus_per_engine, 1),
         buffer_bytes=c.update_weight_buffer_size,
         links=links or Links(),

@@ -2,8 +2,9 @@
 from the bytes to move and link bandwidths, not a measurement (pure arithmetic, no torch).
 
 What a sync does (hyrl/backends/megatron/weights.py, iter_full_parameters; hyrl/weight_sync/ and
-hyrl/rollout/sglang/weight_sync/), and what the model charges for it, one step after the other
-(the stream builds the next bucket only after the last one is in):
+hyrl/rollout/sglang/receive/), and what the model charges for it, one step after the other
+(the stream builds the next bucket only after the last one is in; TRANSFERS says which transfer
+each transport makes, by the names of hyrl.config.weight_transport):
 
 - TP all-gather: every rank gathers the TP-split parameters (attention q/k/v/o, embedding,
   output layer; norms and routers are whole on every rank) over its TP group: a ring
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+
+from hyrl.config.weight_transport import DISK, DISTRIBUTED, LOAD_STATE_DICT, TENSOR
 
 GB = 1e9  # the model speaks decimal GB and GB/s, as link bandwidths are quoted
 
@@ -73,6 +76,33 @@ NOT_MODELLED = (
     "per-bucket HTTP calls, serialization and latency",
     "SGLang's pause, /end_weight_update post-processing and cache flush",
 )
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """What the model charges for one transport's transfer: "cuda_ipc" (on each GPU: the
+    trainer rank's flat copy, then the engine TP rank's shard copy, in HBM), "broadcast" (NCCL
+    out of rank 0's node through its one NIC, then the shard copy), or None: not modelled, and
+    `why`."""
+
+    path: str | None
+    why: str = ""
+
+
+_BY_DISK = Transfer(None, "--update-weight-transport disk (a shared file system)")
+# (transport, engines on the training GPUs) -> its transfer, for every placement the layout allows
+TRANSFERS: dict[tuple[str, bool], Transfer] = {
+    (TENSOR, True): Transfer("cuda_ipc"),
+    (TENSOR, False): Transfer(
+        None,
+        "--update-weight-transport tensor without --colocate (buckets through Ray's object store "
+        "in host memory)",
+    ),
+    (DISTRIBUTED, False): Transfer("broadcast"),
+    (DISK, True): _BY_DISK,
+    (DISK, False): _BY_DISK,
+    (LOAD_STATE_DICT, False): Transfer(None, "hf rollout engine (SGLang engines only)"),
+}
 
 
 def sync_seconds(
@@ -143,9 +173,8 @@ def weight_sync_plan(
     dtype: str,
     layout: dict,
     group_nodes: dict[str, int] | None,
-    mode: str,
+    transport: str,
     colocated: bool,
-    engine: str,
     engine_tp: int,
     buffer_bytes: int,
     links: Links,
@@ -157,19 +186,9 @@ def weight_sync_plan(
     counts: param_counts; group_nodes: the nodes one group of each kind ("tp", "ep", "pp")
     spans, None when --gpus-per-node is not given (then every group is taken as inside a
     node)."""
-    if engine != "sglang":
-        return {"modelled": False, "why": f"{engine} rollout engine (SGLang engines only)"}
-    if mode == "tensor" and not colocated:
-        return {
-            "modelled": False,
-            "why": "--update-weight-transport tensor without --colocate (buckets through Ray's "
-            "object store in host memory)",
-        }
-    if mode not in ("tensor", "distributed"):
-        return {
-            "modelled": False,
-            "why": f"--update-weight-transport {mode} (a shared file system)",
-        }
+    transfer = TRANSFERS[(transport, colocated)]
+    if transfer.path is None:
+        return {"modelled": False, "why": transfer.why}
     tp, ep, pp = layout["tp"], layout["ep"], layout["pp"]
     nodes = group_nodes or {"tp": 1, "ep": 1, "pp": 1}
     model = bytes_per_weight * counts["total"]
@@ -180,7 +199,7 @@ def weight_sync_plan(
     tp_bw, tp_text = group_bus_bandwidth(tp, nodes["tp"], links)
     ep_bw, ep_text = group_bus_bandwidth(ep, nodes["ep"], links)
     pp_bw, pp_text = group_bus_bandwidth(pp, nodes["pp"], links)
-    broadcast = mode == "distributed"
+    broadcast = transfer.path == "broadcast"
     seconds = sync_seconds(
         model_bytes=model,
         tp_split_bytes=tp_split,
@@ -238,7 +257,7 @@ def weight_sync_plan(
         "params": counts["total"],
         "buckets_at_least": math.ceil(model / buffer_bytes),
         "buffer_bytes": buffer_bytes,
-        "mode": mode,
+        "transport": transport,
         "links": {**asdict(links), "ib_gb_s": links.ib_gb_s},
         "assumptions": list(ASSUMPTIONS),
         "not_modelled": [

@@ -62,8 +62,8 @@ def stop_ray(started: bool) -> None:
 def cuda_ipc_serializer():
     """What every training rank turns its copy of a bucket into for engines fed by CUDA IPC
     (--colocate, --update-weight-transport tensor: hyrl.weight_sync.tensor): SGLang's serializer,
-    flattened buckets (hyrl.rollout.sglang.weight_sync.payload)."""
-    from hyrl.rollout.sglang.weight_sync.payload import sglang_serializer
+    flattened buckets (hyrl.rollout.sglang.receive.payload)."""
+    from hyrl.rollout.sglang.receive.payload import sglang_serializer
 
     return sglang_serializer()
 

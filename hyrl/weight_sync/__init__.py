@@ -1,26 +1,29 @@
 """The actor's weights to the rollout engines after its optimizer steps: the one place where the
-trainer (hyrl.backends.base) and the engines (hyrl.rollout.base) meet, one module per mode.
+trainer (hyrl.backends.base) and the engines (hyrl.rollout.base) meet.
 
     sync = weight_sync_for(cfg, world_size, backend, run_dir)
     metrics = sync.sync(actor, engine, resume_engines)  # every rank; engine: rank 0's, else None
 
-The mode is the value of --update-weight-transport (recorded in config.json as
-rollout_layout.update_weight_mode; the hf engines' copy into their own model is
-``load_state_dict``), looked up in ``MODES``:
+The transport is the value of --update-weight-transport (recorded in config.json as
+rollout_layout.update_weight_transport; the hf engines' copy into their own model is
+``load_state_dict``), named in hyrl.config.weight_transport and looked up in ``MODES``:
 
-* ``load_state_dict`` (load_state_dict.py): buckets through rank 0; the hf engine copies each
-  into its own model.
+* ``load_state_dict``: buckets through rank 0 (``ThroughRank0``, base.py); the in-process hf
+  engine (hyrl.rollout.hf_engine) copies each bucket's tensors into its own transformers model,
+  cast to its dtype; engines on Ray (hyrl.rollout.fleet) get one ``ray.put`` per bucket and do
+  the same in their process.
 * ``tensor`` (tensor.py): with --colocate every rank's own copy as CUDA IPC handles, gathered to
   rank 0; otherwise buckets through rank 0; SGLang's ``/update_weights_from_tensor``.
-* ``distributed`` (distributed.py): buckets through rank 0, whose engine broadcasts them over
-  NCCL to every server (``/update_weights_from_distributed``).
+* ``distributed``: buckets through rank 0 (``ThroughRank0``), whose engine broadcasts each over
+  one NCCL group it formed with every server (``/update_weights_from_distributed``); the other
+  training ranks take part in the gathers and hold nothing.
 * ``disk`` (disk.py): safetensors shards from every rank, the index from rank 0; the servers
   load the directory (``/update_weights_from_disk``).
 
 Every mode implements ``WeightSyncMode`` (base.py: ``sync`` is collective; rank 0 returns the
 perf/weight_sync_* metrics). A mode reaches the trainer through ``TrainBackend`` /
 ``TrainedActor`` and the engine only through the RolloutEngine protocols of hyrl.rollout.base;
-SGLang's side of each mode (routes, payloads) is hyrl.rollout.sglang.weight_sync, which nothing
+SGLang's side of each transport (routes, payloads) is hyrl.rollout.sglang.receive, which nothing
 here imports (tests/unit/test_architecture.py).
 """
 
@@ -31,26 +34,29 @@ from pathlib import Path
 from hyrl.backends.base import TrainBackend
 from hyrl.config import RunConfig
 from hyrl.config.rollout_layout import rollout_layout
-from hyrl.weight_sync.base import WeightSyncMode
+from hyrl.config.weight_transport import DISK, DISTRIBUTED, LOAD_STATE_DICT, TENSOR
+from hyrl.weight_sync.base import ThroughRank0, WeightSyncMode
 from hyrl.weight_sync.disk import DiskMode
-from hyrl.weight_sync.distributed import DistributedMode
-from hyrl.weight_sync.load_state_dict import LoadStateDictMode
 from hyrl.weight_sync.tensor import TensorMode
 
+# transport -> the trainer's side of it
 MODES: dict[str, type[WeightSyncMode]] = {
-    mode.name: mode for mode in (LoadStateDictMode, TensorMode, DistributedMode, DiskMode)
+    LOAD_STATE_DICT: ThroughRank0,
+    TENSOR: TensorMode,
+    DISTRIBUTED: ThroughRank0,
+    DISK: DiskMode,
 }
 
 
 def weight_sync_for(
     cfg: RunConfig, world_size: int, backend: TrainBackend, run_dir: Path
 ) -> WeightSyncMode:
-    """This rank's side of the weight-sync mode the flags ask for (--update-weight-transport,
+    """This rank's side of the transport the flags ask for (--update-weight-transport,
     resolved by the rollout layout), with buckets of --update-weight-buffer-size."""
-    name = rollout_layout(cfg, world_size).update_weight_mode
-    if name not in MODES:
-        raise ValueError(f"weight sync mode {name!r}: allowed: {', '.join(MODES)}")
-    return MODES[name](
+    transport = rollout_layout(cfg, world_size).update_weight_transport
+    if transport not in MODES:
+        raise ValueError(f"weight transport {transport!r}: allowed: {', '.join(MODES)}")
+    return MODES[transport](
         backend, cfg.update_weight_buffer_size, colocate=cfg.colocate, run_dir=run_dir
     )
 

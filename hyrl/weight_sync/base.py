@@ -1,4 +1,4 @@
-"""The interface every weight-sync mode implements, and the path three of them share.
+"""The interface every weight-sync mode implements, and the path three transports share.
 
     mode = weight_sync_for(cfg, world_size, backend, run_dir)   # hyrl.weight_sync: by the flag
     metrics = mode.sync(actor, engine, resume_engines)          # every rank, after each step
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import ClassVar
 
 from hyrl.backends.base import TrainBackend, TrainedActor
 from hyrl.models.weight_buckets import LiveBytes
@@ -24,10 +23,8 @@ from hyrl.rollout.base import RolloutEngine
 
 
 class WeightSyncMode:
-    """One weight-sync mode on one rank; ``name`` is its key in hyrl.weight_sync.MODES (the
+    """The trainer's side of one transport on one rank (hyrl.weight_sync.MODES: by the
     --update-weight-transport value, or load_state_dict for the hf engines)."""
-
-    name: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -74,11 +71,13 @@ class _Drainable:
 
 
 class ThroughRank0(WeightSyncMode):
-    """Buckets of --update-weight-buffer-size through rank 0: every rank drives the gathers,
-    one parameter at a time; rank 0 keeps each bucket until its engine has taken it
-    (``engine.update_weights_stream``), the others keep none. perf/weight_sync_peak_bytes: the
-    most bytes rank 0's stream held at once (the buckets being filled or sent and the gather
-    buffers of the parameter in flight; see weight_buckets.LiveBytes).
+    """The trainer's side of ``distributed`` and ``load_state_dict`` (and of ``tensor`` without
+    --colocate: TensorMode). Buckets of --update-weight-buffer-size through rank 0: every rank
+    drives the gathers, one parameter at a time; rank 0 keeps each bucket until its engine has
+    taken it (``engine.update_weights_stream``), the others keep none.
+    perf/weight_sync_peak_bytes: the most bytes rank 0's stream held at once (the buckets being
+    filled or sent and the gather buffers of the parameter in flight; see
+    weight_buckets.LiveBytes).
 
     A failure on rank 0 reaches every rank: rank 0 prepares its engines (``resume_engines``)
     and says whether they are ready before any gather starts, and when its engine fails inside

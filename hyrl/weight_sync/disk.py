@@ -1,6 +1,6 @@
 """``--update-weight-transport disk``: safetensors shards written by every rank into a file
 system the ranks and the servers share, and the servers load the directory
-(``/update_weights_from_disk``; SGLang's side: hyrl.rollout.sglang.weight_sync.disk).
+(``/update_weights_from_disk``; SGLang's side: hyrl.rollout.sglang.receive.disk).
 
 Every rank writes the buckets it owns (bucket k on rank k mod world size) as safetensors shards
 into RUN_DIR/rollout_weights/sync-N (``weight_buckets.write_shard``); rank 0 gathers the shard
@@ -23,8 +23,6 @@ from hyrl.weight_sync.base import WeightSyncMode
 
 
 class DiskMode(WeightSyncMode):
-    name = "disk"
-
     def __init__(self, *args: Any, **kwargs: Any):  # WeightSyncMode's arguments
         super().__init__(*args, **kwargs)
         self.disk_syncs = 0  # the directory of sync N: RUN_DIR/rollout_weights/sync-N

@@ -1,6 +1,6 @@
 """``--update-weight-transport tensor`` (the default with --colocate): the buckets reach SGLang's
 ``/update_weights_from_tensor`` as CUDA IPC handles (SGLang's side:
-hyrl.rollout.sglang.weight_sync.tensor), on one of two paths.
+hyrl.rollout.sglang.receive.tensor), on one of two paths.
 
 * --colocate, by CUDA IPC from every rank (slime's colocated path; nothing goes through Ray).
   First every rank says where it runs (``this_device``: host, physical GPU) and rank 0's engine
@@ -50,8 +50,6 @@ def this_device() -> Device:
 
 
 class TensorMode(ThroughRank0):
-    name = "tensor"
-
     def __init__(self, *args: Any, serializer: Serializer | None = None, **kwargs: Any):
         # WeightSyncMode's arguments, and the serializer
         super().__init__(*args, **kwargs)

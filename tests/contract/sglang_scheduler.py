@@ -226,7 +226,7 @@ def joined_weight_group(url: str, group_name: str):
     """A weight-update group joined with the server at `url` (gloo), left on exit: what the
     tables of request sequences assume."""
     from hyrl.rollout.sglang.client import SGLangClient
-    from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+    from hyrl.rollout.sglang.receive.distributed import DistributedWeightSync
 
     sync = DistributedWeightSync(
         [SGLangClient(url, timeout_s=60.0)], 200, backend="gloo", group_name=group_name,

@@ -1,7 +1,7 @@
 """--colocate --update-weight-transport tensor (the 30B GRPO recipe's sync) against SGLang 0.5.23's
 own scheduler code: every training rank serializes its copy of each bucket
 (hyrl/weight_sync/tensor.py), rank 0 posts them inside one weight-update session
-(hyrl/rollout/sglang/weight_sync/tensor.py). One gloo rank here, whose "GPU" the engine's one TP
+(hyrl/rollout/sglang/receive/tensor.py). One gloo rank here, whose "GPU" the engine's one TP
 rank sits on."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from torch_ranks import DefaultGroupRanks
 
 from hyrl.models.weight_buckets import iter_buckets
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
-from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors, sglang_serializer
-from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync
+from hyrl.rollout.sglang.receive.payload import checkpoint_named_tensors, sglang_serializer
+from hyrl.rollout.sglang.receive.tensor import ColocatedTensorSync
 from hyrl.weight_sync.tensor import send_by_cuda_ipc
 
 
@@ -75,7 +75,7 @@ def test_a_flattened_bucket_of_mixed_dtypes_reaches_the_model_as_the_tensors_it_
 def test_sglang_refuses_a_flattened_payload_posted_without_its_load_format():
     """The load_format is part of the payload: without it SGLang reads a dict as named tensors
     and the load fails (hyrl posts both from the serializer: load_format_of)."""
-    from hyrl.rollout.sglang.weight_sync.payload import load_format_of
+    from hyrl.rollout.sglang.receive.payload import load_format_of
 
     serializer = sglang_serializer(cuda=False)
     with SchedulerServer() as server, one_training_rank():

@@ -18,8 +18,8 @@ import torch
 from sglang_scheduler import joined_weight_group
 
 from hyrl.models.weight_buckets import tensor_bytes
+from hyrl.rollout.sglang.receive.distributed import DistributedWeightSync
 from hyrl.rollout.sglang.server import free_port
-from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
 
 
 class CountingGroup:

@@ -16,7 +16,7 @@ from transformers import Qwen3MoeForCausalLM
 
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import TINY
-from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
+from hyrl.rollout.sglang.receive.payload import checkpoint_named_tensors
 
 
 def trainer_stream(hf_state: dict[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:

@@ -19,7 +19,7 @@ from sglang_scheduler import SchedulerServer
 
 from hyrl.models.weight_buckets import iter_buckets
 from hyrl.rollout.sglang.fleet import SGLangFleet
-from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
+from hyrl.rollout.sglang.receive.payload import checkpoint_named_tensors
 
 
 class ServerSet:

@@ -15,7 +15,7 @@ import sys
 import torch
 from sglang.srt.utils import MultiprocessingSerializer
 
-from hyrl.rollout.sglang.weight_sync.payload import sglang_serializer
+from hyrl.rollout.sglang.receive.payload import sglang_serializer
 
 
 def test_a_payload_round_trips_through_sglangs_safe_unpickler():
@@ -61,7 +61,7 @@ TABLE = """
 import torch
 from multiprocessing.reduction import ForkingPickler
 from sglang.srt.utils import patch_torch  # SGLang picks its platform on import: before the patch
-from hyrl.rollout.sglang.weight_sync.payload import sglang_serializer
+from hyrl.rollout.sglang.receive.payload import sglang_serializer
 torch.cuda.is_available = lambda: {cuda}
 sglang_serializer()
 print(ForkingPickler._extra_reducers[torch.Tensor] is patch_torch._reduce_tensor_modified)

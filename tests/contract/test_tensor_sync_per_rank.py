@@ -26,8 +26,8 @@ import types
 import pytest
 import torch
 
-from hyrl.rollout.sglang.weight_sync.payload import sglang_serializer
-from hyrl.rollout.sglang.weight_sync.tensor import TensorWeightSync
+from hyrl.rollout.sglang.receive.payload import sglang_serializer
+from hyrl.rollout.sglang.receive.tensor import TensorWeightSync
 
 TP_SIZE = 2
 

@@ -17,11 +17,11 @@ from fake_sglang_server import hf_state_dict_with_shift
 from sglang_scheduler import joined_weight_group
 
 from hyrl.rollout.sglang.client import SGLangError
+from hyrl.rollout.sglang.receive.disk import DiskWeightSync
+from hyrl.rollout.sglang.receive.distributed import DistributedWeightSync
+from hyrl.rollout.sglang.receive.payload import checkpoint_named_tensors, sglang_serializer
+from hyrl.rollout.sglang.receive.tensor import TensorWeightSync
 from hyrl.rollout.sglang.server import free_port
-from hyrl.rollout.sglang.weight_sync.disk import DiskWeightSync
-from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
-from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors, sglang_serializer
-from hyrl.rollout.sglang.weight_sync.tensor import TensorWeightSync
 
 
 def loaded_since(server, before: int) -> tuple[list[str], float]:

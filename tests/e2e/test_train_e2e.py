@@ -530,7 +530,7 @@ def test_sglang_engine_attached_to_a_router_trains_with_disk_weight_sync(tmp_pat
     from transformers import Qwen3MoeForCausalLM
 
     from hyrl.models.qwen3_moe.config import TINY
-    from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
+    from hyrl.rollout.sglang.receive.payload import checkpoint_named_tensors
 
     hf_names = checkpoint_named_tensors(Qwen3MoeForCausalLM(TINY.to_hf_config()).state_dict())
     with FakeSGLangServer(weights={name: torch_zeros_like(t) for name, t in hf_names}) as fake:

@@ -116,7 +116,7 @@ def test_a_replaced_engine_rejoins_the_nccl_weight_sync_over_a_new_group(tmp_pat
             resync_s = time.monotonic() - began
             print(f"sync after the replacement (leave group 1, form group 2): {resync_s:.1f} s")
             assert engine.last_sync_stats is not None
-            assert engine.last_sync_stats.mode == "distributed"
+            assert engine.last_sync_stats.transport == "distributed"
             generations = engine.generate(PROMPTS, params)
             assert [g.response_ids for g in generations] == [
                 counted(p, 2, MAX_NEW_TOKENS, TINY.vocab_size) for p in PROMPTS

@@ -4,7 +4,7 @@ Needs 2 GPUs and sglang; skipped without them.
 A serialized CUDA IPC handle is good for one opening, and each TP rank of a server opens its
 own payload (SGLang 0.5.23's TpModelWorker.deserialize_own_rank indexes them by tp_rank), so
 TensorWeightSync serializes every bucket once per TP rank
-(hyrl/rollout/sglang/weight_sync/payload.py serialize_per_rank). The contract tier checks that
+(hyrl/rollout/sglang/receive/payload.py serialize_per_rank). The contract tier checks that
 through SGLang's own code on CPU (tests/contract/test_tensor_sync_per_rank.py); what needs the
 GPUs is real CUDA IPC: both ranks opening their handles, and the reference counts of the shared
 memory staying right over repeated syncs (one payload shared by the ranks breaks those).

@@ -65,7 +65,7 @@ def test_a_bucket_travels_as_cuda_ipc_handles(cuda_actor):
     pytest.importorskip("sglang", reason="sglang is not installed")
     import multiprocessing
 
-    from hyrl.rollout.sglang.weight_sync.payload import sglang_serializer
+    from hyrl.rollout.sglang.receive.payload import sglang_serializer
 
     bucket = next(iter(cuda_actor.hf_weight_buckets(256 * 1024)))
     payload = sglang_serializer(flattened=False)(bucket)
@@ -82,7 +82,7 @@ def test_a_flattened_bucket_travels_as_one_cuda_ipc_handle(cuda_actor):
     pytest.importorskip("sglang", reason="sglang is not installed")
     import multiprocessing
 
-    from hyrl.rollout.sglang.weight_sync.payload import sglang_serializer
+    from hyrl.rollout.sglang.receive.payload import sglang_serializer
 
     bucket = next(iter(cuda_actor.hf_weight_buckets(256 * 1024)))
     serializer = sglang_serializer()

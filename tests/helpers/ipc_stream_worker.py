@@ -20,7 +20,7 @@ from torch_ranks import DefaultGroupRanks
 from hyrl.models.qwen3_moe.hf_mapping import split_fused_experts
 from hyrl.models.weight_buckets import iter_buckets
 from hyrl.rollout.sglang.client import SGLangClient
-from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync, match_engine_ranks
+from hyrl.rollout.sglang.receive.tensor import ColocatedTensorSync, match_engine_ranks
 from hyrl.weight_sync.tensor import send_by_cuda_ipc
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import _opt
+from hyrl.config.weight_transport import NAMES as TRANSPORT_NAMES
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import RunConfig
@@ -55,7 +56,7 @@ class RolloutFlags:
         "update_weights_from_disk (nccl is accepted for distributed, as slime names it); "
         "none = tensor with --colocate, else distributed",
         "rollout",
-        choices=("tensor", "distributed", "disk"),
+        choices=TRANSPORT_NAMES,
     )
     update_weight_buffer_size: int = _opt(
         512 * 1024**2, "most bytes of weights sent per update bucket (bytes)", "rollout"

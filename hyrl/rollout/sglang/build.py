@@ -16,6 +16,7 @@ import torch
 
 from hyrl.config import RunConfig, engine_returns_routing
 from hyrl.config.rollout_layout import RolloutLayout
+from hyrl.config.weight_transport import DISTRIBUTED
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import RolloutEngine
 from hyrl.rollout.sglang.fleet import SGLangFleet
@@ -62,26 +63,27 @@ def build_sglang_engine(
     if cfg.sglang_router_url is not None:  # attached: hyrl starts nothing
         from hyrl.rollout.sglang.client import SGLangClient
         from hyrl.rollout.sglang.engine import SGLangEngine
+        from hyrl.rollout.sglang.receive.distributed import DistributedWeightSync
 
         urls = router_worker_urls(SGLangClient(cfg.sglang_router_url))
         options = (
             {"device": torch.device("cuda", torch.cuda.current_device())}
-            if layout.update_weight_mode == "distributed"
+            if layout.update_weight_transport == DISTRIBUTED
             else {"directory": str(Path(run_dir) / "rollout_weights")}
         )
         engine = SGLangEngine(
             cfg.sglang_router_url,
             concurrency=layout.concurrency_per_engine,
             stop_token_ids=rollout_eos_ids(eos_id, cfg.hf_checkpoint),
-            weight_sync=layout.update_weight_mode,
+            weight_sync=layout.update_weight_transport,
             buffer_bytes=cfg.update_weight_buffer_size,
             weight_sync_options=options,
             weight_sync_urls=urls,
             timeout_s=sglang_request_timeout_s(cfg),
             **routed_experts,
         )
-        if layout.update_weight_mode == "distributed":
-            engine.weight_sync.connect()
+        if isinstance(engine.weight_sync, DistributedWeightSync):
+            engine.weight_sync.connect()  # the broadcast group, formed before the first sync
         return engine
 
     from hyrl.rollout.fleet import RolloutFleet
@@ -95,7 +97,7 @@ def build_sglang_engine(
         make_sglang_engine,
         sglang_server_options(cfg, layout, model_path, log_dir),
         stop_ids,
-        layout.update_weight_mode,
+        layout.update_weight_transport,
         cfg.update_weight_buffer_size,
         SGLANG_STARTUP_TIMEOUT_S,
         num_moe_layers=arch.num_layers,
@@ -112,7 +114,7 @@ def build_sglang_engine(
         startup_timeout_s=SGLANG_STARTUP_TIMEOUT_S,
     )
     return SGLangFleet(
-        fleet, layout.update_weight_mode, cfg.update_weight_buffer_size, layout.gpus_per_engine
+        fleet, layout.update_weight_transport, cfg.update_weight_buffer_size, layout.gpus_per_engine
     )
 
 

@@ -302,7 +302,7 @@ class SGLangClient:
     ) -> dict:
         """Receive these tensors, in this order, broadcast from rank 0 of group_name: one
         broadcast per tensor, or with load_format="flattened_bucket" one broadcast of them all
-        packed back to back (hyrl.rollout.sglang.weight_sync.distributed.flat_bucket)."""
+        packed back to back (hyrl.rollout.sglang.receive.distributed.flat_bucket)."""
         payload: dict[str, Any] = {
             "names": list(names),
             "dtypes": list(dtypes),

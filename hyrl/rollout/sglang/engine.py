@@ -22,11 +22,12 @@ Semantics:
 * ``update_weights_stream(buckets)`` receives FULL tensors under Hugging Face checkpoint names,
   bucket by bucket: the trainer gathers the TP shards and EP experts one parameter at a time and
   renames them through hyrl's HF<->Megatron mapping table (``hyrl.models.qwen3_moe.hf_mapping``).
-  Each bucket is sent with the chosen strategy (``weight_sync/``: "tensor" | "distributed" |
-  "disk"; ``weight_sync_options`` go to its constructor) before the next one is taken. The
+  Each bucket is sent by the receiver of the chosen transport (``RECEIVERS``, by the names of
+  hyrl.config.weight_transport: "tensor" | "distributed" | "disk"; ``receive/``;
+  ``weight_sync_options`` go to its constructor) before the next one is taken. The
   engine is a ``BucketReceiver``: engines on Ray get the same stream as begin / bucket / end
   calls. ``update_weights(hf_state_dict)`` takes a whole state dict (fused experts), split into
-  the per-expert checkpoint names (``weight_sync.payload.checkpoint_named_tensors``) and cut into
+  the per-expert checkpoint names (``receive.payload.checkpoint_named_tensors``) and cut into
   buckets of ``buffer_bytes``. Weights are
   sent to ``weight_sync_urls`` - each server directly, never through a router, which does not
   fan weight routes out - defaulting to ``[base_url]``. ``last_sync_stats`` holds the
@@ -44,21 +45,23 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from hyrl.config.weight_transport import DISK, DISTRIBUTED, TENSOR
 from hyrl.models.weight_buckets import NamedTensors
 from hyrl.rollout.base import BucketReceiver, Generation, SamplingParams
 from hyrl.rollout.sglang.client import SGLangClient, timed_out
+from hyrl.rollout.sglang.receive.disk import DiskWeightSync
+from hyrl.rollout.sglang.receive.distributed import DistributedWeightSync
+from hyrl.rollout.sglang.receive.payload import checkpoint_named_tensors
+from hyrl.rollout.sglang.receive.session import PausedSync, SyncStats
+from hyrl.rollout.sglang.receive.tensor import TensorWeightSync
 from hyrl.rollout.sglang.server import SGLangServerProcess
-from hyrl.rollout.sglang.weight_sync.disk import DiskWeightSync
-from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
-from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
-from hyrl.rollout.sglang.weight_sync.session import SyncStats
-from hyrl.rollout.sglang.weight_sync.tensor import TensorWeightSync
 
 DEATH_GRACE_S = 5.0  # how long a failed call waits for a dying server to exit, or to answer
-WEIGHT_SYNC_MODES = {
-    "tensor": TensorWeightSync,
-    "distributed": DistributedWeightSync,
-    "disk": DiskWeightSync,
+# transport -> the engine's receiver of it
+RECEIVERS: dict[str, type[PausedSync]] = {
+    TENSOR: TensorWeightSync,
+    DISTRIBUTED: DistributedWeightSync,
+    DISK: DiskWeightSync,
 }
 
 
@@ -69,7 +72,7 @@ class SGLangEngine(BucketReceiver):
         *,
         concurrency: int,
         stop_token_ids: Sequence[int],
-        weight_sync: str = "tensor",
+        weight_sync: str = TENSOR,
         buffer_bytes: int = 512 * 1024**2,
         weight_sync_options: Mapping | None = None,
         weight_sync_urls: Sequence[str] | None = None,
@@ -81,10 +84,8 @@ class SGLangEngine(BucketReceiver):
     ):
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        if weight_sync not in WEIGHT_SYNC_MODES:
-            raise ValueError(
-                f"weight_sync must be one of {sorted(WEIGHT_SYNC_MODES)}, got {weight_sync!r}"
-            )
+        if weight_sync not in RECEIVERS:
+            raise ValueError(f"weight_sync must be one of {sorted(RECEIVERS)}, got {weight_sync!r}")
         self.client = SGLangClient(
             base_url,
             timeout_s,
@@ -96,7 +97,7 @@ class SGLangEngine(BucketReceiver):
         self.stop_token_ids = list(stop_token_ids)
         self.server = server
         sync_clients = [SGLangClient(url, timeout_s) for url in (weight_sync_urls or [base_url])]
-        self.weight_sync = WEIGHT_SYNC_MODES[weight_sync](
+        self.weight_sync = RECEIVERS[weight_sync](
             sync_clients, buffer_bytes, **dict(weight_sync_options or {})
         )
         self.last_sync_stats: SyncStats | None = None
@@ -146,7 +147,7 @@ class SGLangEngine(BucketReceiver):
         if not isinstance(self.weight_sync, DiskWeightSync):
             raise ValueError(
                 f"load_weights_from_disk needs weight_sync='disk', this engine "
-                f"syncs with {self.weight_sync.mode!r}"
+                f"syncs with {self.weight_sync.transport!r}"
             )
         self.last_sync_stats = self.weight_sync.sync_written(
             checkpoint.directory, checkpoint.tensor_bytes, checkpoint.shards

@@ -3,22 +3,22 @@ launching its server: ``launch.make_sglang_engine``) and the weight sync across 
 
     fleet = SGLangFleet(RolloutFleet(factory, ...), "distributed", buffer_bytes, gpus_per_engine)
     fleet.generate(prompts, params)                 # the RolloutFleet's dispatch
-    fleet.update_weights_stream(buckets)            # by the run's weight-sync mode
+    fleet.update_weights_stream(buckets)            # by the run's weight transport
 
-By mode (the trainer's side of each: hyrl.weight_sync):
+By transport (hyrl.config.weight_transport; the trainer's side of each: hyrl.weight_sync):
 
 * "tensor" without --colocate and "disk": each bucket through the fleet to every engine actor,
-  which loads its own server (``weight_sync.tensor.TensorWeightSync`` on the server's GPU,
-  ``weight_sync.disk.DiskWeightSync``); a replacement engine loads the newest weights before it
+  which loads its own server (``receive.tensor.TensorWeightSync`` on the server's GPU,
+  ``receive.disk.DiskWeightSync``); a replacement engine loads the newest weights before it
   serves. A checkpoint the trainer ranks wrote (``load_weights_from_disk``) goes to every actor.
 * "distributed": this process broadcasts each bucket over one NCCL group with every server
-  (``weight_sync.distributed.DistributedWeightSync``) and tells the fleet the engines synced; a
+  (``receive.distributed.DistributedWeightSync``) and tells the fleet the engines synced; a
   whole state dict (``update_weights``) is also staged for replacements. SGLang fixes a group's
   world size when it forms, so after a replacement (a new server, a new URL) the next sync
   first leaves the old group and forms a new one with the servers then up
   (``prepare_weight_sync``, which rank 0 runs before the training ranks gather anything).
 * "tensor" with --colocate: the training ranks hand each server CUDA IPC handles of their own
-  copies (``weight_sync.tensor.ColocatedTensorSync``); this process posts them.
+  copies (``receive.tensor.ColocatedTensorSync``); this process posts them.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hyrl.config.weight_transport import DISTRIBUTED
+
 if TYPE_CHECKING:
     from hyrl.rollout.fleet import RolloutFleet
-    from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
-    from hyrl.rollout.sglang.weight_sync.session import SyncStats
-    from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync
+    from hyrl.rollout.sglang.receive.distributed import DistributedWeightSync
+    from hyrl.rollout.sglang.receive.session import SyncStats
+    from hyrl.rollout.sglang.receive.tensor import ColocatedTensorSync
 
 
 class SGLangFleet:
@@ -49,7 +51,7 @@ class SGLangFleet:
     def __init__(
         self,
         fleet: RolloutFleet,
-        mode: str,
+        transport: str,
         buffer_bytes: int,
         gpus_per_engine: int,
         *,
@@ -58,7 +60,7 @@ class SGLangFleet:
         master_address: str | None = None,
     ):
         self.fleet = fleet
-        self.mode = mode
+        self.transport = transport
         self.last_sync_stats: SyncStats | None = None
         self._distributed: DistributedWeightSync | None = None
         # --colocate tensor: the servers fed by the training ranks
@@ -68,7 +70,7 @@ class SGLangFleet:
         self._master_address = master_address  # None: this node's address, as Ray sees it
         self._groups_formed = 0
         self._restarts_at_group: list[int] = []
-        if mode == "distributed":
+        if transport == DISTRIBUTED:
             self._form_group(fleet.call_all("server_url"))
 
     def _form_group(self, urls: list[str]) -> None:
@@ -76,7 +78,7 @@ class SGLangFleet:
         when formed: a replacement cannot join an old one). Each group gets its own name, so a
         server that could not destroy the previous one still joins."""
         from hyrl.rollout.sglang.client import SGLangClient
-        from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
+        from hyrl.rollout.sglang.receive.distributed import DistributedWeightSync
 
         if self._device is None:
             self._device = torch.device("cuda", torch.cuda.current_device())
@@ -102,8 +104,8 @@ class SGLangFleet:
         """distributed, on rank 0 before any training rank gathers a weight: when the server
         set changed since the group formed (an engine was replaced: a new server, at a new URL
         or at the dead one's port again), leave the old group and form one with the servers
-        now up. A no-op otherwise, and in the other modes (the fleet brings their replacements
-        up to date)."""
+        now up. A no-op otherwise, and with the other transports (the fleet brings their
+        replacements up to date)."""
         if self._distributed is None:
             return
         self.fleet.settle()  # replacements up: the group must include them
@@ -122,7 +124,7 @@ class SGLangFleet:
             self.fleet.update_weights(hf_state_dict)
             self._collect_stats()
             return
-        from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
+        from hyrl.rollout.sglang.receive.payload import checkpoint_named_tensors
 
         self.prepare_weight_sync()
         self.last_sync_stats = self._distributed.sync(checkpoint_named_tensors(hf_state_dict))
@@ -149,7 +151,7 @@ class SGLangFleet:
         and which training rank sits on each server's GPUs (``rank_devices``: every training
         rank's (host, GPU)); raises when an engine GPU has no training rank."""
         from hyrl.rollout.sglang.client import SGLangClient
-        from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync, match_engine_ranks
+        from hyrl.rollout.sglang.receive.tensor import ColocatedTensorSync, match_engine_ranks
 
         urls = self.fleet.call_all("server_url")
         # an engine keeps its bundle, so its GPUs, across replacements

@@ -3,7 +3,7 @@ server's command line, and the engine an engine actor builds around its server.
 
     model_path = write_rollout_model(arch, RUN_DIR / "rollout_model", rollout_eos_ids(eos_id, ckpt))
     server = sglang_server_process(model_path, ..., engine_index=i)   # nothing started yet
-    engine = make_sglang_engine(server_options, stop_ids, mode, ...)  # inside engine i's Ray actor
+    engine = make_sglang_engine(server_options, stop_ids, transport, ...)  # in engine i's Ray actor
 
 The servers start from a model directory of ``config.json`` and ``generation_config.json`` only
 (``--load-format dummy``: the weights arrive by weight sync); ``write_rollout_model`` says what
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from hyrl.config.weight_transport import TENSOR, TRANSPORTS
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 ROLLOUT_DTYPE = "bfloat16"  # the servers' weights and activations (SGLang --dtype)
@@ -145,7 +146,7 @@ def sglang_server_process(
 def make_sglang_engine(
     server_options: dict,
     stop_token_ids: list[int],
-    mode: str,
+    transport: str,
     buffer_bytes: int,
     startup_timeout_s: float,
     engine_index: int = 0,
@@ -158,9 +159,10 @@ def make_sglang_engine(
     and the engine that drives it.
 
     Ray's CUDA_VISIBLE_DEVICES maps the bundle's GPUs to 0..gpus_per_engine-1, so the server
-    starts at base GPU 0. Weights reach it from this actor: "tensor" as CUDA IPC handles on the
-    server's own GPU, "disk" through a directory; "distributed" engines are synced by the trainer
-    over NCCL (see SGLangFleet) and take the tensor path only when a replacement must catch up.
+    starts at base GPU 0. Weights reach it from this actor by the transport's ``engine_actor``
+    (hyrl.config.weight_transport): "tensor" as CUDA IPC handles on the server's own GPU,
+    "disk" through a directory; "distributed" engines are synced by the trainer over NCCL (see
+    SGLangFleet) and take the tensor path only when a replacement must catch up.
     With return_routed_experts (--use-rollout-routing-replay) the server records the experts it
     routes each token to and every Generation carries them ([tokens, num_moe_layers, moe_top_k]).
     """
@@ -178,10 +180,10 @@ def make_sglang_engine(
     gpus_per_engine = server_options["gpus_per_engine"]
     log_dir = server_options["log_dir"]
     return_routed_experts = server_options["return_routed_experts"]
-    local_mode = "disk" if mode == "disk" else "tensor"
+    local = TRANSPORTS[transport].engine_actor
     options = (
         {"device": "cuda:0", "tp_size": gpus_per_engine}
-        if local_mode == "tensor"
+        if local == TENSOR
         else {"directory": str(Path(log_dir) / f"weights_engine{engine_index}")}
     )
     return SGLangEngine.launch(
@@ -189,7 +191,7 @@ def make_sglang_engine(
         startup_timeout_s,
         concurrency=server_options["concurrency"],
         stop_token_ids=stop_token_ids,
-        weight_sync=local_mode,
+        weight_sync=local,
         buffer_bytes=buffer_bytes,
         weight_sync_options=options,
         return_routed_experts=return_routed_experts,

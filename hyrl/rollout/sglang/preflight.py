@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import torch
 
 from hyrl.config import ConfigError, RunConfig
-from hyrl.config.rollout_layout import update_weight_mode
+from hyrl.config.rollout_layout import update_weight_transport
+from hyrl.config.weight_transport import TRANSPORTS, reaching
 
 
 def preflight_sglang(cfg: RunConfig) -> None:
@@ -57,16 +58,16 @@ def preflight_sglang(cfg: RunConfig) -> None:
                 f"the installed sglang.launch_server refuses it: {err}",
                 "flags and values listed by python -m sglang.launch_server --help",
             ) from None
-        mode = update_weight_mode(cfg)
-        if getattr(args, "dp_size", 1) > 1 and mode in ("tensor", "distributed"):
+        transport = update_weight_transport(cfg)
+        if getattr(args, "dp_size", 1) > 1 and not TRANSPORTS[transport].dp_replicas:
             raise ConfigError(
                 "--sglang-server-args",
                 cfg.sglang_server_args,
-                f"--dp-size {args.dp_size}: SGLang 0.5.23 takes --update-weight-transport {mode} "
-                "only without data-parallel replicas in a server (its tokenizer manager asserts "
-                "dp_size == 1 for tensor and distributed updates)",
+                f"--dp-size {args.dp_size}: SGLang 0.5.23 takes --update-weight-transport "
+                f"{transport} only without data-parallel replicas in a server (its tokenizer "
+                "manager asserts dp_size == 1 for tensor and distributed updates)",
                 "more engines (--rollout-num-gpus) instead of --dp-size, or "
-                "--update-weight-transport disk",
+                "--update-weight-transport " + " or ".join(reaching("dp_replicas")),
             )
 
 

@@ -12,6 +12,7 @@ import pytest
 from hyrl.config import ConfigError, parse_args, resolve, resume_differences
 from hyrl.config.names import RENAMED, canonical_config, renamed_notes
 from hyrl.config.parser import build_parser
+from hyrl.config.resume import check_resume
 
 SGLANG = ["--rollout-engine", "sglang", "--rollout-num-gpus", "1"]
 
@@ -99,6 +100,42 @@ def test_canonical_config_keeps_the_new_key_when_both_are_there():
         "base_lr": 2.0,
         "lr": 3.0,
     }
+
+
+def _saved_as_before_the_layout_rename(cfg) -> dict:
+    """cfg's config.json as a hyrl before issue 47 wrote it: the resolved layout's transport
+    under rollout_layout.update_weight_mode (tests/golden/resume_async_ckpt has one)."""
+    saved = json.loads(json.dumps(cfg.to_dict(1)))
+    layout = saved["rollout_layout"]
+    layout["update_weight_mode"] = layout.pop("update_weight_transport")
+    return saved
+
+
+def test_a_rollout_layout_written_before_its_rename_compares_equal():
+    cfg = resolve(parse_args([*SGLANG, "--run-dir", "r"]))
+    saved = _saved_as_before_the_layout_rename(cfg)
+    assert canonical_config(saved)["rollout_layout"]["update_weight_transport"] == "distributed"
+    assert resume_differences(saved, cfg, 1, "in the checkpoint") == []
+    # ... and a different transport under the old key is still a difference
+    saved["rollout_layout"]["update_weight_mode"] = "disk"
+    (differs,) = resume_differences(saved, cfg, 1, "in the checkpoint")
+    assert differs.startswith("rollout_layout: ") and "'update_weight_transport': 'disk'" in differs
+
+
+def test_a_run_directory_written_before_the_layout_rename_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    argv = ["--run-dir", str(run_dir), "--load", str(tmp_path / "ckpt")]
+    cfg = resolve(parse_args(argv))
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text("{}\n")
+    config_json = run_dir / "config.json"
+    config_json.write_text(json.dumps(_saved_as_before_the_layout_rename(cfg)))
+    check_resume(cfg, 1)  # the same run: accepted
+    saved = json.loads(config_json.read_text())
+    saved["rollout_layout"]["update_weight_mode"] = "disk"
+    config_json.write_text(json.dumps(saved))
+    with pytest.raises(ConfigError, match="another configuration"):
+        check_resume(cfg, 1)
 
 
 def test_every_unknown_flag_is_named_at_once():

@@ -49,7 +49,11 @@ def test_sglang_flags_with_the_hf_engine_are_refused_not_ignored(cfg_of, argv, f
 def test_sglang_engine_counts_from_gpus_or_engines_and_they_must_agree(cfg_of):
     sg = ("--rollout-engine", "sglang")
     layout = layout_of(cfg_of(*sg, "--rollout-num-gpus", "8", "--rollout-num-gpus-per-engine", "2"))
-    assert (layout.num_engines, layout.num_gpus, layout.update_weight_mode) == (4, 8, "distributed")
+    assert (layout.num_engines, layout.num_gpus, layout.update_weight_transport) == (
+        4,
+        8,
+        "distributed",
+    )
     assert layout_of(cfg_of(*sg, "--rollout-num-engines", "3")).num_gpus == 3
     err = assert_rejected(
         cfg_of(*sg, "--rollout-num-gpus", "8", "--rollout-num-engines", "3"),
@@ -79,7 +83,7 @@ def test_colocated_sglang_uses_the_training_gpus_and_refuses_nccl_sync(cfg_of):
         ),
         world_size=4,
     )
-    assert (layout.num_engines, layout.num_gpus, layout.update_weight_mode) == (2, 4, "tensor")
+    assert (layout.num_engines, layout.num_gpus, layout.update_weight_transport) == (2, 4, "tensor")
     assert_rejected(cfg_of(*sg, "--rollout-num-gpus", "2"), "--rollout-num-gpus", 2, world_size=4)
     err = assert_rejected(
         cfg_of(*sg, "--update-weight-transport", "distributed"),
@@ -114,7 +118,7 @@ def test_a_negative_max_staleness_is_refused_naming_the_flag(cfg_of):
 def test_router_url_attaches_and_refuses_engine_flags_and_tensor_sync(cfg_of):
     sg = ("--rollout-engine", "sglang", "--sglang-router-url", "http://10.0.0.5:30000")
     layout = layout_of(cfg_of(*sg))
-    assert (layout.num_engines, layout.update_weight_mode) == (0, "distributed")
+    assert (layout.num_engines, layout.update_weight_transport) == (0, "distributed")
     assert_rejected(cfg_of(*sg, "--rollout-num-engines", "2"), "--rollout-num-engines", 2)
     assert_rejected(
         cfg_of(*sg, "--update-weight-transport", "tensor"), "--update-weight-transport", "tensor"

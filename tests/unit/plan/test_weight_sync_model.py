@@ -126,7 +126,7 @@ def test_ppo_recipe_layout_broadcasts_through_rank_0s_nic_by_hand():
         + model / 50e9  # the NCCL broadcast, 400 Gb/s out of rank 0
         + 2 * (model / 4) / 3350e9  # an engine TP rank's quarter, no flatten copy
     )
-    assert sync["mode"] == "distributed"
+    assert sync["transport"] == "distributed"
     assert sync["terms_s"]["broadcast"] == pytest.approx(model / 50e9)
     assert sync["seconds"] == pytest.approx(want)
 

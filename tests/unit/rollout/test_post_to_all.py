@@ -1,4 +1,4 @@
-"""Every engine at once (hyrl/rollout/sglang/weight_sync/session.py ``post_to_all``): one
+"""Every engine at once (hyrl/rollout/sglang/receive/session.py ``post_to_all``): one
 bucket's post goes to every server concurrently, and returns only once every server has
 answered."""
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from hyrl.rollout.sglang.weight_sync.session import SyncCounters, post_to_all
-from hyrl.rollout.sglang.weight_sync.tensor import ColocatedTensorSync, TensorWeightSync
+from hyrl.rollout.sglang.receive.session import SyncCounters, post_to_all
+from hyrl.rollout.sglang.receive.tensor import ColocatedTensorSync, TensorWeightSync
 
 
 class BarrierClient:

@@ -96,7 +96,8 @@ def test_disk_sync_through_the_fleet_reaches_every_server_and_generation_spreads
     try:
         engine.update_weights(hf_state_dict_with_shift(3.0))
         assert [f.shift for f in fakes] == [3, 3]
-        assert engine.last_sync_stats.mode == "disk" and engine.last_sync_stats.tensor_bytes > 0
+        stats = engine.last_sync_stats
+        assert stats.transport == "disk" and stats.tensor_bytes > 0
         generations = engine.generate(PROMPTS, PARAMS)
         assert [g.response_ids for g in generations] == [expected_tokens(p, 3) for p in PROMPTS]
         assert all(f.routes_called().count("/generate") == 4 for f in fakes)  # 2 chunks of 4
@@ -187,7 +188,7 @@ def test_distributed_sync_broadcasts_to_every_server_and_stages_nothing_for_repl
             iter_buckets(split_fused_experts(hf_state_dict_with_shift(5.0)), 1 << 20)
         )
         assert [f.shift for f in fakes] == [5, 5]
-        assert engine.last_sync_stats.mode == "distributed"
+        assert engine.last_sync_stats.transport == "distributed"
         for fake in fakes:  # the broadcast went over the group, not through the engine actors
             routes = fake.routes_called()
             assert "/update_weights_from_distributed" in routes

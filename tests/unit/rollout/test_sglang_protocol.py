@@ -23,9 +23,9 @@ from fake_sglang_server import (
 from hyrl.rollout.base import SamplingParams
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError, to_sglang_sampling_params
 from hyrl.rollout.sglang.engine import SGLangEngine
+from hyrl.rollout.sglang.receive.distributed import DistributedWeightSync
+from hyrl.rollout.sglang.receive.payload import bucket_named_tensors, checkpoint_named_tensors
 from hyrl.rollout.sglang.server import SGLangServerProcess, free_port, strip_sglang_prefix
-from hyrl.rollout.sglang.weight_sync.distributed import DistributedWeightSync
-from hyrl.rollout.sglang.weight_sync.payload import bucket_named_tensors, checkpoint_named_tensors
 
 EOS = 1
 
@@ -203,7 +203,7 @@ def test_weight_sync_changes_generations_as_the_new_weights_say(fake, mode, tmp_
         stats = engine.last_sync_stats
         # 4 bytes x (64 + 2 experts x (12 + 12 + 12) + 64) = 800 bytes; buckets of <= 200 bytes:
         # [embed 256 alone], [gate0 up0 gate1 up1 = 192], [down0 down1 = 96], [lm_head 256 alone]
-        assert (stats.mode, stats.tensor_bytes) == (mode, 800)
+        assert (stats.transport, stats.tensor_bytes) == (mode, 800)
         assert stats.buckets == 4 and stats.elapsed_s >= stats.transfer_s > 0
         assert fake.weight_version == "1"
     finally:

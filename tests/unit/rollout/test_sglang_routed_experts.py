@@ -290,7 +290,7 @@ def test_the_trainer_replays_what_the_server_returns_and_refuses_ids_beyond_the_
     from recipe_runs import records, run_recipe
     from transformers import Qwen3MoeForCausalLM
 
-    from hyrl.rollout.sglang.weight_sync.payload import checkpoint_named_tensors
+    from hyrl.rollout.sglang.receive.payload import checkpoint_named_tensors
 
     hf_names = checkpoint_named_tensors(Qwen3MoeForCausalLM(TINY.to_hf_config()).state_dict())
     with FakeSGLangServer(

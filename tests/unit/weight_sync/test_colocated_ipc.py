@@ -1,5 +1,5 @@
 """Colocated tensor sync (hyrl/weight_sync/tensor.py ``send_by_cuda_ipc`` on every training rank,
-hyrl/rollout/sglang/weight_sync/tensor.py ``ColocatedTensorSync`` on rank 0): each engine TP rank
+hyrl/rollout/sglang/receive/tensor.py ``ColocatedTensorSync`` on rank 0): each engine TP rank
 is fed by the training rank on its own GPU, through rank 0, one bucket at a time.
 
 On CPU: two gloo ranks and tests/helpers/fake_sglang_server.py (a protocol double, TP 2), with a
@@ -13,7 +13,7 @@ import pytest
 from testpaths import HELPERS
 from torchrun_worker import run_ranks
 
-from hyrl.rollout.sglang.weight_sync.tensor import match_engine_ranks
+from hyrl.rollout.sglang.receive.tensor import match_engine_ranks
 
 WORKER = HELPERS / "ipc_stream_worker.py"
 

@@ -1,21 +1,19 @@
-"""hyrl.weight_sync: one mode per --update-weight-transport value (and the hf engines'
-load_state_dict), each driving the trainer's ranks and reaching the engine only through the
-RolloutEngine protocols. Ranks, actor and engine are fakes that record what a mode did with
-them: the modes are the trainer's side, and these tests read what each rank holds and sends."""
+"""hyrl.weight_sync: the trainer's side of each weight transport (--update-weight-transport's
+values and the hf engines' load_state_dict), each driving the trainer's ranks and reaching the
+engine only through the RolloutEngine protocols. Ranks, actor and engine are fakes that record
+what a mode did with them: these tests read what each rank holds and sends."""
 
-import dataclasses
 import json
 
 import pytest
 import torch
 
-from hyrl.config import RunConfig, parse_args
+from hyrl.config import parse_args
 from hyrl.models.weight_buckets import iter_buckets
 from hyrl.rollout.base import DiskCheckpoint
-from hyrl.weight_sync import MODES, weight_sync_for
+from hyrl.weight_sync import weight_sync_for
+from hyrl.weight_sync.base import ThroughRank0
 from hyrl.weight_sync.disk import DiskMode
-from hyrl.weight_sync.distributed import DistributedMode
-from hyrl.weight_sync.load_state_dict import LoadStateDictMode
 from hyrl.weight_sync.tensor import TensorMode, send_by_cuda_ipc
 
 # three tensors of 16 bytes each: buckets of 32 bytes hold two, then one
@@ -85,18 +83,12 @@ class FakeEngine:
         return {"perf/weight_transfer_s": 0.5}
 
 
-def test_every_transport_value_and_the_hf_copy_has_one_mode():
-    (transport,) = [f for f in dataclasses.fields(RunConfig) if f.name == "update_weight_transport"]
-    assert set(MODES) == {"load_state_dict", *transport.metadata["choices"]}
-    assert all(mode.name == name for name, mode in MODES.items())
-
-
 @pytest.mark.parametrize(
     "flags, mode, colocate",
     [
-        ([], LoadStateDictMode, False),
+        ([], ThroughRank0, False),
         (["--rollout-engine", "sglang", "--colocate"], TensorMode, True),
-        (["--rollout-engine", "sglang", "--rollout-num-gpus", "2"], DistributedMode, False),
+        (["--rollout-engine", "sglang", "--rollout-num-gpus", "2"], ThroughRank0, False),
         (
             ["--rollout-engine", "sglang", "--colocate", "--update-weight-transport", "disk"],
             DiskMode,
@@ -110,7 +102,7 @@ def test_the_flags_choose_the_mode(tmp_path, flags, mode, colocate):
     assert type(sync) is mode and sync.colocate == colocate and sync.buffer_bytes == 2 << 20
 
 
-@pytest.mark.parametrize("mode", [LoadStateDictMode, DistributedMode, TensorMode])
+@pytest.mark.parametrize("mode", [ThroughRank0, TensorMode])
 def test_through_rank_0_the_engine_takes_the_stream_and_the_other_ranks_only_gather(mode):
     engine, actor = FakeEngine(), FakeActor()
     resumed = []

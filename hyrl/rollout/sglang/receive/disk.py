@@ -18,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from hyrl.config.weight_transport import DISK
 from hyrl.models.weight_buckets import NamedTensors, tensor_bytes, write_index, write_shard
 from hyrl.rollout.sglang.client import SGLangClient
-from hyrl.rollout.sglang.weight_sync.session import PausedSync, SyncStats
+from hyrl.rollout.sglang.receive.session import PausedSync, SyncStats
 
 
 class DiskWeightSync(PausedSync):
-    mode = "disk"
+    transport = DISK
     session = False
 
     def __init__(

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from hyrl.config.weight_transport import DISTRIBUTED
 from hyrl.models.weight_buckets import NamedTensors, tensor_bytes
 from hyrl.rollout.sglang.client import SGLangClient, SGLangError
+from hyrl.rollout.sglang.receive.payload import FLATTENED_BUCKET
+from hyrl.rollout.sglang.receive.session import PausedSync
 from hyrl.rollout.sglang.server import free_port
-from hyrl.rollout.sglang.weight_sync.payload import FLATTENED_BUCKET
-from hyrl.rollout.sglang.weight_sync.session import PausedSync
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
@@ -76,7 +77,7 @@ def init_weight_update_group(
 
 
 class DistributedWeightSync(PausedSync):
-    mode = "distributed"
+    transport = DISTRIBUTED
 
     def __init__(
         self,

@@ -1,12 +1,12 @@
-"""The session every SGLang weight sync runs, whatever the mode: pause -> transfer -> flush ->
+"""The session every SGLang weight sync runs, whatever the transport: pause -> transfer -> flush ->
 continue on every server, fed one bucket at a time.
 
     sync.begin()                 # /pause_generation, /begin_weight_update on every server
     for bucket in buckets:
-        sync.send(bucket)        # the mode's transfer of one bucket (tensor, distributed, disk)
+        sync.send(bucket)        # one bucket by the transport (tensor, distributed, disk)
     stats = sync.end(succeeded)  # /end_weight_update, /flush_cache, /continue_generation
 
-Semantics, common to all modes:
+Semantics, common to all transports:
 
 * Tensors are (name, tensor) pairs in the *checkpoint* layout SGLang's ``load_weights`` reads
   (what ``save_pretrained`` writes): one tensor per expert, ``mlp.experts.{e}.{gate,up,down}_
@@ -47,7 +47,7 @@ from hyrl.rollout.sglang.client import SGLangClient, SGLangError
 
 @dataclass
 class SyncStats:
-    mode: str
+    transport: str  # hyrl.config.weight_transport's name
     elapsed_s: float  # pause -> continue, all servers
     transfer_s: float  # the weight calls / broadcasts alone
     tensor_bytes: int  # sent to each server
@@ -80,7 +80,7 @@ class PausedSync:
     """pause -> transfer -> flush -> continue on every server; subclasses supply the transfer
     (``_begin_transfer``, ``_send`` one bucket, ``_end_transfer``)."""
 
-    mode = ""
+    transport = ""  # hyrl.config.weight_transport's name of the subclass's transfer
     # SGLang 0.5.23 loads tensor and distributed updates only inside a session
     # (/begin_weight_update ... /end_weight_update); a disk update restores and post-processes
     # the weights itself and needs none.
@@ -163,7 +163,7 @@ class PausedSync:
                 if succeeded:
                     raise  # otherwise the transfer's error, already propagating, is the one to see
         return SyncStats(
-            mode=self.mode,
+            transport=self.transport,
             elapsed_s=time.perf_counter() - opened.start,
             transfer_s=opened.transfer_s,
             buckets=opened.buckets,

@@ -34,9 +34,10 @@ from collections.abc import Sequence
 
 import torch
 
+from hyrl.config.weight_transport import TENSOR
 from hyrl.models.weight_buckets import NamedTensors, tensor_bytes
 from hyrl.rollout.sglang.client import SGLangClient
-from hyrl.rollout.sglang.weight_sync.payload import (
+from hyrl.rollout.sglang.receive.payload import (
     FLATTENED_BUCKET,
     Serializer,
     load_format_of,
@@ -44,7 +45,7 @@ from hyrl.rollout.sglang.weight_sync.payload import (
     serialize_per_rank,
     sglang_serializer,
 )
-from hyrl.rollout.sglang.weight_sync.session import (
+from hyrl.rollout.sglang.receive.session import (
     PausedSync,
     SyncStats,
     copied_bytes,
@@ -53,7 +54,7 @@ from hyrl.rollout.sglang.weight_sync.session import (
 
 
 class TensorWeightSync(PausedSync):
-    mode = "tensor"
+    transport = TENSOR
 
     def __init__(
         self,
@@ -127,7 +128,7 @@ class ColocatedTensorSync(PausedSync):
     """Rank 0's side, a ``CudaIpcReceiver`` (hyrl.rollout.base): pause / per bucket one post to
     every engine at once / flush + continue; ``last_stats``: the latest sync's SyncStats."""
 
-    mode = "tensor"
+    transport = TENSOR
 
     def __init__(
         self,
