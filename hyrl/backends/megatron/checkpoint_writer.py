@@ -40,7 +40,9 @@ def _writer_helper_init() -> None:
 
 
 def start() -> int:
-    """Start the writer helper on this rank unless it runs already; return its pid."""
+    """Start the writer helper on this rank unless it runs already; return its pid. Call it from
+    the thread that lives as long as the rank (the main thread): PR_SET_PDEATHSIG fires when the
+    creating thread exits."""
     global _manager
     from megatron.core.dist_checkpointing.strategies import filesystem_async
 
