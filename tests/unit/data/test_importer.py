@@ -5,12 +5,11 @@ names where each was seen), turned into prompt/label jsonl that --prompt-data lo
 import json
 import os
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from data_files import data_import as run
+from data_files import write_jsonl, write_parquet
 from testpaths import DATA
 
-from hyrl.cli import main as hyrl_main
 from hyrl.data.importer import (
     BOXED_AFTER,
     DAPO_AFTER,
@@ -35,22 +34,6 @@ def verl_row(content, answer, index, role="user"):
         "reward_model": {"ground_truth": answer, "style": "rule-lighteval/MATH_v2"},
         "extra_info": {"index": index},
     }
-
-
-def write_parquet(path, rows):
-    pq.write_table(pa.Table.from_pylist(rows), path)
-    return str(path)
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
-
-
-def run(capsys, *argv):
-    rc = hyrl_main(["data", "import", *map(str, argv)])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 # --- the layouts ----------------------------------------------------------------------------

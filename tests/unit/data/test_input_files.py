@@ -8,12 +8,11 @@ import gzip
 import json
 import re
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from data_files import data_import as import_cli
+from data_files import write_jsonl, write_parquet
 from testpaths import DATA
 
-from hyrl.cli import main as hyrl_main
 from hyrl.config import ConfigError, parse_args, resolve
 from hyrl.data.importer import PRESETS, ImportDataError, import_rows
 from hyrl.data.prompt_data import PromptDataError, load_records
@@ -24,22 +23,6 @@ GOOD_LINE = b'{"prompt": "1+1=", "label": "2"}\n'
 # Latin-1 "café": the é is the single byte 0xE9, 15 bytes into the line ({"prompt": "caf).
 LATIN1_LINE = b'{"prompt": "caf\xe9", "label": "1"}\n'
 BOM = b"\xef\xbb\xbf"
-
-
-def write_parquet(path, rows):
-    pq.write_table(pa.Table.from_pylist(rows), path)
-    return str(path)
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
-
-
-def import_cli(capsys, *argv):
-    rc = hyrl_main(["data", "import", *map(str, argv)])
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
 
 
 def problems(*numbers):
