@@ -277,7 +277,7 @@ def test_expert_bias_count_runs_eagerly_with_megatrons_counting(actor):
     from megatron.core.transformer.moe.router import TopKRouter
 
     count = TopKRouter._apply_expert_bias
-    assert not hasattr(count, "_torchdynamo_orig_callable")
+    assert not hasattr(count, "_torchdynamo_orig_callable") and not hasattr(count, "__wrapped__")
     router = SimpleNamespace(enable_expert_bias=True, local_tokens_per_expert=torch.zeros(4))
     routing_map = torch.tensor([[True, False, True, False], [True, True, False, False]])
     count(router, routing_map)

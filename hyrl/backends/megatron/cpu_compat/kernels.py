@@ -341,6 +341,10 @@ def eager_expert_bias_count() -> None:
     (8 calls, timed in process). On a CPU the undecorated method runs: the same ops, eagerly."""
     from megatron.core.transformer.moe.router import TopKRouter
 
-    eager = getattr(TopKRouter._apply_expert_bias, "_torchdynamo_orig_callable", None)
+    method = TopKRouter._apply_expert_bias
+    # torch.compile's wrapper, or hyrl's deferred one (hyrl.backends.megatron._compile_deferred)
+    eager = getattr(method, "_torchdynamo_orig_callable", None) or getattr(
+        method, "__wrapped__", None
+    )
     if eager is not None:
         TopKRouter._apply_expert_bias = eager
