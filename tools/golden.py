@@ -12,7 +12,11 @@ Cases (each on 1 CPU rank, OMP_NUM_THREADS=1, the recipe's seed):
                   holding a queued rollout); compared with that run's own records of steps 3-4
 tests/golden/made.json says which commit made each record and how. Timing is not compared:
 `elapsed_s` and the `perf/` keys other than byte counts. Every other key must be present on
-both sides, and numbers equal within a relative 1e-6 (exact where both are integers).
+both sides, integers exact, and floats equal within float32's rounding as another CPU does it:
+relative 2e-4 or absolute 1e-6. Measured: the records written on the machine of c42290d,
+rerun on an AMD EPYC, differed by at most 3.7e-5 relative (the noise scale, a difference of
+two squared norms, at step 7) and 2.4e-7 absolute (log-prob differences and losses that are
+float32 noise themselves); the same code on the same machine repeats them bit for bit.
 Progress: a plain line per case.
 """
 
@@ -31,8 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
-REL_TOL = 1e-6
-ABS_TOL = 1e-9  # a value that is 0 in one run and 1e-12 in the other still agrees
+REL_TOL = 2e-4  # float32 rounding on another CPU, amplified by the noise scale (docstring)
+ABS_TOL = 1e-6  # values that are float32 noise themselves (a loss of 1e-7 at on-policy start)
 
 
 @dataclass(frozen=True)

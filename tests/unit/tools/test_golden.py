@@ -22,7 +22,7 @@ def test_the_committed_records_agree_with_themselves_whatever_their_timing():
 def test_a_changed_number_a_missing_key_a_new_key_and_a_lost_record_are_each_named():
     records = _records("ppo")
     changed = json.loads(json.dumps(records))
-    changed[6]["train/entropy"] *= 1 + 1e-4
+    changed[6]["train/entropy"] *= 1 + 1e-3
     del changed[7]["critic/value_loss"]
     changed[7]["train/new_thing"] = 1.0
     changed[7]["perf/weight_sync_peak_bytes"] = -1  # bytes are compared, not timing
@@ -34,10 +34,12 @@ def test_a_changed_number_a_missing_key_a_new_key_and_a_lost_record_are_each_nam
     assert golden.differences(records, records[:-1])[0] == "7 records, the golden has 8"
 
 
-def test_integers_are_exact_and_floats_agree_within_a_relative_1e_6():
+def test_integers_are_exact_and_floats_agree_within_float32_rounding_on_another_cpu():
     assert golden.differences([{"samples": 128}], [{"samples": 129}])
-    assert not golden.differences([{"x": 1.0}], [{"x": 1.0 + 1e-8}])
-    assert golden.differences([{"x": 1.0}], [{"x": 1.0 + 1e-5}])
+    assert not golden.differences([{"x": 20721.6}], [{"x": 20722.4}])  # 3.7e-5, measured
+    assert not golden.differences([{"x": 2.4e-7}], [{"x": 4.8e-7}])  # float32 noise, measured
+    assert golden.differences([{"x": 1.0}], [{"x": 1.0 + 1e-3}])
+    assert golden.differences([{"x": 1e-5}], [{"x": 3e-6}])
     assert golden.differences([{"x": float("nan")}], [{"x": 0.0}])
     assert not golden.differences([{"x": float("nan")}], [{"x": float("nan")}])
 
