@@ -4,13 +4,18 @@ tensors: every rank computes the same numbers from the same gathered rows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from torch import Tensor
 
 from hyrl.algorithms.grpo import group_advantages
 from hyrl.algorithms.losses import kl_penalty
 from hyrl.algorithms.ppo import explained_variance, gae, masked_whiten, token_rewards
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.algorithm import AlgorithmView
+    from hyrl.config.concerns.batch import BatchView
 
 
 @dataclass(frozen=True)
@@ -24,22 +29,25 @@ class AdvantageSettings:
     normalize_advantages: bool = True  # whiten GAE advantages over the rollout's tokens
 
     @classmethod
-    def from_flags(cls, flags) -> AdvantageSettings:
-        gae_flags = (
-            dict(
-                kl_coef=flags.kl_coef,
-                gamma=flags.gamma,
-                lambd=flags.lambd,
-                normalize_advantages=flags.normalize_advantages,
-            )
-            if flags.advantage_estimator == "gae"
-            else {}
+    def of(cls, algorithm: AlgorithmView, batch: BatchView) -> AdvantageSettings:
+        """The algorithm's estimator and its settings (the KL penalty, gamma, lambda and
+        whitening under gae only), over groups of --n-samples-per-prompt responses."""
+        settings = cls(
+            estimator=algorithm.advantage_estimator,
+            group_size=batch.n_samples_per_prompt,
+            grpo_std_normalization=algorithm.grpo_std_normalization,
         )
-        return cls(
-            estimator=flags.advantage_estimator,
-            group_size=flags.n_samples_per_prompt,
-            grpo_std_normalization=flags.grpo_std_normalization,
-            **gae_flags,
+        if algorithm.advantage_estimator != "gae":
+            return settings
+        gamma, lambd, normalize = algorithm.gamma, algorithm.lambd, algorithm.normalize_advantages
+        assert gamma is not None and lambd is not None, "resolve sets them under gae"
+        assert normalize is not None, "resolve sets it under gae"
+        return replace(
+            settings,
+            kl_coef=algorithm.kl_coef,
+            gamma=gamma,
+            lambd=lambd,
+            normalize_advantages=normalize,
         )
 
     @property

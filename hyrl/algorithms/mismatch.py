@@ -15,11 +15,15 @@ functions; the trainer applies them to the whole rollout batch before it is spli
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from hyrl.algorithms.batch import TokenBatch
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.mismatch import MismatchView
 
 # exp() of a log-ratio beyond this would overflow float32; ratios this far out are all "huge".
 _MAX_LOG_RATIO = 20.0
@@ -175,14 +179,14 @@ class Corrections:
     mis_level: str
 
     @classmethod
-    def from_flags(cls, flags) -> Corrections:
+    def of(cls, mismatch: MismatchView) -> Corrections:
         return cls(
-            flags.use_tis,
-            flags.tis_clip,
-            flags.use_mis,
-            flags.mis_low,
-            flags.mis_high,
-            flags.mis_level,
+            mismatch.use_tis,
+            mismatch.tis_clip,
+            mismatch.use_mis,
+            mismatch.mis_low,
+            mismatch.mis_high,
+            mismatch.mis_level,
         )
 
     @property

@@ -5,9 +5,14 @@ of the loss, so that a cut-off answer is not punished (or rewarded) for its cont
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.algorithm import AlgorithmView
+    from hyrl.config.concerns.rollout import RolloutView
 
 
 def overlong_penalty(lengths: Tensor, max_len: int, buffer_len: int, factor: float = 1.0) -> Tensor:
@@ -65,12 +70,14 @@ class OverlongShaping:
     filtering: bool
 
     @classmethod
-    def from_flags(cls, flags) -> OverlongShaping:
+    def of(cls, algorithm: AlgorithmView, rollout: RolloutView) -> OverlongShaping:
+        """The algorithm's over-long settings, at the rollout's response length limit
+        (--rollout-max-response-len)."""
         return cls(
-            flags.rollout_max_response_len,
-            flags.overlong_buffer_len,
-            flags.overlong_penalty_factor,
-            flags.overlong_filtering,
+            rollout.rollout_max_response_len,
+            algorithm.overlong_buffer_len,
+            algorithm.overlong_penalty_factor,
+            algorithm.overlong_filtering,
         )
 
     def __call__(

@@ -57,6 +57,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -64,6 +65,11 @@ from hyrl.checkpoint.manifest import check_loadable, write_manifest
 from hyrl.checkpoint.retention import clear_pruned
 from hyrl.checkpoint.step_files import ROLLOUT_QUEUE_FILE, STATE_FILE, rank_file_name
 from hyrl.config import ConfigError
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.algorithm import AlgorithmView
+    from hyrl.config.concerns.parallel import ParallelView
+    from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 LATEST_FILE = "latest"
 TMP_PREFIX = ".tmp-"
@@ -117,13 +123,18 @@ def resolve_load_dir(path: str | os.PathLike) -> Path:
     )
 
 
-def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
-    """The step directory --load names and its loop state; ConfigError when the run cannot
-    resume from it (damaged, written by another format, architecture or algorithm). Another
-    layout or world size is fine: everything reshards."""
-    from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-
-    step_dir = resolve_load_dir(cfg.load)
+def check_resumable(
+    load: str,
+    arch: Qwen3MoeArch,
+    parallel: ParallelView,
+    algorithm: AlgorithmView,
+    async_rollout: bool,
+) -> tuple[Path, dict]:
+    """The step directory --load (`load`) names and its loop state; ConfigError when a run of
+    this architecture, precision and optimizer kind (`parallel`), algorithm (and its KL
+    reference) and --async-rollout cannot resume from it (damaged, written by another format,
+    architecture or algorithm). Another layout or world size is fine: everything reshards."""
+    step_dir = resolve_load_dir(load)
     where = str(step_dir)
     try:
         written = json.loads((step_dir / STATE_FILE).read_text())
@@ -143,7 +154,7 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     # without one, by its format), the distributed indexes whole: else the older step to load
     check_loadable(step_dir)
     state = read_loop_state(step_dir)
-    ours = Qwen3MoeArch.from_flags(cfg).as_dict()
+    ours = arch.as_dict()
     arch_differs = [
         f"--{k.replace('_', '-')}: {state['arch'].get(k)!r} in the checkpoint, {v!r} in the flags"
         for k, v in ours.items()
@@ -158,25 +169,25 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
             "a checkpoint of the same architecture",
         )
     for flag, saved in state["optimizer"].items():  # the optimizer states' format follows them
-        if saved != getattr(cfg, flag):
+        if saved != getattr(parallel, flag):
             raise ConfigError(
                 "--load",
                 where,
                 f"saved with --{flag.replace('_', '-')}={saved}, "
-                f"this run has {getattr(cfg, flag)} (the optimizer states differ "
+                f"this run has {getattr(parallel, flag)} (the optimizer states differ "
                 "in kind)",
                 f"the same --{flag.replace('_', '-')} as the checkpoint",
             )
-    if state["advantage_estimator"] != cfg.advantage_estimator:
+    if state["advantage_estimator"] != algorithm.advantage_estimator:
         raise ConfigError(
             "--load",
             where,
             f"saved by a {state['advantage_estimator']} run, this "
-            f"one is {cfg.advantage_estimator} (--advantage-estimator)",
+            f"one is {algorithm.advantage_estimator} (--advantage-estimator)",
             "a checkpoint of the same algorithm",
         )
     queued = state.get("rollout_queue_size", 0)
-    if queued and not cfg.async_rollout:
+    if queued and not async_rollout:
         raise ConfigError(
             "--load",
             where,
@@ -184,7 +195,7 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
             f"({ROLLOUT_QUEUE_FILE}), which this run would skip (no --async-rollout)",
             "--async-rollout to resume it",
         )
-    expected_models = _models_of(cfg)
+    expected_models = _models_of(algorithm)
     if state["models"] != expected_models:
         raise ConfigError(
             "--load",
@@ -196,15 +207,15 @@ def check_resumable(cfg, world_size: int) -> tuple[Path, dict]:
     return step_dir, state
 
 
-def _layout_of(cfg) -> dict:
-    return {name: getattr(cfg, name) for name in LAYOUT_FLAGS}
+def _layout_of(parallel: ParallelView) -> dict:
+    return {name: getattr(parallel, name) for name in LAYOUT_FLAGS}
 
 
-def _models_of(cfg) -> list[str]:
+def _models_of(algorithm: AlgorithmView) -> list[str]:
     models = ["actor"]
-    if cfg.kl_loss_coef > 0 or cfg.kl_coef > 0:
+    if algorithm.kl_loss_coef > 0 or algorithm.kl_coef > 0:
         models.append("reference")
-    if cfg.advantage_estimator == "gae":
+    if algorithm.advantage_estimator == "gae":
         models.append("critic")
     return models
 
@@ -249,8 +260,9 @@ def begin_save(save_dir: str | os.PathLike, rollout_step: int, loop_state: dict)
 def finish_save(
     tmp: Path,
     rollout_step: int,
-    cfg,
-    arch,
+    parallel: ParallelView,
+    algorithm: AlgorithmView,
+    arch: Qwen3MoeArch,
     models: list[str],
     trainables: list[str],
     per_rank: dict,
@@ -259,18 +271,19 @@ def finish_save(
     """Complete the save begin_save started, once the backend wrote its models and optimizer
     states into tmp (collective); the step directory.
 
-    per_rank: this rank's state ({trainable: its state_dict, "rng": its generators}), saved as
-    its rank file with the rank, world size and layout; loop_state: rank 0's JSON-serialisable
-    loop state (other ranks may pass {}); under ROLLOUT_QUEUE_KEY the queued rollouts of
-    --async-rollout, torch.saved apart. Rank 0 writes trainer_state.json and the manifest,
-    fsyncs, renames tmp to step_<rollout_step> and points `latest` at it.
+    parallel, algorithm: the run's settings, whose layout, optimizer kind and estimator the
+    checkpoint records; per_rank: this rank's state ({trainable: its state_dict, "rng": its
+    generators}), saved as its rank file with the rank, world size and layout; loop_state: rank
+    0's JSON-serialisable loop state (other ranks may pass {}); under ROLLOUT_QUEUE_KEY the
+    queued rollouts of --async-rollout, torch.saved apart. Rank 0 writes trainer_state.json
+    and the manifest, fsyncs, renames tmp to step_<rollout_step> and points `latest` at it.
     """
     dist = torch.distributed
     rank, world_size = dist.get_rank(), dist.get_world_size()
     save_dir = tmp.parent
     final = save_dir / step_dir_name(rollout_step)
     per_rank = dict(per_rank)
-    per_rank.update(rank=rank, world_size=world_size, layout=_layout_of(cfg))
+    per_rank.update(rank=rank, world_size=world_size, layout=_layout_of(parallel))
     torch.save(per_rank, tmp / rank_file_name(rank, world_size))
     if rank == 0:
         loop_state = dict(loop_state)
@@ -281,12 +294,12 @@ def finish_save(
         state = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "layout": {**_layout_of(cfg), "world_size": world_size},
+            "layout": {**_layout_of(parallel), "world_size": world_size},
             "arch": arch.as_dict(),
-            "advantage_estimator": cfg.advantage_estimator,
+            "advantage_estimator": algorithm.advantage_estimator,
             "models": models,
             "trainables": trainables,
-            "optimizer": {flag: getattr(cfg, flag) for flag in OPTIMIZER_KIND_FLAGS},
+            "optimizer": {flag: getattr(parallel, flag) for flag in OPTIMIZER_KIND_FLAGS},
             "rollout_step": rollout_step,
             **loop_state,
         }

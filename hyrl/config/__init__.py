@@ -23,7 +23,7 @@ how many GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 from hyrl.config.concerns.algorithm import old_log_probs_from_update
 from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
 from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
-from hyrl.config.concerns.critic import CriticSettings
+from hyrl.config.concerns.critic import CriticView
 from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS, DATA_EXTENSIONS, TASK_VOCAB_SIZE
 from hyrl.config.concerns.evaluation import eval_max_response_len, eval_pass_ks, parse_target
 from hyrl.config.concerns.mismatch import engine_returns_routing
@@ -71,7 +71,7 @@ __all__ = [
     "SGLANG_PASS_PREFIX",
     "TASK_VOCAB_SIZE",
     "ConfigError",
-    "CriticSettings",
+    "CriticView",
     "ResolvedConfig",
     "RunConfig",
     "appended_wins",

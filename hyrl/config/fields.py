@@ -11,22 +11,23 @@ import dataclasses
 from dataclasses import dataclass
 
 from hyrl.config.concerns import algorithm, critic
-from hyrl.config.concerns.algorithm import AlgorithmFlags, old_log_probs_from_update
-from hyrl.config.concerns.autopilot import AutopilotFlags
-from hyrl.config.concerns.batch import BatchFlags, MicroBatchFlags
-from hyrl.config.concerns.critic import CriticFlags, CriticSettings, critic_settings
-from hyrl.config.concerns.data import DataFlags
-from hyrl.config.concerns.evaluation import EvalFlags
-from hyrl.config.concerns.logs import LogFlags
-from hyrl.config.concerns.mismatch import MismatchFlags
-from hyrl.config.concerns.model import ModelFlags
-from hyrl.config.concerns.optimizer import OptimizerFlags, lr_schedule
-from hyrl.config.concerns.parallel import ParallelFlags
-from hyrl.config.concerns.rollout import RolloutFlags
-from hyrl.config.concerns.run import CheckpointFlags, RunFlags
+from hyrl.config.concerns.algorithm import AlgorithmFlags, AlgorithmView, old_log_probs_from_update
+from hyrl.config.concerns.autopilot import AutopilotFlags, AutopilotView
+from hyrl.config.concerns.batch import BatchFlags, BatchView, MicroBatchFlags, batch_view
+from hyrl.config.concerns.critic import CriticFlags, CriticView, critic_view
+from hyrl.config.concerns.data import DataFlags, DataView
+from hyrl.config.concerns.evaluation import EvalFlags, EvalView
+from hyrl.config.concerns.logs import LogFlags, LogView
+from hyrl.config.concerns.mismatch import MismatchFlags, MismatchView
+from hyrl.config.concerns.model import ModelFlags, ModelView
+from hyrl.config.concerns.optimizer import OptimizerFlags, OptimizerView, lr_schedule
+from hyrl.config.concerns.parallel import ParallelFlags, ParallelView
+from hyrl.config.concerns.rollout import RolloutFlags, RolloutView
+from hyrl.config.concerns.run import CheckpointFlags, CheckpointView, RunFlags, RunView
 from hyrl.config.errors import not_resolved
+from hyrl.config.kinds import view
 from hyrl.config.rollout_layout import rollout_layout
-from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule
+from hyrl.config.schedules import LR_SCALING_EXPONENTS
 
 GROUPS = (
     "model",
@@ -128,9 +129,9 @@ class RunConfig(
 class ResolvedConfig(RunConfig):
     """A RunConfig as `hyrl.config.resolve` returns it (and `hyrl.config.load`, to the loop):
     every flag not given holds the value it stands for, so these fields have their resolved
-    types. The critic's settings and the PPO-only flags are filled under gae only, and
-    --base-global-batch-size with --base-lr only: they keep their optional types in the
-    fields, and are read typed through `actor_lr_schedule()` and `critic()`."""
+    types. Each concern's settings are one typed, frozen view (`batch`, `optimizer`,
+    `rollout`, ...): a part takes the views it needs, not the whole config. The critic's view
+    is None under grpo; --base-global-batch-size is filled with --base-lr only."""
 
     global_batch_size: int
     lr: float
@@ -138,14 +139,65 @@ class ResolvedConfig(RunConfig):
     loss_agg_mode: str
     task: str
 
-    def actor_lr_schedule(self) -> LrSchedule:
-        """The actor's learning-rate schedule: --lr at B (or --base-lr at
-        --base-global-batch-size, scaled by --lr-scaling), warmup and decay."""
-        return lr_schedule(self, "")
+    # Each concern's settings, typed and frozen: a part takes the views it needs.
+    @property
+    def model(self) -> ModelView:
+        return view(ModelView, self)
 
-    def critic(self) -> CriticSettings | None:
-        """The critic's batch sizes and learning-rate schedule under gae; None under grpo."""
-        return critic_settings(self)
+    @property
+    def parallel(self) -> ParallelView:
+        return view(ParallelView, self)
+
+    @property
+    def batch(self) -> BatchView:
+        return batch_view(self)
+
+    @property
+    def autopilot(self) -> AutopilotView:
+        return view(AutopilotView, self)
+
+    @property
+    def optimizer(self) -> OptimizerView:
+        """The actor's optimizer; its `lr_schedule`: --lr at B (or --base-lr at
+        --base-global-batch-size, scaled by --lr-scaling), warmup and decay."""
+        return view(OptimizerView, self, lr_schedule=lr_schedule(self, ""))
+
+    @property
+    def rollout(self) -> RolloutView:
+        return view(RolloutView, self)
+
+    @property
+    def algorithm(self) -> AlgorithmView:
+        return view(AlgorithmView, self)
+
+    @property
+    def critic(self) -> CriticView | None:
+        """The critic's settings under gae; None under grpo (no critic)."""
+        return critic_view(self)
+
+    @property
+    def evaluation(self) -> EvalView:
+        return view(EvalView, self)
+
+    @property
+    def mismatch(self) -> MismatchView:
+        return view(MismatchView, self)
+
+    @property
+    def data(self) -> DataView:
+        return view(DataView, self)
+
+    @property
+    def run(self) -> RunView:
+        return view(RunView, self)
+
+    @property
+    def checkpoint(self) -> CheckpointView:
+        return view(CheckpointView, self)
+
+    @property
+    def logs(self) -> LogView:
+        return view(LogView, self)
 
 
 # The step counts per rollout need only these resolved.

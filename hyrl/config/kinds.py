@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hyrl.config.errors import _fail
 
@@ -24,6 +24,19 @@ def _opt(default, help: str, group: str, choices: tuple | None = None):
     if choices is not None:
         metadata["choices"] = tuple(choices)
     return field(default=default, metadata=metadata)
+
+
+View = TypeVar("View")
+
+
+def view(cls: type[View], config: Any, **values: Any) -> View:
+    """A concern's settings view: `cls`, a frozen dataclass, with each field `values` does not
+    give read from the attribute of `config` of the same name (the flag's field)."""
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {', '.join(unknown)}")
+    return cls(**{n: values[n] if n in values else getattr(config, n) for n in names})
 
 
 # "opt" kinds also take None ("none" on the command line): the flag was not given.

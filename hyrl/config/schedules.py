@@ -64,7 +64,7 @@ def lr_at(
 @dataclass(frozen=True)
 class LrSchedule:
     """One model's learning rate as a resolved config sets it: the actor's, or the critic's
-    under PPO (`hyrl.config.ResolvedConfig.actor_lr_schedule`, `.critic`).
+    under PPO (`hyrl.config.ResolvedConfig.optimizer`, `.critic`: their `lr_schedule`).
 
     `lr` is the peak rate at the configured batch; `base` is the base recipe it was scaled
     from, (LR0, B0) of --base-lr and --base-global-batch-size (or the critic's), or None when

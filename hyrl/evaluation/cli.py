@@ -52,17 +52,20 @@ from pathlib import Path
 from hyrl.config import (
     DATA_EXTENSIONS,
     ConfigError,
+    ResolvedConfig,
     RunConfig,
     build_parser,
     eval_max_response_len,
     eval_pass_ks,
     field_parser,
+    offloads_train,
     parse_given,
     resolve,
     validate,
     world_size_from_env,
 )
 from hyrl.config.names import canonical_config
+from hyrl.evaluation.report import Subject, make_report, report_markdown
 
 # `hyrl train`'s flags that `hyrl eval` takes: what builds the model and its layout, the
 # engines, the held-out sets and their rewards, the evaluation's settings and the seed.
@@ -207,25 +210,7 @@ def _named_sets(values: list[str]) -> list[str]:
     return [name[: -len(next(e for e in DATA_EXTENSIONS if name.endswith(e)))], path]
 
 
-@dataclasses.dataclass
-class Subject:
-    """What is evaluated: a checkpoint step (and its run) or a Hugging Face directory."""
-
-    path: str
-    kind: str  # "checkpoint" (--load) or "hf" (--hf-checkpoint)
-    rollout_step: int | None = None
-    samples: int | None = None
-    run_id: str | None = None
-    run_dir: str | None = None
-    held_out_none: bool = False  # the run evaluated nothing: the task's prompts are all "held out"
-
-    def as_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out.pop("held_out_none")
-        return out
-
-
-def eval_config(given: dict, world_size: int, engine_dir: str) -> tuple[RunConfig, Subject]:
+def eval_config(given: dict, world_size: int, engine_dir: str) -> tuple[ResolvedConfig, Subject]:
     """The validated, resolved RunConfig the evaluation runs with (module doc: what comes from
     the run, the flags, hyrl train's defaults) and what it evaluates. ConfigError otherwise."""
     names = {f.name for f in dataclasses.fields(RunConfig)}
@@ -350,117 +335,6 @@ def _choose_held_out_sets(values: dict, given: dict, subject: Subject) -> None:
         values["task_eval_fraction"] = 0.0  # its prompts, all trained on (module doc)
 
 
-def _set_source(cfg: RunConfig, name: str, subject: Subject) -> str:
-    if cfg.task == "prompt_data":
-        assert cfg.eval_prompt_data is not None, "eval_config requires held-out sets"
-        pairs = dict(zip(cfg.eval_prompt_data[0::2], cfg.eval_prompt_data[1::2], strict=True))
-        return pairs[name]
-    if cfg.task_eval_fraction == 0:
-        why = " (the run held none out)" if subject.held_out_none else ""
-        return f"arith_mod10: every prompt{why}, trained on"
-    return f"arith_mod10: the held-out split (--task-eval-fraction {cfg.task_eval_fraction})"
-
-
-def make_report(
-    cfg: RunConfig,
-    subject: Subject,
-    seed: int | None,
-    result: tuple[dict, float, dict[str, int]],
-    world_size: int,
-) -> dict:
-    """The JSON report: the model, the settings, evaluate()'s metrics under their own keys, and
-    per set its source, size and metrics."""
-    metrics, eval_s, prompts_per_set = result
-    n = cfg.n_samples_per_eval_prompt
-    pass_ks = eval_pass_ks(cfg)
-    sets = []
-    for name, prompts in prompts_per_set.items():
-        prefix = f"eval/{name}/" if name else "eval/"
-        sets.append(
-            {
-                "name": name,
-                "metrics_prefix": prefix,
-                "source": _set_source(cfg, name, subject),
-                "prompts": prompts,
-                "num_responses": prompts * n,
-                "accuracy": metrics[prefix + "accuracy"],
-                **{f"pass@{k}": metrics[f"{prefix}pass@{k}"] for k in pass_ks},
-                "response_len_mean": metrics[prefix + "response_len_mean"],
-            }
-        )
-    return {
-        "model": subject.as_dict(),
-        "settings": {
-            "n_samples_per_eval_prompt": n,
-            "eval_temperature": cfg.eval_temperature,
-            "rollout_top_p": cfg.rollout_top_p,
-            "eval_max_response_len": eval_max_response_len(cfg),
-            "eval_pass_k": pass_ks,
-            "eval_pass_threshold": cfg.eval_pass_threshold,
-            "task": cfg.task,
-            "reward": cfg.rm_type or cfg.custom_rm_path,
-            "rollout_engine": cfg.rollout_engine,
-            "sampling_rng": "checkpoint" if seed is None else f"seed {seed}",
-            "world_size": world_size,
-        },
-        "sets": sets,
-        "metrics": metrics,
-        "eval_s": eval_s,
-    }
-
-
-def report_markdown(report: dict) -> str:
-    """The report as markdown: what was evaluated and how, then a table with a row per set
-    (and their mean, with several)."""
-    model, settings, sets = report["model"], report["settings"], report["sets"]
-    if model["kind"] == "checkpoint":
-        what = (
-            f"--load {model['path']} (rollout step {model['rollout_step']}, run "
-            f"{model['run_id']}, run directory {model['run_dir']})"
-        )
-    else:
-        what = f"--hf-checkpoint {model['path']}"
-    ks = settings["eval_pass_k"]
-    n = settings["n_samples_per_eval_prompt"]
-    rng = settings["sampling_rng"]
-    lines = [
-        "# hyrl eval",
-        "",
-        f"- model: {what}",
-        f"- {n} samples per prompt at temperature {settings['eval_temperature']} (top-p "
-        f"{settings['rollout_top_p']}), at most {settings['eval_max_response_len']} response "
-        f"tokens, on the {settings['rollout_engine']} engine; sampling from "
-        + ("the checkpoint's saved RNG state" if rng == "checkpoint" else rng),
-        f"- correct for pass@k: reward >= {settings['eval_pass_threshold']} "
-        f"({settings['reward']}); evaluated in {report['eval_s']:.3g} s",
-        "",
-        "| set | prompts | responses | mean@"
-        + str(n)
-        + " accuracy | "
-        + " | ".join(f"pass@{k}" for k in ks)
-        + " | response length |",
-        "|---" * (5 + len(ks)) + "|",
-    ]
-
-    def row(label: str, prompts, responses, values: dict) -> str:
-        cells = [f"{values['accuracy']:.4f}", *(f"{values[f'pass@{k}']:.4f}" for k in ks)]
-        return (
-            f"| {label} | {prompts} | {responses} | "
-            + " | ".join(cells)
-            + f" | {values['response_len_mean']:.2f} |"
-        )
-
-    for s in sets:
-        label = f"{s['name']}: {s['source']}" if s["name"] else s["source"]
-        lines.append(row(label, s["prompts"], s["num_responses"], s))
-    if len(sets) > 1:
-        metrics = report["metrics"]
-        means = {k.removeprefix("eval/"): v for k, v in metrics.items()}
-        means["response_len_mean"] = sum(s["response_len_mean"] for s in sets) / len(sets)
-        lines.append(row("mean over the sets", "", metrics["eval/num_responses"], means))
-    return "\n".join(lines) + "\n"
-
-
 @contextmanager
 def _stdout_to_stderr():
     """Everything written to stdout (this process's libraries, and the processes it starts)
@@ -505,9 +379,9 @@ def main(argv: list[str]) -> int:
             given = parse_eval_flags(argv)
             as_json, out = bool(given.pop("json", False)), given.pop("out", None)
             cfg, subject = eval_config(given, world_size, _engine_dir(stack, out, world_size))
-            from hyrl.train.preflight import preflight_evaluation
+            from hyrl.train.preflight import preflight
 
-            preflight_evaluation(cfg, world_size)
+            preflight(cfg, evaluation=True)
         except ConfigError as err:
             if rank_0:
                 print(f"hyrl eval: error: {err}", file=sys.stderr)
@@ -523,14 +397,73 @@ def main(argv: list[str]) -> int:
                 file=sys.stderr,
                 flush=True,
             )
+        from hyrl.backends.factory import build_backend, shutdown_backend
+        from hyrl.config.rollout_layout import rollout_layout
+        from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+        from hyrl.rollout.manager import RolloutManager
         from hyrl.train.heldout import evaluate_model
+        from hyrl.train.sync_and_offload import sync_and_offload_for
+        from hyrl.weight_sync import weight_sync_for
 
+        max_response_len, pass_ks = eval_max_response_len(cfg), eval_pass_ks(cfg)
         with _stdout_to_stderr():
+            # built as a run builds them (hyrl.train.trainer): the backend at this layout, the
+            # actor's weights of the checkpoint (resharded) or of --hf-checkpoint, rank 0's
+            # rollout manager and the sync to its engines
             step_dir = Path(subject.path) if subject.kind == "checkpoint" else None
-            result = evaluate_model(cfg, world_size, step_dir, seed)
+            arch = Qwen3MoeArch.of(cfg.model)
+            layout = rollout_layout(cfg, world_size)
+            manager: RolloutManager | None = None
+            try:
+                backend = build_backend(cfg, world_size, arch)
+                rng = backend.load_weights(step_dir) if step_dir is not None else None
+                if backend.rank == 0:
+                    manager = RolloutManager(
+                        rollout=cfg.rollout,
+                        data=cfg.data,
+                        model=cfg.model,
+                        batch=cfg.batch,
+                        algorithm=cfg.algorithm,
+                        evaluation=cfg.evaluation,
+                        mismatch=cfg.mismatch,
+                        run=cfg.run,
+                        checkpoint=cfg.checkpoint,
+                        layout=layout,
+                        arch=arch,
+                        device=backend.device(),
+                    )
+                weight_sync = weight_sync_for(cfg.rollout, layout, backend, Path(cfg.run_dir))
+                sync_and_offload = sync_and_offload_for(
+                    cfg.rollout, offloads_train(cfg), weight_sync, backend, manager
+                )
+                result = evaluate_model(
+                    backend,
+                    manager,
+                    sync_and_offload,
+                    rng,
+                    seed,
+                    cfg.evaluation,
+                    cfg.rollout,
+                    max_response_len=max_response_len,
+                    pass_ks=pass_ks,
+                )
+            finally:
+                if manager is not None:
+                    manager.close()
+                shutdown_backend()
         if result is None:  # not rank 0
             return 0
-        report = make_report(cfg, subject, seed, result, world_size)
+        report = make_report(
+            cfg.evaluation,
+            cfg.rollout,
+            cfg.data,
+            subject,
+            seed,
+            result,
+            world_size,
+            max_response_len=max_response_len,
+            pass_ks=pass_ks,
+        )
         markdown = report_markdown(report)
         if out is not None:
             Path(out).mkdir(parents=True, exist_ok=True)

@@ -44,12 +44,13 @@ groups), `sync` (the weight-sync model), `disk` (checkpoint sizes), `step_time` 
 save estimates), `preemption` (the lead time), `host` (pinned host memory), `sglang_kv` (an
 engine's KV cache), `make` (the plan and the fit check), `render` (the table), `cli` (the
 command, a recipe read through its dry run), `template_check` (launch/sbatch.template's lead
-check).
+check). Each function takes the settings views it reads (`cfg.model`, `cfg.parallel`,
+`cfg.batch`, ...); `make_plan` alone takes the whole config.
 """
 
 from hyrl.plan.cli import PlanError, config_from_dry_run, main, recipe_dry_run
 from hyrl.plan.layout import MEGATRON_ORDER, rank_groups
-from hyrl.plan.make import NOT_MODELLED, SAFETY_MARGIN, check_fit, make_plan, make_plan_memory
+from hyrl.plan.make import NOT_MODELLED, SAFETY_MARGIN, check_fit, make_plan
 from hyrl.plan.memory import (
     LOGPROB_CHUNK_POSITIONS,
     activation_bytes_per_token,
@@ -82,7 +83,6 @@ __all__ = [
     "format_plan",
     "main",
     "make_plan",
-    "make_plan_memory",
     "param_counts",
     "params_per_gpu",
     "rank_groups",

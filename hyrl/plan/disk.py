@@ -21,7 +21,9 @@ written (pruning follows a complete save), plus the step --load came from when i
 from __future__ import annotations
 
 from hyrl.checkpoint.retention import to_prune
-from hyrl.config import ResolvedConfig
+from hyrl.config.concerns.critic import CriticView
+from hyrl.config.concerns.parallel import ParallelView
+from hyrl.config.concerns.run import CheckpointView, RunView
 from hyrl.plan.memory import bytes_per_param
 
 TB = 1e12
@@ -45,13 +47,20 @@ def peak_kept(steps: list[int], keep_last: int, keep_every: int | None) -> int:
     return peak
 
 
-def checkpoint_plan(c: ResolvedConfig, counts: dict) -> dict:
+def checkpoint_plan(
+    parallel: ParallelView,
+    checkpoint: CheckpointView,
+    run: RunView,
+    critic: CriticView | None,
+    counts: dict,
+) -> dict:
     """{"save_bytes", "per_param_bytes", "models", "formula", and with --save "saves",
-    "peak_saves", "disk_bytes", "cadence", "retention"}."""
-    b = bytes_per_param(c)
+    "peak_saves", "disk_bytes", "cadence", "retention"}: the precision from the parallel
+    settings, a critic saved beside the actor when there is one (gae)."""
+    b = bytes_per_param(parallel)
     per_param = b["weight"] + b["optimizer"]
-    models = ["actor"] + (["critic"] if c.critic() is not None else [])
-    if c.bf16:
+    models = ["actor"] + (["critic"] if critic is not None else [])
+    if parallel.bf16:
         dtype = "bf16 weights 2 + fp32 main params, Adam m and v 12"
     else:
         dtype = "fp32 weights 4 + Adam m and v 8"
@@ -63,20 +72,21 @@ def checkpoint_plan(c: ResolvedConfig, counts: dict) -> dict:
         "formula": f"{len(models)} model(s) x {counts['total'] / 1e9:.3g}B params x "
         f"{per_param} B ({dtype})",
     }
-    if c.save is None:
+    if checkpoint.save is None:
         return one
-    steps = save_steps(c.num_steps, c.save_interval)
-    peak = peak_kept(steps, c.keep_last_checkpoints, c.keep_checkpoint_every)
-    if c.keep_last_checkpoints == 0:
+    num_steps = run.num_steps
+    steps = save_steps(num_steps, checkpoint.save_interval)
+    peak = peak_kept(steps, checkpoint.keep_last_checkpoints, checkpoint.keep_checkpoint_every)
+    if checkpoint.keep_last_checkpoints == 0:
         retention = "all kept: --keep-last-checkpoints 0"
     else:
-        retention = f"--keep-last-checkpoints {c.keep_last_checkpoints}"
-        if c.keep_checkpoint_every:
-            retention += f", --keep-checkpoint-every {c.keep_checkpoint_every}"
-    if c.save_interval:
-        cadence = f"every {c.save_interval} of {c.num_steps} rollout steps and the last"
+        retention = f"--keep-last-checkpoints {checkpoint.keep_last_checkpoints}"
+        if checkpoint.keep_checkpoint_every:
+            retention += f", --keep-checkpoint-every {checkpoint.keep_checkpoint_every}"
+    if checkpoint.save_interval:
+        cadence = f"every {checkpoint.save_interval} of {num_steps} rollout steps and the last"
     else:
-        cadence = f"the last of {c.num_steps} rollout steps only"
+        cadence = f"the last of {num_steps} rollout steps only"
     return {
         **one,
         "saves": len(steps),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from hyrl.config import RunConfig
+from hyrl.config.concerns.parallel import ParallelView
 
 # Ranks above this are summarised instead of listing every group.
 MAX_RANKS_LISTED = 64
@@ -42,19 +42,19 @@ def rank_groups(sizes: dict[str, int], token: str) -> list[list[int]]:
     return groups
 
 
-def parallel_layout(c: RunConfig, world_size: int) -> dict:
-    tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
-    ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
+def parallel_layout(parallel: ParallelView, world_size: int) -> dict:
+    tp, pp = parallel.tensor_model_parallel_size, parallel.pipeline_model_parallel_size
+    ep, etp = parallel.expert_model_parallel_size, parallel.expert_tensor_parallel_size
     return {
         "tp": tp,
         "pp": pp,
-        "vp": c.virtual_pipeline_model_parallel_size,  # chunks per pipeline rank; None: one
+        "vp": parallel.virtual_pipeline_model_parallel_size,  # chunks per pipeline rank; None: one
         "ep": ep,
         "etp": etp,
         "cp": 1,
         "dp": world_size // (tp * pp),
         "expert_dp": world_size // (ep * etp * pp),
-        "sequence_parallel": c.sequence_parallel,
+        "sequence_parallel": parallel.sequence_parallel,
         "order": "-".join(MEGATRON_ORDER),
     }
 

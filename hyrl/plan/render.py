@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 
-from hyrl.config import RunConfig
 from hyrl.plan.disk import format_checkpoints
 from hyrl.plan.host import format_host_memory
-from hyrl.plan.make import check_fit, format_params, make_plan
+from hyrl.plan.make import check_fit, format_params
 from hyrl.plan.preemption import format_preemption, template_lead
 from hyrl.plan.step_time import format_step_time
 from hyrl.plan.sync import format_weight_sync
@@ -121,9 +120,10 @@ def format_plan(plan: dict) -> str:
     return "\n".join(out)
 
 
-def describe_for_dry_run(cfg: RunConfig, world_size: int) -> str:
-    """The plan table for `hyrl train --dry-run` (printed on stderr)."""
-    return format_plan(with_template_lead(make_plan(cfg, world_size)))
+def describe_for_dry_run(plan: dict) -> str:
+    """The table of `plan` (make_plan's) for `hyrl train --dry-run` (printed on stderr), with
+    launch/sbatch.template's preemption lead."""
+    return format_plan(with_template_lead(plan))
 
 
 def with_template_lead(plan: dict) -> dict:

@@ -25,15 +25,18 @@ SGLang's own sizing on the recipes' server commands and compares.
 
 from __future__ import annotations
 
-from hyrl.config import RunConfig
+from hyrl.config.concerns.model import ModelView
+from hyrl.config.concerns.parallel import ParallelView
+from hyrl.config.concerns.rollout import RolloutView
+from hyrl.config.rollout_layout import RolloutLayout
 from hyrl.plan.memory import BYTES_KV, BYTES_SGLANG_WEIGHT, GIB, SGLANG_DEFAULT_MEM_FRACTION
 
 
-def kv_bytes_per_token(c: RunConfig, gpus_per_engine: int) -> int:
+def kv_bytes_per_token(model: ModelView, gpus_per_engine: int) -> int:
     """KV bytes one token takes on each of an engine's GPUs: its share of the kv heads (at
     least one, replicated when there are fewer heads than GPUs), K and V of kv_channels each."""
-    kv_heads_per_gpu = max(1, c.num_query_groups // gpus_per_engine)
-    return kv_heads_per_gpu * 2 * c.kv_channels * c.num_layers * BYTES_KV
+    kv_heads_per_gpu = max(1, model.num_query_groups // gpus_per_engine)
+    return kv_heads_per_gpu * 2 * model.kv_channels * model.num_layers * BYTES_KV
 
 
 def kv_cache_bytes(free_before_load: float, weights: float, mem_fraction_static: float) -> float:
@@ -43,12 +46,21 @@ def kv_cache_bytes(free_before_load: float, weights: float, mem_fraction_static:
     return free_after_load - free_before_load * (1 - mem_fraction_static)
 
 
-def sglang_plan(c: RunConfig, counts: dict, rollout, seq_len: int, resident: float) -> dict:
-    """One engine's GPU (tensor-parallel size T = GPUs per engine): weights = params x 2 B / T,
-    the KV cache as above (resident: the trainer's bytes on the GPU, counted when colocated),
-    and the sequences of prompt + response tokens it holds against --rollout-concurrency."""
-    t_engine = rollout.gpus_per_engine
-    fraction = c.sglang_mem_fraction_static
+def sglang_plan(
+    model: ModelView,
+    parallel: ParallelView,
+    rollout: RolloutView,
+    engines: RolloutLayout,
+    counts: dict,
+    seq_len: int,
+    resident: float,
+) -> dict:
+    """One engine's GPU (tensor-parallel size T = GPUs per engine, from the engines' layout):
+    weights = params x 2 B / T, the KV cache as above (resident: the trainer's bytes on the
+    GPU, counted when colocated; the GPU's size: --gpu-memory-gib), and the sequences of prompt
+    + response tokens it holds against --rollout-concurrency."""
+    t_engine = engines.gpus_per_engine
+    fraction = rollout.sglang_mem_fraction_static
     fraction_text = (
         f"{fraction}"
         if fraction is not None
@@ -56,22 +68,22 @@ def sglang_plan(c: RunConfig, counts: dict, rollout, seq_len: int, resident: flo
     )
     fraction = SGLANG_DEFAULT_MEM_FRACTION if fraction is None else fraction
     weights = BYTES_SGLANG_WEIGHT * counts["total"] / t_engine
-    per_token = kv_bytes_per_token(c, t_engine)
+    per_token = kv_bytes_per_token(model, t_engine)
     out = {
         "gpus_per_engine": t_engine,
-        "num_engines": rollout.num_engines,
+        "num_engines": engines.num_engines,
         "mem_fraction_static": fraction,
         "mem_fraction_text": fraction_text,
         "weights_gib": round(weights / GIB, 3),
         "weights_bytes": int(weights),
         "kv_bytes_per_token": per_token,
-        "concurrency_per_engine": rollout.concurrency_per_engine,
-        "colocated": c.colocate,
+        "concurrency_per_engine": engines.concurrency_per_engine,
+        "colocated": rollout.colocate,
         "sequence_tokens": seq_len,
     }
-    if c.gpu_memory_gib is not None:
-        resident_before = resident if c.colocate else 0.0
-        free_before = c.gpu_memory_gib * GIB - resident_before
+    if parallel.gpu_memory_gib is not None:
+        resident_before = resident if rollout.colocate else 0.0
+        free_before = parallel.gpu_memory_gib * GIB - resident_before
         kv = int(kv_cache_bytes(free_before, weights, fraction))  # SGLang truncates to bytes
         tokens = max(kv, 0) // per_token  # every GPU holds its heads' share of every token
         out.update(

@@ -28,11 +28,14 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from hyrl.config import ResolvedConfig, old_log_probs_from_update, schedules
+from hyrl.config import schedules
+from hyrl.config.concerns.algorithm import AlgorithmView
+from hyrl.config.concerns.batch import BatchView
+from hyrl.config.concerns.critic import CriticView
+from hyrl.config.concerns.model import ModelView
 from hyrl.config.rollout_layout import RolloutLayout
 from hyrl.metrics.flops import GPUS, StepPasses, step_flops
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
-from hyrl.plan.memory import sequence_length
 
 GB = 1e9
 H100_SXM = next(g for g in GPUS if g.product == "H100 SXM")
@@ -76,22 +79,27 @@ NOT_MODELLED = (
 )
 
 
-def responses_per_step(c: ResolvedConfig) -> int:
+def responses_per_step(batch: BatchView) -> int:
     """Responses generated in the largest rollout step: P x G, or under --batch-ramp the
     larger of its ends x optimizer steps per rollout (hyrl.train.step_plan)."""
-    if c.batch_ramp:
-        start, end, _ = schedules.parse_batch_ramp(c.batch_ramp)
-        return max(start, end) * c.optimizer_steps_per_rollout
-    return c.responses_per_rollout
+    if batch.batch_ramp:
+        start, end, _ = schedules.parse_batch_ramp(batch.batch_ramp)
+        return max(start, end) * batch.optimizer_steps_per_rollout
+    return batch.responses_per_rollout
 
 
-def step_passes(c: ResolvedConfig) -> StepPasses:
-    """The passes an actor-training step runs over its rows (hyrl.train.prepare.passes)."""
-    gae = c.critic() is not None
+def step_passes(
+    algorithm: AlgorithmView, critic: CriticView | None, old_log_probs_from_update: bool
+) -> StepPasses:
+    """The passes an actor-training step runs over its rows (hyrl.train.prepare.passes):
+    `old_log_probs_from_update` is hyrl.config.old_log_probs_from_update of the run (no
+    old-log-prob pass when true); a KL term adds the reference's pass, a critic (gae) its
+    values and update."""
+    gae = critic is not None
     return StepPasses(
         actor_update=True,
-        actor_forwards=int(not old_log_probs_from_update(c))
-        + int(c.kl_loss_coef > 0 or c.kl_coef > 0),
+        actor_forwards=int(not old_log_probs_from_update)
+        + int(algorithm.kl_loss_coef > 0 or algorithm.kl_coef > 0),
         critic_update=gae,
         critic_forwards=int(gae),
     )
@@ -109,7 +117,10 @@ def _passes_text(passes: StepPasses) -> str:
 
 
 def step_time_plan(
-    c: ResolvedConfig,
+    model: ModelView,
+    batch: BatchView,
+    passes: StepPasses,
+    sequence: tuple[int, int],
     world_size: int,
     rollout: RolloutLayout,
     weight_sync: dict,
@@ -118,9 +129,11 @@ def step_time_plan(
     throughput: Throughput,
 ) -> dict:
     """The plan's "step_time" entry: each term's seconds and its basis, the step, the save and
-    the lead time they need (None where a term is not modelled, with "why")."""
-    responses = responses_per_step(c)
-    prompt_len, response_len = sequence_length(c)
+    the lead time they need (None where a term is not modelled, with "why"). `passes`: what a
+    step runs (step_passes); `sequence`: (longest prompt, longest response) in tokens
+    (hyrl.plan.memory.sequence_length)."""
+    responses = responses_per_step(batch)
+    prompt_len, response_len = sequence
     seq_len = prompt_len + response_len
     t = throughput
     out: dict = {"kind": "estimate", "throughput": asdict(t), "margin": LEAD_MARGIN}
@@ -132,8 +145,7 @@ def step_time_plan(
         return out
     rollout_s = decode_tokens / (engine_gpus * t.decode_tokens_per_s_per_gpu)
     on_cpu = rollout.gpus_per_engine == 0
-    passes = step_passes(c)
-    flops = step_flops(Qwen3MoeArch.from_flags(c), [seq_len] * responses, passes)
+    flops = step_flops(Qwen3MoeArch.of(model), [seq_len] * responses, passes)
     training_s = flops / (world_size * t.peak_tflops * 1e12 * t.mfu)
     sync_s = weight_sync["seconds"] if weight_sync.get("modelled") else 0.0
     save_s = save_bytes / (training_nodes * t.fs_write_gb_s * GB)

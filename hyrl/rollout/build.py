@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
-from hyrl.config import RunConfig, engine_returns_routing
 from hyrl.config.rollout_layout import RolloutLayout
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import RolloutEngine
 
+if TYPE_CHECKING:
+    from hyrl.config.concerns.rollout import RolloutView
 
-def start_ray(cfg: RunConfig, layout: RolloutLayout) -> bool:
+
+def start_ray(rollout: RolloutView, layout: RolloutLayout) -> bool:
     """Initialise Ray if the layout needs it and it is not running; True if this call started it.
 
     A local Ray gets as many logical CPUs as the engines and reward workers reserve (at least
@@ -41,10 +44,10 @@ def start_ray(cfg: RunConfig, layout: RolloutLayout) -> bool:
 
     if ray.is_initialized():
         return False
-    if cfg.ray_address is not None:
-        ray.init(address=cfg.ray_address, log_to_driver=True)
+    if rollout.ray_address is not None:
+        ray.init(address=rollout.ray_address, log_to_driver=True)
     else:
-        wanted = cfg.reward_num_workers + (0 if layout.in_process else layout.num_engines)
+        wanted = rollout.reward_num_workers + (0 if layout.in_process else layout.num_engines)
         ray.init(
             num_cpus=max(os.cpu_count() or 1, wanted), include_dashboard=False, log_to_driver=True
         )
@@ -94,14 +97,22 @@ def make_hf_engine(
 
 
 def build_engine(
-    cfg: RunConfig,
+    rollout: RolloutView,
     layout: RolloutLayout,
     arch: Qwen3MoeArch,
     pad_id: int,
     eos_id: int,
     device: torch.device,
     run_dir,
+    *,
+    seed: int,
+    hf_checkpoint: str | None,
+    return_routed_experts: bool,
 ) -> RolloutEngine:
+    """The engine of the layout, generating with arch (device: an in-process engine's). seed:
+    --seed, which seeds each engine's sampling; hf_checkpoint: --hf-checkpoint, whose tokenizer
+    files give SGLang's stop and BOS tokens; return_routed_experts: whether the engines return
+    the experts they routed each token to (`MismatchView.engine_returns_routing`)."""
     if layout.engine == "hf" and layout.in_process:
         from hyrl.rollout.hf_engine import HFRolloutEngine
 
@@ -111,7 +122,7 @@ def build_engine(
             pad_id=pad_id,
             eos_id=eos_id,
             device=device,
-            return_routed_experts=engine_returns_routing(cfg),
+            return_routed_experts=return_routed_experts,
         )
     if layout.engine == "hf":
         import functools
@@ -124,29 +135,40 @@ def build_engine(
             layout.concurrency_per_engine,
             pad_id,
             eos_id,
-            cfg.seed,
-            return_routed_experts=engine_returns_routing(cfg),
+            seed,
+            return_routed_experts=return_routed_experts,
         )
         return RolloutFleet(
             factory,
             num_engines=layout.num_engines,
             concurrency_per_engine=layout.concurrency_per_engine,
             num_gpus_per_engine=layout.gpus_per_engine,
-            max_restarts=cfg.rollout_max_restarts,
-            ray_address=cfg.ray_address,
+            max_restarts=rollout.rollout_max_restarts,
+            ray_address=rollout.ray_address,
         )
     from hyrl.rollout.sglang.build import build_sglang_engine
 
-    return build_sglang_engine(cfg, layout, arch, pad_id, eos_id, run_dir)
+    return build_sglang_engine(
+        rollout,
+        layout,
+        arch,
+        pad_id,
+        eos_id,
+        run_dir,
+        seed=seed,
+        hf_checkpoint=hf_checkpoint,
+        return_routed_experts=return_routed_experts,
+    )
 
 
-def preflight_engine(cfg: RunConfig) -> None:
+def preflight_engine(rollout: RolloutView, transport: str) -> None:
     """The engine's checks against this machine and the flags, before any process group
-    (SGLang: hyrl.rollout.sglang.preflight; the hf engine has none)."""
-    if cfg.rollout_engine == "sglang":
+    (SGLang: hyrl.rollout.sglang.preflight; the hf engine has none). transport: SGLang's
+    --update-weight-transport, resolved (`hyrl.config.rollout_layout.update_weight_transport`)."""
+    if rollout.rollout_engine == "sglang":
         from hyrl.rollout.sglang.preflight import preflight_sglang
 
-        preflight_sglang(cfg)
+        preflight_sglang(rollout, transport)
 
 
 # --- hyrl profile-rollout: an engine at a server's URL, and a server on this machine ---------

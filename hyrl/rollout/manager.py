@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from hyrl.config import RunConfig, engine_returns_routing
-from hyrl.config.rollout_layout import rollout_layout
+from hyrl.config.rollout_layout import RolloutLayout
 from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
@@ -47,14 +46,22 @@ from hyrl.rollout.partial import generate_in_segments
 
 if TYPE_CHECKING:
     from hyrl.algorithms.dynamic_sampling import GroupFilter
+    from hyrl.config.concerns.algorithm import AlgorithmView
+    from hyrl.config.concerns.batch import BatchView
+    from hyrl.config.concerns.data import DataView
+    from hyrl.config.concerns.evaluation import EvalView
+    from hyrl.config.concerns.mismatch import MismatchView
+    from hyrl.config.concerns.model import ModelView
+    from hyrl.config.concerns.rollout import RolloutView
+    from hyrl.config.concerns.run import CheckpointView, RunView
     from hyrl.rewards.pool import RewardPool
 
 
-def max_prompt_len(cfg: RunConfig) -> int:
+def max_prompt_len(data: DataView, model: ModelView, rollout: RolloutView) -> int:
     """--rollout-max-prompt-len, or what the positions leave after the longest response."""
-    if cfg.rollout_max_prompt_len is not None:
-        return cfg.rollout_max_prompt_len
-    return cfg.max_position_embeddings - cfg.rollout_max_response_len
+    if data.rollout_max_prompt_len is not None:
+        return data.rollout_max_prompt_len
+    return model.max_position_embeddings - rollout.rollout_max_response_len
 
 
 @dataclass
@@ -71,14 +78,31 @@ class StepRollout:
 class RolloutManager:
     def __init__(
         self,
-        cfg: RunConfig,
-        world_size: int,
+        *,
+        rollout: RolloutView,
+        data: DataView,
+        model: ModelView,
+        batch: BatchView,
+        algorithm: AlgorithmView,
+        evaluation: EvalView,
+        mismatch: MismatchView,
+        run: RunView,
+        checkpoint: CheckpointView,
+        layout: RolloutLayout,
         arch: Qwen3MoeArch,
         device: torch.device,
-        run_dir: Path,
     ):
-        """device: where an in-process engine generates (the trainer's)."""
-        self.cfg = cfg
+        """The settings it reads, by concern: the engines, sampling, reward workers and
+        asynchronous rollout (rollout); the task, its prompts and rewards (data); the checkpoint
+        whose tokenizer it falls back to, the positions and the experts (model); G (batch);
+        --dynamic-sampling (algorithm); whether prompts are held out (evaluation); whether the
+        engines return their routing (mismatch); the steps, seed and run directory (run);
+        whether the run saves (checkpoint). layout: the rollout layout of the training world
+        size (`hyrl.config.rollout_layout`); arch: the model the engines generate with; device:
+        where an in-process engine generates (the trainer's)."""
+        self._rollout, self._data, self._model = rollout, data, model
+        self._batch, self._algorithm, self._evaluation = batch, algorithm, evaluation
+        self._mismatch, self._run, self._checkpoint = mismatch, run, checkpoint
         # both built by _start; None until then, or when it failed before them
         self.engine: RolloutEngine | None = None
         self.reward_pool: RewardPool | None = None
@@ -90,78 +114,86 @@ class RolloutManager:
         self._calls = threading.local()  # this thread's rollout: versions and prompts used
         self.queue: RolloutQueue | None = None  # --async-rollout's (start_queue)
         try:
-            self._start(world_size, arch, device, run_dir)
+            self._start(layout, arch, device)
         except BaseException:  # what did start (Ray, reward workers) stops with the run
             self.close()
             raise
 
-    def _start(
-        self, world_size: int, arch: Qwen3MoeArch, device: torch.device, run_dir: Path
-    ) -> None:
+    def _start(self, layout: RolloutLayout, arch: Qwen3MoeArch, device: torch.device) -> None:
         from hyrl.rewards.pool import RewardPool
         from hyrl.rewards.registry import reward_factory
         from hyrl.rollout.build import build_engine, start_ray
 
-        cfg = self.cfg
+        rollout, data = self._rollout, self._data
         self._load_task()
         eos_id = self.tokenizer.eos_token_id
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos_id
-        layout = rollout_layout(cfg, world_size)
-        self.owns_ray = start_ray(cfg, layout)
+        self.owns_ray = start_ray(rollout, layout)
         self.reward_pool = RewardPool(
-            reward_factory(cfg.rm_type, cfg.custom_rm_path),
-            num_workers=cfg.reward_num_workers,
-            timeout_s=cfg.reward_timeout_s,
-            ray_address=cfg.ray_address,
+            reward_factory(data.rm_type, data.custom_rm_path),
+            num_workers=rollout.reward_num_workers,
+            timeout_s=rollout.reward_timeout_s,
+            ray_address=rollout.ray_address,
         )
         self.engine = build_engine(
-            cfg, layout, arch, pad_id=pad_id, eos_id=eos_id, device=device, run_dir=run_dir
+            rollout,
+            layout,
+            arch,
+            pad_id=pad_id,
+            eos_id=eos_id,
+            device=device,
+            run_dir=Path(self._run.run_dir),
+            seed=self._run.seed,
+            hf_checkpoint=self._model.hf_checkpoint,
+            return_routed_experts=self._mismatch.engine_returns_routing,
         )
         self.sampling = SamplingParams(
-            max_new_tokens=cfg.rollout_max_response_len,
-            temperature=cfg.rollout_temperature,
-            top_p=cfg.rollout_top_p,
+            max_new_tokens=rollout.rollout_max_response_len,
+            temperature=rollout.rollout_temperature,
+            top_p=rollout.rollout_top_p,
         )
 
     def _load_task(self) -> None:
         """The training prompts, the held-out sets (eval_sets: name -> prompts) and the
         tokenizer: --prompt-data files or the built-in arithmetic task."""
-        cfg = self.cfg
-        if cfg.task == "prompt_data":
+        data, seed = self._data, self._run.seed
+        evaluates = self._evaluation.eval_interval > 0
+        if data.task == "prompt_data":
             from hyrl.data.prompt_data import (
                 load_eval_prompt_sets,
                 load_prompt_dataset,
                 load_tokenizer,
             )
 
-            tokenizer_path = cfg.tokenizer_path or cfg.hf_checkpoint
-            assert tokenizer_path is not None and cfg.prompt_data is not None, (
+            tokenizer_path = data.tokenizer_path or self._model.hf_checkpoint
+            assert tokenizer_path is not None and data.prompt_data is not None, (
                 "validate refuses --prompt-data tasks without the data file or a tokenizer"
             )
             self.tokenizer = load_tokenizer(tokenizer_path)
+            longest_prompt = max_prompt_len(data, self._model, self._rollout)
             data_options: dict[str, Any] = dict(
-                input_key=cfg.input_key,
-                label_key=cfg.label_key,
-                apply_chat_template=cfg.apply_chat_template,
-                max_prompt_len=max_prompt_len(cfg),
+                input_key=data.input_key,
+                label_key=data.label_key,
+                apply_chat_template=data.apply_chat_template,
+                max_prompt_len=longest_prompt,
             )
             self.task: PromptStream = load_prompt_dataset(
-                cfg.prompt_data, self.tokenizer, seed=cfg.seed, **data_options
+                data.prompt_data, self.tokenizer, seed=seed, **data_options
             )
             self.eval_sets = (
                 {
-                    name: data.prompts()
-                    for name, data in load_eval_prompt_sets(
-                        cfg.eval_prompt_data, self.tokenizer, **data_options
+                    name: held_out.prompts()
+                    for name, held_out in load_eval_prompt_sets(
+                        data.eval_prompt_data, self.tokenizer, **data_options
                     ).items()
                 }
-                if cfg.eval_prompt_data
+                if data.eval_prompt_data
                 else {}
             )
             if self.task.dropped_too_long:
                 print(
-                    f"hyrl: {self.task.dropped_too_long} prompts of {cfg.prompt_data} are "
-                    f"longer than {max_prompt_len(cfg)} tokens and were dropped",
+                    f"hyrl: {self.task.dropped_too_long} prompts of {data.prompt_data} are "
+                    f"longer than {longest_prompt} tokens and were dropped",
                     flush=True,
                 )
         else:
@@ -171,11 +203,11 @@ class RolloutManager:
             self.tokenizer = build_tokenizer()
             self.task = ArithTask(
                 self.tokenizer,
-                max_operand=cfg.task_max_operand,
-                seed=cfg.seed,
-                eval_fraction=cfg.task_eval_fraction if cfg.eval_interval > 0 else 0.0,
+                max_operand=data.task_max_operand,
+                seed=seed,
+                eval_fraction=data.task_eval_fraction if evaluates else 0.0,
             )
-            self.eval_sets = {"": self.task.eval_prompts()} if cfg.eval_interval > 0 else {}
+            self.eval_sets = {"": self.task.eval_prompts()} if evaluates else {}
 
     # -- one rollout step -----------------------------------------------------------------------
     def step_rollout(
@@ -186,10 +218,10 @@ class RolloutManager:
         flight (fewer near the end unless a checkpoint keeps them)."""
         if self.queue is None:
             return StepRollout(*self.rollout(timers, prompts_per_step))
-        cfg = self.cfg
-        left = cfg.num_steps - rollout_step
+        left = self._run.num_steps - rollout_step
+        saves = bool(self._checkpoint.save)
         taken = self._take_queued(
-            timers, rollouts_in_flight(cfg.max_staleness, left, saves=bool(cfg.save))
+            timers, rollouts_in_flight(self._rollout.max_staleness, left, saves=saves)
         )
         queued = taken.rollout
         return StepRollout(queued.batch, queued.routed, taken.metrics(), taken.dropped_responses)
@@ -202,8 +234,7 @@ class RolloutManager:
         for its own rows only. The engines release their memory after generating. prompts:
         the task's prompts to generate for instead of the task's next P (a regenerated
         batch; not with --dynamic-sampling)."""
-        cfg = self.cfg
-        if cfg.dynamic_sampling:
+        if self._algorithm.dynamic_sampling:
             assert prompts is None, "validate refuses --stale-policy regenerate with it"
             generations, scored, stats = self._dynamically_sampled(timers, prompts_per_step)
         else:
@@ -241,8 +272,8 @@ class RolloutManager:
         step's (--batch-ramp is refused with --async-rollout)."""
         self.queue = RolloutQueue(
             lambda: self.rollout_versioned(prompts_per_step),
-            self.cfg.max_staleness,
-            self.cfg.stale_policy,
+            self._rollout.max_staleness,
+            self._rollout.stale_policy,
             regenerate=lambda prompts: self.rollout_versioned(len(prompts), prompts),
             saved=[QueuedRollout.from_state_dict(s) for s in saved],
         )
@@ -265,13 +296,12 @@ class RolloutManager:
     def _round(self, timers: StageTimers, prompts_per_step: int, given: list | None = None):
         """P prompts x G responses (of the given prompts, else the task's next P):
         (generations, their ScoredBatch)."""
-        cfg = self.cfg
         with timers("rollout"):
             prompts = self.task.next_batch(prompts_per_step) if given is None else given
             drawn = getattr(self._calls, "prompts", None)
             if drawn is not None:
                 drawn += prompts
-            repeated = [p for p in prompts for _ in range(cfg.n_samples_per_prompt)]
+            repeated = [p for p in prompts for _ in range(self._batch.n_samples_per_prompt)]
             generations = self.generate([p.prompt_ids for p in repeated], self.sampling)
         with timers("reward"):
             scored = self.score(generations, [p.label for p in repeated])
@@ -286,16 +316,16 @@ class RolloutManager:
         from hyrl.algorithms.dynamic_sampling import DynamicSampling, load_group_filter
         from hyrl.rewards.pool import ScoredBatch
 
-        cfg = self.cfg
+        algorithm = self._algorithm
         if self._group_filter is None:
-            self._group_filter = load_group_filter(cfg.dynamic_sampling_filter_path)
+            self._group_filter = load_group_filter(algorithm.dynamic_sampling_filter_path)
         keeps_group = self._group_filter
-        g = cfg.n_samples_per_prompt
+        g = self._batch.n_samples_per_prompt
         generations: list[Generation] = []
         rewards: list[float] = []
         keep: list[bool] = []
         failures = timeouts = rounds = 0
-        while rounds < cfg.dynamic_sampling_max_rounds and sum(keep) < prompts_per_step:
+        while rounds < algorithm.dynamic_sampling_max_rounds and sum(keep) < prompts_per_step:
             round_generations, scored = self._round(timers, prompts_per_step)
             rounds += 1
             generations += round_generations
@@ -334,12 +364,12 @@ class RolloutManager:
                 "not refilled by a weight sync"
             )
         versioned = getattr(self._calls, "versions", None) is not None
-        if versioned and self.cfg.inflight_weight_updates:
+        if versioned and self._rollout.inflight_weight_updates:
             return generate_in_segments(
                 self._engine_call,
                 prompt_ids,
                 sampling,
-                self.cfg.inflight_segment_tokens,
+                self._rollout.inflight_segment_tokens,
             )
         with GENERATION_PROGRESS.counting(len(prompt_ids)):  # what the heartbeat reports
             generations, version = self._engine_call(prompt_ids, sampling)
@@ -372,24 +402,24 @@ class RolloutManager:
     def _routed_experts(self, generations: list[Generation]) -> list | None:
         """--use-rollout-routing-replay / --measure-routing-mismatch: each generation's expert ids
         as int16 (the engine must return them, each in [0, --num-experts))."""
-        cfg = self.cfg
-        if not engine_returns_routing(cfg):
+        if not self._mismatch.engine_returns_routing:
             return None
+        num_experts = self._model.num_experts
         missing = [i for i, g in enumerate(generations) if g.routed_experts is None]
         if missing:
             raise RuntimeError(
-                f"routing replay/measurement: the {cfg.rollout_engine} "
+                f"routing replay/measurement: the {self._rollout.rollout_engine} "
                 f"engine returned no routed experts for {len(missing)} of "
                 f"{len(generations)} responses (first: {missing[:5]})"
             )
         # no None left: checked just above
         routed = cast(list[torch.Tensor], [g.routed_experts for g in generations])
         for i, ids in enumerate(routed):
-            if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < cfg.num_experts):
+            if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < num_experts):
                 raise RuntimeError(
                     f"routing replay/measurement: response {i} was routed to "
                     f"experts {int(ids.min())}..{int(ids.max())}, outside the "
-                    f"model's 0..{cfg.num_experts - 1} (--num-experts): does "
+                    f"model's 0..{num_experts - 1} (--num-experts): does "
                     "the engine serve the same model?"
                 )
         return [ids.to(torch.int16) for ids in routed]
@@ -397,7 +427,7 @@ class RolloutManager:
     # -- --colocate: the engines' GPU memory ------------------------------------------------------
     def release_engines(self) -> None:
         """--colocate: free the engines' GPU memory (weights, KV cache) for training."""
-        if self.cfg.colocate and not self.engines_released:
+        if self._rollout.colocate and not self.engines_released:
             assert self.engine is not None, "built in __init__"
             self.engine.release_memory()
             self.engines_released = True

@@ -43,10 +43,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hyrl.batchsize.goodput import StepTiming, ThroughputModel, goodput, load_profile
-from hyrl.config import ResolvedConfig, RunConfig, autopilot_batches, critic_autopilot_batches
 from hyrl.train.explore import PROBE_STEPS, Exploration, budget_allows, explore_target
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.autopilot import AutopilotView
+    from hyrl.config.concerns.batch import BatchView
+    from hyrl.config.concerns.critic import CriticView
+    from hyrl.config.concerns.rollout import RolloutView
+    from hyrl.config.concerns.run import RunView
 
 
 @dataclass(frozen=True)
@@ -59,14 +66,14 @@ class AutopilotSettings:
     explore_budget: float = 0.05  # goodput, no profile: exploring steps / rollout steps <= this
 
     @classmethod
-    def from_flags(cls, cfg: RunConfig) -> AutopilotSettings:
+    def of(cls, autopilot: AutopilotView) -> AutopilotSettings:
         return cls(
-            cfg.autopilot_k,
-            cfg.autopilot_hysteresis,
-            cfg.autopilot_warmup,
-            cfg.autopilot_objective,
-            cfg.autopilot_min_gain,
-            cfg.autopilot_explore_budget,
+            autopilot.autopilot_k,
+            autopilot.autopilot_hysteresis,
+            autopilot.autopilot_warmup,
+            autopilot.autopilot_objective,
+            autopilot.autopilot_min_gain,
+            autopilot.autopilot_explore_budget,
         )
 
 
@@ -193,27 +200,40 @@ class RunAutopilot:
         self.notes: list[str] = []  # exploration lines for rank 0 to print (observe_step)
 
     @classmethod
-    def from_flags(cls, cfg: ResolvedConfig, world_size: int) -> RunAutopilot:
-        """The autopilot of a validated, resolved config with --batch-schedule auto."""
-        critic_start = cfg.critic_global_batch_size
+    def of(
+        cls,
+        autopilot: AutopilotView,
+        batch: BatchView,
+        critic: CriticView | None,
+        rollout: RolloutView,
+        run: RunView,
+        actor_allowed: Sequence[int],
+        critic_allowed: Callable[[int], Sequence[int]],
+    ) -> RunAutopilot:
+        """The autopilot of a validated run with --batch-schedule auto: the actor's B starts at
+        the batch's B, the critic's (under gae; none under grpo) at its own. actor_allowed: the
+        B the actor may take (`hyrl.config.autopilot_batches`); critic_allowed: those the
+        critic may take in a rollout of so many responses (`hyrl.config.critic_autopilot_batches`,
+        used only with a critic). The goodput objective's throughput model reads
+        --rollout-concurrency and --autopilot-profile, the exploration budget --num-steps."""
+        critic_start = None if critic is None else critic.responses_per_step
         throughput = None
-        if cfg.autopilot_objective == "goodput":
-            profile = None if cfg.autopilot_profile is None else load_profile(cfg.autopilot_profile)
+        if autopilot.autopilot_objective == "goodput":
+            path = autopilot.autopilot_profile
+            profile = None if path is None else load_profile(path)
             throughput = ThroughputModel(
-                cfg.optimizer_steps_per_rollout, int(cfg.rollout_concurrency), profile
+                batch.optimizer_steps_per_rollout, int(rollout.rollout_concurrency), profile
             )
         return cls(
-            AutopilotSettings.from_flags(cfg),
-            cfg.global_batch_size,
-            autopilot_batches(cfg, world_size),
-            cfg.optimizer_steps_per_rollout,
-            cfg.n_samples_per_prompt,
+            AutopilotSettings.of(autopilot),
+            batch.responses_per_step,
+            actor_allowed,
+            batch.optimizer_steps_per_rollout,
+            batch.n_samples_per_prompt,
             critic_start,
-            None
-            if critic_start is None
-            else (lambda responses: critic_autopilot_batches(cfg, world_size, responses)),
+            None if critic_start is None else critic_allowed,
             throughput,
-            cfg.num_steps,
+            run.num_steps,
         )
 
     def _goodput_target(self, noise_scale: float, allowed: Sequence[int]) -> int:

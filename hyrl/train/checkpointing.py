@@ -20,12 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyrl.config import RUN_RECORD_KEYS, ResolvedConfig
+from hyrl.config import RUN_RECORD_KEYS
 from hyrl.train.stopping import TrainingStopped
 
 if TYPE_CHECKING:
     from hyrl.backends.base import TrainBackend, TrainedModel
+    from hyrl.config.concerns.algorithm import AlgorithmView
+    from hyrl.config.concerns.parallel import ParallelView
+    from hyrl.config.concerns.rollout import RolloutView
+    from hyrl.config.concerns.run import CheckpointView, RunView
     from hyrl.metrics.run_log import RunLog
+    from hyrl.models.qwen3_moe.config import Qwen3MoeArch
     from hyrl.rollout.manager import RolloutManager
     from hyrl.train.autopilot import RunAutopilot
     from hyrl.train.sync_and_offload import SyncAndOffload
@@ -43,18 +48,23 @@ class Resumed:
 
 
 def resume(
-    cfg: ResolvedConfig,
-    world_size: int,
+    load: str | None,
+    arch: Qwen3MoeArch,
+    parallel: ParallelView,
+    algorithm: AlgorithmView,
+    rollout: RolloutView,
     backend: TrainBackend,
     autopilot: RunAutopilot | None,
 ) -> Resumed | None:
-    """--load: weights, optimizer states and counters into the backend, the autopilot's B
-    and counters (collective: every rank); None without --load."""
+    """--load: the step checked against this run's architecture, precision and optimizer kind,
+    algorithm and --async-rollout (hyrl.checkpoint.trainer_state.check_resumable), then
+    weights, optimizer states and counters into the backend, the autopilot's B and counters
+    (collective: every rank); None without --load."""
     from hyrl.checkpoint.trainer_state import check_resumable
 
-    if not cfg.load:
+    if not load:
         return None
-    step_dir, state = check_resumable(cfg, world_size)
+    step_dir, state = check_resumable(load, arch, parallel, algorithm, rollout.async_rollout)
     rng_state = backend.load_checkpoint(step_dir)
     if autopilot is not None and "autopilot" in state:
         autopilot.load_state_dict(state["autopilot"])
@@ -117,35 +127,37 @@ def run_identity(run_dir: str, resumed: Resumed | None) -> dict:
     return identity
 
 
-def due(cfg: ResolvedConfig, rollout_step: int, stops: bool) -> bool:
-    """Whether a run with --save writes a checkpoint after this rollout step: every
-    --save-interval steps, after the last step, and when the run stops early (stops: a
-    preemption, --stop-at-target)."""
+def due(checkpoint: CheckpointView, run: RunView, rollout_step: int, stops: bool) -> bool:
+    """Whether the run writes a checkpoint after this rollout step: with --save, every
+    --save-interval steps, after the last of --num-steps, and when the run stops early
+    (stops: a preemption, --stop-at-target); never without --save."""
+    if not checkpoint.save:
+        return False
     return (
         stops
-        or rollout_step == cfg.num_steps
-        or bool(cfg.save_interval and rollout_step % cfg.save_interval == 0)
+        or rollout_step == run.num_steps
+        or bool(checkpoint.save_interval and rollout_step % checkpoint.save_interval == 0)
     )
 
 
 def loop_state(
-    cfg: ResolvedConfig,
-    world_size: int,
+    config: dict,
+    run_id: str,
     run_log: RunLog,
     rollout_manager: RolloutManager,
-    run_id: str,
     autopilot: RunAutopilot | None,
 ) -> dict:
     """Rank 0's part of the checkpoint after this rollout step: its elapsed_s up to now,
-    before the checkpoint's own seconds; the task's position; the rollouts --async-rollout's
-    queue holds, drained (done) into it."""
+    before the checkpoint's own seconds; the task's position; whose run (run_id, the run
+    directory of config) under which flags (config: the resolved config's `to_dict`); the
+    autopilot's state; the rollouts --async-rollout's queue holds, drained (done) into it."""
     state = {
         **run_log.state_dict(),
         "task": rollout_manager.task.state_dict(),
         # whose checkpoint this is, under which flags (hyrl.checkpoint.ownership)
         "run_id": run_id,
-        "run_dir": str(Path(cfg.run_dir)),
-        "config": cfg.to_dict(world_size),
+        "run_dir": str(Path(config["run_dir"])),
+        "config": config,
     }
     if autopilot is not None:
         state["autopilot"] = autopilot.state_dict()
@@ -167,12 +179,17 @@ class Retention:
     load_dir: Path | None
 
     @classmethod
-    def of(cls, cfg: ResolvedConfig, resumed: Resumed | None) -> Retention:
+    def of(cls, checkpoint: CheckpointView, resumed: Resumed | None) -> Retention:
         """`resumed`: the step the run loaded at its start (--load's `latest` then; it moves
         with every save since)."""
-        assert cfg.save is not None, "a save is due only with --save"
+        assert checkpoint.save is not None, "a save is due only with --save"
         load = resumed.step_dir if resumed is not None else None
-        return cls(cfg.save, cfg.keep_last_checkpoints, cfg.keep_checkpoint_every, load)
+        return cls(
+            checkpoint.save,
+            checkpoint.keep_last_checkpoints,
+            checkpoint.keep_checkpoint_every,
+            load,
+        )
 
 
 def save(

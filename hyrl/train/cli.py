@@ -55,10 +55,10 @@ def main(argv: list[str]) -> int:
         return 0
     if dry_run:
         if os.environ.get("RANK", "0") == "0":
-            from hyrl.plan import describe_for_dry_run
+            from hyrl.plan import describe_for_dry_run, make_plan
 
             print(json.dumps(cfg.to_dict(world_size), indent=2, sort_keys=True))
-            print(describe_for_dry_run(cfg, world_size), file=sys.stderr)
+            print(describe_for_dry_run(make_plan(cfg, world_size)), file=sys.stderr)
             unchecked = files_not_checked(cfg)
             if unchecked:
                 print(f"hyrl train: not checked under --dry-run: {unchecked}", file=sys.stderr)

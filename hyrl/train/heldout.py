@@ -5,23 +5,29 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hyrl.config import RunConfig, eval_max_response_len, eval_pass_ks
 from hyrl.metrics.timers import StageTimers
-from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.rollout.base import SamplingParams
 from hyrl.rollout.manager import RolloutManager
 
+if TYPE_CHECKING:
+    from hyrl.backends.base import TrainBackend
+    from hyrl.config.concerns.evaluation import EvalView
+    from hyrl.config.concerns.rollout import RolloutView
+    from hyrl.config.concerns.run import RunView
+    from hyrl.train.sync_and_offload import SyncAndOffload
 
-def eval_schedule(cfg: RunConfig) -> set[int]:
+
+def eval_schedule(evaluation: EvalView, run: RunView) -> set[int]:
     """Rollout steps after which rank 0 evaluates: 0 (before training), every
-    --eval-interval, and the last."""
-    if cfg.eval_interval <= 0:
+    --eval-interval, and the last (--num-steps)."""
+    interval, num_steps = evaluation.eval_interval, run.num_steps
+    if interval <= 0:
         return set()
-    return {0, cfg.num_steps, *range(cfg.eval_interval, cfg.num_steps + 1, cfg.eval_interval)}
+    return {0, num_steps, *range(interval, num_steps + 1, interval)}
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -35,32 +41,41 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
-def evaluate(cfg: RunConfig, rollout: RolloutManager, device: torch.device) -> tuple[dict, float]:
-    """mean@k accuracy and pass@k on each held-out set (one engine call for all of them) and
-    its seconds; the training RNG stream is left untouched (device: where an in-process engine
-    draws). Named sets (--eval-prompt-data) log eval/NAME/accuracy and eval/NAME/pass@K, and
-    eval/accuracy and eval/pass@K are the means over the sets (each set weighs the same).
+def evaluate(
+    evaluation: EvalView,
+    rollout: RolloutView,
+    manager: RolloutManager,
+    device: torch.device,
+    *,
+    max_response_len: int,
+    pass_ks: list[int],
+) -> tuple[dict, float]:
+    """mean@k accuracy and pass@k on each of the manager's held-out sets (one engine call for
+    all of them) and its seconds; the training RNG stream is left untouched (device: where an
+    in-process engine draws). The responses are sampled at --eval-temperature (resolved) with
+    the rollout's --rollout-top-p, at most max_response_len tokens each
+    (`hyrl.config.eval_max_response_len`). Named sets (--eval-prompt-data) log
+    eval/NAME/accuracy and eval/NAME/pass@K for each K of pass_ks (`hyrl.config.eval_pass_ks`),
+    and eval/accuracy and eval/pass@K are the means over the sets (each set weighs the same).
     pass@K is the mean over a set's prompts of pass_at_k(n, c, K), c counting the responses
     whose reward is at least --eval-pass-threshold."""
     began = time.perf_counter()
-    n_samples = cfg.n_samples_per_eval_prompt
+    n_samples = evaluation.n_samples_per_eval_prompt
     sets = [
         (name, [p for p in prompts for _ in range(n_samples)])
-        for name, prompts in rollout.eval_sets.items()
+        for name, prompts in manager.eval_sets.items()
     ]
     prompts = [p for _, set_prompts in sets for p in set_prompts]
-    temperature = cfg.rollout_temperature if cfg.eval_temperature is None else cfg.eval_temperature
     params = SamplingParams(
-        max_new_tokens=eval_max_response_len(cfg),
-        temperature=temperature,
-        top_p=cfg.rollout_top_p,
+        max_new_tokens=max_response_len,
+        temperature=evaluation.eval_temperature,
+        top_p=rollout.rollout_top_p,
     )
     devices = [] if device.type == "cpu" else [device]
     with torch.random.fork_rng(devices=devices):
-        generations = rollout.generate([p.prompt_ids for p in prompts], params)
-    scored = rollout.score(generations, [p.label for p in prompts])
+        generations = manager.generate([p.prompt_ids for p in prompts], params)
+    scored = manager.score(generations, [p.label for p in prompts])
     metrics = {"eval/reward_failures": scored.failures, "eval/num_responses": len(prompts)}
-    pass_ks = eval_pass_ks(cfg)
     per_set: dict[str, list[float]] = {"accuracy": [], **{f"pass@{k}": [] for k in pass_ks}}
     start = 0
     for name, set_prompts in sets:
@@ -72,7 +87,7 @@ def evaluate(cfg: RunConfig, rollout: RolloutManager, device: torch.device) -> t
         metrics[prefix + "response_len_mean"] = sum(lengths) / len(lengths)
         # a prompt's k responses are consecutive (see `sets`)
         correct = [
-            sum(r >= cfg.eval_pass_threshold for r in rewards[i : i + n_samples])
+            sum(r >= evaluation.eval_pass_threshold for r in rewards[i : i + n_samples])
             for i in range(0, len(rewards), n_samples)
         ]
         for k in pass_ks:
@@ -86,42 +101,45 @@ def evaluate(cfg: RunConfig, rollout: RolloutManager, device: torch.device) -> t
 
 
 def evaluate_model(
-    cfg: RunConfig, world_size: int, step_dir: Path | None, seed: int | None
+    backend: TrainBackend,
+    manager: RolloutManager | None,
+    sync_and_offload: SyncAndOffload,
+    rng: Any,
+    seed: int | None,
+    evaluation: EvalView,
+    rollout: RolloutView,
+    *,
+    max_response_len: int,
+    pass_ks: list[int],
 ) -> tuple[dict, float, dict[str, int]] | None:
-    """`evaluate` of a saved model, built as a run builds it (every rank): the backend at this
-    layout with the actor's weights of step_dir (--load, resharded) or of cfg.hf_checkpoint,
-    rank 0's rollout manager, the weights synced to its engines (hyrl.train.sync_and_offload).
-    Rank 0 gets (metrics, seconds, prompts per set), the others None.
+    """`evaluate` of a saved model (every rank), its parts built as a run builds them
+    (`hyrl eval`'s main: hyrl.evaluation.cli): the backend at this layout holding the actor's
+    weights of the checkpoint (--load, resharded) or of --hf-checkpoint, rank 0's rollout
+    manager (None on the others) and the sync to its engines (hyrl.train.sync_and_offload),
+    which syncs the weights first. Rank 0 gets (metrics, seconds, prompts per set), the others
+    None.
 
-    The engine samples from the checkpoint's saved RNG state (that of its rank 0) unless seed
-    is given, then from torch.manual_seed(seed): a run that evaluated and saved at the same
-    step evaluated from that very state, on the in-process hf engine (engines on Ray and
-    SGLang servers sample with generators of their own)."""
-    from hyrl.backends.factory import build_backend, shutdown_backend
-    from hyrl.rollout.manager import RolloutManager
-    from hyrl.train.sync_and_offload import sync_and_offload_for
-
-    arch = Qwen3MoeArch.from_flags(cfg)
-    manager: RolloutManager | None = None
-    try:
-        backend = build_backend(cfg, world_size, arch)
-        rng = backend.load_weights(step_dir) if step_dir is not None else None
-        if backend.rank == 0:
-            manager = RolloutManager(cfg, world_size, arch, backend.device(), Path(cfg.run_dir))
-        sync_and_offload = sync_and_offload_for(cfg, world_size, backend, manager)
-        backend.wait_for_rank_0()  # rank 0 started the engines
-        sync_and_offload.sync(backend.actor, backend.critic, StageTimers())
-        result = None
-        if manager is not None:
-            if seed is not None:
-                torch.manual_seed(seed)
-            elif rng is not None:  # last: nothing draws before the evaluation
-                backend.set_rng_state(rng)
-            metrics, eval_s = evaluate(cfg, manager, backend.device())
-            result = metrics, eval_s, {name: len(p) for name, p in manager.eval_sets.items()}
-        backend.wait_for_rank_0()  # the others wait for rank 0's evaluation, then all end
-        return result
-    finally:
-        if manager is not None:
-            manager.close()
-        shutdown_backend()
+    The engine samples from rng, the RNG state the checkpoint's rank 0 saved
+    (`TrainBackend.load_weights`; None without a checkpoint), unless seed is given, then from
+    torch.manual_seed(seed): a run that evaluated and saved at the same step evaluated from that
+    very state, on the in-process hf engine (engines on Ray and SGLang servers sample with
+    generators of their own)."""
+    backend.wait_for_rank_0()  # rank 0 started the engines
+    sync_and_offload.sync(backend.actor, backend.critic, StageTimers())
+    result = None
+    if manager is not None:
+        if seed is not None:
+            torch.manual_seed(seed)
+        elif rng is not None:  # last: nothing draws before the evaluation
+            backend.set_rng_state(rng)
+        metrics, eval_s = evaluate(
+            evaluation,
+            rollout,
+            manager,
+            backend.device(),
+            max_response_len=max_response_len,
+            pass_ks=pass_ks,
+        )
+        result = metrics, eval_s, {name: len(p) for name, p in manager.eval_sets.items()}
+    backend.wait_for_rank_0()  # the others wait for rank 0's evaluation, then all end
+    return result

@@ -7,27 +7,53 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hyrl.config import ConfigError, RunConfig
+from hyrl.config import ConfigError, ResolvedConfig
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
+if TYPE_CHECKING:
+    from hyrl.config.concerns.data import DataView
+    from hyrl.config.concerns.model import ModelView
 
-def preflight(cfg: RunConfig) -> None:
+
+def preflight(cfg: ResolvedConfig, evaluation: bool = False) -> None:
     """Flag checks that depend on this machine (the backend's: CUDA, Transformer Engine) and on
-    files, before any process group."""
-    preflight_models_and_data(cfg)
+    files, before any process group: the Hugging Face checkpoints against the model flags, the
+    tokenizer, data and rewards, the checkpoint of --load, SGLang, the autopilot's profile and
+    the TensorBoard mirror. With evaluation, `hyrl eval`'s: the checkpoint of --load whole and
+    of this architecture (another layout reshards), and no ownership check, profile or mirror:
+    an evaluation writes nothing into the run or its checkpoints."""
+    from hyrl.backends.factory import check_machine
+
+    check_machine(cfg.model)
+    for flag, hf_dir in (
+        ("--hf-checkpoint", cfg.hf_checkpoint),
+        ("--critic-load", cfg.critic_load),
+    ):
+        if hf_dir:
+            check_hf_architecture(flag, hf_dir, cfg.model)
+    preflight_data(cfg.data, cfg.model, cfg.dynamic_sampling_filter_path)
     from hyrl.checkpoint.ownership import check_load_owner, check_save_dir
 
-    check_save_dir(cfg)  # another run's checkpoints are never overwritten
+    if not evaluation:
+        check_save_dir(cfg)  # another run's checkpoints are never overwritten
     if cfg.load:  # truncated, another layout or architecture: refused before any process group
         from hyrl.checkpoint.trainer_state import check_resumable
         from hyrl.config import world_size_from_env
 
-        step_dir, state = check_resumable(cfg, world_size_from_env())
-        check_load_owner(cfg, state, step_dir, world_size_from_env())  # one run, same flags
+        step_dir, state = check_resumable(
+            cfg.load, Qwen3MoeArch.of(cfg.model), cfg.parallel, cfg.algorithm, cfg.async_rollout
+        )
+        if not evaluation:  # one run, same flags
+            check_load_owner(cfg, state, step_dir, world_size_from_env())
+    from hyrl.config.rollout_layout import update_weight_transport
     from hyrl.rollout.build import preflight_engine
 
-    preflight_engine(cfg)  # SGLang's: installed, its flags through its own parser
+    # SGLang's: installed, its flags through its own parser
+    preflight_engine(cfg.rollout, update_weight_transport(cfg))
+    if evaluation:
+        return
     if cfg.batch_schedule == "auto" and cfg.autopilot_profile is not None:
         from hyrl.batchsize.goodput import ProfileError, load_profile
 
@@ -50,62 +76,37 @@ def preflight(cfg: RunConfig) -> None:
         )
 
 
-def preflight_models_and_data(cfg: RunConfig) -> None:
-    """This machine against the backend's flags, the Hugging Face checkpoints against the model
-    flags, the tokenizer, data and rewards: what a run and an evaluation share."""
-    from hyrl.backends.factory import check_machine
-
-    check_machine(cfg)
-    for flag, hf_dir in (
-        ("--hf-checkpoint", cfg.hf_checkpoint),
-        ("--critic-load", cfg.critic_load),
-    ):
-        if hf_dir:
-            check_hf_architecture(flag, hf_dir, cfg)
-    preflight_data(cfg)
-
-
-def preflight_evaluation(cfg: RunConfig, world_size: int) -> None:
-    """`hyrl eval`'s checks before any process group: `preflight_models_and_data`, the
-    checkpoint of --load (whole, of this architecture; another layout reshards) and SGLang.
-    No ownership check: an evaluation writes nothing into the run or its checkpoints."""
-    preflight_models_and_data(cfg)
-    if cfg.load:
-        from hyrl.checkpoint.trainer_state import check_resumable
-
-        check_resumable(cfg, world_size)
-    from hyrl.rollout.build import preflight_engine
-
-    preflight_engine(cfg)
-
-
-def preflight_data(cfg: RunConfig) -> None:
-    """The tokenizer, the data files and a custom reward load, before any process group."""
+def preflight_data(
+    data: DataView, model: ModelView, dynamic_sampling_filter_path: str | None
+) -> None:
+    """The tokenizer, the data files, a custom reward and a dynamic-sampling filter load,
+    before any process group; the tokenizer is --tokenizer-path or the model's
+    --hf-checkpoint, and fits its --vocab-size."""
     from hyrl.data.prompt_data import PromptDataError, load_records, load_tokenizer
     from hyrl.rewards.registry import reward_factory
 
     try:
-        reward_factory(cfg.rm_type, cfg.custom_rm_path)  # imports a custom reward once
+        reward_factory(data.rm_type, data.custom_rm_path)  # imports a custom reward once
     except (ValueError, ImportError) as err:
         raise ConfigError(
-            "--custom-rm-path", cfg.custom_rm_path, str(err), "an importable module:function"
+            "--custom-rm-path", data.custom_rm_path, str(err), "an importable module:function"
         ) from None
-    if cfg.dynamic_sampling_filter_path is not None:
+    if dynamic_sampling_filter_path is not None:
         from hyrl.algorithms.dynamic_sampling import load_group_filter
 
         try:
-            load_group_filter(cfg.dynamic_sampling_filter_path)
+            load_group_filter(dynamic_sampling_filter_path)
         except (ValueError, ImportError) as err:
             raise ConfigError(
                 "--dynamic-sampling-filter-path",
-                cfg.dynamic_sampling_filter_path,
+                dynamic_sampling_filter_path,
                 str(err),
                 "an importable module:function",
             ) from None
-    if cfg.task != "prompt_data":
+    if data.task != "prompt_data":
         return
-    flag = "--tokenizer-path" if cfg.tokenizer_path else "--hf-checkpoint"
-    tokenizer_dir = cfg.tokenizer_path or cfg.hf_checkpoint
+    flag = "--tokenizer-path" if data.tokenizer_path else "--hf-checkpoint"
+    tokenizer_dir = data.tokenizer_path or model.hf_checkpoint
     assert tokenizer_dir is not None, "validate requires one of them with --prompt-data"
     try:
         tokenizer = load_tokenizer(tokenizer_dir)
@@ -116,10 +117,10 @@ def preflight_data(cfg: RunConfig) -> None:
             str(err),
             "a local Hugging Face tokenizer directory",
         ) from None
-    if len(tokenizer) > cfg.vocab_size:
+    if len(tokenizer) > model.vocab_size:
         raise ConfigError(
             "--vocab-size",
-            cfg.vocab_size,
+            model.vocab_size,
             f"smaller than the tokenizer's {len(tokenizer)} tokens ({flag})",
             f"at least {len(tokenizer)}",
         )
@@ -130,26 +131,26 @@ def preflight_data(cfg: RunConfig) -> None:
             "the tokenizer has no end-of-sequence token",
             "a tokenizer with eos",
         )
-    assert cfg.prompt_data is not None, "validate requires it with --task prompt_data"
-    files = [("--prompt-data", cfg.prompt_data)]
-    files += [("--eval-prompt-data", path) for path in (cfg.eval_prompt_data or [])[1::2]]
+    assert data.prompt_data is not None, "validate requires it with --task prompt_data"
+    files = [("--prompt-data", data.prompt_data)]
+    files += [("--eval-prompt-data", path) for path in (data.eval_prompt_data or [])[1::2]]
     for data_flag, path in files:
         try:
-            load_records(path, cfg.input_key, cfg.label_key)
+            load_records(path, data.input_key, data.label_key)
         except PromptDataError as err:
             raise ConfigError(
                 data_flag,
                 path,
                 str(err),
-                f"records with --input-key {cfg.input_key!r} and --label-key {cfg.label_key!r}",
+                f"records with --input-key {data.input_key!r} and --label-key {data.label_key!r}",
             ) from None
 
 
-def check_hf_architecture(flag: str, hf_dir: str, cfg: RunConfig) -> None:
+def check_hf_architecture(flag: str, hf_dir: str, model: ModelView) -> None:
     """A Hugging Face checkpoint (--hf-checkpoint, --critic-load) of the architecture the model
     flags describe."""
     hf_config = json.loads((Path(hf_dir) / "config.json").read_text())
-    arch = Qwen3MoeArch.from_flags(cfg)
+    arch = Qwen3MoeArch.of(model)
     problems = arch.mismatches(hf_config)
     if problems:
         raise ConfigError(

@@ -3,7 +3,7 @@ rate of every optimizer step, for the actor and the critic, in one place for the
 set (--global-batch-size fixed, --batch-ramp, --batch-schedule auto); and whether the step
 trains the actor at all (--num-critic-only-steps) with the policy version that follows.
 
-    plan = StepPlan(cfg, world_size, autopilot)      # autopilot: the run's, or None
+    plan = StepPlan(batch, optimizer, critic, run, ramp_unit, autopilot)  # autopilot: or None
     plan.trains_actor(rollout_step), plan.policy_version(rollout_steps_done)
     P, B = plan.actor_batch(rollout_step)
     lr = plan.actor_lr(optimizer_step, B)            # warmup/decay of the peak at B
@@ -18,9 +18,14 @@ the next step between rollout steps; this plan only reads it.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from hyrl.config import CriticSettings, ResolvedConfig, batch_ramp_unit, schedules
+from hyrl.config import CriticView, schedules
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.batch import BatchView
+    from hyrl.config.concerns.optimizer import OptimizerView
+    from hyrl.config.concerns.run import RunView
 
 
 class BatchSource(Protocol):
@@ -37,36 +42,51 @@ class BatchSource(Protocol):
 
 
 class StepPlan:
-    def __init__(self, cfg: ResolvedConfig, world_size: int, autopilot: BatchSource | None):
-        self.cfg, self.autopilot = cfg, autopilot
-        self.actor_schedule = cfg.actor_lr_schedule()
-        self.critic = cfg.critic()  # None under grpo
+    """The plan of a run's batch (P, B, --batch-ramp), the actor's optimizer (its lr_schedule),
+    the critic (None under grpo) and --num-steps; ramp_unit: the multiple every B of a ramp is
+    (`hyrl.config.batch_ramp_unit`); autopilot: the run's, or None."""
+
+    def __init__(
+        self,
+        batch: BatchView,
+        optimizer: OptimizerView,
+        critic: CriticView | None,
+        run: RunView,
+        ramp_unit: int,
+        autopilot: BatchSource | None,
+    ):
+        self.batch, self.autopilot = batch, autopilot
+        self.actor_schedule = optimizer.lr_schedule
+        self.critic = critic  # None under grpo
+        self.num_steps = run.num_steps
+        # --num-critic-only-steps warm up the critic alone (none without a critic)
+        self.critic_only_steps = critic.num_critic_only_steps if critic is not None else 0
         self.ramp: dict | None = None
-        if cfg.batch_ramp:
-            start, end, steps = schedules.parse_batch_ramp(cfg.batch_ramp)
-            unit = batch_ramp_unit(cfg, world_size)
-            self.ramp = dict(start=start, end=end, steps=steps, unit=unit)
+        if batch.batch_ramp:
+            start, end, steps = schedules.parse_batch_ramp(batch.batch_ramp)
+            self.ramp = dict(start=start, end=end, steps=steps, unit=ramp_unit)
 
     # -- the actor -----------------------------------------------------------------------------
     def trains_actor(self, rollout_step: int) -> bool:
         """Whether this rollout step trains the actor: the first --num-critic-only-steps warm
         up the critic alone."""
-        return rollout_step > self.cfg.num_critic_only_steps
+        return rollout_step > self.critic_only_steps
 
     def policy_version(self, rollout_steps_done: int) -> int:
         """The policy version after this many rollout steps: weight syncs of trained weights
         (a critic-only warm-up step trains no actor)."""
-        return max(0, rollout_steps_done - self.cfg.num_critic_only_steps)
+        return max(0, rollout_steps_done - self.critic_only_steps)
 
     def actor_batch(self, rollout_step: int) -> tuple[int, int]:
         """(P prompts, B responses per optimizer step) for this rollout step."""
-        cfg = self.cfg
+        batch = self.batch
         if self.autopilot is not None:
             return self.autopilot.prompts_per_step, self.autopilot.responses_per_step
         if self.ramp is None:
-            return cfg.rollout_batch_size, cfg.global_batch_size
+            return batch.rollout_batch_size, batch.responses_per_step
         responses = schedules.batch_at(rollout_step, **self.ramp)
-        return responses * cfg.optimizer_steps_per_rollout // cfg.n_samples_per_prompt, responses
+        steps = batch.optimizer_steps_per_rollout
+        return responses * steps // batch.n_samples_per_prompt, responses
 
     def actor_peak_lr(self, responses_per_step: int) -> float:
         """--lr, or under a ramp or the autopilot with --base-lr the rate re-derived for B."""
@@ -76,15 +96,14 @@ class StepPlan:
 
     def actor_lr(self, optimizer_step: int, responses_per_step: int) -> float:
         """The actor's rate at its optimizer step (0-based) when B = responses_per_step."""
-        cfg = self.cfg
         return self.actor_schedule.at(
             optimizer_step,
             peak=self.actor_peak_lr(responses_per_step),
-            total_steps=cfg.num_steps * cfg.optimizer_steps_per_rollout,
+            total_steps=self.num_steps * self.batch.optimizer_steps_per_rollout,
         )
 
     # -- the critic (gae) ----------------------------------------------------------------------
-    def _critic(self) -> CriticSettings:
+    def _critic(self) -> CriticView:
         if self.critic is None:
             raise ValueError("no critic: the run's --advantage-estimator is not gae")
         return self.critic
@@ -94,7 +113,7 @@ class StepPlan:
         autopilot's."""
         critic = self._critic()
         if self.autopilot is None:
-            return critic.global_batch_size
+            return critic.responses_per_step
         size = self.autopilot.critic_responses_per_step
         assert size is not None, "the autopilot of a run with a critic chooses its B too"
         return size
@@ -113,5 +132,5 @@ class StepPlan:
         return self._critic().lr_schedule.at(
             optimizer_step,
             peak=self.critic_peak_lr(responses_per_step),
-            total_steps=self.cfg.num_steps * steps_per_rollout,
+            total_steps=self.num_steps * steps_per_rollout,
         )

@@ -12,13 +12,15 @@ holds too (hyrl.rollout.manager), and the policy version the engines then hold.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hyrl.backends.base import TrainBackend, TrainedActor, TrainedCritic, TrainedModel
-from hyrl.config import RunConfig, offloads_train
 from hyrl.metrics.timers import StageTimers
 from hyrl.rollout.manager import RolloutManager
-from hyrl.weight_sync import WeightSyncMode, weight_sync_for
+from hyrl.weight_sync import WeightSyncMode
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.rollout import RolloutView
 
 
 class SyncAndOffload:
@@ -116,12 +118,15 @@ class SyncAndOffload:
 
 
 def sync_and_offload_for(
-    cfg: RunConfig, world_size: int, backend: TrainBackend, rollout_manager: RolloutManager | None
+    rollout: RolloutView,
+    offloading: bool,
+    weight_sync: WeightSyncMode,
+    backend: TrainBackend,
+    rollout_manager: RolloutManager | None,
 ) -> SyncAndOffload:
-    """The sync and offload the flags ask for: the weight-update mode of the rollout layout,
-    --colocate, --update-weight-buffer-size, --offload-train (the run directory holds a
-    disk-mode sync's files), --async-rollout. rollout_manager: rank 0's, None on the others."""
-    weight_sync = weight_sync_for(cfg, world_size, backend, Path(cfg.run_dir))
-    return SyncAndOffload(
-        backend, rollout_manager, weight_sync, offloads_train(cfg), cfg.async_rollout
-    )
+    """The sync and offload the flags ask for: weight_sync, this rank's side of the rollout
+    layout's weight-update transport (hyrl.weight_sync.weight_sync_for: --colocate,
+    --update-weight-buffer-size, the run directory for a disk-mode sync's files); offloading,
+    --offload-train as resolved (hyrl.config.offloads_train); the rollout's --async-rollout.
+    rollout_manager: rank 0's, None on the others."""
+    return SyncAndOffload(backend, rollout_manager, weight_sync, offloading, rollout.async_rollout)

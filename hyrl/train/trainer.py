@@ -25,19 +25,17 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
+from hyrl import config
 from hyrl.algorithms import mismatch
 from hyrl.algorithms.advantages import AdvantageSettings
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.overlong import OverlongShaping
 from hyrl.backends.factory import build_backend
-from hyrl.config import (
-    ResolvedConfig,
-    batch_schedule,
-    engine_returns_routing,
-    old_log_probs_from_update,
-)
+from hyrl.config import ResolvedConfig
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.metrics import step_record
 from hyrl.metrics.progress import ProgressReport
 from hyrl.metrics.run_dir import open_run_directory
@@ -55,6 +53,7 @@ from hyrl.train.step_plan import StepPlan
 from hyrl.train.stopping import Preemption, check_skipped_steps, skipped_steps, target_reached
 from hyrl.train.sync_and_offload import sync_and_offload_for
 from hyrl.train.updates import RolloutUpdates
+from hyrl.weight_sync import weight_sync_for
 
 
 class Trainer:
@@ -64,54 +63,74 @@ class Trainer:
     def __init__(self, cfg: ResolvedConfig, world_size: int):
         self.cfg, self.world_size = cfg, world_size
         setup_start = time.perf_counter()
-        self.arch = Qwen3MoeArch.from_flags(cfg)
-        self.backend = build_backend(cfg, world_size, self.arch)
+        self.arch = Qwen3MoeArch.of(cfg.model)
+        backend = self.backend = build_backend(cfg, world_size, self.arch)
         self.rank = self.backend.rank
         self.actor, self.critic = self.backend.actor, self.backend.critic
         self.rows = DataParallelRows(
-            self.backend.dp_rank, self.backend.dp_size, cfg.optimizer_steps_per_rollout
+            self.backend.dp_rank, self.backend.dp_size, cfg.batch.optimizer_steps_per_rollout
         )
         self.pad_multiple = cfg.tensor_model_parallel_size  # sequence parallel splits the sequence
-        self.old_log_probs_from_update = old_log_probs_from_update(cfg)
-        corrections = mismatch.Corrections.from_flags(cfg)  # train-inference mismatch
+        self.old_log_probs_from_update = config.old_log_probs_from_update(cfg)
+        corrections = mismatch.Corrections.of(cfg.mismatch)  # train-inference mismatch
         self.preparation = RolloutPreparation(  # shaped rewards, no-grad passes, advantages
             self.backend,
             self.rows,
-            OverlongShaping.from_flags(cfg),  # DAPO's over-long reward shaping
-            AdvantageSettings.from_flags(cfg),
+            OverlongShaping.of(cfg.algorithm, cfg.rollout),  # DAPO's over-long reward shaping
+            AdvantageSettings.of(cfg.algorithm, cfg.batch),
             corrections,
-            engine_returns_routing(cfg),
+            cfg.mismatch.engine_returns_routing,
         )
-        # --batch-schedule auto: B (and the critic's) follow the noise scale (steer)
-        auto = batch_schedule(cfg) == "auto"
-        self.autopilot = RunAutopilot.from_flags(cfg, world_size) if auto else None
-        self.plan = StepPlan(cfg, world_size, self.autopilot)  # P, B and lr of every step
-        self.updates = RolloutUpdates(cfg, self.backend, self.rows, self.plan, corrections)
-        # --load: weights, optimizer states and counters (None without); the loop state is read
-        # by the task here and the run's RunLog (hyrl.train.cli)
-        self.resumed = checkpointing.resume(cfg, world_size, self.backend, self.autopilot)
+        self.autopilot: RunAutopilot | None = None
+        if cfg.batch.batch_schedule == "auto":  # B (and the critic's) follow the noise (steer)
+            allowed = config.autopilot_batches(cfg, world_size)  # the B the actor may take
+            critic_allowed = partial(config.critic_autopilot_batches, cfg, world_size)
+            self.autopilot = RunAutopilot.of(
+                cfg.autopilot, cfg.batch, cfg.critic, cfg.rollout, cfg.run, allowed, critic_allowed
+            )
+        unit = config.batch_ramp_unit(cfg, world_size)  # every B of a --batch-ramp is a multiple
+        self.plan = StepPlan(cfg.batch, cfg.optimizer, cfg.critic, cfg.run, unit, self.autopilot)
+        self.updates = RolloutUpdates(
+            self.backend, self.rows, self.plan, corrections, cfg.algorithm, cfg.rollout
+        )
+        # --load: weights, optimizer states, counters, the task's and RunLog's state (or None)
+        self.resumed = checkpointing.resume(
+            cfg.load, self.arch, cfg.parallel, cfg.algorithm, cfg.rollout, backend, self.autopilot
+        )
         self.resume_state = self.resumed.state if self.resumed is not None else None
-
         self.run_dir = Path(cfg.run_dir)
+        layout = rollout_layout(cfg, world_size)  # the engines and how weights reach them
         self.logger = None
         self.rollout_manager: RolloutManager | None = None  # rank 0's: engines, task, rewards
         if self.rank == 0:
             print(f"hyrl: {self.backend.describe()}; run directory {self.run_dir}", flush=True)
             self.rollout_manager = RolloutManager(
-                cfg, world_size, self.arch, self.backend.device(), self.run_dir
+                rollout=cfg.rollout,
+                data=cfg.data,
+                model=cfg.model,
+                batch=cfg.batch,
+                algorithm=cfg.algorithm,
+                evaluation=cfg.evaluation,
+                mismatch=cfg.mismatch,
+                run=cfg.run,
+                checkpoint=cfg.checkpoint,
+                layout=layout,
+                arch=self.arch,
+                device=self.backend.device(),
             )
             # what the weights began from: a resume keeps its run's own statement
-            config = {
+            run_config = {
                 **cfg.to_dict(world_size),
                 "initial_model": self.backend.initial_model(),
                 **checkpointing.run_identity(cfg.run_dir, self.resumed),
             }
-            self.run_id = config["run_id"]
-            self.logger = open_run_directory(cfg, self.run_dir, config)
+            self.run_id = run_config["run_id"]
+            self.logger = open_run_directory(cfg, self.run_dir, run_config)
             if self.resume_state is not None:
                 self.rollout_manager.task.load_state_dict(self.resume_state["task"])
+        weight_sync = weight_sync_for(cfg.rollout, layout, backend, self.run_dir)
         self.sync_and_offload = sync_and_offload_for(
-            cfg, world_size, self.backend, self.rollout_manager
+            cfg.rollout, config.offloads_train(cfg), weight_sync, backend, self.rollout_manager
         )
         self.backend.wait_for_rank_0()  # rank 0 started the engines (minutes at 30B)
         steps_done = self.resume_state["rollout_step"] if self.resume_state is not None else 0
@@ -121,8 +140,8 @@ class Trainer:
         self.preemption = Preemption()  # every rank has a handler
         self.setup_s = time.perf_counter() - setup_start
 
-    def _trainables(self) -> dict:
-        return {"actor": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
+    def _trainables(self) -> list:
+        return [self.actor, *([self.critic] if self.critic is not None else [])]
 
     def _sync(self, timers: StageTimers | None = None, version: int | None = None) -> None:
         """The weights to the engines (hyrl.train.sync_and_offload); version: the policy
@@ -134,13 +153,10 @@ class Trainer:
         """prepare -> critic -> actor -> sync -> log; (the rollout's metrics, its last record).
         One record per actor optimizer step (a skipped one included); a critic-only warm-up
         rollout gets one too. The rollout's own metrics go on the first."""
-        cfg = self.cfg
         prompts_per_step, responses_per_step = self.plan.actor_batch(rollout_step)
         trains_actor = self.plan.trains_actor(rollout_step)  # not in the critic's warm-up
         on_policy = trains_actor and self.old_log_probs_from_update  # no separate pass
-        batch, rollout_metrics = self._prepare(
-            timers, prompts_per_step, responses_per_step, on_policy, rollout_step
-        )
+        batch, rollout_metrics = self._prepare(timers, on_policy, rollout_step)
         autopilot_metrics = self.autopilot.metrics() if self.autopilot is not None else None
         rollout_metrics.update(
             step_record.batch_metrics(prompts_per_step, responses_per_step, autopilot_metrics)
@@ -153,7 +169,7 @@ class Trainer:
             rollout_metrics.update(old_metrics)
         else:
             records = [self._update_record()]
-        if trains_actor or cfg.colocate:  # released engines get even unchanged weights back
+        if trains_actor or self.cfg.colocate:  # released engines get even unchanged weights back
             self._sync(timers, version=self.plan.policy_version(rollout_step))
         records[-1]["time"] = time.perf_counter()  # the last one carries the weight sync
         work = None  # the rows trained and the passes over them, for perf/mfu
@@ -164,22 +180,13 @@ class Trainer:
         self._log(rollout_step, records, rollout_metrics, timers, work)
         return rollout_metrics, records[-1]
 
-    def _prepare(
-        self,
-        timers: StageTimers,
-        prompts_per_step: int,
-        responses_per_step: int,
-        on_policy: bool,
-        rollout_step: int,
-    ) -> tuple[TokenBatch, dict]:
+    def _prepare(self, timers: StageTimers, on_policy: bool, step: int) -> tuple[TokenBatch, dict]:
         """The rollout packed; shaped rewards, old/reference log-probs, values, advantages for
         every row (hyrl.train.prepare). On policy the old log-probs (and their metrics) come
         with the actor's update instead."""
-        rollout, queue_metrics = self._rollout(
-            timers, prompts_per_step, responses_per_step, rollout_step
-        )
+        rollout, queue_metrics = self._rollout(timers, step)
         # the engines released their memory in _rollout
-        self.sync_and_offload.restore(list(self._trainables().values()), timers)
+        self.sync_and_offload.restore(self._trainables(), timers)
         batch = rollout.to_token_batch(self.pad_multiple)
         metrics = rollout.metrics(timers.seconds.get("rollout", 0.0))
         metrics.update(queue_metrics)
@@ -187,14 +194,13 @@ class Trainer:
         metrics.update(self.preparation.prepare(rollout, batch, on_policy, timers))
         return batch, metrics
 
-    def _rollout(
-        self, timers: StageTimers, prompts_per_step: int, responses_per_step: int, rollout_step: int
-    ) -> tuple[RolloutBatch, dict]:
+    def _rollout(self, timers: StageTimers, rollout_step: int) -> tuple[RolloutBatch, dict]:
         """Rank 0 generates and scores (or takes it from --async-rollout's queue); the result
         is broadcast to every rank (routing ids, --use-rollout-routing-replay,
         --measure-routing-mismatch, go to each rank for its own rows). The other ranks wait in
         the backend's wait group, where no NCCL timeout fires. With it: rank 0's queue
         metrics (rollout/staleness_*, perf/engine_idle_s; {} without the queue)."""
+        prompts_per_step, responses_per_step = self.plan.actor_batch(rollout_step)
         rollout, routed, queue_metrics = None, None, {}
         if self.rank == 0:
             assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
@@ -204,7 +210,7 @@ class Trainer:
         rollout = self.backend.broadcast_from_rank_0(rollout)
         rollout.routed_experts = (
             scatter_routing(routed, len(rollout), responses_per_step, self.rows, self.backend)
-            if engine_returns_routing(self.cfg)
+            if self.cfg.mismatch.engine_returns_routing
             else None
         )
         return rollout, queue_metrics
@@ -216,7 +222,7 @@ class Trainer:
         responses the updates consumed (a skipped one consumes none). On policy (one step) the
         update gives the old log-probs too: their metrics come back second ({} otherwise)."""
         records, old_metrics = [], {}
-        for k in range(self.cfg.optimizer_steps_per_rollout):
+        for k in range(self.cfg.batch.optimizer_steps_per_rollout):
             with timers("actor_train"):
                 metrics, entropy = self.updates.actor_step(batch, k, responses_per_step, on_policy)
             if entropy is not None:
@@ -232,7 +238,7 @@ class Trainer:
             self.actor.optimizer_steps,
             run_log.samples,
             run_log.samples_generated,
-            skipped_steps(self._trainables().values()),
+            skipped_steps(self._trainables()),
             actor_metrics,
             at,
         )
@@ -250,7 +256,7 @@ class Trainer:
             self.rollout_manager.start_queue(
                 self.plan.actor_batch(first_step)[0], checkpointing.queued_rollouts(self.resumed)
             )
-        self.eval_due = eval_schedule(cfg) if self.rank == 0 else set()
+        self.eval_due = eval_schedule(cfg.evaluation, cfg.run) if self.rank == 0 else set()
         if 0 in self.eval_due and first_step == 1:  # the starting point of every curve
             eval_metrics, eval_s = self._evaluate()
             run_log.pause(eval_s)
@@ -268,22 +274,17 @@ class Trainer:
                     self.autopilot.steer(rollout_metrics, last_record, self.rank, broadcast)
                 if progress is not None:
                     progress.step(rollout_step, rollout_metrics, last_record)
-                check_skipped_steps(
-                    self._trainables().values(), cfg.max_skipped_steps, rollout_step
-                )
+                check_skipped_steps(self._trainables(), cfg.max_skipped_steps, rollout_step)
                 preempted = self.backend.any_rank(self.preemption.received)
                 reached = cfg.stop_at_target and self.backend.any_rank(run_log.reached)
-                if cfg.save and checkpointing.due(cfg, rollout_step, preempted or reached):
+                if checkpointing.due(cfg.checkpoint, cfg.run, rollout_step, preempted or reached):
                     # checkpoints stay off the elapsed_s clock, as evaluation
                     run_log.pause(self._save(rollout_step))
                 if preempted or reached:
-                    if self.rank == 0:
-                        print(
-                            self.preemption.message(rollout_step, cfg.save)
-                            if preempted
-                            else target_reached(cfg.target, rollout_step),
-                            flush=True,
-                        )
+                    if self.rank == 0 and preempted:
+                        print(self.preemption.message(rollout_step, cfg.save), flush=True)
+                    elif self.rank == 0:
+                        print(target_reached(cfg.target, rollout_step), flush=True)
                     return "preempted" if preempted else "target"
         return "num_steps"
 
@@ -317,7 +318,11 @@ class Trainer:
     def _evaluate(self) -> tuple[dict, float]:
         assert self.rollout_manager is not None, "evaluations are due on rank 0 only"
         self.rollout_manager.wait_for_queue()  # the worker idle: one thread uses the rewards
-        return evaluate(self.cfg, self.rollout_manager, self.backend.device())
+        cfg, device = self.cfg, self.backend.device()
+        lengths = dict(
+            max_response_len=config.eval_max_response_len(cfg), pass_ks=config.eval_pass_ks(cfg)
+        )
+        return evaluate(cfg.evaluation, cfg.rollout, self.rollout_manager, device, **lengths)
 
     def _save(self, rollout_step: int) -> float:
         """--save's checkpoint after this rollout step, older ones pruned (collective); seconds"""
@@ -325,16 +330,12 @@ class Trainer:
         state = {}
         if self.rank == 0:
             assert self.rollout_manager is not None, "rank 0 built the rollout manager in __init__"
+            run_config = self.cfg.to_dict(self.world_size)  # whose run, under which flags
             state = checkpointing.loop_state(
-                self.cfg,
-                self.world_size,
-                self.run_log,
-                self.rollout_manager,
-                self.run_id,
-                self.autopilot,
+                run_config, self.run_id, self.run_log, self.rollout_manager, self.autopilot
             )
-        parts = list(self._trainables().values())
-        keep = checkpointing.Retention.of(self.cfg, self.resumed)
+        parts = self._trainables()
+        keep = checkpointing.Retention.of(self.cfg.checkpoint, self.resumed)
         checkpointing.save(
             self.backend, self.sync_and_offload, parts, keep, rollout_step, state, self._sync
         )

@@ -15,28 +15,33 @@ from typing import TYPE_CHECKING
 from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.losses import loss_weights
 from hyrl.algorithms.mismatch import Corrections
-from hyrl.config import ResolvedConfig
 from hyrl.metrics import step_record
 from hyrl.train.data_parallel import DataParallelRows
 from hyrl.train.step_plan import StepPlan
 
 if TYPE_CHECKING:
     from hyrl.backends.base import TrainBackend
+    from hyrl.config.concerns.algorithm import AlgorithmView
+    from hyrl.config.concerns.rollout import RolloutView
 
 
 class RolloutUpdates:
-    """The actor's and the critic's optimizer steps on one rollout's batch, on this rank."""
+    """The actor's and the critic's optimizer steps on one rollout's batch, on this rank: the
+    algorithm's --loss-agg-mode over responses of at most the rollout's
+    --rollout-max-response-len tokens."""
 
     def __init__(
         self,
-        cfg: ResolvedConfig,
         backend: TrainBackend,
         rows: DataParallelRows,
         plan: StepPlan,
         corrections: Corrections,
+        algorithm: AlgorithmView,
+        rollout: RolloutView,
     ):
         self.backend, self.rows, self.plan, self.corrections = backend, rows, plan, corrections
-        self.loss_agg_mode, self.max_response_len = cfg.loss_agg_mode, cfg.rollout_max_response_len
+        self.loss_agg_mode = algorithm.loss_agg_mode
+        self.max_response_len = rollout.rollout_max_response_len
 
     def critic_steps(self, batch: TokenBatch) -> dict:
         """Every critic optimizer step of this rollout; their statistics averaged."""

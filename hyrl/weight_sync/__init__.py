@@ -1,7 +1,7 @@
 """The actor's weights to the rollout engines after its optimizer steps: the one place where the
 trainer (hyrl.backends.base) and the engines (hyrl.rollout.base) meet.
 
-    sync = weight_sync_for(cfg, world_size, backend, run_dir)
+    sync = weight_sync_for(rollout, layout, backend, run_dir)  # RolloutView, RolloutLayout
     metrics = sync.sync(actor, engine, resume_engines)  # every rank; engine: rank 0's, else None
 
 The transport is the value of --update-weight-transport (recorded in config.json as
@@ -30,14 +30,17 @@ here imports (tests/unit/test_architecture.py).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hyrl.backends.base import TrainBackend
-from hyrl.config import RunConfig
-from hyrl.config.rollout_layout import rollout_layout
+from hyrl.config.rollout_layout import RolloutLayout
 from hyrl.config.weight_transport import DISK, DISTRIBUTED, LOAD_STATE_DICT, TENSOR
 from hyrl.weight_sync.base import ThroughRank0, WeightSyncMode
 from hyrl.weight_sync.disk import DiskMode
 from hyrl.weight_sync.tensor import TensorMode
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.rollout import RolloutView
 
 # transport -> the trainer's side of it
 MODES: dict[str, type[WeightSyncMode]] = {
@@ -49,15 +52,15 @@ MODES: dict[str, type[WeightSyncMode]] = {
 
 
 def weight_sync_for(
-    cfg: RunConfig, world_size: int, backend: TrainBackend, run_dir: Path
+    rollout: RolloutView, layout: RolloutLayout, backend: TrainBackend, run_dir: Path
 ) -> WeightSyncMode:
     """This rank's side of the transport the flags ask for (--update-weight-transport,
     resolved by the rollout layout), with buckets of --update-weight-buffer-size."""
-    transport = rollout_layout(cfg, world_size).update_weight_transport
+    transport = layout.update_weight_transport
     if transport not in MODES:
         raise ValueError(f"weight transport {transport!r}: allowed: {', '.join(MODES)}")
     return MODES[transport](
-        backend, cfg.update_weight_buffer_size, colocate=cfg.colocate, run_dir=run_dir
+        backend, rollout.update_weight_buffer_size, colocate=rollout.colocate, run_dir=run_dir
     )
 
 

@@ -1,6 +1,6 @@
 """The interface every weight-sync mode implements, and the path three transports share.
 
-    mode = weight_sync_for(cfg, world_size, backend, run_dir)   # hyrl.weight_sync: by the flag
+    mode = weight_sync_for(rollout, layout, backend, run_dir)   # hyrl.weight_sync: by the flag
     metrics = mode.sync(actor, engine, resume_engines)          # every rank, after each step
 
 A mode runs on every training rank: ``sync`` is collective (every rank drives the TP/EP gathers

@@ -42,6 +42,7 @@ from sglang.srt.runtime_context import (
 from sglang.srt.server_args import prepare_server_args
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+from hyrl.config import resolve
 from hyrl.config.rollout_layout import rollout_layout
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B
 from hyrl.plan import check_fit, config_from_dry_run, make_plan, recipe_dry_run
@@ -55,9 +56,17 @@ GIB = 1 << 30
 
 def plan_and_server_argv(recipe: str, tmp_path, *extra: str) -> tuple[dict, list[str]]:
     """The plan of the recipe (its dry run) and engine 0's server argv, less the launcher."""
-    cfg, world_size = config_from_dry_run(recipe_dry_run(recipe, list(extra)))
+    dry_run, world_size = config_from_dry_run(recipe_dry_run(recipe, list(extra)))
+    cfg = resolve(dry_run)
     model = write_rollout_model(QWEN3_30B_A3B, tmp_path / "model", QWEN_EOS)
-    options = sglang_server_options(cfg, rollout_layout(cfg, world_size), model, str(tmp_path))
+    options = sglang_server_options(
+        cfg.rollout,
+        rollout_layout(cfg, world_size),
+        model,
+        str(tmp_path),
+        seed=cfg.seed,
+        return_routed_experts=cfg.mismatch.engine_returns_routing,
+    )
     argv = sglang_server_process(**options, engine_index=0).command()
     assert argv[1:3] == ["-m", "sglang.launch_server"]
     return make_plan(cfg, world_size), argv[3:]

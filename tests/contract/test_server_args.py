@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sglang.srt.server_args import prepare_server_args
 
+from hyrl.config import resolve
 from hyrl.config.rollout_layout import rollout_layout
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B
 from hyrl.plan.cli import config_from_dry_run, recipe_dry_run
@@ -18,10 +19,18 @@ QWEN_EOS = [151645, 151643]
 
 def server_argv(recipe: str, tmp_path, *extra: str) -> tuple[list[str], object, object]:
     """The argv of engine 1's server for the recipe's resolved flags (its dry run)."""
-    cfg, world_size = config_from_dry_run(recipe_dry_run(recipe, list(extra)))
+    dry_run, world_size = config_from_dry_run(recipe_dry_run(recipe, list(extra)))
+    cfg = resolve(dry_run)
     layout = rollout_layout(cfg, world_size)
     model = write_rollout_model(QWEN3_30B_A3B, tmp_path / "model", QWEN_EOS)
-    options = sglang_server_options(cfg, layout, model, str(tmp_path / "logs"))
+    options = sglang_server_options(
+        cfg.rollout,
+        layout,
+        model,
+        str(tmp_path / "logs"),
+        seed=cfg.seed,
+        return_routed_experts=cfg.mismatch.engine_returns_routing,
+    )
     command = sglang_server_process(**options, engine_index=1, host="10.0.0.2", port=31001)
     argv = command.command()
     assert argv[1:3] == ["-m", "sglang.launch_server"]

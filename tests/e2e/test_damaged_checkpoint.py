@@ -4,6 +4,7 @@ step that passes; `hyrl checkpoint verify` checks on demand. A step without its 
 checked too (megatron's .metadata, the files trainer_state.json names, each by its format), and
 the user is told its sizes were not recorded."""
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -16,8 +17,9 @@ from recipe_runs import run_recipe
 from hyrl.checkpoint import verify_cli
 from hyrl.checkpoint.manifest import check_loadable, damage, verify
 from hyrl.checkpoint.trainer_state import check_resumable
-from hyrl.config import ConfigError
+from hyrl.config import ConfigError, RunConfig, resolve
 from hyrl.evaluation.cli import main as eval_main
+from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 from hyrl.train.checkpointing import resume
 
 # one of each kind of file a step holds (1 rank: one .distcp per distributed checkpoint)
@@ -119,9 +121,12 @@ def _without_manifest(saved, tmp_path):
 
 
 def _run_config(ckpt):
-    """The flags the checkpoint's run had (trainer_state.json records them), loading ckpt."""
+    """The resolved config of the checkpoint's run (trainer_state.json records it), loading
+    ckpt."""
     state = json.loads((ckpt / "step_1" / "trainer_state.json").read_text())
-    return SimpleNamespace(**{**state["config"], "load": str(ckpt)})
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    flags = {k: v for k, v in state["config"].items() if k in names}  # not the derived values
+    return resolve(RunConfig(**{**flags, "load": str(ckpt)}))
 
 
 def test_without_a_manifest_megatrons_metadata_finds_a_truncated_distcp_and_sizes_are_noted(
@@ -167,8 +172,11 @@ def test_without_a_manifest_a_resume_refuses_each_damaged_file_of_hyrl_naming_th
 ):
     ckpt = _without_manifest(saved, tmp_path)
     spoil(ckpt / "step_2" / name)
+    cfg = _run_config(ckpt)
     with pytest.raises(ConfigError) as info:  # what preflight runs, before any process group
-        check_resumable(_run_config(ckpt), 1)
+        check_resumable(
+            cfg.load, Qwen3MoeArch.of(cfg.model), cfg.parallel, cfg.algorithm, cfg.async_rollout
+        )
     message = str(info.value)
     assert message.startswith(f"--load={ckpt / 'step_2'}: damaged checkpoint: {name}: {found}")
     assert message.endswith(f"passes these checks (--load {ckpt / 'step_1'})"), message
@@ -179,7 +187,9 @@ def test_resuming_a_whole_step_without_a_manifest_notes_that_its_sizes_were_not_
 ):
     ckpt = _without_manifest(saved, tmp_path)
     backend = SimpleNamespace(rank=0, load_checkpoint=lambda step_dir: None)
-    resumed = resume(_run_config(ckpt), 1, backend, None)
+    cfg = _run_config(ckpt)
+    arch = Qwen3MoeArch.of(cfg.model)
+    resumed = resume(cfg.load, arch, cfg.parallel, cfg.algorithm, cfg.rollout, backend, None)
     assert resumed.step_dir == ckpt / "step_2"
     out = capsys.readouterr().out
     assert f"hyrl: note: {ckpt / 'step_2'} has no manifest.json: its file sizes were" in out

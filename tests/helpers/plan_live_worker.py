@@ -5,8 +5,9 @@ live tensors (each storage once).
 Usage: torchrun --nproc-per-node N tests/helpers/plan_live_worker.py OUT_DIR FLAGS_JSON
 
 FLAGS_JSON holds RunConfig fields; the model, layout and optimizer come from them through the
-trainer's own from_flags and build_gpt_model (under --pipeline-model-parallel-size 2 this rank's
-stage); the step runs the two stages by hand (send/recv), so Adam states exist.
+trainer's own constructors (Qwen3MoeArch.of, ParallelLayout.of, OptimizerSettings.for_actor) and
+build_gpt_model (under --pipeline-model-parallel-size 2 this rank's stage); the step runs the
+two stages by hand (send/recv), so Adam states exist.
 """
 
 import json
@@ -110,8 +111,8 @@ def live_bytes(model, ddp, optimizer) -> dict:
 
 def main(out_dir: str, flags_json: str) -> None:
     c = resolve(RunConfig(**json.loads(flags_json)))
-    arch, layout = Qwen3MoeArch.from_flags(c), ParallelLayout.from_flags(c)
-    optim = OptimizerSettings.from_flags(c)
+    arch, layout = Qwen3MoeArch.of(c.model), ParallelLayout.of(c.parallel, c.model)
+    optim = OptimizerSettings.for_actor(c.optimizer, c.batch, c.parallel)
     init_distributed(layout, seed=3)
     torch.manual_seed(0)
     model = build_gpt_model(

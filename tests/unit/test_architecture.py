@@ -466,3 +466,74 @@ def test_a_file_over_its_cap_is_reported(tmp_path):
         "hyrl/train/trainer.py: 401 lines, over its cap of 400",
         "tools/over.py: 900 lines, over its cap of 600",
     ]
+
+
+# A part takes the settings views it needs (`ResolvedConfig.batch`, `.optimizer`, ...), not the
+# whole config: a reader then sees from a signature what the part depends on. These take the
+# whole config, each for its reason; hyrl/config/ itself is not counted.
+WHOLE_CONFIG_TAKERS = {
+    "hyrl/train/cli.py:train": "the command's entry: makes the trainer and the run's records",
+    "hyrl/train/trainer.py:Trainer.__init__": "assembles the parts, handing each its views",
+    "hyrl/train/preflight.py:preflight": "checks every file and engine before a process group",
+    "hyrl/backends/factory.py:build_backend": "the backend builds its models from most concerns",
+    "hyrl/plan/make.py:make_plan": "hyrl plan's entry: every concern has a line in the plan",
+}
+WHOLE_CONFIG = ("RunConfig", "ResolvedConfig")
+
+
+def _whole_config_takers(root: Path) -> dict[str, str]:
+    """`file:Class.function` -> the parameter, for each function under root's hyrl/ (outside
+    hyrl/config/) with a parameter annotated with the whole config, or an unannotated one
+    of a `from_flags` (which took the whole config untyped)."""
+    found = {}
+    for path in sorted((root / "hyrl").rglob("*.py")):
+        name = path.relative_to(root)
+        if name.parts[1] == "config":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        scopes = {
+            id(child): node.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)
+            for child in node.body
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            for arg in args:
+                annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                untyped = node.name == "from_flags" and arg.arg not in ("cls", "self")
+                if any(w in annotation for w in WHOLE_CONFIG) or untyped and not annotation:
+                    scope = scopes.get(id(node))
+                    qualified = f"{scope}.{node.name}" if scope else node.name
+                    found[f"{name}:{qualified}"] = arg.arg
+    return found
+
+
+def test_parts_take_their_settings_views_not_the_whole_config():
+    takers = _whole_config_takers(ROOT)
+    assert "hyrl/train/trainer.py:Trainer.__init__" in takers  # the reader sees methods
+    unnamed = sorted(set(takers) - set(WHOLE_CONFIG_TAKERS))
+    assert unnamed == [], "these take the whole config: give each the views it needs"
+    assert len(WHOLE_CONFIG_TAKERS) <= 5
+
+
+def test_a_part_taking_the_whole_config_is_reported(tmp_path):
+    part = tmp_path / "hyrl" / "part.py"
+    part.parent.mkdir()
+    (tmp_path / "hyrl" / "config").mkdir()
+    part.write_text(
+        "class Part:\n"
+        "    def __init__(self, cfg: 'ResolvedConfig', batch: 'BatchView'): ...\n"
+        "    @classmethod\n"
+        "    def from_flags(cls, flags): ...\n"
+        "def fine(batch: BatchView, n: int): ...\n"
+        "def whole(c: RunConfig | None): ...\n"
+    )
+    (tmp_path / "hyrl" / "config" / "resolve.py").write_text("def resolve(c: RunConfig): ...\n")
+    assert _whole_config_takers(tmp_path) == {
+        "hyrl/part.py:Part.__init__": "cfg",
+        "hyrl/part.py:Part.from_flags": "flags",
+        "hyrl/part.py:whole": "c",
+    }

@@ -21,6 +21,10 @@ from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
 if TYPE_CHECKING:
     from hyrl.backends.megatron.routing_replay import RoutingReplay
+    from hyrl.config.concerns.algorithm import AlgorithmView
+    from hyrl.config.concerns.mismatch import MismatchView
+    from hyrl.config.concerns.model import ModelView
+    from hyrl.config.concerns.rollout import RolloutView
 
 
 @dataclass(frozen=True)
@@ -40,25 +44,34 @@ class ActorSettings:
     routing_measure: bool = False  # only compare with it (--measure-routing-mismatch)
 
     @classmethod
-    def from_flags(cls, flags) -> ActorSettings:
+    def of(
+        cls,
+        optim: OptimizerSettings,
+        algorithm: AlgorithmView,
+        mismatch: MismatchView,
+        model: ModelView,
+        rollout: RolloutView,
+    ) -> ActorSettings:
+        """The actor of a run: its optimizer `optim` (OptimizerSettings.for_actor), the
+        algorithm's loss (the clip range of --gspo-eps-clip* under --policy-loss gspo), the
+        routing replay or measurement, the model's kernels and the rollout's temperature."""
+        gspo = algorithm.policy_loss == "gspo"
         return cls(
-            optim=OptimizerSettings.from_flags(flags),
-            temperature=flags.rollout_temperature,
-            eps_clip=flags.gspo_eps_clip if flags.policy_loss == "gspo" else flags.eps_clip,
+            optim=optim,
+            temperature=rollout.rollout_temperature,
+            eps_clip=algorithm.gspo_eps_clip if gspo else algorithm.eps_clip,
             eps_clip_high=(
-                flags.gspo_eps_clip_high
-                if flags.policy_loss == "gspo"
-                else flags.resolved_eps_clip_high
+                algorithm.gspo_eps_clip_high if gspo else algorithm.resolved_eps_clip_high
             ),
-            policy_loss=flags.policy_loss,
-            kl_loss_coef=flags.kl_loss_coef,
-            kl_loss_type=flags.kl_loss_type,
-            entropy_coef=flags.entropy_coef,
-            keep_reference=flags.kl_loss_coef > 0 or flags.kl_coef > 0,
-            transformer_impl=flags.transformer_impl,
-            token_dispatcher=flags.moe_token_dispatcher_type,
-            routing_replay=flags.use_rollout_routing_replay,
-            routing_measure=flags.measure_routing_mismatch,
+            policy_loss=algorithm.policy_loss,
+            kl_loss_coef=algorithm.kl_loss_coef,
+            kl_loss_type=algorithm.kl_loss_type,
+            entropy_coef=algorithm.entropy_coef,
+            keep_reference=algorithm.kl_loss_coef > 0 or algorithm.kl_coef > 0,
+            transformer_impl=model.transformer_impl,
+            token_dispatcher=model.moe_token_dispatcher_type,
+            routing_replay=mismatch.use_rollout_routing_replay,
+            routing_measure=mismatch.measure_routing_mismatch,
         )
 
 

@@ -4,6 +4,7 @@ optimizer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -16,6 +17,10 @@ from hyrl.backends.megatron.trained_model import MegatronTrainedModel
 from hyrl.models.qwen3_moe import hf_mapping
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
 
+if TYPE_CHECKING:
+    from hyrl.config.concerns.critic import CriticView
+    from hyrl.config.concerns.model import ModelView
+
 VALUE_HEAD_PREFIX = "output_layer."
 
 
@@ -27,12 +32,14 @@ class CriticSettings:
     token_dispatcher: str = "auto"
 
     @classmethod
-    def from_flags(cls, flags) -> CriticSettings:
+    def of(cls, optim: OptimizerSettings, critic: CriticView, model: ModelView) -> CriticSettings:
+        """The critic of a run under gae: its optimizer `optim` (OptimizerSettings.for_critic),
+        its value clip and the model's kernels."""
         return cls(
-            optim=OptimizerSettings.from_flags(flags, prefix="critic_"),
-            value_clip=flags.value_clip,
-            transformer_impl=flags.transformer_impl,
-            token_dispatcher=flags.moe_token_dispatcher_type,
+            optim=optim,
+            value_clip=critic.value_clip,
+            transformer_impl=model.transformer_impl,
+            token_dispatcher=model.moe_token_dispatcher_type,
         )
 
 

@@ -1,7 +1,8 @@
 """megatron-core's data-parallel and optimizer machinery around a model's chunks, and the
-settings it takes from the flags: `wrap_for_training` gives the DistributedDataParallel chunks
-and the optimizer (one Adam over all of them, a chain of a dense and an expert part under EP)
-the actor and the critic step with (hyrl.backends.megatron.trained_model)."""
+settings it takes from the run's settings views: `wrap_for_training` gives the
+DistributedDataParallel chunks and the optimizer (one Adam over all of them, a chain of a dense
+and an expert part under EP) the actor and the critic step with
+(hyrl.backends.megatron.trained_model)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ import torch
 
 if TYPE_CHECKING:
     from megatron.core.models.gpt import GPTModel
+
+    from hyrl.config.concerns.batch import BatchView
+    from hyrl.config.concerns.critic import CriticView
+    from hyrl.config.concerns.optimizer import OptimizerView
+    from hyrl.config.concerns.parallel import ParallelView
 
 
 @dataclass(frozen=True)
@@ -35,32 +41,56 @@ class OptimizerSettings:
     ddp_bucket_size: int | None = None  # elements per gradient-reduction bucket; None: megatron's
 
     @classmethod
-    def from_flags(cls, flags, prefix: str = "") -> OptimizerSettings:
-        """The actor's flags, or with prefix "critic_" the critic's (Adam betas/eps, precision
-        and the data-parallel machinery are shared)."""
+    def for_actor(
+        cls, optimizer: OptimizerView, batch: BatchView, parallel: ParallelView
+    ) -> OptimizerSettings:
+        """The actor's: its micro-batch size, weight decay and clipping (--micro-batch-size,
+        --weight-decay, --clip-grad), with the settings both models share (`_shared`)."""
         return cls(
-            micro_batch_size=getattr(flags, f"{prefix}micro_batch_size"),
-            weight_decay=getattr(flags, f"{prefix}weight_decay"),
-            adam_beta1=flags.adam_beta1,
-            adam_beta2=flags.adam_beta2,
-            adam_eps=flags.adam_eps,
-            clip_grad=getattr(flags, f"{prefix}clip_grad"),
-            noise_scale_beta=flags.noise_scale_beta,
-            max_tokens_per_micro_batch=(
-                flags.max_tokens_per_gpu if flags.use_dynamic_batch_size else None
-            ),
-            pad_to_multiple_of=flags.tensor_model_parallel_size,
-            packed_sequences=flags.qkv_format == "thd",
-            bf16=flags.bf16,
-            use_distributed_optimizer=flags.use_distributed_optimizer,
-            grad_reduce_in_fp32=flags.accumulate_allreduce_grads_in_fp32,
-            overlap_grad_reduce=flags.overlap_grad_reduce,
-            ddp_bucket_size=flags.ddp_bucket_size,
+            micro_batch_size=batch.micro_batch_size,
+            weight_decay=optimizer.weight_decay,
+            clip_grad=optimizer.clip_grad,
+            **_shared(optimizer, batch, parallel),
+        )
+
+    @classmethod
+    def for_critic(
+        cls, critic: CriticView, optimizer: OptimizerView, batch: BatchView, parallel: ParallelView
+    ) -> OptimizerSettings:
+        """The critic's: its micro-batch size, weight decay and clipping (--critic-*, or the
+        actor's values they took), with the settings both models share (`_shared`)."""
+        return cls(
+            micro_batch_size=critic.micro_batch_size,
+            weight_decay=critic.weight_decay,
+            clip_grad=critic.clip_grad,
+            **_shared(optimizer, batch, parallel),
         )
 
     @property
     def params_dtype(self) -> torch.dtype:
         return torch.bfloat16 if self.bf16 else torch.float32
+
+
+def _shared(optimizer: OptimizerView, batch: BatchView, parallel: ParallelView) -> dict:
+    """The settings the actor's and the critic's optimizers share: Adam's betas and epsilon,
+    the noise-scale measurement, the micro-batches' packing and padding, the precision and the
+    data-parallel machinery."""
+    return dict(
+        adam_beta1=optimizer.adam_beta1,
+        adam_beta2=optimizer.adam_beta2,
+        adam_eps=optimizer.adam_eps,
+        noise_scale_beta=batch.noise_scale_beta,
+        max_tokens_per_micro_batch=(
+            batch.max_tokens_per_gpu if batch.use_dynamic_batch_size else None
+        ),
+        pad_to_multiple_of=parallel.tensor_model_parallel_size,
+        packed_sequences=batch.qkv_format == "thd",
+        bf16=parallel.bf16,
+        use_distributed_optimizer=parallel.use_distributed_optimizer,
+        grad_reduce_in_fp32=parallel.accumulate_allreduce_grads_in_fp32,
+        overlap_grad_reduce=parallel.overlap_grad_reduce,
+        ddp_bucket_size=parallel.ddp_bucket_size,
+    )
 
 
 def wrap_for_training(chunks: list[GPTModel], optim: OptimizerSettings):

@@ -6,12 +6,17 @@ import datetime
 import functools
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
 from hyrl.backends.megatron import cpu_compat, initial_weights
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.model import ModelView
+    from hyrl.config.concerns.parallel import ParallelView
 
 
 @dataclass(frozen=True)
@@ -31,18 +36,19 @@ class ParallelLayout:
     )
 
     @classmethod
-    def from_flags(cls, flags) -> ParallelLayout:
+    def of(cls, parallel: ParallelView, model: ModelView) -> ParallelLayout:
+        """The parallel settings' layout and recomputation, with the model's MoE permutation."""
         return cls(
-            tensor_model_parallel_size=flags.tensor_model_parallel_size,
-            pipeline_model_parallel_size=flags.pipeline_model_parallel_size,
-            virtual_pipeline_model_parallel_size=flags.virtual_pipeline_model_parallel_size,
-            expert_model_parallel_size=flags.expert_model_parallel_size,
-            expert_tensor_parallel_size=flags.expert_tensor_parallel_size,
-            sequence_parallel=flags.sequence_parallel,
-            recompute_granularity=flags.recompute_granularity,
-            recompute_method=flags.recompute_method,
-            recompute_num_layers=flags.recompute_num_layers,
-            moe_permute_fusion=flags.moe_permute_fusion,
+            tensor_model_parallel_size=parallel.tensor_model_parallel_size,
+            pipeline_model_parallel_size=parallel.pipeline_model_parallel_size,
+            virtual_pipeline_model_parallel_size=parallel.virtual_pipeline_model_parallel_size,
+            expert_model_parallel_size=parallel.expert_model_parallel_size,
+            expert_tensor_parallel_size=parallel.expert_tensor_parallel_size,
+            sequence_parallel=parallel.sequence_parallel,
+            recompute_granularity=parallel.recompute_granularity,
+            recompute_method=parallel.recompute_method,
+            recompute_num_layers=parallel.recompute_num_layers,
+            moe_permute_fusion=model.moe_permute_fusion,
         )
 
 

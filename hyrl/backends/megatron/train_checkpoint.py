@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,6 +27,10 @@ from hyrl.backends.megatron.model_checkpoint import (
 )
 from hyrl.checkpoint import trainer_state
 from hyrl.checkpoint.step_files import optimizer_dir_name
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.algorithm import AlgorithmView
+    from hyrl.config.concerns.parallel import ParallelView
 
 
 # -- RNG states -----------------------------------------------------------------------------
@@ -104,7 +109,8 @@ def load_optimizer(trained, directory: Path) -> None:
 def save_checkpoint(
     save_dir: str | os.PathLike,
     rollout_step: int,
-    cfg,
+    parallel: ParallelView,
+    algorithm: AlgorithmView,
     arch,
     models: dict,
     trainables: dict,
@@ -112,6 +118,7 @@ def save_checkpoint(
 ) -> Path:
     """Write save_dir/step_<rollout_step> atomically and point `latest` at it.
 
+    parallel, algorithm: the run's settings the checkpoint records (trainer_state.finish_save);
     models: {"actor": GPTModel, "reference": ..., "critic": ...} (the ones this run has);
     trainables: {"actor": MegatronTrainedModel, "critic": ...} whose per-rank state is saved;
     loop_state: rank 0's JSON-serialisable loop state (other ranks may pass {}); under
@@ -125,7 +132,15 @@ def save_checkpoint(
     per_rank = {name: t.state_dict() for name, t in trainables.items()}
     per_rank["rng"] = rng_state()
     return trainer_state.finish_save(
-        tmp, rollout_step, cfg, arch, list(models), list(trainables), per_rank, loop_state
+        tmp,
+        rollout_step,
+        parallel,
+        algorithm,
+        arch,
+        list(models),
+        list(trainables),
+        per_rank,
+        loop_state,
     )
 
 

@@ -148,6 +148,41 @@ class AlgorithmFlags:
         return self.eps_clip if self.eps_clip_high is None else self.eps_clip_high
 
 
+@dataclass(frozen=True)
+class AlgorithmView:
+    """The algorithm concern's settings, resolved (`ResolvedConfig.algorithm`); --gamma,
+    --lambd and --normalize-advantages are set under gae only (None under grpo)."""
+
+    advantage_estimator: str
+    grpo_std_normalization: bool
+    eps_clip: float
+    eps_clip_high: float | None
+    policy_loss: str
+    gspo_eps_clip: float
+    gspo_eps_clip_high: float
+    loss_agg_mode: str
+    kl_loss_coef: float
+    kl_loss_type: str
+    entropy_coef: float
+    gamma: float | None
+    lambd: float | None
+    normalize_advantages: bool | None
+    kl_coef: float
+    num_steps_per_rollout: int | None
+    dynamic_sampling: bool
+    dynamic_sampling_max_rounds: int
+    dynamic_sampling_filter_path: str | None
+    overlong_buffer_len: int | None
+    overlong_penalty_factor: float
+    overlong_filtering: bool
+    recompute_old_log_probs: bool
+
+    @property
+    def resolved_eps_clip_high(self) -> float:
+        """Upper ratio clip: --eps-clip-high when set, else --eps-clip."""
+        return self.eps_clip if self.eps_clip_high is None else self.eps_clip_high
+
+
 POSITIVE_COUNTS = ("num_steps_per_rollout", "dynamic_sampling_max_rounds")
 # Under gae these take a fixed value when not given.
 GAE_DEFAULTS = {"gamma": 1.0, "lambd": 1.0, "normalize_advantages": True}

@@ -84,6 +84,22 @@ class AutopilotFlags:
     )
 
 
+@dataclass(frozen=True)
+class AutopilotView:
+    """The autopilot concern's settings, resolved (`ResolvedConfig.autopilot`): how B follows
+    the measured noise scale under --batch-schedule auto."""
+
+    autopilot_objective: str
+    autopilot_min_gain: float
+    autopilot_profile: str | None
+    autopilot_explore_budget: float
+    autopilot_k: float
+    autopilot_min: int | None
+    autopilot_max: int | None
+    autopilot_hysteresis: float
+    autopilot_warmup: int
+
+
 POSITIVE_COUNTS = ("autopilot_min", "autopilot_max", "autopilot_warmup")
 
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS
-from hyrl.config.errors import _fail, divisors
-from hyrl.config.kinds import _opt
+from hyrl.config.errors import _fail, divisors, not_resolved
+from hyrl.config.kinds import _opt, view
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig
@@ -86,6 +86,34 @@ class MicroBatchFlags:
     )
 
 
+@dataclass(frozen=True)
+class BatchView:
+    """The batch concern's settings, resolved (`ResolvedConfig.batch`). B, the responses per
+    actor optimizer step (--global-batch-size), is `responses_per_step` here as in the
+    records; `batch_schedule` is the schedule in force (fixed, ramp or auto)."""
+
+    rollout_batch_size: int
+    n_samples_per_prompt: int
+    responses_per_step: int
+    micro_batch_size: int
+    batch_ramp: str | None
+    batch_schedule: str
+    use_dynamic_batch_size: bool
+    qkv_format: str
+    max_tokens_per_gpu: int | None
+    noise_scale_beta: float | None
+
+    @property
+    def responses_per_rollout(self) -> int:
+        """P x G: responses generated per rollout step."""
+        return self.rollout_batch_size * self.n_samples_per_prompt
+
+    @property
+    def optimizer_steps_per_rollout(self) -> int:
+        """(P x G) // B: actor optimizer steps on each rollout's responses."""
+        return self.responses_per_rollout // self.responses_per_step
+
+
 POSITIVE_COUNTS = (
     "rollout_batch_size",
     "n_samples_per_prompt",
@@ -145,6 +173,15 @@ def resolve_global_batch_size(cfg: RunConfig) -> int:
             )
         return n // k
     return n if b is None else b
+
+
+def batch_view(c: RunConfig) -> BatchView:
+    """The batch's settings of a resolved config (B as `responses_per_step`)."""
+    if c.global_batch_size is None:
+        raise not_resolved(["global_batch_size"])
+    return view(
+        BatchView, c, responses_per_step=c.global_batch_size, batch_schedule=batch_schedule(c)
+    )
 
 
 def batch_schedule(c: RunConfig) -> str:

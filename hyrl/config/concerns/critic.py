@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyrl.config.concerns.optimizer import lr_schedule, rate_origin, resolve_rate
 from hyrl.config.errors import _fail, divisors, not_resolved
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import _opt, view
 from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
@@ -141,25 +141,50 @@ GAE_DEFAULTS = {"value_clip": 0.2}
 
 
 @dataclass(frozen=True)
-class CriticSettings:
-    """The critic's batch sizes and learning-rate schedule as a resolved config under gae sets
-    them (each --critic-* setting, or the actor's value it took)."""
+class CriticView:
+    """The critic's settings under gae, resolved (`ResolvedConfig.critic`; None under grpo):
+    each --critic-* setting, or the actor's value it took, without the prefix. B of the
+    critic's optimizer step is `responses_per_step`, as the actor's."""
 
-    global_batch_size: int
+    responses_per_step: int
     micro_batch_size: int
     lr_schedule: LrSchedule
+    autopilot_min: int | None
+    autopilot_max: int | None
+    weight_decay: float
+    clip_grad: float
+    num_critic_only_steps: int
+    value_clip: float
+    load: str | None
 
 
-def critic_settings(c: RunConfig) -> CriticSettings | None:
+def critic_view(c: RunConfig) -> CriticView | None:
     """The critic's settings of a resolved config, typed; None under grpo (no critic). Raises
     ValueError under gae when resolve has not filled them."""
     if c.advantage_estimator != "gae":
         return None
-    batch, micro = c.critic_global_batch_size, c.critic_micro_batch_size
-    if batch is None or micro is None:
-        names = ("critic_global_batch_size", "critic_micro_batch_size")
-        raise not_resolved([n for n in names if getattr(c, n) is None])
-    return CriticSettings(batch, micro, lr_schedule(c, "critic_"))
+    missing = [flag for flag in _RESOLVED.values() if getattr(c, flag) is None]
+    if missing:
+        raise not_resolved(missing)
+    return view(
+        CriticView,
+        c,
+        **{name: getattr(c, flag) for name, flag in _RESOLVED.items()},
+        lr_schedule=lr_schedule(c, "critic_"),
+        autopilot_min=c.critic_autopilot_min,
+        autopilot_max=c.critic_autopilot_max,
+        load=c.critic_load,
+    )
+
+
+# The critic view's fields that resolve fills under gae, and the flag each is read from.
+_RESOLVED = {
+    "responses_per_step": "critic_global_batch_size",
+    "micro_batch_size": "critic_micro_batch_size",
+    "weight_decay": "critic_weight_decay",
+    "clip_grad": "critic_clip_grad",
+    "value_clip": "value_clip",
+}
 
 
 def check_given(c: RunConfig) -> None:

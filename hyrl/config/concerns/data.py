@@ -88,6 +88,25 @@ class DataFlags:
     )
 
 
+@dataclass(frozen=True)
+class DataView:
+    """The data concern's settings, resolved (`ResolvedConfig.data`): the task, its prompts and
+    its rewards."""
+
+    task: str
+    prompt_data: str | None
+    input_key: str
+    label_key: str
+    apply_chat_template: bool
+    tokenizer_path: str | None
+    rollout_max_prompt_len: int | None
+    eval_prompt_data: list[str] | None
+    rm_type: str | None
+    custom_rm_path: str | None
+    task_max_operand: int
+    task_eval_fraction: float
+
+
 POSITIVE_COUNTS = ("task_max_operand", "rollout_max_prompt_len")
 # Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): a built-in reward or
 # one's own.

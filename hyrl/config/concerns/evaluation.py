@@ -67,6 +67,20 @@ class EvalFlags:
     )
 
 
+@dataclass(frozen=True)
+class EvalView:
+    """The evaluation concern's settings, resolved (`ResolvedConfig.evaluation`)."""
+
+    eval_interval: int
+    n_samples_per_eval_prompt: int
+    eval_temperature: float
+    eval_pass_k: str | None
+    eval_pass_threshold: float
+    eval_max_response_len: int | None
+    target: str | None
+    stop_at_target: bool
+
+
 POSITIVE_COUNTS = ("n_samples_per_eval_prompt", "eval_max_response_len")
 
 

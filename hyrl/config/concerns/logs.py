@@ -69,6 +69,23 @@ class LogFlags:
     )
 
 
+@dataclass(frozen=True)
+class LogView:
+    """The logs concern's settings, resolved (`ResolvedConfig.logs`)."""
+
+    log_wandb: bool
+    wandb_project: str
+    wandb_exp_name: str | None
+    wandb_entity: str | None
+    wandb_group: str | None
+    wandb_mode: str | None
+    wandb_tags: str | None
+    tensorboard_dir: str | None
+    progress: bool
+    log_interval: int
+    log_interval_s: float | None
+
+
 POSITIVE_COUNTS = ("log_interval",)
 
 

@@ -56,6 +56,25 @@ class MismatchFlags:
     )
 
 
+@dataclass(frozen=True)
+class MismatchView:
+    """The mismatch concern's settings, resolved (`ResolvedConfig.mismatch`)."""
+
+    use_tis: bool
+    tis_clip: float
+    use_mis: bool
+    mis_low: float
+    mis_high: float
+    mis_level: str
+    use_rollout_routing_replay: bool
+    measure_routing_mismatch: bool
+
+    @property
+    def engine_returns_routing(self) -> bool:
+        """Whether the engines return the experts they routed each token to."""
+        return self.use_rollout_routing_replay or self.measure_routing_mismatch
+
+
 def check_given(c: RunConfig) -> None:
     """The importance weights' bounds."""
     if not c.tis_clip >= 1:

@@ -81,6 +81,34 @@ class ModelFlags:
     )
 
 
+@dataclass(frozen=True)
+class ModelView:
+    """The model concern's settings, resolved (`ResolvedConfig.model`): the architecture, the
+    kernels and the initial weights."""
+
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_attention_heads: int
+    num_query_groups: int
+    kv_channels: int
+    num_experts: int
+    moe_ffn_hidden_size: int
+    moe_router_topk: int
+    qk_layernorm: bool
+    normalization: str
+    norm_epsilon: float
+    rotary_base: float
+    vocab_size: int
+    max_position_embeddings: int
+    untie_embeddings_and_output_weights: bool
+    moe_token_dispatcher_type: str
+    moe_permute_fusion: bool
+    cross_entropy_loss_fusion: bool
+    transformer_impl: str
+    hf_checkpoint: str | None
+
+
 POSITIVE_COUNTS = (
     "num_layers",
     "hidden_size",

@@ -69,6 +69,26 @@ class OptimizerFlags:
     )
 
 
+@dataclass(frozen=True)
+class OptimizerView:
+    """The actor's optimizer settings, resolved (`ResolvedConfig.optimizer`); `lr_schedule` is
+    the learning-rate schedule they make (the rate given, or scaled from a base recipe's)."""
+
+    lr: float
+    lr_scaling: str
+    base_lr: float | None
+    base_global_batch_size: int | None
+    min_lr: float
+    lr_warmup_steps: int
+    lr_decay_style: str
+    weight_decay: float
+    adam_beta1: float
+    adam_beta2: float
+    adam_eps: float
+    clip_grad: float
+    lr_schedule: LrSchedule
+
+
 POSITIVE_COUNTS = ("base_global_batch_size",)
 # Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): the fixed rate or the
 # base recipe it is scaled from.

@@ -115,6 +115,36 @@ class ParallelFlags:
         return world_size // (self.tensor_model_parallel_size * self.pipeline_model_parallel_size)
 
 
+@dataclass(frozen=True)
+class ParallelView:
+    """The parallelism concern's settings, resolved (`ResolvedConfig.parallel`): megatron's
+    layout, recomputation, precision and the data-parallel machinery."""
+
+    tensor_model_parallel_size: int
+    pipeline_model_parallel_size: int
+    num_layers_per_virtual_pipeline_stage: int | None
+    num_virtual_stages_per_pipeline_rank: int | None
+    expert_model_parallel_size: int
+    expert_tensor_parallel_size: int
+    sequence_parallel: bool
+    recompute_granularity: str | None
+    recompute_method: str | None
+    recompute_num_layers: int | None
+    distributed_timeout_minutes: float
+    use_distributed_optimizer: bool
+    bf16: bool
+    accumulate_allreduce_grads_in_fp32: bool
+    overlap_grad_reduce: bool
+    ddp_bucket_size: int | None
+    gpus_per_node: int | None
+    gpu_memory_gib: float | None
+    virtual_pipeline_model_parallel_size: int | None  # V chunks per pipeline rank; None: one
+
+    def data_parallel_size(self, world_size: int) -> int:
+        """Data-parallel size DP = world size // (TP * PP)."""
+        return world_size // (self.tensor_model_parallel_size * self.pipeline_model_parallel_size)
+
+
 POSITIVE_COUNTS = (
     "tensor_model_parallel_size",
     "pipeline_model_parallel_size",

@@ -157,6 +157,38 @@ class RolloutFlags:
     )
 
 
+@dataclass(frozen=True)
+class RolloutView:
+    """The rollout concern's settings, resolved (`ResolvedConfig.rollout`): the engines, the
+    sampling, the weight updates, the reward workers and the asynchronous rollout."""
+
+    rollout_engine: str
+    rollout_concurrency: int
+    rollout_max_response_len: int
+    rollout_temperature: float
+    rollout_top_p: float
+    rollout_num_engines: int | None
+    rollout_num_gpus: int | None
+    rollout_num_gpus_per_engine: int | None
+    rollout_max_restarts: int
+    update_weight_transport: str | None
+    update_weight_buffer_size: int
+    colocate: bool
+    offload_train: bool | None
+    sglang_router_url: str | None
+    sglang_mem_fraction_static: float | None
+    sglang_server_args: str | None
+    sglang_request_timeout_s: float | None
+    reward_num_workers: int
+    reward_timeout_s: float
+    ray_address: str | None
+    async_rollout: bool
+    max_staleness: int
+    stale_policy: str
+    inflight_weight_updates: bool
+    inflight_segment_tokens: int
+
+
 POSITIVE_COUNTS = ("rollout_concurrency", "rollout_max_response_len", "inflight_segment_tokens")
 
 

@@ -70,6 +70,27 @@ class CheckpointFlags:
     )
 
 
+@dataclass(frozen=True)
+class RunView:
+    """The run's settings, resolved (`ResolvedConfig.run`)."""
+
+    num_steps: int
+    run_dir: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    """The checkpoint settings, resolved (`ResolvedConfig.checkpoint`)."""
+
+    save: str | None
+    save_interval: int | None
+    keep_last_checkpoints: int
+    keep_checkpoint_every: int | None
+    load: str | None
+    max_skipped_steps: int
+
+
 POSITIVE_COUNTS = ("num_steps", "save_interval", "keep_checkpoint_every", "max_skipped_steps")
 
 

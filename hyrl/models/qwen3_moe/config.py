@@ -26,9 +26,12 @@ class Qwen3MoeArch:
     untie_embeddings_and_output_weights: bool = True
 
     @classmethod
-    def from_flags(cls, flags) -> Qwen3MoeArch:
-        """Read the architecture from any object whose attributes are named like the flags."""
-        return cls(**{f.name: getattr(flags, f.name) for f in fields(cls)})
+    def of(cls, model: object) -> Qwen3MoeArch:
+        """The architecture the model settings `model` describe (hyrl.config's ModelView), each
+        field read from its attribute of the same name. Not annotated with ModelView: the
+        config imports hyrl.metrics, which imports this module, so naming the view here would
+        make the packages import each other (tests/unit/test_architecture.py)."""
+        return cls(**{f.name: getattr(model, f.name) for f in fields(cls)})
 
     def to_hf_config(
         self, eos_token_id: int | list[int] | None = None, bos_token_id: int | None = None

@@ -4,32 +4,37 @@ process group (hyrl.train.preflight calls them): a refused flag exits 2 naming i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
-from hyrl.config import ConfigError, RunConfig
-from hyrl.config.rollout_layout import update_weight_transport
+from hyrl.config import ConfigError
 from hyrl.config.weight_transport import TRANSPORTS, reaching
 
+if TYPE_CHECKING:
+    from hyrl.config.concerns.rollout import RolloutView
 
-def preflight_sglang(cfg: RunConfig) -> None:
+
+def preflight_sglang(rollout: RolloutView, transport: str) -> None:
     """SGLang needs CUDA and the sglang package (unless attached to a router); pass-through
-    --sglang-* flags must be flags of the installed sglang.launch_server."""
+    --sglang-* flags must be flags of the installed sglang.launch_server, and --dp-size in them
+    must suit the weight transport (transport: --update-weight-transport, resolved by
+    `hyrl.config.rollout_layout.update_weight_transport`)."""
     import importlib.util
     import shlex
 
     from hyrl.rollout.sglang.server import check_not_managed
 
     try:
-        check_not_managed(shlex.split(cfg.sglang_server_args or ""))
+        check_not_managed(shlex.split(rollout.sglang_server_args or ""))
     except ValueError as err:
         raise ConfigError(
             "--sglang-server-args",
-            cfg.sglang_server_args,
+            rollout.sglang_server_args,
             str(err),
             "flags hyrl does not set itself",
         ) from None
-    if cfg.sglang_router_url is not None:
+    if rollout.sglang_router_url is not None:
         return  # the servers run elsewhere; nothing of SGLang is needed here
     if not torch.cuda.is_available():
         raise ConfigError(
@@ -46,23 +51,22 @@ def preflight_sglang(cfg: RunConfig) -> None:
             "the sglang package is not installed",
             "pip install -r requirements.txt (sglang==0.5.23), or hf",
         )
-    if cfg.sglang_server_args:
+    if rollout.sglang_server_args:
         try:
             args = parse_sglang_cli(
-                ["--model-path", "hyrl-preflight", *shlex.split(cfg.sglang_server_args)]
+                ["--model-path", "hyrl-preflight", *shlex.split(rollout.sglang_server_args)]
             )
         except SGLangArgsRefused as err:
             raise ConfigError(
                 "--sglang-server-args",
-                cfg.sglang_server_args,
+                rollout.sglang_server_args,
                 f"the installed sglang.launch_server refuses it: {err}",
                 "flags and values listed by python -m sglang.launch_server --help",
             ) from None
-        transport = update_weight_transport(cfg)
         if getattr(args, "dp_size", 1) > 1 and not TRANSPORTS[transport].dp_replicas:
             raise ConfigError(
                 "--sglang-server-args",
-                cfg.sglang_server_args,
+                rollout.sglang_server_args,
                 f"--dp-size {args.dp_size}: SGLang 0.5.23 takes --update-weight-transport "
                 f"{transport} only without data-parallel replicas in a server (its tokenizer "
                 "manager asserts dp_size == 1 for tensor and distributed updates)",

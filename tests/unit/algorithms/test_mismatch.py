@@ -16,7 +16,7 @@ from hyrl.algorithms.mismatch import (
     mismatch_metrics,
     tis_weights,
 )
-from hyrl.config import ConfigError, RunConfig, validate
+from hyrl.config import ConfigError, RunConfig, resolve, validate
 
 # Two response tokens in row 0 (log-ratios +0.1 and -0.5), one in row 1 (log-ratio +1.0).
 TRAIN = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, 0.0, 0.0]])
@@ -266,8 +266,8 @@ def test_the_flags_corrections_set_the_batchs_weights_and_report_its_entropy():
     # the response above: TIS clips exp(2) to 2, MIS (high 5) drops it, so weights [1, 0];
     # entropy 0.5 and 1.5 on the two response tokens (4.0 off the mask takes no part): 1.0
     cfg = RunConfig(use_tis=True, tis_clip=2.0, use_mis=True, mis_high=5.0, mis_level="token")
-    fixes = Corrections.from_flags(cfg)
-    assert fixes.weighs and not Corrections.from_flags(RunConfig()).weighs
+    fixes = Corrections.of(resolve(cfg).mismatch)
+    assert fixes.weighs and not Corrections.of(resolve(RunConfig()).mismatch).weighs
     mask = torch.tensor([[0.0, 1.0, 1.0]])
     batch = TokenBatch(
         tokens=torch.zeros(1, 3, dtype=torch.long),

@@ -44,11 +44,12 @@ def test_shape_overlong_adds_the_penalty_masks_truncated_rows_and_says_how_much(
 
 def test_the_flags_shaping_is_the_penalty_and_filter_they_ask_for():
     from hyrl.algorithms.overlong import OverlongShaping
-    from hyrl.config import RunConfig
+    from hyrl.config import RunConfig, resolve
 
-    shaping = OverlongShaping.from_flags(
+    cfg = resolve(
         RunConfig(rollout_max_response_len=10, overlong_buffer_len=4, overlong_filtering=True)
     )
+    shaping = OverlongShaping.of(cfg.algorithm, cfg.rollout)
     rewards, mask = torch.tensor([1.0, 1.0]), torch.ones(2, 3)
     shaped, metrics = shaping(rewards, [8, 10], ["stop", "length"], mask)
     assert shaped.tolist() == [0.5, 0.0]  # the same -0.5 and -1.0 as above

@@ -174,7 +174,7 @@ def test_trainer_parks_training_state_before_the_engines_resume_and_weights_afte
     actor.train_step(batch, batch.num_response_tokens, lr=1e-3)
     events = []
     side = RolloutManager.__new__(RolloutManager)  # rank 0's engines, faked
-    side.cfg = SimpleNamespace(colocate=True)
+    side._rollout = SimpleNamespace(colocate=True)
     side.engine, side.engines_released = _FakeEngine(events), True
 
     class _Transfer:  # what a real weight-sync mode does first on rank 0, then reads the weights

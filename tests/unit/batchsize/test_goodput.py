@@ -13,6 +13,7 @@ import json
 import math
 
 import pytest
+from autopilots import run_autopilot
 
 from hyrl.batchsize.goodput import (
     Profile,
@@ -269,10 +270,10 @@ def test_the_profile_is_refused_before_anything_starts(tmp_path):
         validate(cfg, 1)
 
 
-def test_from_flags_builds_the_goodput_autopilot_with_the_recipes_concurrency(tmp_path):
+def test_the_flags_build_the_goodput_autopilot_with_the_recipes_concurrency(tmp_path):
     cfg = parse_args(["--run-dir", str(tmp_path / "run"), *AUTO])
     validate(cfg, 1)
-    pilot = RunAutopilot.from_flags(resolve(cfg), 1)
+    pilot = run_autopilot(resolve(cfg), 1)
     assert pilot.throughput is not None and pilot.throughput.profile is None
     assert pilot.throughput.concurrency_cap == resolve(cfg).rollout_concurrency
 

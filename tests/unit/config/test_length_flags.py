@@ -188,7 +188,9 @@ def test_a_validated_config_never_reaches_the_loaders_own_length_guard(prompt_da
                 validate(cfg, 1)
             except ConfigError:
                 continue
-            validated.append((response, prompt, max_prompt_len(resolve(cfg))))
+            resolved = resolve(cfg)
+            longest = max_prompt_len(resolved.data, resolved.model, resolved.rollout)
+            validated.append((response, prompt, longest))
     assert [v for v in validated if not (1 <= v[2] and v[2] + v[0] <= 64)] == []
     assert len(validated) == 4 + 3 + 2  # responses 1, 16, 63: none, or a prompt that fits
 

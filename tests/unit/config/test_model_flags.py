@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from config_errors import assert_names, assert_rejected
 
-from hyrl.config import ConfigError, validate
+from hyrl.config import ConfigError, resolve, validate
 
 
 def test_fused_permutation_is_refused_with_the_local_spec_and_without_te_here(cfg_of):
@@ -21,10 +21,10 @@ def test_fused_permutation_is_refused_with_the_local_spec_and_without_te_here(cf
     from hyrl.backends.megatron.model import transformer_engine_importable
 
     if transformer_engine_importable():
-        check_machine(cfg)
+        check_machine(resolve(cfg).model)
     else:  # this machine: refused before any process group, by preflight
         with pytest.raises(ConfigError, match="does not import on this machine") as info:
-            check_machine(cfg)
+            check_machine(resolve(cfg).model)
         assert_names(info.value, "--moe-permute-fusion", True)
 
 

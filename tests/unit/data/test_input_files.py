@@ -47,8 +47,9 @@ def test_hyrl_train_refuses_the_latin1_prompt_file_before_any_process_group(tmp_
     path.write_bytes(GOOD_LINE * 98 + LATIN1_LINE)
     argv = ["--run-dir", str(tmp_path / "run"), "--prompt-data", str(path)]
     argv += ["--tokenizer-path", str(DATA / "tiny_tokenizer"), "--rm-type", "exact_match"]
+    cfg = resolve(parse_args(argv))
     with pytest.raises(ConfigError) as info:
-        preflight_data(resolve(parse_args(argv)))
+        preflight_data(cfg.data, cfg.model, cfg.dynamic_sampling_filter_path)
     assert info.value.flag == "--prompt-data" and "\n" not in str(info.value)
     assert f"{path} line 99, byte offset 3249: not UTF-8 (found 0xE9" in str(info.value)
 

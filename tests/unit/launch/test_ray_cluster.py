@@ -56,17 +56,17 @@ def test_rank_0_joins_with_the_mode_the_job_set_or_disabled(monkeypatch):
     """start_ray, joining a cluster (a stand-in ray.init records the mode it saw)."""
     import ray
 
-    from hyrl.config import parse_args
+    from hyrl.config import parse_args, resolve
     from hyrl.rollout import build
 
     seen = []
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **kw: seen.append(os.environ.get("RAY_AUTH_MODE")))
     layout = type("Layout", (), {"uses_ray": True, "in_process": False, "num_engines": 1})()
-    cfg = parse_args(["--ray-address", "10.0.0.1:6379"])
+    cfg = resolve(parse_args(["--ray-address", "10.0.0.1:6379"]))
     for preset in (None, "token"):
         monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
         if preset is not None:
             monkeypatch.setenv("RAY_AUTH_MODE", preset)
-        assert build.start_ray(cfg, layout) is True
+        assert build.start_ray(cfg.rollout, layout) is True
     assert seen == ["disabled", "token"]  # as the script's head and workers run

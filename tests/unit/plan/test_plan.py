@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 
 from hyrl import plan as hplan
-from hyrl.config import RunConfig, resolve
+from hyrl.config import ResolvedConfig, RunConfig, resolve
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B
 from hyrl.plan import sglang_kv
 
@@ -14,11 +14,11 @@ TINY = RunConfig()  # the defaults are the tiny model: h 64, 4 heads, 2 groups, 
 QWEN = RunConfig(**QWEN3_30B_A3B.as_dict())
 
 
-def tiny(**changes) -> RunConfig:
+def tiny(**changes) -> ResolvedConfig:
     return resolve(dataclasses.replace(TINY, **changes))
 
 
-def qwen(**changes) -> RunConfig:
+def qwen(**changes) -> ResolvedConfig:
     # the GPU setting (bf16, Transformer Engine): the plan does not depend on this machine
     base = dict(
         tensor_model_parallel_size=4,
@@ -33,13 +33,18 @@ def qwen(**changes) -> RunConfig:
     return resolve(dataclasses.replace(QWEN, **{**base, **changes}))
 
 
+def activations(c: ResolvedConfig, tokens: int, seq_len: int) -> dict:
+    """hplan.activation_memory of one micro-batch of `tokens` under c's settings."""
+    return hplan.activation_memory(c.model, c.parallel, c.batch, tokens, seq_len)
+
+
 def line(plan: dict, name: str) -> float:
     """A memory line in bytes."""
     return next(x for x in plan["memory"]["lines"] if x["name"] == name)["bytes"]
 
 
 def test_qwen3_30b_a3b_parameter_counts_match_the_published_sizes():
-    counts = hplan.param_counts(QWEN)
+    counts = hplan.param_counts(resolve(QWEN).model)
     assert counts["total"] == pytest.approx(30.5e9, rel=0.02)  # 30,532,122,624
     assert counts["active"] == pytest.approx(3.3e9, rel=0.02)  # 3,353,032,704
     # experts: 48 layers x 128 experts x 3 x 2048 x 768
@@ -47,7 +52,7 @@ def test_qwen3_30b_a3b_parameter_counts_match_the_published_sizes():
 
 
 def test_tiny_parameter_counts_by_hand():
-    counts = hplan.param_counts(TINY)
+    counts = hplan.param_counts(resolve(TINY).model)
     # attention 64*64 + 2*64*32 + 64*64 = 12288; qk-norm 2*16; norms 2*64; router 64*4
     assert counts["attention_per_layer"] == 12288
     assert counts["expert"] == 3 * 64 * 64 == 12288
@@ -74,10 +79,8 @@ def test_weights_grads_and_optimizer_bytes_per_parameter_follow_the_precision_fl
 
 
 def test_tp_splits_dense_and_ep_splits_experts():
-    per_gpu = hplan.params_per_gpu(
-        tiny(tensor_model_parallel_size=2, sequence_parallel=True, expert_model_parallel_size=2),
-        hplan.param_counts(TINY),
-    )
+    c = tiny(tensor_model_parallel_size=2, sequence_parallel=True, expert_model_parallel_size=2)
+    per_gpu = hplan.params_per_gpu(c.model, c.parallel, hplan.param_counts(c.model))
     # dense: 2 layers x (12288 / 2 + 160 norms + 256 router) + (1024 + 1024) / 2 + 64
     assert per_gpu["dense"] == 2 * (6144 + 160 + 256) + 1024 + 64
     # experts: 2 layers x (4 / 2) experts x 12288
@@ -106,26 +109,27 @@ def test_distributed_optimizer_divides_adam_by_dp_and_experts_by_expert_dp():
 
 
 def test_activation_bytes_per_token_by_hand():
-    te_bf16 = hplan.activation_bytes_per_token(
-        tiny(transformer_impl="transformer_engine", bf16=True), seq_len=7
-    )
+    bf16 = tiny(transformer_impl="transformer_engine", bf16=True)
+    te_bf16 = hplan.activation_bytes_per_token(bf16.model, bf16.parallel, seq_len=7)
     assert te_bf16["norms"] == 2 * (64 + 64)
     # 2 x (QKV input 64 + Q,K,V (4 + 2*2) x 16 + qk-norm inputs (4 + 2) x 16 + core output 64)
     assert te_bf16["attention"] == 2 * (64 + 128 + 96 + 64) == 704
     # 2*64 router input + 4*4 fp32 logits + top-2 x 2 B x (64 + 2*64 + 64) + 2 x 2 B x 64
     assert te_bf16["moe"] == 128 + 16 + 1024 + 256 == 1424
     assert te_bf16["attention_scores"] == 0  # flash attention keeps no s x s scores
-    te_fp32 = hplan.activation_bytes_per_token(tiny(transformer_impl="transformer_engine"), 7)
+    fp32 = tiny(transformer_impl="transformer_engine")
+    te_fp32 = hplan.activation_bytes_per_token(fp32.model, fp32.parallel, 7)
     assert (te_fp32["norms"], te_fp32["attention"]) == (4 * 128, 4 * 352)
     assert te_fp32["moe"] == 4 * 64 + 16 + 2 * 4 * 256 + 2 * 4 * 64 == 2832
     # unfused (local spec): a = 4 heads x s = 7 scores per token, fp32 softmax output (4 B),
     # plus under bf16 its bf16 copy (2 B)
+    local, local_bf16 = tiny(transformer_impl="local"), tiny(transformer_impl="local", bf16=True)
     assert (
-        hplan.activation_bytes_per_token(tiny(transformer_impl="local"), 7)["attention_scores"]
+        hplan.activation_bytes_per_token(local.model, local.parallel, 7)["attention_scores"]
         == 4 * 4 * 7
     )
     assert (
-        hplan.activation_bytes_per_token(tiny(transformer_impl="local", bf16=True), 7)[
+        hplan.activation_bytes_per_token(local_bf16.model, local_bf16.parallel, 7)[
             "attention_scores"
         ]
         == 6 * 4 * 7
@@ -134,21 +138,21 @@ def test_activation_bytes_per_token_by_hand():
 
 def test_auto_attention_follows_whether_transformer_engine_is_installed(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    assert hplan.attention_implementation(tiny())[0] == "unfused"
+    assert hplan.attention_implementation(tiny().model)[0] == "unfused"
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object())
-    assert hplan.attention_implementation(tiny())[0] == "flash"
-    assert hplan.attention_implementation(tiny(transformer_impl="local"))[0] == "unfused"
+    assert hplan.attention_implementation(tiny().model)[0] == "flash"
+    assert hplan.attention_implementation(tiny(transformer_impl="local").model)[0] == "unfused"
 
 
 def test_activation_memory_no_recompute_and_full_recompute_by_hand():
     tokens = 16 * 7  # micro-batch 16 x (5-token prompt + 2-token response)
     c = tiny(transformer_impl="transformer_engine", bf16=True)
-    none = hplan.activation_memory(c, tokens, 7)
+    none = activations(c, tokens, 7)
     assert none["layers"] == 2 * tokens * 2384  # 2 layers x tokens x (256 + 704 + 1424) B
     # fp32 logits kept + their fp32 gradient (8 B) + 3 fp32 copies of one chunk (all 112 tokens)
     assert none["logits"] == (8 * tokens + 12 * tokens) * 16
     assert none["attention_workspace"] == 0
-    full = hplan.activation_memory(dataclasses.replace(c, recompute_granularity="full"), tokens, 7)
+    full = activations(dataclasses.replace(c, recompute_granularity="full"), tokens, 7)
     # uniform groups of 1: each layer's input (2 B x h) + one layer rebuilt in the backward
     assert full["layers"] == 2 * (2 * tokens * 64) + tokens * 2384
 
@@ -158,11 +162,11 @@ def test_interleaved_pipeline_holds_more_activations_on_the_first_stage_by_hand(
     stage's activations by 1 + (PP - 1) / (PP x V); at PP=2, V=2: 1.25."""
     tokens = 16 * 7
     flags = dict(transformer_impl="transformer_engine", bf16=True, num_layers=4)
-    plain = hplan.activation_memory(tiny(**flags, pipeline_model_parallel_size=2), tokens, 7)
+    plain = activations(tiny(**flags, pipeline_model_parallel_size=2), tokens, 7)
     interleaved_config = tiny(
         **flags, pipeline_model_parallel_size=2, num_layers_per_virtual_pipeline_stage=1
     )
-    interleaved = hplan.activation_memory(interleaved_config, tokens, 7)
+    interleaved = activations(interleaved_config, tokens, 7)
     assert plain["layers"] == 4 * tokens * 2384
     assert interleaved["layers"] == 1.25 * 4 * tokens * 2384
     plan = hplan.make_plan(interleaved_config, 2)
@@ -173,14 +177,12 @@ def test_interleaved_pipeline_holds_more_activations_on_the_first_stage_by_hand(
 def test_unfused_attention_adds_scores_and_one_layers_workspace():
     tokens = 16 * 7
     c = tiny(transformer_impl="local")  # fp32
-    act = hplan.activation_memory(c, tokens, 7)
+    act = activations(c, tokens, 7)
     # per token per layer: 512 norms + 1408 attention + 112 scores + 2832 MoE
     assert act["layers"] == 2 * tokens * (512 + 1408 + 112 + 2832)
     # 112 tokens x 4 heads x 7 scores x (4 B matmul buffer + 3 x 4 B fp32 copies)
     assert act["attention_workspace"] == tokens * 4 * 7 * 16
-    selective = hplan.activation_memory(
-        dataclasses.replace(c, recompute_granularity="selective"), tokens, 7
-    )
+    selective = activations(dataclasses.replace(c, recompute_granularity="selective"), tokens, 7)
     assert selective["layers"] == 2 * tokens * (512 + 1408 + 2832)
     assert selective["attention_workspace"] == act["attention_workspace"]
 
@@ -189,12 +191,12 @@ def test_packed_unfused_attention_scores_span_the_whole_micro_batch():
     """--qkv-format thd on the local spec: the micro-batch is one sequence under a
     block-diagonal mask, so each token's scores cover all its tokens, not its own row's."""
     tokens = 16 * 7
-    packed = hplan.activation_memory(tiny(transformer_impl="local", qkv_format="thd"), tokens, 7)
+    packed = activations(tiny(transformer_impl="local", qkv_format="thd"), tokens, 7)
     # per token per layer: 512 norms + 1408 attention + 4 heads x 112 keys x 4 B + 2832 MoE
     assert packed["layers"] == 2 * tokens * (512 + 1408 + 4 * 112 * 4 + 2832)
     assert packed["attention_workspace"] == tokens * 4 * 112 * 16
     flash = tiny(transformer_impl="transformer_engine", qkv_format="thd")
-    assert hplan.activation_memory(flash, tokens, 7)["attention_workspace"] == 0
+    assert activations(flash, tokens, 7)["attention_workspace"] == 0
 
 
 def test_qwen3_unfused_fp32_attention_at_9k_tokens_by_hand():
@@ -232,10 +234,8 @@ def test_recompute_reduces_activations_on_qwen3():
 
 
 def test_sequence_parallel_divides_activations_by_tp():
-    one = hplan.activation_memory(
-        qwen(tensor_model_parallel_size=1, sequence_parallel=False), 9216, 9216
-    )
-    four = hplan.activation_memory(qwen(), 9216, 9216)
+    one = activations(qwen(tensor_model_parallel_size=1, sequence_parallel=False), 9216, 9216)
+    four = activations(qwen(), 9216, 9216)
     assert four["layers"] == pytest.approx(one["layers"] / 4)
 
 
@@ -262,7 +262,7 @@ def test_kv_bytes_per_token_split_the_kv_heads_over_the_engine_gpus():
     """SGLang's cell (get_num_kv_heads): max(1, 4 kv heads // TP) x (K + V of 128) x 48 x 2 B."""
     per_head = (128 + 128) * 48 * 2  # 24 KiB
     for tp_size, heads in ((1, 4), (2, 2), (4, 1), (8, 1)):  # past 4 GPUs each keeps a copy
-        assert sglang_kv.kv_bytes_per_token(QWEN, tp_size) == heads * per_head
+        assert sglang_kv.kv_bytes_per_token(resolve(QWEN).model, tp_size) == heads * per_head
 
 
 def colocated_engine(fraction: float) -> dict:
@@ -373,7 +373,10 @@ def test_reference_and_critic_add_their_lines():
 
 def test_format_plan_prints_layout_memory_and_formulas():
     text = hplan.describe_for_dry_run(
-        qwen(gpu_memory_gib=80.0, recompute_granularity="full", expert_model_parallel_size=16), 16
+        hplan.make_plan(
+            qwen(gpu_memory_gib=80.0, recompute_granularity="full", expert_model_parallel_size=16),
+            16,
+        )
     )
     for expected in (
         "TP=4",

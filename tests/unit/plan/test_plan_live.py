@@ -19,7 +19,7 @@ from testpaths import HELPERS
 from torchrun_worker import run_ranks
 
 from hyrl import plan as hplan
-from hyrl.config import RunConfig, resolve
+from hyrl.config import ResolvedConfig, RunConfig, resolve
 
 WORKER = HELPERS / "plan_live_worker.py"
 WORLD_SIZE = 2
@@ -54,7 +54,7 @@ LINES = {
 TOLERANCE = 0.05
 
 
-def layout_config(name: str) -> RunConfig:
+def layout_config(name: str) -> ResolvedConfig:
     return resolve(dataclasses.replace(RunConfig(), **MODEL, **LAYOUTS[name]))
 
 
@@ -86,7 +86,7 @@ def test_the_model_is_mid_size():
         4 * (3 * 512 * 384 + 96 + 1024 + 8192 + 16 * 3 * 512 * 256) + 2 * 1024 * 512 + 512
         == 28_611_456
     )
-    assert hplan.param_counts(layout_config("tp2 sp fp32"))["total"] == 28_611_456
+    assert hplan.param_counts(layout_config("tp2 sp fp32").model)["total"] == 28_611_456
 
 
 @pytest.mark.slow

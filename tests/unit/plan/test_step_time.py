@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hyrl.config import RunConfig, resolve
+from hyrl.config import ResolvedConfig, RunConfig, old_log_probs_from_update, resolve
 from hyrl.models.qwen3_moe.config import QWEN3_30B_A3B
 from hyrl.plan.make import make_plan
 from hyrl.plan.memory import GIB
@@ -37,7 +37,7 @@ FORWARD = 2 * ACTIVE * SEQ + 2 * 48 * (32 * 128) * SEQ**2
 SAVE_BYTES = 14 * 30_532_122_624  # hyrl.plan.disk: 0.427 TB under bf16
 
 
-def grpo(**changes) -> RunConfig:
+def grpo(**changes) -> ResolvedConfig:
     return resolve(RunConfig(**{**QWEN3_30B_A3B.as_dict(), **GRPO, **changes}))
 
 
@@ -83,7 +83,7 @@ def test_each_assumption_scales_its_own_term():
 )
 def test_the_passes_follow_the_algorithm(changes, forwards, critic):
     c = grpo(**changes)
-    passes = step_passes(c)
+    passes = step_passes(c.algorithm, c.critic, old_log_probs_from_update(c))
     assert passes.actor_update and passes.actor_forwards == forwards
     assert passes.critic_update == critic and passes.critic_forwards == int(critic)
     flops = make_plan(c, WORLD)["step_time"]["model_flops"]

@@ -46,5 +46,6 @@ def test_the_token_batch_masks_exactly_the_response_tokens():
 
 
 def test_evaluation_runs_before_training_every_interval_and_after_the_last_step():
-    assert eval_schedule(SimpleNamespace(eval_interval=4, num_steps=10)) == {0, 4, 8, 10}
-    assert eval_schedule(SimpleNamespace(eval_interval=0, num_steps=10)) == set()
+    run = SimpleNamespace(num_steps=10)
+    assert eval_schedule(SimpleNamespace(eval_interval=4), run) == {0, 4, 8, 10}
+    assert eval_schedule(SimpleNamespace(eval_interval=0), run) == set()

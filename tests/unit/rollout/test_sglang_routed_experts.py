@@ -12,7 +12,7 @@ import pytest
 import torch
 from fake_sglang_server import FakeSGLangServer, routed_expert_ids
 
-from hyrl.config import parse_args
+from hyrl.config import parse_args, resolve
 from hyrl.config.rollout_layout import rollout_layout
 from hyrl.models.qwen3_moe.config import TINY
 from hyrl.rollout.base import SamplingParams
@@ -198,27 +198,32 @@ def test_build_engine_through_a_router_returns_experts_with_use_routing_replay(t
         num_experts=TINY.num_experts,
     ) as fake:
         fake.router_workers = [fake.url]  # the fake plays a router in front of itself
-        cfg = parse_args(
-            [
-                "--run-dir",
-                str(tmp_path / "run"),
-                "--rollout-engine",
-                "sglang",
-                "--sglang-router-url",
-                fake.url,
-                "--update-weight-transport",
-                "disk",
-                *(["--use-rollout-routing-replay"] if replay else []),
-            ]
+        cfg = resolve(
+            parse_args(
+                [
+                    "--run-dir",
+                    str(tmp_path / "run"),
+                    "--rollout-engine",
+                    "sglang",
+                    "--sglang-router-url",
+                    fake.url,
+                    "--update-weight-transport",
+                    "disk",
+                    *(["--use-rollout-routing-replay"] if replay else []),
+                ]
+            )
         )
         engine = build_engine(
-            cfg,
+            cfg.rollout,
             rollout_layout(cfg, world_size=1),
             TINY,
             pad_id=0,
             eos_id=EOS,
             device=torch.device("cpu"),
             run_dir=tmp_path / "run",
+            seed=cfg.seed,
+            hf_checkpoint=cfg.hf_checkpoint,
+            return_routed_experts=cfg.mismatch.engine_returns_routing,
         )
         [gen] = engine.generate([[2, 3]], SamplingParams(3))
     if not replay:
@@ -247,27 +252,32 @@ def test_the_fleet_path_launches_every_engine_with_routed_experts(tmp_path, monk
 
     monkeypatch.setattr(hyrl.rollout.fleet, "RolloutFleet", CapturingFleet)
     monkeypatch.setattr(SGLangEngine, "launch", classmethod(fake_launch))
-    cfg = parse_args(
-        [
-            "--run-dir",
-            str(tmp_path / "run"),
-            "--rollout-engine",
-            "sglang",
-            "--rollout-num-engines",
-            "1",
-            "--update-weight-transport",
-            "disk",
-            "--use-rollout-routing-replay",
-        ]
+    cfg = resolve(
+        parse_args(
+            [
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--rollout-engine",
+                "sglang",
+                "--rollout-num-engines",
+                "1",
+                "--update-weight-transport",
+                "disk",
+                "--use-rollout-routing-replay",
+            ]
+        )
     )
     build_engine(
-        cfg,
+        cfg.rollout,
         rollout_layout(cfg, world_size=1),
         TINY,
         pad_id=0,
         eos_id=EOS,
         device=torch.device("cpu"),
         run_dir=tmp_path / "run",
+        seed=cfg.seed,
+        hf_checkpoint=cfg.hf_checkpoint,
+        return_routed_experts=cfg.mismatch.engine_returns_routing,
     )
     assert factories[0](0) == "engine"  # what engine actor 0 runs
     assert "--enable-return-routed-experts" in launched["command"]

@@ -5,12 +5,12 @@ import json
 import math
 
 import pytest
+from autopilots import run_autopilot
 
 from hyrl.config import parse_args, resolve, validate
 from hyrl.train.autopilot import (
     AutopilotSettings,
     BatchAutopilot,
-    RunAutopilot,
     fit,
     measurement,
 )
@@ -113,10 +113,10 @@ def _resolved(*argv: str):
     return resolve(cfg)
 
 
-def test_grpo_autopilot_from_flags_moves_p_with_b_and_logs_its_state():
+def test_grpo_autopilot_of_the_flags_moves_p_with_b_and_logs_its_state():
     # P=16, G=8, one optimizer step: B=128; micro batch 16 on one rank: unit 16
     cfg = _resolved(*GRPO_AUTOPILOT)
-    pilot = RunAutopilot.from_flags(cfg, 1)
+    pilot = run_autopilot(cfg, 1)
     assert (pilot.prompts_per_step, pilot.responses_per_step) == (16, 128)
     assert pilot.metrics() == {"autopilot/changes": 0}
     assert pilot.observe(1000.0, None) == [("actor", 128, 256)]
@@ -132,7 +132,7 @@ def test_grpo_autopilot_from_flags_moves_p_with_b_and_logs_its_state():
 def test_ppo_critic_follows_its_own_noise_scale_within_divisors_of_the_rollout():
     # two actor steps per rollout of 256 (B=128); critic micro batch 32 on one rank
     cfg = _resolved(*PPO_AUTOPILOT)
-    pilot = RunAutopilot.from_flags(cfg, 1)
+    pilot = run_autopilot(cfg, 1)
     assert (pilot.responses_per_step, pilot.critic_responses_per_step) == (128, 128)
     # actor noise 100 -> 96 (P = 96 x 2 / 8 = 24): a rollout of 192; critic noise 500 -> the
     # largest of its multiples of 32 dividing 192, within [64, 512]: 192 (64, 96, 192)
@@ -152,7 +152,7 @@ def test_a_rollout_steps_records_feed_the_actor_and_critic_noise_scales():
     # the same PPO autopilot: the actor's noise scale is on the step's last record, the
     # critic's with the rollout's metrics (a zero gradient norm: no measurement)
     cfg = _resolved(*PPO_AUTOPILOT)
-    pilot = RunAutopilot.from_flags(cfg, 1)
+    pilot = run_autopilot(cfg, 1)
     rollout_metrics = {"critic/noise_scale": 500.0, "critic/grad_norm": 1.0}
     last_record = {"actor/noise_scale": 100.0, "actor/grad_norm": 0.5}
     assert pilot.observe_step(rollout_metrics, last_record) == [
@@ -165,7 +165,7 @@ def test_a_rollout_steps_records_feed_the_actor_and_critic_noise_scales():
 def test_steer_observes_on_rank_0_and_every_rank_takes_rank_0s_state(capsys):
     # the GRPO autopilot of above on two ranks, the broadcast faked: rank 0 moves B and prints
     # it; rank 1 sees nothing itself and ends with rank 0's B
-    rank0, rank1 = (RunAutopilot.from_flags(_resolved(*GRPO_AUTOPILOT), 1) for _ in range(2))
+    rank0, rank1 = (run_autopilot(_resolved(*GRPO_AUTOPILOT), 1) for _ in range(2))
     sent = []
     last_record = {"actor/noise_scale": 1000.0, "actor/grad_norm": 0.5}
     rank0.steer({}, last_record, 0, lambda state: sent.append(state) or state)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from autopilots import run_autopilot
 
 from hyrl.batchsize.goodput import Profile, ThroughputModel
 from hyrl.config import ConfigError, parse_args, resolve, validate
@@ -285,16 +286,16 @@ def test_a_budget_outside_0_1_is_refused(value):
     assert value in str(err.value) and ("[0, 1]" in str(err.value) or value == "nan")
 
 
-def test_from_flags_reads_the_budget_and_the_runs_steps():
+def test_the_autopilot_of_the_flags_reads_the_budget_and_the_runs_steps():
     argv = ["--run-dir", "/nonexistent/run", *AUTO, "--num-steps", "400"]
     cfg = parse_args(argv)
     validate(cfg, 1)
-    pilot = RunAutopilot.from_flags(resolve(cfg), 1)
+    pilot = run_autopilot(resolve(cfg), 1)
     assert pilot.exploration is not None
     assert (pilot.exploration.budget, pilot.exploration.total_steps) == (0.05, 400)
     cfg = parse_args([*argv, "--autopilot-explore-budget", "0"])
     validate(cfg, 1)
-    assert RunAutopilot.from_flags(resolve(cfg), 1).exploration is None
+    assert run_autopilot(resolve(cfg), 1).exploration is None
     # only under --batch-schedule auto
     cfg = parse_args(["--run-dir", "/nonexistent/run", "--autopilot-explore-budget", "0.1"])
     with pytest.raises(ConfigError, match="batch-schedule auto"):

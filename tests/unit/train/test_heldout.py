@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hyrl.config import parse_args, resolve
+from hyrl.config import eval_max_response_len, eval_pass_ks, parse_args, resolve
 from hyrl.rewards.pool import ScoredBatch
 from hyrl.rollout.base import Generation
 from hyrl.train.heldout import evaluate, pass_at_k
@@ -81,6 +81,18 @@ def _cfg(*argv: str):
     return resolve(parse_args(["--eval-interval", "1", *argv]))
 
 
+def _evaluate(cfg, rollout: _Rollout) -> tuple[dict, float]:
+    """evaluate as the trainer calls it: the views, and the values the config derives."""
+    return evaluate(
+        cfg.evaluation,
+        cfg.rollout,
+        rollout,
+        torch.device("cpu"),
+        max_response_len=eval_max_response_len(cfg),
+        pass_ks=eval_pass_ks(cfg),
+    )
+
+
 def test_evaluate_logs_pass_at_k_per_set_and_their_mean():
     # set a: prompts with c = 1 and c = 3 correct of n = 4; set b: c = 0 and c = 4
     rollout = _Rollout(
@@ -90,7 +102,7 @@ def test_evaluate_logs_pass_at_k_per_set_and_their_mean():
         }
     )
     cfg = _cfg("--n-samples-per-eval-prompt", "4", "--eval-pass-k", "2,1,4")
-    metrics, _ = evaluate(cfg, rollout, torch.device("cpu"))
+    metrics, _ = _evaluate(cfg, rollout)
     # pass@2: a = (1 - C(3,2)/C(4,2) + 1) / 2 = (0.5 + 1) / 2; b = (0 + 1) / 2
     assert metrics["eval/a/pass@1"] == pytest.approx((0.25 + 0.75) / 2)
     assert metrics["eval/a/pass@2"] == pytest.approx(0.75)
@@ -105,7 +117,7 @@ def test_the_threshold_decides_which_rewards_count_as_correct():
     rollout = _Rollout({"": [[0.5, 0.9, 1.0, 0.2]]})
     for threshold, c in (("1.0", 1), ("0.5", 3), ("0.95", 1), ("0.1", 4)):
         cfg = _cfg("--n-samples-per-eval-prompt", "4", "--eval-pass-threshold", threshold)
-        metrics, _ = evaluate(cfg, rollout, torch.device("cpu"))
+        metrics, _ = _evaluate(cfg, rollout)
         assert metrics["eval/pass@1"] == pytest.approx(c / 4), threshold
         assert metrics["eval/accuracy"] == pytest.approx(2.6 / 4)  # mean@k: the rewards
         assert metrics["eval/pass@2"] == pytest.approx(pass_at_k(4, c, 2))  # default k: 1, 2, 4
@@ -113,9 +125,9 @@ def test_the_threshold_decides_which_rewards_count_as_correct():
 
 def test_evaluation_generates_up_to_its_own_response_length():
     rollout = _Rollout({"": [[1.0]]})
-    evaluate(_cfg("--rollout-max-response-len", "2"), rollout, torch.device("cpu"))
+    _evaluate(_cfg("--rollout-max-response-len", "2"), rollout)
     assert rollout.params.max_new_tokens == 2  # none = --rollout-max-response-len
     cfg = _cfg("--rollout-max-response-len", "2", "--eval-max-response-len", "5")
-    metrics, _ = evaluate(cfg, rollout, torch.device("cpu"))
+    metrics, _ = _evaluate(cfg, rollout)
     assert rollout.params.max_new_tokens == 5
     assert metrics["eval/pass@1"] == 1.0 and "eval/pass@2" not in metrics  # n = 1: pass@1 only

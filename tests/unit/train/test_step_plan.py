@@ -5,14 +5,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from hyrl.config import parse_args, resolve
-from hyrl.config.concerns.critic import critic_settings
+from hyrl.config import batch_ramp_unit, parse_args, resolve
+from hyrl.config.concerns.critic import critic_view
 from hyrl.config.concerns.optimizer import lr_schedule
 from hyrl.train.step_plan import StepPlan
 
 
 def plan_of(*flags, autopilot=None, world_size=1):
-    return StepPlan(resolve(parse_args(list(flags))), world_size, autopilot)
+    cfg = resolve(parse_args(list(flags)))
+    unit = batch_ramp_unit(cfg, world_size)  # as the Trainer hands it over
+    return StepPlan(cfg.batch, cfg.optimizer, cfg.critic, cfg.run, unit, autopilot)
 
 
 def test_a_fixed_batch_is_p_and_b_and_the_lr_is_lr():
@@ -82,13 +84,14 @@ def test_the_resolved_schedules_carry_the_base_recipe_and_the_critics_settings_t
                               "--advantage-estimator", "gae", "--critic-global-batch-size", "32",
                               "--critic-lr", "2e-3", "--lr-warmup-steps", "3",
                               "--micro-batch-size", "4"]))  # fmt: skip
-    actor = cfg.actor_lr_schedule()
+    actor = cfg.optimizer.lr_schedule
     assert actor.base == (1e-6, 1024) and actor.scaling == "sqrt"
     assert actor.lr == pytest.approx(2.5e-7)  # 1e-6 x (64 / 1024)^(1/2)
     assert actor.peak_at(4096) == pytest.approx(2e-6)  # scaled_lr's docstring example
-    critic = cfg.critic()
+    critic = cfg.critic
     assert critic is not None
-    assert (critic.global_batch_size, critic.micro_batch_size) == (32, 4)  # the actor's micro batch
+    # B as given, the micro batch the actor's
+    assert (critic.responses_per_step, critic.micro_batch_size) == (32, 4)
     # the critic's rate was given (no base), its warmup taken from the actor's
     assert critic.lr_schedule.base is None and critic.lr_schedule.peak_at(4096) == 2e-3
     assert critic.lr_schedule.warmup_steps == 3
@@ -96,9 +99,9 @@ def test_the_resolved_schedules_carry_the_base_recipe_and_the_critics_settings_t
 
 def test_grpo_has_no_critic_and_an_unresolved_config_is_refused_by_name():
     given = parse_args(["--advantage-estimator", "gae"])
-    assert resolve(parse_args([])).critic() is None
+    assert resolve(parse_args([])).critic is None
     with pytest.raises(ValueError, match="--critic-global-batch-size"):
-        critic_settings(given)
+        critic_view(given)
     with pytest.raises(ValueError, match="--lr still none"):
         lr_schedule(given, "")
     with pytest.raises(ValueError, match="no critic"):

@@ -38,9 +38,11 @@ def _updates(loss_agg_mode="token-mean"):
         critic_batch=lambda: 2,
         critic_lr=lambda steps, size, n: 0.5,
     )
-    cfg = SimpleNamespace(loss_agg_mode=loss_agg_mode, rollout_max_response_len=4)
+    algorithm = SimpleNamespace(loss_agg_mode=loss_agg_mode)
+    rollout = SimpleNamespace(rollout_max_response_len=4)
     corrections = Corrections(False, 2.0, False, 0.5, 2.0, "token")
-    return backend, RolloutUpdates(cfg, backend, DataParallelRows(0, 1, 2), plan, corrections)
+    rows = DataParallelRows(0, 1, 2)
+    return backend, RolloutUpdates(backend, rows, plan, corrections, algorithm, rollout)
 
 
 def test_actor_step_k_trains_on_its_rows_with_their_token_count_and_lr():

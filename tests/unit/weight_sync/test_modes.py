@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from hyrl.config import parse_args
+from hyrl.config import parse_args, resolve
+from hyrl.config.rollout_layout import rollout_layout
 from hyrl.models.weight_buckets import iter_buckets
 from hyrl.rollout.base import DiskCheckpoint
 from hyrl.weight_sync import weight_sync_for
@@ -97,8 +98,9 @@ class FakeEngine:
     ],
 )
 def test_the_flags_choose_the_mode(tmp_path, flags, mode, colocate):
-    cfg = parse_args(["--run-dir", str(tmp_path), "--update-weight-buffer-size", "2097152", *flags])
-    sync = weight_sync_for(cfg, 1, FakeRanks(), tmp_path)
+    argv = ["--run-dir", str(tmp_path), "--update-weight-buffer-size", "2097152", *flags]
+    cfg = resolve(parse_args(argv))
+    sync = weight_sync_for(cfg.rollout, rollout_layout(cfg, 1), FakeRanks(), tmp_path)
     assert type(sync) is mode and sync.colocate == colocate and sync.buffer_bytes == 2 << 20
 
 
