@@ -318,11 +318,9 @@ class Trainer:
     def _evaluate(self) -> tuple[dict, float]:
         assert self.rollout_manager is not None, "evaluations are due on rank 0 only"
         self.rollout_manager.wait_for_queue()  # the worker idle: one thread uses the rewards
-        cfg, device = self.cfg, self.backend.device()
-        lengths = dict(
-            max_response_len=config.eval_max_response_len(cfg), pass_ks=config.eval_pass_ks(cfg)
-        )
-        return evaluate(cfg.evaluation, cfg.rollout, self.rollout_manager, device, **lengths)
+        cfg, manager, where = self.cfg, self.rollout_manager, self.backend.device()
+        n, ks = config.eval_max_response_len(cfg), config.eval_pass_ks(cfg)
+        return evaluate(cfg.evaluation, cfg.rollout, manager, where, max_response_len=n, pass_ks=ks)
 
     def _save(self, rollout_step: int) -> float:
         """--save's checkpoint after this rollout step, older ones pruned (collective); seconds"""
