@@ -61,9 +61,9 @@ from hyrl.batchsize.over_seeds import (
 from hyrl.batchsize.runs import AnalysisError, Run, collect_runs, finite_or_none, load_run
 from hyrl.batchsize.seeds import group_name, run_seed, seed_groups, seed_references
 from hyrl.batchsize.throughput_ratios import sweep_probes
+from hyrl.config.target import TargetSyntaxError
+from hyrl.config.target import parse_target as _parse_target
 from hyrl.metrics.run_dir import number as _num
-from hyrl.metrics.target import TargetSyntaxError
-from hyrl.metrics.target import parse_target as _parse_target
 
 __all__ = [
     "AnalysisError",
@@ -173,7 +173,7 @@ def stage_shares(run: Run) -> dict[str, float]:
 
 
 def parse_target(text: str) -> tuple[str, float]:
-    """'eval/accuracy=0.77' -> ('eval/accuracy', 0.77): `hyrl.metrics.target.parse_target`'s
+    """'eval/accuracy=0.77' -> ('eval/accuracy', 0.77): `hyrl.config.target.parse_target`'s
     rules with any metric name (foreign run directories log their own)."""
     try:
         return _parse_target(text, prefixes=None)

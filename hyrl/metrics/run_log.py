@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from hyrl.config.target import parse_target
 from hyrl.metrics.run_dir import RunDirectory, write_summary
-from hyrl.metrics.target import RunTotals, TargetTracker, parse_target, summary
+from hyrl.metrics.target import RunTotals, TargetTracker, summary
 
 
 class RunLog:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS
 from hyrl.config.errors import ConfigError, _fail
 from hyrl.config.kinds import _opt
-from hyrl.metrics.target import TARGET_ALLOWED, TargetSyntaxError
-from hyrl.metrics.target import parse_target as _parse_target
+from hyrl.config.target import TARGET_ALLOWED, TargetSyntaxError
+from hyrl.config.target import parse_target as _parse_target
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig
@@ -184,7 +184,7 @@ def check_eval(c: ResolvedConfig) -> None:
 
 def parse_target(text: str) -> tuple[str, float]:
     """--target "METRIC=VALUE" -> (METRIC, VALUE) under eval/ or train/ (the rules are
-    `hyrl.metrics.target.parse_target`'s); raises ConfigError on --target otherwise."""
+    `hyrl.config.target.parse_target`'s); raises ConfigError on --target otherwise."""
     try:
         return _parse_target(text)
     except TargetSyntaxError as err:

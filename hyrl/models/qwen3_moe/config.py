@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.model import ModelView
 
 
 @dataclass(frozen=True)
@@ -26,11 +29,9 @@ class Qwen3MoeArch:
     untie_embeddings_and_output_weights: bool = True
 
     @classmethod
-    def of(cls, model: object) -> Qwen3MoeArch:
-        """The architecture the model settings `model` describe (hyrl.config's ModelView), each
-        field read from its attribute of the same name. Not annotated with ModelView: the
-        config imports hyrl.metrics, which imports this module, so naming the view here would
-        make the packages import each other (tests/unit/test_architecture.py)."""
+    def of(cls, model: ModelView) -> Qwen3MoeArch:
+        """The architecture the model settings describe, each field read from the view's field
+        of the same name."""
         return cls(**{f.name: getattr(model, f.name) for f in fields(cls)})
 
     def to_hf_config(
