@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from hyrl.config.concerns import algorithm, critic
 from hyrl.config.concerns.algorithm import AlgorithmFlags, AlgorithmView, old_log_probs_from_update
 from hyrl.config.concerns.autopilot import AutopilotFlags, AutopilotView
-from hyrl.config.concerns.batch import BatchFlags, BatchView, MicroBatchFlags, batch_view
+from hyrl.config.concerns.batch import (
+    BatchFlags,
+    BatchView,
+    MicroBatchFlags,
+    batch_view,
+    optimizer_steps_per_rollout,
+)
 from hyrl.config.concerns.critic import CriticFlags, CriticView, critic_view
 from hyrl.config.concerns.data import DataFlags, DataView
 from hyrl.config.concerns.evaluation import EvalFlags, EvalView
@@ -91,13 +97,6 @@ class RunConfig(
         return layers_per_rank // self.num_layers_per_virtual_pipeline_stage
 
     @property
-    def optimizer_steps_per_rollout(self) -> int:
-        """(P x G) // B: actor optimizer steps on each rollout's responses (resolved B)."""
-        _require_resolved(self, _BATCH_FIELDS)
-        assert self.global_batch_size is not None, "_require_resolved raised otherwise"
-        return self.responses_per_rollout // self.global_batch_size
-
-    @property
     def critic_steps_per_rollout(self) -> int | None:
         """(P x G) // critic B under PPO (resolved batches); None without a critic."""
         _require_resolved(self, _BATCH_FIELDS)
@@ -115,7 +114,7 @@ class RunConfig(
         out["world_size"] = world_size
         out["data_parallel_size"] = self.data_parallel_size(world_size)
         out["responses_per_rollout"] = self.responses_per_rollout
-        out["optimizer_steps_per_rollout"] = self.optimizer_steps_per_rollout
+        out["optimizer_steps_per_rollout"] = optimizer_steps_per_rollout(self)
         out["old_log_probs_from_update"] = old_log_probs_from_update(self)
         out["lr_scaling_exponent"] = LR_SCALING_EXPONENTS[self.lr_scaling]
         if self.critic_global_batch_size is not None:

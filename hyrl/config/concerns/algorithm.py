@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hyrl.config.concerns.batch import optimizer_steps_per_rollout
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import _opt
 
@@ -275,7 +276,7 @@ def old_log_probs_from_update(c: RunConfig) -> bool:
     Never under --async-rollout: older weights sampled the batch (it is off-policy)."""
     return (
         not c.recompute_old_log_probs
-        and c.optimizer_steps_per_rollout == 1
+        and optimizer_steps_per_rollout(c) == 1
         and c.kl_coef == 0
         and not c.async_rollout
     )

@@ -8,7 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
+from hyrl.config.concerns.batch import (
+    batch_ramp_unit,
+    batch_schedule,
+    optimizer_steps_per_rollout,
+)
 from hyrl.config.errors import _fail, flag_name
 from hyrl.config.kinds import _opt
 
@@ -247,7 +251,7 @@ def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
     _check_noise_measurable(
         c, dp, c_name, c_low, c.critic_micro_batch_size, "--critic-micro-batch-size"
     )
-    steps = c.optimizer_steps_per_rollout
+    steps = optimizer_steps_per_rollout(c)
     for actor_b in autopilot_batches(c, world_size):
         responses = actor_b * steps
         if not critic_autopilot_batches(c, world_size, responses):

@@ -184,6 +184,12 @@ def batch_view(c: RunConfig) -> BatchView:
     )
 
 
+def optimizer_steps_per_rollout(c: RunConfig) -> int:
+    """(P x G) // B: actor optimizer steps on each rollout's responses (B resolved or given;
+    raises ValueError otherwise)."""
+    return batch_view(c).optimizer_steps_per_rollout
+
+
 def batch_schedule(c: RunConfig) -> str:
     """How B changes during the run: --batch-schedule, or when not given ramp with
     --batch-ramp and fixed without."""
@@ -288,7 +294,7 @@ def check_schedule(c: RunConfig) -> None:
 def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
     """Every B of a ramp must be a multiple of this: DP x micro batch divides it, and
     B x (optimizer steps per rollout) must be a whole number of prompt groups of G."""
-    k = c.optimizer_steps_per_rollout
+    k = optimizer_steps_per_rollout(c)
     dp = c.data_parallel_size(world_size)
     groups = c.n_samples_per_prompt // math.gcd(c.n_samples_per_prompt, k)
     return math.lcm(c.micro_batch_size * dp, groups)

@@ -69,7 +69,7 @@ def test_num_steps_per_rollout_sets_the_global_batch(cfg_of):
             "2",
         )
     )
-    assert r.global_batch_size == 64 and r.optimizer_steps_per_rollout == 2
+    assert r.global_batch_size == 64 and r.batch.optimizer_steps_per_rollout == 2
     agreeing = cfg_of("--num-steps-per-rollout", "2", "--global-batch-size", "64")
     assert resolve(agreeing).global_batch_size == 64
 

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from hyrl.config import GROUPS, RunConfig, resolve
+from hyrl.config.concerns.batch import optimizer_steps_per_rollout
 from hyrl.config.conditional_flags import SGLANG_ONLY
 
 
@@ -90,7 +91,7 @@ def test_derived_values(cfg_of):
         "2",
     )
     assert cfg.responses_per_rollout == 32
-    assert cfg.optimizer_steps_per_rollout == 2
+    assert optimizer_steps_per_rollout(cfg) == 2
     assert cfg.data_parallel_size(8) == 4
     assert cfg.resolved_eps_clip_high == pytest.approx(0.2)
     assert cfg_of("--eps-clip-high", "0.28").resolved_eps_clip_high == pytest.approx(0.28)
@@ -122,7 +123,7 @@ def test_to_dict_and_step_counts_need_a_resolved_config(cfg_of):
     with pytest.raises(ValueError, match="--critic-lr"):
         cfg_of("--advantage-estimator", "gae", "--global-batch-size", "64").to_dict(1)
     with pytest.raises(ValueError, match="resolve"):
-        cfg_of().optimizer_steps_per_rollout  # noqa: B018
+        optimizer_steps_per_rollout(cfg_of())
 
 
 def test_to_dict_has_critic_steps_per_rollout_under_gae(cfg_of):
