@@ -234,3 +234,9 @@ def _require_resolved(cfg: RunConfig, only: tuple[str, ...] | None = None) -> No
 def _fields() -> tuple[dataclasses.Field, ...]:
     """RunConfig's fields, in the flags' order."""
     return dataclasses.fields(RunConfig)
+
+
+# The flags that name the run's records and side outputs (`run_output`, beside each flag in its
+# concern): checkpoints, wandb, TensorBoard and the target a run is timed to. `hyrl eval`
+# writes none of them.
+RUN_OUTPUTS = tuple(f.name for f in _fields() if f.metadata.get("run_output"))

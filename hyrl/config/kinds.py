@@ -18,11 +18,26 @@ if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import RunConfig
 
 
-def _opt(default, help: str, group: str, choices: tuple | None = None):
-    """A RunConfig field: its default, help text (with its unit), group and choices."""
-    metadata: dict[str, str | tuple] = {"help": help, "group": group}
+def _opt(
+    default,
+    help: str,
+    group: str,
+    choices: tuple | None = None,
+    *,
+    resume_may_change: bool = False,
+    run_output: bool = False,
+):
+    """A RunConfig field: its default, help text (with its unit), group and choices; and two
+    facts the central modules gather from the fields: a resumed run may change it
+    (`hyrl.config.resume.RESUME_MAY_CHANGE`), and it names one of the run's records or side
+    outputs, which `hyrl eval` never writes (`hyrl.config.fields.RUN_OUTPUTS`)."""
+    metadata: dict[str, str | tuple | bool] = {"help": help, "group": group}
     if choices is not None:
         metadata["choices"] = tuple(choices)
+    if resume_may_change:
+        metadata["resume_may_change"] = True
+    if run_output:
+        metadata["run_output"] = True
     return field(default=default, metadata=metadata)
 
 

@@ -15,48 +15,16 @@ from hyrl.config.fields import RunConfig, _fields
 from hyrl.config.names import canonical_config
 from hyrl.config.resolve import resolve
 
-# Flags a resumed run (--load into a --run-dir holding a run) may change: its length, where it
-# checkpoints and resumes from, how it reports, how it reaches Ray (a requeued job's new head),
-# how long collectives may wait, and the trainer's parallel layout and world size (weights and
-# optimizer states reshard).
-RESUME_MAY_CHANGE = (
-    "num_steps",
-    "save",
-    "save_interval",
-    "keep_last_checkpoints",
-    "keep_checkpoint_every",
-    "load",
-    "progress",
-    "log_interval",
-    "log_interval_s",
-    "log_wandb",
-    "wandb_project",
-    "wandb_exp_name",
-    "wandb_entity",
-    "wandb_group",
-    "wandb_mode",
-    "wandb_tags",
-    "tensorboard_dir",
-    "max_skipped_steps",
-    "ray_address",
-    "distributed_timeout_minutes",
-    "tensor_model_parallel_size",
-    "pipeline_model_parallel_size",
-    "num_layers_per_virtual_pipeline_stage",
-    "num_virtual_stages_per_pipeline_rank",
-    "expert_model_parallel_size",
-    "expert_tensor_parallel_size",
-    "sequence_parallel",
-    "overlap_grad_reduce",
-    "ddp_bucket_size",
-    "offload_train",  # where memory sits between steps: the state restored is the same
-    "qkv_format",  # the same rows, padded or packed
-    "recompute_old_log_probs",  # the same old log-probs, from another pass
+# What a resumed run (--load into a --run-dir holding a run) may change: the flags declared so
+# (`resume_may_change`, beside each flag in its concern: its length, where it checkpoints and
+# resumes from, how it reports, how it reaches Ray, how long collectives may wait, the trainer's
+# parallel layout and how memory and rows are laid out), and the values config.json derives
+# from them (the world and data-parallel sizes; the old log-probs' pass).
+RESUME_MAY_CHANGE = tuple(f.name for f in _fields() if f.metadata.get("resume_may_change")) + (
     "old_log_probs_from_update",
     "world_size",
     "data_parallel_size",
-    "run_dir",
-)  # a run directory moved or copied elsewhere is the same run
+)
 
 
 def check_resume(c: RunConfig, world_size: int) -> None:

@@ -64,6 +64,7 @@ from hyrl.config import (
     validate,
     world_size_from_env,
 )
+from hyrl.config.fields import RUN_OUTPUTS
 from hyrl.config.names import canonical_config
 from hyrl.evaluation.report import Subject, make_report, report_markdown
 
@@ -119,23 +120,6 @@ EVAL_FIELDS = (
     "task_max_operand",
     "task_eval_fraction",
     "seed",
-)
-# The run's records and side outputs an evaluation never writes: back to hyrl train's defaults.
-_RUN_OUTPUTS = (
-    "save",
-    "save_interval",
-    "keep_last_checkpoints",
-    "keep_checkpoint_every",
-    "log_wandb",
-    "wandb_project",
-    "wandb_exp_name",
-    "wandb_entity",
-    "wandb_group",
-    "wandb_mode",
-    "wandb_tags",
-    "tensorboard_dir",
-    "target",
-    "stop_at_target",
 )
 ALIASES = {"n_samples_per_eval_prompt": ("--n-samples",)}  # the short name
 REPORT_JSON, REPORT_MD = "eval.json", "eval.md"
@@ -237,7 +221,7 @@ def eval_config(given: dict, world_size: int, engine_dir: str) -> tuple[Resolved
     if "n_samples_per_eval_prompt" in given and "eval_pass_k" not in given:
         values["eval_pass_k"] = None  # the run's k values were for its own n
     _choose_held_out_sets(values, given, subject)
-    for name in _RUN_OUTPUTS:
+    for name in RUN_OUTPUTS:  # an evaluation writes none of the run's outputs: the defaults
         values[name] = RunConfig.__dataclass_fields__[name].default
     values.update(run_dir=engine_dir, progress=False)
     values["eval_interval"] = max(1, values.get("eval_interval", 0))  # evaluation is on

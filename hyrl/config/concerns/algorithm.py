@@ -135,12 +135,14 @@ class AlgorithmFlags:
         "over-long filtering); their rewards still count in their group's baseline (on/off)",
         "algorithm",
     )
+    # a resume may change it: the same old log-probs, from another pass
     recompute_old_log_probs: bool = _opt(
         False,
         "run the separate old-log-prob pass also when the batch is exactly on-policy (one actor "
         "optimizer step per rollout, no --kl-coef reward penalty); by default the old log-probs "
         "are then the update's own first forward pass, detached: the same weights (on/off)",
         "algorithm",
+        resume_may_change=True,
     )
 
     @property

@@ -64,6 +64,7 @@ class MicroBatchFlags:
         "--micro-batch-size responses, for log-prob and training passes (on/off)",
         "batch",
     )
+    # a resume may change it: the same rows, padded or packed
     qkv_format: str = _opt(
         "bshd",
         "micro-batch layout the model runs (name): bshd = rows padded to their longest, "
@@ -72,6 +73,7 @@ class MicroBatchFlags:
         "--use-dynamic-batch-size, --max-tokens-per-gpu then counts packed tokens",
         "batch",
         choices=("bshd", "thd"),
+        resume_may_change=True,
     )
     max_tokens_per_gpu: int | None = _opt(
         None,

@@ -58,12 +58,14 @@ class EvalFlags:
         "records the step, responses and seconds at which METRIC first reaches VALUE; "
         "none = no target",
         "eval",
+        run_output=True,
     )
     stop_at_target: bool = _opt(
         False,
         "end the run after the rollout step whose record first reaches --target (on/off; "
         "the checkpoint, summary.json and the records are written as at the last step)",
         "eval",
+        run_output=True,
     )
 
 

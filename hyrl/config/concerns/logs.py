@@ -16,22 +16,38 @@ if TYPE_CHECKING:  # not imported when run: fields.py imports this module
 
 @dataclass
 class LogFlags:
-    log_wandb: bool = _opt(False, "also log metrics to Weights & Biases (on/off)", "run")
-    wandb_project: str = _opt("hyrl", "Weights & Biases project (name)", "run")
+    log_wandb: bool = _opt(
+        False,
+        "also log metrics to Weights & Biases (on/off)",
+        "run",
+        resume_may_change=True,
+        run_output=True,
+    )
+    wandb_project: str = _opt(
+        "hyrl", "Weights & Biases project (name)", "run", resume_may_change=True, run_output=True
+    )
     wandb_exp_name: str | None = _opt(
         None,
         "the wandb run's name (Megatron-LM's name for it); none = the run directory's parent "
         "and name, e.g. sweep/b256-sqrt-s1234 (name)",
         "run",
+        resume_may_change=True,
+        run_output=True,
     )
     wandb_entity: str | None = _opt(
         None,
         "the wandb team or user the run belongs to (slime's --wandb-team is accepted too); none "
         "= wandb's default entity (name)",
         "run",
+        resume_may_change=True,
+        run_output=True,
     )
     wandb_group: str | None = _opt(
-        None, "the wandb group, e.g. one sweep's members (name); none = no group", "run"
+        None,
+        "the wandb group, e.g. one sweep's members (name); none = no group",
+        "run",
+        resume_may_change=True,
+        run_output=True,
     )
     wandb_mode: str | None = _opt(
         None,
@@ -39,33 +55,44 @@ class LogFlags:
         "disabled; none = WANDB_MODE if set, else offline",
         "run",
         choices=("online", "offline", "disabled"),
+        resume_may_change=True,
+        run_output=True,
     )
     wandb_tags: str | None = _opt(
-        None, "the wandb run's tags, comma-separated (names); none = no tags", "run"
+        None,
+        "the wandb run's tags, comma-separated (names); none = no tags",
+        "run",
+        resume_may_change=True,
+        run_output=True,
     )
     tensorboard_dir: str | None = _opt(
         None,
         "also write every metrics.jsonl record as TensorBoard scalars into this directory "
         "(path; tag = the key, step = the record's step); none = no TensorBoard mirror",
         "run",
+        resume_may_change=True,
+        run_output=True,
     )
     progress: bool = _opt(
         True,
         "show rank 0's progress: on a terminal a bar with the ETA, elsewhere (a job's log file) "
         "plain lines every --log-interval rollout steps (on/off)",
         "run",
+        resume_may_change=True,
     )
     log_interval: int = _opt(
         1,
         "without a terminal, one flushed line every N rollout steps: step/total, samples, "
         "reward, the latest eval, step time, responses/s, ETA (count; Megatron's name)",
         "run",
+        resume_may_change=True,
     )
     log_interval_s: float | None = _opt(
         60.0,
         "without a terminal, a heartbeat line at least this often while a rollout step runs "
         "with no step line: the stage in progress and for how long (seconds); none = none",
         "run",
+        resume_may_change=True,
     )
 
 

@@ -16,14 +16,19 @@ if TYPE_CHECKING:  # not imported when run: fields.py imports this module
 
 @dataclass
 class ParallelFlags:
-    tensor_model_parallel_size: int = _opt(1, "tensor-parallel size TP (ranks)", "parallelism")
-    pipeline_model_parallel_size: int = _opt(1, "pipeline-parallel size PP (ranks)", "parallelism")
+    tensor_model_parallel_size: int = _opt(
+        1, "tensor-parallel size TP (ranks)", "parallelism", resume_may_change=True
+    )
+    pipeline_model_parallel_size: int = _opt(
+        1, "pipeline-parallel size PP (ranks)", "parallelism", resume_may_change=True
+    )
     num_layers_per_virtual_pipeline_stage: int | None = _opt(
         None,
         "layers in each virtual pipeline stage (layers), as Megatron's flag: each pipeline rank "
         "holds V = L / PP / N model chunks, run by megatron's interleaved 1F1B schedule; "
         "needs PP > 1; none = one chunk per rank",
         "parallelism",
+        resume_may_change=True,
     )
     num_virtual_stages_per_pipeline_rank: int | None = _opt(
         None,
@@ -31,15 +36,19 @@ class ParallelFlags:
         "way to set --num-layers-per-virtual-pipeline-stage (N = L / PP / V); needs PP > 1; "
         "none = one chunk per rank",
         "parallelism",
+        resume_may_change=True,
     )
-    expert_model_parallel_size: int = _opt(1, "expert-parallel size EP (ranks)", "parallelism")
+    expert_model_parallel_size: int = _opt(
+        1, "expert-parallel size EP (ranks)", "parallelism", resume_may_change=True
+    )
     expert_tensor_parallel_size: int = _opt(
-        1, "tensor-parallel size inside each expert (ranks)", "parallelism"
+        1, "tensor-parallel size inside each expert (ranks)", "parallelism", resume_may_change=True
     )
     sequence_parallel: bool = _opt(
         False,
         "shard activations along the sequence across TP ranks (on/off; needs TP > 1)",
         "parallelism",
+        resume_may_change=True,
     )
     recompute_granularity: str | None = _opt(
         None,
@@ -68,6 +77,7 @@ class ParallelFlags:
         "Megatron's flag; ranks waiting for rank 0's generation, rewards and evaluation wait "
         "in a gloo group of their own without it",
         "parallelism",
+        resume_may_change=True,
     )
     use_distributed_optimizer: bool = _opt(
         False,
@@ -93,12 +103,14 @@ class ParallelFlags:
         "start each gradient bucket's DP reduction as soon as its gradients are ready in "
         "the last micro-batch's backward pass (on/off)",
         "parallelism",
+        resume_may_change=True,
     )
     ddp_bucket_size: int | None = _opt(
         None,
         "parameters per gradient-reduction bucket of megatron's DDP (elements); none = "
         "megatron's default (40M, or one bucket without overlap)",
         "parallelism",
+        resume_may_change=True,
     )
     gpus_per_node: int | None = _opt(
         None,

@@ -67,6 +67,7 @@ class RolloutFlags:
         "actor trains and resumes it for generation (on/off)",
         "rollout",
     )
+    # a resume may change it: where memory sits between steps, the state restored is the same
     offload_train: bool | None = _opt(
         None,
         "with --colocate, the trainer's GPU memory goes to host memory while the engines "
@@ -74,6 +75,7 @@ class RolloutFlags:
         "reference and the critic parked before the engines resume, the actor's weights after "
         "the weight sync; all back before the log-prob pass (on/off); none = on with --colocate",
         "rollout",
+        resume_may_change=True,
     )
     sglang_router_url: str | None = _opt(
         None,
@@ -118,6 +120,7 @@ class RolloutFlags:
         "Ray cluster to join for engines and reward workers (address or 'auto'); none = "
         "start a local Ray when one is needed",
         "rollout",
+        resume_may_change=True,
     )
     # --async-rollout (docs/rollout.md "Asynchronous rollouts")
     async_rollout: bool = _opt(

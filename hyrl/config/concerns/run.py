@@ -19,8 +19,14 @@ if TYPE_CHECKING:  # not imported when run: fields.py imports this module
 
 @dataclass
 class RunFlags:
-    num_steps: int = _opt(1000, "training length (rollout steps)", "run")
-    run_dir: str = _opt("runs/latest", "directory for config.json and metrics.jsonl (path)", "run")
+    num_steps: int = _opt(1000, "training length (rollout steps)", "run", resume_may_change=True)
+    # a resume may change it: a run directory moved or copied elsewhere is the same run
+    run_dir: str = _opt(
+        "runs/latest",
+        "directory for config.json and metrics.jsonl (path)",
+        "run",
+        resume_may_change=True,
+    )
     seed: int = _opt(1234, "random seed for weights, prompts and sampling (integer >= 0)", "run")
 
 
@@ -35,12 +41,16 @@ class CheckpointFlags:
         "RNG and loop state, written atomically, and DIR/latest names the newest (path); none = "
         "no checkpoints",
         "run",
+        resume_may_change=True,
+        run_output=True,
     )
     save_interval: int | None = _opt(
         None,
         "rollout steps between checkpoints (rollout steps); none = only at the end and on "
         "preemption (SIGTERM/SIGUSR1); needs --save",
         "run",
+        resume_may_change=True,
+        run_output=True,
     )
     keep_last_checkpoints: int = _opt(
         3,
@@ -49,24 +59,30 @@ class CheckpointFlags:
         "except --keep-checkpoint-every's milestones, the step --load came from and any step "
         "another run forked from; needs --save",
         "run",
+        resume_may_change=True,
+        run_output=True,
     )
     keep_checkpoint_every: int | None = _opt(
         None,
         "also keep every checkpoint whose rollout step is a multiple of K, whatever "
         "--keep-last-checkpoints says (rollout steps); none = no milestones; needs --save",
         "run",
+        resume_may_change=True,
+        run_output=True,
     )
     load: str | None = _opt(
         None,
         "resume from this --save directory (its 'latest') or one of its step_N directories "
         "(path); a --run-dir holding a run is then appended to, if its config.json matches",
         "run",
+        resume_may_change=True,
     )
     max_skipped_steps: int = _opt(
         3,
         "optimizer steps in a row that may be skipped for a non-finite loss or gradient norm; "
         "the run stops (exit 1) when that many are skipped in a row (count >= 1)",
         "run",
+        resume_may_change=True,
     )
 
 

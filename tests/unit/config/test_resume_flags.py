@@ -5,11 +5,12 @@ before a flag existed resumes while that flag is at its default."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from config_errors import assert_rejected
 
-from hyrl.config import parse_args, resolve, validate
+from hyrl.config import RESUME_MAY_CHANGE, RunConfig, parse_args, resolve, validate
 
 
 def test_run_dir_holding_a_run_is_rejected(tmp_path):
@@ -111,3 +112,17 @@ def test_distributed_timeout_may_change_on_resume(tmp_path):
         ),
         1,
     )
+
+
+def test_whether_a_resume_may_change_a_flag_and_whether_it_is_a_run_output_sit_beside_it():
+    from hyrl.config.fields import RUN_OUTPUTS
+
+    declared = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}
+    flagged = {n for n, m in declared.items() if m.get("resume_may_change")}
+    derived = {"old_log_probs_from_update", "world_size", "data_parallel_size"}
+    assert set(RESUME_MAY_CHANGE) == flagged | derived  # gathered, not listed again
+    assert {"tensorboard_dir", "wandb_tags", "sequence_parallel", "run_dir"} <= flagged
+    assert "seed" not in flagged and "lr" not in flagged
+    outputs = {n for n, m in declared.items() if m.get("run_output")}
+    assert set(RUN_OUTPUTS) == outputs and {"save", "wandb_mode", "target"} <= outputs
+    assert "load" not in outputs  # what an evaluation loads is no output of the run
