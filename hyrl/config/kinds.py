@@ -1,5 +1,6 @@
-"""How a flag is declared (`_opt`: default, help, group, choices) and the kinds of value a
-flag takes: their names in messages, and the type check every config passes first.
+"""How a flag is declared (`_opt`: default, help, group, choices), the condition a flag applies
+only under (`AppliesOnlyWith`), and the kinds of value a flag takes: their names in messages,
+and the type check every config passes first.
 
 Every field of `RunConfig` is declared with `_opt`; the parser, the checks and docs/flags.md
 read a field's kind from its annotation (`_kind`).
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hyrl.config.errors import _fail
@@ -39,6 +41,38 @@ def _opt(
     if run_output:
         metadata["run_output"] = True
     return field(default=default, metadata=metadata)
+
+
+def _set(value: Any, default: Any) -> bool:
+    """Given: not none."""
+    return value is not None
+
+
+def _on(value: Any, default: Any) -> bool:
+    """Given: switched on, or set to a value other than none."""
+    return value not in (None, False)
+
+
+def _changed(value: Any, default: Any) -> bool:
+    """Given: set to a value other than its default."""
+    return value is not None and value != default
+
+
+@dataclass(frozen=True)
+class AppliesOnlyWith:
+    """The flags `fields` do something only when `holds(config)`; `condition` says when.
+
+    A row of a concern's `APPLIES_ONLY_WITH`, which `hyrl.config.conditional_flags` gathers and
+    checks: a flag of `fields` given (`given`) without the condition is refused with `problem`
+    and `allowed`, `str.format`ted with the config's fields and `flag` (the refused flag).
+    `condition` is the condition in flag terms, for docs/flags.md."""
+
+    fields: tuple[str, ...]
+    condition: str
+    holds: Callable[[RunConfig], bool]
+    problem: str
+    allowed: str
+    given: Callable[[Any, Any], bool] = _set  # (value, default) -> whether the flag was given
 
 
 View = TypeVar("View")

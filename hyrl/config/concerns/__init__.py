@@ -10,6 +10,11 @@ A concern module holds, as far as it has them:
     POSITIVE_COUNTS   its fields that count or size something: >= 1 when given
     EXCLUSIVE_FLAGS   its flags that exclude each other, as pairs of sides (`hyrl.config.parser`:
                       a recipe's side gives way to the other side appended to it)
+    APPLIES_ONLY_WITH its flags that do something only under a condition, as rows
+                      (`hyrl.config.kinds.AppliesOnlyWith`): given without it, validation
+                      refuses them; `hyrl.config.conditional_flags` gathers the rows in one
+                      order, which is the order of the errors and of docs/flags.md (a concern
+                      whose rows are not contiguous in that order has two tuples)
     check_given       the ranges of its values as given, before resolution
     resolve           what its flags not given stand for, as the fields to update;
                       `hyrl.config.resolve` calls each concern's in order, each on the values

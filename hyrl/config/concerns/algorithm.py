@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyrl.config.concerns.batch import optimizer_steps_per_rollout
 from hyrl.config.errors import _fail
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _changed, _on, _opt
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import RunConfig
@@ -189,6 +189,46 @@ class AlgorithmView:
 POSITIVE_COUNTS = ("num_steps_per_rollout", "dynamic_sampling_max_rounds")
 # Under gae these take a fixed value when not given.
 GAE_DEFAULTS = {"gamma": 1.0, "lambd": 1.0, "normalize_advantages": True}
+
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): the settings of
+# over-long shaping, GSPO and dynamic sampling, each only with it on; --dynamic-sampling, only
+# under grpo. The PPO-only flags (--gamma, --lambd, --normalize-advantages, --kl-coef) are refused
+# under grpo by the critic's row.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("overlong_penalty_factor",),
+        "--overlong-buffer-len L",
+        lambda c: c.overlong_buffer_len is not None,
+        "only used with --overlong-buffer-len, which is not given",
+        "add --overlong-buffer-len L, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("gspo_eps_clip", "gspo_eps_clip_high"),
+        "--policy-loss gspo",
+        lambda c: c.policy_loss == "gspo",
+        "only used with --policy-loss gspo (the sequence ratio's clip); it is {policy_loss}",
+        "--policy-loss gspo, or --eps-clip / --eps-clip-high for ppo",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("dynamic_sampling_max_rounds", "dynamic_sampling_filter_path"),
+        "--dynamic-sampling",
+        lambda c: c.dynamic_sampling,
+        "only used with --dynamic-sampling, which is off",
+        "add --dynamic-sampling, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("dynamic_sampling",),
+        "--advantage-estimator grpo",
+        lambda c: c.advantage_estimator == "grpo",
+        "drops groups of equal rewards as carrying no advantage, which holds for GRPO's group "
+        "baseline, not for PPO's values",
+        "remove it, or use --advantage-estimator grpo",
+        _on,
+    ),
+)
 
 
 def check_given(c: RunConfig) -> None:

@@ -14,7 +14,7 @@ from hyrl.config.concerns.batch import (
     optimizer_steps_per_rollout,
 )
 from hyrl.config.errors import _fail, flag_name
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _changed, _opt
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig
@@ -105,6 +105,31 @@ class AutopilotView:
 
 
 POSITIVE_COUNTS = ("autopilot_min", "autopilot_max", "autopilot_warmup")
+
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): the autopilot's
+# settings, the critic's range included, only with --batch-schedule auto.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        (
+            "autopilot_objective",
+            "autopilot_profile",
+            "autopilot_min_gain",
+            "autopilot_explore_budget",
+            "autopilot_k",
+            "autopilot_min",
+            "autopilot_max",
+            "autopilot_hysteresis",
+            "autopilot_warmup",
+            "critic_autopilot_min",
+            "critic_autopilot_max",
+        ),
+        "--batch-schedule auto",
+        lambda c: c.batch_schedule == "auto",
+        "only used by the batch-size autopilot, which is off (--batch-schedule is not auto)",
+        "add --batch-schedule auto, or remove it",
+        _changed,
+    ),
+)
 
 
 def autopilot_batches(c: RunConfig, world_size: int) -> list[int]:

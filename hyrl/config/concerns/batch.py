@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS
 from hyrl.config.errors import _fail, divisors, not_resolved
-from hyrl.config.kinds import _opt, view
+from hyrl.config.kinds import AppliesOnlyWith, _opt, view
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig
@@ -125,6 +125,29 @@ POSITIVE_COUNTS = (
 # Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): B, or the optimizer
 # steps per rollout it is derived from.
 EXCLUSIVE_FLAGS = ((("global_batch_size",), ("num_steps_per_rollout",)),)
+
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): --batch-ramp, only
+# under grpo.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("batch_ramp",),
+        "--advantage-estimator grpo",
+        lambda c: c.advantage_estimator == "grpo",
+        "is not supported with PPO yet (the critic's batch would have to follow)",
+        "remove it, or use --advantage-estimator grpo",
+    ),
+)
+# --max-tokens-per-gpu, only with --use-dynamic-batch-size: a tuple of its own, as
+# hyrl.config.conditional_flags checks it later than the row above.
+MICRO_BATCH_APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("max_tokens_per_gpu",),
+        "--use-dynamic-batch-size",
+        lambda c: c.use_dynamic_batch_size,
+        "applies only with --use-dynamic-batch-size",
+        "add --use-dynamic-batch-size",
+    ),
+)
 
 
 def check_given(c: RunConfig) -> None:

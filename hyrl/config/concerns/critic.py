@@ -6,12 +6,12 @@ under the prefix "critic_"; its --batch-schedule auto range is checked by `autop
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from hyrl.config.concerns.optimizer import lr_schedule, rate_origin, resolve_rate
 from hyrl.config.errors import _fail, divisors, not_resolved
-from hyrl.config.kinds import _opt, view
+from hyrl.config.kinds import AppliesOnlyWith, _changed, _opt, view
 from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
@@ -138,6 +138,22 @@ CRITIC_FROM_ACTOR = {
 }
 # Under gae these take a fixed value when not given.
 GAE_DEFAULTS = {"value_clip": 0.2}
+
+# The critic's flags, and the algorithm's that only PPO uses besides them (`algorithm`).
+_CRITIC_FLAGS = tuple(f.name for f in fields(CriticFlags))
+_PPO_ALGORITHM_FLAGS = ("gamma", "lambd", "normalize_advantages", "kl_coef")
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): the critic's flags
+# and the algorithm's PPO-only ones, only under gae.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        _PPO_ALGORITHM_FLAGS + _CRITIC_FLAGS,
+        "--advantage-estimator gae",
+        lambda c: c.advantage_estimator != "grpo",
+        "only used by PPO (--advantage-estimator gae); --advantage-estimator is grpo here",
+        "remove it, or use --advantage-estimator gae",
+        _changed,
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hyrl.config.errors import _fail
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _on, _opt
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import ResolvedConfig, RunConfig
@@ -111,6 +111,26 @@ POSITIVE_COUNTS = ("task_max_operand", "rollout_max_prompt_len")
 # Flags that exclude each other (see hyrl.config.parser.EXCLUSIVE_FLAGS): a built-in reward or
 # one's own.
 EXCLUSIVE_FLAGS = ((("rm_type",), ("custom_rm_path",)),)
+
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): the prompt files'
+# settings, only with --task prompt_data.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("prompt_data", "tokenizer_path", "eval_prompt_data", "rollout_max_prompt_len"),
+        "--task prompt_data",
+        lambda c: c.task == "prompt_data",
+        "applies to --task prompt_data, not {task}",
+        "leave it unset, or train on --prompt-data",
+    ),
+    AppliesOnlyWith(
+        ("apply_chat_template",),
+        "--task prompt_data",
+        lambda c: c.task == "prompt_data",
+        "applies to --task prompt_data, not {task}",
+        "--no-apply-chat-template",
+        _on,
+    ),
+)
 
 
 def check_given(c: RunConfig) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS
 from hyrl.config.errors import ConfigError, _fail
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _changed, _on, _opt
 from hyrl.config.target import TARGET_ALLOWED, TargetSyntaxError
 from hyrl.config.target import parse_target as _parse_target
 
@@ -84,6 +84,31 @@ class EvalView:
 
 
 POSITIVE_COUNTS = ("n_samples_per_eval_prompt", "eval_max_response_len")
+
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): evaluation's
+# settings, only when it runs.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("eval_pass_k", "eval_pass_threshold", "eval_max_response_len"),
+        "--eval-interval N (N > 0)",
+        lambda c: c.eval_interval > 0,
+        "only used by evaluation, which is off (--eval-interval=0)",
+        "add --eval-interval N, or remove it",
+        _changed,
+    ),
+)
+# --stop-at-target, only with --target: a tuple of its own, as hyrl.config.conditional_flags
+# checks it earlier than the row above.
+TARGET_APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("stop_at_target",),
+        "--target",
+        lambda c: c.target is not None,
+        "ends the run at --target, which is not given",
+        "add --target METRIC=VALUE, or remove it",
+        _on,
+    ),
+)
 
 
 def check_given(c: RunConfig) -> None:

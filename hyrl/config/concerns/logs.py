@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _changed, _opt
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import RunConfig
@@ -114,6 +114,27 @@ class LogView:
 
 
 POSITIVE_COUNTS = ("log_interval",)
+
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): the wandb mirror's
+# settings, only with --log-wandb.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("wandb_exp_name", "wandb_entity", "wandb_group", "wandb_mode", "wandb_tags"),
+        "--log-wandb",
+        lambda c: c.log_wandb,
+        "sets up the wandb mirror, which is off",
+        "add --log-wandb, or remove it",
+    ),
+    AppliesOnlyWith(  # Megatron-LM turns wandb on by --wandb-project alone; hyrl does not
+        ("wandb_project",),
+        "--log-wandb",
+        lambda c: c.log_wandb,
+        "names a wandb project, but the wandb mirror is off (in hyrl, unlike Megatron-LM, a "
+        "project alone does not turn it on)",
+        "add --log-wandb, or remove it",
+        given=_changed,
+    ),
+)
 
 
 def check_given(c: RunConfig) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _changed, _on, _opt
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import RunConfig
@@ -73,6 +73,37 @@ class MismatchView:
     def engine_returns_routing(self) -> bool:
         """Whether the engines return the experts they routed each token to."""
         return self.use_rollout_routing_replay or self.measure_routing_mismatch
+
+
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): each correction's
+# settings, only with it on; routing replay and its measurement, only without a pipeline.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("tis_clip",),
+        "--use-tis",
+        lambda c: c.use_tis,
+        "only used with --use-tis, which is off",
+        "add --use-tis, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("mis_low", "mis_high", "mis_level"),
+        "--use-mis",
+        lambda c: c.use_mis,
+        "only used with --use-mis, which is off",
+        "add --use-mis, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("use_rollout_routing_replay", "measure_routing_mismatch"),
+        "--pipeline-model-parallel-size 1",
+        lambda c: c.pipeline_model_parallel_size == 1,
+        "routing replay and its measurement map each layer's ids to the routers of one model, "
+        "not of a pipeline stage (PP={pipeline_model_parallel_size})",
+        "--pipeline-model-parallel-size 1, or no {flag}",
+        _on,
+    ),
+)
 
 
 def check_given(c: RunConfig) -> None:

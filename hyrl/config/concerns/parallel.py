@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail, divisors
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _on, _opt, _set
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import RunConfig
@@ -166,6 +166,39 @@ POSITIVE_COUNTS = (
     "expert_tensor_parallel_size",
 )
 
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): the virtual
+# pipeline stages, only with a pipeline; --sequence-parallel, only with tensor parallelism.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank"),
+        "--pipeline-model-parallel-size > 1",
+        lambda c: c.pipeline_model_parallel_size > 1,
+        "virtual pipeline stages split each pipeline rank's layers, and there is no pipeline "
+        "(PP={pipeline_model_parallel_size})",
+        "--pipeline-model-parallel-size > 1, or no {flag}",
+        _set,
+    ),
+    AppliesOnlyWith(
+        ("sequence_parallel",),
+        "--tensor-model-parallel-size > 1",
+        lambda c: c.tensor_model_parallel_size > 1,
+        "sequence parallelism needs tensor parallelism (TP=1 here)",
+        "--sequence-parallel only with --tensor-model-parallel-size > 1",
+        _on,
+    ),
+)
+# The recompute settings, only with --recompute-granularity full: a tuple of their own, as
+# hyrl.config.conditional_flags checks them later than the rows above.
+RECOMPUTE_APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("recompute_method", "recompute_num_layers"),
+        "--recompute-granularity full",
+        lambda c: c.recompute_granularity == "full",
+        "applies to --recompute-granularity full only",
+        "leave it unset, or --recompute-granularity full",
+    ),
+)
+
 
 def check_given(c: RunConfig) -> None:
     """The collectives' timeout."""
@@ -299,7 +332,7 @@ def check_layout(c: RunConfig, world_size: int) -> None:
 
 def check_virtual_pipeline(c: RunConfig) -> None:
     """Virtual pipeline stages (megatron's interleaved schedule): each pipeline rank's L / PP
-    layers split into V >= 2 chunks of N layers (PP > 1: `hyrl.config.conditional_flags`)."""
+    layers split into V >= 2 chunks of N layers (PP > 1: `APPLIES_ONLY_WITH`)."""
     per_layer = c.num_layers_per_virtual_pipeline_stage
     per_rank = c.num_virtual_stages_per_pipeline_rank
     if per_layer is None and per_rank is None:

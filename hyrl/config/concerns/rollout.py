@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hyrl.config.concerns.mismatch import engine_returns_routing
 from hyrl.config.errors import _fail
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _changed, _on, _opt
 from hyrl.config.weight_transport import NAMES as TRANSPORT_NAMES
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
@@ -193,6 +194,160 @@ class RolloutView:
 
 
 POSITIVE_COUNTS = ("rollout_concurrency", "rollout_max_response_len", "inflight_segment_tokens")
+
+# Flags of SGLang engines: refused with --rollout-engine hf.
+SGLANG_ONLY = (
+    "sglang_router_url",
+    "sglang_mem_fraction_static",
+    "sglang_server_args",
+    "sglang_request_timeout_s",
+    "update_weight_transport",
+    "colocate",
+    "rollout_num_gpus",
+)
+# Started by hyrl; attached servers behind --sglang-router-url were started elsewhere.
+_ENGINE_FLAGS = (
+    "rollout_num_engines",
+    "rollout_num_gpus",
+    "rollout_num_gpus_per_engine",
+    "sglang_mem_fraction_static",
+    "sglang_server_args",
+)
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): the engines'
+# settings, each only with the engines it applies to; --async-rollout's and its in-flight
+# updates', only with them on, and --async-rollout only where generation can overlap training.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        SGLANG_ONLY,
+        "--rollout-engine sglang",
+        lambda c: c.rollout_engine == "sglang",
+        "applies to --rollout-engine sglang only",
+        "leave it unset with --rollout-engine hf",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("rollout_num_gpus_per_engine",),
+        "--rollout-num-engines N (with --rollout-engine hf)",
+        lambda c: c.rollout_engine != "hf" or c.rollout_num_engines is not None,
+        "the hf engine runs inside the trainer unless --rollout-num-engines is given",
+        "leave it unset, or give --rollout-num-engines N for Ray engine actors",
+    ),
+    AppliesOnlyWith(
+        _ENGINE_FLAGS,
+        "no --sglang-router-url",
+        lambda c: c.sglang_router_url is None,
+        "hyrl starts no engine with --sglang-router-url (the servers behind the router were "
+        "started elsewhere)",
+        "leave it unset, or drop --sglang-router-url",
+    ),
+    AppliesOnlyWith(
+        ("colocate",),
+        "no --sglang-router-url",
+        lambda c: c.sglang_router_url is None,
+        "attached servers cannot release the training GPUs' memory",
+        "--no-colocate with --sglang-router-url",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("offload_train",),
+        "--colocate",
+        lambda c: c.colocate,
+        "offloading frees the training GPUs for colocated engines only, and --colocate is off",
+        "--colocate --offload-train, or --no-offload-train",
+        _on,
+    ),
+    # --async-rollout (docs/rollout.md "Asynchronous rollouts")
+    AppliesOnlyWith(
+        ("max_staleness", "stale_policy"),
+        "--async-rollout",
+        lambda c: c.async_rollout,
+        "only used with --async-rollout, which is off",
+        "add --async-rollout, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("inflight_weight_updates",),
+        "--async-rollout",
+        lambda c: c.async_rollout,
+        "pauses the generations of --async-rollout's worker at a weight sync, and "
+        "--async-rollout is off (a synchronous run syncs between rollouts)",
+        "--async-rollout --inflight-weight-updates, or remove --inflight-weight-updates",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("inflight_weight_updates",),
+        "--max-staleness >= 1",
+        lambda c: c.max_staleness >= 1,
+        "with --max-staleness 0 the trainer waits for each generation, so no weight sync "
+        "lands inside one",
+        "--max-staleness 1 or more with it, or remove --inflight-weight-updates",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("inflight_segment_tokens",),
+        "--inflight-weight-updates",
+        lambda c: c.inflight_weight_updates,
+        "only used with --inflight-weight-updates, which is off",
+        "add --inflight-weight-updates, or remove it",
+        _changed,
+    ),
+    AppliesOnlyWith(
+        ("inflight_weight_updates",),
+        "no --use-rollout-routing-replay, --measure-routing-mismatch",
+        lambda c: not engine_returns_routing(c),
+        "a response continued after a weight sync is routed again by the new weights, so the "
+        "routing that sampled its earlier tokens is not kept",
+        "remove --inflight-weight-updates, or --use-rollout-routing-replay and "
+        "--measure-routing-mismatch",
+        _on,
+    ),
+    # before --colocate's row: --offload-train needs --colocate
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --offload-train",
+        lambda c: not c.offload_train,
+        "--offload-train hands the trainer's GPU memory to the engines while they generate, "
+        "so generation cannot overlap training",
+        "--no-async-rollout with --offload-train, or --no-offload-train",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --colocate",
+        lambda c: not c.colocate,
+        "colocated engines share the training GPUs (their memory is released while the actor "
+        "trains), so generation cannot overlap training",
+        "--no-async-rollout with --colocate, or engines on GPUs of their own",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --batch-ramp",
+        lambda c: c.batch_ramp is None,
+        "rollouts are generated ahead at their own step's size, and a dropped stale batch "
+        "would shift the ramp's sizes by a step",
+        "remove --batch-ramp, or --no-async-rollout",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("async_rollout",),
+        "no --batch-schedule auto",
+        lambda c: c.batch_schedule != "auto",
+        "rollouts are generated ahead at the batch size of the step that queued them, "
+        "before the autopilot sets the next step's from the noise scale",
+        "--batch-schedule fixed, or --no-async-rollout",
+        _on,
+    ),
+    AppliesOnlyWith(
+        ("stale_policy",),
+        "no --dynamic-sampling",
+        lambda c: not c.dynamic_sampling,
+        "regenerating a batch regenerates its prompts, and --dynamic-sampling's rounds draw "
+        "prompts of their own",
+        "--stale-policy drop with --dynamic-sampling",
+        _changed,
+    ),
+)
 
 
 def check_given(c: RunConfig) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail
-from hyrl.config.kinds import _opt
+from hyrl.config.kinds import AppliesOnlyWith, _changed, _opt
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
     from hyrl.config.fields import RunConfig
@@ -108,6 +108,26 @@ class CheckpointView:
 
 
 POSITIVE_COUNTS = ("num_steps", "save_interval", "keep_checkpoint_every", "max_skipped_steps")
+
+# Flags that apply only under a condition (see hyrl.config.conditional_flags): the checkpoints'
+# settings, only with --save.
+APPLIES_ONLY_WITH = (
+    AppliesOnlyWith(
+        ("save_interval", "keep_checkpoint_every"),
+        "--save DIR",
+        lambda c: c.save is not None,
+        "given without --save (no checkpoint would be written)",
+        "--save DIR with it, or none",
+    ),
+    AppliesOnlyWith(
+        ("keep_last_checkpoints",),
+        "--save DIR",
+        lambda c: c.save is not None,
+        "given without --save (no checkpoint would be written)",
+        "--save DIR with it, or none",
+        given=_changed,
+    ),
+)
 
 
 def check_given(c: RunConfig) -> None:

@@ -1,14 +1,30 @@
 """Specification of hyrl.config.conditional_flags: a flag that applies only under a condition is
-refused, not ignored, when given without it; one table says which flags and when."""
+refused, not ignored, when given without it; each concern's rows say which of its flags and
+when, and one table gathers them."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 
 import pytest
 
-from hyrl.config import ConfigError, RunConfig, build_parser, parse_args, validate
+from hyrl.config import ConfigError, RunConfig, build_parser, concerns, parse_args, validate
 from hyrl.config.conditional_flags import APPLIES_ONLY_WITH
+from hyrl.config.kinds import AppliesOnlyWith
+
+
+def test_the_table_gathers_every_row_of_every_concern_once():
+    declared = [
+        row
+        for info in pkgutil.iter_modules(concerns.__path__)
+        for value in vars(importlib.import_module(f"{concerns.__name__}.{info.name}")).values()
+        if isinstance(value, tuple) and value and all(isinstance(r, AppliesOnlyWith) for r in value)
+        for row in value
+    ]
+    assert len(declared) == len(APPLIES_ONLY_WITH)
+    assert sorted(map(id, declared)) == sorted(map(id, APPLIES_ONLY_WITH))
 
 
 def test_every_row_restricts_declared_fields_under_a_condition_in_flag_terms():
