@@ -26,12 +26,14 @@ class DataParallelRows:
         share = num_rows // self.dp_size
         return slice(dp_rank * share, (dp_rank + 1) * share)
 
-    def of_step(self, step_in_rollout: int, global_batch: int, dp_rank: int | None = None) -> slice:
-        """A DP rank's rows (this one's by default) of optimizer step k (of `global_batch`
-        responses) in the rollout."""
+    def of_step(
+        self, step_in_rollout: int, responses_per_step: int, dp_rank: int | None = None
+    ) -> slice:
+        """A DP rank's rows (this one's by default) of optimizer step k (of B =
+        `responses_per_step` responses) in the rollout: B / DP of them."""
         dp_rank = self.dp_rank if dp_rank is None else dp_rank
-        per_rank = global_batch // self.dp_size
-        start = step_in_rollout * global_batch + dp_rank * per_rank
+        per_rank = responses_per_step // self.dp_size
+        start = step_in_rollout * responses_per_step + dp_rank * per_rank
         return slice(start, start + per_rank)
 
     def needed(self, dp_rank: int, num_rows: int, responses_per_step: int) -> set[int]:
