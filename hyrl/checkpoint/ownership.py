@@ -29,9 +29,14 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hyrl.config import ConfigError, resume_allowed, resume_differences
+from hyrl.config import ConfigError, resume_allowed
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.run import CheckpointView
 
 OWNER_FILE = "run.json"  # in a --save directory: the run it belongs to
 
@@ -78,68 +83,72 @@ def _has_checkpoints(save_dir: Path) -> bool:
     return (save_dir / "latest").is_file() or any(save_dir.glob("step_*"))
 
 
-def _resumes_from(cfg, save_dir: Path) -> bool:
+def _resumes_from(load: str | None, save_dir: Path) -> bool:
     """Whether --load is save_dir or one of its step directories."""
-    if not cfg.load:
+    if not load:
         return False
-    load = Path(cfg.load).resolve()
-    return load == save_dir.resolve() or load.parent == save_dir.resolve()
+    loaded = Path(load).resolve()
+    return loaded == save_dir.resolve() or loaded.parent == save_dir.resolve()
 
 
-def check_save_dir(cfg) -> None:
-    """--save must be new, empty, or this run's own (module doc)."""
-    if not cfg.save:
+def check_save_dir(checkpoint: CheckpointView, run_dir: str) -> None:
+    """--save must be new, empty, or this run's own (module doc); run_dir: --run-dir."""
+    if not checkpoint.save:
         return
-    save_dir = Path(cfg.save)
+    save_dir = Path(checkpoint.save)
     if not save_dir.is_dir():
         return
     owner = owner_of(save_dir)
-    mine = run_record(cfg.run_dir)
+    mine = run_record(run_dir)
     if owner is None:
-        if _has_checkpoints(save_dir) and not _resumes_from(cfg, save_dir):
+        if _has_checkpoints(save_dir) and not _resumes_from(checkpoint.load, save_dir):
             raise ConfigError(
                 "--save",
-                cfg.save,
+                checkpoint.save,
                 f"holds checkpoints of a run without an id (no {OWNER_FILE}: written before "
                 "runs had ids), which this run would overwrite",
-                "a new or empty directory, or resume from it with --load " + cfg.save,
+                "a new or empty directory, or resume from it with --load " + checkpoint.save,
             )
         return
     my_id = None if mine is None else mine.get("run_id")
     if my_id is not None and my_id == owner.get("run_id"):
         return
     whose = f"run {owner.get('run_id')} (run directory {owner.get('run_dir')})"
-    this = "a new run" if mine is None else f"the run in --run-dir {cfg.run_dir} ({my_id})"
+    this = "a new run" if mine is None else f"the run in --run-dir {run_dir} ({my_id})"
     raise ConfigError(
         "--save",
-        cfg.save,
+        checkpoint.save,
         f"holds the checkpoints of {whose}; {this} would overwrite them",
-        f"a new or empty directory, or resume that run: --load {cfg.save} --run-dir "
+        f"a new or empty directory, or resume that run: --load {checkpoint.save} --run-dir "
         f"{owner.get('run_dir')}",
     )
 
 
-def check_load_owner(cfg, state: dict, step_dir: Path, world_size: int) -> str:
-    """--load's checkpoint (its trainer_state.json `state`) against --run-dir and the flags;
-    "resume" (the run in --run-dir), "fork" (a new --run-dir) or "unknown" (a checkpoint
-    without a run id). ConfigError naming --load otherwise."""
+def check_load_owner(
+    run_dir: str, state: dict, step_dir: Path, differences: Callable[[dict], list[str]]
+) -> str:
+    """--load's checkpoint (its trainer_state.json `state`) against --run-dir and the flags
+    (`differences`: what differs between the config the checkpoint was saved under and this
+    run's, hyrl.config.resume_differences); "resume" (the run in --run-dir), "fork" (a new
+    --run-dir) or "unknown" (a checkpoint without a run id). ConfigError naming --load
+    otherwise."""
     ck_id = state.get("run_id")
     if ck_id is None:
         return "unknown"
-    mine = run_record(cfg.run_dir)
+    mine = run_record(run_dir)
     if mine is not None and mine.get("run_id") not in (None, ck_id):
         raise ConfigError(
             "--load",
             str(step_dir),
             f"belongs to run {ck_id} (run directory {state.get('run_dir')}); --run-dir "
-            f"{cfg.run_dir} holds run {mine.get('run_id')}, whose records it would continue "
+            f"{run_dir} holds run {mine.get('run_id')}, whose records it would continue "
             "from another run's weights",
             f"that run's own checkpoints, or --run-dir {state.get('run_dir')} (resume), or a "
             "new --run-dir (a fork)",
         )
     saved = state.get("config")
     if isinstance(saved, dict):
-        differs = resume_differences(saved, cfg, world_size, "in the checkpoint")
+        differs = differences(saved)
         if differs:
             raise ConfigError(
                 "--load",

@@ -14,6 +14,10 @@ import math
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hyrl.config.concerns.logs import LogView
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -224,20 +228,20 @@ def read_sweep(sweep_dir: str | os.PathLike):
     return _read_json(Path(sweep_dir) / SWEEP_FILE)
 
 
-def start_wandb(cfg, run_dir: Path, config: dict):
+def start_wandb(logs: LogView, run_dir: Path, config: dict):
     """The wandb mirror of a run (--log-wandb). Its wandb run id is the run's own id
     (config.json's run_id, kept by every resume into the run directory), with resume="allow":
     a resumed or requeued run continues the same wandb run, and a fork starts its own. Mode:
     --wandb-mode, else WANDB_MODE, else offline (under RUN_DIR/wandb)."""
     import wandb
 
-    mode = cfg.wandb_mode or os.environ.get("WANDB_MODE") or "offline"
+    mode = logs.wandb_mode or os.environ.get("WANDB_MODE") or "offline"
     return wandb.init(
-        project=cfg.wandb_project,
-        entity=cfg.wandb_entity,
-        group=cfg.wandb_group,
-        tags=[t for t in (cfg.wandb_tags or "").split(",") if t] or None,
-        name=cfg.wandb_exp_name or f"{run_dir.resolve().parent.name}/{run_dir.name}",
+        project=logs.wandb_project,
+        entity=logs.wandb_entity,
+        group=logs.wandb_group,
+        tags=[t for t in (logs.wandb_tags or "").split(",") if t] or None,
+        name=logs.wandb_exp_name or f"{run_dir.resolve().parent.name}/{run_dir.name}",
         id=config["run_id"],
         resume="allow",
         mode=mode,  # type: ignore[arg-type]  # validated: online, offline or disabled
@@ -261,11 +265,11 @@ def start_tensorboard(log_dir: str | os.PathLike):
     return SummaryWriter(log_dir=str(log_dir))
 
 
-def open_run_directory(cfg, run_dir: Path, config: dict) -> RunDirectory:
+def open_run_directory(logs: LogView, run_dir: Path, config: dict) -> RunDirectory:
     """Rank 0's writer of a run: its wandb (--log-wandb) and TensorBoard (--tensorboard-dir)
     mirrors started as the flags ask, config.json written; metrics.jsonl is appended to."""
-    wandb_run = start_wandb(cfg, run_dir, config) if cfg.log_wandb else None
-    tensorboard = start_tensorboard(cfg.tensorboard_dir) if cfg.tensorboard_dir else None
+    wandb_run = start_wandb(logs, run_dir, config) if logs.log_wandb else None
+    tensorboard = start_tensorboard(logs.tensorboard_dir) if logs.tensorboard_dir else None
     directory = RunDirectory(run_dir, wandb_run, tensorboard)
     directory.write_config(config)
     return directory

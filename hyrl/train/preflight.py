@@ -37,16 +37,22 @@ def preflight(cfg: ResolvedConfig, evaluation: bool = False) -> None:
     from hyrl.checkpoint.ownership import check_load_owner, check_save_dir
 
     if not evaluation:
-        check_save_dir(cfg)  # another run's checkpoints are never overwritten
+        check_save_dir(cfg.checkpoint, cfg.run_dir)  # another run's checkpoints stay
     if cfg.load:  # truncated, another layout or architecture: refused before any process group
         from hyrl.checkpoint.trainer_state import check_resumable
-        from hyrl.config import world_size_from_env
+        from hyrl.config import resume_differences, world_size_from_env
 
         step_dir, state = check_resumable(
             cfg.load, Qwen3MoeArch.of(cfg.model), cfg.parallel, cfg.algorithm, cfg.async_rollout
         )
         if not evaluation:  # one run, same flags
-            check_load_owner(cfg, state, step_dir, world_size_from_env())
+            world_size = world_size_from_env()
+            check_load_owner(
+                cfg.run_dir,
+                state,
+                step_dir,
+                lambda saved: resume_differences(saved, cfg, world_size, "in the checkpoint"),
+            )
     from hyrl.config.rollout_layout import update_weight_transport
     from hyrl.rollout.build import preflight_engine
 

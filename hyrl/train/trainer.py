@@ -125,7 +125,7 @@ class Trainer:
                 **checkpointing.run_identity(cfg.run_dir, self.resumed),
             }
             self.run_id = run_config["run_id"]
-            self.logger = open_run_directory(cfg, self.run_dir, run_config)
+            self.logger = open_run_directory(cfg.logs, self.run_dir, run_config)
             if self.resume_state is not None:
                 self.rollout_manager.task.load_state_dict(self.resume_state["task"])
         weight_sync = weight_sync_for(cfg.rollout, layout, backend, self.run_dir)

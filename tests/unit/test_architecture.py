@@ -484,7 +484,7 @@ WHOLE_CONFIG = ("RunConfig", "ResolvedConfig")
 def _whole_config_takers(root: Path) -> dict[str, str]:
     """`file:Class.function` -> the parameter, for each function under root's hyrl/ (outside
     hyrl/config/) with a parameter annotated with the whole config, or an unannotated one
-    of a `from_flags` (which took the whole config untyped)."""
+    named `cfg` or of a `from_flags` (which took the whole config untyped)."""
     found = {}
     for path in sorted((root / "hyrl").rglob("*.py")):
         name = path.relative_to(root)
@@ -503,7 +503,9 @@ def _whole_config_takers(root: Path) -> dict[str, str]:
             args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
             for arg in args:
                 annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
-                untyped = node.name == "from_flags" and arg.arg not in ("cls", "self")
+                untyped = arg.arg == "cfg" or (
+                    node.name == "from_flags" and arg.arg not in ("cls", "self")
+                )
                 if any(w in annotation for w in WHOLE_CONFIG) or untyped and not annotation:
                     scope = scopes.get(id(node))
                     qualified = f"{scope}.{node.name}" if scope else node.name
@@ -530,10 +532,12 @@ def test_a_part_taking_the_whole_config_is_reported(tmp_path):
         "    def from_flags(cls, flags): ...\n"
         "def fine(batch: BatchView, n: int): ...\n"
         "def whole(c: RunConfig | None): ...\n"
+        "def untyped(cfg, run_dir: str): ...\n"
     )
     (tmp_path / "hyrl" / "config" / "resolve.py").write_text("def resolve(c: RunConfig): ...\n")
     assert _whole_config_takers(tmp_path) == {
         "hyrl/part.py:Part.__init__": "cfg",
         "hyrl/part.py:Part.from_flags": "flags",
         "hyrl/part.py:whole": "c",
+        "hyrl/part.py:untyped": "cfg",
     }

@@ -383,15 +383,14 @@ def test_plot_run_draws_every_logged_quantity_against_samples(tmp_path):
 
 
 def test_opening_a_run_directory_writes_config_and_appends_to_metrics(tmp_path):
-    from types import SimpleNamespace
-
+    from hyrl.config import parse_args, resolve
     from hyrl.metrics.run_dir import open_run_directory
 
-    cfg = SimpleNamespace(log_wandb=False, tensorboard_dir=str(tmp_path / "tb"))
+    logs = resolve(parse_args(["--tensorboard-dir", str(tmp_path / "tb")])).logs
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')  # a resumed run's earlier record
-    directory = open_run_directory(cfg, run_dir, {"run_id": "r1"})
+    directory = open_run_directory(logs, run_dir, {"run_id": "r1"})
     directory.log({"step": 2, "train/loss": 0.5})
     directory.close()
     assert json.loads((run_dir / "config.json").read_text()) == {"run_id": "r1"}
