@@ -210,7 +210,7 @@ class Trainer:
         rollout = self.backend.broadcast_from_rank_0(rollout)
         rollout.routed_experts = (
             scatter_routing(routed, len(rollout), responses_per_step, self.rows, self.backend)
-            if self.cfg.mismatch.engine_returns_routing
+            if self.preparation.routing_metrics  # the engines return their routing
             else None
         )
         return rollout, queue_metrics
@@ -222,7 +222,7 @@ class Trainer:
         responses the updates consumed (a skipped one consumes none). On policy (one step) the
         update gives the old log-probs too: their metrics come back second ({} otherwise)."""
         records, old_metrics = [], {}
-        for k in range(self.cfg.batch.optimizer_steps_per_rollout):
+        for k in range(self.rows.optimizer_steps_per_rollout):
             with timers("actor_train"):
                 metrics, entropy = self.updates.actor_step(batch, k, responses_per_step, on_policy)
             if entropy is not None:

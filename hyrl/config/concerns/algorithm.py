@@ -145,11 +145,6 @@ class AlgorithmFlags:
         resume_may_change=True,
     )
 
-    @property
-    def resolved_eps_clip_high(self) -> float:
-        """Upper ratio clip: --eps-clip-high when set, else --eps-clip."""
-        return self.eps_clip if self.eps_clip_high is None else self.eps_clip_high
-
 
 @dataclass(frozen=True)
 class AlgorithmView:

@@ -152,10 +152,6 @@ class ParallelView:
     gpu_memory_gib: float | None
     virtual_pipeline_model_parallel_size: int | None  # V chunks per pipeline rank; None: one
 
-    def data_parallel_size(self, world_size: int) -> int:
-        """Data-parallel size DP = world size // (TP * PP)."""
-        return world_size // (self.tensor_model_parallel_size * self.pipeline_model_parallel_size)
-
 
 POSITIVE_COUNTS = (
     "tensor_model_parallel_size",

@@ -93,8 +93,9 @@ def test_derived_values(cfg_of):
     assert cfg.responses_per_rollout == 32
     assert optimizer_steps_per_rollout(cfg) == 2
     assert cfg.data_parallel_size(8) == 4
-    assert cfg.resolved_eps_clip_high == pytest.approx(0.2)
-    assert cfg_of("--eps-clip-high", "0.28").resolved_eps_clip_high == pytest.approx(0.28)
+    assert resolve(cfg).algorithm.resolved_eps_clip_high == pytest.approx(0.2)
+    high = resolve(cfg_of("--eps-clip-high", "0.28")).algorithm.resolved_eps_clip_high
+    assert high == pytest.approx(0.28)
 
 
 def test_to_dict_has_every_field_and_the_derived_values_and_is_json(cfg_of):
