@@ -4,8 +4,9 @@
 #   NNODES=2 NODE_RANK=0 MASTER_ADDR=host0 NPROC=8 bash launch/torchrun.sh FLAGS   # on host0
 #   NNODES=2 NODE_RANK=1 MASTER_ADDR=host0 NPROC=8 bash launch/torchrun.sh FLAGS   # on host1
 # NPROC (GPUs per node) and NNODES default to 1. MASTER_PORT may be set to avoid clashes
-# (multi-node: default 29500; one node: a free port). Under Slurm, launch/srun.sh sets
-# NNODES, NODE_RANK and MASTER_ADDR and calls this script once per node.
+# (multi-node: default 29500; one node: unset, torchrun --standalone binds a port the kernel
+# picks). Under Slurm, launch/srun.sh sets NNODES, NODE_RANK and MASTER_ADDR and calls this
+# script once per node.
 # With --dry-run among the flags: ONE process validates the flags at WORLD_SIZE = NNODES x
 # NPROC and prints the resolved configuration (no torchrun, no GPU; what `hyrl plan` and
 # `hyrl sweep` use). With --preflight-only: ONE process validates the flags and checks the
@@ -57,8 +58,15 @@ fi
 source "$(dirname "${BASH_SOURCE[0]}")/validate.sh"
 validate_flags "$WORLD_SIZE" "$@"
 if [[ "$NNODES" == 1 ]]; then
-  MASTER_PORT="${MASTER_PORT:-$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
-  echo "+ torchrun --standalone --nproc-per-node $NPROC -m hyrl train $*" >&2
+  if [[ -z "${MASTER_PORT:-}" ]]; then
+    # --standalone: torchrun binds its store to a port the kernel picks and the ranks meet
+    # there. A port picked free here and bound later could be taken in between (a test run
+    # failed with EADDRINUSE so when many jobs started side by side).
+    echo "+ torchrun --standalone --nproc-per-node $NPROC -m hyrl train $*" >&2
+    exec "$PYTHON" -m torch.distributed.run "${SIGNAL_FLAGS[@]}" --standalone --nnodes 1 \
+      --nproc-per-node "$NPROC" -m hyrl train "$@"
+  fi
+  echo "+ torchrun --nproc-per-node $NPROC --master-port $MASTER_PORT -m hyrl train $*" >&2
   exec "$PYTHON" -m torch.distributed.run "${SIGNAL_FLAGS[@]}" --nnodes 1 --nproc-per-node "$NPROC" \
     --master-addr 127.0.0.1 --master-port "$MASTER_PORT" -m hyrl train "$@"
 fi

@@ -6,10 +6,13 @@ machine those imports took about 7.5 s of CPU per interpreter, most of a small w
     python fork_ranks.py NPROC WORKER [ARGS...]
 
 Each rank gets torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT) and runs WORKER as `__main__` with ARGS. The ranks share this
-process's stdout and stderr. When a rank fails, the others are killed (they would wait at a
-collective until its timeout) and the exit status is 1; a rank dies with this process
-(PR_SET_PDEATHSIG), so a test's timeout leaves none behind. Nothing here runs a torch
+MASTER_ADDR, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE) and runs WORKER as `__main__` with
+ARGS. As torchrun's agent does, this process holds the ranks' store (a TCPStore bound to a port
+the kernel picks): a port picked free and bound later by rank 0 could be taken in between by
+another test's connection (a rendezvous failed with EADDRINUSE so under parallel tests). The
+ranks share this process's stdout and stderr. When a rank fails, the others are killed (they
+would wait at a collective until its timeout) and the exit status is 1; a rank dies with this
+process (PR_SET_PDEATHSIG), so a test's timeout leaves none behind. Nothing here runs a torch
 operation before the fork: the ranks start with no thread pool of the parent's.
 """
 
@@ -20,7 +23,6 @@ import importlib
 import os
 import runpy
 import signal
-import socket
 import sys
 import time
 import traceback
@@ -28,15 +30,14 @@ import traceback
 PR_SET_PDEATHSIG = 1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank(rank: int, nproc: int, port: int, worker: str, args: list[str]) -> int:
-    """Run the worker as rank `rank`; its exit status."""
+def _rank(rank: int, nproc: int, port_pipe: int, worker: str, args: list[str]) -> int:
+    """Run the worker as rank `rank` once the store's port arrives on `port_pipe`; its exit
+    status."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    with os.fdopen(port_pipe) as pipe:
+        port = pipe.readline().strip()
+    if not port:
+        return 1  # the launcher died before its store was up
     os.environ.update(
         RANK=str(rank),
         LOCAL_RANK=str(rank),
@@ -44,7 +45,8 @@ def _rank(rank: int, nproc: int, port: int, worker: str, args: list[str]) -> int
         WORLD_SIZE=str(nproc),
         LOCAL_WORLD_SIZE=str(nproc),
         MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
+        MASTER_PORT=port,
+        TORCHELASTIC_USE_AGENT_STORE="True",  # env:// makes every rank a client of our store
     )
     sys.argv = [worker, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(worker))  # as `python WORKER` has it
@@ -69,13 +71,25 @@ def main() -> int:
     for module in ("hyrl.backends.megatron", "megatron.core.models.gpt", "transformers"):
         importlib.import_module(module)
 
-    port = _free_port()
-    children = {}
+    # fork first: the store's server thread must not be running in a forked rank
+    children, port_pipes = {}, []
     for rank in range(nproc):
+        read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:
-            os._exit(_rank(rank, nproc, port, worker, args))
+            for other in port_pipes:
+                os.close(other)
+            os.close(write_end)
+            os._exit(_rank(rank, nproc, read_end, worker, args))
+        os.close(read_end)
+        port_pipes.append(write_end)
         children[pid] = rank
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, nproc, is_master=True, wait_for_workers=False)
+    for write_end in port_pipes:
+        with os.fdopen(write_end, "w") as pipe:
+            pipe.write(f"{store.port}\n")
     status = 0
     while children:
         pid, wait_status = os.wait()

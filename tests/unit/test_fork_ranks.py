@@ -14,6 +14,9 @@ import torch
 import torch.distributed as dist
 
 rank = int(os.environ["RANK"])
+import socket
+with socket.socket() as probe:  # the store is up before any rank starts: nothing can take its port
+    listening = probe.connect_ex(("127.0.0.1", int(os.environ["MASTER_PORT"]))) == 0
 if sys.argv[2] == "fail":
     if rank == 1:
         raise RuntimeError("rank 1 gives up")
@@ -23,7 +26,8 @@ total = torch.tensor([rank + 1.0])
 dist.all_reduce(total)
 names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 with open(f"{sys.argv[1]}.{rank}", "w") as f:
-    json.dump({**{n: os.environ[n] for n in names}, "sum": total.item(), "main": __name__}, f)
+    got = {n: os.environ[n] for n in names}
+    json.dump({**got, "sum": total.item(), "main": __name__, "listening": listening}, f)
 dist.destroy_process_group()
 """
 
@@ -36,7 +40,7 @@ def test_every_rank_gets_torchruns_environment_and_a_gloo_group(tmp_path):
     got = [json.loads((tmp_path / f"out.{rank}").read_text()) for rank in (0, 1)]
     assert got == [
         {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-         "sum": 3.0, "main": "__main__"}
+         "sum": 3.0, "main": "__main__", "listening": True}
         for r in (0, 1)
     ]  # fmt: skip
 
