@@ -20,7 +20,6 @@ rule it uses has its own owner (`hyrl.config.schedules`); the rollout layout (wh
 how many GPUs, which weight-update transport) is `hyrl.config.rollout_layout`.
 """
 
-from hyrl.config.concerns.algorithm import old_log_probs_from_update
 from hyrl.config.concerns.autopilot import autopilot_batches, critic_autopilot_batches
 from hyrl.config.concerns.batch import batch_ramp_unit, batch_schedule
 from hyrl.config.concerns.critic import CriticView
@@ -31,7 +30,13 @@ from hyrl.config.concerns.optimizer import DEFAULT_LR
 from hyrl.config.concerns.rollout import offloads_train
 from hyrl.config.conditional_flags import SGLANG_ONLY
 from hyrl.config.errors import HELP_HINT, ConfigError, flag_name
-from hyrl.config.fields import GROUP_TITLES, GROUPS, ResolvedConfig, RunConfig
+from hyrl.config.fields import (
+    GROUP_TITLES,
+    GROUPS,
+    ResolvedConfig,
+    RunConfig,
+    old_log_probs_from_update,
+)
 from hyrl.config.parser import (
     EXCLUSIVE_FLAGS,
     RECIPE_MARKER,

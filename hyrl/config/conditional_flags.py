@@ -10,6 +10,8 @@ docs/flags.md lists them: a config that fails several rows is refused by the fir
 
 from __future__ import annotations
 
+from typing import Any
+
 from hyrl.config.concerns import (
     algorithm,
     autopilot,
@@ -26,6 +28,7 @@ from hyrl.config.concerns import (
 from hyrl.config.concerns.rollout import SGLANG_ONLY
 from hyrl.config.errors import _fail, flag_name
 from hyrl.config.fields import RunConfig, _fields
+from hyrl.config.kinds import AppliesOnlyWith
 
 __all__ = ["APPLIES_ONLY_WITH", "SGLANG_ONLY", "check_applies_only_with"]
 
@@ -35,7 +38,8 @@ __all__ = ["APPLIES_ONLY_WITH", "SGLANG_ONLY", "check_applies_only_with"]
 # the first names the problem: --critic-autopilot-min under grpo is refused as PPO-only
 # (critic) before the autopilot's row, and --batch-ramp with --async-rollout under gae as
 # not supported with PPO (batch) before --async-rollout's row (rollout).
-APPLIES_ONLY_WITH = (
+# Each concern's rows read its own Flags or an earlier concern's: together, any config's.
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[Any], ...] = (
     *logs.APPLIES_ONLY_WITH,
     *evaluation.TARGET_APPLIES_ONLY_WITH,
     *critic.APPLIES_ONLY_WITH,

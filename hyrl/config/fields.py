@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from hyrl.config.concerns import algorithm, critic
-from hyrl.config.concerns.algorithm import AlgorithmFlags, AlgorithmView, old_log_probs_from_update
+from hyrl.config.concerns.algorithm import AlgorithmFlags, AlgorithmView
 from hyrl.config.concerns.autopilot import AutopilotFlags, AutopilotView
 from hyrl.config.concerns.batch import (
     BatchFlags,
@@ -27,7 +27,7 @@ from hyrl.config.concerns.logs import LogFlags, LogView
 from hyrl.config.concerns.mismatch import MismatchFlags, MismatchView
 from hyrl.config.concerns.model import ModelFlags, ModelView
 from hyrl.config.concerns.optimizer import OptimizerFlags, OptimizerView, lr_schedule
-from hyrl.config.concerns.parallel import ParallelFlags, ParallelView
+from hyrl.config.concerns.parallel import ParallelFlags, ParallelView, virtual_pipeline_size
 from hyrl.config.concerns.rollout import RolloutFlags, RolloutView
 from hyrl.config.concerns.run import CheckpointFlags, CheckpointView, RunFlags, RunView
 from hyrl.config.errors import not_resolved
@@ -87,14 +87,8 @@ class RunConfig(
 
     @property
     def virtual_pipeline_model_parallel_size(self) -> int | None:
-        """V model chunks per pipeline rank (megatron's virtual_pipeline_model_parallel_size),
-        from either virtual-stage flag; None without them (one chunk)."""
-        if self.num_virtual_stages_per_pipeline_rank is not None:
-            return self.num_virtual_stages_per_pipeline_rank
-        if self.num_layers_per_virtual_pipeline_stage is None:
-            return None
-        layers_per_rank = self.num_layers // self.pipeline_model_parallel_size
-        return layers_per_rank // self.num_layers_per_virtual_pipeline_stage
+        """V model chunks per pipeline rank (`parallel.virtual_pipeline_size`)."""
+        return virtual_pipeline_size(self, self)
 
     @property
     def critic_steps_per_rollout(self) -> int | None:
@@ -149,7 +143,7 @@ class ResolvedConfig(RunConfig):
 
     @property
     def batch(self) -> BatchView:
-        return batch_view(self)
+        return batch_view(self, micro_batch=self)
 
     @property
     def autopilot(self) -> AutopilotView:
@@ -172,7 +166,7 @@ class ResolvedConfig(RunConfig):
     @property
     def critic(self) -> CriticView | None:
         """The critic's settings under gae; None under grpo (no critic)."""
-        return critic_view(self)
+        return critic_view(self, algorithm=self)
 
     @property
     def evaluation(self) -> EvalView:
@@ -197,6 +191,20 @@ class ResolvedConfig(RunConfig):
     @property
     def logs(self) -> LogView:
         return view(LogView, self)
+
+
+def old_log_probs_from_update(c: RunConfig) -> bool:
+    """Whether the old log-probs come from the actor update's own forward pass: exactly
+    on-policy (one optimizer step per rollout, so its first forward pass runs the weights that
+    sampled), and nothing needs them before the update (the --kl-coef reward penalty does).
+    Never under --async-rollout: older weights sampled the batch (it is off-policy). Derived
+    from three concerns' flags: the algorithm's, the batch's and the rollout's."""
+    return (
+        not c.recompute_old_log_probs
+        and optimizer_steps_per_rollout(c) == 1
+        and c.kl_coef == 0
+        and not c.async_rollout
+    )
 
 
 # The step counts per rollout need only these resolved.

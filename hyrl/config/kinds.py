@@ -12,12 +12,9 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from hyrl.config.errors import _fail
-
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
 
 
 def _opt(
@@ -58,18 +55,24 @@ def _changed(value: Any, default: Any) -> bool:
     return value is not None and value != default
 
 
+# The settings a row's condition reads: its concern's flags, or an earlier concern's.
+Flags = TypeVar("Flags")
+
+
 @dataclass(frozen=True)
-class AppliesOnlyWith:
+class AppliesOnlyWith(Generic[Flags]):
     """The flags `fields` do something only when `holds(config)`; `condition` says when.
 
     A row of a concern's `APPLIES_ONLY_WITH`, which `hyrl.config.conditional_flags` gathers and
     checks: a flag of `fields` given (`given`) without the condition is refused with `problem`
     and `allowed`, `str.format`ted with the config's fields and `flag` (the refused flag).
-    `condition` is the condition in flag terms, for docs/flags.md."""
+    `condition` is the condition in flag terms, for docs/flags.md. `holds` reads one
+    concern's flags (the type parameter: `AppliesOnlyWith[RolloutFlags]`), its own or those
+    of a concern before it (`hyrl.config.concerns`: the concerns' order)."""
 
     fields: tuple[str, ...]
     condition: str
-    holds: Callable[[RunConfig], bool]
+    holds: Callable[[Flags], bool]
     problem: str
     allowed: str
     given: Callable[[Any, Any], bool] = _set  # (value, default) -> whether the flag was given
@@ -150,8 +153,9 @@ def _allowed_text(kind: str, choices: tuple | None) -> str:
     return _KIND_NAMES[kind]
 
 
-def _check_types(cfg: RunConfig) -> None:
-    """Every value has its field's type and, where it has choices, is one of them."""
+def _check_types(cfg: Any) -> None:
+    """Every value of the dataclass `cfg` (a config as parsed) has its field's type and, where
+    it has choices, is one of them."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         kind = _kind(f)

@@ -6,14 +6,16 @@ the resolved actor."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from hyrl.config.concerns import algorithm, batch, critic, data, evaluation, optimizer
 from hyrl.config.fields import ResolvedConfig, RunConfig, _fields
 from hyrl.config.kinds import _check_types
 
-# The concerns of the actor's side in the order they resolve, each on the values resolved
-# before it (the rate is scaled to the resolved B); the critic resolves last, from the actor's.
-_ACTOR_SIDE = (batch, optimizer, evaluation, algorithm, data)
+
+def _with(cfg: RunConfig, updates: dict[str, Any]) -> RunConfig:
+    """`cfg` with a concern's resolved values `updates` (field name -> value)."""
+    return dataclasses.replace(cfg, **updates)
 
 
 def resolve(cfg: RunConfig) -> ResolvedConfig:
@@ -37,7 +39,16 @@ def resolve(cfg: RunConfig) -> ResolvedConfig:
     same for the --critic-* forms).
     """
     _check_types(cfg)
-    for concern in _ACTOR_SIDE:
-        cfg = dataclasses.replace(cfg, **concern.resolve(cfg))
+    # The concerns of the actor's side in the order they resolve, each on the values resolved
+    # before it (the rate is scaled to the resolved B) and given the earlier concerns' flags;
+    # the critic resolves last, from the actor's.
+    cfg = _with(cfg, batch.resolve(cfg, algorithm=cfg))
+    cfg = _with(cfg, optimizer.resolve(cfg, batch=cfg))
+    cfg = _with(cfg, evaluation.resolve(cfg, rollout=cfg))
+    cfg = _with(cfg, algorithm.resolve(cfg))
+    cfg = _with(cfg, data.resolve(cfg))
     resolved = ResolvedConfig(**{f.name: getattr(cfg, f.name) for f in _fields()})
-    return dataclasses.replace(resolved, **critic.resolve(resolved))
+    return dataclasses.replace(
+        resolved,
+        **critic.resolve(resolved, algorithm=resolved, batch=resolved, optimizer=resolved),
+    )

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from hyrl.config.errors import _fail, divisors
 from hyrl.config.weight_transport import LOAD_STATE_DICT, TRANSPORTS, default_transport, reaching
 
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
+if TYPE_CHECKING:
+    from hyrl.config.concerns.rollout import RolloutFlags
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def _router_url_ok(url: str) -> bool:
     )
 
 
-def update_weight_transport(c: RunConfig) -> str:
+def update_weight_transport(c: RolloutFlags) -> str:
     """--update-weight-transport of SGLang engines, none resolved: distributed behind a router or
     on GPUs of their own, tensor with --colocate (`default_transport`)."""
     if c.update_weight_transport is not None:
@@ -51,7 +51,7 @@ def update_weight_transport(c: RunConfig) -> str:
     return default_transport(colocated=c.colocate and c.sglang_router_url is None)
 
 
-def rollout_layout(c: RunConfig, world_size: int) -> RolloutLayout:
+def rollout_layout(c: RolloutFlags, world_size: int) -> RolloutLayout:
     """Resolve and check the rollout flags; raises ConfigError naming the flag.
 
     The flags that do not apply to the engine (SGLang-only flags with hf, engine flags with

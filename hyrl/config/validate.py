@@ -56,12 +56,12 @@ def _check_ranges(c: RunConfig) -> None:
             _fail(name, getattr(c, name), "must be a positive count", "an integer >= 1")
     run.check_given(c)
     parallel.check_given(c)
-    optimizer.check_given(c)
+    optimizer.check_given(c, run=c)
     batch.check_given(c)
     model.check_given(c)
-    algorithm.check_given(c)
+    algorithm.check_given(c, rollout_max_response_len=c.rollout_max_response_len)
     mismatch.check_given(c)
-    critic.check_given(c)
+    critic.check_given(c, run=c)
     rollout.check_given(c)
     logs.check_given(c)
     evaluation.check_given(c)
@@ -92,29 +92,66 @@ def validate(cfg: RunConfig, world_size: int, check_files: bool = True) -> None:
     _check_ranges(cfg)
     resolved = resolve(cfg)
     check_applies_only_with(resolved)
-    optimizer.check_min_lr(resolved, cfg)
-    critic.check_min_lr(resolved, cfg)
-    parallel.check_layout(resolved, world_size)
-    parallel.check_virtual_pipeline(resolved)
-    batch.check_batch(resolved, cfg, world_size)
-    batch.check_micro_batch_groups(resolved, world_size)
+    optimizer.check_min_lr(resolved, cfg, batch=resolved)
+    critic.check_min_lr(resolved, cfg, batch=resolved, optimizer=resolved)
+    parallel.check_layout(
+        resolved, world_size, model=resolved, noise_scale_beta=resolved.noise_scale_beta
+    )
+    parallel.check_virtual_pipeline(resolved, model=resolved)
+    batch.check_batch(resolved, cfg, world_size, algorithm=resolved, parallel=resolved)
+    batch.check_micro_batch_groups(
+        resolved,
+        world_size,
+        micro_batch=resolved,
+        model=resolved,
+        parallel=resolved,
+        critic_global_batch_size=resolved.critic_global_batch_size,
+        critic_micro_batch_size=resolved.critic_micro_batch_size,
+    )
     batch.check_schedule(resolved)
-    autopilot.check_autopilot(resolved, world_size)
-    batch.check_ramp(resolved, world_size)
-    critic.check_critic_batch(resolved, cfg, world_size)
-    algorithm.check_group_size(resolved)
-    data.check_task(resolved)
-    data.check_prompts_and_rewards(resolved, files=check_files)
-    data.check_prompt_lengths(resolved)
+    autopilot.check_autopilot(
+        resolved,
+        world_size,
+        batch=resolved,
+        micro_batch=resolved,
+        parallel=resolved,
+        optimizer=resolved,
+        critic=resolved,
+    )
+    batch.check_ramp(resolved, world_size, parallel=resolved)
+    critic.check_critic_batch(resolved, cfg, world_size, batch=resolved, parallel=resolved)
+    algorithm.check_group_size(resolved, n_samples_per_prompt=resolved.n_samples_per_prompt)
+    data.check_task(
+        resolved,
+        model=resolved,
+        eval_interval=resolved.eval_interval,
+        rollout_max_response_len=resolved.rollout_max_response_len,
+    )
+    data.check_prompts_and_rewards(
+        resolved, files=check_files, model=resolved, eval_interval=resolved.eval_interval
+    )
+    data.check_prompt_lengths(
+        resolved, model=resolved, rollout_max_response_len=resolved.rollout_max_response_len
+    )
     algorithm.check_group_filter(resolved)
-    mismatch.check_routing_replay(resolved)
+    mismatch.check_routing_replay(
+        resolved,
+        rollout_engine=resolved.rollout_engine,
+        sglang_server_args=resolved.sglang_server_args,
+    )
     model.check_kernels(resolved)
     rollout_layout(resolved, world_size)
-    parallel.check_recompute(resolved)
-    batch.check_token_budget(resolved)
+    parallel.check_recompute(resolved, model=resolved)
+    batch.check_token_budget(
+        resolved,
+        model=resolved,
+        parallel=resolved,
+        data=resolved,
+        rollout_max_response_len=resolved.rollout_max_response_len,
+    )
     parallel.check_plan_hints(resolved)
     model.check_hf_checkpoint(resolved, files=check_files)
-    evaluation.check_eval(resolved)
+    evaluation.check_eval(resolved, model=resolved, data=resolved, rollout=resolved)
     logs.check_tensorboard_dir(resolved)
     evaluation.check_target(resolved)
     critic.check_critic_load(resolved, files=check_files)

@@ -389,7 +389,8 @@ def main(argv: list[str]) -> int:
         from hyrl.train.sync_and_offload import sync_and_offload_for
         from hyrl.weight_sync import weight_sync_for
 
-        max_response_len, pass_ks = eval_max_response_len(cfg), eval_pass_ks(cfg)
+        max_response_len = eval_max_response_len(cfg, rollout=cfg)
+        pass_ks = eval_pass_ks(cfg)
         with _stdout_to_stderr():
             # built as a run builds them (hyrl.train.trainer): the backend at this layout, the
             # actor's weights of the checkpoint (resharded) or of --hf-checkpoint, rank 0's

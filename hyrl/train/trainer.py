@@ -83,12 +83,16 @@ class Trainer:
         )
         self.autopilot: RunAutopilot | None = None
         if cfg.batch.batch_schedule == "auto":  # B (and the critic's) follow the noise (steer)
-            allowed = config.autopilot_batches(cfg, world_size)  # the B the actor may take
-            critic_allowed = partial(config.critic_autopilot_batches, cfg, world_size)
+            # the B the actor may take
+            allowed = config.autopilot_batches(cfg, world_size, batch=cfg, parallel=cfg)
+            critic_allowed = partial(
+                config.critic_autopilot_batches, cfg, world_size, parallel=cfg, critic=cfg
+            )
             self.autopilot = RunAutopilot.of(
                 cfg.autopilot, cfg.batch, cfg.critic, cfg.rollout, cfg.run, allowed, critic_allowed
             )
-        unit = config.batch_ramp_unit(cfg, world_size)  # every B of a --batch-ramp is a multiple
+        # every B of a --batch-ramp is a multiple
+        unit = config.batch_ramp_unit(cfg, world_size, parallel=cfg)
         self.plan = StepPlan(cfg.batch, cfg.optimizer, cfg.critic, cfg.run, unit, self.autopilot)
         self.updates = RolloutUpdates(
             self.backend, self.rows, self.plan, corrections, cfg.algorithm, cfg.rollout
@@ -319,7 +323,7 @@ class Trainer:
         assert self.rollout_manager is not None, "evaluations are due on rank 0 only"
         self.rollout_manager.wait_for_queue()  # the worker idle: one thread uses the rewards
         cfg, manager, where = self.cfg, self.rollout_manager, self.backend.device()
-        n, ks = config.eval_max_response_len(cfg), config.eval_pass_ks(cfg)
+        n, ks = config.eval_max_response_len(cfg, rollout=cfg), config.eval_pass_ks(cfg)
         return evaluate(cfg.evaluation, cfg.rollout, manager, where, max_response_len=n, pass_ks=ks)
 
     def _save(self, rollout_step: int) -> float:

@@ -9,8 +9,8 @@ from hyrl.train.autopilot import RunAutopilot
 
 
 def run_autopilot(cfg: ResolvedConfig, world_size: int) -> RunAutopilot:
-    allowed = autopilot_batches(cfg, world_size)
-    critic_allowed = partial(critic_autopilot_batches, cfg, world_size)
+    allowed = autopilot_batches(cfg, world_size, batch=cfg, parallel=cfg)
+    critic_allowed = partial(critic_autopilot_batches, cfg, world_size, parallel=cfg, critic=cfg)
     return RunAutopilot.of(
         cfg.autopilot, cfg.batch, cfg.critic, cfg.rollout, cfg.run, allowed, critic_allowed
     )

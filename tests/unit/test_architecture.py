@@ -362,20 +362,6 @@ CONFIG_ASSEMBLY = (
 )
 
 
-def test_config_concerns_import_no_assembly():
-    # A concern declares, resolves and checks its own flags; RunConfig, the parser and the
-    # order of resolution and checks import the concerns, never the other way round. A
-    # concern names RunConfig in annotations only (under TYPE_CHECKING, which this reader sees).
-    typing_too = [(src, dst) for src, dst, _ in IMPORTS if _within(src, ("hyrl.config.concerns",))]
-    assert ("hyrl.config.concerns.batch", "hyrl.config.fields") in typing_too
-    run = [
-        f"{src} (line {line}) imports {dst}"
-        for src, dst, line in _imports(with_typing_only=False)
-        if _within(src, ("hyrl.config.concerns",)) and _within(dst, CONFIG_ASSEMBLY)
-    ]
-    assert run == []
-
-
 def test_no_import_cycle_between_modules():
     # Imports inside functions count; those under `if TYPE_CHECKING:` never run and do not.
     assert _cycles(_module_graph(_imports(with_typing_only=False))) == []
@@ -402,17 +388,44 @@ def test_no_two_packages_import_each_other():
     assert _cycles(graph) == []
 
 
-def test_the_one_cycle_of_annotations_is_the_configs_assembly():
-    # Counting the imports under `if TYPE_CHECKING:` as well, one cycle remains, by design: the
-    # concerns name the config they make up (RunConfig, ResolvedConfig) in their annotations.
-    # Any other module that joins a cycle through annotations fails here.
-    cycles = _cycles(_module_graph(_imports(with_typing_only=True)))
-    assert len(cycles) == 1
-    assembly = ("hyrl.config.concerns", "hyrl.config.fields", "hyrl.config.kinds")
-    # the rollout layout reads the assembled config: a concern's derived value
-    outside = [m for m in cycles[0] if not _within(m, (*assembly, "hyrl.config.rollout_layout"))]
-    assert outside == []
-    assert "hyrl.config.fields" in cycles[0] and "hyrl.config.concerns.batch" in cycles[0]
+def test_no_cycle_even_through_annotations():
+    # Counting the imports under `if TYPE_CHECKING:` as well: no cycle. The concerns used to
+    # name the config they make up (RunConfig, ResolvedConfig) in their annotations; now each
+    # function takes the concerns' Flags it reads (`test_a_concern_imports_only_earlier_ones`).
+    assert _cycles(_module_graph(_imports(with_typing_only=True))) == []
+
+
+def _concerns_order() -> list[str]:
+    """The concerns in the order hyrl/config/concerns/__init__.py gives (its docstring's
+    paragraph `Order: model, run, ...`)."""
+    source = (PACKAGE / "config" / "concerns" / "__init__.py").read_text()
+    doc = ast.get_docstring(ast.parse(source)) or ""
+    paragraph = doc[doc.index("Order: ") :].split("\n\n")[0]
+    names = paragraph.removeprefix("Order: ").rstrip(".").split(",")
+    return [name.strip() for name in names]
+
+
+def test_a_concern_imports_only_earlier_ones():
+    # The concerns form layers: a concern reads the flags of concerns before it (typed by their
+    # Flags classes) and gets a later concern's values as arguments, so no two concerns import
+    # each other. A concern declares, resolves and checks its own flags; RunConfig, the parser
+    # and the order of resolution and checks import the concerns, never the other way round,
+    # not even for an annotation.
+    order = _concerns_order()
+    prefix = "hyrl.config.concerns."
+    concerns = {m.removeprefix(prefix) for m in MODULES if m.startswith(prefix)}
+    assert sorted(order) == sorted(concerns)
+    wrong = []
+    for src, dst, line in IMPORTS:
+        if not src.startswith(prefix) or dst not in MODULES:
+            continue
+        source = order.index(src.removeprefix(prefix))
+        if dst.startswith(prefix) and order.index(dst.removeprefix(prefix)) >= source:
+            if dst != src:
+                wrong.append(f"{src}:{line} imports the later concern {dst}")
+        elif _within(dst, CONFIG_ASSEMBLY):
+            wrong.append(f"{src}:{line} imports the assembly {dst}")
+    assert wrong == []
 
 
 def test_a_planted_cycle_is_reported():

@@ -23,7 +23,19 @@ A concern module holds, as far as it has them:
     check_*           its checks on the resolved config, which `hyrl.config.validate.validate`
                       calls in one fixed order (that order is the order of the errors)
 
-A check names its flag, the value and what is allowed (`hyrl.config.errors._fail`). The
-modules import no config assembly (`fields`, `resolve`, `validate`): RunConfig appears in
-their annotations only.
+A check names its flag, the value and what is allowed (`hyrl.config.errors._fail`).
+
+The concerns form layers, in this order:
+
+Order: model, run, logs, parallel, mismatch, algorithm, data, batch, rollout, evaluation,
+       optimizer, critic, autopilot.
+
+A function takes its own concern's Flags first and reads an earlier concern's flags through a
+keyword parameter typed by that concern's Flags (`model: ModelFlags`); a later concern's value
+comes as a value parameter named like its flag (`eval_interval: int`). A row's condition reads
+its own concern's flags or one earlier concern's (`AppliesOnlyWith[AlgorithmFlags]`). The
+callers (`hyrl.config.validate`, `resolve`, `fields`) pass the one config for each. So a
+signature says what a part depends on, a concern imports only concerns before it, and none
+imports the config assembly (`fields`, `resolve`, `validate`), not even for an annotation
+(tests/unit/test_architecture.py).
 """

@@ -5,14 +5,10 @@ shaping, and where the old log-probs come from."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hyrl.config.concerns.batch import optimizer_steps_per_rollout
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import AppliesOnlyWith, _changed, _on, _opt
-
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
 
 
 @dataclass
@@ -189,7 +185,7 @@ GAE_DEFAULTS = {"gamma": 1.0, "lambd": 1.0, "normalize_advantages": True}
 # over-long shaping, GSPO and dynamic sampling, each only with it on; --dynamic-sampling, only
 # under grpo. The PPO-only flags (--gamma, --lambd, --normalize-advantages, --kl-coef) are refused
 # under grpo by the critic's row.
-APPLIES_ONLY_WITH = (
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[AlgorithmFlags], ...] = (
     AppliesOnlyWith(
         ("overlong_penalty_factor",),
         "--overlong-buffer-len L",
@@ -226,18 +222,19 @@ APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
-    """Clip ranges, over-long shaping, loss coefficients, gamma and lambda."""
+def check_given(c: AlgorithmFlags, *, rollout_max_response_len: int) -> None:
+    """Clip ranges, over-long shaping (within `rollout_max_response_len`, the rollout
+    concern's --rollout-max-response-len), loss coefficients, gamma and lambda."""
     if not c.eps_clip > 0:
         _fail("eps_clip", c.eps_clip, "the clip range must be positive", "a number > 0")
     if c.overlong_buffer_len is not None and not (
-        1 <= c.overlong_buffer_len <= c.rollout_max_response_len
+        1 <= c.overlong_buffer_len <= rollout_max_response_len
     ):
         _fail(
             "overlong_buffer_len",
             c.overlong_buffer_len,
-            f"must fit in --rollout-max-response-len={c.rollout_max_response_len}",
-            f"an integer in [1, {c.rollout_max_response_len}], or none",
+            f"must fit in --rollout-max-response-len={rollout_max_response_len}",
+            f"an integer in [1, {rollout_max_response_len}], or none",
         )
     if not c.overlong_penalty_factor > 0:
         _fail(
@@ -268,7 +265,7 @@ def check_given(c: RunConfig) -> None:
         _fail("kl_coef", c.kl_coef, "must not be negative", "a number >= 0")
 
 
-def resolve(cfg: RunConfig) -> dict[str, Any]:
+def resolve(cfg: AlgorithmFlags) -> dict[str, Any]:
     """--loss-agg-mode <- token-mean, seq-mean-token-mean under --policy-loss gspo; under
     --advantage-estimator gae --gamma and --lambd <- 1.0, --normalize-advantages <- on
     (GAE_DEFAULTS; under grpo they stay None)."""
@@ -282,18 +279,19 @@ def resolve(cfg: RunConfig) -> dict[str, Any]:
     return updates
 
 
-def check_group_size(c: RunConfig) -> None:
-    """GRPO's groups hold two responses or more."""
-    if c.advantage_estimator == "grpo" and c.n_samples_per_prompt < 2:
+def check_group_size(c: AlgorithmFlags, *, n_samples_per_prompt: int) -> None:
+    """GRPO's groups hold two responses or more (`n_samples_per_prompt`, the batch concern's
+    G)."""
+    if c.advantage_estimator == "grpo" and n_samples_per_prompt < 2:
         _fail(
             "n_samples_per_prompt",
-            c.n_samples_per_prompt,
+            n_samples_per_prompt,
             "GRPO compares responses within a group, so it needs at least 2 per prompt",
             "an integer >= 2",
         )
 
 
-def check_group_filter(c: RunConfig) -> None:
+def check_group_filter(c: AlgorithmFlags) -> None:
     """--dynamic-sampling-filter-path is an import path, module:function."""
     if c.dynamic_sampling_filter_path is not None:
         module, sep, function = c.dynamic_sampling_filter_path.partition(":")
@@ -304,16 +302,3 @@ def check_group_filter(c: RunConfig) -> None:
                 "not module:function",
                 "an import path like my_filters:keep_group",
             )
-
-
-def old_log_probs_from_update(c: RunConfig) -> bool:
-    """Whether the old log-probs come from the actor update's own forward pass: exactly
-    on-policy (one optimizer step per rollout, so its first forward pass runs the weights that
-    sampled), and nothing needs them before the update (the --kl-coef reward penalty does).
-    Never under --async-rollout: older weights sampled the batch (it is off-policy)."""
-    return (
-        not c.recompute_old_log_probs
-        and optimizer_steps_per_rollout(c) == 1
-        and c.kl_coef == 0
-        and not c.async_rollout
-    )

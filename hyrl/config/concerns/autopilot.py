@@ -6,18 +6,22 @@ and a noise scale it can measure at every B."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hyrl.config.concerns.batch import (
+    BatchFlags,
     batch_ramp_unit,
     batch_schedule,
     optimizer_steps_per_rollout,
 )
-from hyrl.config.errors import _fail, flag_name
+from hyrl.config.errors import _fail, flag_name, not_resolved
 from hyrl.config.kinds import AppliesOnlyWith, _changed, _opt
 
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import ResolvedConfig, RunConfig
+if TYPE_CHECKING:
+    from hyrl.config.concerns.batch import MicroBatchFlags
+    from hyrl.config.concerns.critic import CriticFlags
+    from hyrl.config.concerns.optimizer import OptimizerFlags
+    from hyrl.config.concerns.parallel import ParallelFlags
 
 
 @dataclass
@@ -108,8 +112,8 @@ POSITIVE_COUNTS = ("autopilot_min", "autopilot_max", "autopilot_warmup")
 
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): the autopilot's
 # settings, the critic's range included, only with --batch-schedule auto.
-APPLIES_ONLY_WITH = (
-    AppliesOnlyWith(
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[Any], ...] = (
+    AppliesOnlyWith[BatchFlags](
         (
             "autopilot_objective",
             "autopilot_profile",
@@ -132,38 +136,60 @@ APPLIES_ONLY_WITH = (
 )
 
 
-def autopilot_batches(c: RunConfig, world_size: int) -> list[int]:
+def autopilot_batches(
+    c: AutopilotFlags, world_size: int, *, batch: BatchFlags, parallel: ParallelFlags
+) -> list[int]:
     """The actor's B the autopilot may choose: multiples of `batch_ramp_unit` within
     [--autopilot-min, --autopilot-max] (validated multiples of it)."""
     assert c.autopilot_min is not None and c.autopilot_max is not None, "validated under auto"
-    unit = batch_ramp_unit(c, world_size)
+    unit = batch_ramp_unit(batch, world_size, parallel=parallel)
     first = -(-c.autopilot_min // unit) * unit
     return list(range(first, c.autopilot_max + 1, unit))
 
 
-def critic_autopilot_range(c: RunConfig) -> tuple[int, int]:
+def critic_autopilot_range(c: AutopilotFlags, *, critic: CriticFlags) -> tuple[int, int]:
     """[smallest, largest] critic B of the autopilot: --critic-autopilot-min/max, else the
     actor's --autopilot-min/max."""
-    low = c.critic_autopilot_min if c.critic_autopilot_min is not None else c.autopilot_min
-    high = c.critic_autopilot_max if c.critic_autopilot_max is not None else c.autopilot_max
+    low = (
+        critic.critic_autopilot_min if critic.critic_autopilot_min is not None else c.autopilot_min
+    )
+    high = (
+        critic.critic_autopilot_max if critic.critic_autopilot_max is not None else c.autopilot_max
+    )
     assert low is not None and high is not None, "validated under auto"
     return low, high
 
 
-def critic_autopilot_batches(c: RunConfig, world_size: int, responses: int) -> list[int]:
+def critic_autopilot_batches(
+    c: AutopilotFlags,
+    world_size: int,
+    responses: int,
+    *,
+    parallel: ParallelFlags,
+    critic: CriticFlags,
+) -> list[int]:
     """The critic B the autopilot may choose for a rollout of `responses`: multiples of the
     critic micro batch x DP that divide it, within critic_autopilot_range."""
-    assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
-    unit = c.critic_micro_batch_size * c.data_parallel_size(world_size)
-    low, high = critic_autopilot_range(c)
+    assert critic.critic_micro_batch_size is not None, "resolve fills it under gae"
+    unit = critic.critic_micro_batch_size * parallel.data_parallel_size(world_size)
+    low, high = critic_autopilot_range(c, critic=critic)
     sizes = range(unit, min(high, responses) + 1, unit)
     return [b for b in sizes if responses % b == 0 and b >= low]
 
 
-def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
+def check_autopilot(
+    c: AutopilotFlags,
+    world_size: int,
+    *,
+    batch: BatchFlags,
+    micro_batch: MicroBatchFlags,
+    parallel: ParallelFlags,
+    optimizer: OptimizerFlags,
+    critic: CriticFlags,
+) -> None:
     """Under --batch-schedule auto: the autopilot's range, its settings, the lr it re-derives
     and a noise scale it can measure at every B (the critic's too under PPO)."""
-    if batch_schedule(c) != "auto":
+    if batch_schedule(batch) != "auto":
         return
     if c.autopilot_min is None or c.autopilot_max is None:
         name = "autopilot_min" if c.autopilot_min is None else "autopilot_max"
@@ -205,10 +231,10 @@ def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
             "a factor below 1 would change B back and forth",
             "a number >= 1 (1 = change on any difference)",
         )
-    b, low, high = c.global_batch_size, c.autopilot_min, c.autopilot_max
+    b, low, high = batch.global_batch_size, c.autopilot_min, c.autopilot_max
     if high < low:
         _fail("autopilot_max", high, f"below --autopilot-min={low}", f"an integer >= {low}")
-    unit = batch_ramp_unit(c, world_size)
+    unit = batch_ramp_unit(batch, world_size, parallel=parallel)
     for name, value in (("autopilot_min", low), ("autopilot_max", high)):
         if value % unit:
             _fail(
@@ -218,6 +244,8 @@ def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
                 "prompt groups)",
                 f"a multiple of {unit}",
             )
+    if b is None:
+        raise not_resolved(["global_batch_size"])
     if not low <= b <= high:
         _fail(
             "autopilot_min" if b < low else "autopilot_max",
@@ -226,36 +254,45 @@ def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
             f"a range that holds B={b}",
         )
     rederive = "the autopilot re-derives the learning rate at every change of B"
-    if c.base_lr is None:
+    if optimizer.base_lr is None:
         _fail(
             "batch_schedule",
-            c.batch_schedule,
+            batch.batch_schedule,
             f"{rederive} from --base-lr, which is not given",
             "--base-lr LR0 (with --base-global-batch-size B0 and --lr-scaling RULE) instead "
             "of --lr",
         )
-    if c.noise_scale_beta is None:
+    if micro_batch.noise_scale_beta is None:
         _fail(
             "noise_scale_beta",
-            c.noise_scale_beta,
+            micro_batch.noise_scale_beta,
             "--batch-schedule auto follows the gradient noise scale, which this switches off",
             "an EMA decay in [0, 1) (default 0.99)",
         )
-    dp = c.data_parallel_size(world_size)
-    _check_noise_measurable(c, dp, "autopilot_min", low, c.micro_batch_size, "--micro-batch-size")
-    if c.critic_global_batch_size is None:
+    dp = parallel.data_parallel_size(world_size)
+    _check_noise_measurable(
+        dp,
+        "autopilot_min",
+        low,
+        batch.micro_batch_size,
+        "--micro-batch-size",
+        batch=batch,
+        micro_batch=micro_batch,
+        parallel=parallel,
+    )
+    if critic.critic_global_batch_size is None:
         return  # GRPO: no critic
-    if c.critic_base_lr is None:
+    if critic.critic_base_lr is None:
         _fail(
             "batch_schedule",
-            c.batch_schedule,
+            batch.batch_schedule,
             f"{rederive} and the critic's at every change of its batch, from --critic-base-lr, "
             "which is not given",
             "--critic-base-lr LR0 (with --critic-base-global-batch-size and "
             "--critic-lr-scaling) instead of --critic-lr",
         )
-    c_low, c_high = critic_autopilot_range(c)
-    c_name = "critic_autopilot_min" if c.critic_autopilot_min is not None else "autopilot_min"
+    c_low, c_high = critic_autopilot_range(c, critic=critic)
+    c_name = "critic_autopilot_min" if critic.critic_autopilot_min is not None else "autopilot_min"
     if c_high < c_low:
         _fail(
             "critic_autopilot_max",
@@ -263,7 +300,7 @@ def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
             f"below the critic's smallest batch {c_low}",
             f"an integer >= {c_low}",
         )
-    cb = c.critic_global_batch_size
+    cb = critic.critic_global_batch_size
     if not c_low <= cb <= c_high:
         _fail(
             "critic_autopilot_min" if cb < c_low else "critic_autopilot_max",
@@ -272,22 +309,29 @@ def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
             f"[{c_low}, {c_high}]",
             f"a range that holds {cb}",
         )
-    assert c.critic_micro_batch_size is not None, "resolve fills it under gae"
+    assert critic.critic_micro_batch_size is not None, "resolve fills it under gae"
     _check_noise_measurable(
-        c, dp, c_name, c_low, c.critic_micro_batch_size, "--critic-micro-batch-size"
+        dp,
+        c_name,
+        c_low,
+        critic.critic_micro_batch_size,
+        "--critic-micro-batch-size",
+        batch=batch,
+        micro_batch=micro_batch,
+        parallel=parallel,
     )
-    steps = optimizer_steps_per_rollout(c)
-    for actor_b in autopilot_batches(c, world_size):
+    steps = optimizer_steps_per_rollout(batch)
+    for actor_b in autopilot_batches(c, world_size, batch=batch, parallel=parallel):
         responses = actor_b * steps
-        if not critic_autopilot_batches(c, world_size, responses):
-            unit = c.critic_micro_batch_size * dp
+        if not critic_autopilot_batches(c, world_size, responses, parallel=parallel, critic=critic):
+            unit = critic.critic_micro_batch_size * dp
             fits = [b for b in range(unit, responses + 1, unit) if responses % b == 0]
             _fail(
                 c_name,
                 c_low,
                 f"at actor B={actor_b} a rollout has {responses} responses, and no critic "
                 f"batch in [{c_low}, {c_high}] divides it in multiples of critic micro batch "
-                f"x DP = {c.critic_micro_batch_size * dp}",
+                f"x DP = {critic.critic_micro_batch_size * dp}",
                 f"a critic range (--critic-autopilot-min/--critic-autopilot-max) holding one "
                 f"of {fits} and a divisor of every other possible rollout, or a smaller "
                 "--critic-micro-batch-size",
@@ -295,15 +339,23 @@ def check_autopilot(c: ResolvedConfig, world_size: int) -> None:
 
 
 def _check_noise_measurable(
-    c: RunConfig, dp: int, name: str, low: int, micro: int, micro_flag: str
+    dp: int,
+    name: str,
+    low: int,
+    micro: int,
+    micro_flag: str,
+    *,
+    batch: BatchFlags,
+    micro_batch: MicroBatchFlags,
+    parallel: ParallelFlags,
 ) -> None:
     """With one data-parallel rank the noise scale compares micro-batches: every B needs two."""
     if dp > 1:
         return
-    if c.use_dynamic_batch_size or c.pipeline_model_parallel_size > 1:
+    if micro_batch.use_dynamic_batch_size or parallel.pipeline_model_parallel_size > 1:
         _fail(
             "batch_schedule",
-            c.batch_schedule,
+            batch.batch_schedule,
             "with one data-parallel rank the noise scale needs micro-batches of one size, "
             "without a pipeline (--use-dynamic-batch-size or PP > 1 here)",
             "more data-parallel ranks, or no --use-dynamic-batch-size and PP = 1",

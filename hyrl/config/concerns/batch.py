@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from hyrl.config.concerns.algorithm import AlgorithmFlags
 from hyrl.config.concerns.data import ARITH_PROMPT_TOKENS
+from hyrl.config.concerns.parallel import virtual_pipeline_size
 from hyrl.config.errors import _fail, divisors, not_resolved
 from hyrl.config.kinds import AppliesOnlyWith, _opt, view
 
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import ResolvedConfig, RunConfig
+if TYPE_CHECKING:
+    from hyrl.config.concerns.data import DataFlags
+    from hyrl.config.concerns.model import ModelFlags
+    from hyrl.config.concerns.parallel import ParallelFlags
 
 
 @dataclass
@@ -128,8 +132,8 @@ EXCLUSIVE_FLAGS = ((("global_batch_size",), ("num_steps_per_rollout",)),)
 
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): --batch-ramp, only
 # under grpo.
-APPLIES_ONLY_WITH = (
-    AppliesOnlyWith(
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[Any], ...] = (
+    AppliesOnlyWith[AlgorithmFlags](
         ("batch_ramp",),
         "--advantage-estimator grpo",
         lambda c: c.advantage_estimator == "grpo",
@@ -139,7 +143,7 @@ APPLIES_ONLY_WITH = (
 )
 # --max-tokens-per-gpu, only with --use-dynamic-batch-size: a tuple of its own, as
 # hyrl.config.conditional_flags checks it later than the row above.
-MICRO_BATCH_APPLIES_ONLY_WITH = (
+MICRO_BATCH_APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[MicroBatchFlags], ...] = (
     AppliesOnlyWith(
         ("max_tokens_per_gpu",),
         "--use-dynamic-batch-size",
@@ -150,7 +154,7 @@ MICRO_BATCH_APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: MicroBatchFlags) -> None:
     """The noise scale's EMA decay."""
     if c.noise_scale_beta is not None and not 0 <= c.noise_scale_beta < 1:
         _fail(
@@ -161,12 +165,12 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def resolve(cfg: RunConfig) -> dict[str, int]:
+def resolve(cfg: BatchFlags, *, algorithm: AlgorithmFlags) -> dict[str, int]:
     """The batch's flags not given: --global-batch-size (`resolve_global_batch_size`)."""
-    return {"global_batch_size": resolve_global_batch_size(cfg)}
+    return {"global_batch_size": resolve_global_batch_size(cfg, algorithm=algorithm)}
 
 
-def resolve_global_batch_size(cfg: RunConfig) -> int:
+def resolve_global_batch_size(cfg: BatchFlags, *, algorithm: AlgorithmFlags) -> int:
     """B, --global-batch-size: as given, else P x G / --num-steps-per-rollout when that is
     given, else P x G.
 
@@ -175,7 +179,7 @@ def resolve_global_batch_size(cfg: RunConfig) -> int:
     """
     p, g = cfg.rollout_batch_size, cfg.n_samples_per_prompt
     n = p * g
-    b, k = cfg.global_batch_size, cfg.num_steps_per_rollout
+    b, k = cfg.global_batch_size, algorithm.num_steps_per_rollout
     if k is not None:
         if k < 1:
             _fail("num_steps_per_rollout", k, "must be a positive count", "an integer >= 1")
@@ -200,22 +204,32 @@ def resolve_global_batch_size(cfg: RunConfig) -> int:
     return n if b is None else b
 
 
-def batch_view(c: RunConfig) -> BatchView:
-    """The batch's settings of a resolved config (B as `responses_per_step`)."""
+def batch_view(c: BatchFlags, *, micro_batch: MicroBatchFlags) -> BatchView:
+    """The batch's settings of a resolved config (B as `responses_per_step`); `micro_batch`:
+    its micro-batches' flags."""
     if c.global_batch_size is None:
         raise not_resolved(["global_batch_size"])
     return view(
-        BatchView, c, responses_per_step=c.global_batch_size, batch_schedule=batch_schedule(c)
+        BatchView,
+        c,
+        responses_per_step=c.global_batch_size,
+        batch_schedule=batch_schedule(c),
+        use_dynamic_batch_size=micro_batch.use_dynamic_batch_size,
+        qkv_format=micro_batch.qkv_format,
+        max_tokens_per_gpu=micro_batch.max_tokens_per_gpu,
+        noise_scale_beta=micro_batch.noise_scale_beta,
     )
 
 
-def optimizer_steps_per_rollout(c: RunConfig) -> int:
+def optimizer_steps_per_rollout(c: BatchFlags) -> int:
     """(P x G) // B: actor optimizer steps on each rollout's responses (B resolved or given;
     raises ValueError otherwise)."""
-    return batch_view(c).optimizer_steps_per_rollout
+    if c.global_batch_size is None:
+        raise not_resolved(["global_batch_size"])
+    return c.responses_per_rollout // c.global_batch_size
 
 
-def batch_schedule(c: RunConfig) -> str:
+def batch_schedule(c: BatchFlags) -> str:
     """How B changes during the run: --batch-schedule, or when not given ramp with
     --batch-ramp and fixed without."""
     if c.batch_schedule is not None:
@@ -223,10 +237,20 @@ def batch_schedule(c: RunConfig) -> str:
     return "ramp" if c.batch_ramp is not None else "fixed"
 
 
-def check_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> None:
+def check_batch(
+    c: BatchFlags,
+    given: BatchFlags,
+    world_size: int,
+    *,
+    algorithm: AlgorithmFlags,
+    parallel: ParallelFlags,
+) -> None:
     """B divides P x G and splits over the data-parallel ranks in whole micro-batches (`given`:
-    the config as parsed, to say where B came from)."""
+    the config as parsed, to say where B came from; `algorithm`: its --num-steps-per-rollout,
+    which resolution keeps as given)."""
     p, g, b = c.rollout_batch_size, c.n_samples_per_prompt, c.global_batch_size
+    if b is None:
+        raise not_resolved(["global_batch_size"])
     n = p * g
     if n % b != 0:
         _fail(
@@ -235,12 +259,12 @@ def check_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> None:
             f"P x G = {p} x {g} = {n} responses per rollout must be a multiple of B={b}",
             f"a divisor of {n}: {divisors(n)}",
         )
-    dp = c.data_parallel_size(world_size)
+    dp = parallel.data_parallel_size(world_size)
     if b % dp != 0:
         if given.global_batch_size is not None:
             origin = ""
-        elif given.num_steps_per_rollout is not None:
-            origin = f" (B = P x G / --num-steps-per-rollout={given.num_steps_per_rollout})"
+        elif algorithm.num_steps_per_rollout is not None:
+            origin = f" (B = P x G / --num-steps-per-rollout={algorithm.num_steps_per_rollout})"
         else:
             origin = " (B = P x G, the default)"
         _fail(
@@ -260,23 +284,35 @@ def check_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> None:
         )
 
 
-def check_micro_batch_groups(c: ResolvedConfig, world_size: int) -> None:
+def check_micro_batch_groups(
+    c: BatchFlags,
+    world_size: int,
+    *,
+    micro_batch: MicroBatchFlags,
+    model: ModelFlags,
+    parallel: ParallelFlags,
+    critic_global_batch_size: int | None,
+    critic_micro_batch_size: int | None,
+) -> None:
     """megatron-core 0.16.1's interleaved schedule runs micro-batches in groups of PP
     (microbatch_group_size_per_vp_stage, default PP) and refuses a count M that is not a
     multiple of PP (schedules.py, forward_backward_pipelining_with_interleaving). With fixed
     micro-batches the count of an optimizer step is B / (DP x micro batch): checked here.
     Token-packed micro-batches and other batch sizes of a schedule are padded with loss-free
-    ones at run time (pipeline.interleavable)."""
-    if c.virtual_pipeline_model_parallel_size is None or c.use_dynamic_batch_size:
+    ones at run time (pipeline.interleavable). `critic_global_batch_size` and
+    `critic_micro_batch_size`: the critic concern's, None without a critic."""
+    if virtual_pipeline_size(parallel, model) is None or micro_batch.use_dynamic_batch_size:
         return
-    pp, dp = c.pipeline_model_parallel_size, c.data_parallel_size(world_size)
+    if c.global_batch_size is None:
+        raise not_resolved(["global_batch_size"])
+    pp, dp = parallel.pipeline_model_parallel_size, parallel.data_parallel_size(world_size)
     batches = [("micro_batch_size", c.global_batch_size, c.micro_batch_size, "B")]
-    if c.critic_global_batch_size is not None and c.critic_micro_batch_size is not None:
+    if critic_global_batch_size is not None and critic_micro_batch_size is not None:
         batches.append(
             (
                 "critic_micro_batch_size",
-                c.critic_global_batch_size,
-                c.critic_micro_batch_size,
+                critic_global_batch_size,
+                critic_micro_batch_size,
                 "critic B",
             )
         )
@@ -297,7 +333,7 @@ def check_micro_batch_groups(c: ResolvedConfig, world_size: int) -> None:
             )
 
 
-def check_schedule(c: RunConfig) -> None:
+def check_schedule(c: BatchFlags) -> None:
     """--batch-schedule against --batch-ramp (under auto see `autopilot.check_autopilot`)."""
     schedule = batch_schedule(c)
     if schedule == "ramp" and c.batch_ramp is None:
@@ -316,16 +352,16 @@ def check_schedule(c: RunConfig) -> None:
         )
 
 
-def batch_ramp_unit(c: RunConfig, world_size: int) -> int:
+def batch_ramp_unit(c: BatchFlags, world_size: int, *, parallel: ParallelFlags) -> int:
     """Every B of a ramp must be a multiple of this: DP x micro batch divides it, and
     B x (optimizer steps per rollout) must be a whole number of prompt groups of G."""
     k = optimizer_steps_per_rollout(c)
-    dp = c.data_parallel_size(world_size)
+    dp = parallel.data_parallel_size(world_size)
     groups = c.n_samples_per_prompt // math.gcd(c.n_samples_per_prompt, k)
     return math.lcm(c.micro_batch_size * dp, groups)
 
 
-def check_ramp(c: ResolvedConfig, world_size: int) -> None:
+def check_ramp(c: BatchFlags, world_size: int, *, parallel: ParallelFlags) -> None:
     """--batch-ramp starts at B and ends at a B the layout can split (`batch_ramp_unit`)."""
     if c.batch_ramp is None:
         return
@@ -343,7 +379,7 @@ def check_ramp(c: ResolvedConfig, world_size: int) -> None:
             f"B={c.global_batch_size} of the first step",
             f"START = {c.global_batch_size}",
         )
-    unit = batch_ramp_unit(c, world_size)
+    unit = batch_ramp_unit(c, world_size, parallel=parallel)
     if end % unit:
         _fail(
             "batch_ramp",
@@ -354,8 +390,17 @@ def check_ramp(c: ResolvedConfig, world_size: int) -> None:
         )
 
 
-def check_token_budget(c: RunConfig) -> None:
-    """--max-tokens-per-gpu, which token-packed micro-batches need, fits the longest sequence."""
+def check_token_budget(
+    c: MicroBatchFlags,
+    *,
+    model: ModelFlags,
+    parallel: ParallelFlags,
+    data: DataFlags,
+    rollout_max_response_len: int,
+) -> None:
+    """--max-tokens-per-gpu, which token-packed micro-batches need, fits the longest sequence
+    (the prompt's and `rollout_max_response_len`, the rollout concern's
+    --rollout-max-response-len)."""
     if c.use_dynamic_batch_size and c.max_tokens_per_gpu is None:
         _fail(
             "max_tokens_per_gpu",
@@ -364,12 +409,12 @@ def check_token_budget(c: RunConfig) -> None:
             "a token count, e.g. --max-tokens-per-gpu 16384",
         )
     if c.max_tokens_per_gpu is not None:
-        budget, response = c.max_tokens_per_gpu, c.rollout_max_response_len
-        if c.rollout_max_prompt_len is not None:
-            longest = c.rollout_max_prompt_len + response
-            parts = f"--rollout-max-prompt-len={c.rollout_max_prompt_len} + "
-        elif c.task == "prompt_data":  # the prompts kept when loading fill the positions
-            longest = c.max_position_embeddings
+        budget, response = c.max_tokens_per_gpu, rollout_max_response_len
+        if data.rollout_max_prompt_len is not None:
+            longest = data.rollout_max_prompt_len + response
+            parts = f"--rollout-max-prompt-len={data.rollout_max_prompt_len} + "
+        elif data.task == "prompt_data":  # the prompts kept when loading fill the positions
+            longest = model.max_position_embeddings
             parts = (
                 f"a prompt of up to {longest - response} tokens (--max-position-embeddings="
                 f"{longest} less the response, no --rollout-max-prompt-len given) + "
@@ -378,7 +423,7 @@ def check_token_budget(c: RunConfig) -> None:
             longest = ARITH_PROMPT_TOKENS + response
             parts = f"the {ARITH_PROMPT_TOKENS}-token arithmetic prompt + "
         # a row is padded to a multiple of TP (sequence parallel splits it): what one row costs
-        tp = c.tensor_model_parallel_size
+        tp = parallel.tensor_model_parallel_size
         padded = -(-longest // tp) * tp
         if budget < padded:
             fits = budget // tp * tp  # the longest row the budget holds, padded
@@ -389,7 +434,7 @@ def check_token_budget(c: RunConfig) -> None:
             )
             shorter = (
                 f", or --rollout-max-prompt-len at most {fits - response}"
-                if c.task == "prompt_data" and fits > response
+                if data.task == "prompt_data" and fits > response
                 else ""
             )
             _fail(

@@ -9,13 +9,17 @@ import os
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from hyrl.config.concerns.algorithm import AlgorithmFlags
 from hyrl.config.concerns.optimizer import lr_schedule, rate_origin, resolve_rate
 from hyrl.config.errors import _fail, divisors, not_resolved
 from hyrl.config.kinds import AppliesOnlyWith, _changed, _opt, view
 from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule
 
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import ResolvedConfig, RunConfig
+if TYPE_CHECKING:
+    from hyrl.config.concerns.batch import BatchFlags
+    from hyrl.config.concerns.optimizer import OptimizerFlags
+    from hyrl.config.concerns.parallel import ParallelFlags
+    from hyrl.config.concerns.run import RunFlags
 
 
 @dataclass
@@ -125,10 +129,13 @@ POSITIVE_COUNTS = (
 EXCLUSIVE_FLAGS = (
     (("critic_lr",), ("critic_base_lr", "critic_base_global_batch_size", "critic_lr_scaling")),
 )
-# Under gae each critic setting not given takes the actor's value.
-CRITIC_FROM_ACTOR = {
+# Under gae each critic setting not given takes the actor's value: the batch's (`batch`) and
+# the optimizer's (`optimizer`).
+_FROM_ACTOR_BATCH = {
     "critic_global_batch_size": "global_batch_size",
     "critic_micro_batch_size": "micro_batch_size",
+}
+_FROM_ACTOR_OPTIMIZER = {
     "critic_lr": "lr",
     "critic_min_lr": "min_lr",
     "critic_lr_warmup_steps": "lr_warmup_steps",
@@ -136,6 +143,7 @@ CRITIC_FROM_ACTOR = {
     "critic_weight_decay": "weight_decay",
     "critic_clip_grad": "clip_grad",
 }
+CRITIC_FROM_ACTOR = {**_FROM_ACTOR_BATCH, **_FROM_ACTOR_OPTIMIZER}
 # Under gae these take a fixed value when not given.
 GAE_DEFAULTS = {"value_clip": 0.2}
 
@@ -144,8 +152,8 @@ _CRITIC_FLAGS = tuple(f.name for f in fields(CriticFlags))
 _PPO_ALGORITHM_FLAGS = ("gamma", "lambd", "normalize_advantages", "kl_coef")
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): the critic's flags
 # and the algorithm's PPO-only ones, only under gae.
-APPLIES_ONLY_WITH = (
-    AppliesOnlyWith(
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[Any], ...] = (
+    AppliesOnlyWith[AlgorithmFlags](
         _PPO_ALGORITHM_FLAGS + _CRITIC_FLAGS,
         "--advantage-estimator gae",
         lambda c: c.advantage_estimator != "grpo",
@@ -174,10 +182,10 @@ class CriticView:
     load: str | None
 
 
-def critic_view(c: RunConfig) -> CriticView | None:
+def critic_view(c: CriticFlags, *, algorithm: AlgorithmFlags) -> CriticView | None:
     """The critic's settings of a resolved config, typed; None under grpo (no critic). Raises
     ValueError under gae when resolve has not filled them."""
-    if c.advantage_estimator != "gae":
+    if algorithm.advantage_estimator != "gae":
         return None
     missing = [flag for flag in _RESOLVED.values() if getattr(c, flag) is None]
     if missing:
@@ -203,7 +211,7 @@ _RESOLVED = {
 }
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: CriticFlags, *, run: RunFlags) -> None:
     """The critic's settings as given (None: not given, resolved from the actor's value and
     checked there)."""
     for name in ("critic_lr", "critic_base_lr"):
@@ -237,52 +245,69 @@ def check_given(c: RunConfig) -> None:
             "must not be negative",
             "an integer >= 0",
         )
-    if not c.num_critic_only_steps < c.num_steps:
+    if not c.num_critic_only_steps < run.num_steps:
         _fail(
             "num_critic_only_steps",
             c.num_critic_only_steps,
-            f"the actor must train in at least one of the --num-steps={c.num_steps} rollout steps",
-            f"0 <= num_critic_only_steps < {c.num_steps}",
+            f"the actor must train in at least one of the --num-steps={run.num_steps} rollout "
+            "steps",
+            f"0 <= num_critic_only_steps < {run.num_steps}",
         )
 
 
-def resolve(c: ResolvedConfig) -> dict[str, Any]:
+def resolve(
+    c: CriticFlags, *, algorithm: AlgorithmFlags, batch: BatchFlags, optimizer: OptimizerFlags
+) -> dict[str, Any]:
     """Under --advantage-estimator gae, on a config whose actor side is resolved: each
     --critic-* setting not given takes the actor's value (CRITIC_FROM_ACTOR: --critic-lr <- the
     resolved --lr, the critic batch <- B, ...), except that --critic-base-lr, when given, sets
     the critic's rate as --base-lr does the actor's, from the critic batch (--critic-lr-scaling
     <- none, --critic-base-global-batch-size <- the critic batch); --value-clip <- 0.2;
     --critic-load stays none (the actor's initial weights). Under grpo: nothing (all stay
-    None). Raises ConfigError as `resolve_rate` does, for the --critic-* forms."""
-    if c.advantage_estimator != "gae":
+    None). Raises ConfigError as `resolve_rate` does, for the --critic-* forms, and
+    ValueError when the actor's B or rate is not resolved."""
+    if algorithm.advantage_estimator != "gae":
         return {}
+    if batch.global_batch_size is None:
+        raise not_resolved(["global_batch_size"])
+    if optimizer.lr is None:
+        raise not_resolved(["lr"])
     updates: dict[str, Any] = {
-        name: getattr(c, actor_name)
-        for name, actor_name in CRITIC_FROM_ACTOR.items()
+        name: getattr(actor, actor_name)
+        for actor, from_actor in ((batch, _FROM_ACTOR_BATCH), (optimizer, _FROM_ACTOR_OPTIMIZER))
+        for name, actor_name in from_actor.items()
         if getattr(c, name) is None
     }
-    batch = (
-        c.global_batch_size if c.critic_global_batch_size is None else c.critic_global_batch_size
+    critic_batch = (
+        batch.global_batch_size
+        if c.critic_global_batch_size is None
+        else c.critic_global_batch_size
     )
     updates["critic_lr"], updates["critic_base_global_batch_size"] = resolve_rate(
-        c, "critic_", batch, c.lr
+        c, "critic_", critic_batch, optimizer.lr
     )
     updates["critic_lr_scaling"] = c.critic_lr_scaling or "none"
     updates.update({k: v for k, v in GAE_DEFAULTS.items() if getattr(c, k) is None})
     return updates
 
 
-def check_min_lr(c: ResolvedConfig, given: RunConfig) -> None:
-    """The critic's minimum learning rate against its resolved peak rate (after scaling)."""
+def check_min_lr(
+    c: CriticFlags, given: CriticFlags, *, batch: BatchFlags, optimizer: OptimizerFlags
+) -> None:
+    """The critic's minimum learning rate against its resolved peak rate (after scaling;
+    `given`: as parsed)."""
     if c.critic_lr is None or c.critic_min_lr is None:
         return  # no critic
     if 0 <= c.critic_min_lr <= c.critic_lr:
         return
+    origin = rate_origin(
+        c, given, "critic_", batch=batch, critic_global_batch_size=c.critic_global_batch_size
+    )
     if given.critic_min_lr is not None:
         _fail(
             "critic_min_lr",
             c.critic_min_lr,
-            f"must lie between 0 and the critic's learning rate {rate_origin(c, given, 'critic_')}",
+            f"must lie between 0 and the critic's learning rate {origin}",
             f"0 <= critic_min_lr <= {c.critic_lr}",
         )
     if given.critic_lr is not None:
@@ -296,27 +321,34 @@ def check_min_lr(c: ResolvedConfig, given: RunConfig) -> None:
         _fail(
             "critic_base_lr",
             given.critic_base_lr,
-            f"scales to the critic learning rate {rate_origin(c, given, 'critic_')}, below "
+            f"scales to the critic learning rate {origin}, below "
             f"the critic's minimum learning rate {c.critic_min_lr}, taken from --min-lr",
             f"a larger --critic-base-lr, or set --critic-min-lr (0 <= critic_min_lr <= "
             f"{c.critic_lr})",
         )
     _fail(
         "min_lr",
-        c.min_lr,
-        f"must lie between 0 and the critic's learning rate {rate_origin(c, given, 'critic_')}",
+        optimizer.min_lr,
+        f"must lie between 0 and the critic's learning rate {origin}",
         f"0 <= min_lr <= {c.critic_lr}",
     )
 
 
-def check_critic_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> None:
+def check_critic_batch(
+    c: CriticFlags,
+    given: CriticFlags,
+    world_size: int,
+    *,
+    batch: BatchFlags,
+    parallel: ParallelFlags,
+) -> None:
     """The critic batch divides P x G and splits over the data-parallel ranks in whole critic
     micro-batches (`given`: as parsed, to say where a size came from)."""
     cb, cm = c.critic_global_batch_size, c.critic_micro_batch_size
     if cb is None:
         return  # no critic
     assert cm is not None, "resolve fills both critic batch sizes under gae"
-    p, g = c.rollout_batch_size, c.n_samples_per_prompt
+    p, g = batch.rollout_batch_size, batch.n_samples_per_prompt
     n = p * g
     origin = "" if given.critic_global_batch_size is not None else " (from --global-batch-size)"
     if n % cb != 0:
@@ -327,7 +359,7 @@ def check_critic_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> 
             f"batch {cb}{origin}",
             f"a divisor of {n}: {divisors(n)}",
         )
-    dp = c.data_parallel_size(world_size)
+    dp = parallel.data_parallel_size(world_size)
     if cb % dp != 0:
         _fail(
             "critic_global_batch_size",
@@ -346,7 +378,7 @@ def check_critic_batch(c: ResolvedConfig, given: RunConfig, world_size: int) -> 
         )
 
 
-def check_critic_load(c: RunConfig, files: bool = True) -> None:
+def check_critic_load(c: CriticFlags, files: bool = True) -> None:
     """--critic-load names a Hugging Face model directory; `files`: whether it must exist here."""
     if not files or c.critic_load is None:
         return

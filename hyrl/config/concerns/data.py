@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import AppliesOnlyWith, _on, _opt
 
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import ResolvedConfig, RunConfig
+if TYPE_CHECKING:
+    from hyrl.config.concerns.model import ModelFlags
 
 # The arithmetic task's prompt ("a+b=" style, with BOS) is this many tokens long.
 ARITH_PROMPT_TOKENS = 5
@@ -114,7 +114,7 @@ EXCLUSIVE_FLAGS = ((("rm_type",), ("custom_rm_path",)),)
 
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): the prompt files'
 # settings, only with --task prompt_data.
-APPLIES_ONLY_WITH = (
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[DataFlags], ...] = (
     AppliesOnlyWith(
         ("prompt_data", "tokenizer_path", "eval_prompt_data", "rollout_max_prompt_len"),
         "--task prompt_data",
@@ -133,7 +133,7 @@ APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: DataFlags) -> None:
     """The held-out fraction."""
     if not 0 <= c.task_eval_fraction < 1:
         _fail(
@@ -144,7 +144,7 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def resolve(cfg: RunConfig) -> dict[str, Any]:
+def resolve(cfg: DataFlags) -> dict[str, Any]:
     """--task <- prompt_data when --prompt-data is given, else arith_mod10; --rm-type <-
     exact_match for arith_mod10 (unless --custom-rm-path)."""
     updates: dict[str, Any] = {}
@@ -159,8 +159,11 @@ def resolve(cfg: RunConfig) -> dict[str, Any]:
     return updates
 
 
-def check_task(c: ResolvedConfig) -> None:
-    """The arithmetic task's operands, held-out split, positions and vocabulary."""
+def check_task(
+    c: DataFlags, *, model: ModelFlags, eval_interval: int, rollout_max_response_len: int
+) -> None:
+    """The arithmetic task's operands, held-out split, positions and vocabulary
+    (`eval_interval` and `rollout_max_response_len`: evaluation's and rollout's flags)."""
     if c.task == "arith_mod10":
         if not 1 <= c.task_max_operand <= 9:
             _fail(
@@ -171,7 +174,7 @@ def check_task(c: ResolvedConfig) -> None:
             )
         n = (c.task_max_operand + 1) ** 2
         # The same split as hyrl.data.arith.ArithTask; prompts are held out only when evaluating.
-        n_eval = round(c.task_eval_fraction * n) if c.eval_interval > 0 else 0
+        n_eval = round(c.task_eval_fraction * n) if eval_interval > 0 else 0
         allowed = (
             f"0 (evaluate on the training prompts), or a fraction holding out between 1 "
             f"and {n - 1} of the {n} prompts (round(fraction x {n})), e.g. {1 / n:.3g} "
@@ -185,29 +188,29 @@ def check_task(c: ResolvedConfig) -> None:
                 f"{c.task_max_operand}), leaving {n - n_eval} for training",
                 allowed,
             )
-        if c.eval_interval > 0 and c.task_eval_fraction > 0 and n_eval < 1:
+        if eval_interval > 0 and c.task_eval_fraction > 0 and n_eval < 1:
             _fail(
                 "task_eval_fraction",
                 c.task_eval_fraction,
                 f"holds out {n_eval} of the {n} prompts (--task-max-operand="
-                f"{c.task_max_operand}), so evaluation (--eval-interval={c.eval_interval}) "
+                f"{c.task_max_operand}), so evaluation (--eval-interval={eval_interval}) "
                 "has none",
                 allowed,
             )
-        if c.max_position_embeddings < ARITH_PROMPT_TOKENS + c.rollout_max_response_len:
+        if model.max_position_embeddings < ARITH_PROMPT_TOKENS + rollout_max_response_len:
             _fail(
                 "rollout_max_response_len",
-                c.rollout_max_response_len,
+                rollout_max_response_len,
                 f"a {ARITH_PROMPT_TOKENS}-token prompt plus the response exceeds "
-                f"--max-position-embeddings={c.max_position_embeddings}",
-                f"at most {c.max_position_embeddings - ARITH_PROMPT_TOKENS} "
+                f"--max-position-embeddings={model.max_position_embeddings}",
+                f"at most {model.max_position_embeddings - ARITH_PROMPT_TOKENS} "
                 f"(--max-position-embeddings - {ARITH_PROMPT_TOKENS}), or a larger "
                 "--max-position-embeddings",
             )
-    if c.task == "arith_mod10" and c.vocab_size < TASK_VOCAB_SIZE:
+    if c.task == "arith_mod10" and model.vocab_size < TASK_VOCAB_SIZE:
         _fail(
             "vocab_size",
-            c.vocab_size,
+            model.vocab_size,
             f"smaller than the task tokenizer's {TASK_VOCAB_SIZE} tokens",
             f"an integer >= {TASK_VOCAB_SIZE}",
         )
@@ -223,15 +226,17 @@ def _check_data_file(flag_field: str, path: str, shown: Any = None, exists: bool
         _fail(flag_field, shown, f"{path!r} does not exist", allowed)
 
 
-def check_prompts_and_rewards(c: ResolvedConfig, files: bool = True) -> None:
+def check_prompts_and_rewards(
+    c: DataFlags, files: bool = True, *, model: ModelFlags, eval_interval: int
+) -> None:
     """The task's data, tokenizer and reward (run on a resolved config: task is set); `files`:
     whether the data files and the tokenizer directory must exist here (not under --dry-run,
-    which plans from any machine)."""
+    which plans from any machine); `eval_interval`: evaluation's flag."""
     if c.task == "prompt_data":
         if c.prompt_data is None:
             _fail("task", c.task, "needs the prompts", "--prompt-data FILE")
         _check_data_file("prompt_data", c.prompt_data, exists=files)
-        if c.tokenizer_path is None and c.hf_checkpoint is None:
+        if c.tokenizer_path is None and model.hf_checkpoint is None:
             _fail(
                 "tokenizer_path",
                 "none",
@@ -252,11 +257,11 @@ def check_prompts_and_rewards(c: ResolvedConfig, files: bool = True) -> None:
                 "--prompt-data needs a reward function",
                 "exact_match, math, mcq, logic, or --custom-rm-path module:function",
             )
-        if c.eval_interval > 0 and c.eval_prompt_data is None:
+        if eval_interval > 0 and c.eval_prompt_data is None:
             _fail(
                 "eval_prompt_data",
                 "none",
-                f"--eval-interval={c.eval_interval} evaluates "
+                f"--eval-interval={eval_interval} evaluates "
                 "held-out prompts, and --prompt-data has no held-out split",
                 "--eval-prompt-data NAME FILE [NAME FILE ...], or --eval-interval 0",
             )
@@ -300,11 +305,11 @@ def check_prompts_and_rewards(c: ResolvedConfig, files: bool = True) -> None:
             _fail("eval_prompt_data", shown, "a NAME appears twice", "distinct names")
 
 
-def check_prompt_lengths(c: ResolvedConfig) -> None:
+def check_prompt_lengths(c: DataFlags, *, model: ModelFlags, rollout_max_response_len: int) -> None:
     """A --prompt-data prompt and its response fit the positions: the response leaves at least
     1 token for a prompt, and --rollout-max-prompt-len plus the response fit. (The arithmetic
-    task's fixed prompt is check_task's.)"""
-    positions, response = c.max_position_embeddings, c.rollout_max_response_len
+    task's fixed prompt is check_task's.) `rollout_max_response_len`: rollout's flag."""
+    positions, response = model.max_position_embeddings, rollout_max_response_len
     if c.task == "prompt_data" and response >= positions:
         _fail(
             "rollout_max_response_len",

@@ -13,8 +13,10 @@ from hyrl.config.kinds import AppliesOnlyWith, _changed, _on, _opt
 from hyrl.config.target import TARGET_ALLOWED, TargetSyntaxError
 from hyrl.config.target import parse_target as _parse_target
 
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import ResolvedConfig, RunConfig
+if TYPE_CHECKING:
+    from hyrl.config.concerns.data import DataFlags
+    from hyrl.config.concerns.model import ModelFlags
+    from hyrl.config.concerns.rollout import RolloutFlags
 
 
 @dataclass
@@ -87,7 +89,7 @@ POSITIVE_COUNTS = ("n_samples_per_eval_prompt", "eval_max_response_len")
 
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): evaluation's
 # settings, only when it runs.
-APPLIES_ONLY_WITH = (
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[EvalFlags], ...] = (
     AppliesOnlyWith(
         ("eval_pass_k", "eval_pass_threshold", "eval_max_response_len"),
         "--eval-interval N (N > 0)",
@@ -99,7 +101,7 @@ APPLIES_ONLY_WITH = (
 )
 # --stop-at-target, only with --target: a tuple of its own, as hyrl.config.conditional_flags
 # checks it earlier than the row above.
-TARGET_APPLIES_ONLY_WITH = (
+TARGET_APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[EvalFlags], ...] = (
     AppliesOnlyWith(
         ("stop_at_target",),
         "--target",
@@ -111,7 +113,7 @@ TARGET_APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: EvalFlags) -> None:
     """The evaluation interval and temperature."""
     if c.eval_interval < 0:
         _fail(
@@ -129,14 +131,14 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def resolve(cfg: RunConfig) -> dict[str, Any]:
+def resolve(cfg: EvalFlags, *, rollout: RolloutFlags) -> dict[str, Any]:
     """--eval-temperature <- --rollout-temperature."""
     if cfg.eval_temperature is None:
-        return {"eval_temperature": cfg.rollout_temperature}
+        return {"eval_temperature": rollout.rollout_temperature}
     return {}
 
 
-def eval_pass_ks(cfg: RunConfig) -> list[int]:
+def eval_pass_ks(cfg: EvalFlags) -> list[int]:
     """The k values of pass@k, ascending: --eval-pass-k, or 1, 2, 4, ... below n and n itself
     (n = --n-samples-per-eval-prompt; the powers of 2 verl logs, with pass@1 added). Raises
     ConfigError when --eval-pass-k is not distinct integers in [1, n]."""
@@ -167,44 +169,44 @@ def eval_pass_ks(cfg: RunConfig) -> list[int]:
     return sorted(ks)
 
 
-def eval_max_response_len(cfg: RunConfig) -> int:
+def eval_max_response_len(cfg: EvalFlags, *, rollout: RolloutFlags) -> int:
     """The longest response evaluation generates: --eval-max-response-len, or
     --rollout-max-response-len when not given."""
     if cfg.eval_max_response_len is None:
-        return cfg.rollout_max_response_len
+        return rollout.rollout_max_response_len
     return cfg.eval_max_response_len
 
 
-def check_eval(c: ResolvedConfig) -> None:
+def check_eval(c: EvalFlags, *, model: ModelFlags, data: DataFlags, rollout: RolloutFlags) -> None:
     """pass@k's k values, and the evaluation's response length against the positions (on a
     resolved config: --task is set)."""
     eval_pass_ks(c)
     if c.eval_max_response_len is not None:
-        if c.task == "arith_mod10":
+        if data.task == "arith_mod10":
             prompt_len, what = ARITH_PROMPT_TOKENS, f"a {ARITH_PROMPT_TOKENS}-token prompt"
-        elif c.rollout_max_prompt_len is not None:
-            prompt_len = c.rollout_max_prompt_len
+        elif data.rollout_max_prompt_len is not None:
+            prompt_len = data.rollout_max_prompt_len
             what = f"a prompt of --rollout-max-prompt-len={prompt_len} tokens"
         else:
-            prompt_len = c.max_position_embeddings - c.rollout_max_response_len
+            prompt_len = model.max_position_embeddings - rollout.rollout_max_response_len
             what = (
                 f"a prompt of up to {prompt_len} tokens (--max-position-embeddings="
-                f"{c.max_position_embeddings} - --rollout-max-response-len="
-                f"{c.rollout_max_response_len}, the prompts kept when loading)"
+                f"{model.max_position_embeddings} - --rollout-max-response-len="
+                f"{rollout.rollout_max_response_len}, the prompts kept when loading)"
             )
-        if prompt_len + c.eval_max_response_len > c.max_position_embeddings:
-            room = c.max_position_embeddings - c.eval_max_response_len  # for the prompt
+        if prompt_len + c.eval_max_response_len > model.max_position_embeddings:
+            room = model.max_position_embeddings - c.eval_max_response_len  # for the prompt
             shorter = (
                 f", or --rollout-max-prompt-len at most {room} (drops longer prompts)"
-                if c.task == "prompt_data" and room >= 1
+                if data.task == "prompt_data" and room >= 1
                 else ""
             )
             _fail(
                 "eval_max_response_len",
                 c.eval_max_response_len,
                 f"{what} plus the response exceeds "
-                f"--max-position-embeddings={c.max_position_embeddings}",
-                f"at most {c.max_position_embeddings - prompt_len}, or none "
+                f"--max-position-embeddings={model.max_position_embeddings}",
+                f"at most {model.max_position_embeddings - prompt_len}, or none "
                 f"(= --rollout-max-response-len){shorter}",
             )
 
@@ -218,7 +220,7 @@ def parse_target(text: str) -> tuple[str, float]:
         raise ConfigError("--target", text, err.problem, TARGET_ALLOWED) from None
 
 
-def check_target(c: RunConfig) -> None:
+def check_target(c: EvalFlags) -> None:
     """--target names a metric the run logs."""
     if c.target is None:
         return

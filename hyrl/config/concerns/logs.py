@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import AppliesOnlyWith, _changed, _opt
-
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
 
 
 @dataclass
@@ -117,7 +113,7 @@ POSITIVE_COUNTS = ("log_interval",)
 
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): the wandb mirror's
 # settings, only with --log-wandb.
-APPLIES_ONLY_WITH = (
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[LogFlags], ...] = (
     AppliesOnlyWith(
         ("wandb_exp_name", "wandb_entity", "wandb_group", "wandb_mode", "wandb_tags"),
         "--log-wandb",
@@ -137,13 +133,13 @@ APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: LogFlags) -> None:
     """The heartbeat interval."""
     if c.log_interval_s is not None and not c.log_interval_s > 0:
         _fail("log_interval_s", c.log_interval_s, "must be positive", "seconds > 0, or none")
 
 
-def check_tensorboard_dir(c: RunConfig) -> None:
+def check_tensorboard_dir(c: LogFlags) -> None:
     """--tensorboard-dir names a directory."""
     if c.tensorboard_dir is not None:
         if not c.tensorboard_dir:

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
+from hyrl.config.concerns.parallel import ParallelFlags
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import AppliesOnlyWith, _changed, _on, _opt
-
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
 
 
 @dataclass
@@ -77,8 +75,8 @@ class MismatchView:
 
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): each correction's
 # settings, only with it on; routing replay and its measurement, only without a pipeline.
-APPLIES_ONLY_WITH = (
-    AppliesOnlyWith(
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[Any], ...] = (
+    AppliesOnlyWith[MismatchFlags](
         ("tis_clip",),
         "--use-tis",
         lambda c: c.use_tis,
@@ -86,7 +84,7 @@ APPLIES_ONLY_WITH = (
         "add --use-tis, or remove it",
         _changed,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[MismatchFlags](
         ("mis_low", "mis_high", "mis_level"),
         "--use-mis",
         lambda c: c.use_mis,
@@ -94,7 +92,7 @@ APPLIES_ONLY_WITH = (
         "add --use-mis, or remove it",
         _changed,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[ParallelFlags](
         ("use_rollout_routing_replay", "measure_routing_mismatch"),
         "--pipeline-model-parallel-size 1",
         lambda c: c.pipeline_model_parallel_size == 1,
@@ -106,7 +104,7 @@ APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: MismatchFlags) -> None:
     """The importance weights' bounds."""
     if not c.tis_clip >= 1:
         _fail(
@@ -132,21 +130,24 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def engine_returns_routing(c: RunConfig) -> bool:
+def engine_returns_routing(c: MismatchFlags) -> bool:
     """Whether the engines return the experts they routed each token to."""
     return bool(c.use_rollout_routing_replay or c.measure_routing_mismatch)
 
 
-def check_routing_replay(c: RunConfig) -> None:
+def check_routing_replay(
+    c: MismatchFlags, *, rollout_engine: str, sglang_server_args: str | None
+) -> None:
     """SGLang's expert-parallel load balancer and redundant experts make the ids a server
-    returns physical expert slots, not the model's experts: replay would use wrong experts."""
+    returns physical expert slots, not the model's experts: replay would use wrong experts.
+    `rollout_engine` and `sglang_server_args` are the rollout concern's flags."""
 
-    if not engine_returns_routing(c) or c.rollout_engine != "sglang":
+    if not engine_returns_routing(c) or rollout_engine != "sglang":
         return
     switch = (
         "use_rollout_routing_replay" if c.use_rollout_routing_replay else "measure_routing_mismatch"
     )
-    tokens = shlex.split(c.sglang_server_args or "")
+    tokens = shlex.split(sglang_server_args or "")
     for i, token in enumerate(tokens):
         flag, _, value = token.partition("=")
         if not value and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import _opt
-
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
 
 
 @dataclass
@@ -124,7 +120,7 @@ POSITIVE_COUNTS = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: ModelFlags) -> None:
     """The model's numerics."""
     if not c.norm_epsilon > 0:
         _fail("norm_epsilon", c.norm_epsilon, "must be positive", "a number > 0")
@@ -132,7 +128,7 @@ def check_given(c: RunConfig) -> None:
         _fail("rotary_base", c.rotary_base, "must be positive", "a number > 0")
 
 
-def check_kernels(c: RunConfig) -> None:
+def check_kernels(c: ModelFlags) -> None:
     """Kernel choices the layer spec must support (model.build_gpt_model picks the spec; what
     depends on this machine's Transformer Engine is backend.check_machine's)."""
     if c.moe_permute_fusion and c.transformer_impl == "local":
@@ -155,7 +151,7 @@ def check_kernels(c: RunConfig) -> None:
         )
 
 
-def check_hf_checkpoint(c: RunConfig, files: bool = True) -> None:
+def check_hf_checkpoint(c: ModelFlags, files: bool = True) -> None:
     """--hf-checkpoint names a Hugging Face model directory (its config.json is compared with
     the model flags by the preflight); `files`: whether it must exist here."""
     if files and c.hf_checkpoint is not None:

@@ -13,8 +13,9 @@ from hyrl.config.errors import _fail, flag_name, not_resolved
 from hyrl.config.kinds import _opt
 from hyrl.config.schedules import LR_SCALING_EXPONENTS, LrSchedule, scaled_lr
 
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import ResolvedConfig, RunConfig
+if TYPE_CHECKING:
+    from hyrl.config.concerns.batch import BatchFlags
+    from hyrl.config.concerns.run import RunFlags
 
 # Peak learning rate when neither --lr nor --base-lr is given (per optimizer step).
 DEFAULT_LR = 3e-4
@@ -95,7 +96,7 @@ POSITIVE_COUNTS = ("base_global_batch_size",)
 EXCLUSIVE_FLAGS = ((("lr",), ("base_lr", "base_global_batch_size", "lr_scaling")),)
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: OptimizerFlags, *, run: RunFlags) -> None:
     """The optimizer's settings as given (--min-lr against the resolved rate: `check_min_lr`)."""
     for name in ("lr", "base_lr"):
         value = getattr(c, name)
@@ -105,12 +106,12 @@ def check_given(c: RunConfig) -> None:
         _fail("min_lr", c.min_lr, "must not be negative", "a number >= 0")
     if c.lr_warmup_steps < 0:
         _fail("lr_warmup_steps", c.lr_warmup_steps, "must not be negative", "an integer >= 0")
-    if not c.lr_warmup_steps < c.num_steps:
+    if not c.lr_warmup_steps < run.num_steps:
         _fail(
             "lr_warmup_steps",
             c.lr_warmup_steps,
-            f"warmup must end before the run does (--num-steps={c.num_steps})",
-            f"0 <= lr_warmup_steps < {c.num_steps}",
+            f"warmup must end before the run does (--num-steps={run.num_steps})",
+            f"0 <= lr_warmup_steps < {run.num_steps}",
         )
     if not c.weight_decay >= 0:
         _fail("weight_decay", c.weight_decay, "must not be negative", "a number >= 0")
@@ -123,9 +124,7 @@ def check_given(c: RunConfig) -> None:
         _fail("clip_grad", c.clip_grad, "must not be negative", "a number >= 0 (0 = no clipping)")
 
 
-def resolve_rate(
-    cfg: RunConfig, prefix: str, batch: int, fallback: float
-) -> tuple[float, int | None]:
+def resolve_rate(cfg: object, prefix: str, batch: int, fallback: float) -> tuple[float, int | None]:
     """(learning rate, reference batch B0) of the actor (prefix "") or the critic ("critic_").
 
     With --base-lr: LR0 x (B / B0)^k (see `scaled_lr`), B0 = B when not given; a --lr given as
@@ -174,16 +173,16 @@ def resolve_rate(
     return rate, ref_b
 
 
-def resolve(c: RunConfig) -> dict[str, Any]:
+def resolve(c: OptimizerFlags, *, batch: BatchFlags) -> dict[str, Any]:
     """The actor's rate on a config whose B is resolved: --lr, or --base-lr scaled to B from
     --base-global-batch-size (B0 <- B when not given), else DEFAULT_LR (`resolve_rate`)."""
-    if c.global_batch_size is None:
+    if batch.global_batch_size is None:
         raise ValueError("the rate is scaled to the resolved B: resolve the batch first")
-    lr, base_batch = resolve_rate(c, "", c.global_batch_size, DEFAULT_LR)
+    lr, base_batch = resolve_rate(c, "", batch.global_batch_size, DEFAULT_LR)
     return {"lr": lr, "base_global_batch_size": base_batch}
 
 
-def lr_schedule(c: RunConfig, prefix: str) -> LrSchedule:
+def lr_schedule(c: object, prefix: str) -> LrSchedule:
     """The learning-rate schedule a resolved config gives the actor (prefix "") or, under gae,
     the critic ("critic_"), with its fields' resolved types. Raises ValueError when resolve
     has not filled them (a config not resolved, or the critic's under grpo)."""
@@ -209,36 +208,48 @@ def lr_schedule(c: RunConfig, prefix: str) -> LrSchedule:
     )
 
 
-def rate_origin(c: RunConfig, given: RunConfig, prefix: str) -> str:
-    """Where the resolved learning rate of the actor ("") or the critic ("critic_") came from."""
+def rate_origin(
+    c: object,
+    given: object,
+    prefix: str,
+    *,
+    batch: BatchFlags,
+    critic_global_batch_size: int | None,
+) -> str:
+    """Where the resolved learning rate of the actor ("") or the critic ("critic_") came from
+    (`critic_global_batch_size`: the critic's B, read for the critic only)."""
     lr = getattr(c, prefix + "lr")
     if getattr(given, prefix + "lr") is not None:
         return f"{flag_name(prefix + 'lr')}={lr}"
     base_lr = getattr(given, prefix + "base_lr")
     if base_lr is not None:
-        batch = c.global_batch_size if not prefix else c.critic_global_batch_size
+        to_batch = batch.global_batch_size if not prefix else critic_global_batch_size
         return (
             f"{lr:.6g} ({flag_name(prefix + 'base_lr')}={base_lr} scaled "
             f"{getattr(c, prefix + 'lr_scaling')} from B0="
-            f"{getattr(c, prefix + 'base_global_batch_size')} to B={batch})"
+            f"{getattr(c, prefix + 'base_global_batch_size')} to B={to_batch})"
         )
     if prefix:
-        return f"{lr} (from the actor's learning rate, {rate_origin(c, given, '')})"
+        actor = rate_origin(c, given, "", batch=batch, critic_global_batch_size=None)
+        return f"{lr} (from the actor's learning rate, {actor})"
     return f"{lr} (the default --lr)"
 
 
-def check_min_lr(c: ResolvedConfig, given: RunConfig) -> None:
+def check_min_lr(c: OptimizerFlags, given: OptimizerFlags, *, batch: BatchFlags) -> None:
     """--min-lr against the resolved peak rate (after scaling; `given`: as parsed)."""
+    if c.lr is None:
+        raise not_resolved(["lr"])
     if not 0 <= c.min_lr <= c.lr:
+        origin = rate_origin(c, given, "", batch=batch, critic_global_batch_size=None)
         _fail(
             "min_lr",
             c.min_lr,
-            f"must lie between 0 and the learning rate {rate_origin(c, given, '')}",
+            f"must lie between 0 and the learning rate {origin}",
             f"0 <= min_lr <= {c.lr}",
         )
 
 
-def check_rate_given_once(given: RunConfig, prefix: str) -> None:
+def check_rate_given_once(given: object, prefix: str) -> None:
     """On the command line a rate of the actor (prefix "") or the critic ("critic_") is either
     fixed (--lr) or derived (--base-lr), never both.
 

@@ -11,7 +11,7 @@ from hyrl.config.errors import _fail, divisors
 from hyrl.config.kinds import AppliesOnlyWith, _on, _opt, _set
 
 if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
+    from hyrl.config.concerns.model import ModelFlags
 
 
 @dataclass
@@ -127,6 +127,17 @@ class ParallelFlags:
         return world_size // (self.tensor_model_parallel_size * self.pipeline_model_parallel_size)
 
 
+def virtual_pipeline_size(c: ParallelFlags, model: ModelFlags) -> int | None:
+    """V model chunks per pipeline rank (megatron's virtual_pipeline_model_parallel_size),
+    from either virtual-stage flag; None without them (one chunk)."""
+    if c.num_virtual_stages_per_pipeline_rank is not None:
+        return c.num_virtual_stages_per_pipeline_rank
+    if c.num_layers_per_virtual_pipeline_stage is None:
+        return None
+    layers_per_rank = model.num_layers // c.pipeline_model_parallel_size
+    return layers_per_rank // c.num_layers_per_virtual_pipeline_stage
+
+
 @dataclass(frozen=True)
 class ParallelView:
     """The parallelism concern's settings, resolved (`ResolvedConfig.parallel`): megatron's
@@ -164,7 +175,7 @@ POSITIVE_COUNTS = (
 
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): the virtual
 # pipeline stages, only with a pipeline; --sequence-parallel, only with tensor parallelism.
-APPLIES_ONLY_WITH = (
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[ParallelFlags], ...] = (
     AppliesOnlyWith(
         ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank"),
         "--pipeline-model-parallel-size > 1",
@@ -185,7 +196,7 @@ APPLIES_ONLY_WITH = (
 )
 # The recompute settings, only with --recompute-granularity full: a tuple of their own, as
 # hyrl.config.conditional_flags checks them later than the rows above.
-RECOMPUTE_APPLIES_ONLY_WITH = (
+RECOMPUTE_APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[ParallelFlags], ...] = (
     AppliesOnlyWith(
         ("recompute_method", "recompute_num_layers"),
         "--recompute-granularity full",
@@ -196,7 +207,7 @@ RECOMPUTE_APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: ParallelFlags) -> None:
     """The collectives' timeout."""
     if not c.distributed_timeout_minutes > 0:
         _fail(
@@ -207,17 +218,20 @@ def check_given(c: RunConfig) -> None:
         )
 
 
-def check_layout(c: RunConfig, world_size: int) -> None:
+def check_layout(
+    c: ParallelFlags, world_size: int, *, model: ModelFlags, noise_scale_beta: float | None
+) -> None:
     """TP, PP and EP against the world size and the model's layers, heads, vocabulary and
-    experts; sequence parallelism under MoE with TP; DDP's overlapped reduction and buckets."""
+    experts; sequence parallelism under MoE with TP; DDP's overlapped reduction (against
+    `noise_scale_beta`, the batch concern's --noise-scale-beta) and buckets."""
     tp, pp = c.tensor_model_parallel_size, c.pipeline_model_parallel_size
     ep, etp = c.expert_model_parallel_size, c.expert_tensor_parallel_size
-    if c.num_layers % pp != 0:
+    if model.num_layers % pp != 0:
         _fail(
             "pipeline_model_parallel_size",
             pp,
-            f"{c.num_layers} layers (--num-layers) do not split evenly into {pp} stages",
-            f"a PP dividing {c.num_layers}: {divisors(c.num_layers)}",
+            f"{model.num_layers} layers (--num-layers) do not split evenly into {pp} stages",
+            f"a PP dividing {model.num_layers}: {divisors(model.num_layers)}",
         )
     if world_size % (tp * pp) != 0:
         _fail(
@@ -226,41 +240,41 @@ def check_layout(c: RunConfig, world_size: int) -> None:
             f"world size {world_size} is not divisible by TP x PP = {tp} x {pp} = {tp * pp}",
             f"TP x PP dividing the world size {world_size}: TP in {divisors(world_size)}",
         )
-    if c.num_attention_heads % tp != 0:
+    if model.num_attention_heads % tp != 0:
         _fail(
             "tensor_model_parallel_size",
             tp,
-            f"{c.num_attention_heads} attention heads (--num-attention-heads) do not split "
+            f"{model.num_attention_heads} attention heads (--num-attention-heads) do not split "
             f"evenly over TP={tp}",
-            f"a TP dividing {c.num_attention_heads}: {divisors(c.num_attention_heads)}",
+            f"a TP dividing {model.num_attention_heads}: {divisors(model.num_attention_heads)}",
         )
-    if c.num_query_groups % tp != 0:
+    if model.num_query_groups % tp != 0:
         _fail(
             "tensor_model_parallel_size",
             tp,
-            f"{c.num_query_groups} query groups (--num-query-groups) do not split evenly "
+            f"{model.num_query_groups} query groups (--num-query-groups) do not split evenly "
             f"over TP={tp}",
-            f"a TP dividing {c.num_query_groups}: {divisors(c.num_query_groups)}",
+            f"a TP dividing {model.num_query_groups}: {divisors(model.num_query_groups)}",
         )
-    if c.num_attention_heads % c.num_query_groups != 0:
+    if model.num_attention_heads % model.num_query_groups != 0:
         _fail(
             "num_query_groups",
-            c.num_query_groups,
-            f"{c.num_attention_heads} attention heads do not split evenly into "
-            f"{c.num_query_groups} query groups",
-            f"a divisor of {c.num_attention_heads}: {divisors(c.num_attention_heads)}",
+            model.num_query_groups,
+            f"{model.num_attention_heads} attention heads do not split evenly into "
+            f"{model.num_query_groups} query groups",
+            f"a divisor of {model.num_attention_heads}: {divisors(model.num_attention_heads)}",
         )
-    if c.vocab_size % tp != 0:
+    if model.vocab_size % tp != 0:
         _fail(
             "vocab_size",
-            c.vocab_size,
+            model.vocab_size,
             f"the vocabulary does not split evenly over TP={tp}",
             f"a multiple of {tp}",
         )
-    if c.ffn_hidden_size % tp != 0:
+    if model.ffn_hidden_size % tp != 0:
         _fail(
             "ffn_hidden_size",
-            c.ffn_hidden_size,
+            model.ffn_hidden_size,
             f"does not split evenly over TP={tp}",
             f"a multiple of {tp}",
         )
@@ -271,26 +285,26 @@ def check_layout(c: RunConfig, world_size: int) -> None:
             "expert tensor parallelism other than 1 is not supported yet",
             "1",
         )
-    if c.moe_ffn_hidden_size % etp != 0:
+    if model.moe_ffn_hidden_size % etp != 0:
         _fail(
             "moe_ffn_hidden_size",
-            c.moe_ffn_hidden_size,
+            model.moe_ffn_hidden_size,
             f"does not split evenly over expert TP={etp}",
             f"a multiple of {etp}",
         )
-    if c.num_experts % ep != 0:
+    if model.num_experts % ep != 0:
         _fail(
             "expert_model_parallel_size",
             ep,
-            f"{c.num_experts} experts (--num-experts) do not split evenly over EP={ep}",
-            f"an EP dividing {c.num_experts}: {divisors(c.num_experts)}",
+            f"{model.num_experts} experts (--num-experts) do not split evenly over EP={ep}",
+            f"an EP dividing {model.num_experts}: {divisors(model.num_experts)}",
         )
-    if c.moe_router_topk > c.num_experts:
+    if model.moe_router_topk > model.num_experts:
         _fail(
             "moe_router_topk",
-            c.moe_router_topk,
-            f"cannot route each token to more than the {c.num_experts} experts",
-            f"1 <= topk <= {c.num_experts}",
+            model.moe_router_topk,
+            f"cannot route each token to more than the {model.num_experts} experts",
+            f"1 <= topk <= {model.num_experts}",
         )
     if (world_size // pp) % (ep * etp) != 0:
         _fail(
@@ -300,7 +314,7 @@ def check_layout(c: RunConfig, world_size: int) -> None:
             f"divisible by EP x expert TP = {ep} x {etp} = {ep * etp}",
             f"an EP dividing {world_size // pp}",
         )
-    if tp > 1 and c.num_experts > 0 and not c.sequence_parallel:
+    if tp > 1 and model.num_experts > 0 and not c.sequence_parallel:
         _fail(
             "sequence_parallel",
             c.sequence_parallel,
@@ -308,11 +322,11 @@ def check_layout(c: RunConfig, world_size: int) -> None:
             "add --sequence-parallel",
         )
     dp = c.data_parallel_size(world_size)
-    if c.overlap_grad_reduce and dp > 1 and c.noise_scale_beta is not None:
+    if c.overlap_grad_reduce and dp > 1 and noise_scale_beta is not None:
         _fail(
             "overlap_grad_reduce",
             c.overlap_grad_reduce,
-            f"the gradient noise scale (--noise-scale-beta={c.noise_scale_beta}) reads each "
+            f"the gradient noise scale (--noise-scale-beta={noise_scale_beta}) reads each "
             f"data-parallel rank's gradient before the reduction (DP={dp}), which an overlapped "
             "reduction overwrites as it runs",
             "--noise-scale-beta none, or no --overlap-grad-reduce",
@@ -326,7 +340,7 @@ def check_layout(c: RunConfig, world_size: int) -> None:
         )
 
 
-def check_virtual_pipeline(c: RunConfig) -> None:
+def check_virtual_pipeline(c: ParallelFlags, *, model: ModelFlags) -> None:
     """Virtual pipeline stages (megatron's interleaved schedule): each pipeline rank's L / PP
     layers split into V >= 2 chunks of N layers (PP > 1: `APPLIES_ONLY_WITH`)."""
     per_layer = c.num_layers_per_virtual_pipeline_stage
@@ -334,7 +348,7 @@ def check_virtual_pipeline(c: RunConfig) -> None:
     if per_layer is None and per_rank is None:
         return
     pp = c.pipeline_model_parallel_size
-    layers_per_rank = c.num_layers // pp
+    layers_per_rank = model.num_layers // pp
     if per_layer is not None and per_rank is not None:
         _fail(
             "num_virtual_stages_per_pipeline_rank",
@@ -348,8 +362,8 @@ def check_virtual_pipeline(c: RunConfig) -> None:
         _fail(
             "num_layers_per_virtual_pipeline_stage",
             per_layer,
-            f"each pipeline rank holds L / PP = {c.num_layers} / {pp} = {layers_per_rank} layers, "
-            f"which {per_layer}-layer virtual stages "
+            f"each pipeline rank holds L / PP = {model.num_layers} / {pp} = {layers_per_rank} "
+            f"layers, which {per_layer}-layer virtual stages "
             + (
                 "make one chunk (the plain schedule)"
                 if per_layer == layers_per_rank
@@ -364,7 +378,8 @@ def check_virtual_pipeline(c: RunConfig) -> None:
         _fail(
             "num_virtual_stages_per_pipeline_rank",
             per_rank,
-            f"each pipeline rank holds L / PP = {c.num_layers} / {pp} = {layers_per_rank} layers, "
+            f"each pipeline rank holds L / PP = {model.num_layers} / {pp} = {layers_per_rank} "
+            "layers, "
             + (
                 "and one virtual stage is the plain schedule"
                 if per_rank == 1
@@ -376,18 +391,18 @@ def check_virtual_pipeline(c: RunConfig) -> None:
         )
 
 
-def check_recompute(c: RunConfig) -> None:
+def check_recompute(c: ParallelFlags, *, model: ModelFlags) -> None:
     """--recompute-num-layers counts layers of the model."""
-    if c.recompute_num_layers is not None and not 1 <= c.recompute_num_layers <= c.num_layers:
+    if c.recompute_num_layers is not None and not 1 <= c.recompute_num_layers <= model.num_layers:
         _fail(
             "recompute_num_layers",
             c.recompute_num_layers,
             "not a count of layers",
-            f"1..{c.num_layers}",
+            f"1..{model.num_layers}",
         )
 
 
-def check_plan_hints(c: RunConfig) -> None:
+def check_plan_hints(c: ParallelFlags) -> None:
     """The machine facts `hyrl plan` reads (--gpus-per-node, --gpu-memory-gib)."""
     if c.gpus_per_node is not None and c.gpus_per_node < 1:
         _fail("gpus_per_node", c.gpus_per_node, "must be a positive count", "an integer >= 1")

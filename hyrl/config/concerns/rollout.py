@@ -5,15 +5,14 @@ updates). Where the engines run is resolved and checked by `hyrl.config.rollout_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-from hyrl.config.concerns.mismatch import engine_returns_routing
+from hyrl.config.concerns.algorithm import AlgorithmFlags
+from hyrl.config.concerns.batch import BatchFlags
+from hyrl.config.concerns.mismatch import MismatchFlags, engine_returns_routing
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import AppliesOnlyWith, _changed, _on, _opt
 from hyrl.config.weight_transport import NAMES as TRANSPORT_NAMES
-
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
 
 
 @dataclass
@@ -216,8 +215,8 @@ _ENGINE_FLAGS = (
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): the engines'
 # settings, each only with the engines it applies to; --async-rollout's and its in-flight
 # updates', only with them on, and --async-rollout only where generation can overlap training.
-APPLIES_ONLY_WITH = (
-    AppliesOnlyWith(
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[Any], ...] = (
+    AppliesOnlyWith[RolloutFlags](
         SGLANG_ONLY,
         "--rollout-engine sglang",
         lambda c: c.rollout_engine == "sglang",
@@ -225,14 +224,14 @@ APPLIES_ONLY_WITH = (
         "leave it unset with --rollout-engine hf",
         _on,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("rollout_num_gpus_per_engine",),
         "--rollout-num-engines N (with --rollout-engine hf)",
         lambda c: c.rollout_engine != "hf" or c.rollout_num_engines is not None,
         "the hf engine runs inside the trainer unless --rollout-num-engines is given",
         "leave it unset, or give --rollout-num-engines N for Ray engine actors",
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         _ENGINE_FLAGS,
         "no --sglang-router-url",
         lambda c: c.sglang_router_url is None,
@@ -240,7 +239,7 @@ APPLIES_ONLY_WITH = (
         "started elsewhere)",
         "leave it unset, or drop --sglang-router-url",
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("colocate",),
         "no --sglang-router-url",
         lambda c: c.sglang_router_url is None,
@@ -248,7 +247,7 @@ APPLIES_ONLY_WITH = (
         "--no-colocate with --sglang-router-url",
         _on,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("offload_train",),
         "--colocate",
         lambda c: c.colocate,
@@ -257,7 +256,7 @@ APPLIES_ONLY_WITH = (
         _on,
     ),
     # --async-rollout (docs/rollout.md "Asynchronous rollouts")
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("max_staleness", "stale_policy"),
         "--async-rollout",
         lambda c: c.async_rollout,
@@ -265,7 +264,7 @@ APPLIES_ONLY_WITH = (
         "add --async-rollout, or remove it",
         _changed,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("inflight_weight_updates",),
         "--async-rollout",
         lambda c: c.async_rollout,
@@ -274,7 +273,7 @@ APPLIES_ONLY_WITH = (
         "--async-rollout --inflight-weight-updates, or remove --inflight-weight-updates",
         _on,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("inflight_weight_updates",),
         "--max-staleness >= 1",
         lambda c: c.max_staleness >= 1,
@@ -283,7 +282,7 @@ APPLIES_ONLY_WITH = (
         "--max-staleness 1 or more with it, or remove --inflight-weight-updates",
         _on,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("inflight_segment_tokens",),
         "--inflight-weight-updates",
         lambda c: c.inflight_weight_updates,
@@ -291,7 +290,7 @@ APPLIES_ONLY_WITH = (
         "add --inflight-weight-updates, or remove it",
         _changed,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[MismatchFlags](
         ("inflight_weight_updates",),
         "no --use-rollout-routing-replay, --measure-routing-mismatch",
         lambda c: not engine_returns_routing(c),
@@ -302,7 +301,7 @@ APPLIES_ONLY_WITH = (
         _on,
     ),
     # before --colocate's row: --offload-train needs --colocate
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("async_rollout",),
         "no --offload-train",
         lambda c: not c.offload_train,
@@ -311,7 +310,7 @@ APPLIES_ONLY_WITH = (
         "--no-async-rollout with --offload-train, or --no-offload-train",
         _on,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[RolloutFlags](
         ("async_rollout",),
         "no --colocate",
         lambda c: not c.colocate,
@@ -320,7 +319,7 @@ APPLIES_ONLY_WITH = (
         "--no-async-rollout with --colocate, or engines on GPUs of their own",
         _on,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[BatchFlags](
         ("async_rollout",),
         "no --batch-ramp",
         lambda c: c.batch_ramp is None,
@@ -329,7 +328,7 @@ APPLIES_ONLY_WITH = (
         "remove --batch-ramp, or --no-async-rollout",
         _on,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[BatchFlags](
         ("async_rollout",),
         "no --batch-schedule auto",
         lambda c: c.batch_schedule != "auto",
@@ -338,7 +337,7 @@ APPLIES_ONLY_WITH = (
         "--batch-schedule fixed, or --no-async-rollout",
         _on,
     ),
-    AppliesOnlyWith(
+    AppliesOnlyWith[AlgorithmFlags](
         ("stale_policy",),
         "no --dynamic-sampling",
         lambda c: not c.dynamic_sampling,
@@ -350,7 +349,7 @@ APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: RolloutFlags) -> None:
     """Sampling, engine counts, the weight buckets, SGLang's memory and timeouts, rewards."""
     if not c.rollout_temperature > 0:
         _fail("rollout_temperature", c.rollout_temperature, "must be positive", "a number > 0")
@@ -392,7 +391,7 @@ def check_given(c: RunConfig) -> None:
         _fail("reward_timeout_s", c.reward_timeout_s, "must be positive", "seconds > 0")
 
 
-def check_staleness(c: RunConfig) -> None:
+def check_staleness(c: RolloutFlags) -> None:
     """--max-staleness counts policy versions."""
     if c.max_staleness < 0:
         _fail(
@@ -403,6 +402,6 @@ def check_staleness(c: RunConfig) -> None:
         )
 
 
-def offloads_train(c: RunConfig) -> bool:
+def offloads_train(c: RolloutFlags) -> bool:
     """Whether the trainer offloads its GPU memory while colocated engines generate."""
     return c.colocate if c.offload_train is None else c.offload_train

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hyrl.config.errors import _fail
 from hyrl.config.kinds import AppliesOnlyWith, _changed, _opt
-
-if TYPE_CHECKING:  # not imported when run: fields.py imports this module
-    from hyrl.config.fields import RunConfig
 
 
 @dataclass
@@ -111,7 +107,7 @@ POSITIVE_COUNTS = ("num_steps", "save_interval", "keep_checkpoint_every", "max_s
 
 # Flags that apply only under a condition (see hyrl.config.conditional_flags): the checkpoints'
 # settings, only with --save.
-APPLIES_ONLY_WITH = (
+APPLIES_ONLY_WITH: tuple[AppliesOnlyWith[CheckpointFlags], ...] = (
     AppliesOnlyWith(
         ("save_interval", "keep_checkpoint_every"),
         "--save DIR",
@@ -130,13 +126,13 @@ APPLIES_ONLY_WITH = (
 )
 
 
-def check_given(c: RunConfig) -> None:
+def check_given(c: RunFlags) -> None:
     """The seed."""
     if c.seed < 0:
         _fail("seed", c.seed, "must not be negative", "an integer >= 0")
 
 
-def check_run_dir(c: RunConfig) -> None:
+def check_run_dir(c: RunFlags) -> None:
     """--run-dir names a directory, new or existing (one holding a run: `hyrl.config.resume`)."""
     if not c.run_dir:
         _fail("run_dir", c.run_dir, "the run directory must be named", "a path")
@@ -146,7 +142,7 @@ def check_run_dir(c: RunConfig) -> None:
         )
 
 
-def check_save_load(c: RunConfig) -> None:
+def check_save_load(c: CheckpointFlags) -> None:
     """--save and --load name directories; --keep-last-checkpoints is a count."""
     for name in ("save", "load"):
         if getattr(c, name) == "":

@@ -122,7 +122,8 @@ def test_the_critic_range_must_hold_its_start_and_a_divisor_of_every_rollout():
 
 def test_the_allowed_batches_are_whole_units_and_divisors_for_the_critic():
     c = resolve(cfg(*AUTO_LR, *PPO, "--critic-micro-batch-size", "32"))
-    assert autopilot_batches(c, 1) == list(range(64, 257, 16))
+    assert autopilot_batches(c, 1, batch=c, parallel=c) == list(range(64, 257, 16))
     # multiples of 32 dividing 192, within [64, 256]
-    assert critic_autopilot_batches(c, 1, 192) == [64, 96, 192]
-    assert critic_autopilot_batches(c, 2, 192) == [64, 192]  # multiples of 32 x DP 2
+    assert critic_autopilot_batches(c, 1, 192, parallel=c, critic=c) == [64, 96, 192]
+    # multiples of 32 x DP 2
+    assert critic_autopilot_batches(c, 2, 192, parallel=c, critic=c) == [64, 192]

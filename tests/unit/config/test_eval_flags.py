@@ -83,10 +83,12 @@ def test_eval_flags_apply_only_when_evaluating(cfg_of, flag, value, shown):
 def test_eval_max_response_len_defaults_to_the_rollout_length_and_must_fit_the_positions(cfg_of):
     base = ("--eval-interval", "1", "--max-position-embeddings", "9")
     cfg = cfg_of(*base, "--rollout-max-response-len", "3")
-    assert eval_max_response_len(resolve(cfg)) == 3
+    resolved = resolve(cfg)
+    assert eval_max_response_len(resolved, rollout=resolved) == 3
     fits = cfg_of(*base, "--eval-max-response-len", "4")  # 5-token arith prompt + 4 = 9
     validate(fits, 1)
-    assert eval_max_response_len(resolve(fits)) == 4
+    resolved = resolve(fits)
+    assert eval_max_response_len(resolved, rollout=resolved) == 4
     err = rejected(cfg_of(*base, "--eval-max-response-len", "5"), "--eval-max-response-len", 5)
     assert "--max-position-embeddings=9" in err.problem and "at most 4" in err.allowed
     rejected(cfg_of(*base, "--eval-max-response-len", "0"), "--eval-max-response-len", 0)

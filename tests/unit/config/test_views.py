@@ -89,9 +89,10 @@ def test_a_view_is_frozen():
 def test_a_view_of_a_config_not_resolved_is_refused():
     given = parse_args([])  # a RunConfig: --global-batch-size and --lr still None
     with pytest.raises(ValueError, match="--global-batch-size still none"):
-        batch_view(given)
+        batch_view(given, micro_batch=given)
     with pytest.raises(ValueError, match="--critic-global-batch-size"):
-        critic_view(parse_args(["--advantage-estimator", "gae"]))
+        gae = parse_args(["--advantage-estimator", "gae"])
+        critic_view(gae, algorithm=gae)
 
 
 def test_a_value_for_no_field_is_refused():

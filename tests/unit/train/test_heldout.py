@@ -88,7 +88,7 @@ def _evaluate(cfg, rollout: _Rollout) -> tuple[dict, float]:
         cfg.rollout,
         rollout,
         torch.device("cpu"),
-        max_response_len=eval_max_response_len(cfg),
+        max_response_len=eval_max_response_len(cfg, rollout=cfg),
         pass_ks=eval_pass_ks(cfg),
     )
 

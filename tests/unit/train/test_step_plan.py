@@ -13,7 +13,7 @@ from hyrl.train.step_plan import StepPlan
 
 def plan_of(*flags, autopilot=None, world_size=1):
     cfg = resolve(parse_args(list(flags)))
-    unit = batch_ramp_unit(cfg, world_size)  # as the Trainer hands it over
+    unit = batch_ramp_unit(cfg, world_size, parallel=cfg)  # as the Trainer hands it over
     return StepPlan(cfg.batch, cfg.optimizer, cfg.critic, cfg.run, unit, autopilot)
 
 
@@ -101,7 +101,7 @@ def test_grpo_has_no_critic_and_an_unresolved_config_is_refused_by_name():
     given = parse_args(["--advantage-estimator", "gae"])
     assert resolve(parse_args([])).critic is None
     with pytest.raises(ValueError, match="--critic-global-batch-size"):
-        critic_view(given)
+        critic_view(given, algorithm=given)
     with pytest.raises(ValueError, match="--lr still none"):
         lr_schedule(given, "")
     with pytest.raises(ValueError, match="no critic"):
