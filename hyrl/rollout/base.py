@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -85,18 +85,6 @@ class Generation:
     # --async-rollout: the policy version (weight syncs) that sampled each response token, set
     # by the rollout manager; tokens of one response differ only under --inflight-weight-updates
     response_versions: list[int] | None = None
-
-
-@dataclass
-class Sample:
-    """A generation with what the loop attaches to it: its prompt group, label and reward."""
-
-    group_index: int  # prompts are repeated G times; responses of one prompt share it
-    label: str
-    generation: Generation
-    response_text: str = ""
-    reward: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 class RolloutEngine(Protocol):
