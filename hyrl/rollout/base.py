@@ -66,6 +66,9 @@ class SamplingParams:
     max_new_tokens: int
     temperature: float = 1.0  # 0 decodes greedily
     top_p: float = 1.0
+    # this call's stop tokens besides the engine's end-of-sequence ids (a turn that ends at a
+    # tool call's closing token); kept as the response's last token, like an end-of-sequence
+    stop_token_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -75,7 +78,9 @@ class Generation:
     prompt_ids: list[int]
     response_ids: list[int]  # includes the stop token when finish_reason == "stop"
     response_log_probs: list[float]
-    finish_reason: str  # "stop" (end-of-sequence token) or "length" (hit max_new_tokens)
+    # "stop" (an end-of-sequence token or one of the call's stop_token_ids, the response's last
+    # token) or "length" (hit max_new_tokens)
+    finish_reason: str
     # --use-rollout-routing-replay: the top-k expert ids (global) the engine routed each token to,
     # int32 [tokens, MoE layers, top-k]. Row i is the token at sequence position i of
     # prompt + response; an engine returns every token that went through the model, i.e.

@@ -165,7 +165,7 @@ class HFRolloutEngine(BucketReceiver):
                 **sampling,
                 max_new_tokens=params.max_new_tokens,
                 pad_token_id=self.pad_id,
-                eos_token_id=self.eos_id,
+                eos_token_id=[self.eos_id, *params.stop_token_ids],
                 output_logits=True,
                 return_dict_in_generate=True,
             )
@@ -188,11 +188,12 @@ class HFRolloutEngine(BucketReceiver):
                 dim=2,
             ).to("cpu", torch.int32)
             self._routed = None
+        stop_ids = {self.eos_id, *params.stop_token_ids}
         generations = []
         for row, (prompt, tokens, row_log_probs) in enumerate(
             zip(prompts, new_tokens.tolist(), log_probs.tolist(), strict=True)
         ):
-            stop = tokens.index(self.eos_id) + 1 if self.eos_id in tokens else None
+            stop = next((at + 1 for at, token in enumerate(tokens) if token in stop_ids), None)
             length = stop if stop is not None else len(tokens)
             generations.append(
                 Generation(

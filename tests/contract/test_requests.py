@@ -46,6 +46,17 @@ def test_the_generate_request_hyrl_sends_decodes_and_its_sampling_params_verify(
     assert params.no_stop_trim and params.stop_token_ids == {151645, 151643}
 
 
+def test_a_calls_own_stop_ids_reach_sglangs_sampling_params():
+    # a turn that ends at a tool call's closing token: SGLang stops at the engine's ids and at
+    # the call's (its SamplingParams keeps them as a set and verifies them against the vocab)
+    sampling = to_sglang_sampling_params(
+        SamplingParams(max_new_tokens=512, stop_token_ids=(151658,)), [151645, 151643]
+    )
+    params = SGLangSamplingParams(**sampling)
+    params.verify(QWEN_VOCAB)
+    assert params.stop_token_ids == {151645, 151643, 151658} and params.no_stop_trim
+
+
 def test_the_fakes_generate_and_sampling_fields_are_sglangs():
     generate_fields = set(GenerateReqInput.__dataclass_fields__)
     assert ROUTE_FIELDS["/generate"] <= generate_fields

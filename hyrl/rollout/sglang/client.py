@@ -537,13 +537,14 @@ class SGLangClient:
 
 
 def to_sglang_sampling_params(params: SamplingParams, stop_token_ids: Sequence[int]) -> dict:
-    """hyrl SamplingParams -> SGLang's sampling_params JSON (temperature 0 decodes greedily)."""
+    """hyrl SamplingParams -> SGLang's sampling_params JSON (temperature 0 decodes greedily);
+    it stops at the engine's `stop_token_ids` and at the call's own (`params.stop_token_ids`)."""
     return {
         "max_new_tokens": params.max_new_tokens,
         "temperature": params.temperature,
         "top_p": params.top_p,
         "top_k": -1,  # SGLang's "no top-k"; hyrl samples from the full (top-p) distribution
-        "stop_token_ids": list(stop_token_ids),
+        "stop_token_ids": list(dict.fromkeys([*stop_token_ids, *params.stop_token_ids])),
         "skip_special_tokens": False,
         "no_stop_trim": True,  # keep the stop token: it is trained on and has a log-prob
     }

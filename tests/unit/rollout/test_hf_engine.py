@@ -161,6 +161,25 @@ def test_stop_iff_response_ends_with_eos_and_length_responses_have_max_new_token
             assert len(g.response_ids) == max_new_tokens
 
 
+def test_a_calls_stop_ids_end_its_responses_there_and_the_next_call_has_none(engine):
+    # Greedy decoding of one prompt, then the same with the first response token as this
+    # call's stop id: the response is that token alone, kept as the last token ("stop"); a call
+    # without stop ids decodes as before (eos only).
+    greedy = SamplingParams(max_new_tokens=6, temperature=0)
+    frees = engine.generate(PROMPTS, greedy)
+    # a prompt whose greedy response does not begin with eos (else the stop id proves nothing)
+    prompt, free = next((p, g) for p, g in zip(PROMPTS, frees) if g.response_ids[0] != EOS_ID)
+    prompt, first = [prompt], free.response_ids[0]
+    alone = engine.generate(prompt, greedy)[0]  # the same batch shape as the calls below
+    stopped = engine.generate(
+        prompt, SamplingParams(max_new_tokens=6, temperature=0, stop_token_ids=(first,))
+    )[0]
+    assert stopped.response_ids == [first] and stopped.finish_reason == "stop"
+    assert stopped.response_log_probs == pytest.approx(alone.response_log_probs[:1], abs=1e-6)
+    again = engine.generate(prompt, greedy)[0]
+    assert again.response_ids == alone.response_ids and len(alone.response_ids) > 1
+
+
 # --- update_weights -------------------------------------------------------------------------
 
 

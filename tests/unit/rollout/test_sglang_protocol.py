@@ -113,6 +113,19 @@ def test_stop_token_ends_the_response_and_maps_to_stop(fake):
     assert len(gen.response_log_probs) == 3
 
 
+def test_a_calls_stop_ids_join_the_engines_for_that_call_only(fake):
+    # 14 -> 15 -> 0 -> 1 (= EOS): this call's stop id 15 ends the response at its first token,
+    # kept; the engine's EOS still stops the next call, which names none.
+    params = SamplingParams(10, stop_token_ids=(15, EOS))
+    sent = to_sglang_sampling_params(params, [EOS])["stop_token_ids"]
+    assert sent == [EOS, 15]  # the engine's first, each once
+    client = SGLangClient(fake.url)
+    [gen] = client.generate_batch([[14]], params, [EOS], 1)
+    assert (gen.response_ids, gen.finish_reason) == ([15], "stop")
+    [gen] = client.generate_batch([[14]], SamplingParams(10), [EOS], 1)
+    assert (gen.response_ids, gen.finish_reason) == ([15, 0, EOS], "stop")
+
+
 def test_hitting_max_new_tokens_maps_to_length(fake):
     [gen] = SGLangClient(fake.url).generate_batch([[3]], SamplingParams(2), [EOS], 1)
     assert (gen.response_ids, gen.finish_reason) == ([4, 5], "length")
