@@ -6,14 +6,14 @@ machine those imports took about 7.5 s of CPU per interpreter, most of a small w
     python fork_ranks.py NPROC WORKER [ARGS...]
 
 Each rank gets torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE) and runs WORKER as `__main__` with
-ARGS. As torchrun's agent does, this process holds the ranks' store (a TCPStore bound to a port
-the kernel picks): a port picked free and bound later by rank 0 could be taken in between by
-another test's connection (a rendezvous failed with EADDRINUSE so under parallel tests). The
-ranks share this process's stdout and stderr. When a rank fails, the others are killed (they
-would wait at a collective until its timeout) and the exit status is 1; a rank dies with this
-process (PR_SET_PDEATHSIG), so a test's timeout leaves none behind. Nothing here runs a torch
-operation before the fork: the ranks start with no thread pool of the parent's.
+MASTER_ADDR, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RUN_ID) and runs WORKER as
+`__main__` with ARGS. As torchrun's agent does, this process holds the ranks' store (a TCPStore
+bound to a port the kernel picks): a port picked free and bound later by rank 0 could be taken
+in between by another test's connection (a rendezvous failed with EADDRINUSE so under parallel
+tests). The ranks share this process's stdout and stderr. When a rank fails, the others are
+killed (they would wait at a collective until its timeout) and the exit status is 1; a rank
+dies with this process (PR_SET_PDEATHSIG), so a test's timeout leaves none behind. Nothing here
+runs a torch operation before the fork: the ranks start with no thread pool of the parent's.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def _rank(rank: int, nproc: int, port_pipe: int, worker: str, args: list[str]) -
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=port,
         TORCHELASTIC_USE_AGENT_STORE="True",  # env:// makes every rank a client of our store
+        TORCHELASTIC_RUN_ID="fork_ranks",  # as torchrun: a lone rank meets at env:// too
     )
     sys.argv = [worker, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(worker))  # as `python WORKER` has it
