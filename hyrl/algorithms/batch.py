@@ -18,7 +18,7 @@ class TokenBatch:
 
     tokens:        [N, L] prompt + response token ids, then padding
     targets:       [N, L] tokens shifted left by one (the token each position predicts)
-    loss_mask:     [N, L] 1.0 where the target is a response token
+    loss_mask:     [N, L] 1.0 where the target is a response token the model sampled
     advantages:    [N] or [N, L]
     old_log_probs: [N, L] log pi_old(target) from the trainer before this update (None until set)
     ref_log_probs: [N, L] log pi_ref(target) from the frozen reference (None without KL)
@@ -235,20 +235,25 @@ def pack(
     pad_to_multiple_of: int = 1,
     rollout_log_probs: list[list[float]] | None = None,
     routed_experts: list[torch.Tensor | None] | None = None,
+    sampled: list[list[int]] | None = None,
 ) -> TokenBatch:
-    """Right-pad prompt+response; mask the positions whose target is a response token.
+    """Right-pad prompt+response; mask the positions whose target is a response token the model
+    sampled.
 
     rollout_log_probs: the engine's log-prob of each response token, placed on the positions
         that predict them (those of the mask).
     routed_experts: per row None (a row this rank does not need) or [T, layers, top-k] expert
         ids of sequence positions len(prompt)+len(response)-1-T ... len(prompt)+len(response)-2
         (see hyrl.rollout.base.Generation); becomes a RoutedExperts.
+    sampled: per response token 1 where the model sampled it, 0 where an environment wrote it
+        (a tool's output): those positions stay out of the loss mask. None: every token.
     """
     if len(prompts) != len(responses) or len(prompts) != advantages.shape[0]:
         raise ValueError("prompts, responses and advantages must have the same length")
     for name, per_row in (
         ("rollout_log_probs", rollout_log_probs),
         ("routed_experts", routed_experts),
+        ("sampled", sampled),
     ):
         if per_row is not None and len(per_row) != len(prompts):
             raise ValueError(f"{name} has {len(per_row)} rows for {len(prompts)} sequences")
@@ -270,11 +275,18 @@ def pack(
         dtype=torch.long,
     )
     # position t predicts token t+1: response tokens are predicted from len(prompt)-1 on
+    if sampled is None:  # every response token was sampled
+        marks_of = [[1.0] * len(response) for response in responses]
+    else:
+        for row, (response, marks) in enumerate(zip(responses, sampled)):
+            if len(marks) != len(response) or not set(marks) <= {0, 1}:
+                raise ValueError(
+                    f"row {row}: the sampled mask must hold one 0 or 1 per response token "
+                    f"({len(response)}), got {len(marks)} values {sorted(set(marks))[:4]}"
+                )
+        marks_of = [[float(mark) for mark in marks] for marks in sampled]
     loss_mask = torch.tensor(
-        [
-            _on_response([1.0] * len(response), len(prompt), seq_len)
-            for prompt, response in zip(prompts, responses)
-        ],
+        [_on_response(marks, len(prompt), seq_len) for prompt, marks in zip(prompts, marks_of)],
         dtype=torch.float32,
     )
     targets = torch.roll(tokens, shifts=-1, dims=1)

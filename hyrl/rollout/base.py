@@ -90,6 +90,10 @@ class Generation:
     # --async-rollout: the policy version (weight syncs) that sampled each response token, set
     # by the rollout manager; tokens of one response differ only under --inflight-weight-updates
     response_versions: list[int] | None = None
+    # per response token: 1 where the model sampled it, 0 where an environment wrote it (a tool's
+    # output in a multi-turn trajectory: not trained on; its log-prob entry is a placeholder);
+    # None: the model sampled every token (a single turn)
+    response_sampled: list[int] | None = None
 
 
 class RolloutEngine(Protocol):
@@ -148,11 +152,15 @@ class RolloutBatch:
     # --async-rollout: the policy version that sampled each response token (Generation's);
     # None in a synchronous run and in checkpoints written before partial rollouts
     response_versions: list[list[int]] | None = None
+    # per response token, 1 where the model sampled it and 0 where an environment wrote it
+    # (Generation.response_sampled); None when the model sampled every token of every row
+    sampled: list[list[int]] | None = None
 
     @classmethod
     def of(cls, generations: list[Generation], scored) -> RolloutBatch:
         """The batch of the engine's generations and the reward pool's scores of them."""
         stamped = [g.response_versions for g in generations if g.response_versions is not None]
+        written = any(g.response_sampled is not None for g in generations)
         return cls(
             prompts=[g.prompt_ids for g in generations],
             responses=[g.response_ids for g in generations],
@@ -162,6 +170,12 @@ class RolloutBatch:
             reward_failures=scored.failures,
             reward_timeouts=scored.timeouts,
             response_versions=stamped if len(stamped) == len(generations) else None,
+            sampled=[
+                [1] * len(g.response_ids) if g.response_sampled is None else g.response_sampled
+                for g in generations
+            ]
+            if written
+            else None,
         )
 
     def __len__(self) -> int:
@@ -190,6 +204,7 @@ class RolloutBatch:
             pad_to_multiple_of=pad_to_multiple_of,
             rollout_log_probs=self.rollout_log_probs,
             routed_experts=self.routed_experts,
+            sampled=self.sampled,
         )
 
     def metrics(self, rollout_s: float) -> dict:

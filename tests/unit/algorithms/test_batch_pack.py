@@ -62,6 +62,38 @@ def test_loss_mask_covers_exactly_the_positions_whose_target_is_a_response_token
     assert batch.targets[batch.loss_mask.bool()].tolist() == [7, 1, 9]
 
 
+def test_tokens_an_environment_wrote_stay_out_of_the_loss_mask():
+    # row 0's response is a turn: model token 7, an environment's token 8, model token 1; the
+    # environment's position (5, predicting 8) is no target of the loss; tokens and targets
+    # keep every token
+    batch = pack(
+        PROMPTS,
+        [[7, 8, 1], [9]],
+        ADVANTAGES,
+        pad_id=0,
+        pad_to_multiple_of=4,
+        rollout_log_probs=[[-0.1, 0.0, -0.3], [-0.5]],
+        sampled=[[1, 0, 1], [1]],
+    )
+    # 5 + 3 tokens and a spare position: 9, padded to 12
+    assert batch.tokens[0].tolist() == [2, 3, 13, 4, 14, 7, 8, 1, 0, 0, 0, 0]
+    assert torch.equal(
+        batch.loss_mask,
+        floats([0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+    )
+    assert batch.targets[batch.loss_mask.bool()].tolist() == [7, 1, 9]
+    assert batch.rollout_log_probs[batch.loss_mask.bool()].tolist() == pytest.approx(
+        [-0.1, -0.3, -0.5]
+    )
+    assert batch.num_response_tokens == 3
+
+
+@pytest.mark.parametrize("marks", [[[1, 0], [1]], [[1, 0, 2], [1]]])
+def test_a_sampled_mask_of_the_wrong_length_or_values_is_refused_naming_the_row(marks):
+    with pytest.raises(ValueError, match="row 0: the sampled mask"):
+        pack(PROMPTS, [[7, 8, 1], [9]], ADVANTAGES, pad_id=0, sampled=marks)
+
+
 def test_advantages_pass_through_and_log_probs_start_unset(batch):
     assert torch.equal(batch.advantages, ADVANTAGES)
     assert batch.old_log_probs is None and batch.ref_log_probs is None

@@ -45,6 +45,36 @@ def test_the_token_batch_masks_exactly_the_response_tokens():
     assert masked.tolist() == pytest.approx([-0.1, -0.2, -0.3, -0.5])
 
 
+def test_a_generation_with_environment_tokens_keeps_them_out_of_the_loss():
+    # one row's tokens 5 and 6 came from an environment (a tool's output); the other row was
+    # all sampled (None): the batch carries a full mask, and the loss sees model tokens only
+    generations = [
+        Generation(
+            [1, 2], [3, 5, 6, 4], [-0.1, 0.0, 0.0, -0.4], "stop", response_sampled=[1, 0, 0, 1]
+        ),
+        Generation([1, 2], [7], [-0.5], "length"),
+    ]
+    batch = RolloutBatch.of(
+        generations, SimpleNamespace(rewards=[1.0, 0.0], failures=0, timeouts=0)
+    )
+    assert batch.sampled == [[1, 0, 0, 1], [1]]
+    token_batch = batch.to_token_batch(pad_to_multiple_of=1)
+    assert token_batch.loss_mask.sum().item() == 3
+    assert token_batch.targets[token_batch.loss_mask.bool()].tolist() == [3, 4, 7]
+    assert _batch().sampled is None  # single turn: no mask carried
+
+
+def test_a_rollout_batch_pickled_before_the_sampled_mask_loads_without_one():
+    # queued --async-rollout batches of an older checkpoint have no `sampled` attribute
+    import pickle
+
+    old = _batch()
+    del old.__dict__["sampled"]
+    loaded = pickle.loads(pickle.dumps(old))
+    assert loaded.sampled is None
+    assert loaded.to_token_batch(pad_to_multiple_of=1).loss_mask.sum().item() == 4
+
+
 def test_evaluation_runs_before_training_every_interval_and_after_the_last_step():
     run = SimpleNamespace(num_steps=10)
     assert eval_schedule(SimpleNamespace(eval_interval=4), run) == {0, 4, 8, 10}
