@@ -207,10 +207,19 @@ class RolloutBatch:
             sampled=self.sampled,
         )
 
+    @property
+    def model_lengths(self) -> list[int]:
+        """Per row, the response tokens the model sampled, an environment's not counted: what
+        over-long shaping, the response lengths and the rollout's tokens per second count."""
+        if self.sampled is None:
+            return [len(response) for response in self.responses]
+        return [sum(marks) for marks in self.sampled]
+
     def metrics(self, rollout_s: float) -> dict:
-        """train/* statistics of the responses; rollout_s: the generation's seconds."""
+        """train/* statistics of the responses (their lengths count the model's tokens only);
+        rollout_s: the generation's seconds."""
         rewards = torch.tensor(self.rewards, dtype=torch.float64)
-        lengths = torch.tensor([len(r) for r in self.responses], dtype=torch.float64)
+        lengths = torch.tensor(self.model_lengths, dtype=torch.float64)
         return {
             "train/reward_mean": float(rewards.mean()),
             "train/response_len_mean": float(lengths.mean()),

@@ -54,7 +54,7 @@ class RolloutPreparation:
         rows' loss mask; their metrics. On policy the old log-probs are left to the update."""
         rewards, metrics = self.overlong(  # the rewards the advantages take
             rollout.rewards_tensor(),
-            [len(r) for r in rollout.responses],
+            rollout.model_lengths,  # an environment's tokens do not make a response over-long
             rollout.finish_reasons,
             batch.loss_mask,
         )

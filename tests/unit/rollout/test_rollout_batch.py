@@ -62,6 +62,10 @@ def test_a_generation_with_environment_tokens_keeps_them_out_of_the_loss():
     assert token_batch.loss_mask.sum().item() == 3
     assert token_batch.targets[token_batch.loss_mask.bool()].tolist() == [3, 4, 7]
     assert _batch().sampled is None  # single turn: no mask carried
+    # lengths count the model's tokens: 2 + 1 (not 4 + 1); 3 tokens generated in 1.5 s
+    assert batch.model_lengths == [2, 1] and _batch().model_lengths == [3, 1]
+    metrics = batch.metrics(rollout_s=1.5)
+    assert metrics["train/response_len_mean"] == 1.5 and metrics["perf/rollout_tokens_per_s"] == 2.0
 
 
 def test_a_rollout_batch_pickled_before_the_sampled_mask_loads_without_one():

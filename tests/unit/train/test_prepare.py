@@ -12,6 +12,7 @@ from hyrl.algorithms.batch import TokenBatch
 from hyrl.algorithms.mismatch import Corrections
 from hyrl.algorithms.overlong import OverlongShaping
 from hyrl.metrics.timers import StageTimers
+from hyrl.rollout.base import RolloutBatch
 from hyrl.train.data_parallel import DataParallelRows
 from hyrl.train.prepare import RolloutPreparation
 
@@ -40,7 +41,7 @@ def _backend(reference=False, critic=False):
     )
 
 
-def _rollout_and_batch(rewards, lengths=None):
+def _rollout_and_batch(rewards, lengths=None, sampled=None):
     n = len(rewards)
     mask = torch.tensor([[0.0, 1.0, 1.0]] * n)
     batch = TokenBatch(
@@ -50,10 +51,16 @@ def _rollout_and_batch(rewards, lengths=None):
         advantages=torch.zeros(n),
         rollout_log_probs=torch.full((n, 3), -1.0),
     )
-    rollout = SimpleNamespace(
-        rewards_tensor=lambda: torch.tensor(rewards),
-        responses=[[1] * length for length in (lengths or [2] * n)],
+    responses = [[1] * length for length in (lengths or [2] * n)]
+    rollout = RolloutBatch(
+        prompts=[[1]] * n,
+        responses=responses,
+        rollout_log_probs=[[-1.0] * len(response) for response in responses],
         finish_reasons=["stop"] * n,
+        rewards=list(rewards),
+        reward_failures=0,
+        reward_timeouts=0,
+        sampled=sampled,
     )
     return rollout, batch
 
@@ -107,4 +114,15 @@ def test_the_advantages_take_the_over_long_shaped_rewards():
     metrics = _preparation(backend, buffer_len=1).prepare(rollout, batch, False, StageTimers())
     assert metrics["train/overlong_penalized_frac"] == 0.5
     per_row = batch.advantages.tolist()  # GRPO: one advantage a row
+    assert per_row[0] > 0 > per_row[1]
+
+
+def test_an_environments_tokens_do_not_make_a_response_over_long():
+    # both responses hold 2 tokens, but the first's second token an environment wrote: the
+    # model sampled 1 and 2, so the shaping is that of the test above, (1, 0)
+    backend = _backend()
+    rollout, batch = _rollout_and_batch([1.0, 1.0], lengths=[2, 2], sampled=[[1, 0], [1, 1]])
+    metrics = _preparation(backend, buffer_len=1).prepare(rollout, batch, False, StageTimers())
+    assert metrics["train/overlong_penalized_frac"] == 0.5
+    per_row = batch.advantages.tolist()
     assert per_row[0] > 0 > per_row[1]
