@@ -1,7 +1,8 @@
 """PPO with a learned critic (Schulman et al. 2017), as used for RLHF (Ouyang et al. 2022).
 
 Token tensors are [N, L] in the layout of batch.py: position t predicts token t+1, `mask` is 1
-exactly where the target is a response token, and those positions are contiguous in each row.
+exactly where the target is a response token the model sampled: contiguous in a single turn,
+with gaps where an environment wrote tokens between turns.
 A value V[n, t] is the critic's value of the state that has seen tokens 0..t, so rewards,
 values, advantages and returns all live on the same positions as the log-probs.
 The actor needs no separate loss here: `losses.grpo_loss` already takes advantages of shape
@@ -47,11 +48,15 @@ def gae(
 ) -> tuple[Tensor, Tensor]:
     """Generalized Advantage Estimation (Schulman et al. 2016) over each row's masked positions.
 
-    rewards, values, mask: [N, L]. Computed right to left:
-        delta_t = r_t + gamma * m_{t+1} * V_{t+1} - V_t
-        A_t     = delta_t + gamma * lambd * m_{t+1} * A_{t+1}
+    rewards, values, mask: [N, L]. Computed right to left over the masked positions only, t'
+    the next masked position after t:
+        delta_t = r_t + gamma * V_t' - V_t
+        A_t     = delta_t + gamma * lambd * A_t'
         R_t     = A_t + V_t
-    m_{t+1} = 0 after the last response position, so the episode ends there (bootstrap 0).
+    with V_t' = A_t' = 0 after the last masked position, so the episode ends there (bootstrap
+    0). A position outside the mask inside a row (a token an environment wrote between two of
+    the model's turns) is skipped, not an end: the model's token before it bootstraps from the
+    model's token after it. With one contiguous masked span (a single turn) t' = t + 1.
     Returns (advantages, returns), [N, L], zero outside the mask, with no gradient (rewards and
     values are detached).
     """
@@ -59,16 +64,17 @@ def gae(
     r = rewards.detach().to(dtype)
     V = values.detach().to(dtype)
     m = mask.to(dtype)
+    on = mask > 0
     N, L = m.shape
     advantages = torch.zeros_like(V)
-    next_value = torch.zeros(N, dtype=dtype, device=V.device)  # m_{t+1} * V_{t+1}
-    next_adv = torch.zeros(N, dtype=dtype, device=V.device)  # m_{t+1} * A_{t+1}
+    next_value = torch.zeros(N, dtype=dtype, device=V.device)  # V_t' of the next masked t'
+    next_adv = torch.zeros(N, dtype=dtype, device=V.device)  # A_t'
     for t in reversed(range(L)):
         delta = r[:, t] + gamma * next_value - V[:, t]  # GAE paper, eq. 10
         A_t = (delta + gamma * lambd * next_adv) * m[:, t]  # GAE paper, eq. 16
         advantages[:, t] = A_t
-        next_value = V[:, t] * m[:, t]
-        next_adv = A_t
+        next_value = torch.where(on[:, t], V[:, t], next_value)
+        next_adv = torch.where(on[:, t], A_t, next_adv)
     returns = (advantages + V) * m  # lambda-return target
     return advantages, returns
 

@@ -58,6 +58,24 @@ def test_gae_by_hand_at_an_offset_with_independent_rows():
     )
 
 
+def test_gae_carries_across_the_tokens_an_environment_wrote_between_turns():
+    # Row 0 of the test above with two environment tokens (positions 5 and 6, outside the mask,
+    # garbage rewards and values) between the model's positions 4 and 7: position 4 bootstraps
+    # from position 7, so the model's four positions get the advantages and returns of the
+    # trajectory without the gap, and the environment's positions get none. A GAE that ended at
+    # every unmasked position would bootstrap 0 at position 4 (delta_4 = -0.6) and cut the
+    # trajectory in two.
+    mask = rows([0, 0, 0, 1, 1, 0, 0, 1, 1, 0])
+    rewards = rows([5, 5, 5, 0, 0, 5, 5, 0, 1, 5])
+    values = rows([9, 9, 9, 0.5, 0.6, 9, 9, 0.7, 0.8, 9])
+    A, R = gae(rewards, values, mask, gamma=0.9, lambd=0.8)
+    expected = rows([0, 0, 0, 0.1466176, 0.14808, 0, 0, 0.164, 0.2, 0])
+    assert torch.allclose(A, expected, atol=1e-6, rtol=0)
+    assert torch.allclose(
+        R, rows([0, 0, 0, 0.6466176, 0.74808, 0, 0, 0.864, 1.0, 0]), atol=1e-6, rtol=0
+    )
+
+
 def test_gae_with_gamma_and_lambda_one_is_final_reward_minus_value():
     # gamma = lambd = 1: A_t = sum of the remaining rewards - V_t = 1 - V_t; every R_t = 1.
     A, R = gae(REWARDS[:1], VALUES[:1], MASK[:1], gamma=1.0, lambd=1.0)
