@@ -19,9 +19,10 @@
                                   distributed optimizer or not) as a distributed checkpoint
         critic_optimizer/         the critic's (PPO)
         rank_00000-of-00002.pt    one per rank: step/skip counters, noise-scale averages, RNG states
-        rollout_queue.pt          --async-rollout: the rollouts generated ahead (RolloutBatch
-                                  with each token's policy version, routing, prompts, the
-                                  versions of the generation calls), taken first on resume
+        rollout_queue.pt          --async-rollout: the rollouts generated ahead as plain data
+                                  (their batches with each token's policy version, routing,
+                                  prompts, the versions of the generation calls), taken first
+                                  on resume
       .tmp-step_9/                a save in progress, or one a crash interrupted (never read;
                                   the next save removes it)
 
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -359,8 +361,13 @@ def read_loop_state(step_dir: Path) -> dict:
 
 
 def read_rollout_queue(step_dir: Path) -> list[dict]:
-    """--async-rollout's queued rollouts saved with the checkpoint ([] when it has none)."""
+    """--async-rollout's queued rollouts saved with the checkpoint ([] when it has none): plain
+    data (`hyrl.rollout.queue_state`), read without unpickling any class; a queue saved before
+    plain data pickled RolloutBatch and Prompt objects, and only those are unpickled."""
     path = step_dir / ROLLOUT_QUEUE_FILE
     if not path.is_file():
         return []
-    return torch.load(path, weights_only=False)  # our own file: RolloutBatch dataclasses
+    try:
+        return torch.load(path, weights_only=True)
+    except pickle.UnpicklingError:  # pickled objects: our own file, written before plain data
+        return torch.load(path, weights_only=False)

@@ -120,19 +120,6 @@ class QueuedRollout:
             return [trainer_version - v for v in self.versions]
         return [trainer_version - (min(v) if v else self.version) for v in per_token]
 
-    def state_dict(self) -> dict:
-        """What a checkpoint saves (torch.save: tensors and dataclasses inside)."""
-        return {
-            "batch": self.batch,
-            "routed": self.routed,
-            "prompts": self.prompts,
-            "versions": self.versions,
-        }
-
-    @classmethod
-    def from_state_dict(cls, state: dict) -> QueuedRollout:
-        return cls(state["batch"], state["routed"], state["prompts"], list(state["versions"]))
-
 
 @dataclass
 class Taken:

@@ -28,6 +28,7 @@ from hyrl.config.rollout_layout import RolloutLayout
 from hyrl.data.stream import PromptStream
 from hyrl.metrics.timers import StageTimers
 from hyrl.models.qwen3_moe.config import Qwen3MoeArch
+from hyrl.rollout import queue_state
 from hyrl.rollout.async_queue import (
     EngineLock,
     QueuedRollout,
@@ -275,7 +276,7 @@ class RolloutManager:
             self._rollout.max_staleness,
             self._rollout.stale_policy,
             regenerate=lambda prompts: self.rollout_versioned(len(prompts), prompts),
-            saved=[QueuedRollout.from_state_dict(s) for s in saved],
+            saved=queue_state.from_saved(saved),
         )
 
     def _take_queued(self, timers: StageTimers, in_flight: int) -> Taken:

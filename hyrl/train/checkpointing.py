@@ -163,8 +163,9 @@ def loop_state(
         state["autopilot"] = autopilot.state_dict()
     if rollout_manager.queue is not None:  # the rollouts generated ahead, done, with it
         from hyrl.checkpoint.trainer_state import ROLLOUT_QUEUE_KEY
+        from hyrl.rollout import queue_state
 
-        state[ROLLOUT_QUEUE_KEY] = [q.state_dict() for q in rollout_manager.queue.drain()]
+        state[ROLLOUT_QUEUE_KEY] = queue_state.to_plain(rollout_manager.queue.drain())
     return state
 
 

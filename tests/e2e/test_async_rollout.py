@@ -7,6 +7,7 @@ two versions, staleness (from each response's oldest token) stays within K, and 
 keeps the per-token versions of the partial rollout it holds."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from recipe_runs import records, run_recipe
@@ -90,9 +91,11 @@ def test_a_resumed_async_run_takes_the_saved_queue_first_and_loses_no_prompt(k1_
     import torch
 
     run_dir, ckpt = k1_runs / "run", k1_runs / "ckpt"
-    queued = torch.load(ckpt / "step_3" / "rollout_queue.pt", weights_only=False)
+    # plain data: it loads without unpickling a class (hyrl.rollout.queue_state)
+    queued = torch.load(ckpt / "step_3" / "rollout_queue.pt", weights_only=True)
     assert len(queued) == 1 and queued[0]["versions"] == [2]  # rollout 4, by step 2's weights
-    saved_reward_mean = sum(queued[0]["batch"].rewards) / len(queued[0]["batch"].rewards)
+    rewards = queued[0]["batch"]["rewards"]
+    saved_reward_mean = sum(rewards) / len(rewards)
     # P = 16 prompts a rollout: 3 trained and 1 queued
     assert (
         json.loads((ckpt / "step_3" / "trainer_state.json").read_text())["task"]["position"] == 64
@@ -224,8 +227,8 @@ def test_a_resume_trains_the_saved_partial_rollout_first_and_loses_no_prompt(par
     from hyrl.rollout.partial import version_metrics
 
     run_dir, ckpt = partial_run / "run", partial_run / "ckpt"
-    [queued] = torch.load(ckpt / "step_3" / "rollout_queue.pt", weights_only=False)
-    saved = queued["batch"]
+    [queued] = torch.load(ckpt / "step_3" / "rollout_queue.pt", weights_only=True)
+    saved = SimpleNamespace(**queued["batch"])
     # rollout 4: started on step 2's weights (version 2), continued after step 3's sync
     assert min(min(v) for v in saved.response_versions) == 2
     assert max(max(v) for v in saved.response_versions) == 3

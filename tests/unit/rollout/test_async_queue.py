@@ -228,8 +228,6 @@ def test_drain_waits_for_the_queued_rollouts_and_keeps_them_queued():
         queued = queue.drain()
         assert [q.prompts for q in queued] == [[0, 1], [2, 3]]
         assert len(queue) == 2
-        again = QueuedRollout.from_state_dict(queued[0].state_dict())
-        assert (again.prompts, again.versions) == ([0, 1], [0])
         assert queue.take(0).rollout.prompts == [0, 1]
     finally:
         queue.close()

@@ -14,7 +14,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from hyrl.data.stream import Prompt
 from hyrl.models.qwen3_moe.config import TINY
+from hyrl.rollout import queue_state
 from hyrl.rollout.async_queue import EngineLock, QueuedRollout, RolloutQueue
 from hyrl.rollout.base import Generation, RolloutBatch, SamplingParams
 from hyrl.rollout.hf_engine import HFRolloutEngine
@@ -230,9 +232,9 @@ def test_per_token_versions_survive_the_checkpointed_queue_state(tmp_path):
     )
     scored = SimpleNamespace(rewards=[0.0, 1.0], failures=0, timeouts=0)
     batch = RolloutBatch.of(generations, scored)
-    torch.save([QueuedRollout(batch, None, ["a"], [0, 1]).state_dict()], tmp_path / "q.pt")
-    [state] = torch.load(tmp_path / "q.pt", weights_only=False)
-    again = QueuedRollout.from_state_dict(state)
+    prompt = Prompt([2], "a", "2", 0)
+    torch.save(queue_state.to_plain([QueuedRollout(batch, None, [prompt], [0, 1])]), tmp_path / "q")
+    [again] = queue_state.from_saved(torch.load(tmp_path / "q", weights_only=True))
     assert again.response_versions == [[0, 0, 1], [0, 0, 1]]
     assert again.staleness(2) == [2, 2]
 
