@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hyrl.algorithms.actor_loss import ActorLoss
 from hyrl.algorithms.batch import TokenBatch
-from hyrl.algorithms.losses import grpo_loss
 from hyrl.backends.megatron import weights
 from hyrl.backends.megatron.ddp_optimizer import OptimizerSettings
 from hyrl.backends.megatron.logprobs import vocab_parallel_log_probs_and_entropy
@@ -30,13 +30,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class ActorSettings:
     optim: OptimizerSettings
+    loss: ActorLoss = ActorLoss()  # the loss's terms and clip range (hyrl.algorithms)
     temperature: float = 1.0  # log-probs of softmax(logits / T), as the rollout sampled them
-    eps_clip: float = 0.2  # the ratio's clip range: the token ratio's (ppo), the sequence's (gspo)
-    eps_clip_high: float = 0.2
-    policy_loss: str = "ppo"  # or "gspo" (hyrl.algorithms.losses)
-    kl_loss_coef: float = 0.0
-    kl_loss_type: str = "low_var_kl"
-    entropy_coef: float = 0.0
     keep_reference: bool = False  # a frozen copy for KL (loss term or reward penalty)
     transformer_impl: str = "auto"
     token_dispatcher: str = "auto"
@@ -53,20 +48,12 @@ class ActorSettings:
         rollout: RolloutView,
     ) -> ActorSettings:
         """The actor of a run: its optimizer `optim` (OptimizerSettings.for_actor), the
-        algorithm's loss (the clip range of --gspo-eps-clip* under --policy-loss gspo), the
-        routing replay or measurement, the model's kernels and the rollout's temperature."""
-        gspo = algorithm.policy_loss == "gspo"
+        algorithm's loss (`ActorLoss.of`), the routing replay or measurement, the model's
+        kernels and the rollout's temperature."""
         return cls(
             optim=optim,
+            loss=ActorLoss.of(algorithm),
             temperature=rollout.rollout_temperature,
-            eps_clip=algorithm.gspo_eps_clip if gspo else algorithm.eps_clip,
-            eps_clip_high=(
-                algorithm.gspo_eps_clip_high if gspo else algorithm.resolved_eps_clip_high
-            ),
-            policy_loss=algorithm.policy_loss,
-            kl_loss_coef=algorithm.kl_loss_coef,
-            kl_loss_type=algorithm.kl_loss_type,
-            entropy_coef=algorithm.entropy_coef,
             keep_reference=algorithm.kl_loss_coef > 0 or algorithm.kl_coef > 0,
             transformer_impl=model.transformer_impl,
             token_dispatcher=model.moe_token_dispatcher_type,
@@ -223,7 +210,7 @@ class MegatronActor(MegatronTrainedModel):
 
         def loss_fn(mb: TokenBatch, logits: torch.Tensor, rows: int):
             log_probs, entropy = self._log_probs_of(
-                logits, mb, with_entropy=s.entropy_coef > 0 or on_policy
+                logits, mb, with_entropy=s.loss.needs_entropy or on_policy
             )
             old_log_probs, pg_weights = mb.old_log_probs, mb.pg_weights
             if on_policy:
@@ -236,23 +223,7 @@ class MegatronActor(MegatronTrainedModel):
                 if self.replay is not None and mb.routed_experts is not None:
                     self._routing_counts += self.replay.comparison(*self._engine_routing(mb))
             assert old_log_probs is not None, "the loop's log-prob pass set them"
-            return grpo_loss(
-                log_probs,
-                old_log_probs,
-                mb.advantages,
-                mb.loss_mask,
-                eps_clip=s.eps_clip,
-                eps_clip_high=s.eps_clip_high,
-                ref_log_probs=mb.ref_log_probs if s.kl_loss_coef > 0 else None,
-                kl_loss_coef=s.kl_loss_coef,
-                kl_loss_type=s.kl_loss_type,
-                entropy=entropy if s.entropy_coef > 0 else None,
-                entropy_coef=s.entropy_coef,
-                total_tokens=total_tokens,
-                pg_weights=pg_weights,
-                policy_loss_kind=s.policy_loss,
-                weights=mb.loss_weights,
-            )
+            return s.loss(mb, log_probs, old_log_probs, entropy, total_tokens, pg_weights)
 
         self._records_routing = on_policy
         try:
