@@ -72,9 +72,10 @@ def test_a_nan_loss_skips_the_update_and_leaves_weights_optimizer_and_schedule_u
 
 NAN_FROM_SECOND_STEP = """
 import sys
+import hyrl.algorithms.actor_loss as loss_module
 import hyrl.backends.megatron.actor as actor_module
 calls = [0]
-original = actor_module.grpo_loss
+original = loss_module.grpo_loss  # what the actor's loss (ActorLoss) calls
 def poisoned(*args, **kwargs):  # every actor micro-batch loss from the 2nd optimizer step on
     loss, stats = original(*args, **kwargs)
     return (loss * float("nan") if calls[0] >= 1 else loss), stats
@@ -85,7 +86,7 @@ def counted(self, *args, **kwargs):
     finally:
         calls[0] += 1
 actor_module.MegatronActor._train = counted
-actor_module.grpo_loss = poisoned
+loss_module.grpo_loss = poisoned
 from hyrl.cli import main
 sys.exit(main(["train", *sys.argv[1:]]))
 """
